@@ -1,0 +1,21 @@
+// `harness env`: prints the environment a run started here would record.
+#include <cstdio>
+
+#include "harness/commands.h"
+#include "recorder/environment.h"
+
+namespace vinci {
+
+int cmd_env(const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    std::fprintf(stderr, "usage: harness env\n");
+    return 2;
+  }
+  Environment env = capture_base_environment();
+  std::printf("cpu: %s\ncompiler: %s\ngit_revision: %s\nvinci: %s\n", env.cpu.c_str(),
+              env.compiler.c_str(), env.git_revision.c_str(), env.vinci_version.c_str());
+  for (const auto& [k, v] : env.pinned()) std::printf("pinned %s=%s\n", k.c_str(), v.c_str());
+  return 0;
+}
+
+}  // namespace vinci

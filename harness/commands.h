@@ -1,0 +1,15 @@
+// The `harness` CLI's subcommands. Each takes the arguments after its name and returns the
+// process exit code: 0 success, 1 a failed result (where a command has one), 2 bad usage or error.
+#ifndef VINCI_HARNESS_COMMANDS_H_
+#define VINCI_HARNESS_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+namespace vinci {
+
+int cmd_env(const std::vector<std::string>& args);
+
+}  // namespace vinci
+
+#endif  // VINCI_HARNESS_COMMANDS_H_

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what vinci needs on a Debian bookworm machine, idempotently: only missing packages are
+# installed, and a machine that has them all is left untouched (no apt-get update either).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config python3 python3-pip
+  libtorch-dev
+  libcapnp-dev capnproto
+  libxxhash-dev
+  libboost-program-options-dev
+  libtomlplusplus-dev
+  nlohmann-json3-dev
+  libzstd-dev
+  libgtest-dev libgmock-dev
+  libbenchmark-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=()
+  if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+  "${sudo_cmd[@]}" apt-get update -q
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if [ ! -x /usr/local/cuda/bin/nvcc ] && [ ! -e /usr/local/cuda/lib64/libnvrtc.so ]; then
+  echo "setup: CUDA 13 is expected at /usr/local/cuda (NVRTC and the driver API)" >&2
+  exit 1
+fi
+
+# pycapnp reads runs from Python (tests/recorder/read_run.py shows how); xxhash is the independent
+# reference for vinci's content addresses in that test.
+if ! python3 -c 'import capnp, xxhash' 2>/dev/null; then
+  echo "setup: installing pycapnp and xxhash for Python"
+  python3 -m pip install -q pycapnp xxhash 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages pycapnp xxhash
+fi
+echo "setup: ok"
