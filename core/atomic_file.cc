@@ -53,7 +53,7 @@ Status sync_dir(const std::string& path) {
   return Status();
 }
 
-Status write_file_atomic(const std::string& path, std::string_view bytes) {
+Status write_file_atomic(const std::string& path, std::string_view bytes, bool durable) {
   std::string dir = parent_of(path);
   VINCI_RETURN_IF_ERROR(make_dirs(dir));
   // Unique per process and call, so concurrent writers of one path never share a temp file.
@@ -74,7 +74,7 @@ Status write_file_atomic(const std::string& path, std::string_view bytes) {
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
+  if (durable && ::fsync(fd) != 0) {
     Status st = io_error(errno_text("cannot sync", tmp));
     ::close(fd);
     ::unlink(tmp.c_str());
@@ -86,7 +86,7 @@ Status write_file_atomic(const std::string& path, std::string_view bytes) {
     ::unlink(tmp.c_str());
     return st;
   }
-  return sync_dir(dir);
+  return durable ? sync_dir(dir) : Status();
 }
 
 Result<std::string> read_file(const std::string& path) {

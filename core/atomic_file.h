@@ -13,8 +13,10 @@
 
 namespace vinci {
 
-// Writes bytes to path atomically. Creates missing parent folders.
-Status write_file_atomic(const std::string& path, std::string_view bytes);
+// Writes bytes to path atomically. Creates missing parent folders. With durable, the file and the
+// folder are fsync'd, so the new file survives a power loss too; without, it survives the writer's
+// crash or SIGKILL (rename is atomic to every other process) but not a power loss.
+Status write_file_atomic(const std::string& path, std::string_view bytes, bool durable = true);
 
 // Reads a whole file.
 Result<std::string> read_file(const std::string& path);

@@ -43,6 +43,11 @@ inline Digest hash_tagged(std::string_view kind, std::string_view bytes) {
 // XXH3-64 of raw bytes, seeded; used for frame checksums and key derivation.
 uint64_t hash64(const void* data, size_t size, uint64_t seed = 0);
 
+// For unordered containers keyed by a digest (its bits are already uniformly mixed).
+struct DigestHash {
+  size_t operator()(const Digest& d) const { return static_cast<size_t>(d.lo ^ (d.hi * 0x9E3779B97F4A7C15ull)); }
+};
+
 // Streaming XXH3-128 for digests over many pieces (a run digest, a parameter digest).
 // The stream is tagged like hash_tagged, so Hasher(k).update(b).finish() == hash_tagged(k, b).
 class Hasher {

@@ -1,0 +1,126 @@
+#include "recorder/record_json.h"
+
+#include <capnp/compat/json.h>
+#include <capnp/dynamic.h>
+#include <capnp/message.h>
+#include <capnp/serialize-packed.h>
+#include <kj/io.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "recorder/vinci.capnp.h"
+
+namespace vinci {
+namespace {
+
+// Collects every 16-byte Data field (an address) reachable from a struct.
+void collect_addresses(capnp::DynamicStruct::Reader s, std::set<Digest>* out);
+
+void collect_value(capnp::DynamicValue::Reader v, std::set<Digest>* out) {
+  switch (v.getType()) {
+    case capnp::DynamicValue::DATA: {
+      auto d = v.as<capnp::Data>();
+      if (d.size() == 16) {
+        Digest dg = Digest::from_bytes(d.begin());
+        if (!dg.is_zero()) out->insert(dg);
+      }
+      break;
+    }
+    case capnp::DynamicValue::STRUCT:
+      collect_addresses(v.as<capnp::DynamicStruct>(), out);
+      break;
+    case capnp::DynamicValue::LIST:
+      for (auto e : v.as<capnp::DynamicList>()) collect_value(e, out);
+      break;
+    default:
+      break;
+  }
+}
+
+void collect_addresses(capnp::DynamicStruct::Reader s, std::set<Digest>* out) {
+  for (auto field : s.getSchema().getFields()) {
+    if (!s.has(field)) continue;
+    collect_value(s.get(field), out);
+  }
+}
+
+bool is_utf8(const std::string& s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t extra = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : 4;
+    if (extra == 4 || extra > n - i - 1) return false;
+    for (size_t k = 1; k <= extra; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 2) return false;
+    }
+    i += extra + 1;
+  }
+  return true;
+}
+
+std::string to_hex(const std::string& s) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size() * 2);
+  for (unsigned char c : s) {
+    out.push_back(kHex[c >> 4]);
+    out.push_back(kHex[c & 15]);
+  }
+  return out;
+}
+
+capnp::JsonCodec& codec() {
+  thread_local std::unique_ptr<capnp::JsonCodec> c;
+  if (!c) {
+    c = std::make_unique<capnp::JsonCodec>();
+    c->handleByAnnotation<schema::Record>();
+    c->handleByAnnotation<schema::Manifest>();
+  }
+  return *c;
+}
+
+}  // namespace
+
+std::string record_to_json(RecordView& record, const ObjectStore* store) {
+  auto root = record.message().getRoot<schema::Record>();
+  kj::String text = codec().encode(root);
+  std::string out(text.cStr());
+  if (!store) return out;
+  std::set<Digest> addresses;
+  collect_addresses(capnp::DynamicStruct::Reader(root), &addresses);
+  nlohmann::json objects = nlohmann::json::object();
+  for (const Digest& d : addresses) {
+    auto obj = store->get(d);
+    nlohmann::json entry;
+    if (!obj.ok()) {
+      entry["missing"] = true;
+    } else {
+      entry["kind"] = obj->kind;
+      if (is_utf8(obj->bytes)) {
+        entry["text"] = obj->bytes;
+      } else {
+        entry["hex"] = to_hex(obj->bytes);
+      }
+    }
+    objects[d.hex()] = std::move(entry);
+  }
+  if (out.size() >= 2 && out.back() == '}') {
+    out.pop_back();
+    out += ",\"objects\":" + objects.dump() + "}";
+  }
+  return out;
+}
+
+std::string manifest_to_json(const ManifestInfo& manifest) {
+  std::string bytes = encode_manifest(manifest);
+  kj::ArrayInputStream in(kj::ArrayPtr<const kj::byte>(
+      reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+  capnp::PackedMessageReader reader(in);
+  kj::String text = codec().encode(reader.getRoot<schema::Manifest>());
+  return std::string("{\"manifest\":") + text.cStr() + "}";
+}
+
+}  // namespace vinci

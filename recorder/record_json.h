@@ -1,0 +1,24 @@
+// JSON renderings of records and manifests, for `replay cat` and for people.
+//
+// Field names are the schema's (camelCase); addresses print as 32 hex digits; 64-bit integers
+// print as strings (JSON numbers lose precision past 2^53); unset union members are left out.
+#ifndef VINCI_RECORDER_RECORD_JSON_H_
+#define VINCI_RECORDER_RECORD_JSON_H_
+
+#include <string>
+
+#include "recorder/run.h"
+
+namespace vinci {
+
+// One line of JSON for a decoded record. With store, every object the record names by address
+// is added under "objects": {"<hex>": {"kind": ..., "text": ...}} (bytes that are not UTF-8 text
+// print as "hex"); an address missing from the store prints {"missing": true}.
+std::string record_to_json(RecordView& record, const ObjectStore* store);
+
+// One line of JSON for a manifest, as {"manifest": {...}}.
+std::string manifest_to_json(const ManifestInfo& manifest);
+
+}  // namespace vinci
+
+#endif  // VINCI_RECORDER_RECORD_JSON_H_

@@ -1,0 +1,268 @@
+#include "recorder/run.h"
+
+#include <capnp/message.h>
+#include <capnp/serialize-packed.h>
+#include <kj/io.h>
+#include <sys/stat.h>
+
+#include "core/atomic_file.h"
+#include "recorder/vinci.capnp.h"
+
+namespace vinci {
+namespace {
+
+capnp::Data::Reader digest_data(const Digest& d, uint8_t (&buf)[16]) {
+  d.to_bytes(buf);
+  return capnp::Data::Reader(buf, 16);
+}
+
+Digest data_digest(capnp::Data::Reader r) {
+  if (r.size() != 16) return Digest();
+  return Digest::from_bytes(r.begin());
+}
+
+std::string parent_folder(const std::string& path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  auto pos = p.find_last_of('/');
+  if (pos == std::string::npos) return ".";
+  if (pos == 0) return "/";
+  return p.substr(0, pos);
+}
+
+void fill_env(schema::Environment::Builder b, const Environment& e) {
+  b.setCpu(e.cpu);
+  b.setGpu(e.gpu);
+  b.setDriver(e.driver);
+  b.setCuda(e.cuda);
+  b.setLibtorch(e.libtorch);
+  b.setTorchThreads(e.torch_threads);
+  b.setAtenCpuCapability(e.aten_cpu_capability);
+  b.setOpenblasCoretype(e.openblas_coretype);
+  b.setGitRevision(e.git_revision);
+  b.setCompiler(e.compiler);
+  b.setVinciVersion(e.vinci_version);
+  auto kv = b.initNumeric(static_cast<unsigned>(e.numeric.size()));
+  unsigned i = 0;
+  for (const auto& [k, v] : e.numeric) {
+    kv[i].setKey(k);
+    kv[i].setValue(v);
+    ++i;
+  }
+}
+
+Environment read_env(schema::Environment::Reader r) {
+  Environment e;
+  e.cpu = r.getCpu();
+  e.gpu = r.getGpu();
+  e.driver = r.getDriver();
+  e.cuda = r.getCuda();
+  e.libtorch = r.getLibtorch();
+  e.torch_threads = r.getTorchThreads();
+  e.aten_cpu_capability = r.getAtenCpuCapability();
+  e.openblas_coretype = r.getOpenblasCoretype();
+  e.git_revision = r.getGitRevision();
+  e.compiler = r.getCompiler();
+  e.vinci_version = r.getVinciVersion();
+  for (auto kv : r.getNumeric()) e.numeric[kv.getKey()] = kv.getValue();
+  return e;
+}
+
+}  // namespace
+
+RunLocation RunLocation::of(const std::string& run_dir) {
+  RunLocation loc;
+  loc.run_dir = run_dir;
+  while (loc.run_dir.size() > 1 && loc.run_dir.back() == '/') loc.run_dir.pop_back();
+  loc.log_dir = loc.run_dir + "/log";
+  loc.manifest_path = loc.run_dir + "/manifest.bin";
+  loc.store_dir = parent_folder(loc.run_dir) + "/objects";
+  return loc;
+}
+
+std::string encode_message(capnp::MessageBuilder& message) {
+  kj::VectorOutputStream out;
+  capnp::writePackedMessage(out, message);
+  auto arr = out.getArray();
+  return std::string(reinterpret_cast<const char*>(arr.begin()), arr.size());
+}
+
+std::string encode_manifest(const ManifestInfo& m) {
+  capnp::MallocMessageBuilder msg;
+  auto b = msg.initRoot<schema::Manifest>();
+  b.setFormatVersion(schema::FORMAT_VERSION);
+  b.setName(m.name);
+  b.setConfigPath(m.config_path);
+  b.setConfigText(m.config_text);
+  b.setSeed(m.seed);
+  b.setWorld(m.world);
+  fill_env(b.initEnvironment(), m.environment);
+  b.setCompleted(m.completed);
+  b.setRecordCount(m.record_count);
+  uint8_t buf[16];
+  if (m.completed) b.setRunDigest(digest_data(m.run_digest, buf));
+  b.setParentRun(m.parent_run);
+  auto ann = b.initAnnotations(static_cast<unsigned>(m.annotations.size()));
+  unsigned i = 0;
+  for (const auto& [k, v] : m.annotations) {
+    ann[i].setKey(k);
+    ann[i].setValue(v);
+    ++i;
+  }
+  return encode_message(msg);
+}
+
+Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& path) {
+  try {
+    kj::ArrayInputStream in(kj::ArrayPtr<const kj::byte>(
+        reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+    capnp::PackedMessageReader reader(in);
+    auto r = reader.getRoot<schema::Manifest>();
+    ManifestInfo m;
+    m.format_version = r.getFormatVersion();
+    if (m.format_version == 0 || m.format_version > schema::FORMAT_VERSION) {
+      return invalid_argument("manifest " + path + ": format version " +
+                              std::to_string(m.format_version) + " is not one this vinci reads (1.." +
+                              std::to_string(schema::FORMAT_VERSION) + ")");
+    }
+    m.name = r.getName();
+    m.config_path = r.getConfigPath();
+    m.config_text = r.getConfigText();
+    m.seed = r.getSeed();
+    m.world = r.getWorld();
+    m.environment = read_env(r.getEnvironment());
+    m.completed = r.getCompleted();
+    m.record_count = r.getRecordCount();
+    m.run_digest = data_digest(r.getRunDigest());
+    m.parent_run = r.getParentRun();
+    for (auto kv : r.getAnnotations()) m.annotations[kv.getKey()] = kv.getValue();
+    return m;
+  } catch (const kj::Exception& e) {
+    return corruption("manifest " + path + " does not parse: " + e.getDescription().cStr());
+  }
+}
+
+Result<ManifestInfo> read_manifest(const std::string& path) {
+  auto bytes = read_file(path);
+  if (!bytes.ok()) {
+    if (bytes.status().code() == StatusCode::kNotFound) {
+      return not_found("no run manifest at " + path + " (is this a run folder?)");
+    }
+    return bytes.status();
+  }
+  return decode_manifest(*bytes, path);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+RecordView::~RecordView() = default;
+
+Result<std::unique_ptr<RecordView>> RecordView::decode(std::string_view payload) {
+  std::unique_ptr<RecordView> v(new RecordView());
+  v->payload_.assign(payload);
+  try {
+    v->in_ = std::make_unique<kj::ArrayInputStream>(kj::ArrayPtr<const kj::byte>(
+        reinterpret_cast<const kj::byte*>(v->payload_.data()), v->payload_.size()));
+    v->reader_ = std::make_unique<capnp::PackedMessageReader>(*v->in_);
+    // Touch the root so a message whose pointers are garbage fails here, not in a caller.
+    v->reader_->getRoot<schema::Record>().which();
+  } catch (const kj::Exception& e) {
+    return corruption(std::string("record does not parse: ") + e.getDescription().cStr());
+  }
+  return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+RunWriter::~RunWriter() = default;
+
+Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& run_dir, ManifestInfo info,
+                                                     RunLogOptions options) {
+  std::unique_ptr<RunWriter> w(new RunWriter());
+  w->loc_ = RunLocation::of(run_dir);
+  struct stat sb;
+  if (::stat(w->loc_.manifest_path.c_str(), &sb) == 0) {
+    return failed_precondition("run folder " + w->loc_.run_dir +
+                               " already holds a run; pick another name or resume it");
+  }
+  info.completed = false;
+  info.record_count = 0;
+  info.run_digest = Digest();
+  info.format_version = schema::FORMAT_VERSION;
+  w->manifest_ = std::move(info);
+  VINCI_RETURN_IF_ERROR(make_dirs(w->loc_.run_dir));
+  VINCI_RETURN_IF_ERROR(write_file_atomic(w->loc_.manifest_path, encode_manifest(w->manifest_)));
+  w->store_ = std::make_unique<ObjectStore>(w->loc_.store_dir);
+  VINCI_ASSIGN_OR_RETURN(w->log_, RunLogWriter::create(w->loc_.log_dir, options));
+  return w;
+}
+
+Result<std::unique_ptr<RunWriter>> RunWriter::resume(const std::string& run_dir,
+                                                     LogRecovery* recovery,
+                                                     RunLogOptions options) {
+  std::unique_ptr<RunWriter> w(new RunWriter());
+  w->loc_ = RunLocation::of(run_dir);
+  VINCI_ASSIGN_OR_RETURN(w->manifest_, read_manifest(w->loc_.manifest_path));
+  if (w->manifest_.completed) {
+    return failed_precondition("run " + w->loc_.run_dir + " is complete; nothing to resume");
+  }
+  w->store_ = std::make_unique<ObjectStore>(w->loc_.store_dir);
+  VINCI_ASSIGN_OR_RETURN(w->log_, RunLogWriter::reopen(w->loc_.log_dir, options, recovery));
+  return w;
+}
+
+Result<uint64_t> RunWriter::append(capnp::MessageBuilder& message) {
+  uint64_t seq = log_->frame_count();
+  message.getRoot<schema::Record>().setSeq(seq);
+  VINCI_RETURN_IF_ERROR(log_->append(encode_message(message)));
+  return seq;
+}
+
+Status RunWriter::append_encoded(std::string_view payload) { return log_->append(payload); }
+
+Status RunWriter::checkpoint() {
+  VINCI_RETURN_IF_ERROR(store_->sync());
+  return log_->sync();
+}
+
+Status RunWriter::finish() {
+  capnp::MallocMessageBuilder msg;
+  auto rec = msg.initRoot<schema::Record>();
+  auto end = rec.initRunEnd();
+  end.setRecordCount(log_->frame_count());
+  uint8_t buf[16];
+  end.setRunDigest(digest_data(log_->digest(), buf));
+  VINCI_RETURN_IF_ERROR(append(msg).status());
+  VINCI_RETURN_IF_ERROR(checkpoint());
+  manifest_.completed = true;
+  manifest_.record_count = log_->frame_count();
+  manifest_.run_digest = log_->digest();
+  return write_file_atomic(loc_.manifest_path, encode_manifest(manifest_));
+}
+
+// ---------------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& run_dir) {
+  std::unique_ptr<RunReader> r(new RunReader());
+  r->loc_ = RunLocation::of(run_dir);
+  VINCI_ASSIGN_OR_RETURN(r->manifest_, read_manifest(r->loc_.manifest_path));
+  r->store_ = std::make_unique<ObjectStore>(r->loc_.store_dir);
+  VINCI_ASSIGN_OR_RETURN(r->log_, RunLogReader::open(r->loc_.log_dir));
+  return r;
+}
+
+std::unique_ptr<RecordView> RunReader::next() {
+  if (!status_.ok()) return nullptr;
+  LogFrame f;
+  if (!log_->next(&f)) return nullptr;
+  auto view = RecordView::decode(f.payload);
+  if (!view.ok()) {
+    status_ = corruption(log_->segment_files()[f.segment] + " at offset " +
+                         std::to_string(f.offset) + ": " + view.status().message());
+    return nullptr;
+  }
+  digest_.add(f.payload);
+  return std::move(view).value();
+}
+
+}  // namespace vinci

@@ -1,0 +1,152 @@
+// A recorded run: manifest, log of records and the shared object store, as one unit.
+//
+// Layout of a run folder RUN (a child of its runs root):
+//
+//   RUN/manifest.bin     the Manifest (schema::Manifest, packed), rewritten atomically
+//   RUN/log/*.vlog       the run log (recorder/run_log.h)
+//   RUN/../objects/      the object store shared by every run under the same root
+//
+// A run is written by one RunWriter. It appends Records in order (each record's seq is its frame
+// number) and ends with finish(): a RunEnd record carrying the digest of every record before it,
+// and the manifest rewritten with completed = true, the record count and the run digest (the
+// digest over all frames, RunEnd included). A run killed before finish() has completed = false
+// and can be resumed after its last good record.
+#ifndef VINCI_RECORDER_RUN_H_
+#define VINCI_RECORDER_RUN_H_
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/hash.h"
+#include "core/status.h"
+#include "recorder/environment.h"
+#include "recorder/object_store.h"
+#include "recorder/run_log.h"
+
+namespace kj {
+class ArrayInputStream;
+}  // namespace kj
+namespace capnp {
+class MessageBuilder;
+class MessageReader;
+}  // namespace capnp
+
+namespace vinci {
+
+struct RunLocation {
+  std::string run_dir;
+  std::string log_dir;
+  std::string manifest_path;
+  std::string store_dir;
+  // REQUIRES: run_dir names the run's folder (it need not exist yet).
+  static RunLocation of(const std::string& run_dir);
+};
+
+// The manifest as plain C++ (schema::Manifest on disk).
+struct ManifestInfo {
+  uint32_t format_version = 0;  // set by the writer
+  std::string name;
+  std::string config_path;
+  std::string config_text;
+  uint64_t seed = 0;
+  std::string world;  // "sim" or "live"
+  Environment environment;
+  bool completed = false;
+  uint64_t record_count = 0;
+  Digest run_digest;
+  std::string parent_run;
+  std::map<std::string, std::string> annotations;  // recorded, never used in derived values
+};
+
+std::string encode_manifest(const ManifestInfo& m);
+Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& path_for_errors);
+Result<ManifestInfo> read_manifest(const std::string& path);
+
+// A record message's frame payload: the packed Cap'n Proto encoding.
+std::string encode_message(capnp::MessageBuilder& message);
+
+// A decoded record. Owns its message; get() is valid while the view lives.
+class RecordView {
+ public:
+  // Fails with kCorruption when payload is not a valid packed message.
+  static Result<std::unique_ptr<RecordView>> decode(std::string_view payload);
+  ~RecordView();
+  capnp::MessageReader& message() { return *reader_; }
+
+ private:
+  RecordView() = default;
+  std::string payload_;                     // our copy of the frame's bytes
+  std::unique_ptr<kj::ArrayInputStream> in_;  // outlives reader_, which may read lazily
+  std::unique_ptr<capnp::MessageReader> reader_;
+};
+
+class RunWriter {
+ public:
+  // Starts a new run in run_dir; fails if it already holds a manifest.
+  static Result<std::unique_ptr<RunWriter>> create(const std::string& run_dir, ManifestInfo info,
+                                                   RunLogOptions options = {});
+  // Continues a run that was not finished, after its last good record.
+  static Result<std::unique_ptr<RunWriter>> resume(const std::string& run_dir,
+                                                   LogRecovery* recovery = nullptr,
+                                                   RunLogOptions options = {});
+  ~RunWriter();
+
+  ObjectStore& store() { return *store_; }
+  const ManifestInfo& manifest() const { return manifest_; }
+  const RunLocation& location() const { return loc_; }
+
+  // Sets the record's seq to the next frame number and appends it. Returns that seq.
+  // REQUIRES: message's root is a schema::Record.
+  Result<uint64_t> append(capnp::MessageBuilder& message);
+  // Appends an already encoded record (its seq must be the next frame number).
+  Status append_encoded(std::string_view payload);
+  Status flush() { return log_->flush(); }
+  // Makes everything so far durable (log and objects).
+  Status checkpoint();
+  // Appends RunEnd, syncs, and marks the manifest completed.
+  Status finish();
+
+  uint64_t record_count() const { return log_->frame_count(); }
+  Digest digest() const { return log_->digest(); }
+  RunLogWriter& log() { return *log_; }
+
+ private:
+  RunWriter() = default;
+  RunLocation loc_;
+  ManifestInfo manifest_;
+  std::unique_ptr<ObjectStore> store_;
+  std::unique_ptr<RunLogWriter> log_;
+};
+
+class RunReader {
+ public:
+  static Result<std::unique_ptr<RunReader>> open(const std::string& run_dir);
+
+  const ManifestInfo& manifest() const { return manifest_; }
+  ObjectStore& store() { return *store_; }
+  const RunLocation& location() const { return loc_; }
+
+  // The next record, decoded; nullptr at the end, at damage (damage()) or on an error (status()).
+  std::unique_ptr<RecordView> next();
+  const std::optional<LogDamage>& damage() const { return log_->damage(); }
+  const Status& status() const { return status_.ok() ? log_->status() : status_; }
+  // The digest of the records read so far.
+  Digest digest() const { return digest_.value(); }
+  uint64_t records_read() const { return digest_.count(); }
+
+ private:
+  RunReader() = default;
+  RunLocation loc_;
+  ManifestInfo manifest_;
+  std::unique_ptr<ObjectStore> store_;
+  std::unique_ptr<RunLogReader> log_;
+  RunDigest digest_;
+  Status status_;
+};
+
+}  // namespace vinci
+
+#endif  // VINCI_RECORDER_RUN_H_

@@ -1,0 +1,66 @@
+// `replay cat RUN [--objects] [--no-manifest]`: prints a run as JSON lines.
+//
+// The first line is the manifest ({"manifest": {...}}) unless --no-manifest; then one line per
+// record in log order. --objects inlines the objects each record names (kernel sources, prompts,
+// skills). Damage in the log is reported on stderr with its file and offset after every good
+// record is printed; the exit code is then 1.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "recorder/record_json.h"
+#include "recorder/run.h"
+#include "replay/commands.h"
+
+namespace vinci {
+
+int cmd_cat(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  po::options_description opts("usage: replay cat RUN [options]");
+  opts.add_options()("help,h", "show this help")("objects", "inline the objects records name")(
+      "no-manifest", "leave out the manifest line");
+  po::options_description hidden;
+  hidden.add_options()("run", po::value<std::string>(), "run folder");
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "replay cat: " << e.what() << "\n" << opts;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  if (!vm.count("run")) {
+    std::cerr << "replay cat: expected a run folder\n" << opts;
+    return 2;
+  }
+  auto reader = RunReader::open(vm["run"].as<std::string>());
+  if (!reader.ok()) {
+    std::cerr << "replay cat: " << reader.status().to_string() << "\n";
+    return 2;
+  }
+  RunReader& r = **reader;
+  if (!vm.count("no-manifest")) std::cout << manifest_to_json(r.manifest()) << "\n";
+  const ObjectStore* store = vm.count("objects") ? &r.store() : nullptr;
+  while (auto rec = r.next()) std::cout << record_to_json(*rec, store) << "\n";
+  std::cout.flush();
+  if (!r.status().ok()) {
+    std::cerr << "replay cat: " << r.status().to_string() << "\n";
+    return 2;
+  }
+  if (r.damage()) {
+    std::cerr << "replay cat: log damaged after record " << r.records_read() << ": "
+              << r.damage()->to_string() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace vinci
