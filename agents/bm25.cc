@@ -1,0 +1,251 @@
+#include "agents/bm25.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/check.h"
+
+namespace vinci {
+namespace {
+
+// Python's string.punctuation minus `_ - /`, which become spaces instead.
+bool is_removed_punctuation(unsigned char c) {
+  switch (c) {
+    case '!': case '"': case '#': case '$': case '%': case '&': case '\'': case '(': case ')':
+    case '*': case '+': case ',': case '.': case ':': case ';': case '<': case '=': case '>':
+    case '?': case '@': case '[': case '\\': case ']': case '^': case '`': case '{': case '|':
+    case '}': case '~':
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_ascii_split_space(unsigned char c) {
+  return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
+}
+
+// Byte length of a Python-whitespace code point starting at s[i] (UTF-8), or 0.
+size_t unicode_space_length(std::string_view s, size_t i) {
+  auto at = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  size_t left = s.size() - i;
+  unsigned char c = at(i);
+  if (c == 0xC2 && left >= 2 && (at(i + 1) == 0x85 || at(i + 1) == 0xA0)) return 2;
+  if (left < 3) return 0;
+  unsigned char c1 = at(i + 1), c2 = at(i + 2);
+  if (c == 0xE1 && c1 == 0x9A && c2 == 0x80) return 3;  // U+1680
+  if (c == 0xE2 && c1 == 0x80) {
+    if (c2 >= 0x80 && c2 <= 0x8A) return 3;               // U+2000..U+200A
+    if (c2 == 0xA8 || c2 == 0xA9 || c2 == 0xAF) return 3;  // U+2028, U+2029, U+202F
+  }
+  if (c == 0xE2 && c1 == 0x81 && c2 == 0x9F) return 3;  // U+205F
+  if (c == 0xE3 && c1 == 0x80 && c2 == 0x80) return 3;  // U+3000
+  return 0;
+}
+
+}  // namespace
+
+std::vector<std::string> bm25_tokenize(std::string_view text) {
+  std::vector<std::string> tokens;
+  std::string cur;
+  auto flush = [&] {
+    if (!cur.empty()) tokens.push_back(std::move(cur));
+    cur.clear();
+  };
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      size_t n = unicode_space_length(text, i);
+      if (n) {
+        flush();
+        i += n;
+      } else {
+        cur.push_back(static_cast<char>(c));
+        ++i;
+      }
+      continue;
+    }
+    ++i;
+    if (c == '_' || c == '-' || c == '/' || is_ascii_split_space(c)) {
+      flush();
+    } else if (is_removed_punctuation(c)) {
+      // Removed, not a separator: "don't" -> "dont", "x.y" -> "xy".
+    } else {
+      if (c >= 'A' && c <= 'Z') c = static_cast<unsigned char>(c - 'A' + 'a');
+      cur.push_back(static_cast<char>(c));
+    }
+  }
+  flush();
+  return tokens;
+}
+
+Bm25Index::Bm25Index(Bm25Params params) : params_(params) {}
+
+uint32_t Bm25Index::add(const std::vector<std::string>& tokens) {
+  VINCI_REQUIRE(doc_len_.size() < UINT32_MAX, "BM25 index is full");
+  uint32_t doc = static_cast<uint32_t>(doc_len_.size());
+  // Term frequencies in order of first appearance in the document, which with the corpus order
+  // fixes the term ids, and so the order average_idf is summed in (rank_bm25's dict order).
+  std::vector<std::pair<uint32_t, uint32_t>> freqs;
+  for (const std::string& tok : tokens) {
+    auto [it, fresh] = term_ids_.emplace(tok, static_cast<uint32_t>(postings_.size()));
+    if (fresh) postings_.emplace_back();
+    Postings& p = postings_[it->second];
+    if (p.docs.empty() || p.docs.back() != doc) {
+      p.docs.push_back(doc);
+      p.tfs.push_back(1);
+    } else {
+      ++p.tfs.back();
+    }
+  }
+  doc_len_.push_back(static_cast<uint32_t>(tokens.size()));
+  total_len_ += tokens.size();
+  acc_.push_back(0.0);
+  fresh_ = false;
+  return doc;
+}
+
+void Bm25Index::refresh() {
+  if (fresh_) return;
+  const double n_docs = static_cast<double>(doc_len_.size());
+  avgdl_ = doc_len_.empty() ? 0.0 : static_cast<double>(total_len_) / n_docs;
+  const double k1 = params_.k1, b = params_.b;
+  k_d_.resize(doc_len_.size());
+  for (size_t d = 0; d < doc_len_.size(); ++d) {
+    k_d_[d] = k1 * ((1.0 - b) + (b * static_cast<double>(doc_len_[d])) / avgdl_);
+  }
+  double idf_sum = 0;
+  for (const Postings& p : postings_) {
+    double n = static_cast<double>(p.docs.size());
+    idf_sum += std::log(n_docs - n + 0.5) - std::log(n + 0.5);
+  }
+  average_idf_ = postings_.empty() ? 0.0 : idf_sum / static_cast<double>(postings_.size());
+  fresh_ = true;
+}
+
+double Bm25Index::idf_of(uint32_t term) const {
+  double n_docs = static_cast<double>(doc_len_.size());
+  double n = static_cast<double>(postings_[term].docs.size());
+  double idf = std::log(n_docs - n + 0.5) - std::log(n + 0.5);
+  return idf < 0 ? params_.epsilon * average_idf_ : idf;
+}
+
+double Bm25Index::idf(std::string_view term) {
+  refresh();
+  auto it = term_ids_.find(std::string(term));
+  return it == term_ids_.end() ? 0.0 : idf_of(it->second);
+}
+
+double Bm25Index::average_idf() {
+  refresh();
+  return average_idf_;
+}
+
+double Bm25Index::average_document_length() {
+  refresh();
+  return avgdl_;
+}
+
+std::vector<Bm25Index::QueryTerm> Bm25Index::query_terms(
+    const std::vector<std::string>& query) const {
+  std::vector<QueryTerm> terms;  // first-occurrence order; queries are short, so a linear scan
+  for (const std::string& tok : query) {
+    auto it = term_ids_.find(tok);
+    if (it == term_ids_.end()) continue;  // idf 0: adds nothing
+    auto same = std::find_if(terms.begin(), terms.end(),
+                             [&](const QueryTerm& q) { return q.term == it->second; });
+    if (same != terms.end()) {
+      ++same->count;
+    } else {
+      terms.push_back({it->second, 1});
+    }
+  }
+  return terms;
+}
+
+void Bm25Index::accumulate(const std::vector<QueryTerm>& terms) {
+  const double k1_plus_1 = params_.k1 + 1.0;
+  double* acc = acc_.data();
+  const double* k_d = k_d_.data();
+  for (const QueryTerm& q : terms) {
+    const Postings& p = postings_[q.term];
+    const double idf = idf_of(q.term);
+    const double count = static_cast<double>(q.count);
+    const uint32_t* docs = p.docs.data();
+    const uint32_t* tfs = p.tfs.data();
+    const size_t n = p.docs.size();
+    if (q.count == 1) {
+      for (size_t i = 0; i < n; ++i) {
+        double tf = static_cast<double>(tfs[i]);
+        acc[docs[i]] += idf * ((tf * k1_plus_1) / (tf + k_d[docs[i]]));
+      }
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        double tf = static_cast<double>(tfs[i]);
+        acc[docs[i]] += count * (idf * ((tf * k1_plus_1) / (tf + k_d[docs[i]])));
+      }
+    }
+  }
+}
+
+std::vector<double> Bm25Index::scores(const std::vector<std::string>& query) {
+  refresh();
+  accumulate(query_terms(query));
+  std::vector<double> out(acc_.size(), 0.0);
+  out.swap(acc_);  // acc_ is all zero again
+  return out;
+}
+
+std::vector<Bm25Hit> Bm25Index::top_k(const std::vector<std::string>& query, size_t k) {
+  refresh();
+  accumulate(query_terms(query));
+  // TODO(perf): a dense scan costs O(N) per query (about 8 bytes per document read); at 10^6
+  // documents that is a visible share of the query time. A touched-list would make it O(hits).
+  std::vector<Bm25Hit> hits;
+  double* acc = acc_.data();
+  for (uint32_t d = 0, n = static_cast<uint32_t>(acc_.size()); d < n; ++d) {
+    if (acc[d] != 0.0) {
+      if (acc[d] > 0.0) hits.push_back({d, acc[d]});
+      acc[d] = 0.0;
+    }
+  }
+  auto better = [](const Bm25Hit& a, const Bm25Hit& b) {
+    return a.score != b.score ? a.score > b.score : a.doc < b.doc;
+  };
+  if (hits.size() > k) {
+    std::nth_element(hits.begin(), hits.begin() + static_cast<std::ptrdiff_t>(k), hits.end(),
+                     better);
+    hits.resize(k);
+  }
+  std::sort(hits.begin(), hits.end(), better);
+  return hits;
+}
+
+Bm25Recall bm25_recall(Bm25Index& index, std::string_view query_text, size_t k,
+                       const RngKey& fallback_key) {
+  Bm25Recall out;
+  out.hits = index.top_k(bm25_tokenize(query_text), k);
+  if (!out.hits.empty() || index.size() == 0 || k == 0) return out;
+  out.random_fallback = true;
+  // Sparse partial Fisher-Yates: position i of the virtual permutation [0, N) swaps with
+  // i + below(N - i); only the swapped positions are stored, so the cost is O(k log k).
+  Stream stream(fallback_key);
+  const uint64_t n = index.size();
+  const uint64_t take = std::min<uint64_t>(k, n);
+  std::map<uint64_t, uint64_t> moved;
+  auto value_at = [&](uint64_t pos) {
+    auto it = moved.find(pos);
+    return it == moved.end() ? pos : it->second;
+  };
+  for (uint64_t i = 0; i < take; ++i) {
+    uint64_t j = i + stream.below(n - i);
+    uint64_t vi = value_at(i), vj = value_at(j);
+    moved[i] = vj;
+    moved[j] = vi;
+    out.hits.push_back({static_cast<uint32_t>(vj), 0.0});
+  }
+  return out;
+}
+
+}  // namespace vinci
