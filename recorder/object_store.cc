@@ -69,7 +69,8 @@ Result<StoredObject> decode_object_file(std::string_view file, const std::string
   uint8_t encoding = static_cast<uint8_t>(file[4]);
   size_t kind_len = static_cast<uint8_t>(file[5]);
   uint64_t raw_size = get_u64(file.data() + 8);
-  if (encoding > 1 || kind_len == 0 || kHeaderSize + kind_len > file.size()) {
+  if (encoding > 1 || kind_len == 0 || file[6] != 0 || file[7] != 0 ||
+      kHeaderSize + kind_len > file.size()) {
     return corruption("object file " + path + ": bad header (encoding " +
                       std::to_string(encoding) + ", kind length " + std::to_string(kind_len) + ")");
   }

@@ -27,10 +27,12 @@ uint32_t get_u32(const char* p) {
          static_cast<uint32_t>(static_cast<uint8_t>(p[3])) << 24;
 }
 
-std::string segment_header(uint32_t index) {
+std::string segment_header(uint32_t index, uint64_t first_frame) {
   std::string h(kLogMagic, 8);
   put_u32(&h, kLogVersion);
   put_u32(&h, index);
+  put_u32(&h, static_cast<uint32_t>(first_frame));
+  put_u32(&h, static_cast<uint32_t>(first_frame >> 32));
   return h;
 }
 
@@ -95,14 +97,28 @@ Result<std::unique_ptr<RunLogReader>> RunLogReader::open(const std::string& dir)
   return r;
 }
 
+std::unique_ptr<RunLogReader> RunLogReader::over(
+    std::vector<std::pair<std::string, std::string>> segments) {
+  std::unique_ptr<RunLogReader> r(new RunLogReader());
+  for (auto& [name, bytes] : segments) {
+    r->files_.push_back(std::move(name));
+    r->in_memory_.push_back(std::move(bytes));
+  }
+  return r;
+}
+
 bool RunLogReader::load_segment(size_t i) {
   const std::string& file = files_[i];
-  auto bytes = read_file(file);
-  if (!bytes.ok()) {
-    status_ = bytes.status();
-    return false;
+  if (!in_memory_.empty()) {
+    data_ = in_memory_[i];
+  } else {
+    auto bytes = read_file(file);
+    if (!bytes.ok()) {
+      status_ = bytes.status();
+      return false;
+    }
+    data_ = std::move(bytes).value();
   }
-  data_ = std::move(bytes).value();
   pos_ = 0;
   loaded_ = true;
   // Segment files are numbered densely from 0; a missing number is damage at its successor.
@@ -113,8 +129,8 @@ bool RunLogReader::load_segment(size_t i) {
     return false;
   }
   if (data_.size() < kSegmentHeaderSize) {
-    damage_ = LogDamage{file, 0, "torn segment header: " + std::to_string(data_.size()) +
-                                     " of 16 bytes"};
+    damage_ = LogDamage{file, 0, "torn segment header: " + std::to_string(data_.size()) + " of " +
+                                     std::to_string(kSegmentHeaderSize) + " bytes"};
     return false;
   }
   if (std::memcmp(data_.data(), kLogMagic, 8) != 0) {
@@ -131,6 +147,13 @@ bool RunLogReader::load_segment(size_t i) {
   if (index != i) {
     damage_ = LogDamage{file, 12, "segment header says index " + std::to_string(index) +
                                       ", expected " + std::to_string(i)};
+    return false;
+  }
+  uint64_t first = get_u32(data_.data() + 16) | static_cast<uint64_t>(get_u32(data_.data() + 20)) << 32;
+  if (first != next_index_) {
+    damage_ = LogDamage{file, 16, "segment starts at frame " + std::to_string(first) +
+                                      ", but the segments before it hold " +
+                                      std::to_string(next_index_) + " frames"};
     return false;
   }
   pos_ = kSegmentHeaderSize;
@@ -218,7 +241,7 @@ Status RunLogWriter::open_segment(uint32_t index, bool fresh, uint64_t truncate_
     if (::ftruncate(fd_, 0) != 0 || ::lseek(fd_, 0, SEEK_SET) != 0) {
       return io_error("cannot reset log segment " + path + ": " + std::strerror(errno));
     }
-    buffer_ = segment_header(index);
+    buffer_ = segment_header(index, digest_.count());
     segment_size_ = kSegmentHeaderSize;
     if (!fresh) VINCI_RETURN_IF_ERROR(sync_dir(dir_));
   } else {

@@ -4,7 +4,9 @@
 //
 //   log       := segment+                       files DIR/00000000.vlog, DIR/00000001.vlog, ...
 //   segment   := header frame*
-//   header    := magic:"VINCILOG" version:u32 index:u32       (16 bytes; index = file number)
+//   header    := magic:"VINCILOG" version:u32 index:u32 first:u64
+//                (24 bytes; index = the file's number, first = the log-wide number of its first
+//                frame, so a segment cut short at a frame boundary is still detected)
 //   frame     := length:u32 checksum:u32 payload[length]       (1 <= length <= kMaxFrame)
 //   checksum  := low 32 bits of XXH3-64(payload, seed = length)
 //
@@ -39,7 +41,7 @@ namespace vinci {
 
 constexpr char kLogMagic[8] = {'V', 'I', 'N', 'C', 'I', 'L', 'O', 'G'};
 constexpr uint32_t kLogVersion = 1;
-constexpr size_t kSegmentHeaderSize = 16;
+constexpr size_t kSegmentHeaderSize = 24;
 constexpr size_t kFrameHeaderSize = 8;
 constexpr uint32_t kMaxFrame = 64u << 20;
 
@@ -79,6 +81,8 @@ class RunLogReader {
  public:
   // Opens the log in dir. A missing dir or a dir with no segments is an empty log.
   static Result<std::unique_ptr<RunLogReader>> open(const std::string& dir);
+  // Reads segments held in memory: (file name, bytes) in segment order. For tests and fuzzing.
+  static std::unique_ptr<RunLogReader> over(std::vector<std::pair<std::string, std::string>> segments);
 
   // The next good frame; false at the end of the log or at the first damage (see damage()).
   bool next(LogFrame* frame);
@@ -94,6 +98,7 @@ class RunLogReader {
   bool load_segment(size_t i);
 
   std::vector<std::string> files_;
+  std::vector<std::string> in_memory_;  // segment bytes when reading from memory
   size_t current_ = 0;
   bool loaded_ = false;
   std::string data_;
