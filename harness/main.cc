@@ -18,6 +18,7 @@ struct Subcommand {
 // Keep sorted by name.
 const Subcommand kSubcommands[] = {
     {"env", "print the environment a run would record", vinci::cmd_env},
+    {"skills", "inspect a skill library (search: BM25 ranking of a query)", vinci::cmd_skills},
 };
 
 void usage(FILE* out) {

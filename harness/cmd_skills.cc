@@ -1,0 +1,111 @@
+// `harness skills`: inspect a skill library.
+//
+//   harness skills search LIBRARY.jsonl "QUERY" [--top K] [--k1 X] [--b X] [--epsilon X]
+//                                              [--seed N]
+//
+// prints one line per recalled skill, best first: rank, name and BM25 score (%.17g, so the value
+// reads back as the same double), separated by tabs. When no skill scores above 0, the recall's
+// keyed random sample is printed with score 0 and a note on stderr, as the selection agent would
+// see it.
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "agents/bm25.h"
+#include "agents/skill_library.h"
+#include "harness/commands.h"
+
+namespace vinci {
+namespace {
+
+namespace po = boost::program_options;
+
+int skills_search(const std::vector<std::string>& args) {
+  size_t top = 20;
+  Bm25Params params;
+  uint64_t seed = 0;
+  std::string library_path, query;
+  po::options_description named("options");
+  named.add_options()
+      ("help,h", "print this help")
+      ("top", po::value<size_t>(&top)->default_value(20), "how many skills to print")
+      ("k1", po::value<double>(&params.k1)->default_value(params.k1), "BM25 k1")
+      ("b", po::value<double>(&params.b)->default_value(params.b), "BM25 b")
+      ("epsilon", po::value<double>(&params.epsilon)->default_value(params.epsilon),
+       "BM25 idf floor factor (of the average idf)")
+      ("seed", po::value<uint64_t>(&seed)->default_value(0),
+       "seed of the random sample shown when nothing scores");
+  po::options_description hidden;
+  hidden.add_options()("library", po::value<std::string>(&library_path))(
+      "query", po::value<std::string>(&query));
+  po::options_description all;
+  all.add(named).add(hidden);
+  po::positional_options_description positional;
+  positional.add("library", 1).add("query", 1);
+  auto usage = [&](FILE* out) {
+    std::ostringstream os;
+    os << named;
+    std::fprintf(out,
+                 "usage: harness skills search LIBRARY.jsonl \"QUERY\" [--top K]\n\n"
+                 "Ranks the library's skills for QUERY with BM25 (rank_bm25's BM25Okapi) and\n"
+                 "prints rank, name and score, tab separated, best first.\n\n%s",
+                 os.str().c_str());
+  };
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "harness skills search: %s\n\n", e.what());
+    usage(stderr);
+    return 2;
+  }
+  if (vm.count("help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (!vm.count("library") || !vm.count("query")) {
+    usage(stderr);
+    return 2;
+  }
+  auto library = SkillLibrary::load(library_path);
+  if (!library.ok()) {
+    std::fprintf(stderr, "harness skills search: %s\n", library.status().to_string().c_str());
+    return 2;
+  }
+  for (const auto& [name, line] : library->dropped_duplicates()) {
+    std::fprintf(stderr, "note: %s:%zu: skill '%s' repeats an earlier name; the first is kept\n",
+                 library_path.c_str(), line, name.c_str());
+  }
+  Bm25Index index(params);
+  for (const Skill& s : library->skills()) index.add_text(skill_document_text(s));
+  RngKey key = RngKey::root(seed).with("purpose", "bm25_fallback").with("query", query);
+  Bm25Recall recall = bm25_recall(index, query, top, key);
+  if (recall.random_fallback) {
+    std::fprintf(stderr, "note: no skill scores above 0; a random sample (seed %llu) follows\n",
+                 static_cast<unsigned long long>(seed));
+  }
+  for (size_t i = 0; i < recall.hits.size(); ++i) {
+    const Bm25Hit& h = recall.hits[i];
+    std::printf("%zu\t%s\t%.17g\n", i + 1, library->at(h.doc).name.c_str(), h.score);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_skills(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "search") {
+    return skills_search(std::vector<std::string>(args.begin() + 1, args.end()));
+  }
+  std::fprintf(stderr,
+               "usage: harness skills search LIBRARY.jsonl \"QUERY\" [--top K]\n"
+               "(`harness skills search --help` lists the options)\n");
+  return args.size() == 1 && (args[0] == "--help" || args[0] == "-h") ? 0 : 2;
+}
+
+}  // namespace vinci
