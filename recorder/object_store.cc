@@ -6,6 +6,7 @@
 #include <zstd.h>
 
 #include <cstring>
+#include <memory>
 
 #include "core/atomic_file.h"
 
@@ -39,9 +40,13 @@ std::string encode_object_file(std::string_view kind, std::string_view bytes) {
   std::string compressed;
   uint8_t encoding = 0;
   if (bytes.size() >= ObjectStore::kCompressMin) {
+    // One context per thread: ZSTD_compress() would set up and tear down a context (about a
+    // megabyte of tables) on every call, which costs more than compressing a kernel source.
+    thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(),
+                                                                          ZSTD_freeCCtx);
     compressed.resize(ZSTD_compressBound(bytes.size()));
-    size_t n = ZSTD_compress(compressed.data(), compressed.size(), bytes.data(), bytes.size(),
-                             ObjectStore::kZstdLevel);
+    size_t n = ZSTD_compressCCtx(cctx.get(), compressed.data(), compressed.size(), bytes.data(),
+                                 bytes.size(), ObjectStore::kZstdLevel);
     VINCI_ASSERT_MSG(!ZSTD_isError(n), ZSTD_getErrorName(n));
     if (n < bytes.size()) {
       compressed.resize(n);
@@ -89,8 +94,11 @@ Result<StoredObject> decode_object_file(std::string_view file, const std::string
       return corruption("object file " + path + ": zstd frame does not hold " +
                         std::to_string(raw_size) + " bytes");
     }
+    thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
+                                                                          ZSTD_freeDCtx);
     obj.bytes.resize(raw_size);
-    size_t n = ZSTD_decompress(obj.bytes.data(), obj.bytes.size(), payload.data(), payload.size());
+    size_t n = ZSTD_decompressDCtx(dctx.get(), obj.bytes.data(), obj.bytes.size(), payload.data(),
+                                   payload.size());
     if (ZSTD_isError(n) || n != raw_size) {
       return corruption("object file " + path + ": zstd: " +
                         std::string(ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));

@@ -5,6 +5,8 @@
 #include <kj/io.h>
 #include <sys/stat.h>
 
+#include <optional>
+
 #include "core/atomic_file.h"
 #include "recorder/vinci.capnp.h"
 
@@ -155,20 +157,47 @@ Result<ManifestInfo> read_manifest(const std::string& path) {
 
 // ---------------------------------------------------------------------------------------------
 
-RecordView::~RecordView() = default;
+struct RecordView::State {
+  std::string payload;  // our copy: a multi-segment message is read lazily from it
+  // Scratch space for the unpacked message; records larger than this allocate their own.
+  kj::Array<capnp::word> scratch = kj::heapArray<capnp::word>(1024);
+  std::optional<kj::ArrayInputStream> in;
+  std::optional<capnp::PackedMessageReader> reader;  // destroyed before `in`
+};
 
-Result<std::unique_ptr<RecordView>> RecordView::decode(std::string_view payload) {
-  std::unique_ptr<RecordView> v(new RecordView());
-  v->payload_.assign(payload);
+RecordView::RecordView() : state_(std::make_unique<State>()) {}
+RecordView::~RecordView() {
+  state_->reader.reset();
+  state_->in.reset();
+}
+
+capnp::MessageReader& RecordView::message() {
+  VINCI_REQUIRE(state_->reader.has_value(), "message() of a RecordView that holds no record");
+  return *state_->reader;
+}
+
+Status RecordView::parse(std::string_view payload) {
+  State& st = *state_;
+  st.reader.reset();
+  st.in.reset();
+  st.payload.assign(payload);
   try {
-    v->in_ = std::make_unique<kj::ArrayInputStream>(kj::ArrayPtr<const kj::byte>(
-        reinterpret_cast<const kj::byte*>(v->payload_.data()), v->payload_.size()));
-    v->reader_ = std::make_unique<capnp::PackedMessageReader>(*v->in_);
+    st.in.emplace(kj::ArrayPtr<const kj::byte>(
+        reinterpret_cast<const kj::byte*>(st.payload.data()), st.payload.size()));
+    st.reader.emplace(*st.in, capnp::ReaderOptions(), st.scratch.asPtr());
     // Touch the root so a message whose pointers are garbage fails here, not in a caller.
-    v->reader_->getRoot<schema::Record>().which();
+    st.reader->getRoot<schema::Record>().which();
   } catch (const kj::Exception& e) {
+    st.reader.reset();
+    st.in.reset();
     return corruption(std::string("record does not parse: ") + e.getDescription().cStr());
   }
+  return Status();
+}
+
+Result<std::unique_ptr<RecordView>> RecordView::decode(std::string_view payload) {
+  auto v = std::make_unique<RecordView>();
+  VINCI_RETURN_IF_ERROR(v->parse(payload));
   return v;
 }
 
@@ -251,18 +280,18 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& run_dir) {
   return r;
 }
 
-std::unique_ptr<RecordView> RunReader::next() {
+RecordView* RunReader::next() {
   if (!status_.ok()) return nullptr;
   LogFrame f;
   if (!log_->next(&f)) return nullptr;
-  auto view = RecordView::decode(f.payload);
-  if (!view.ok()) {
+  Status st = view_.parse(f.payload);
+  if (!st.ok()) {
     status_ = corruption(log_->segment_files()[f.segment] + " at offset " +
-                         std::to_string(f.offset) + ": " + view.status().message());
+                         std::to_string(f.offset) + ": " + st.message());
     return nullptr;
   }
   digest_.add(f.payload);
-  return std::move(view).value();
+  return &view_;
 }
 
 }  // namespace vinci

@@ -26,9 +26,6 @@
 #include "recorder/object_store.h"
 #include "recorder/run_log.h"
 
-namespace kj {
-class ArrayInputStream;
-}  // namespace kj
 namespace capnp {
 class MessageBuilder;
 class MessageReader;
@@ -68,19 +65,25 @@ Result<ManifestInfo> read_manifest(const std::string& path);
 // A record message's frame payload: the packed Cap'n Proto encoding.
 std::string encode_message(capnp::MessageBuilder& message);
 
-// A decoded record. Owns its message; get() is valid while the view lives.
+// A decoded record. Owns a copy of its bytes; message() is valid until the next parse().
+// A view can be reused for record after record without allocating (scanning a log).
 class RecordView {
  public:
-  // Fails with kCorruption when payload is not a valid packed message.
-  static Result<std::unique_ptr<RecordView>> decode(std::string_view payload);
+  RecordView();
   ~RecordView();
-  capnp::MessageReader& message() { return *reader_; }
+  RecordView(const RecordView&) = delete;
+  RecordView& operator=(const RecordView&) = delete;
+
+  // Fails with kCorruption when payload is not a valid packed message of a Record.
+  Status parse(std::string_view payload);
+  static Result<std::unique_ptr<RecordView>> decode(std::string_view payload);
+
+  // REQUIRES: the last parse() succeeded.
+  capnp::MessageReader& message();
 
  private:
-  RecordView() = default;
-  std::string payload_;                     // our copy of the frame's bytes
-  std::unique_ptr<kj::ArrayInputStream> in_;  // outlives reader_, which may read lazily
-  std::unique_ptr<capnp::MessageReader> reader_;
+  struct State;
+  std::unique_ptr<State> state_;
 };
 
 class RunWriter {
@@ -130,7 +133,8 @@ class RunReader {
   const RunLocation& location() const { return loc_; }
 
   // The next record, decoded; nullptr at the end, at damage (damage()) or on an error (status()).
-  std::unique_ptr<RecordView> next();
+  // The view is the reader's own and is valid until the next call.
+  RecordView* next();
   const std::optional<LogDamage>& damage() const { return log_->damage(); }
   const Status& status() const { return status_.ok() ? log_->status() : status_; }
   // The digest of the records read so far.
@@ -145,6 +149,7 @@ class RunReader {
   std::unique_ptr<RunLogReader> log_;
   RunDigest digest_;
   Status status_;
+  RecordView view_;
 };
 
 }  // namespace vinci

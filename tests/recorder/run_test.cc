@@ -106,11 +106,12 @@ TEST(Run, ManifestRoundTripsAndFinishCompletesIt) {
   auto r = RunReader::open(root + "/b");
   ASSERT_TRUE(r.ok());
   // (Sample records may include RunEnd bodies of their own; the writer's is the last record.)
-  std::unique_ptr<RecordView> last, rec;
+  RecordView* last = nullptr;
+  RecordView* rec;
   Digest before_last;
   while ((rec = (*r)->next())) {
     if ((*r)->records_read() == 21) {
-      last = std::move(rec);
+      last = rec;
       break;
     }
     before_last = (*r)->digest();
