@@ -1,0 +1,419 @@
+#include "gpu/executor.h"
+
+#include <cmath>
+#include <limits>
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
+
+#include "core/rng.h"
+#include "gpu/expr.h"
+#include "gpu/shapes.h"
+
+namespace vinci {
+
+struct TaskInstance::Impl {
+  const Task* task = nullptr;
+  SizeMap sizes;
+  torch::Device device{torch::kCPU};
+  std::vector<std::pair<std::string, torch::Tensor>> weights;
+  std::map<std::string, torch::Tensor> weight_by_name;
+  std::map<std::string, const ModuleSpec*> modules;
+};
+
+namespace {
+
+std::string op_where(const Task& t, const OpSpec& op) {
+  return t.source_file + ": task '" + t.id + "': op '" + op.op + "'";
+}
+
+Result<int64_t> eval_size(const std::string& e, const SizeMap& sizes) {
+  ExprEnv env;
+  env.symbols = sizes;
+  return eval_expr(e, env);
+}
+
+// PyTorch's kaiming_uniform_(a = sqrt(5)) as nn.Linear/nn.ConvNd reset_parameters call it:
+// bound = sqrt(3) * gain / sqrt(fan_in), gain = sqrt(2 / (1 + a^2)). Computed in double in the
+// same order as torch/nn/init.py so the bound (and so every weight) is bit-identical.
+double kaiming_bound(int64_t fan_in) {
+  double a = std::sqrt(5.0);
+  double gain = std::sqrt(2.0 / (1 + a * a));
+  double std_dev = gain / std::sqrt(static_cast<double>(fan_in));
+  return std::sqrt(3.0) * std_dev;
+}
+
+int64_t fan_in_of(const torch::Tensor& w) {
+  int64_t receptive = 1;
+  for (int64_t i = 2; i < w.dim(); ++i) receptive *= w.size(i);
+  return w.size(1) * receptive;
+}
+
+Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
+  const Task& task = *impl->task;
+  VINCI_ASSIGN_OR_RETURN(std::vector<WeightSpec> specs, weight_specs(task));
+  std::map<std::string, torch::Tensor> made;
+  auto cpu = torch::TensorOptions().dtype(torch::kFloat32);
+  for (const auto& spec : specs) {
+    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> shape, eval_shape(spec.shape, impl->sizes));
+    made[spec.name] = torch::empty(shape, cpu);
+  }
+  // Draw in construction order, module by module, as the Python constructors do.
+  for (const auto& m : task.modules) {
+    auto w = [&](const std::string& p) -> torch::Tensor& { return made[m.name + "." + p]; };
+    if (m.type == "linear" || m.type.rfind("conv", 0) == 0) {
+      torch::Tensor& weight = w("weight");
+      int64_t fan_in = fan_in_of(weight);
+      double b = kaiming_bound(fan_in);
+      weight.uniform_(-b, b, gen);
+      if (attr_bool_or(m.attrs, "bias", true)) {
+        double bb = 1.0 / std::sqrt(static_cast<double>(fan_in));
+        w("bias").uniform_(-bb, bb, gen);
+      }
+    } else if (m.type == "batch_norm") {
+      w("weight").fill_(1);
+      w("bias").fill_(0);
+      w("running_mean").fill_(0);
+      w("running_var").fill_(1);
+    } else if (m.type == "layer_norm" || m.type == "group_norm") {
+      w("weight").fill_(1);
+      w("bias").fill_(0);
+    } else if (m.type == "parameter") {
+      torch::Tensor& p = made[m.name];
+      std::string init = m.attrs.value("init", std::string("randn"));
+      double scale = attr_double_or(m.attrs, "scale", 1.0);
+      if (init == "randn") p.normal_(0, 1, gen);
+      else if (init == "rand") p.uniform_(0, 1, gen);
+      else if (init == "ones") p.fill_(1);
+      else if (init == "zeros") p.fill_(0);
+      else
+        return invalid_argument(task.source_file + ": task '" + task.id + "': module '" + m.name +
+                                "' key 'init': expected randn|rand|ones|zeros, found '" + init + "'");
+      if (scale != 1.0) p.mul_(scale);  // torch.randn(shape) * scale, as KernelBench writes it
+    } else if (m.type == "mha") {
+      // nn.MultiheadAttention: out_proj = Linear(E, E) draws in its constructor, then
+      // _reset_parameters: xavier_uniform_(in_proj_weight), in_proj_bias = 0, out_proj.bias = 0.
+      torch::Tensor& ow = w("out_proj.weight");
+      int64_t e = ow.size(1);
+      double b = kaiming_bound(e);
+      ow.uniform_(-b, b, gen);
+      double bb = 1.0 / std::sqrt(static_cast<double>(e));
+      w("out_proj.bias").uniform_(-bb, bb, gen);
+      torch::Tensor& ipw = w("in_proj_weight");
+      double xb = std::sqrt(3.0) * (1.0 * std::sqrt(2.0 / static_cast<double>(ipw.size(0) + ipw.size(1))));
+      ipw.uniform_(-xb, xb, gen);
+      w("in_proj_bias").fill_(0);
+      w("out_proj.bias").fill_(0);
+    }
+  }
+  for (const auto& spec : specs) {
+    torch::Tensor t = made[spec.name].to(impl->device);
+    impl->weights.emplace_back(spec.name, t);
+    impl->weight_by_name[spec.name] = t;
+  }
+  return Status();
+}
+
+std::vector<int64_t> to_vec(c10::IntArrayRef a) { return std::vector<int64_t>(a.begin(), a.end()); }
+
+}  // namespace
+
+const char* distribution_name(InputDistribution d) {
+  switch (d) {
+    case InputDistribution::kUniform01: return "uniform01";
+    case InputDistribution::kSigned: return "signed";
+    case InputDistribution::kHeavyTailed: return "heavy_tailed";
+  }
+  return "?";
+}
+
+Result<InputDistribution> parse_distribution(const std::string& name) {
+  for (auto d : {InputDistribution::kUniform01, InputDistribution::kSigned, InputDistribution::kHeavyTailed})
+    if (name == distribution_name(d)) return d;
+  return invalid_argument("input distribution: expected uniform01, signed or heavy_tailed, found '" + name + "'");
+}
+
+uint64_t input_seed(uint64_t root_seed, const std::string& task_id, int64_t trial, InputDistribution dist) {
+  Stream s(RngKey::root(root_seed).with("purpose", "inputs").with("task", task_id).with("trial", trial)
+               .with("dist", distribution_name(dist)));
+  // torch's mt19937 takes the low 32 bits of the seed; keep them all random.
+  return s.next_u64();
+}
+
+TaskInstance::TaskInstance(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+TaskInstance::TaskInstance(TaskInstance&&) noexcept = default;
+TaskInstance& TaskInstance::operator=(TaskInstance&&) noexcept = default;
+TaskInstance::~TaskInstance() = default;
+
+const Task& TaskInstance::task() const { return *impl_->task; }
+const SizeMap& TaskInstance::sizes() const { return impl_->sizes; }
+const std::vector<std::pair<std::string, at::Tensor>>& TaskInstance::weights() const {
+  return impl_->weights;
+}
+
+Result<TaskInstance> TaskInstance::create(const Task& task, SizeName size, const std::string& device,
+                                          uint64_t weight_seed) {
+  auto it = task.sizes.find(size_name(size));
+  if (it == task.sizes.end())
+    return invalid_argument("task '" + task.id + "' has no size '" + size_name(size) + "'");
+  return create_at(task, it->second, device, weight_seed);
+}
+
+Result<TaskInstance> TaskInstance::create_at(const Task& task, const SizeMap& sizes,
+                                             const std::string& device, uint64_t weight_seed) {
+  auto impl = std::make_unique<Impl>();
+  impl->task = &task;
+  impl->sizes = sizes;
+  try {
+    impl->device = torch::Device(device);
+  } catch (const std::exception& e) {
+    return invalid_argument("device '" + device + "': " + e.what());
+  }
+  for (const auto& m : task.modules) impl->modules[m.name] = &m;
+  torch::NoGradGuard no_grad;
+  at::Generator gen = at::detail::createCPUGenerator(weight_seed);
+  VINCI_RETURN_IF_ERROR(build_weights(impl.get(), gen));
+  return TaskInstance(std::move(impl));
+}
+
+Result<std::vector<at::Tensor>> TaskInstance::make_inputs(InputDistribution dist, uint64_t seed) const {
+  torch::NoGradGuard no_grad;
+  const Task& task = *impl_->task;
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  std::vector<at::Tensor> out;
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  for (const auto& in : task.inputs) {
+    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> shape, eval_shape(in.shape, impl_->sizes));
+    torch::Tensor t;
+    if (in.domain == InputDomain::kIndex) {
+      VINCI_ASSIGN_OR_RETURN(int64_t classes, eval_size(in.classes, impl_->sizes));
+      t = torch::randint(0, classes, shape, gen, torch::TensorOptions().dtype(torch::kInt64));
+    } else if (in.domain == InputDomain::kSign) {
+      t = torch::randint(0, 2, shape, gen, f32) * 2 - 1;
+    } else {
+      switch (dist) {
+        case InputDistribution::kUniform01: t = torch::rand(shape, gen, f32); break;
+        case InputDistribution::kSigned: t = torch::rand(shape, gen, f32) * 2 - 1; break;
+        case InputDistribution::kHeavyTailed: {
+          torch::Tensor z = torch::randn(shape, gen, f32);
+          t = z * torch::exp(torch::randn(shape, gen, f32));
+          break;
+        }
+      }
+      if (in.domain == InputDomain::kPositive && dist != InputDistribution::kUniform01)
+        t = t.abs() + 1e-3;
+      if (in.domain == InputDomain::kProbability) t = torch::softmax(t, -1);
+    }
+    out.push_back(t.to(impl_->device));
+  }
+  return out;
+}
+
+Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
+                                                     const std::vector<at::Tensor>& in) const {
+  const Task& task = *impl_->task;
+  std::string where = op_where(task, op);
+  const auto& a = op.attrs;
+  const ModuleSpec* mod = nullptr;
+  if (!op.module.empty()) {
+    auto it = impl_->modules.find(op.module);
+    if (it == impl_->modules.end()) return invalid_argument(where + ": unknown module '" + op.module + "'");
+    mod = it->second;
+  }
+  auto W = [&](const std::string& p) -> torch::Tensor {
+    auto it = impl_->weight_by_name.find(op.module + "." + p);
+    return it == impl_->weight_by_name.end() ? torch::Tensor() : it->second;
+  };
+  const std::string& n = op.op;
+  torch::NoGradGuard no_grad;
+  try {
+    const torch::Tensor& x = in.at(0);
+    int64_t dim = attr_int_or(a, "dim", -1);
+    bool keepdim = attr_bool_or(a, "keepdim", false);
+    auto one = [](torch::Tensor t) { return std::vector<at::Tensor>{std::move(t)}; };
+    // elementwise
+    if (n == "relu") return one(torch::relu(x));
+    if (n == "leaky_relu") return one(torch::leaky_relu(x, attr_double_or(a, "negative_slope", 0.01)));
+    if (n == "sigmoid") return one(torch::sigmoid(x));
+    if (n == "tanh") return one(torch::tanh(x));
+    if (n == "gelu") return one(torch::gelu(x));
+    if (n == "silu") return one(torch::silu(x));
+    if (n == "elu") return one(torch::elu(x, attr_double_or(a, "alpha", 1.0)));
+    if (n == "selu") return one(torch::selu(x));
+    if (n == "softplus") return one(torch::softplus(x));
+    if (n == "softsign") return one(x / (1 + torch::abs(x)));
+    if (n == "hardsigmoid") return one(torch::hardsigmoid(x));
+    if (n == "hardswish") return one(torch::hardswish(x));
+    if (n == "hardtanh") return one(torch::hardtanh(x, attr_double_or(a, "min", -1), attr_double_or(a, "max", 1)));
+    if (n == "mish") return one(torch::mish(x));
+    if (n == "exp") return one(torch::exp(x));
+    if (n == "log") return one(torch::log(x));
+    if (n == "abs") return one(torch::abs(x));
+    if (n == "square") return one(x * x);
+    if (n == "sqrt") return one(torch::sqrt(x));
+    if (n == "clamp") {
+      double lo = attr_double_or(a, "min", -std::numeric_limits<double>::infinity());
+      double hi = attr_double_or(a, "max", std::numeric_limits<double>::infinity());
+      return one(torch::clamp(x, lo, hi));
+    }
+    if (n == "mul_scalar") return one(x * attr_double_or(a, "value", 1.0));
+    if (n == "add_scalar") return one(x + attr_double_or(a, "value", 0.0));
+    if (n == "div_scalar") return one(x / attr_double_or(a, "value", 1.0));
+    if (n == "add") return one(x + in.at(1));
+    if (n == "sub") return one(x - in.at(1));
+    if (n == "mul") return one(x * in.at(1));
+    if (n == "div") return one(x / in.at(1));
+    // products
+    if (n == "matmul") {
+      torch::Tensor l = attr_bool_or(a, "transpose_a", false) ? x.transpose(-1, -2) : x;
+      torch::Tensor r = attr_bool_or(a, "transpose_b", false) ? in.at(1).transpose(-1, -2) : in.at(1);
+      return one(torch::matmul(l, r));
+    }
+    if (n == "linear") return one(torch::linear(x, W("weight"), W("bias")));
+    // reductions
+    if (n == "sum") return one(x.sum(dim, keepdim));
+    if (n == "mean") return one(x.mean(dim, keepdim));
+    if (n == "amax") return one(x.amax(dim, keepdim));
+    if (n == "amin") return one(x.amin(dim, keepdim));
+    if (n == "logsumexp") return one(torch::logsumexp(x, dim, keepdim));
+    if (n == "norm_l2") return one(x.norm(2, {dim}, keepdim));
+    if (n == "softmax") return one(torch::softmax(x, dim));
+    if (n == "log_softmax") return one(torch::log_softmax(x, dim));
+    if (n == "rms_norm") {
+      // KernelBench's RMSNorm: x / sqrt(mean(x^2, dim, keepdim) + eps).
+      double eps = attr_double_or(a, "eps", 1e-5);
+      return one(x / torch::sqrt((x * x).mean(dim, true) + eps));
+    }
+    if (n == "layer_norm") {
+      torch::Tensor w = W("weight");
+      return one(torch::layer_norm(x, to_vec(w.sizes()), w, W("bias"), attr_double_or(mod->attrs, "eps", 1e-5)));
+    }
+    if (n == "batch_norm") {
+      // Training mode: batch statistics. The running buffers are updated as PyTorch does, on
+      // copies, so running the reference twice gives the same weights and the same output.
+      torch::Tensor rm = W("running_mean").clone(), rv = W("running_var").clone();
+      return one(torch::batch_norm(x, W("weight"), W("bias"), rm, rv, true,
+                                   attr_double_or(mod->attrs, "momentum", 0.1),
+                                   attr_double_or(mod->attrs, "eps", 1e-5), false));
+    }
+    if (n == "group_norm") {
+      VINCI_ASSIGN_OR_RETURN(int64_t groups, attr_int(mod->attrs, "groups", where));
+      return one(torch::group_norm(x, groups, W("weight"), W("bias"), attr_double_or(mod->attrs, "eps", 1e-5)));
+    }
+    if (n.rfind("conv", 0) == 0) {
+      size_t rank = static_cast<size_t>(n[n.size() - 2] - '0');
+      const auto& ma = mod->attrs;
+      auto s = attr_ints_or(ma, "stride", rank, 1);
+      auto p = attr_ints_or(ma, "padding", rank, 0);
+      auto d = attr_ints_or(ma, "dilation", rank, 1);
+      int64_t g = attr_int_or(ma, "groups", 1);
+      if (n == "conv1d") return one(torch::conv1d(x, W("weight"), W("bias"), s, p, d, g));
+      if (n == "conv2d") return one(torch::conv2d(x, W("weight"), W("bias"), s, p, d, g));
+      if (n == "conv3d") return one(torch::conv3d(x, W("weight"), W("bias"), s, p, d, g));
+      auto op_ = attr_ints_or(ma, "output_padding", rank, 0);
+      if (n == "conv_transpose2d") return one(torch::conv_transpose2d(x, W("weight"), W("bias"), s, p, op_, g, d));
+      if (n == "conv_transpose3d") return one(torch::conv_transpose3d(x, W("weight"), W("bias"), s, p, op_, g, d));
+    }
+    if (n == "max_pool1d" || n == "max_pool2d" || n == "max_pool3d" || n == "avg_pool2d") {
+      size_t rank = static_cast<size_t>(n[n.size() - 2] - '0');
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a, "kernel", rank, where));
+      auto s = attr_ints_or(a, "stride", rank, 0);
+      for (size_t i = 0; i < rank; ++i)
+        if (s[i] == 0) s[i] = k[i];
+      auto p = attr_ints_or(a, "padding", rank, 0);
+      auto d = attr_ints_or(a, "dilation", rank, 1);
+      if (n == "max_pool1d") return one(torch::max_pool1d(x, k, s, p, d));
+      if (n == "max_pool2d") return one(torch::max_pool2d(x, k, s, p, d));
+      if (n == "max_pool3d") return one(torch::max_pool3d(x, k, s, p, d));
+      return one(torch::avg_pool2d(x, k, s, p));
+    }
+    if (n == "adaptive_avg_pool2d") {
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 2, where));
+      return one(torch::adaptive_avg_pool2d(x, o));
+    }
+    if (n == "cumsum") return one(x.cumsum(dim));
+    if (n == "cumprod") return one(x.cumprod(dim));
+    if (n == "reshape") {
+      std::vector<int64_t> shape;
+      for (const auto& e : a.at("shape")) {
+        std::string expr = e.is_string() ? e.get<std::string>() : e.dump();
+        VINCI_ASSIGN_OR_RETURN(int64_t v, eval_size(expr, impl_->sizes));
+        shape.push_back(v);
+      }
+      return one(x.reshape(shape));
+    }
+    if (n == "flatten") return one(x.flatten(attr_int_or(a, "start_dim", 1)));
+    if (n == "permute") {
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, attr_ints(a, "dims", static_cast<size_t>(x.dim()), where));
+      return one(x.permute(dims).contiguous());
+    }
+    if (n == "transpose")
+      return one(x.transpose(attr_int_or(a, "dim0", 0), attr_int_or(a, "dim1", 1)).contiguous());
+    if (n == "split") {
+      std::vector<at::Tensor> parts;
+      for (auto& t : x.chunk(static_cast<int64_t>(op.outputs.size()), attr_int_or(a, "dim", 0)))
+        parts.push_back(t.contiguous());
+      return parts;
+    }
+    if (n == "causal_mask") {
+      int64_t rows = x.size(-2), cols = x.size(-1);
+      torch::Tensor upper = torch::ones({rows, cols}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
+      return one(x.masked_fill(upper, -std::numeric_limits<float>::infinity()));
+    }
+    if (n == "self_attention") {
+      // nn.MultiheadAttention(x, x, x) on (S, B, E) without masks, as TransformerEncoderLayer
+      // calls it: scaled dot-product attention per head, then out_proj.
+      VINCI_ASSIGN_OR_RETURN(int64_t heads, attr_int(mod->attrs, "heads", where));
+      int64_t S = x.size(0), B = x.size(1), E = x.size(2), hd = E / heads;
+      auto qkv = torch::linear(x, W("in_proj_weight"), W("in_proj_bias")).chunk(3, -1);
+      auto split_heads = [&](const torch::Tensor& t) {
+        return t.contiguous().view({S, B * heads, hd}).transpose(0, 1);
+      };
+      torch::Tensor q = split_heads(qkv[0]) * (1.0 / std::sqrt(static_cast<double>(hd)));
+      torch::Tensor k = split_heads(qkv[1]), v = split_heads(qkv[2]);
+      torch::Tensor att = torch::softmax(torch::bmm(q, k.transpose(1, 2)), -1);
+      torch::Tensor o = torch::bmm(att, v).transpose(0, 1).contiguous().view({S, B, E});
+      return one(torch::linear(o, W("out_proj.weight"), W("out_proj.bias")));
+    }
+    if (n == "mse_loss") return one(torch::mse_loss(x, in.at(1)));
+    if (n == "cross_entropy") return one(torch::nll_loss(torch::log_softmax(x, 1), in.at(1)));
+    if (n == "smooth_l1_loss") return one(torch::smooth_l1_loss(x, in.at(1)));
+    if (n == "kl_div") {
+      // F.kl_div(log(p), t, reduction='batchmean') = sum(t * (log t - log p)) / batch.
+      const torch::Tensor& t = in.at(1);
+      return one((t * (torch::log(t) - torch::log(x))).sum() / x.size(0));
+    }
+    if (n == "hinge_loss") return one(torch::clamp(1 - x * in.at(1), 0).mean());
+    if (n == "cosine_similarity_loss")
+      return one((1 - torch::cosine_similarity(x, in.at(1), 1, 1e-8)).mean());
+  } catch (const std::exception& e) {
+    return invalid_argument(where + ": libtorch refused: " + std::string(e.what()).substr(0, 400));
+  }
+  return internal_error(where + ": op not implemented by the executor");
+}
+
+Result<std::map<std::string, at::Tensor>> TaskInstance::run_all(const std::vector<at::Tensor>& inputs) const {
+  const Task& task = *impl_->task;
+  if (inputs.size() != task.inputs.size())
+    return invalid_argument("task '" + task.id + "': expected " + std::to_string(task.inputs.size()) +
+                            " inputs, found " + std::to_string(inputs.size()));
+  std::map<std::string, at::Tensor> values;
+  for (size_t i = 0; i < inputs.size(); ++i) values[task.inputs[i].name] = inputs[i];
+  for (const auto& [name, w] : impl_->weights) values[name] = w;
+  for (const auto& op : task.ops) {
+    std::vector<at::Tensor> args;
+    for (const auto& n : op.inputs) args.push_back(values.at(n));
+    VINCI_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, run_op(op, args));
+    if (outs.size() != op.outputs.size())
+      return internal_error(op_where(task, op) + ": produced " + std::to_string(outs.size()) + " outputs");
+    for (size_t i = 0; i < outs.size(); ++i) values[op.outputs[i]] = outs[i];
+  }
+  return values;
+}
+
+Result<at::Tensor> TaskInstance::run(const std::vector<at::Tensor>& inputs) const {
+  VINCI_ASSIGN_OR_RETURN(auto values, run_all(inputs));
+  return values.at(impl_->task->output);
+}
+
+}  // namespace vinci

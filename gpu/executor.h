@@ -1,0 +1,86 @@
+// The libtorch executor: runs any task's op graph as the reference computation.
+//
+// Weights are drawn the way PyTorch's default initialisation draws them after manual_seed(42), in
+// the modules' construction order, on the CPU generator (so CPU and CUDA instances hold equal
+// weights), then moved to the instance's device. Modules run in training mode (BatchNorm uses
+// batch statistics) as KernelBench runs them. Inputs come from a CPU torch generator seeded per
+// (task, trial, distribution): the U[0,1) distribution is bit-identical to KernelBench's
+// torch.rand after torch.manual_seed(seed).
+//
+// Torch types are only forward-declared here; callers that touch tensors include torch.
+#ifndef VINCI_GPU_EXECUTOR_H_
+#define VINCI_GPU_EXECUTOR_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "gpu/task.h"
+
+namespace at {
+class Tensor;
+}
+
+namespace vinci {
+
+enum class InputDistribution {
+  kUniform01,    // KernelBench's torch.rand: U[0, 1)
+  kSigned,       // U[-1, 1): breaks shortcuts that assume non-negative inputs
+  kHeavyTailed,  // N(0,1) * exp(N(0,1)): a log-normal scale mixture, kurtosis ~ 160
+};
+const char* distribution_name(InputDistribution d);
+Result<InputDistribution> parse_distribution(const std::string& name);
+
+// The torch generator seed for one trial's inputs, drawn from the keyed stream
+// (root_seed, task, trial, distribution), so trials never share inputs and no draw depends on
+// evaluation order.
+uint64_t input_seed(uint64_t root_seed, const std::string& task_id, int64_t trial,
+                    InputDistribution dist);
+
+// PyTorch's weight seed in KernelBench (torch.manual_seed(42) before building the model).
+constexpr uint64_t kWeightSeed = 42;
+
+// A task at concrete sizes on one device, with its weights.
+class TaskInstance {
+ public:
+  // device: a torch device string, "cpu" or "cuda:0".
+  static Result<TaskInstance> create(const Task& task, SizeName size, const std::string& device,
+                                     uint64_t weight_seed = kWeightSeed);
+  static Result<TaskInstance> create_at(const Task& task, const SizeMap& sizes,
+                                        const std::string& device, uint64_t weight_seed = kWeightSeed);
+  TaskInstance(TaskInstance&&) noexcept;
+  TaskInstance& operator=(TaskInstance&&) noexcept;
+  ~TaskInstance();
+
+  const Task& task() const;
+  const SizeMap& sizes() const;
+
+  // Inputs in the task's order. seed seeds a CPU torch generator; tensors are then moved to the
+  // instance's device.
+  Result<std::vector<at::Tensor>> make_inputs(InputDistribution dist, uint64_t seed) const;
+
+  // The task's output for these inputs.
+  Result<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
+  // Every named value: inputs, weights ("fc1.weight") and every op output.
+  Result<std::map<std::string, at::Tensor>> run_all(const std::vector<at::Tensor>& inputs) const;
+
+  // One op of the graph over given tensors: how a plan's library step runs.
+  Result<std::vector<at::Tensor>> run_op(const OpSpec& op, const std::vector<at::Tensor>& inputs) const;
+
+  // Weights in construction order, named as gpu/shapes.h's WeightSpec.
+  const std::vector<std::pair<std::string, at::Tensor>>& weights() const;
+
+  struct Impl;  // defined in executor.cc, where torch is included
+
+ private:
+  explicit TaskInstance(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace vinci
+
+#endif  // VINCI_GPU_EXECUTOR_H_

@@ -1,0 +1,227 @@
+#include "gpu/expr.h"
+
+#include <cctype>
+#include <cstdlib>
+
+namespace vinci {
+namespace {
+
+class Parser {
+ public:
+  Parser(const std::string& text, const ExprEnv* env) : text_(text), env_(env) {}
+
+  Result<int64_t> parse_all() {
+    VINCI_ASSIGN_OR_RETURN(int64_t v, expr());
+    skip_ws();
+    if (pos_ != text_.size()) return error("unexpected '" + text_.substr(pos_, 1) + "'");
+    return v;
+  }
+
+ private:
+  Status error(const std::string& what) const {
+    return invalid_argument("expression '" + text_ + "' at column " + std::to_string(pos_ + 1) +
+                            ": " + what);
+  }
+  void skip_ws() {
+    while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+  }
+  bool eat(char c) {
+    skip_ws();
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  std::string name() {
+    skip_ws();
+    size_t start = pos_;
+    while (pos_ < text_.size() &&
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_' ||
+            text_[pos_] == '.'))
+      ++pos_;
+    return text_.substr(start, pos_ - start);
+  }
+
+  Result<int64_t> expr() {
+    VINCI_ASSIGN_OR_RETURN(int64_t v, term());
+    for (;;) {
+      if (eat('+')) {
+        VINCI_ASSIGN_OR_RETURN(int64_t r, term());
+        v += r;
+      } else if (eat('-')) {
+        VINCI_ASSIGN_OR_RETURN(int64_t r, term());
+        v -= r;
+      } else {
+        return v;
+      }
+    }
+  }
+  Result<int64_t> term() {
+    VINCI_ASSIGN_OR_RETURN(int64_t v, unary());
+    for (;;) {
+      char op = 0;
+      if (eat('*')) op = '*';
+      else if (eat('/')) op = '/';
+      else if (eat('%')) op = '%';
+      else return v;
+      VINCI_ASSIGN_OR_RETURN(int64_t r, unary());
+      if (op == '*') {
+        v *= r;
+      } else {
+        if (!env_) continue;  // syntax check only: names are not resolved
+        if (r == 0) return error("division by zero");
+        v = op == '/' ? v / r : v % r;
+      }
+    }
+  }
+  Result<int64_t> unary() {
+    if (eat('-')) {
+      VINCI_ASSIGN_OR_RETURN(int64_t v, unary());
+      return -v;
+    }
+    return primary();
+  }
+  Result<int64_t> primary() {
+    skip_ws();
+    if (pos_ >= text_.size()) return error("expected a number, name or '('");
+    if (eat('(')) {
+      VINCI_ASSIGN_OR_RETURN(int64_t v, expr());
+      if (!eat(')')) return error("expected ')'");
+      return v;
+    }
+    char c = text_[pos_];
+    if (std::isdigit(static_cast<unsigned char>(c))) {
+      size_t start = pos_;
+      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
+      return static_cast<int64_t>(std::strtoll(text_.c_str() + start, nullptr, 10));
+    }
+    if (!(std::isalpha(static_cast<unsigned char>(c)) || c == '_'))
+      return error(std::string("unexpected '") + c + "'");
+    std::string id = name();
+    if (eat('(')) return call(id);
+    if (!env_) return int64_t{0};
+    auto it = env_->symbols.find(id);
+    if (it == env_->symbols.end()) return error("unknown name '" + id + "'");
+    return it->second;
+  }
+  Result<std::vector<int64_t>> shape_of(const std::string& buf) {
+    if (!env_) return std::vector<int64_t>{1};
+    if (!env_->buffer_shape) return Status(error("no buffers known, found '" + buf + "'"));
+    return env_->buffer_shape(buf);
+  }
+  Result<int64_t> call(const std::string& fn) {
+    if (fn == "numel" || fn == "rank" || fn == "dim") {
+      std::string buf = name();
+      if (buf.empty()) return error(fn + "() expects a buffer name");
+      int64_t index = 0;
+      if (fn == "dim") {
+        if (!eat(',')) return error("dim() expects (buffer, index)");
+        VINCI_ASSIGN_OR_RETURN(index, expr());
+      }
+      if (!eat(')')) return error("expected ')' after " + fn + " arguments");
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shape_of(buf));
+      if (!env_) return int64_t{1};
+      if (fn == "rank") return static_cast<int64_t>(shape.size());
+      if (fn == "numel") {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        return n;
+      }
+      int64_t r = static_cast<int64_t>(shape.size());
+      int64_t i = index < 0 ? index + r : index;
+      if (i < 0 || i >= r)
+        return error("dim(" + buf + ", " + std::to_string(index) + ") out of range for rank " +
+                     std::to_string(r));
+      return shape[static_cast<size_t>(i)];
+    }
+    if (fn == "ceil_div" || fn == "min" || fn == "max") {
+      VINCI_ASSIGN_OR_RETURN(int64_t a, expr());
+      if (!eat(',')) return error(fn + "() expects two arguments");
+      VINCI_ASSIGN_OR_RETURN(int64_t b, expr());
+      if (!eat(')')) return error("expected ')' after " + fn + " arguments");
+      if (fn == "min") return a < b ? a : b;
+      if (fn == "max") return a > b ? a : b;
+      if (b == 0) return env_ ? Result<int64_t>(error("ceil_div by zero")) : Result<int64_t>(int64_t{0});
+      return (a + b - 1) / b;
+    }
+    return error("unknown function '" + fn + "'");
+  }
+
+  const std::string& text_;
+  const ExprEnv* env_;
+  size_t pos_ = 0;
+};
+
+bool is_int(const std::string& s, int64_t* v) {
+  if (s.empty()) return false;
+  size_t i = s[0] == '-' ? 1 : 0;
+  if (i == s.size()) return false;
+  for (size_t j = i; j < s.size(); ++j)
+    if (!std::isdigit(static_cast<unsigned char>(s[j]))) return false;
+  *v = std::strtoll(s.c_str(), nullptr, 10);
+  return true;
+}
+
+// Parenthesizes a non-atomic operand.
+std::string wrap(const std::string& s) {
+  for (char c : s)
+    if (c == '+' || c == '-' || c == '*' || c == '/' || c == '%' || c == ' ') return "(" + s + ")";
+  return s;
+}
+
+}  // namespace
+
+Result<int64_t> eval_expr(const std::string& text, const ExprEnv& env) {
+  Parser p(text, &env);
+  return p.parse_all();
+}
+
+Status check_expr_syntax(const std::string& text) {
+  Parser p(text, nullptr);
+  Result<int64_t> r = p.parse_all();
+  return r.ok() ? Status() : r.status();
+}
+
+std::string expr_mul(const std::string& a, const std::string& b) {
+  int64_t x, y;
+  bool ia = is_int(a, &x), ib = is_int(b, &y);
+  if (ia && ib) return std::to_string(x * y);
+  if (ia && x == 1) return b;
+  if (ib && y == 1) return a;
+  return wrap(a) + "*" + wrap(b);
+}
+std::string expr_add(const std::string& a, const std::string& b) {
+  int64_t x, y;
+  bool ia = is_int(a, &x), ib = is_int(b, &y);
+  if (ia && ib) return std::to_string(x + y);
+  if (ia && x == 0) return b;
+  if (ib && y == 0) return a;
+  return a + " + " + b;
+}
+std::string expr_sub(const std::string& a, const std::string& b) {
+  int64_t x, y;
+  bool ia = is_int(a, &x), ib = is_int(b, &y);
+  if (ia && ib) return std::to_string(x - y);
+  if (ib && y == 0) return a;
+  return a + " - " + wrap(b);
+}
+std::string expr_div(const std::string& a, const std::string& b) {
+  int64_t x, y;
+  bool ia = is_int(a, &x), ib = is_int(b, &y);
+  if (ia && ib && y != 0) return std::to_string(x / y);
+  if (ib && y == 1) return a;
+  return wrap(a) + "/" + wrap(b);
+}
+std::string expr_ceil_div(const std::string& a, const std::string& b) {
+  int64_t x, y;
+  if (is_int(a, &x) && is_int(b, &y) && y != 0) return std::to_string((x + y - 1) / y);
+  return "ceil_div(" + a + ", " + b + ")";
+}
+std::string expr_product(const std::vector<std::string>& factors) {
+  std::string r = "1";
+  for (const auto& f : factors) r = expr_mul(r, f);
+  return r;
+}
+
+}  // namespace vinci

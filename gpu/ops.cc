@@ -1,0 +1,98 @@
+#include "gpu/ops.h"
+
+namespace vinci {
+namespace {
+
+const OpInfo kOps[] = {
+    // elementwise, one input
+    {"relu", OpKind::kUnary, 1, ""},
+    {"leaky_relu", OpKind::kUnary, 1, ""},  // negative_slope = 0.01
+    {"sigmoid", OpKind::kUnary, 1, ""},
+    {"tanh", OpKind::kUnary, 1, ""},
+    {"gelu", OpKind::kUnary, 1, ""},  // exact (erf) form, PyTorch's default
+    {"silu", OpKind::kUnary, 1, ""},
+    {"elu", OpKind::kUnary, 1, ""},  // alpha = 1
+    {"selu", OpKind::kUnary, 1, ""},
+    {"softplus", OpKind::kUnary, 1, ""},  // beta 1, threshold 20 as PyTorch
+    {"softsign", OpKind::kUnary, 1, ""},
+    {"hardsigmoid", OpKind::kUnary, 1, ""},
+    {"hardswish", OpKind::kUnary, 1, ""},
+    {"hardtanh", OpKind::kUnary, 1, ""},  // min = -1, max = 1
+    {"mish", OpKind::kUnary, 1, ""},
+    {"exp", OpKind::kUnary, 1, ""},
+    {"log", OpKind::kUnary, 1, ""},
+    {"abs", OpKind::kUnary, 1, ""},
+    {"square", OpKind::kUnary, 1, ""},
+    {"sqrt", OpKind::kUnary, 1, ""},
+    {"clamp", OpKind::kUnary, 1, ""},  // min, max
+    {"mul_scalar", OpKind::kUnary, 1, ""},  // value
+    {"add_scalar", OpKind::kUnary, 1, ""},  // value
+    {"div_scalar", OpKind::kUnary, 1, ""},  // value
+    // elementwise, two inputs
+    {"add", OpKind::kBinary, 2, ""},
+    {"sub", OpKind::kBinary, 2, ""},
+    {"mul", OpKind::kBinary, 2, ""},
+    {"div", OpKind::kBinary, 2, ""},
+    // matrix products
+    {"matmul", OpKind::kGemm, 2, ""},  // transpose_a, transpose_b; batched when rank 3
+    {"linear", OpKind::kGemm, 1, "linear"},
+    // reductions of one dim
+    {"sum", OpKind::kReduce, 1, ""},
+    {"mean", OpKind::kReduce, 1, ""},
+    {"amax", OpKind::kReduce, 1, ""},
+    {"amin", OpKind::kReduce, 1, ""},
+    {"logsumexp", OpKind::kReduce, 1, ""},
+    {"norm_l2", OpKind::kReduce, 1, ""},
+    // normalisations along one dim (or the trailing dims for layer_norm)
+    {"softmax", OpKind::kRowNorm, 1, ""},
+    {"log_softmax", OpKind::kRowNorm, 1, ""},
+    {"rms_norm", OpKind::kRowNorm, 1, ""},  // dim, eps
+    {"layer_norm", OpKind::kRowNorm, 1, "layer_norm"},
+    // library only
+    {"batch_norm", OpKind::kLibrary, 1, "batch_norm"},
+    {"group_norm", OpKind::kLibrary, 1, "group_norm"},
+    {"conv1d", OpKind::kLibrary, 1, "conv1d"},
+    {"conv2d", OpKind::kLibrary, 1, "conv2d"},
+    {"conv3d", OpKind::kLibrary, 1, "conv3d"},
+    {"conv_transpose2d", OpKind::kLibrary, 1, "conv_transpose2d"},
+    {"conv_transpose3d", OpKind::kLibrary, 1, "conv_transpose3d"},
+    {"max_pool1d", OpKind::kLibrary, 1, ""},
+    {"max_pool2d", OpKind::kLibrary, 1, ""},
+    {"max_pool3d", OpKind::kLibrary, 1, ""},
+    {"avg_pool2d", OpKind::kLibrary, 1, ""},
+    {"adaptive_avg_pool2d", OpKind::kLibrary, 1, ""},
+    {"cumsum", OpKind::kLibrary, 1, ""},
+    {"cumprod", OpKind::kLibrary, 1, ""},
+    {"reshape", OpKind::kLibrary, 1, ""},
+    {"flatten", OpKind::kLibrary, 1, ""},
+    {"permute", OpKind::kLibrary, 1, ""},
+    {"transpose", OpKind::kLibrary, 1, ""},
+    {"split", OpKind::kLibrary, 1, ""},
+    {"causal_mask", OpKind::kLibrary, 1, ""},
+    {"self_attention", OpKind::kLibrary, 1, "mha"},
+    {"mse_loss", OpKind::kLibrary, 2, ""},
+    {"cross_entropy", OpKind::kLibrary, 2, ""},
+    {"smooth_l1_loss", OpKind::kLibrary, 2, ""},
+    {"kl_div", OpKind::kLibrary, 2, ""},
+    {"hinge_loss", OpKind::kLibrary, 2, ""},
+    {"cosine_similarity_loss", OpKind::kLibrary, 2, ""},
+};
+
+}  // namespace
+
+const OpInfo* find_op(const std::string& name) {
+  for (const auto& op : kOps)
+    if (name == op.name) return &op;
+  return nullptr;
+}
+
+std::string known_op_names() {
+  std::string s;
+  for (const auto& op : kOps) {
+    if (!s.empty()) s += ", ";
+    s += op.name;
+  }
+  return s;
+}
+
+}  // namespace vinci

@@ -1,0 +1,373 @@
+#include "gpu/plan.h"
+
+#include <algorithm>
+#include <set>
+
+#include "gpu/expr.h"
+#include "gpu/ops.h"
+
+namespace vinci {
+namespace {
+
+using nlohmann::json;
+
+json cost_to_json(const KernelCost& c) {
+  return {{"elements", c.elements}, {"bytes_read", c.bytes_read},
+          {"bytes_written", c.bytes_written}, {"flops", c.flops}};
+}
+
+json kernel_to_json(const PlanKernel& k) {
+  json j = {{"name", k.name},
+            {"source", k.source},
+            {"family", k.family},
+            {"knobs", k.knobs},
+            {"fused_ops", k.fused_ops},
+            {"fused_values", k.fused_values},
+            {"block_threads", k.block_threads},
+            {"vector_width", k.vector_width},
+            {"items_per_thread", k.items_per_thread},
+            {"tile", k.tile},
+            {"thread_tile", k.thread_tile},
+            {"tensor_cores", k.tensor_cores},
+            {"precision", k.precision},
+            {"reduction", k.reduction},
+            {"algorithm", k.algorithm},
+            {"shared_bytes", k.shared_bytes},
+            {"cost", cost_to_json(k.cost)}};
+  j["verdict"] = {{"status", k.verdict.guaranteed ? "guaranteed" : "risky"},
+                  {"reason", k.verdict.reason},
+                  {"fails_when", k.verdict.fails_when}};
+  return j;
+}
+
+json step_to_json(const PlanStep& s) {
+  json j = {{"kind", s.kind}};
+  if (s.kind == "kernel") {
+    j["kernel"] = s.kernel;
+    j["grid"] = s.grid;
+    j["block"] = s.block;
+    json args = json::array();
+    for (const auto& a : s.args) {
+      if (!a.buffer.empty()) args.push_back({{"buffer", a.buffer}});
+      else args.push_back({{"i64", a.i64}});
+    }
+    j["args"] = args;
+  } else {
+    j["op"] = s.op.op;
+    j["in"] = s.op.inputs;
+    j["out"] = s.op.outputs;
+    j["module"] = s.op.module;
+    j["attrs"] = s.op.attrs.is_null() ? json::object() : s.op.attrs;
+  }
+  return j;
+}
+
+// A reader that remembers where it is, so every error names its JSON path.
+class Reader {
+ public:
+  Reader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+
+  Status error(const std::string& key, const std::string& expected) const {
+    auto it = j_.is_object() ? j_.find(key) : j_.end();
+    std::string found = !j_.is_object() ? j_.type_name()
+                        : it == j_.end() ? std::string("nothing")
+                                         : std::string(it->type_name());
+    return invalid_argument("plan: " + path_ + (path_.empty() ? "" : ".") + key + ": expected " +
+                            expected + ", found " + found);
+  }
+  Result<std::string> str(const std::string& key, bool required = true) const {
+    auto it = j_.find(key);
+    if (it == j_.end() && !required) return std::string();
+    if (it == j_.end() || !it->is_string()) return error(key, "a string");
+    return it->get<std::string>();
+  }
+  Result<int64_t> i64(const std::string& key, int64_t dflt) const {
+    auto it = j_.find(key);
+    if (it == j_.end()) return dflt;
+    if (!it->is_number_integer()) return error(key, "an integer");
+    return it->get<int64_t>();
+  }
+  Result<bool> boolean(const std::string& key, bool dflt) const {
+    auto it = j_.find(key);
+    if (it == j_.end()) return dflt;
+    if (!it->is_boolean()) return error(key, "true or false");
+    return it->get<bool>();
+  }
+  Result<std::vector<std::string>> strings(const std::string& key, bool required = true) const {
+    auto it = j_.find(key);
+    std::vector<std::string> out;
+    if (it == j_.end() && !required) return out;
+    if (it == j_.end() || !it->is_array()) return error(key, "an array of strings");
+    for (const auto& e : *it) {
+      if (!e.is_string()) return error(key, "an array of strings");
+      out.push_back(e.get<std::string>());
+    }
+    return out;
+  }
+  Result<std::vector<std::string>> exprs(const std::string& key, size_t n) const {
+    VINCI_ASSIGN_OR_RETURN(std::vector<std::string> v, strings(key));
+    if (n && v.size() != n) return error(key, std::to_string(n) + " size expressions");
+    for (size_t i = 0; i < v.size(); ++i) {
+      Status st = check_expr_syntax(v[i]);
+      if (!st.ok())
+        return invalid_argument("plan: " + path_ + "." + key + "[" + std::to_string(i) + "]: " + st.message());
+    }
+    return v;
+  }
+  Result<std::map<std::string, std::string>> string_map(const std::string& key) const {
+    std::map<std::string, std::string> out;
+    auto it = j_.find(key);
+    if (it == j_.end()) return out;
+    if (!it->is_object()) return error(key, "an object of strings");
+    for (const auto& [k, v] : it->items()) {
+      if (!v.is_string()) return error(key + "." + k, "a string");
+      out[k] = v.get<std::string>();
+    }
+    return out;
+  }
+  const json& j() const { return j_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const json& j_;
+  std::string path_;
+};
+
+Result<const json*> array_at(const json& j, const std::string& key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array())
+    return Status(invalid_argument("plan: " + key + ": expected an array, found " +
+                                   (it == j.end() ? std::string("nothing") : std::string(it->type_name()))));
+  return &*it;
+}
+
+Result<PlanKernel> kernel_from_json(const json& j, const std::string& path) {
+  if (!j.is_object()) return invalid_argument("plan: " + path + ": expected an object");
+  Reader r(j, path);
+  PlanKernel k;
+  VINCI_ASSIGN_OR_RETURN(k.name, r.str("name"));
+  VINCI_ASSIGN_OR_RETURN(k.source, r.str("source"));
+  VINCI_ASSIGN_OR_RETURN(k.family, r.str("family", false));
+  if (k.family.empty()) k.family = "custom";
+  VINCI_ASSIGN_OR_RETURN(k.knobs, r.string_map("knobs"));
+  VINCI_ASSIGN_OR_RETURN(k.fused_ops, r.strings("fused_ops", false));
+  VINCI_ASSIGN_OR_RETURN(k.fused_values, r.strings("fused_values", false));
+  VINCI_ASSIGN_OR_RETURN(k.block_threads, r.i64("block_threads", 0));
+  VINCI_ASSIGN_OR_RETURN(k.vector_width, r.i64("vector_width", 1));
+  VINCI_ASSIGN_OR_RETURN(k.items_per_thread, r.i64("items_per_thread", 1));
+  for (auto [key, n] : {std::pair<const char*, size_t>{"tile", 3}, {"thread_tile", 2}}) {
+    auto it = j.find(key);
+    if (it == j.end()) continue;
+    if (!it->is_array() || it->size() != n) return r.error(key, std::to_string(n) + " integers");
+    for (size_t i = 0; i < n; ++i) {
+      if (!(*it)[i].is_number_integer()) return r.error(key, std::to_string(n) + " integers");
+      if (n == 3) k.tile[i] = (*it)[i].get<int64_t>();
+      else k.thread_tile[i] = (*it)[i].get<int64_t>();
+    }
+  }
+  VINCI_ASSIGN_OR_RETURN(k.tensor_cores, r.boolean("tensor_cores", false));
+  VINCI_ASSIGN_OR_RETURN(k.precision, r.str("precision", false));
+  if (k.precision.empty()) k.precision = "fp32";
+  VINCI_ASSIGN_OR_RETURN(k.reduction, r.str("reduction", false));
+  if (k.reduction.empty()) k.reduction = "none";
+  VINCI_ASSIGN_OR_RETURN(k.algorithm, r.str("algorithm", false));
+  VINCI_ASSIGN_OR_RETURN(k.shared_bytes, r.i64("shared_bytes", 0));
+  if (auto it = j.find("cost"); it != j.end()) {
+    if (!it->is_object()) return r.error("cost", "an object");
+    Reader c(*it, path + ".cost");
+    VINCI_ASSIGN_OR_RETURN(k.cost.elements, c.str("elements", false));
+    VINCI_ASSIGN_OR_RETURN(k.cost.bytes_read, c.str("bytes_read", false));
+    VINCI_ASSIGN_OR_RETURN(k.cost.bytes_written, c.str("bytes_written", false));
+    VINCI_ASSIGN_OR_RETURN(k.cost.flops, c.str("flops", false));
+  }
+  if (auto it = j.find("verdict"); it != j.end()) {
+    if (!it->is_object()) return r.error("verdict", "an object");
+    Reader v(*it, path + ".verdict");
+    VINCI_ASSIGN_OR_RETURN(std::string status, v.str("status"));
+    if (status != "guaranteed" && status != "risky") return v.error("status", "guaranteed or risky");
+    k.verdict.guaranteed = status == "guaranteed";
+    VINCI_ASSIGN_OR_RETURN(k.verdict.reason, v.str("reason", false));
+    VINCI_ASSIGN_OR_RETURN(k.verdict.fails_when, v.str("fails_when", false));
+  } else {
+    // A kernel nobody vouched for (an LLM's) is not guaranteed.
+    k.verdict.guaranteed = false;
+    k.verdict.reason = "not generated by vinci's code generator";
+  }
+  return k;
+}
+
+Result<PlanStep> step_from_json(const json& j, const std::string& path) {
+  if (!j.is_object()) return invalid_argument("plan: " + path + ": expected an object");
+  Reader r(j, path);
+  PlanStep s;
+  VINCI_ASSIGN_OR_RETURN(s.kind, r.str("kind"));
+  if (s.kind == "kernel") {
+    VINCI_ASSIGN_OR_RETURN(s.kernel, r.str("kernel"));
+    VINCI_ASSIGN_OR_RETURN(std::vector<std::string> grid, r.exprs("grid", 3));
+    VINCI_ASSIGN_OR_RETURN(std::vector<std::string> block, r.exprs("block", 3));
+    for (size_t i = 0; i < 3; ++i) s.grid[i] = grid[i], s.block[i] = block[i];
+    auto it = j.find("args");
+    if (it == j.end() || !it->is_array()) return r.error("args", "an array of {buffer} or {i64} objects");
+    for (size_t i = 0; i < it->size(); ++i) {
+      const json& a = (*it)[i];
+      std::string ap = path + ".args[" + std::to_string(i) + "]";
+      PlanArg arg;
+      if (a.is_object() && a.size() == 1 && a.contains("buffer") && a["buffer"].is_string()) {
+        arg.buffer = a["buffer"].get<std::string>();
+      } else if (a.is_object() && a.size() == 1 && a.contains("i64") && a["i64"].is_string()) {
+        arg.i64 = a["i64"].get<std::string>();
+        Status st = check_expr_syntax(arg.i64);
+        if (!st.ok()) return invalid_argument("plan: " + ap + ": " + st.message());
+      } else {
+        return invalid_argument("plan: " + ap + ": expected {\"buffer\": name} or {\"i64\": expression}, found " +
+                                a.dump());
+      }
+      s.args.push_back(std::move(arg));
+    }
+  } else if (s.kind == "library") {
+    VINCI_ASSIGN_OR_RETURN(s.op.op, r.str("op"));
+    VINCI_ASSIGN_OR_RETURN(s.op.inputs, r.strings("in"));
+    VINCI_ASSIGN_OR_RETURN(s.op.outputs, r.strings("out"));
+    VINCI_ASSIGN_OR_RETURN(s.op.module, r.str("module", false));
+    auto it = j.find("attrs");
+    s.op.attrs = it == j.end() ? json::object() : *it;
+    if (!s.op.attrs.is_object()) return r.error("attrs", "an object");
+  } else {
+    return invalid_argument("plan: " + path + ".kind: expected kernel or library, found '" + s.kind + "'");
+  }
+  return s;
+}
+
+}  // namespace
+
+bool Plan::library_only() const {
+  for (const auto& s : steps)
+    if (s.kind == "kernel") return false;
+  return true;
+}
+
+const PlanKernel* Plan::find_kernel(const std::string& name) const {
+  for (const auto& k : kernels)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+
+const PlanBuffer* Plan::find_buffer(const std::string& name) const {
+  for (const auto& b : buffers)
+    if (b.name == name) return &b;
+  return nullptr;
+}
+
+json plan_to_json(const Plan& plan) {
+  std::vector<const PlanBuffer*> bufs;
+  for (const auto& b : plan.buffers) bufs.push_back(&b);
+  std::sort(bufs.begin(), bufs.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  std::vector<const PlanKernel*> kers;
+  for (const auto& k : plan.kernels) kers.push_back(&k);
+  std::sort(kers.begin(), kers.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  json j = {{"format", kPlanFormat}, {"task", plan.task_id}, {"origin", plan.origin},
+            {"knobs", plan.knobs}, {"output", plan.output}};
+  j["buffers"] = json::array();
+  for (auto* b : bufs)
+    j["buffers"].push_back({{"name", b->name}, {"role", b->role}, {"dtype", b->dtype}, {"shape", b->shape}});
+  j["kernels"] = json::array();
+  for (auto* k : kers) j["kernels"].push_back(kernel_to_json(*k));
+  j["steps"] = json::array();
+  for (const auto& s : plan.steps) j["steps"].push_back(step_to_json(s));
+  return j;
+}
+
+std::string canonical_bytes(const Plan& plan) { return plan_to_json(plan).dump(); }
+
+Digest plan_address(const Plan& plan) { return hash_tagged("plan", canonical_bytes(plan)); }
+
+Digest kernel_source_address(const std::string& source) { return hash_tagged("kernel_source", source); }
+
+Result<Plan> plan_from_json(const json& j) {
+  if (!j.is_object()) return invalid_argument(std::string("plan: expected a JSON object, found ") + j.type_name());
+  Reader r(j, "");
+  VINCI_ASSIGN_OR_RETURN(std::string format, r.str("format"));
+  if (format != kPlanFormat)
+    return invalid_argument("plan: format: expected '" + std::string(kPlanFormat) + "', found '" + format + "'");
+  Plan p;
+  VINCI_ASSIGN_OR_RETURN(p.task_id, r.str("task"));
+  VINCI_ASSIGN_OR_RETURN(p.origin, r.str("origin", false));
+  VINCI_ASSIGN_OR_RETURN(p.knobs, r.string_map("knobs"));
+  VINCI_ASSIGN_OR_RETURN(p.output, r.str("output"));
+  VINCI_ASSIGN_OR_RETURN(const json* bufs, array_at(j, "buffers"));
+  for (size_t i = 0; i < bufs->size(); ++i) {
+    std::string path = "buffers[" + std::to_string(i) + "]";
+    if (!(*bufs)[i].is_object()) return invalid_argument("plan: " + path + ": expected an object");
+    Reader b((*bufs)[i], path);
+    PlanBuffer buf;
+    VINCI_ASSIGN_OR_RETURN(buf.name, b.str("name"));
+    VINCI_ASSIGN_OR_RETURN(buf.role, b.str("role"));
+    if (buf.role != "input" && buf.role != "weight" && buf.role != "intermediate" && buf.role != "output")
+      return b.error("role", "input, weight, intermediate or output");
+    VINCI_ASSIGN_OR_RETURN(buf.dtype, b.str("dtype"));
+    if (buf.dtype != "f32" && buf.dtype != "i64") return b.error("dtype", "f32 or i64");
+    VINCI_ASSIGN_OR_RETURN(buf.shape, b.exprs("shape", 0));
+    p.buffers.push_back(std::move(buf));
+  }
+  VINCI_ASSIGN_OR_RETURN(const json* kers, array_at(j, "kernels"));
+  for (size_t i = 0; i < kers->size(); ++i) {
+    VINCI_ASSIGN_OR_RETURN(PlanKernel k, kernel_from_json((*kers)[i], "kernels[" + std::to_string(i) + "]"));
+    p.kernels.push_back(std::move(k));
+  }
+  VINCI_ASSIGN_OR_RETURN(const json* steps, array_at(j, "steps"));
+  for (size_t i = 0; i < steps->size(); ++i) {
+    VINCI_ASSIGN_OR_RETURN(PlanStep s, step_from_json((*steps)[i], "steps[" + std::to_string(i) + "]"));
+    p.steps.push_back(std::move(s));
+  }
+  return p;
+}
+
+Result<Plan> parse_plan(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return invalid_argument("plan: not valid JSON");
+  return plan_from_json(j);
+}
+
+Status validate_plan(const Plan& plan, const Task& task) {
+  if (plan.task_id != task.id)
+    return invalid_argument("plan: task: expected '" + task.id + "', found '" + plan.task_id + "'");
+  std::set<std::string> declared, ready;
+  for (const auto& b : plan.buffers) {
+    if (!declared.insert(b.name).second) return invalid_argument("plan: buffers: '" + b.name + "' declared twice");
+    if (b.role == "input" || b.role == "weight") ready.insert(b.name);
+  }
+  for (const auto& in : task.inputs)
+    if (!ready.count(in.name)) return invalid_argument("plan: buffers: task input '" + in.name + "' not declared as input");
+  std::set<std::string> kernel_names;
+  for (const auto& k : plan.kernels) {
+    if (!kernel_names.insert(k.name).second) return invalid_argument("plan: kernels: '" + k.name + "' defined twice");
+    if (k.source.find(k.name) == std::string::npos)
+      return invalid_argument("plan: kernel '" + k.name + "': its source does not mention its entry point");
+  }
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    std::string path = "plan: steps[" + std::to_string(i) + "]";
+    if (s.kind == "kernel") {
+      if (!kernel_names.count(s.kernel)) return invalid_argument(path + ".kernel: no kernel '" + s.kernel + "'");
+      for (const auto& a : s.args) {
+        if (a.buffer.empty()) continue;
+        if (!declared.count(a.buffer)) return invalid_argument(path + ".args: buffer '" + a.buffer + "' not declared");
+        // A kernel may write any declared buffer; reading one before anything wrote it is
+        // caught by the evaluator's poisoning, not here.
+        ready.insert(a.buffer);
+      }
+    } else {
+      if (!find_op(s.op.op)) return invalid_argument(path + ".op: unknown op '" + s.op.op + "'");
+      for (const auto& in : s.op.inputs)
+        if (!ready.count(in)) return invalid_argument(path + ".in: '" + in + "' is not ready at this step");
+      for (const auto& out : s.op.outputs) {
+        if (!declared.count(out)) return invalid_argument(path + ".out: buffer '" + out + "' not declared");
+        ready.insert(out);
+      }
+    }
+  }
+  if (!ready.count(plan.output)) return invalid_argument("plan: output: '" + plan.output + "' is never produced");
+  return Status();
+}
+
+}  // namespace vinci

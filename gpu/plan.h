@@ -1,0 +1,125 @@
+// Kernel plans: what a candidate is. docs/plan_format.md is the user-facing description.
+//
+// A plan is kernels (CUDA C++ device code, extern "C" __global__, compiled by NVRTC, no host
+// code) plus a declarative launch schedule: buffers with symbolic shapes, and steps run in order.
+// A step launches one of the plan's kernels on a grid and block given as size expressions
+// (gpu/expr.h), or runs one library op (marked library: an eager-equivalent step the evaluator may
+// count as a decoy where custom kernels are required).
+//
+// Canonical bytes (the plan's address is hash_tagged("plan", canonical_bytes)):
+//   plan_to_json(plan).dump()  -- nlohmann's compact form, object keys sorted (std::map), buffers
+//   and kernels sorted by name (they are sets); steps, args and shapes keep their order (they
+//   mean something). Two plans that differ only in key order or whitespace of their JSON text
+//   therefore have one address.
+#ifndef VINCI_GPU_PLAN_H_
+#define VINCI_GPU_PLAN_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/hash.h"
+#include "core/status.h"
+#include "gpu/task.h"
+
+namespace vinci {
+
+constexpr const char* kPlanFormat = "vinci.plan/1";
+
+struct PlanBuffer {
+  std::string name;   // task input, weight ("fc.weight"), op value, or a plan-made temporary
+  std::string role;   // input | weight | intermediate | output
+  std::string dtype;  // f32 | i64
+  std::vector<std::string> shape;  // size expressions
+};
+
+// Cost of one launch as size expressions: what the simulator's roofline needs.
+struct KernelCost {
+  std::string elements;       // output elements written
+  std::string bytes_read;     // bytes the kernel must read from global memory at least once
+  std::string bytes_written;
+  std::string flops;          // floating-point operations (an FMA counts 2)
+};
+
+// The generator's statement about a knob setting.
+struct Verdict {
+  bool guaranteed = true;   // false: known-risky
+  std::string reason;       // why risky: "no tail handling", "tf32 precision", "race", ...
+  std::string fails_when;   // size expression; the kernel is wrong when it evaluates nonzero
+                            // (empty: wrong regardless of size, or depends on data/tolerance)
+};
+
+struct PlanKernel {
+  std::string name;    // the extern "C" __global__ entry point
+  std::string source;  // complete NVRTC translation unit
+  std::string family;  // elementwise | row_reduction | gemm | custom
+  std::map<std::string, std::string> knobs;  // knob -> chosen value
+  std::vector<std::string> fused_ops;     // task op names computed here, in order ("linear", "relu")
+  std::vector<std::string> fused_values;  // the task values those ops produce
+  int64_t block_threads = 0;
+  int64_t vector_width = 1;
+  int64_t items_per_thread = 1;
+  std::array<int64_t, 3> tile{{0, 0, 0}};         // gemm block tile M, N, K
+  std::array<int64_t, 2> thread_tile{{0, 0}};     // gemm register block per thread
+  bool tensor_cores = false;
+  std::string precision = "fp32";   // fp32 | tf32 (inputs rounded to tf32 for the products)
+  std::string reduction = "none";   // none | warp_shuffle | block_tree | block_shuffle
+  std::string algorithm;            // e.g. softmax "online" vs "two_pass"
+  int64_t shared_bytes = 0;         // static shared memory per block
+  KernelCost cost;
+  Verdict verdict;
+};
+
+struct PlanArg {
+  std::string buffer;  // set for a pointer argument
+  std::string i64;     // set for a 64-bit integer argument (a size expression)
+};
+
+struct PlanStep {
+  std::string kind;  // kernel | library
+  // kind == kernel:
+  std::string kernel;
+  std::array<std::string, 3> grid{{"1", "1", "1"}};
+  std::array<std::string, 3> block{{"1", "1", "1"}};
+  std::vector<PlanArg> args;
+  // kind == library: one op of the task vocabulary, run by the harness's library (libtorch)
+  OpSpec op;
+};
+
+struct Plan {
+  std::string task_id;
+  std::string origin;  // codegen | eager | llm | hand
+  std::map<std::string, std::string> knobs;  // the whole setting the plan was generated from
+  std::vector<PlanBuffer> buffers;
+  std::vector<PlanKernel> kernels;
+  std::vector<PlanStep> steps;
+  std::string output;
+
+  // True when no step launches a kernel of the plan's own (an eager-equivalent plan).
+  bool library_only() const;
+  const PlanKernel* find_kernel(const std::string& name) const;
+  const PlanBuffer* find_buffer(const std::string& name) const;
+};
+
+nlohmann::json plan_to_json(const Plan& plan);
+std::string canonical_bytes(const Plan& plan);
+Digest plan_address(const Plan& plan);
+// The address kernels are cached and stored under: the source alone, tagged "kernel_source".
+Digest kernel_source_address(const std::string& source);
+
+// Parses a plan; errors name the JSON path ("steps[2].grid[0]") and what was expected.
+Result<Plan> plan_from_json(const nlohmann::json& j);
+Result<Plan> parse_plan(const std::string& text);
+
+// Checks a plan against its task: every step's kernel exists, every buffer a step names is
+// declared or made by an earlier step, every expression parses, library ops are known ops, and
+// the output is produced.
+Status validate_plan(const Plan& plan, const Task& task);
+
+}  // namespace vinci
+
+#endif  // VINCI_GPU_PLAN_H_

@@ -1,0 +1,250 @@
+#include "gpu/shapes.h"
+
+#include "gpu/expr.h"
+#include "gpu/ops.h"
+
+namespace vinci {
+namespace {
+
+const ModuleSpec* find_module(const Task& task, const std::string& name) {
+  for (const auto& m : task.modules)
+    if (m.name == name) return &m;
+  return nullptr;
+}
+
+int64_t norm_dim(int64_t dim, size_t rank) { return dim < 0 ? dim + static_cast<int64_t>(rank) : dim; }
+
+// out = (in + 2p - d(k-1) - 1)/s + 1, the size rule of convolution and pooling.
+std::string window_out(const std::string& in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  std::string num = expr_sub(expr_add(in, std::to_string(2 * p - d * (k - 1) - 1)), "0");
+  return expr_add(expr_div(num, std::to_string(s)), "1");
+}
+
+// out = (in - 1)s - 2p + d(k-1) + output_padding + 1, transposed convolution.
+std::string transposed_out(const std::string& in, int64_t k, int64_t s, int64_t p, int64_t d,
+                           int64_t op) {
+  return expr_add(expr_mul(expr_sub(in, "1"), std::to_string(s)),
+                  std::to_string(-2 * p + d * (k - 1) + op + 1));
+}
+
+}  // namespace
+
+Result<std::string> attr_expr(const nlohmann::json& attrs, const std::string& key,
+                              const std::string& where) {
+  auto it = attrs.find(key);
+  if (it != attrs.end() && it->is_number_integer()) return std::to_string(it->get<int64_t>());
+  if (it != attrs.end() && it->is_string()) {
+    VINCI_RETURN_IF_ERROR(check_expr_syntax(it->get<std::string>()));
+    return it->get<std::string>();
+  }
+  return invalid_argument(where + ": key '" + key + "': expected an integer or a size expression, found " +
+                          (it == attrs.end() ? std::string("nothing") : it->dump()));
+}
+
+Result<std::vector<int64_t>> eval_shape(const SymShape& shape, const SizeMap& sizes) {
+  ExprEnv env;
+  env.symbols = sizes;
+  std::vector<int64_t> out;
+  for (const auto& d : shape) {
+    VINCI_ASSIGN_OR_RETURN(int64_t v, eval_expr(d, env));
+    out.push_back(v);
+  }
+  return out;
+}
+
+Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
+  std::vector<WeightSpec> out;
+  for (const auto& m : task.modules) {
+    std::string where = task.source_file + ": task '" + task.id + "': module '" + m.name + "'";
+    auto add = [&](const std::string& param, SymShape shape) {
+      out.push_back({m.name + "." + param, m.name, param, std::move(shape)});
+    };
+    bool bias = attr_bool_or(m.attrs, "bias", true);
+    if (m.type == "linear") {
+      VINCI_ASSIGN_OR_RETURN(std::string in, attr_expr(m.attrs, "in", where));
+      VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(m.attrs, "out", where));
+      add("weight", {o, in});
+      if (bias) add("bias", {o});
+    } else if (m.type.rfind("conv", 0) == 0) {
+      bool transposed = m.type.find("transpose") != std::string::npos;
+      size_t rank = static_cast<size_t>(m.type[m.type.size() - 2] - '0');
+      VINCI_ASSIGN_OR_RETURN(std::string in, attr_expr(m.attrs, "in", where));
+      VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(m.attrs, "out", where));
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(m.attrs, "kernel", rank, where));
+      std::string g = std::to_string(attr_int_or(m.attrs, "groups", 1));
+      SymShape w = transposed ? SymShape{in, expr_div(o, g)} : SymShape{o, expr_div(in, g)};
+      for (int64_t ki : k) w.push_back(std::to_string(ki));
+      add("weight", w);
+      if (bias) add("bias", {o});
+    } else if (m.type == "batch_norm") {
+      VINCI_ASSIGN_OR_RETURN(std::string f, attr_expr(m.attrs, "features", where));
+      add("weight", {f});
+      add("bias", {f});
+      add("running_mean", {f});
+      add("running_var", {f});
+    } else if (m.type == "layer_norm") {
+      auto it = m.attrs.find("shape");
+      if (it == m.attrs.end() || !it->is_array())
+        return invalid_argument(where + ": key 'shape': expected an array of sizes");
+      SymShape s;
+      for (const auto& e : *it) s.push_back(e.is_string() ? e.get<std::string>() : e.dump());
+      add("weight", s);
+      add("bias", s);
+    } else if (m.type == "group_norm") {
+      VINCI_ASSIGN_OR_RETURN(std::string c, attr_expr(m.attrs, "channels", where));
+      VINCI_RETURN_IF_ERROR(attr_int(m.attrs, "groups", where).status());
+      add("weight", {c});
+      add("bias", {c});
+    } else if (m.type == "parameter") {
+      auto it = m.attrs.find("shape");
+      if (it == m.attrs.end() || !it->is_array())
+        return invalid_argument(where + ": key 'shape': expected an array of sizes");
+      SymShape s;
+      for (const auto& e : *it) s.push_back(e.is_string() ? e.get<std::string>() : e.dump());
+      out.push_back({m.name, m.name, "value", s});
+    } else if (m.type == "mha") {
+      VINCI_ASSIGN_OR_RETURN(std::string e, attr_expr(m.attrs, "embed", where));
+      VINCI_RETURN_IF_ERROR(attr_int(m.attrs, "heads", where).status());
+      // Construction order of nn.MultiheadAttention: out_proj (a Linear) draws first, then
+      // _reset_parameters draws in_proj_weight; listed here in that order.
+      add("out_proj.weight", {e, e});
+      add("out_proj.bias", {e});
+      add("in_proj_weight", {expr_mul("3", e), e});
+      add("in_proj_bias", {expr_mul("3", e)});
+    } else {
+      return invalid_argument(where + ": unknown module type '" + m.type + "'");
+    }
+  }
+  return out;
+}
+
+Result<ShapeMap> infer_shapes(const Task& task) {
+  ShapeMap shapes;
+  for (const auto& in : task.inputs) shapes[in.name] = in.shape;
+  VINCI_ASSIGN_OR_RETURN(std::vector<WeightSpec> weights, weight_specs(task));
+  for (const auto& w : weights)
+    if (w.param == "value") shapes[w.name] = w.shape;  // parameter modules are readable values
+  for (const auto& op : task.ops) {
+    std::string where = task.source_file + ": task '" + task.id + "': op '" + op.op + "' -> " +
+                        (op.outputs.empty() ? std::string("?") : op.outputs[0]);
+    const OpInfo* info = find_op(op.op);
+    if (!info) return invalid_argument(where + ": unknown op");
+    std::vector<SymShape> ins;
+    for (const auto& n : op.inputs) {
+      auto it = shapes.find(n);
+      if (it == shapes.end()) return invalid_argument(where + ": input '" + n + "' not defined");
+      ins.push_back(it->second);
+    }
+    const SymShape& x = ins[0];
+    const ModuleSpec* mod = op.module.empty() ? nullptr : find_module(task, op.module);
+    if (info->module[0] && !mod) return invalid_argument(where + ": module '" + op.module + "' not defined");
+    std::vector<SymShape> outs;
+    const std::string& name = op.op;
+    auto need_dim = [&](const SymShape& s, int64_t dflt) -> Result<int64_t> {
+      int64_t d = norm_dim(attr_int_or(op.attrs, "dim", dflt), s.size());
+      if (d < 0 || d >= static_cast<int64_t>(s.size()))
+        return invalid_argument(where + ": key 'dim': out of range for rank " + std::to_string(s.size()));
+      return d;
+    };
+    if (info->kind == OpKind::kUnary || info->kind == OpKind::kBinary ||
+        info->kind == OpKind::kRowNorm || name == "batch_norm" || name == "group_norm" ||
+        name == "cumsum" || name == "cumprod" || name == "causal_mask" || name == "self_attention") {
+      outs.push_back(x);
+    } else if (name == "matmul") {
+      SymShape a = x, b = ins[1];
+      if (a.size() < 2 || b.size() < 2) return invalid_argument(where + ": matmul needs rank >= 2 operands");
+      if (attr_bool_or(op.attrs, "transpose_a", false)) std::swap(a[a.size() - 1], a[a.size() - 2]);
+      if (attr_bool_or(op.attrs, "transpose_b", false)) std::swap(b[b.size() - 1], b[b.size() - 2]);
+      SymShape o(a.begin(), a.end() - 1);
+      o.push_back(b.back());
+      outs.push_back(o);
+    } else if (name == "linear") {
+      VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(mod->attrs, "out", where));
+      SymShape s = x;
+      s.back() = o;
+      outs.push_back(s);
+    } else if (info->kind == OpKind::kReduce) {
+      VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, -1));
+      SymShape s = x;
+      if (attr_bool_or(op.attrs, "keepdim", false)) s[static_cast<size_t>(d)] = "1";
+      else s.erase(s.begin() + d);
+      outs.push_back(s);
+    } else if (name.rfind("conv", 0) == 0) {
+      bool transposed = name.find("transpose") != std::string::npos;
+      size_t rank = static_cast<size_t>(name[name.size() - 2] - '0');
+      if (x.size() != rank + 2) return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
+      const auto& a = mod->attrs;
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a, "kernel", rank, where));
+      auto s = attr_ints_or(a, "stride", rank, 1);
+      auto p = attr_ints_or(a, "padding", rank, 0);
+      auto dl = attr_ints_or(a, "dilation", rank, 1);
+      auto opad = attr_ints_or(a, "output_padding", rank, 0);
+      VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(a, "out", where));
+      SymShape r = {x[0], o};
+      for (size_t i = 0; i < rank; ++i)
+        r.push_back(transposed ? transposed_out(x[i + 2], k[i], s[i], p[i], dl[i], opad[i])
+                               : window_out(x[i + 2], k[i], s[i], p[i], dl[i]));
+      outs.push_back(r);
+    } else if (name == "max_pool1d" || name == "max_pool2d" || name == "max_pool3d" || name == "avg_pool2d") {
+      size_t rank = static_cast<size_t>(name[name.size() - 2] - '0');
+      if (x.size() != rank + 2) return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(op.attrs, "kernel", rank, where));
+      auto s = attr_ints_or(op.attrs, "stride", rank, 0);
+      for (size_t i = 0; i < rank; ++i)
+        if (s[i] == 0) s[i] = k[i];  // PyTorch: stride defaults to the kernel size
+      auto p = attr_ints_or(op.attrs, "padding", rank, 0);
+      auto dl = attr_ints_or(op.attrs, "dilation", rank, 1);
+      SymShape r = {x[0], x[1]};
+      for (size_t i = 0; i < rank; ++i) r.push_back(window_out(x[i + 2], k[i], s[i], p[i], dl[i]));
+      outs.push_back(r);
+    } else if (name == "adaptive_avg_pool2d") {
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(op.attrs, "output", 2, where));
+      outs.push_back({x[0], x[1], std::to_string(o[0]), std::to_string(o[1])});
+    } else if (name == "reshape") {
+      auto it = op.attrs.find("shape");
+      if (it == op.attrs.end() || !it->is_array()) return invalid_argument(where + ": key 'shape': expected an array");
+      SymShape s;
+      for (const auto& e : *it) {
+        std::string d = e.is_string() ? e.get<std::string>() : e.dump();
+        VINCI_RETURN_IF_ERROR(check_expr_syntax(d));
+        s.push_back(d);
+      }
+      outs.push_back(s);
+    } else if (name == "flatten") {
+      int64_t sd = norm_dim(attr_int_or(op.attrs, "start_dim", 1), x.size());
+      SymShape s(x.begin(), x.begin() + sd);
+      s.push_back(expr_product(SymShape(x.begin() + sd, x.end())));
+      outs.push_back(s);
+    } else if (name == "permute") {
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, attr_ints(op.attrs, "dims", x.size(), where));
+      SymShape s;
+      for (int64_t d : dims) s.push_back(x.at(static_cast<size_t>(norm_dim(d, x.size()))));
+      outs.push_back(s);
+    } else if (name == "transpose") {
+      int64_t a = norm_dim(attr_int_or(op.attrs, "dim0", 0), x.size());
+      int64_t b = norm_dim(attr_int_or(op.attrs, "dim1", 1), x.size());
+      SymShape s = x;
+      std::swap(s.at(static_cast<size_t>(a)), s.at(static_cast<size_t>(b)));
+      outs.push_back(s);
+    } else if (name == "split") {
+      VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, 0));
+      for (size_t i = 0; i < op.outputs.size(); ++i) {
+        SymShape s = x;
+        s[static_cast<size_t>(d)] = expr_div(x[static_cast<size_t>(d)], std::to_string(op.outputs.size()));
+        outs.push_back(s);
+      }
+    } else if (name == "mse_loss" || name == "cross_entropy" || name == "smooth_l1_loss" ||
+               name == "kl_div" || name == "hinge_loss" || name == "cosine_similarity_loss") {
+      outs.push_back({});
+    } else {
+      return invalid_argument(where + ": no shape rule");
+    }
+    if (outs.size() != op.outputs.size())
+      return invalid_argument(where + ": key 'out': expected " + std::to_string(outs.size()) +
+                              " names, found " + std::to_string(op.outputs.size()));
+    for (size_t i = 0; i < outs.size(); ++i) shapes[op.outputs[i]] = outs[i];
+  }
+  return shapes;
+}
+
+}  // namespace vinci

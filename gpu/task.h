@@ -1,0 +1,108 @@
+// The task suite: KernelBench-style problems as data.
+//
+// A task is an op graph in a TOML file (gpu/tasks/level*.toml, format in docs/tasks.md): named
+// inputs with symbolic shapes, modules (weights) in the order the KernelBench nn.Module would
+// construct them, and ops over named values. One executor (gpu/executor.h) runs every task with
+// libtorch; the code generator (gpu/codegen.h) reads the same graph. Nothing here includes torch.
+#ifndef VINCI_GPU_TASK_H_
+#define VINCI_GPU_TASK_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
+namespace vinci {
+
+// Which set of sizes to instantiate a task at.
+enum class SizeName { kFull, kSmall };  // full: KernelBench shapes for a GPU; small: CPU tests
+const char* size_name(SizeName s);
+
+// Symbol -> value, e.g. {"B": 4096, "D": 393216}.
+using SizeMap = std::map<std::string, int64_t>;
+
+// What values an input may take, so every generator produces a valid input for the task.
+enum class InputDomain {
+  kReal,         // any float
+  kPositive,     // > 0 (log, sqrt): signed and heavy-tailed draws are mapped through |x| + 1e-3
+  kProbability,  // rows on the last dim sum to 1 (KL divergence): softmax of the draw
+  kIndex,        // int64 class labels in [0, classes)
+  kSign,         // +1 or -1 (hinge loss targets)
+};
+
+struct InputSpec {
+  std::string name;
+  std::vector<std::string> shape;  // expressions of the size symbols (gpu/expr.h)
+  InputDomain domain = InputDomain::kReal;
+  std::string classes;  // expression; for kIndex only
+};
+
+struct ModuleSpec {
+  std::string name;
+  std::string type;     // linear, conv2d, batch_norm, parameter, mha, ... (docs/tasks.md)
+  nlohmann::json attrs;  // the module's constructor arguments as written in the file
+};
+
+struct OpSpec {
+  std::string op;                    // an op name from gpu/ops.h
+  std::vector<std::string> inputs;   // names of inputs or earlier ops' outputs
+  std::vector<std::string> outputs;  // usually one
+  std::string module;                // for ops that use weights (linear, conv2d, layer_norm, ...)
+  nlohmann::json attrs;              // every other key of the op's table (dim, value, ...)
+};
+
+struct Task {
+  std::string id;     // "L1_019": level and number, unique in the suite
+  int level = 0;
+  std::string name;   // "relu"
+  std::string family; // op family for listing and analysis: gemm, elementwise, softmax, ...
+  std::string description;  // the text a model sees
+  double atol = 1e-2;  // KernelGYM's default; evaluators may apply a stricter mode
+  double rtol = 1e-2;
+  std::map<std::string, SizeMap> sizes;  // "full", "small"
+  std::vector<InputSpec> inputs;
+  std::vector<ModuleSpec> modules;  // construction order = the order of weight draws
+  std::vector<OpSpec> ops;          // execution order
+  std::string output;
+  std::string source_file;  // where it was read from, for error messages
+
+  // REQUIRES: sizes has the entry (checked when the suite loads).
+  const SizeMap& size_map(SizeName s) const;
+};
+
+struct TaskSuite {
+  std::vector<Task> tasks;  // sorted by (level, id)
+
+  const Task* find(const std::string& id) const;
+  std::vector<const Task*> at_level(int level) const;  // level 0: all
+};
+
+// Parses one task file. Errors name the file, the task id or index, the key, and what was
+// expected and found.
+Result<std::vector<Task>> parse_task_file(const std::string& path, const std::string& text);
+
+// Loads every *.toml in dir (sorted by file name) and checks the suite: unique ids, known ops and
+// module types, names defined before use, every shape expression resolvable at both sizes.
+Result<TaskSuite> load_task_suite(const std::string& dir);
+
+// The task folder of the source tree this binary was built from (gpu/tasks).
+std::string default_task_dir();
+
+// Attribute helpers for op and module tables; errors name the task, the op and the key.
+Result<int64_t> attr_int(const nlohmann::json& attrs, const std::string& key, const std::string& where);
+int64_t attr_int_or(const nlohmann::json& attrs, const std::string& key, int64_t dflt);
+double attr_double_or(const nlohmann::json& attrs, const std::string& key, double dflt);
+bool attr_bool_or(const nlohmann::json& attrs, const std::string& key, bool dflt);
+// A list of ints; a single int is broadcast to `rank` entries (kernel = 3 -> [3, 3]).
+Result<std::vector<int64_t>> attr_ints(const nlohmann::json& attrs, const std::string& key,
+                                       size_t rank, const std::string& where);
+std::vector<int64_t> attr_ints_or(const nlohmann::json& attrs, const std::string& key, size_t rank,
+                                  int64_t dflt);
+
+}  // namespace vinci
+
+#endif  // VINCI_GPU_TASK_H_

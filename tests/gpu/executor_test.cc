@@ -1,0 +1,207 @@
+// The libtorch executor against hand-built libtorch computations and torch's own modules.
+#include "gpu/executor.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "gpu/shapes.h"
+
+namespace vinci {
+namespace {
+
+const TaskSuite& suite() {
+  static TaskSuite s = [] {
+    Result<TaskSuite> r = load_task_suite(default_task_dir());
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? *r : TaskSuite();
+  }();
+  return s;
+}
+
+TaskInstance instance(const std::string& id) {
+  const Task* t = suite().find(id);
+  VINCI_REQUIRE(t != nullptr, "no task " << id);
+  Result<TaskInstance> r = TaskInstance::create(*t, SizeName::kSmall, "cpu");
+  VINCI_REQUIRE(r.ok(), r.status().to_string());
+  return std::move(r).value();
+}
+
+torch::Tensor weight(const TaskInstance& inst, const std::string& name) {
+  for (const auto& [n, w] : inst.weights())
+    if (n == name) return w;
+  ADD_FAILURE() << "no weight " << name;
+  return torch::Tensor();
+}
+
+void expect_equal(const torch::Tensor& a, const torch::Tensor& b, const std::string& what) {
+  ASSERT_EQ(a.sizes(), b.sizes()) << what;
+  EXPECT_TRUE(torch::equal(a, b)) << what << ": max diff " << (a - b).abs().max().item<double>();
+}
+
+// Every task runs at its small size on the CPU under every distribution; every value has the
+// shape the symbolic rules predict; outputs on U[0,1) inputs are finite.
+TEST(Executor, EveryTaskRunsAndShapesMatchTheSymbolicRules) {
+  for (const Task& task : suite().tasks) {
+    SCOPED_TRACE(task.id);
+    Result<TaskInstance> inst = TaskInstance::create(task, SizeName::kSmall, "cpu");
+    ASSERT_TRUE(inst.ok()) << inst.status().to_string();
+    Result<ShapeMap> shapes = infer_shapes(task);
+    ASSERT_TRUE(shapes.ok()) << shapes.status().to_string();
+    for (auto dist : {InputDistribution::kUniform01, InputDistribution::kSigned,
+                      InputDistribution::kHeavyTailed}) {
+      Result<std::vector<at::Tensor>> in = inst->make_inputs(dist, input_seed(1, task.id, 0, dist));
+      ASSERT_TRUE(in.ok()) << in.status().to_string();
+      Result<std::map<std::string, at::Tensor>> values = inst->run_all(*in);
+      ASSERT_TRUE(values.ok()) << values.status().to_string();
+      for (const auto& [name, shape] : *shapes) {
+        Result<std::vector<int64_t>> want = eval_shape(shape, inst->sizes());
+        ASSERT_TRUE(want.ok());
+        EXPECT_EQ(values->at(name).sizes().vec(), *want) << task.id << " value " << name;
+      }
+      if (dist == InputDistribution::kUniform01)
+        EXPECT_TRUE(torch::isfinite(values->at(task.output)).all().item<bool>()) << task.id;
+    }
+  }
+}
+
+TEST(Executor, UniformInputsAreTorchRandAfterManualSeed) {
+  TaskInstance inst = instance("L1_002");
+  Result<std::vector<at::Tensor>> in = inst.make_inputs(InputDistribution::kUniform01, 1234);
+  ASSERT_TRUE(in.ok());
+  torch::manual_seed(1234);
+  torch::Tensor a = torch::rand({48, 83});
+  torch::Tensor b = torch::rand({83, 40});
+  expect_equal((*in)[0], a, "A");
+  expect_equal((*in)[1], b, "B");
+}
+
+TEST(Executor, InputSeedsAreKeyedByTaskTrialAndDistribution) {
+  uint64_t s = input_seed(7, "L1_019", 0, InputDistribution::kUniform01);
+  EXPECT_EQ(s, input_seed(7, "L1_019", 0, InputDistribution::kUniform01));
+  EXPECT_NE(s, input_seed(7, "L1_019", 1, InputDistribution::kUniform01));
+  EXPECT_NE(s, input_seed(7, "L1_020", 0, InputDistribution::kUniform01));
+  EXPECT_NE(s, input_seed(7, "L1_019", 0, InputDistribution::kSigned));
+  EXPECT_NE(s, input_seed(8, "L1_019", 0, InputDistribution::kUniform01));
+  TaskInstance inst = instance("L1_019");
+  auto a = inst.make_inputs(InputDistribution::kSigned, 5);
+  auto b = inst.make_inputs(InputDistribution::kSigned, 5);
+  expect_equal((*a)[0], (*b)[0], "same seed, same inputs");
+  EXPECT_LT((*a)[0].min().item<float>(), 0.0f);  // signed really is signed
+}
+
+// Weights equal what torch's own modules draw after manual_seed(42) in construction order.
+TEST(Executor, LinearWeightsEqualTorchDefaultsAfterManualSeed42) {
+  TaskInstance inst = instance("L3_001");  // In 37, H 32, Out 19
+  torch::manual_seed(42);
+  torch::nn::Linear fc1(37, 32), fc2(32, 32), fc3(32, 19);
+  expect_equal(weight(inst, "fc1.weight"), fc1->weight, "fc1.weight");
+  expect_equal(weight(inst, "fc1.bias"), fc1->bias, "fc1.bias");
+  expect_equal(weight(inst, "fc2.weight"), fc2->weight, "fc2.weight");
+  expect_equal(weight(inst, "fc3.bias"), fc3->bias, "fc3.bias");
+}
+
+TEST(Executor, ConvWeightsEqualTorchDefaultsAfterManualSeed42) {
+  TaskInstance inst = instance("L3_004");
+  torch::manual_seed(42);
+  torch::nn::Conv2d c1(torch::nn::Conv2dOptions(1, 6, 5)), c2(torch::nn::Conv2dOptions(6, 16, 5));
+  torch::nn::Linear f1(400, 120);
+  expect_equal(weight(inst, "conv1.weight"), c1->weight, "conv1.weight");
+  expect_equal(weight(inst, "conv1.bias"), c1->bias, "conv1.bias");
+  expect_equal(weight(inst, "conv2.weight"), c2->weight, "conv2.weight");
+  expect_equal(weight(inst, "fc1.weight"), f1->weight, "fc1.weight");
+
+  TaskInstance t = instance("L1_057");  // ConvTranspose2d(4, 6, 3)
+  torch::manual_seed(42);
+  torch::nn::ConvTranspose2d ct(torch::nn::ConvTranspose2dOptions(4, 6, 3));
+  expect_equal(weight(t, "convt.weight"), ct->weight, "convt.weight");
+  expect_equal(weight(t, "convt.bias"), ct->bias, "convt.bias");
+}
+
+TEST(Executor, ParameterModulesDrawRandnInConstructionOrder) {
+  TaskInstance inst = instance("L2_037");  // Linear(24, 128), bias randn [128], GroupNorm
+  torch::manual_seed(42);
+  torch::nn::Linear fc(24, 128);
+  torch::Tensor bias = torch::randn({128});
+  expect_equal(weight(inst, "fc.weight"), fc->weight, "fc.weight");
+  expect_equal(weight(inst, "bias"), bias, "bias");
+  expect_equal(weight(inst, "gn.weight"), torch::ones({128}), "gn.weight");
+}
+
+TEST(Executor, GemmEpilogueTaskEqualsHandBuiltLibtorch) {
+  TaskInstance inst = instance("L2_037");
+  auto in = inst.make_inputs(InputDistribution::kSigned, 3);
+  ASSERT_TRUE(in.ok());
+  Result<at::Tensor> y = inst.run(*in);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  torch::Tensor h = torch::linear((*in)[0], weight(inst, "fc.weight"), weight(inst, "fc.bias"));
+  h = h * torch::sigmoid(h);
+  h = h + weight(inst, "bias");
+  torch::Tensor want = torch::group_norm(h, 64, weight(inst, "gn.weight"), weight(inst, "gn.bias"), 1e-5);
+  expect_equal(*y, want, "L2_037");
+}
+
+TEST(Executor, CausalAttentionEqualsHandBuiltLibtorch) {
+  TaskInstance inst = instance("L3_043");  // B 2, T 7, C 192, H 2
+  auto in = inst.make_inputs(InputDistribution::kUniform01, 11);
+  Result<at::Tensor> y = inst.run(*in);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  const torch::Tensor& x = (*in)[0];
+  int64_t B = 2, T = 7, C = 192, H = 2;
+  auto qkv = torch::linear(x, weight(inst, "c_attn.weight"), weight(inst, "c_attn.bias")).split(C, 2);
+  auto heads = [&](torch::Tensor t) { return t.view({B, T, H, C / H}).transpose(1, 2); };
+  torch::Tensor q = heads(qkv[0]), k = heads(qkv[1]), v = heads(qkv[2]);
+  torch::Tensor att = torch::matmul(q, k.transpose(-2, -1)) * (1.0 / std::sqrt(96.0));
+  torch::Tensor mask = torch::tril(torch::ones({T, T})).view({1, 1, T, T});
+  att = att.masked_fill(mask == 0, -INFINITY).softmax(-1);
+  torch::Tensor o = torch::matmul(att, v).transpose(1, 2).contiguous().view({B, T, C});
+  torch::Tensor want = torch::linear(o, weight(inst, "c_proj.weight"), weight(inst, "c_proj.bias"));
+  EXPECT_TRUE(torch::allclose(*y, want, 1e-5, 1e-6)) << (*y - want).abs().max().item<double>();
+}
+
+TEST(Executor, EncoderLayerMatchesTorchTransformerEncoderLayer) {
+  TaskInstance inst = instance("L3_101");  // S 5, B 2, E 16, F 24, 8 heads
+  auto in = inst.make_inputs(InputDistribution::kSigned, 21);
+  Result<at::Tensor> y = inst.run(*in);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  torch::nn::TransformerEncoderLayer layer(
+      torch::nn::TransformerEncoderLayerOptions(16, 8).dim_feedforward(24).dropout(0.0));
+  torch::NoGradGuard g;
+  auto params = layer->named_parameters();
+  params["self_attn.in_proj_weight"].copy_(weight(inst, "self_attn.in_proj_weight"));
+  params["self_attn.in_proj_bias"].copy_(weight(inst, "self_attn.in_proj_bias"));
+  params["self_attn.out_proj.weight"].copy_(weight(inst, "self_attn.out_proj.weight"));
+  params["self_attn.out_proj.bias"].copy_(weight(inst, "self_attn.out_proj.bias"));
+  for (const char* n : {"linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias",
+                        "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"})
+    params[n].copy_(weight(inst, n));
+  torch::Tensor want = layer->forward((*in)[0]);
+  EXPECT_TRUE(torch::allclose(*y, want, 1e-4, 1e-5)) << (*y - want).abs().max().item<double>();
+  // nn.MultiheadAttention zeroes its biases after drawing them.
+  EXPECT_EQ(weight(inst, "self_attn.out_proj.bias").abs().sum().item<float>(), 0.0f);
+}
+
+TEST(Executor, BatchNormUsesBatchStatisticsAndLeavesWeightsAlone) {
+  TaskInstance inst = instance("L1_033");
+  auto in = inst.make_inputs(InputDistribution::kUniform01, 2);
+  Result<at::Tensor> y1 = inst.run(*in);
+  Result<at::Tensor> y2 = inst.run(*in);
+  ASSERT_TRUE(y1.ok() && y2.ok());
+  expect_equal(*y1, *y2, "second run");
+  torch::Tensor x = (*in)[0];
+  torch::Tensor mean = x.mean({0, 2, 3}, true);
+  torch::Tensor var = x.var({0, 2, 3}, false, true);
+  torch::Tensor want = (x - mean) / torch::sqrt(var + 1e-5);
+  EXPECT_TRUE(torch::allclose(*y1, want, 1e-4, 1e-5));
+  expect_equal(weight(inst, "bn.running_mean"), torch::zeros({3}), "running_mean untouched");
+}
+
+TEST(Executor, CudaDeviceIsAParameter) {
+  const Task* t = suite().find("L1_019");
+  Result<TaskInstance> bad = TaskInstance::create(*t, SizeName::kSmall, "tpu:9");
+  EXPECT_FALSE(bad.ok());
+}
+
+}  // namespace
+}  // namespace vinci
