@@ -1,0 +1,175 @@
+// The three agents of daVinci-kernel on one backbone, and the verification gate.
+//
+//   selection  BM25 top-k recall over the library snapshot, then the backbone's rerank picks at
+//              most max_skills (mode rerank); or BM25's top max_skills (mode bm25); or nothing
+//              (mode none). k such samples make k skill schemes; the loop adds the null scheme.
+//   policy     multi-turn: turn t+1 sees turn t's choices and the evaluator's result.
+//   summary    the trigger rule on a rollout's turns; s backbone samples each proposing a skill
+//              that the world writes as text; lazy skills are dropped.
+//   gate       a proposed skill is accepted iff every verification run is correct and reaches
+//              min_speedup and min_ratio x the winning rollout's turn-1 speedup; at most one
+//              skill per task is staged (the one with the highest worst-run speedup).
+//
+// Nothing here knows about GPUs: the world (harness/) supplies skill features, runs turns and
+// writes skills through the interfaces below.
+#ifndef VINCI_AGENTS_AGENTS_H_
+#define VINCI_AGENTS_AGENTS_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "agents/backbone.h"
+#include "agents/bm25.h"
+#include "agents/skill.h"
+#include "agents/skill_library.h"
+#include "agents/tool_calls.h"
+#include "core/rng.h"
+#include "core/status.h"
+
+namespace vinci {
+
+// ---------------------------------------------------------------------------------------------
+// Selection
+
+enum class SelectionMode { kRerank, kBm25Only, kNone };
+const char* selection_mode_name(SelectionMode mode);
+Result<SelectionMode> parse_selection_mode(std::string_view text);
+
+struct SelectionParams {
+  SelectionMode mode = SelectionMode::kRerank;
+  size_t recall_top = 20;  // BM25 candidates shown to the reranker
+  int32_t max_skills = 3;  // the cap, enforced
+};
+
+class SkillFeaturizer {
+ public:
+  virtual ~SkillFeaturizer() = default;
+  // BackboneShape::candidate_dim values for a candidate skill with its BM25 score.
+  virtual std::vector<float> candidate_features(const Skill& skill, double bm25_score) const = 0;
+};
+
+struct SchemeDecision {
+  int32_t sample_index = 0;
+  Bm25Recall recall;                   // candidates (library indices) and scores, rank order
+  std::vector<std::string> selected;   // skill names, pick order, <= max_skills
+  bool sampled = false;                // the backbone drew a sample (rerank mode, candidates > 0)
+  SelectionInput input;
+  SelectionSample sample;
+};
+
+// REQUIRES: index holds library's skills in library order (document i = skill i).
+Result<SchemeDecision> select_skills(Backbone& backbone, const SkillLibrary& library,
+                                     Bm25Index& index, std::string_view query,
+                                     const std::vector<float>& task_features,
+                                     const SkillFeaturizer& featurizer,
+                                     const SelectionParams& params, const RngKey& key,
+                                     bool greedy, int32_t sample_index);
+
+// ---------------------------------------------------------------------------------------------
+// Policy
+
+// What the evaluator said of one turn, as the agents and the reward see it.
+struct TurnResult {
+  bool compiled = false;
+  bool correct = false;
+  bool decoy = false;
+  double speedup = 0;
+  double time_coverage = 0;
+  double reward = 0;
+};
+
+// The feedback vector the next turn sees: [1, compiled, correct, decoy,
+// clamp(log2(speedup), -4, 4) / 4 (0 when not correct), reward / 4].
+constexpr int32_t kFeedbackDim = 6;
+std::vector<float> encode_feedback(const TurnResult& r);
+
+class TurnEnvironment {
+ public:
+  virtual ~TurnEnvironment() = default;
+  // Builds the candidate for these choices (one per active head), evaluates it, and says how it
+  // did. An error stops the rollout (a failing candidate is a result, not an error).
+  virtual Result<TurnResult> run_turn(int32_t turn, const std::vector<int32_t>& choices) = 0;
+};
+
+struct RolloutTurn {
+  PolicyInput input;
+  PolicySample sample;
+  TurnResult result;
+};
+
+// T turns: turn 0 sees base (task, skill hint, active heads) with no previous choices and zero
+// feedback; turn t+1 sees turn t's choices (one-hot over the shape's choice_dim) and feedback.
+// Draw keys: key.with("turn", t).
+Result<std::vector<RolloutTurn>> run_rollout(Backbone& backbone, const BackboneShape& shape,
+                                             const PolicyInput& base, int32_t turns,
+                                             TurnEnvironment& env, const RngKey& key, bool greedy);
+
+// One-hot of a setting over the shape's choice_dim: 1 at (head offset + choice) of each active head.
+std::vector<float> encode_choices(const BackboneShape& shape, const std::vector<int32_t>& heads,
+                                  const std::vector<int32_t>& choices);
+
+// ---------------------------------------------------------------------------------------------
+// Summary
+
+struct TriggerParams {
+  double ratio = 1.2;     // best-turn speedup >= ratio x turn-1 speedup
+  double min_best = 1.2;  // best-turn speedup >= min_best
+};
+
+// Best correct turn's speedup (0 when none is correct).
+double best_speedup(const std::vector<TurnResult>& turns);
+// REFERENCE.md: best >= ratio x turn-1, best >= min_best, turn-1 > 0.
+bool summary_triggers(const std::vector<TurnResult>& turns, const TriggerParams& p);
+
+class SkillWriter {
+ public:
+  virtual ~SkillWriter() = default;
+  // Writes the skill a summary sample describes (which of the winning setting's choices it keeps,
+  // and its scope) as a real skill: name, description, scope, tags, content. nullopt when the
+  // sample keeps nothing worth writing (no knob included).
+  virtual std::optional<Skill> write_skill(const SummarySample& sample) const = 0;
+};
+
+struct SummaryProposal {
+  int32_t sample_index = 0;
+  SummaryInput input;
+  SummarySample sample;
+  std::optional<Skill> skill;   // nullopt: nothing written, or dropped (see dropped)
+  std::string dropped;          // why the skill was dropped (lazy, empty), for the record
+};
+
+// s samples (keys key.with("summary_sample", i)); each proposes at most one skill in the sim
+// world (an LLM's reply may propose two; agents/tool_calls.h enforces that cap).
+Result<std::vector<SummaryProposal>> propose_skills(Backbone& backbone, const SummaryInput& input,
+                                                    int32_t samples, const SkillWriter& writer,
+                                                    const RngKey& key, bool greedy);
+
+// ---------------------------------------------------------------------------------------------
+// Verification gate
+
+struct VerificationParams {
+  double min_speedup = 1.2;
+  double min_ratio = 1.2;  // x the winning rollout's turn-1 speedup
+  int32_t runs = 1;        // the original re-runs once; vinci can require the speedup to hold R times
+};
+
+struct VerificationVerdict {
+  std::vector<double> speedups;
+  std::vector<bool> correct;
+  bool accepted = false;
+  double worst_speedup = 0;
+  std::string reason;  // "accepted", or which condition failed with the numbers
+};
+
+VerificationVerdict judge_verification(const std::vector<TurnResult>& runs,
+                                       double turn1_speedup, const VerificationParams& p);
+
+// Index of the verdict to stage: the accepted one with the highest worst-run speedup (ties: the
+// lowest index); nullopt when none is accepted.
+std::optional<size_t> pick_staged(const std::vector<VerificationVerdict>& verdicts);
+
+}  // namespace vinci
+
+#endif  // VINCI_AGENTS_AGENTS_H_
