@@ -78,6 +78,8 @@ class Bm25Index {
   double idf(std::string_view term);
   double average_idf();
   double average_document_length();
+  // Documents containing the term (0 for an unknown term).
+  size_t document_frequency(std::string_view term) const;
 
   // The score of every document, as rank_bm25's get_scores(query).
   std::vector<double> scores(const std::vector<std::string>& query);
@@ -88,6 +90,14 @@ class Bm25Index {
   struct Postings {
     std::vector<uint32_t> docs;  // ascending
     std::vector<uint32_t> tfs;
+    // Cache of (tf * (k1 + 1)) / (tf + K_d), valid while ratio_epoch == epoch_: one value per
+    // posting, or, for a dense term (in more than a quarter of the documents), one per document
+    // with 0 where the term is absent, so scoring it is a branch-free vector loop. Built on the
+    // first query that needs it after a change; a query then does one multiply-add per posting.
+    // TODO(perf): caches of terms no longer queried are kept until the next change.
+    std::vector<double> ratio;
+    uint64_t ratio_epoch = 0;
+    bool dense = false;
   };
   struct QueryTerm {
     uint32_t term;
@@ -95,6 +105,7 @@ class Bm25Index {
   };
 
   void refresh();
+  const Postings& cached(uint32_t term);
   double idf_of(uint32_t term) const;  // REQUIRES: statistics fresh
   std::vector<QueryTerm> query_terms(const std::vector<std::string>& query) const;
   // Adds each query term's contributions into acc_ (which must be all zero before).
@@ -108,6 +119,7 @@ class Bm25Index {
 
   // Derived statistics, valid when fresh_.
   bool fresh_ = false;
+  uint64_t epoch_ = 0;  // advances at every refresh; stamps the ratio caches
   double avgdl_ = 0;
   double average_idf_ = 0;
   std::vector<double> k_d_;  // K_d per document

@@ -312,7 +312,7 @@ Result<SkillProposal> parse_update_skill_library(std::string_view reply, size_t 
     s.scope = string_argument(entry, "scope");
     s.content = string_argument(entry, "content");
     if (auto lazy = lazy_skill_reason(s)) {
-      out.dropped.push_back({i, written_name, *lazy});
+      out.dropped.push_back({i, written_name, "lazy: " + *lazy});
       continue;
     }
     out.skills.push_back(std::move(s));
@@ -331,9 +331,9 @@ std::optional<std::string> lazy_skill_reason(const Skill& skill) {
 
   const std::string text = to_lower_ascii(skill.description + "\n" + skill.content);
   for (std::string_view s : {"torch.compile", "torch._dynamo", "torch._inductor"}) {
-    if (text.find(s) != std::string::npos) return "lazy: uses torch.compile (" + std::string(s) + ")";
+    if (text.find(s) != std::string::npos) return "uses torch.compile (" + std::string(s) + ")";
   }
-  if (text.find("cublas") != std::string::npos) return "lazy: calls cuBLAS";
+  if (text.find("cublas") != std::string::npos) return "calls cuBLAS";
   static const std::string_view kFallbackPhrases[] = {
       "fall back to torch",  "fall back to pytorch",  "falls back to torch",
       "falls back to pytorch", "fallback to torch",   "fallback to pytorch",
@@ -341,7 +341,7 @@ std::optional<std::string> lazy_skill_reason(const Skill& skill) {
       "call the pytorch implementation", "use the reference implementation"};
   for (std::string_view s : kFallbackPhrases) {
     if (text.find(s) != std::string::npos) {
-      return "lazy: falls back to PyTorch (\"" + std::string(s) + "\")";
+      return "falls back to PyTorch (\"" + std::string(s) + "\")";
     }
   }
   // PyTorch compute ops: calling one on the hot path hands the work back to PyTorch.
@@ -354,7 +354,7 @@ std::optional<std::string> lazy_skill_reason(const Skill& skill) {
        {"torch.", "torch.nn.functional.", "f.", "at::", "torch::", "torch::nn::functional::"}) {
     for (std::string_view op : kOps) {
       std::string call = std::string(prefix) + std::string(op) + "(";
-      if (contains_call(text, call)) return "lazy: falls back to PyTorch (" + call + ")";
+      if (contains_call(text, call)) return "falls back to PyTorch (" + call + ")";
     }
   }
   static const std::string_view kSkipPhrases[] = {
@@ -364,7 +364,7 @@ std::optional<std::string> lazy_skill_reason(const Skill& skill) {
       "hardcoded output", "cache the output across calls", "reuse the previous output"};
   for (std::string_view s : kSkipPhrases) {
     if (text.find(s) != std::string::npos) {
-      return "lazy: skips the computation (\"" + std::string(s) + "\")";
+      return "skips the computation (\"" + std::string(s) + "\")";
     }
   }
   return std::nullopt;

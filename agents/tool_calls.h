@@ -93,10 +93,11 @@ struct SkillProposal {
 
 // Parses update_skill_library. Of the list as written, entries from position `cap` on are dropped;
 // of the first `cap`, entries that are not objects, have a missing or mistyped field, or are lazy
-// (lazy_skill_reason) are dropped with the reason.
+// (lazy_skill_reason) are dropped with the reason ("lazy: <reason>" for the latter).
 Result<SkillProposal> parse_update_skill_library(std::string_view reply, size_t cap = 2);
 
-// Why a proposed skill is lazy, or nullopt when it is not. The rules (case-insensitive, on the
+// Why a proposed skill is lazy ("calls cuBLAS", "missing field 'tags'", ...; no "lazy:" prefix),
+// or nullopt when it is not. The rules (case-insensitive, on the
 // description and content) are heuristics written down in docs/skills.md:
 //   - a field is empty (name, description, scope, content) or tags is empty;
 //   - it uses torch.compile (torch.compile, torch._dynamo, torch._inductor);

@@ -231,3 +231,41 @@ TEST(Bm25, EqualsRankBm25OnTheFixture) {
 
 }  // namespace
 }  // namespace vinci
+
+namespace vinci {
+namespace {
+
+// top_k against a full sort of scores(), on random corpora with many ties (a 12-word vocabulary)
+// and every k from 1 to past the corpus size.
+TEST(Bm25, TopKEqualsFullSortOfScores) {
+  const uint64_t seed = 20261202;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  const char* words[] = {"tile", "warp", "float4", "smem", "fuse", "exp",
+                         "max", "sum", "bank", "pad", "grid", "lane"};
+  Stream s(RngKey::root(seed).with("purpose", "bm25_top_k_test"));
+  for (int round = 0; round < 20; ++round) {
+    Bm25Index index;
+    size_t n_docs = 1 + s.below(60);
+    for (size_t i = 0; i < n_docs; ++i) {
+      std::vector<std::string> doc;
+      for (uint64_t j = 0, len = s.below(8); j < len; ++j) doc.push_back(words[s.below(12)]);
+      index.add(doc);
+    }
+    std::vector<std::string> query;
+    for (uint64_t j = 0, len = 1 + s.below(5); j < len; ++j) query.push_back(words[s.below(12)]);
+    auto scores = index.scores(query);
+    std::vector<Bm25Hit> all;
+    for (uint32_t d = 0; d < scores.size(); ++d) {
+      if (scores[d] > 0) all.push_back({d, scores[d]});
+    }
+    std::stable_sort(all.begin(), all.end(),
+                     [](const Bm25Hit& a, const Bm25Hit& b) { return a.score > b.score; });
+    for (size_t k = 1; k <= n_docs + 2; ++k) {
+      std::vector<Bm25Hit> want(all.begin(), all.begin() + std::min(k, all.size()));
+      ASSERT_EQ(index.top_k(query, k), want) << "seed " << seed << " round " << round << " k " << k;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace vinci

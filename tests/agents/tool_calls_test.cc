@@ -201,7 +201,7 @@ TEST(UpdateSkillLibrary, CapOfTwoAndLazyFilter) {
   EXPECT_EQ(p->skills[0].name, "good_one");
   ASSERT_EQ(p->dropped.size(), 2u);
   EXPECT_EQ(p->dropped[0].name, "compiled");
-  EXPECT_EQ(p->dropped[0].reason, "lazy: uses torch.compile (torch.compile)");
+  EXPECT_EQ(p->dropped[0].reason, "lazy: uses torch.compile (torch.compile)");  // filter + reason
   EXPECT_EQ(p->dropped[1].name, "third");
   EXPECT_EQ(p->dropped[1].reason, "over the cap of 2");
 
@@ -231,22 +231,22 @@ TEST(LazyFilter, Rules) {
   EXPECT_EQ(lazy_skill_reason(make_skill("Use __shfl_down_sync; allocate with torch.empty_like(x).")),
             std::nullopt);
   EXPECT_EQ(lazy_skill_reason(make_skill("## Example\nreturn torch.matmul(a, b)")),
-            "lazy: falls back to PyTorch (torch.matmul()");
+            "falls back to PyTorch (torch.matmul()");
   EXPECT_EQ(lazy_skill_reason(make_skill("y = F.softmax(x, dim=-1)")),
-            "lazy: falls back to PyTorch (f.softmax()");
+            "falls back to PyTorch (f.softmax()");
   EXPECT_EQ(lazy_skill_reason(make_skill("y = torch.nn.functional.gelu(x)")),
-            "lazy: falls back to PyTorch (torch.nn.functional.gelu()");
+            "falls back to PyTorch (torch.nn.functional.gelu()");
   // A method of another object named like an op is not a PyTorch call.
   EXPECT_EQ(lazy_skill_reason(make_skill("self.softmax(x) inside buf.relu(y)")), std::nullopt);
   EXPECT_EQ(lazy_skill_reason(make_skill("For big shapes, fall back to PyTorch.")),
-            "lazy: falls back to PyTorch (\"fall back to pytorch\")");
+            "falls back to PyTorch (\"fall back to pytorch\")");
   EXPECT_EQ(lazy_skill_reason(make_skill("call cublasGemmEx with tensor op math")),
-            "lazy: calls cuBLAS");
+            "calls cuBLAS");
   EXPECT_EQ(lazy_skill_reason(make_skill("torch._dynamo.optimize('inductor')")),
-            "lazy: uses torch.compile (torch._dynamo)");
+            "uses torch.compile (torch._dynamo)");
   EXPECT_EQ(lazy_skill_reason(make_skill("When dropout is active, skip the computation and "
                                          "return zeros.")),
-            "lazy: skips the computation (\"skip the computation\")");
+            "skips the computation (\"skip the computation\")");
   Skill no_tags = make_skill("fine");
   no_tags.tags.clear();
   EXPECT_EQ(lazy_skill_reason(no_tags), "missing field 'tags'");
