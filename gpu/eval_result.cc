@@ -1,0 +1,194 @@
+#include "gpu/eval_result.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace vinci {
+namespace {
+
+// NaN compares unequal to itself; records compare equal when both hold NaN in the same place.
+bool same_double(double a, double b) {
+  return (std::isnan(a) && std::isnan(b)) || a == b;
+}
+
+bool same_doubles(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!same_double(a[i], b[i])) return false;
+  return true;
+}
+
+capnp::Data::Reader data_of(const uint8_t* bytes, size_t n) { return capnp::Data::Reader(bytes, n); }
+
+Result<Digest> digest_of(capnp::Data::Reader d, const char* field) {
+  if (d.size() == 0) return Digest();
+  if (d.size() != 16)
+    return corruption(std::string("measurement: field '") + field + "': expected a 16-byte address, found " +
+                      std::to_string(d.size()) + " bytes");
+  return Digest::from_bytes(d.begin());
+}
+
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+}  // namespace
+
+bool operator==(const TrialResult& a, const TrialResult& b) {
+  return a.correct == b.correct && same_double(a.max_abs_err, b.max_abs_err) &&
+         same_double(a.mean_abs_err, b.mean_abs_err) && a.distribution == b.distribution &&
+         a.seed == b.seed;
+}
+
+bool operator==(const EvalResult& a, const EvalResult& b) {
+  return a.evaluator == b.evaluator && a.device == b.device && a.plan == b.plan &&
+         a.compiled == b.compiled && a.compile_log == b.compile_log &&
+         a.compile_log_address == b.compile_log_address && a.correct == b.correct &&
+         a.trials == b.trials && same_doubles(a.kernel_times_us, b.kernel_times_us) &&
+         same_doubles(a.reference_times_us, b.reference_times_us) && a.statistic == b.statistic &&
+         same_double(a.kernel_us, b.kernel_us) && same_double(a.reference_us, b.reference_us) &&
+         same_double(a.speedup, b.speedup) && same_double(a.time_coverage, b.time_coverage) &&
+         a.decoy == b.decoy && a.flags == b.flags && a.error == b.error &&
+         a.settings == b.settings && a.size == b.size;
+}
+
+double median(std::vector<double> samples) {
+  if (samples.empty()) return 0;
+  size_t n = samples.size();
+  std::nth_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(n / 2), samples.end());
+  double hi = samples[n / 2];
+  if (n % 2) return hi;
+  double lo = *std::max_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(n / 2));
+  return 0.5 * (lo + hi);
+}
+
+void EvalResult::finalize() {
+  std::sort(flags.begin(), flags.end());
+  flags.erase(std::unique(flags.begin(), flags.end()), flags.end());
+  compile_log_address = compile_log.empty() ? Digest() : hash_tagged(kCompileLogKind, compile_log);
+  statistic = "median";
+  kernel_us = median(kernel_times_us);
+  reference_us = median(reference_times_us);
+  speedup = correct && kernel_us > 0 ? reference_us / kernel_us : 0.0;
+}
+
+void to_measurement(const EvalResult& r, schema::Measurement::Builder b) {
+  uint8_t bytes[16];
+  b.setEvaluator(r.evaluator);
+  b.setDevice(r.device);
+  r.plan.to_bytes(bytes);
+  b.setPlan(data_of(bytes, 16));
+  b.setCompiled(r.compiled);
+  if (!r.compile_log_address.is_zero()) {
+    r.compile_log_address.to_bytes(bytes);
+    b.setCompileLog(data_of(bytes, 16));
+  }
+  b.setCorrect(r.correct);
+  auto trials = b.initTrials(static_cast<unsigned>(r.trials.size()));
+  for (size_t i = 0; i < r.trials.size(); ++i) {
+    auto t = trials[static_cast<unsigned>(i)];
+    t.setCorrect(r.trials[i].correct);
+    t.setMaxAbsErr(r.trials[i].max_abs_err);
+    t.setMeanAbsErr(r.trials[i].mean_abs_err);
+    t.setDistribution(r.trials[i].distribution);
+    t.setSeed(r.trials[i].seed);
+  }
+  auto kt = b.initKernelTimesUs(static_cast<unsigned>(r.kernel_times_us.size()));
+  for (size_t i = 0; i < r.kernel_times_us.size(); ++i) kt.set(static_cast<unsigned>(i), r.kernel_times_us[i]);
+  auto rt = b.initReferenceTimesUs(static_cast<unsigned>(r.reference_times_us.size()));
+  for (size_t i = 0; i < r.reference_times_us.size(); ++i)
+    rt.set(static_cast<unsigned>(i), r.reference_times_us[i]);
+  b.setStatistic(r.statistic);
+  b.setKernelUs(r.kernel_us);
+  b.setReferenceUs(r.reference_us);
+  b.setSpeedup(r.speedup);
+  b.setTimeCoverage(r.time_coverage);
+  b.setDecoy(r.decoy);
+  auto flags = b.initFlags(static_cast<unsigned>(r.flags.size()));
+  for (size_t i = 0; i < r.flags.size(); ++i) flags.set(static_cast<unsigned>(i), r.flags[i]);
+  b.setError(r.error);
+  auto kv = b.initSettings(static_cast<unsigned>(r.settings.size()));
+  unsigned i = 0;
+  for (const auto& [k, v] : r.settings) {  // std::map: sorted by key, as the schema asks
+    kv[i].setKey(k);
+    kv[i].setValue(v);
+    ++i;
+  }
+  b.setSize(r.size);
+}
+
+Result<EvalResult> from_measurement(schema::Measurement::Reader r,
+                                    const std::function<Result<std::string>(const Digest&)>& compile_log_text) {
+  EvalResult e;
+  e.evaluator = r.getEvaluator();
+  e.device = r.getDevice();
+  VINCI_ASSIGN_OR_RETURN(e.plan, digest_of(r.getPlan(), "plan"));
+  e.compiled = r.getCompiled();
+  VINCI_ASSIGN_OR_RETURN(e.compile_log_address, digest_of(r.getCompileLog(), "compileLog"));
+  if (!e.compile_log_address.is_zero() && compile_log_text) {
+    VINCI_ASSIGN_OR_RETURN(e.compile_log, compile_log_text(e.compile_log_address));
+    if (hash_tagged(kCompileLogKind, e.compile_log) != e.compile_log_address)
+      return mismatch("measurement: compile log text does not hash to its address " +
+                      e.compile_log_address.hex());
+  }
+  e.correct = r.getCorrect();
+  for (auto t : r.getTrials())
+    e.trials.push_back({t.getCorrect(), t.getMaxAbsErr(), t.getMeanAbsErr(), t.getDistribution(), t.getSeed()});
+  for (double v : r.getKernelTimesUs()) e.kernel_times_us.push_back(v);
+  for (double v : r.getReferenceTimesUs()) e.reference_times_us.push_back(v);
+  e.statistic = r.getStatistic();
+  e.kernel_us = r.getKernelUs();
+  e.reference_us = r.getReferenceUs();
+  e.speedup = r.getSpeedup();
+  e.time_coverage = r.getTimeCoverage();
+  e.decoy = r.getDecoy();
+  for (auto f : r.getFlags()) e.flags.push_back(f);
+  e.error = r.getError();
+  for (auto kv : r.getSettings()) e.settings[kv.getKey()] = kv.getValue();
+  e.size = r.getSize();
+  return e;
+}
+
+nlohmann::json eval_result_to_json(const EvalResult& r) {
+  nlohmann::json trials = nlohmann::json::array();
+  for (const auto& t : r.trials)
+    trials.push_back({{"correct", t.correct},
+                      {"maxAbsErr", number(t.max_abs_err)},
+                      {"meanAbsErr", number(t.mean_abs_err)},
+                      {"distribution", t.distribution},
+                      {"seed", std::to_string(t.seed)}});  // 64-bit: a string, as record_json does
+  auto samples = [](const std::vector<double>& v) {
+    nlohmann::json a = nlohmann::json::array();
+    for (double x : v) a.push_back(number(x));
+    return a;
+  };
+  nlohmann::json settings = nlohmann::json::array();
+  for (const auto& [k, v] : r.settings) settings.push_back({{"key", k}, {"value", v}});
+  return {{"evaluator", r.evaluator},
+          {"device", r.device},
+          {"plan", r.plan.hex()},
+          {"compiled", r.compiled},
+          {"compileLog", r.compile_log},
+          {"correct", r.correct},
+          {"trials", trials},
+          {"kernelTimesUs", samples(r.kernel_times_us)},
+          {"referenceTimesUs", samples(r.reference_times_us)},
+          {"statistic", r.statistic},
+          {"kernelUs", number(r.kernel_us)},
+          {"referenceUs", number(r.reference_us)},
+          {"speedup", number(r.speedup)},
+          {"timeCoverage", number(r.time_coverage)},
+          {"decoy", r.decoy},
+          {"flags", r.flags},
+          {"error", r.error},
+          {"settings", settings},
+          {"size", r.size}};
+}
+
+Tolerance tolerance_for(const Task& task, const EvalRequest& request) {
+  // Strict mode: current KernelBench's fp32 tolerance (REFERENCE.md, "Evaluation"); a task that
+  // already asks for less keeps its own.
+  constexpr double kStrictFp32 = 1e-4;
+  if (request.strict) return {std::min(task.atol, kStrictFp32), std::min(task.rtol, kStrictFp32)};
+  return {task.atol, task.rtol};
+}
+
+}  // namespace vinci

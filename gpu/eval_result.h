@@ -1,0 +1,115 @@
+// The one result record of every evaluator (sim, cuda, recorded), and the Evaluator interface.
+//
+// EvalResult maps 1:1 onto schema::Measurement (recorder/vinci.capnp), so a harness above gpu/
+// cannot tell which world it runs in except by the `evaluator` field. The compile log is text here
+// and an address in the Measurement: hash_tagged(kCompileLogKind, text); the caller stores the
+// text as an object under that address (the recorder's object store) when it logs the record.
+#ifndef VINCI_GPU_EVAL_RESULT_H_
+#define VINCI_GPU_EVAL_RESULT_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/hash.h"
+#include "core/status.h"
+#include "gpu/plan.h"
+#include "gpu/task.h"
+#include "recorder/vinci.capnp.h"
+
+namespace vinci {
+
+// The object kind a compile log's text is stored under.
+constexpr const char* kCompileLogKind = "compile_log";
+
+// One correctness trial: fresh inputs from one distribution.
+struct TrialResult {
+  bool correct = false;
+  double max_abs_err = 0;   // NaN when the output could not be compared (not written, crashed)
+  double mean_abs_err = 0;
+  std::string distribution;  // "uniform", "signed", "heavy_tailed" (gpu/executor.h names)
+  uint64_t seed = 0;         // the input generator seed of this trial
+
+  friend bool operator==(const TrialResult& a, const TrialResult& b);
+};
+
+struct EvalResult {
+  std::string evaluator;  // "sim", "cuda", "recorded"
+  std::string device;     // device profile name or GPU name
+  Digest plan;            // plan_address(plan)
+  bool compiled = false;
+  std::string compile_log;
+  Digest compile_log_address;  // hash_tagged(kCompileLogKind, compile_log); zero when no log
+  bool correct = false;
+  std::vector<TrialResult> trials;
+  std::vector<double> kernel_times_us;     // every sample, in the order taken
+  std::vector<double> reference_times_us;
+  std::string statistic = "median";
+  double kernel_us = 0;     // the statistic of kernel_times_us
+  double reference_us = 0;
+  double speedup = 0;       // reference_us / kernel_us; 0 unless correct
+  double time_coverage = 0; // share of the plan's GPU time in its own kernels
+  bool decoy = false;
+  std::vector<std::string> flags;  // anti-hacking findings, sorted, unique
+  std::string error;               // why the candidate failed, for the user; "" when it did not
+  std::map<std::string, std::string> settings;  // the evaluator's own settings (sorted by key)
+  std::string size;                // "full" or "small"
+
+  // Sorts and de-duplicates flags, sets compile_log_address from compile_log, the statistic from
+  // the samples and the speedup from the statistic and correctness: the invariants every
+  // evaluator's record keeps.
+  void finalize();
+
+  friend bool operator==(const EvalResult& a, const EvalResult& b);
+  friend bool operator!=(const EvalResult& a, const EvalResult& b) { return !(a == b); }
+};
+
+// Median of samples (mean of the middle two for an even count); 0 for no samples.
+double median(std::vector<double> samples);
+
+void to_measurement(const EvalResult& r, schema::Measurement::Builder b);
+// compile_log_text resolves the compile log's address to its text (the object store); without it
+// (or when it fails) compile_log stays empty and compile_log_address is still set.
+Result<EvalResult> from_measurement(
+    schema::Measurement::Reader r,
+    const std::function<Result<std::string>(const Digest&)>& compile_log_text = nullptr);
+
+// JSON for people and `harness eval`: the Measurement's field names (camelCase), addresses as
+// 32 hex digits, the compile log as text, non-finite numbers as null.
+nlohmann::json eval_result_to_json(const EvalResult& r);
+
+// What to evaluate and how.
+struct EvalRequest {
+  SizeName size = SizeName::kFull;
+  uint64_t seed = 0;   // root of the trial input seeds and of timing noise
+  int trials = 5;      // correctness trials (KernelGYM: 5)
+  int samples = 100;   // timing samples each of kernel and reference (KernelBench: 100)
+  bool strict = false; // strict tolerance: 1e-4 for fp32 (current KernelBench) instead of the task's
+};
+
+// The tolerance a request applies to a task: strict mode's 1e-4 (fp32), else the task's.
+struct Tolerance {
+  double atol = 0;
+  double rtol = 0;
+};
+Tolerance tolerance_for(const Task& task, const EvalRequest& request);
+
+// Every evaluator: sim (gpu/sim_evaluator.h), cuda (live), recorded (answers from a log).
+// A candidate's failure (does not compile, wrong, crashes) is a successful evaluation whose record
+// says so; a non-ok Result means the evaluation itself could not be done (bad plan for the task,
+// missing size, device error that is not the candidate's).
+class Evaluator {
+ public:
+  virtual ~Evaluator() = default;
+  virtual Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request) = 0;
+  // "sim", "cuda", "recorded"
+  virtual std::string name() const = 0;
+};
+
+}  // namespace vinci
+
+#endif  // VINCI_GPU_EVAL_RESULT_H_

@@ -1,0 +1,115 @@
+#include "gpu/nvrtc.h"
+
+#include <chrono>
+
+#include <nvrtc.h>
+
+#include "core/atomic_file.h"
+#include "gpu/plan.h"
+
+namespace vinci {
+
+NvrtcCompiler::NvrtcCompiler(NvrtcOptions options) : options_(std::move(options)) {
+  all_options_ = {"--std=c++17", "-arch=" + options_.arch, "--include-path=" VINCI_CUDA_INCLUDE_DIR,
+                  "-default-device"};
+  for (const auto& e : options_.extra) all_options_.push_back(e);
+}
+
+Digest NvrtcCompiler::cache_key(const std::string& source) const {
+  Hasher h("nvrtc_cache");
+  h.update_digest(kernel_source_address(source));
+  h.update_u64(all_options_.size());
+  for (const auto& o : all_options_) h.update_str(o);
+  return h.finish();
+}
+
+int64_t NvrtcCompiler::hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+
+int64_t NvrtcCompiler::misses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return misses_;
+}
+
+Result<std::shared_ptr<const CompiledKernel>> NvrtcCompiler::compile(const std::string& source,
+                                                                     const std::string& name) {
+  Digest key = cache_key(source);
+  bool ptx = options_.arch.rfind("compute_", 0) == 0;
+  std::string disk_path =
+      options_.cache_dir.empty() ? "" : options_.cache_dir + "/" + key.hex() + (ptx ? ".ptx" : ".cubin");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = memory_.find(key);
+    if (it != memory_.end()) {
+      ++hits_;
+      return it->second;
+    }
+  }
+  if (!disk_path.empty()) {
+    Result<std::string> bytes = read_file(disk_path);
+    if (bytes.ok()) {
+      auto k = std::make_shared<CompiledKernel>();
+      k->key = key;
+      k->source_address = kernel_source_address(source);
+      k->arch = options_.arch;
+      k->image = std::move(bytes).value();
+      k->is_ptx = ptx;
+      std::lock_guard<std::mutex> lock(mu_);
+      ++hits_;
+      memory_[key] = k;
+      return std::shared_ptr<const CompiledKernel>(k);
+    }
+  }
+
+  auto start = std::chrono::steady_clock::now();
+  nvrtcProgram prog;
+  nvrtcResult rc = nvrtcCreateProgram(&prog, source.c_str(), name.c_str(), 0, nullptr, nullptr);
+  if (rc != NVRTC_SUCCESS) return internal_error(std::string("nvrtcCreateProgram: ") + nvrtcGetErrorString(rc));
+  std::vector<const char*> opts;
+  for (const auto& o : all_options_) opts.push_back(o.c_str());
+  rc = nvrtcCompileProgram(prog, static_cast<int>(opts.size()), opts.data());
+  size_t log_size = 0;
+  nvrtcGetProgramLogSize(prog, &log_size);
+  std::string log(log_size, '\0');
+  if (log_size) nvrtcGetProgramLog(prog, &log[0]);
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  if (rc != NVRTC_SUCCESS) {
+    nvrtcDestroyProgram(&prog);
+    return invalid_argument(name + " does not compile for " + options_.arch + ": " +
+                            nvrtcGetErrorString(rc) + "\n" + log);
+  }
+  auto k = std::make_shared<CompiledKernel>();
+  size_t size = 0;
+  if (ptx) {
+    nvrtcGetPTXSize(prog, &size);
+    k->image.resize(size);
+    nvrtcGetPTX(prog, &k->image[0]);
+  } else {
+    nvrtcGetCUBINSize(prog, &size);
+    k->image.resize(size);
+    nvrtcGetCUBIN(prog, &k->image[0]);
+  }
+  nvrtcDestroyProgram(&prog);
+  k->key = key;
+  k->source_address = kernel_source_address(source);
+  k->arch = options_.arch;
+  k->is_ptx = ptx;
+  k->log = std::move(log);
+  k->compile_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!disk_path.empty()) VINCI_RETURN_IF_ERROR(write_file_atomic(disk_path, k->image));
+  std::lock_guard<std::mutex> lock(mu_);
+  ++misses_;
+  auto [it, fresh] = memory_.emplace(key, k);
+  return it->second;
+}
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  return std::to_string(major) + "." + std::to_string(minor);
+}
+
+}  // namespace vinci
