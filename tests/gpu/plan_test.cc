@@ -1,0 +1,269 @@
+// Plans: canonical serialization, parsing errors, knob space, the generator's verdicts and
+// cost formulas (no NVRTC here; tests/gpu/compile_test.cc compiles).
+#include "gpu/plan.h"
+
+#include <gtest/gtest.h>
+
+#include "core/rng.h"
+#include "gpu/codegen.h"
+#include "gpu/expr.h"
+#include "gpu/shapes.h"
+
+namespace vinci {
+namespace {
+
+const TaskSuite& suite() {
+  static TaskSuite s = [] {
+    Result<TaskSuite> r = load_task_suite(default_task_dir());
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? *r : TaskSuite();
+  }();
+  return s;
+}
+
+const Task& task(const std::string& id) {
+  const Task* t = suite().find(id);
+  VINCI_REQUIRE(t != nullptr, "no task " << id);
+  return *t;
+}
+
+// Rebuilds a JSON value with every object's keys in reverse order (nlohmann::ordered_json keeps
+// insertion order), so the text differs from the canonical one in key order only.
+nlohmann::ordered_json reversed(const nlohmann::json& j) {
+  if (j.is_object()) {
+    nlohmann::ordered_json o = nlohmann::ordered_json::object();
+    std::vector<std::string> keys;
+    for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
+    for (auto k = keys.rbegin(); k != keys.rend(); ++k) o[*k] = reversed(j.at(*k));
+    return o;
+  }
+  if (j.is_array()) {
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (const auto& e : j) a.push_back(reversed(e));
+    return a;
+  }
+  return nlohmann::ordered_json::parse(j.dump());
+}
+
+TEST(Plan, CanonicalBytesAreStableUnderKeyOrderAndWhitespace) {
+  Result<Plan> p = default_plan(task("L2_037"));
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  std::string canonical = canonical_bytes(*p);
+  std::string shuffled = reversed(plan_to_json(*p)).dump(2);
+  ASSERT_NE(shuffled, canonical);
+  Result<Plan> back = parse_plan(shuffled);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(canonical_bytes(*back), canonical);
+  EXPECT_EQ(plan_address(*back), plan_address(*p));
+  // Buffers and kernels are sets: their order in the text does not matter either.
+  Plan permuted = *p;
+  std::reverse(permuted.buffers.begin(), permuted.buffers.end());
+  EXPECT_EQ(plan_address(permuted), plan_address(*p));
+}
+
+TEST(Plan, AddressesSeparateDifferentPlansAndKinds) {
+  const Task& t = task("L1_023");
+  Result<Plan> a = generate_plan(t, std::map<std::string, std::string>{{"row.softmax", "online"}});
+  Result<Plan> b = generate_plan(t, std::map<std::string, std::string>{{"row.softmax", "two_pass"}});
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(plan_address(*a), plan_address(*b));
+  EXPECT_NE(kernel_source_address(a->kernels[0].source), hash_tagged("plan", a->kernels[0].source));
+  Result<Plan> again = generate_plan(t, std::map<std::string, std::string>{{"row.softmax", "online"}});
+  EXPECT_EQ(plan_address(*a), plan_address(*again));  // the generator is deterministic
+}
+
+TEST(Plan, ParseErrorsNameTheJsonPath) {
+  Result<Plan> p = default_plan(task("L1_019"));
+  ASSERT_TRUE(p.ok());
+  nlohmann::json j = plan_to_json(*p);
+  j["steps"][0]["grid"][1] = "N +";
+  Result<Plan> bad = plan_from_json(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("steps[0].grid[1]"), std::string::npos) << bad.status().message();
+
+  j = plan_to_json(*p);
+  j["steps"][0]["args"][0] = {{"pointer", "x"}};
+  bad = plan_from_json(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("steps[0].args[0]"), std::string::npos) << bad.status().message();
+
+  j = plan_to_json(*p);
+  j["buffers"][0]["dtype"] = "f16";
+  bad = plan_from_json(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("dtype"), std::string::npos);
+  EXPECT_FALSE(parse_plan("{not json").ok());
+}
+
+TEST(Plan, ValidationCatchesUndeclaredBuffersAndMissingKernels) {
+  const Task& t = task("L1_019");
+  Result<Plan> p = default_plan(t);
+  ASSERT_TRUE(p.ok());
+  Plan q = *p;
+  q.steps[0].args[0].buffer = "ghost";
+  EXPECT_FALSE(validate_plan(q, t).ok());
+  q = *p;
+  q.steps[0].kernel = "nope";
+  EXPECT_FALSE(validate_plan(q, t).ok());
+  q = *p;
+  q.output = "nothing";
+  EXPECT_FALSE(validate_plan(q, t).ok());
+  EXPECT_TRUE(validate_plan(*p, t).ok());
+}
+
+TEST(Plan, EagerPlanIsLibraryOnlyAndCodegenPlansAreNot) {
+  for (const Task& t : suite().tasks) {
+    Result<Plan> e = eager_plan(t);
+    ASSERT_TRUE(e.ok()) << t.id << ": " << e.status().to_string();
+    EXPECT_TRUE(e->library_only()) << t.id;
+    EXPECT_EQ(e->steps.size(), t.ops.size()) << t.id;
+  }
+  for (const char* id : {"L1_001", "L1_019", "L1_023", "L1_040", "L2_012", "L3_001", "L3_043"}) {
+    Result<Plan> p = default_plan(task(id));
+    ASSERT_TRUE(p.ok()) << id;
+    EXPECT_FALSE(p->library_only()) << id;
+  }
+}
+
+TEST(Plan, FusionPutsTheEpilogueIntoTheGemmKernel) {
+  const Task& t = task("L2_081");  // linear + 5 elementwise ops
+  Result<Plan> fused = generate_plan(t, std::map<std::string, std::string>{{"fusion", "fused"}});
+  Result<Plan> unfused = generate_plan(t, std::map<std::string, std::string>{{"fusion", "unfused"}});
+  ASSERT_TRUE(fused.ok() && unfused.ok());
+  ASSERT_EQ(fused->kernels.size(), 1u);
+  EXPECT_EQ(fused->kernels[0].fused_ops,
+            (std::vector<std::string>{"linear", "silu", "div_scalar", "clamp", "tanh", "clamp"}));
+  EXPECT_EQ(unfused->kernels.size(), 6u);
+  // Fusion removes the intermediates: only the output is a non-input, non-weight buffer.
+  int intermediates = 0;
+  for (const auto& b : fused->buffers) intermediates += b.role == "intermediate";
+  EXPECT_EQ(intermediates, 0);
+}
+
+TEST(Plan, ResidualValuesStayInRegistersWhenFused) {
+  Result<Plan> p = default_plan(task("L2_040"));  // h = linear; y = h * 0.5 + h
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->kernels.size(), 1u);
+  EXPECT_EQ(p->kernels[0].fused_values, (std::vector<std::string>{"h", "s", "y"}));
+}
+
+ExprEnv env_for(const Plan& plan, const Task& t, SizeName size) {
+  ExprEnv env;
+  env.symbols = t.size_map(size);
+  SizeMap sizes = env.symbols;
+  env.buffer_shape = [&plan, sizes](const std::string& b) -> Result<std::vector<int64_t>> {
+    const PlanBuffer* buf = plan.find_buffer(b);
+    if (!buf) return not_found("no buffer " + b);
+    return eval_shape(buf->shape, sizes);
+  };
+  return env;
+}
+
+TEST(Plan, EveryLaunchAndCostExpressionResolvesAtBothSizes) {
+  for (const Task& t : suite().tasks) {
+    Result<Plan> p = default_plan(t);
+    ASSERT_TRUE(p.ok()) << t.id;
+    for (SizeName size : {SizeName::kSmall, SizeName::kFull}) {
+      ExprEnv env = env_for(*p, t, size);
+      for (const auto& s : p->steps) {
+        if (s.kind != "kernel") continue;
+        for (const auto& e : s.grid) {
+          Result<int64_t> v = eval_expr(e, env);
+          ASSERT_TRUE(v.ok()) << t.id << " " << e << ": " << v.status().to_string();
+          EXPECT_GT(*v, 0) << t.id << " grid " << e;
+          EXPECT_LT(*v, int64_t{1} << 31) << t.id << " grid " << e;
+        }
+        for (const auto& a : s.args)
+          if (!a.i64.empty()) EXPECT_TRUE(eval_expr(a.i64, env).ok()) << t.id << " arg " << a.i64;
+      }
+      for (const auto& k : p->kernels)
+        for (const auto& e : {k.cost.elements, k.cost.bytes_read, k.cost.bytes_written, k.cost.flops}) {
+          Result<int64_t> v = eval_expr(e, env);
+          ASSERT_TRUE(v.ok()) << t.id << " cost " << e;
+          EXPECT_GE(*v, 0);
+        }
+    }
+  }
+}
+
+TEST(Plan, GemmCostCountsTwoFlopsPerMultiplyAdd) {
+  const Task& t = task("L1_001");
+  Result<Plan> p = default_plan(t);
+  ASSERT_TRUE(p.ok());
+  ExprEnv env = env_for(*p, t, SizeName::kFull);
+  EXPECT_EQ(*eval_expr(p->kernels[0].cost.flops, env), 2LL * 4096 * 4096 * 4096);
+  EXPECT_EQ(*eval_expr(p->kernels[0].cost.bytes_read, env), 4LL * 2 * 4096 * 4096);
+  EXPECT_EQ(*eval_expr(p->kernels[0].cost.bytes_written, env), 4LL * 4096 * 4096);
+}
+
+TEST(Verdict, MissingTailHandlingIsRiskyExactlyWhenSizesDoNotDivide) {
+  const Task& t = task("L1_019");  // small: 8 x 1001, full: 4096 x 393216
+  Result<Plan> p = generate_plan(t, std::map<std::string, std::string>{{"ew.tail", "none"}});
+  ASSERT_TRUE(p.ok());
+  const Verdict& v = p->kernels[0].verdict;
+  EXPECT_FALSE(v.guaranteed);
+  EXPECT_NE(v.reason.find("tail"), std::string::npos);
+  EXPECT_NE(*eval_expr(v.fails_when, env_for(*p, t, SizeName::kSmall)), 0);
+  EXPECT_EQ(*eval_expr(v.fails_when, env_for(*p, t, SizeName::kFull)), 0);
+  Result<Plan> d = default_plan(t);
+  EXPECT_TRUE(d->kernels[0].verdict.guaranteed);
+  EXPECT_NE(d->kernels[0].source.find("if (i0 + 4 <= n)"), std::string::npos);
+}
+
+TEST(Verdict, RacyReductionsAndTf32AreRisky) {
+  Result<Plan> race = generate_plan(task("L1_023"), std::map<std::string, std::string>{
+                                                        {"row.strategy", "block_tree"}, {"row.sync", "warp_synchronous"}});
+  ASSERT_TRUE(race.ok());
+  EXPECT_FALSE(race->kernels[0].verdict.guaranteed);
+  EXPECT_NE(race->kernels[0].verdict.reason.find("race"), std::string::npos);
+  // warp_synchronous only matters for the tree strategy.
+  Result<Plan> shuffle = generate_plan(task("L1_023"), std::map<std::string, std::string>{
+                                                           {"row.strategy", "warp_shuffle"}, {"row.sync", "warp_synchronous"}});
+  EXPECT_TRUE(shuffle->kernels[0].verdict.guaranteed);
+  Result<Plan> tc = generate_plan(task("L1_001"), std::map<std::string, std::string>{{"gemm.tensor_cores", "tf32"}});
+  ASSERT_TRUE(tc.ok());
+  EXPECT_TRUE(tc->kernels[0].tensor_cores);
+  EXPECT_FALSE(tc->kernels[0].verdict.guaranteed);
+  EXPECT_NE(tc->kernels[0].source.find("wmma::mma_sync"), std::string::npos);
+}
+
+TEST(Knobs, SpaceHoldsTheFamiliesATaskUses) {
+  KnobSpace gemm = knob_space(task("L2_099"));  // linear, gelu, softmax
+  EXPECT_GE(gemm.index_of("fusion"), 0);
+  EXPECT_GE(gemm.index_of("gemm.tile_m"), 0);
+  EXPECT_GE(gemm.index_of("row.strategy"), 0);
+  EXPECT_GE(gemm.index_of("ew.vector_width"), 0);
+  KnobSpace relu = knob_space(task("L1_019"));
+  EXPECT_LT(relu.index_of("fusion"), 0);  // one op: nothing to fuse
+  EXPECT_LT(relu.index_of("gemm.tile_m"), 0);
+  KnobSpace conv = knob_space(task("L1_054"));
+  EXPECT_TRUE(conv.knobs.empty());  // library only: no generator for convolution yet
+  EXPECT_GT(gemm.cardinality(), 1e5);
+}
+
+TEST(Knobs, SettingsRoundTripAndBadOnesAreErrors) {
+  KnobSpace space = knob_space(task("L2_012"));
+  Stream s(RngKey::root(5).with("test", "knobs"));
+  KnobSetting k = random_setting(space, s);
+  Result<KnobSetting> back = setting_from_values(space, knob_values(space, k));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(*back, k);
+  EXPECT_FALSE(setting_from_values(space, {{"gemm.tile_m", "48"}}).ok());
+  EXPECT_FALSE(setting_from_values(space, {{"warp.speed", "9"}}).ok());
+  EXPECT_FALSE(generate_plan(task("L2_012"), KnobSetting{0}).ok());
+  KnobSetting out_of_range = default_setting(space);
+  out_of_range[0] = 99;
+  EXPECT_FALSE(generate_plan(task("L2_012"), out_of_range).ok());
+}
+
+TEST(Knobs, RandomSettingsAreKeyedDraws) {
+  KnobSpace space = knob_space(task("L2_099"));
+  Stream a(RngKey::root(9).with("rollout", 1)), b(RngKey::root(9).with("rollout", 1)),
+      c(RngKey::root(9).with("rollout", 2));
+  KnobSetting sa = random_setting(space, a), sb = random_setting(space, b), sc = random_setting(space, c);
+  EXPECT_EQ(sa, sb);
+  EXPECT_NE(sa, sc);
+}
+
+}  // namespace
+}  // namespace vinci
