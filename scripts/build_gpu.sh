@@ -166,12 +166,20 @@ say "wrote $build_dir/env.sh (source it before running $build_dir/bin/* by hand)
 
 # ---------------------------------------------------------------------------------------------
 step "configure $build_dir"
-cuda_args=()
+extra_args=()
 if [ -x /usr/local/cuda/bin/nvcc ]; then
-  cuda_args+=(-DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
+  extra_args+=(-DCUDAToolkit_ROOT=/usr/local/cuda -DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 fi
-# H200 is compute capability 9.0; naming it spares Torch's config from probing the GPU.
+# H200 is compute capability 9.0; naming it spares Torch's config from probing the GPU. Torch's
+# config enables the CUDA language itself and then warns that it ignores CMAKE_CUDA_ARCHITECTURES
+# (which enabling CUDA sets); vinci compiles no .cu files, so that warning is harmless.
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0}
+# CMake >= 3.30 warns that its FindBoost module is going away (CMP0167); the unpacked Boost has a
+# BoostConfig.cmake, which NEW uses directly.
+cmake_version=$(cmake --version | awk 'NR == 1 {print $3}')
+if printf '%s\n3.30\n' "$cmake_version" | sort -V -C -r; then
+  extra_args+=(-DCMAKE_POLICY_DEFAULT_CMP0167=NEW)
+fi
 configure=(cmake -S . -B "$build_dir" "${generator[@]}"
   -DCMAKE_BUILD_TYPE=RelWithDebInfo
   "-DCMAKE_PREFIX_PATH=$prefix/usr;$torch_prefix"
@@ -179,8 +187,7 @@ configure=(cmake -S . -B "$build_dir" "${generator[@]}"
   -DCAPNP_EXECUTABLE="$prefix/usr/bin/capnp"
   -DCAPNPC_CXX_EXECUTABLE="$prefix/usr/bin/capnpc-c++"
   -DCAPNP_INCLUDE_DIRECTORY="$prefix/usr/include"
-  -DCMAKE_CUDA_ARCHITECTURES=90
-  "${cuda_args[@]}"
+  "${extra_args[@]}"
   "$@")
 if [ ! -f /usr/include/openssl/ssl.h ] && [ -f "$prefix/usr/include/openssl/ssl.h" ]; then
   configure+=(-DOPENSSL_ROOT_DIR="$prefix/usr")
@@ -195,7 +202,7 @@ fi
 echo "+ ${configure[*]}"
 "${configure[@]}" || die "cmake configure failed (see above; full log in $log)"
 
-for var in CMAKE_CXX_COMPILER Torch_DIR CUDAToolkit_NVCC_EXECUTABLE CapnProto_DIR GTest_DIR \
+for var in CMAKE_CXX_COMPILER CMAKE_CUDA_COMPILER Torch_DIR Boost_DIR CapnProto_DIR GTest_DIR \
   pkgcfg_lib_XXHASH_xxhash pkgcfg_lib_ZSTD_zstd; do
   say "$(grep -m1 "^$var:" "$cache" || echo "$var: (not in cache)")"
 done
