@@ -19,6 +19,7 @@ struct Subcommand {
 const Subcommand kSubcommands[] = {
     {"env", "print the environment a run would record", vinci::cmd_env},
     {"skills", "inspect a skill library (search: BM25 ranking of a query)", vinci::cmd_skills},
+    {"tasks", "list the task suite (--level N), a task's knobs or default plan", vinci::cmd_tasks},
 };
 
 void usage(FILE* out) {

@@ -1,0 +1,78 @@
+// `harness tasks`: lists the task suite, one task a line (id, level, name, op family), and shows
+// one task's knob space or generated plan.
+#include <cstdio>
+#include <iostream>
+
+#include <boost/program_options.hpp>
+
+#include "gpu/codegen.h"
+#include "gpu/task.h"
+#include "harness/commands.h"
+
+namespace vinci {
+
+int cmd_tasks(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  int level = 0;
+  std::string dir = default_task_dir(), knobs_of, plan_of;
+  bool eager = false;
+  po::options_description opts("usage: harness tasks [--level N] [--knobs ID] [--plan ID [--eager]]");
+  opts.add_options()("help,h", "this text")("level", po::value<int>(&level), "only tasks of level 1, 2 or 3")(
+      "dir", po::value<std::string>(&dir), "task folder (default: the source tree's gpu/tasks)")(
+      "knobs", po::value<std::string>(&knobs_of), "print the knob space of task ID")(
+      "plan", po::value<std::string>(&plan_of), "print the default plan of task ID as JSON")(
+      "eager", po::bool_switch(&eager), "with --plan: the eager (library-only) plan instead");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(opts).run(), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "harness tasks: %s\n", e.what());
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  if (level < 0 || level > 3) {
+    std::fprintf(stderr, "harness tasks: --level: expected 1, 2 or 3, found %d\n", level);
+    return 2;
+  }
+  Result<TaskSuite> suite = load_task_suite(dir);
+  if (!suite.ok()) {
+    std::fprintf(stderr, "harness tasks: %s\n", suite.status().to_string().c_str());
+    return 2;
+  }
+  for (const std::string& id : {knobs_of, plan_of}) {
+    if (!id.empty() && !suite->find(id)) {
+      std::fprintf(stderr, "harness tasks: no task '%s' in %s\n", id.c_str(), dir.c_str());
+      return 2;
+    }
+  }
+  if (!knobs_of.empty()) {
+    KnobSpace space = knob_space(*suite->find(knobs_of));
+    for (const auto& k : space.knobs) {
+      std::printf("%-20s", k.name.c_str());
+      for (size_t i = 0; i < k.choices.size(); ++i)
+        std::printf(" %s%s", k.choices[i].c_str(), static_cast<int32_t>(i) == k.default_index ? "*" : "");
+      std::printf("   # %s\n", k.help.c_str());
+    }
+    std::printf("%zu knobs, %.0f settings (* = default)\n", space.knobs.size(), space.cardinality());
+    return 0;
+  }
+  if (!plan_of.empty()) {
+    const Task& t = *suite->find(plan_of);
+    Result<Plan> plan = eager ? eager_plan(t) : default_plan(t);
+    if (!plan.ok()) {
+      std::fprintf(stderr, "harness tasks: %s\n", plan.status().to_string().c_str());
+      return 1;
+    }
+    std::printf("%s\n", plan_to_json(*plan).dump(2).c_str());
+    return 0;
+  }
+  for (const Task* t : suite->at_level(level))
+    std::printf("%s\t%d\t%s\t%s\n", t->id.c_str(), t->level, t->name.c_str(), t->family.c_str());
+  return 0;
+}
+
+}  // namespace vinci
