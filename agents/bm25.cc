@@ -115,10 +115,20 @@ void Bm25Index::refresh() {
   for (size_t d = 0; d < doc_len_.size(); ++d) {
     k_d_[d] = k1 * ((1.0 - b) + (b * static_cast<double>(doc_len_[d])) / avgdl_);
   }
+  // idf_raw depends on the term only through its document frequency, and most terms share a few
+  // small frequencies, so each distinct frequency's value is computed once (same bits) and the sum
+  // still runs over the terms in first-appearance order.
+  std::vector<double> idf_by_df(doc_len_.size() + 1, 0.0);
+  std::vector<bool> known(doc_len_.size() + 1, false);
   double idf_sum = 0;
   for (const Postings& p : postings_) {
-    double n = static_cast<double>(p.docs.size());
-    idf_sum += std::log(n_docs - n + 0.5) - std::log(n + 0.5);
+    size_t df = p.docs.size();
+    if (!known[df]) {
+      double n = static_cast<double>(df);
+      idf_by_df[df] = std::log(n_docs - n + 0.5) - std::log(n + 0.5);
+      known[df] = true;
+    }
+    idf_sum += idf_by_df[df];
   }
   average_idf_ = postings_.empty() ? 0.0 : idf_sum / static_cast<double>(postings_.size());
   ++epoch_;
