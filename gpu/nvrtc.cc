@@ -10,8 +10,14 @@
 namespace vinci {
 
 NvrtcCompiler::NvrtcCompiler(NvrtcOptions options) : options_(std::move(options)) {
-  all_options_ = {"--std=c++17", "-arch=" + options_.arch, "--include-path=" VINCI_CUDA_INCLUDE_DIR,
-                  "-default-device"};
+  all_options_ = {"--std=c++17", "-arch=" + options_.arch, "-default-device"};
+  std::string dirs = VINCI_CUDA_INCLUDE_DIRS;
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = dirs.find('|', start);
+    if (end == std::string::npos) end = dirs.size();
+    if (end > start) all_options_.push_back("--include-path=" + dirs.substr(start, end - start));
+    start = end + 1;
+  }
   for (const auto& e : options_.extra) all_options_.push_back(e);
 }
 
