@@ -31,7 +31,7 @@ struct TrialResult {
   bool correct = false;
   double max_abs_err = 0;   // NaN when the output could not be compared (not written, crashed)
   double mean_abs_err = 0;
-  std::string distribution;  // "uniform", "signed", "heavy_tailed" (gpu/executor.h names)
+  std::string distribution;  // "uniform01", "signed", "heavy_tailed" (gpu/executor.h names)
   uint64_t seed = 0;         // the input generator seed of this trial
 
   friend bool operator==(const TrialResult& a, const TrialResult& b);

@@ -1,0 +1,144 @@
+#include "gpu/sim_evaluator.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "core/rng.h"
+#include "gpu/executor.h"
+#include "gpu/ops.h"
+
+namespace vinci {
+namespace {
+
+std::string number_text(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// Trial t draws its inputs from distribution t mod 3: KernelBench's U[0,1) first, then signed and
+// heavy-tailed draws (REFERENCE.md, "Reward hacking"), with the seeds the live evaluator uses.
+constexpr InputDistribution kTrialDistributions[] = {
+    InputDistribution::kUniform01, InputDistribution::kSigned, InputDistribution::kHeavyTailed};
+
+// The kernel must name its entry point as an extern "C" __global__ function; NVRTC would fail
+// to find it otherwise. The sim compiles nothing, so this is all it can check of a source.
+std::string compile_check(const Plan& plan) {
+  for (const auto& k : plan.kernels) {
+    if (k.source.find("__global__") == std::string::npos || k.source.find(k.name) == std::string::npos)
+      return "kernel " + k.name + ": no __global__ function named '" + k.name + "' in its source";
+  }
+  return "";
+}
+
+std::vector<double> samples(double t, int n, double sigma, const RngKey& key) {
+  std::vector<double> out(static_cast<size_t>(std::max(n, 0)), t);
+  if (sigma <= 0) return out;
+  for (int i = 0; i < n; ++i) {
+    Stream s(key.with("sample", i));
+    out[static_cast<size_t>(i)] = t * std::exp(sigma * s.normal());
+  }
+  return out;
+}
+
+}  // namespace
+
+bool task_wants_kernels(const Task& task) {
+  for (const auto& op : task.ops) {
+    const OpInfo* info = find_op(op.op);
+    if (info && info->kind != OpKind::kLibrary) return true;
+  }
+  return false;
+}
+
+SimEvaluator::SimEvaluator(DeviceProfile profile, SimEvaluatorOptions options)
+    : model_(std::move(profile)), options_(options) {}
+
+Result<const TaskContext*> SimEvaluator::context(const Task& task, SizeName size) {
+  auto key = std::make_pair(task.id, static_cast<int>(size));
+  auto it = contexts_.find(key);
+  if (it != contexts_.end() && &it->second->task() == &task) return it->second.get();
+  auto sizes = task.sizes.find(size_name(size));
+  if (sizes == task.sizes.end())
+    return not_found("task " + task.id + ": no '" + size_name(size) + "' sizes");
+  VINCI_ASSIGN_OR_RETURN(TaskContext ctx, model_.prepare(task, sizes->second));
+  auto& slot = contexts_[key];
+  slot = std::make_unique<TaskContext>(std::move(ctx));
+  return slot.get();
+}
+
+Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, const EvalRequest& request) {
+  if (request.trials < 1 || request.samples < 1)
+    return invalid_argument("eval request: trials and samples must be >= 1, found " +
+                            std::to_string(request.trials) + " and " + std::to_string(request.samples));
+  if (plan.task_id != task.id)
+    return invalid_argument("plan is for task '" + plan.task_id + "', evaluated on '" + task.id + "'");
+  VINCI_ASSIGN_OR_RETURN(const TaskContext* ctx, context(task, request.size));
+  const DeviceProfile& p = model_.profile();
+  Tolerance tol = tolerance_for(task, request);
+
+  EvalResult r;
+  r.evaluator = name();
+  r.device = p.name;
+  r.plan = plan_address(plan);
+  r.size = size_name(request.size);
+  r.settings = {{"noise", number_text(options_.noise)},
+                {"profile", p.name},
+                {"roofline_margin", number_text(options_.roofline_margin)},
+                {"samples", std::to_string(request.samples)},
+                {"strict", request.strict ? "true" : "false"},
+                {"tolerance", number_text(tol.atol) + "," + number_text(tol.rtol)},
+                {"trials", std::to_string(request.trials)}};
+  RngKey timing = RngKey::root(request.seed).with("purpose", "sim_timing").with("task", task.id);
+  r.reference_times_us = samples(ctx->reference().time_us, request.samples, options_.noise,
+                                 timing.with("series", "reference"));
+
+  // "Compile": the plan must be well formed for the task and name its entry points.
+  Status valid = validate_plan(plan, task);
+  std::string log = valid.ok() ? compile_check(plan) : valid.message();
+  if (!log.empty()) {
+    r.compiled = false;
+    r.compile_log = log;
+    r.error = "compile: " + log;
+    r.finalize();
+    return r;
+  }
+  r.compiled = true;
+  r.decoy = plan.library_only() && task_wants_kernels(task);
+  if (r.decoy) r.flags.push_back("decoy: no kernel of its own");
+
+  VINCI_ASSIGN_OR_RETURN(CorrectnessPrediction c, model_.predict_correctness(*ctx, plan, tol));
+  r.correct = c.correct;
+  r.error = c.error;
+  for (int t = 0; t < request.trials; ++t) {
+    InputDistribution d = kTrialDistributions[t % 3];
+    TrialResult tr;
+    tr.correct = c.correct;
+    // The sim predicts a relative error; outputs of unit scale make it the absolute one. A wrong
+    // output is NaN: the poisoned or unwritten elements the live evaluator would compare.
+    tr.max_abs_err = c.correct ? c.rel_error : std::nan("");
+    tr.mean_abs_err = c.correct ? c.rel_error / 3 : std::nan("");
+    tr.distribution = distribution_name(d);
+    tr.seed = input_seed(request.seed, task.id, t, d);
+    r.trials.push_back(tr);
+  }
+  if (!c.correct) {  // as KernelBench: a wrong candidate is not timed
+    r.finalize();
+    return r;
+  }
+  VINCI_ASSIGN_OR_RETURN(PlanPrediction pred, model_.predict(*ctx, plan));
+  r.kernel_times_us = samples(pred.time_us, request.samples, options_.noise,
+                              timing.with("plan", r.plan.hex()).with("series", "kernel"));
+  r.time_coverage = pred.time_us > 0 ? pred.own_us / pred.time_us : 0;
+  r.finalize();
+  double bound = ctx->reference().time_us / ctx->bound().floor_us;
+  if (r.speedup > bound * options_.roofline_margin) {
+    char buf[120];
+    std::snprintf(buf, sizeof buf, "speedup past roofline: %.3g > bound %.3g", r.speedup, bound);
+    r.flags.push_back(buf);
+    r.finalize();
+  }
+  return r;
+}
+
+}  // namespace vinci

@@ -1,0 +1,58 @@
+// The sim evaluator: the Evaluator interface over the analytic device model (gpu/sim_model.h).
+//
+// A deterministic function of (task, plan, profile, request, options): the record it returns is
+// the live evaluator's record with evaluator = "sim". What the sim can know it checks as the live
+// evaluator does: a plan that fails validation does not "compile"; a launch the device refuses,
+// missing tail handling at this size, precision below the tolerance and races fail every trial; a
+// plan with no kernel of its own on a task the generator can write kernels for is a decoy; a
+// speedup past the task's roofline bound is flagged.
+//
+// Timing noise (optional): sample i of a series is t * exp(sigma * z_i), z_i a standard normal
+// from the keyed stream (seed, "sim_timing", task, plan address, series, i), so the median stays
+// near t and the same key always gives the same sample. sigma = 0 gives bit-identical samples.
+#ifndef VINCI_GPU_SIM_EVALUATOR_H_
+#define VINCI_GPU_SIM_EVALUATOR_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "gpu/eval_result.h"
+#include "gpu/sim_model.h"
+
+namespace vinci {
+
+struct SimEvaluatorOptions {
+  double noise = 0;  // relative spread (sigma of the log-normal) of timing samples; 0: none
+  // Speedups above this multiple of the roofline bound are flagged (the bound is an ideal; a
+  // small margin keeps rounding from flagging an honest plan that reaches it).
+  double roofline_margin = 1.05;
+};
+
+class SimEvaluator : public Evaluator {
+ public:
+  SimEvaluator(DeviceProfile profile, SimEvaluatorOptions options = {});
+
+  // Not thread-safe: task contexts are cached per (task, size). One evaluator per thread.
+  Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request) override;
+  std::string name() const override { return "sim"; }
+
+  const SimModel& model() const { return model_; }
+  const SimEvaluatorOptions& options() const { return options_; }
+
+  // The prepared context of a task at a size (cached): the reference and roofline bound.
+  Result<const TaskContext*> context(const Task& task, SizeName size);
+
+ private:
+  SimModel model_;
+  SimEvaluatorOptions options_;
+  std::map<std::pair<std::string, int>, std::unique_ptr<TaskContext>> contexts_;
+};
+
+// True when the task has an op the code generator writes kernels for (elementwise, products,
+// reductions, normalisations): a plan without a kernel of its own is then a decoy.
+bool task_wants_kernels(const Task& task);
+
+}  // namespace vinci
+
+#endif  // VINCI_GPU_SIM_EVALUATOR_H_

@@ -1,0 +1,964 @@
+#include "gpu/sim_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "gpu/ops.h"
+#include "gpu/shapes.h"
+
+namespace vinci {
+namespace {
+
+// Instructions a thread spends per loop iteration on index arithmetic, bounds checks and the
+// loop itself, amortised over the vector width and items per thread. A count of the SASS of a
+// grid-stride elementwise loop (IMAD, ISETP, BRA, address math): ~8.
+constexpr double kIndexInstructions = 8;
+// Warps per SM that keep the 4 schedulers' FP32 pipes issuing when each warp has one independent
+// instruction in flight: 4 schedulers x ~4-cycle FMA latency / ~2 ready instructions = 8.
+constexpr double kIssueWarpsPerSm = 8;
+// Register estimates: the fixed part of a kernel (indices, pointers, loop state) seen in NVRTC's
+// -Xptxas -v output of small generated kernels: ~16 elementwise, ~24 reductions, ~32 GEMM.
+constexpr int64_t kBaseRegsElementwise = 16;
+constexpr int64_t kBaseRegsRow = 24;
+constexpr int64_t kBaseRegsGemm = 32;
+// A kernel that needs more registers than a thread may hold spills to local memory; a spilling
+// inner loop runs ~2x slower (local memory goes through L1/L2).
+constexpr double kSpillSlowdown = 2.0;
+// PyTorch's elementwise kernels: 128 threads x 4 elements (vectorised) per thread per block.
+constexpr int64_t kLibraryBlockThreads = 128;
+constexpr int64_t kLibraryElementsPerBlock = 512;
+// cuDNN convolutions (implicit GEMM, fp32, TF32 off) reach ~80% of the library GEMM rate on the
+// large KernelBench shapes; pooling, scans and norms are memory-bound.
+constexpr double kConvOfGemm = 0.8;
+// cuBLAS' fp32 tile and the most it splits K to fill the machine on thin products.
+constexpr int64_t kLibraryGemmTile = 128;
+constexpr int64_t kLibrarySplitKMax = 16;
+// PyTorch's persistent softmax keeps rows of up to 1024 elements in registers (one read); longer
+// rows take three passes (max, sum of exponentials, write), the later two hitting L2 when the
+// rows in flight fit.
+constexpr int64_t kPersistentSoftmaxMax = 1024;
+
+double product(const std::vector<int64_t>& s) {
+  double p = 1;
+  for (int64_t v : s) p *= static_cast<double>(v);
+  return p;
+}
+
+double ceil_div(double a, double b) { return std::ceil(a / b); }
+
+// Floating-point operations per element of a unary op, counting a transcendental as the
+// instruction sequence CUDA's precise libm issues for it (expf/logf ~4, erff/tanhf ~8).
+double unary_flops(const std::string& op) {
+  if (op == "relu" || op == "abs" || op == "square" || op == "mul_scalar" || op == "add_scalar") return 1;
+  if (op == "leaky_relu" || op == "hardtanh" || op == "clamp" || op == "div_scalar") return 2;
+  if (op == "softsign" || op == "hardsigmoid") return 3;
+  if (op == "hardswish" || op == "elu" || op == "exp" || op == "log" || op == "sqrt") return 4;
+  if (op == "sigmoid" || op == "selu" || op == "silu") return 6;
+  if (op == "softplus" || op == "tanh") return 8;
+  if (op == "gelu") return 14;
+  if (op == "mish") return 16;
+  return 2;
+}
+
+// Fraction of an SM's share of bandwidth it draws with `inflight` bytes outstanding.
+double saturation(double inflight, double c) { return 1.0 - std::exp(-inflight / c); }
+
+struct Grid {
+  int64_t blocks = 1;
+  int64_t threads = 1;
+};
+
+// A kernel's resource use for the occupancy calculation.
+struct Resources {
+  int64_t threads = 0;
+  int64_t registers = 0;
+  int64_t shared = 0;
+};
+
+// Execution-time pieces of one kernel or library launch, before efficiency and floor.
+struct Body {
+  double mem_us = 0;
+  double l2_us = 0;
+  double compute_us = 0;
+  double shared_us = 0;
+  double latency_us = 0;  // serial latency added on top of the roofline (reduction syncs)
+  double dram_bytes = 0;
+  double l2_bytes = 0;
+  double flops = 0;
+  const char* bound = "none";
+  double total() {
+    double m = std::max({mem_us, l2_us, compute_us, shared_us});
+    bound = m == 0 ? "none" : m == mem_us ? "memory" : m == l2_us ? "l2" : m == compute_us ? "compute" : "shared";
+    if (latency_us > m) bound = "latency";
+    return m + latency_us;
+  }
+};
+
+class Estimator {
+ public:
+  Estimator(const DeviceProfile& p, const SimModel& m) : p_(p), m_(m) {}
+
+  struct Occupancy {
+    int64_t bps = 0;
+    int64_t warps_per_block = 1;
+    double occupancy = 0;
+    bool spills = false;
+  };
+
+  Occupancy occupancy(const Resources& r) const {
+    Occupancy o;
+    o.warps_per_block = std::max<int64_t>(1, (r.threads + p_.warp_size - 1) / p_.warp_size);
+    o.spills = r.registers > p_.max_registers_per_thread;
+    o.bps = m_.blocks_per_sm(r.threads, std::min(r.registers, p_.max_registers_per_thread), r.shared);
+    o.occupancy = static_cast<double>(o.bps * o.warps_per_block) / static_cast<double>(p_.max_warps_per_sm);
+    return o;
+  }
+
+  // Device bandwidth fraction with n blocks resident, each holding `warp_inflight` bytes
+  // outstanding per warp: Little's law per active SM.
+  double bw_fraction(double n, const Occupancy& o, double warp_inflight) const {
+    double sms = static_cast<double>(p_.sms);
+    double active = std::min(n, sms);
+    double inflight = (n / active) * static_cast<double>(o.warps_per_block) * warp_inflight;
+    return active / sms * saturation(inflight, p_.inflight_bytes_per_sm);
+  }
+
+  // Seconds to move dram and l2 bytes spread evenly over `blocks`, in full waves of SMs x bps
+  // resident blocks and a partial last wave (the tail runs with fewer bytes in flight).
+  std::pair<double, double> memory_s(double dram, double l2, int64_t blocks, const Occupancy& o,
+                                     double warp_inflight) const {
+    if (blocks <= 0 || o.bps <= 0) return {0, 0};
+    double resident = static_cast<double>(p_.sms * o.bps);
+    double b = static_cast<double>(blocks);
+    double full = std::floor(b / resident), rem = b - full * resident;
+    double per_d = dram / b, per_l2 = l2 / b;
+    double td = 0, tl = 0;
+    for (auto [count, n] : {std::pair<double, double>{full * resident, resident}, {rem, rem}}) {
+      if (count <= 0) continue;
+      double f = bw_fraction(n, o, warp_inflight);
+      td += count * per_d / (p_.hbm_bytes_per_s * f);
+      tl += count * per_l2 / (p_.l2_bytes_per_s * f);
+    }
+    return {td, tl};
+  }
+
+  // Seconds of `work` units at `rate_per_sm` units/s per SM when an SM with w warps reaches
+  // min(1, w / warps_needed) of its rate; waves as in memory_s, the partial wave's busiest SM
+  // holding ceil(rem / SMs) blocks.
+  double compute_s(double work, int64_t blocks, const Occupancy& o, double rate_per_sm,
+                   double warps_needed) const {
+    if (work <= 0 || blocks <= 0 || o.bps <= 0) return 0;
+    double sms = static_cast<double>(p_.sms);
+    double b = static_cast<double>(blocks), resident = sms * static_cast<double>(o.bps);
+    double full = std::floor(b / resident), rem = b - full * resident;
+    double per_block = work / b;
+    auto wave = [&](double k) {
+      double util = std::min(1.0, k * static_cast<double>(o.warps_per_block) / warps_needed);
+      return k * per_block / (rate_per_sm * util);
+    };
+    double t = full * wave(static_cast<double>(o.bps));
+    if (rem > 0) t += wave(std::ceil(rem / sms));
+    return t;
+  }
+
+  double waves(int64_t blocks, const Occupancy& o) const {
+    return o.bps > 0 ? static_cast<double>(blocks) / static_cast<double>(p_.sms * o.bps) : 0;
+  }
+
+  const DeviceProfile& p() const { return p_; }
+
+ private:
+  const DeviceProfile& p_;
+  const SimModel& m_;
+};
+
+int64_t round_up(int64_t v, int64_t g) { return (v + g - 1) / g * g; }
+
+int64_t parse_int_or(const std::map<std::string, std::string>& m, const std::string& key, int64_t dflt) {
+  auto it = m.find(key);
+  if (it == m.end()) return dflt;
+  char* end = nullptr;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  return end && *end == 0 && v > 0 ? v : dflt;
+}
+
+bool knob_is(const PlanKernel& k, const std::string& key, const std::string& value) {
+  auto it = k.knobs.find(key);
+  return it != k.knobs.end() && it->second == value;
+}
+
+// Dimensions of a matrix product op at concrete shapes.
+struct GemmDims {
+  double batch = 1, m = 0, n = 0, k = 0;
+  double a_bytes = 0, b_bytes = 0, c_bytes = 0, bias_bytes = 0;
+};
+
+}  // namespace
+
+// ----------------------------------------------------------------------------------------------
+
+const std::vector<int64_t>* TaskContext::shape(const std::string& name) const {
+  auto it = shapes_.find(name);
+  return it == shapes_.end() ? nullptr : &it->second;
+}
+
+SimModel::SimModel(DeviceProfile profile) : profile_(std::move(profile)) {}
+
+int64_t SimModel::blocks_per_sm(int64_t threads, int64_t registers, int64_t shared_bytes) const {
+  const DeviceProfile& p = profile_;
+  if (threads <= 0 || threads > p.max_threads_per_block || shared_bytes > p.shared_bytes_per_block) return 0;
+  int64_t warps = (threads + p.warp_size - 1) / p.warp_size;
+  int64_t regs = round_up(std::max<int64_t>(registers, 1), p.register_granularity);
+  int64_t by_warps = p.max_warps_per_sm / warps;
+  int64_t by_threads = p.max_threads_per_sm / (warps * p.warp_size);
+  int64_t by_regs = p.registers_per_sm / (regs * warps * p.warp_size);
+  int64_t by_shared = p.shared_bytes_per_sm / (shared_bytes + p.shared_reserved_per_block);
+  return std::max<int64_t>(0, std::min({p.max_blocks_per_sm, by_warps, by_threads, by_regs, by_shared}));
+}
+
+namespace sim_internal {
+
+// The cost model of one prediction: the plan's steps against one task context.
+class PlanCoster {
+ public:
+  PlanCoster(const SimModel& model, const TaskContext& ctx, const Plan* plan,
+             std::map<std::string, std::vector<int64_t>>* plan_shapes)
+      : p_(model.profile()), est_(model.profile(), model), ctx_(ctx), plan_(plan),
+        plan_shapes_(plan_shapes) {}
+
+  Result<int64_t> eval(const std::string& text, const ExprEnv& env) const {
+    bool pure = text.find('(') == std::string::npos ||
+                (text.find("numel") == std::string::npos && text.find("dim(") == std::string::npos &&
+                 text.find("rank") == std::string::npos);
+    if (pure) {
+      auto it = ctx_.expr_cache_.find(text);
+      if (it != ctx_.expr_cache_.end()) return it->second;
+    }
+    VINCI_ASSIGN_OR_RETURN(int64_t v, eval_expr(text, env));
+    if (pure) ctx_.expr_cache_.emplace(text, v);
+    return v;
+  }
+
+  Result<double> evald(const std::string& text, const ExprEnv& env) const {
+    if (text.empty()) return 0.0;
+    VINCI_ASSIGN_OR_RETURN(int64_t v, eval(text, env));
+    return static_cast<double>(v);
+  }
+
+  // --- L2 residency: an LRU stack distance over the bytes the plan has touched so far --------
+  double buffer_bytes(const std::string& name) const {
+    if (plan_) {
+      const PlanBuffer* b = plan_->find_buffer(name);
+      auto it = plan_shapes_->find(name);
+      if (b && it != plan_shapes_->end()) return product(it->second) * (b->dtype == "i64" ? 8 : 4);
+    }
+    const std::vector<int64_t>* s = ctx_.shape(name);
+    if (!s) return 0;
+    double elem = 4;
+    for (const auto& in : ctx_.task().inputs)
+      if (in.name == name && in.domain == InputDomain::kIndex) elem = 8;
+    return product(*s) * elem;
+  }
+
+  bool produced(const std::string& name) const { return touched_.count(name) > 0; }
+
+  // Share of `reads` served by L2: a buffer is resident when the plan touched it earlier and the
+  // bytes touched since, plus its own, fit in the usable L2. Inputs and weights start cold (the
+  // live evaluator flushes L2 before every sample).
+  double resident_fraction(const std::vector<std::string>& reads) const {
+    double total = 0, hit = 0, cap = p_.l2_bytes * p_.l2_usable_fraction;
+    for (const auto& r : reads) {
+      double b = buffer_bytes(r);
+      total += b;
+      auto it = touched_.find(r);
+      if (it != touched_.end() && clock_ - it->second + b <= cap) hit += b;
+    }
+    return total > 0 ? hit / total : 0;
+  }
+
+  void touch(const std::vector<std::string>& names) {
+    for (const auto& n : names) {
+      clock_ += buffer_bytes(n);
+      touched_[n] = clock_;
+    }
+  }
+
+  // --- kernels -------------------------------------------------------------------------------
+  Result<StepPrediction> kernel_step(const PlanStep& step, const ExprEnv& env) {
+    const PlanKernel* k = plan_->find_kernel(step.kernel);
+    if (!k) return invalid_argument("plan step: kernel '" + step.kernel + "' not in the plan");
+    Grid g;
+    for (int i = 0; i < 3; ++i) {
+      VINCI_ASSIGN_OR_RETURN(int64_t gv, eval(step.grid[static_cast<size_t>(i)], env));
+      VINCI_ASSIGN_OR_RETURN(int64_t bv, eval(step.block[static_cast<size_t>(i)], env));
+      g.blocks *= std::max<int64_t>(gv, 0);
+      g.threads *= std::max<int64_t>(bv, 0);
+    }
+    std::vector<std::string> reads, writes;
+    for (const auto& a : step.args) {
+      if (a.buffer.empty()) continue;
+      bool fused_out = std::find(k->fused_values.begin(), k->fused_values.end(), a.buffer) != k->fused_values.end();
+      const PlanBuffer* b = plan_->find_buffer(a.buffer);
+      bool fresh_temp = b && (b->role == "intermediate" || b->role == "output") && !produced(a.buffer) &&
+                        !ctx_.shape(a.buffer);
+      bool is_output = b && b->role == "output" && !produced(a.buffer);
+      if (fused_out || fresh_temp || is_output) writes.push_back(a.buffer);
+      else reads.push_back(a.buffer);
+    }
+    double resident = resident_fraction(reads);
+    StepPrediction s;
+    s.what = k->name;
+    s.family = k->family;
+    s.own_kernel = true;
+    s.launches = 1;
+    s.launch_us = p_.kernel_launch_us;
+    s.blocks = g.blocks;
+    Body body;
+    Estimator::Occupancy occ;
+    double eff = p_.eff_custom;
+    if (g.blocks == 0 || g.threads == 0) {
+      // An empty launch: CUDA rejects a zero grid; correctness reports it. Time: the launch.
+    } else if (k->family == "gemm") {
+      VINCI_ASSIGN_OR_RETURN(body, gemm_kernel(*k, g, env, resident, &occ));
+      eff = k->tensor_cores ? p_.eff_gemm_tensor_core : p_.eff_gemm_cuda_core;
+    } else if (k->family == "row_reduction") {
+      VINCI_ASSIGN_OR_RETURN(body, row_kernel(*k, g, env, resident, &occ));
+      eff = p_.eff_row_reduction;
+    } else {
+      // elementwise, and custom kernels (LLM-written): a streaming kernel at its declared cost.
+      VINCI_ASSIGN_OR_RETURN(body, stream_kernel(*k, g, env, resident, &occ));
+      if (k->family == "elementwise") eff = p_.eff_elementwise;
+    }
+    double t = body.total() * 1e6;
+    if (occ.spills) t *= kSpillSlowdown;
+    s.exec_us = g.blocks == 0 || g.threads == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff);
+    s.bound = s.exec_us == p_.kernel_floor_us && t / eff < p_.kernel_floor_us ? "floor" : body.bound;
+    s.time_us = s.launch_us + s.exec_us;
+    s.dram_bytes = body.dram_bytes;
+    s.l2_bytes = body.l2_bytes;
+    s.flops = body.flops;
+    s.blocks_per_sm = occ.bps;
+    s.occupancy = occ.occupancy;
+    s.waves = est_.waves(g.blocks, occ);
+    touch(reads);
+    touch(writes);
+    return s;
+  }
+
+  Result<Body> stream_kernel(const PlanKernel& k, const Grid& g, const ExprEnv& env, double resident,
+                             Estimator::Occupancy* occ) {
+    VINCI_ASSIGN_OR_RETURN(double n, evald(k.cost.elements, env));
+    VINCI_ASSIGN_OR_RETURN(double br, evald(k.cost.bytes_read, env));
+    VINCI_ASSIGN_OR_RETURN(double bw, evald(k.cost.bytes_written, env));
+    VINCI_ASSIGN_OR_RETURN(double fl, evald(k.cost.flops, env));
+    double vw = static_cast<double>(std::max<int64_t>(1, k.vector_width));
+    double ipt = static_cast<double>(std::max<int64_t>(1, k.items_per_thread));
+    Resources r{g.threads, kBaseRegsElementwise + static_cast<int64_t>(4 * vw * ipt), k.shared_bytes};
+    *occ = est_.occupancy(r);
+    Body b;
+    if (occ->bps == 0) return b;
+    double read_per_elem = n > 0 ? std::max(4.0, br / n) : 4.0;
+    double warp_inflight = static_cast<double>(p_.warp_size) * vw * ipt * read_per_elem;
+    b.dram_bytes = br * (1 - resident) + bw;
+    b.l2_bytes = br * resident;
+    auto [td, tl] = est_.memory_s(b.dram_bytes, b.l2_bytes, g.blocks, *occ, warp_inflight);
+    b.mem_us = td;
+    b.l2_us = tl;
+    double math = fl * (knob_is(k, "ew.math", "fast") ? p_.fast_math_factor : 1.0);
+    double instr = n * kIndexInstructions / (vw * ipt) + math;
+    double lane_rate = p_.fp32_peak_flops / 2 / static_cast<double>(p_.sms);  // instructions/s per SM
+    b.compute_us = est_.compute_s(instr, g.blocks, *occ, lane_rate, kIssueWarpsPerSm);
+    b.flops = fl;
+    return b;
+  }
+
+  // The op a kernel computes first (its defining op: the product or the reduction).
+  const OpSpec* primary_op(const PlanKernel& k) const {
+    for (const auto& v : k.fused_values) {
+      auto it = ctx_.producer_.find(v);
+      if (it != ctx_.producer_.end()) return it->second;
+    }
+    return nullptr;
+  }
+
+  Result<GemmDims> gemm_dims(const OpSpec& op) const {
+    GemmDims d;
+    auto shape_of = [&](const std::string& n) -> Result<std::vector<int64_t>> {
+      const std::vector<int64_t>* s = ctx_.shape(n);
+      if (!s) return Status(invalid_argument("sim: value '" + n + "' has no shape"));
+      return *s;
+    };
+    if (op.op == "linear") {
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> x, shape_of(op.inputs.at(0)));
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> w, shape_of(op.module + ".weight"));
+      d.k = static_cast<double>(x.back());
+      d.m = product(x) / d.k;
+      d.n = static_cast<double>(w.at(0));
+      const std::vector<int64_t>* bias = ctx_.shape(op.module + ".bias");
+      d.bias_bytes = bias ? product(*bias) * 4 : 0;
+    } else {
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> a, shape_of(op.inputs.at(0)));
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> b, shape_of(op.inputs.at(1)));
+      if (a.size() < 2 || b.size() < 2) return invalid_argument("sim: matmul operands of rank < 2");
+      if (attr_bool_or(op.attrs, "transpose_a", false)) std::swap(a[a.size() - 1], a[a.size() - 2]);
+      if (attr_bool_or(op.attrs, "transpose_b", false)) std::swap(b[b.size() - 1], b[b.size() - 2]);
+      d.m = static_cast<double>(a[a.size() - 2]);
+      d.k = static_cast<double>(a.back());
+      d.n = static_cast<double>(b.back());
+      d.batch = std::max(product(std::vector<int64_t>(a.begin(), a.end() - 2)),
+                         product(std::vector<int64_t>(b.begin(), b.end() - 2)));
+    }
+    d.a_bytes = d.batch * d.m * d.k * 4;
+    d.b_bytes = (op.op == "linear" ? 1 : d.batch) * d.k * d.n * 4;
+    d.c_bytes = d.batch * d.m * d.n * 4;
+    return d;
+  }
+
+  Result<Body> gemm_kernel(const PlanKernel& k, const Grid& g, const ExprEnv& env, double resident,
+                           Estimator::Occupancy* occ) {
+    const OpSpec* op = primary_op(k);
+    if (!op || (op->op != "matmul" && op->op != "linear")) return stream_kernel(k, g, env, resident, occ);
+    VINCI_ASSIGN_OR_RETURN(GemmDims d, gemm_dims(*op));
+    VINCI_ASSIGN_OR_RETURN(double br, evald(k.cost.bytes_read, env));
+    VINCI_ASSIGN_OR_RETURN(double bw, evald(k.cost.bytes_written, env));
+    VINCI_ASSIGN_OR_RETURN(double fl, evald(k.cost.flops, env));
+    double flops = std::max(fl, 2 * d.batch * d.m * d.n * d.k);
+    double unique_read = std::max(br, d.a_bytes + d.b_bytes);
+    double cap = p_.l2_bytes * p_.l2_usable_fraction;
+    double tm = static_cast<double>(k.tile[0]), tn = static_cast<double>(k.tile[1]);
+    double sms = static_cast<double>(p_.sms);
+    Body b;
+    b.flops = flops;
+    if (tm <= 0 || tn <= 0) {
+      // No shared-memory tiling: every product reads its operands through L1. Lanes along N read
+      // B coalesced (one 128-byte wavefront) and broadcast A (one); lanes along M
+      // ("naive_strided") touch 32 lines of A per load. L1 serves one wavefront per clock per SM.
+      Resources r{g.threads, kBaseRegsGemm, k.shared_bytes};
+      *occ = est_.occupancy(r);
+      if (occ->bps == 0) return b;
+      double wavefronts = k.algorithm == "naive_strided" ? 33 : 2;
+      double warp_fmas = d.batch * d.m * d.n * d.k / static_cast<double>(p_.warp_size);
+      b.shared_us = warp_fmas * wavefronts / (sms * p_.clock_hz) / std::min(1.0, occ->occupancy * 2);
+      b.dram_bytes = unique_read * (1 - resident) + bw;
+      b.l2_bytes = unique_read * resident;
+      auto [td, tl] = est_.memory_s(b.dram_bytes, b.l2_bytes, g.blocks, *occ, 128);
+      b.mem_us = td;
+      b.l2_us = tl;
+      b.compute_us = flops / p_.fp32_peak_flops;
+      return b;
+    }
+    double threads = static_cast<double>(std::max<int64_t>(1, g.threads));
+    double ttm = k.thread_tile[0] > 0 ? static_cast<double>(k.thread_tile[0]) : 0;
+    double ttn = k.thread_tile[1] > 0 ? static_cast<double>(k.thread_tile[1]) : 0;
+    if (ttm <= 0 || ttn <= 0) {  // derive a square-ish register block from tile / threads
+      double per = std::max(1.0, tm * tn / threads);
+      ttm = std::max(1.0, std::floor(std::sqrt(per)));
+      ttn = std::max(1.0, per / ttm);
+    }
+    double fragment = ttm * ttn;  // accumulators per thread
+    int64_t regs = kBaseRegsGemm + static_cast<int64_t>(fragment + ttm + ttn);
+    double tk = static_cast<double>(std::max<int64_t>(1, k.tile[2]));
+    int64_t shared = k.shared_bytes > 0 ? k.shared_bytes : static_cast<int64_t>((tm + tn) * tk * 4);
+    *occ = est_.occupancy({g.threads, regs, shared});
+    if (occ->bps == 0) return b;
+    // Global traffic: each block streams its tm rows of A and tn columns of B over K.
+    double blocks_mn = d.batch * ceil_div(d.m, tm) * ceil_div(d.n, tn);
+    double tile_traffic = blocks_mn * (tm + tn) * d.k * 4;
+    double excess = std::max(0.0, tile_traffic - unique_read);
+    // Re-reads hit L2 while the operands fit; past that the miss share grows with the overflow.
+    double miss = std::clamp(1.0 - cap / (d.a_bytes + d.b_bytes), 0.0, 1.0);
+    b.dram_bytes = unique_read * (1 - resident) + excess * miss + bw;
+    b.l2_bytes = unique_read * resident + excess * (1 - miss);
+    auto [td, tl] = est_.memory_s(b.dram_bytes, b.l2_bytes + excess * miss, g.blocks, *occ, 512);
+    b.mem_us = td;
+    b.l2_us = tl;
+    double rate_sm;
+    if (k.tensor_cores) {
+      // wmma: each warp's tile (area tm*tn/warps) loads (wm + wn) x 8 floats of fragments per
+      // k-step of 8 from shared memory for 2 wm wn 8 flops.
+      double warps = std::max(1.0, threads / static_cast<double>(p_.warp_size));
+      double side = std::sqrt(tm * tn / warps);
+      double bytes_per_flop = 2 * (side + side) / (side * side);
+      b.shared_us = flops * bytes_per_flop / (p_.shared_bytes_per_clock * sms * p_.clock_hz);
+      rate_sm = p_.tf32_peak_flops * p_.wmma_fraction / sms;
+      double tile_loads = (tm + tn) * tk / threads * 2;  // LDG + STS per staged element
+      double mma_per_thread = tm * tn * tk / (16 * 16 * 8) / warps;
+      rate_sm *= mma_per_thread / (mma_per_thread + tile_loads / 32 + 1.0 / tk);
+      b.compute_us = est_.compute_s(flops, g.blocks, *occ, rate_sm, 4) ;
+    } else {
+      // CUDA cores: per k-step a thread issues ttm*ttn FMAs, its shared loads (float4 when the
+      // register block allows) and loop overhead; staging the tiles adds LDG + STS per element.
+      double lds = (std::fmod(ttm, 4) == 0 ? ttm / 4 : ttm) + (std::fmod(ttn, 4) == 0 ? ttn / 4 : ttn);
+      double unroll = static_cast<double>(parse_int_or(k.knobs, "gemm.unroll", 1));
+      double overhead = 2.0 / unroll + 2 * (tm + tn) / threads;
+      double issue = fragment / (fragment + lds + overhead);
+      rate_sm = p_.fp32_peak_flops / sms * issue;
+      double warps_needed = kIssueWarpsPerSm / std::min(fragment, 4.0);
+      b.compute_us = est_.compute_s(flops, g.blocks, *occ, rate_sm, warps_needed);
+      // Shared-memory wavefronts: a warp (4 x 8 threads) reads 4 ttm A and 8 ttn B floats per k.
+      double warp_ksteps = d.batch * d.m * d.n * d.k / (fragment * p_.warp_size);
+      b.shared_us = warp_ksteps * (4 * ttm + 8 * ttn) * 4 / (p_.shared_bytes_per_clock * sms * p_.clock_hz);
+    }
+    return b;
+  }
+
+  Result<Body> row_kernel(const PlanKernel& k, const Grid& g, const ExprEnv& env, double resident,
+                          Estimator::Occupancy* occ) {
+    const OpSpec* op = primary_op(k);
+    VINCI_ASSIGN_OR_RETURN(double n_out, evald(k.cost.elements, env));
+    VINCI_ASSIGN_OR_RETURN(double br, evald(k.cost.bytes_read, env));
+    VINCI_ASSIGN_OR_RETURN(double bw, evald(k.cost.bytes_written, env));
+    VINCI_ASSIGN_OR_RETURN(double fl, evald(k.cost.flops, env));
+    double rows = 0, len = 0, inner = 1;
+    if (op && !op->inputs.empty() && ctx_.shape(op->inputs[0])) {
+      const std::vector<int64_t>& x = *ctx_.shape(op->inputs[0]);
+      int64_t rank = static_cast<int64_t>(x.size());
+      if (op->op == "layer_norm") {
+        int64_t trailing = 1;  // layer_norm normalises over its module's trailing shape
+        for (const auto& m : ctx_.task().modules)
+          if (m.name == op->module && m.attrs.contains("shape") && m.attrs["shape"].is_array())
+            trailing = static_cast<int64_t>(m.attrs["shape"].size());
+        len = product(std::vector<int64_t>(x.end() - std::min(trailing, rank), x.end()));
+      } else {
+        int64_t dim = attr_int_or(op->attrs, "dim", -1);
+        if (dim < 0) dim += rank;
+        dim = std::clamp<int64_t>(dim, 0, std::max<int64_t>(0, rank - 1));
+        len = rank ? static_cast<double>(x[static_cast<size_t>(dim)]) : 1;
+        inner = product(std::vector<int64_t>(x.begin() + std::min(dim + 1, rank), x.end()));
+      }
+      rows = product(x) / std::max(1.0, len);
+    } else {
+      rows = std::max(1.0, n_out);
+      len = std::max(1.0, br / 4 / rows);
+    }
+    double numel = rows * len;
+    double vw = static_cast<double>(std::max<int64_t>(1, k.vector_width));
+    double unroll = static_cast<double>(parse_int_or(k.knobs, "row.unroll", 1));
+    std::string name = op ? op->op : "";
+    bool online = k.algorithm != "two_pass";
+    // Passes over the input as the generator writes them (its cost.bytes_read counts every pass)
+    // and the block-wide reductions each row needs.
+    double passes = 1, reductions = 1;
+    if (name == "softmax" || name == "log_softmax") passes = online ? 2 : 3, reductions = online ? 1 : 2;
+    else if (name == "rms_norm") passes = 2;
+    else if (name == "layer_norm") passes = 3, reductions = 2;
+    bool warp_per_row = k.reduction == "warp_shuffle";
+    Resources r{g.threads, kBaseRegsRow + static_cast<int64_t>(4 * vw * unroll) + (online ? 8 : 0), k.shared_bytes};
+    *occ = est_.occupancy(r);
+    Body b;
+    if (occ->bps == 0) return b;
+    double threads = static_cast<double>(g.threads);
+    double lanes_per_row = warp_per_row ? p_.warp_size : threads;
+    // Threads past the row's end idle: short rows fill only part of a block.
+    double busy = std::min(1.0, len / (lanes_per_row * vw));
+    double warp_inflight = static_cast<double>(p_.warp_size) * 4 * vw * unroll * busy;
+    double concurrent_rows = static_cast<double>(std::min<int64_t>(g.blocks, p_.sms * occ->bps)) *
+                             (warp_per_row ? static_cast<double>(occ->warps_per_block) : 1.0);
+    double cap = p_.l2_bytes * p_.l2_usable_fraction;
+    // Passes after the first re-read the row: from L2 while the rows in flight fit.
+    double reread = std::min(br, (passes - 1) * numel * 4);
+    bool reread_hits = concurrent_rows * len * 4 <= cap;
+    double first = br - reread;
+    // A reduction over a non-innermost dim (inner > 1) reads with stride `inner`: each lane's 4
+    // bytes cost a 32-byte sector at L2; neighbouring rows running at the same time reuse the
+    // sectors, so DRAM sees the bytes once and L2 serves up to 8x.
+    double sector = std::min(8.0, inner);
+    b.dram_bytes = first * (1 - resident) + bw + (reread_hits ? 0 : reread);
+    b.l2_bytes = first * resident + (reread_hits ? reread : 0) + (sector - 1) * br;
+    auto [td, tl] = est_.memory_s(b.dram_bytes, b.l2_bytes, g.blocks, *occ, warp_inflight);
+    b.mem_us = td;
+    b.l2_us = tl;
+    double lane_rate = p_.fp32_peak_flops / 2 / static_cast<double>(p_.sms);
+    double instr = numel * passes * kIndexInstructions / (vw * unroll) / 2 + fl;
+    b.compute_us = est_.compute_s(instr / std::max(busy, 1e-3), g.blocks, *occ, lane_rate, kIssueWarpsPerSm);
+    b.flops = fl;
+    // Each row's reduction is a dependent chain: log2(32) shuffles per warp; a block adds a
+    // shared-memory exchange and syncs (tree: one per halving step).
+    double log_threads = std::log2(std::max(2.0, threads));
+    double cycles;
+    if (warp_per_row) cycles = 5 * p_.shuffle_cycles;
+    else if (k.reduction == "block_tree") cycles = log_threads * (p_.sync_cycles + p_.shared_cycles);
+    else cycles = 10 * p_.shuffle_cycles + 2 * p_.sync_cycles + p_.shared_cycles;
+    b.latency_us = std::ceil(rows / std::max(1.0, concurrent_rows)) * reductions * cycles / p_.clock_hz;
+    return b;
+  }
+
+  // --- library steps -------------------------------------------------------------------------
+  Result<StepPrediction> library_step(const OpSpec& op) {
+    StepPrediction s;
+    s.what = "library:" + op.op;
+    s.family = "library_other";
+    std::vector<std::string> reads = op.inputs, writes = op.outputs;
+    const ModuleSpec* mod = nullptr;
+    for (const auto& m : ctx_.task().modules)
+      if (m.name == op.module) mod = &m;
+    if (mod)
+      for (const auto& [name, shape] : ctx_.shapes_)
+        if (name.rfind(op.module + ".", 0) == 0) reads.push_back(name);
+    double resident = resident_fraction(reads);
+    auto bytes_of = [&](const std::vector<std::string>& names) {
+      double t = 0;
+      for (const auto& n : names) t += buffer_bytes(n);
+      return t;
+    };
+    double in_bytes = bytes_of(reads), out_bytes = bytes_of(writes);
+    double x_elems = op.inputs.empty() || !ctx_.shape(op.inputs[0]) ? 0 : product(*ctx_.shape(op.inputs[0]));
+    double out_elems = out_bytes / 4;
+    const OpInfo* info = find_op(op.op);
+    if (!info) return invalid_argument("sim: no cost model for library op '" + op.op + "'");
+    const std::string& n = op.op;
+    double cap = p_.l2_bytes * p_.l2_usable_fraction;
+    // What the op moves beyond reading its inputs once and writing its outputs once.
+    double extra_bytes = 0, extra_ws = 0, flops = 0, rate = p_.fp32_peak_flops * 0.5;
+    int launches = 1;
+    bool gemm = false;
+    GemmDims gd;
+    if (n == "reshape" || n == "flatten") {
+      launches = 0;  // a view: no kernel
+      in_bytes = out_bytes = 0;
+      s.family = "view";
+    } else if (info->kind == OpKind::kUnary || info->kind == OpKind::kBinary) {
+      flops = out_elems * unary_flops(n);
+      if (n == "square") flops = out_elems;
+    } else if (info->kind == OpKind::kGemm) {
+      VINCI_ASSIGN_OR_RETURN(gd, gemm_dims(op));
+      flops = 2 * gd.batch * gd.m * gd.n * gd.k;
+      gemm = true;
+      s.family = "library_gemm";
+    } else if (info->kind == OpKind::kReduce) {
+      flops = x_elems * (n == "logsumexp" ? 6 : 2);
+      if (n == "logsumexp") extra_bytes = x_elems * 4, extra_ws = x_elems * 4;  // max, then sum
+    } else if (n == "softmax" || n == "log_softmax") {
+      int64_t dim = attr_int_or(op.attrs, "dim", -1);
+      const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
+      if (dim < 0) dim += static_cast<int64_t>(x.size());
+      double len = static_cast<double>(x.at(static_cast<size_t>(std::clamp<int64_t>(dim, 0, static_cast<int64_t>(x.size()) - 1))));
+      if (len > kPersistentSoftmaxMax) {
+        extra_bytes = 2 * x_elems * 4;
+        // Rows in flight: one block per row, about two resident per SM.
+        extra_ws = std::min(x_elems * 4, 2.0 * static_cast<double>(p_.sms) * len * 4);
+      }
+      flops = x_elems * 8;
+    } else if (n == "layer_norm") {
+      extra_bytes = x_elems * 4;  // Welford statistics pass, then the normalising pass
+      extra_ws = x_elems * 4;
+      flops = x_elems * 8;
+    } else if (n == "rms_norm") {
+      // x / sqrt(mean(x * x) + eps): x*x (read, write), mean (read), add, sqrt (tiny), div (read x
+      // and the row scale, write).
+      launches = 5;
+      extra_bytes = 3 * x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 4;
+    } else if (n == "batch_norm" || n == "group_norm") {
+      launches = 2;  // statistics, then normalise
+      extra_bytes = x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 8;
+    } else if (n.rfind("conv", 0) == 0) {
+      // 2 x output elements x (input channels / groups) x kernel volume; the weight's shape is
+      // [out, in/groups, k...] (transposed: [in, out/groups, k...]).
+      const std::vector<int64_t>* w = ctx_.shape(op.module + ".weight");
+      if (!w) return invalid_argument("sim: conv op '" + op.outputs.at(0) + "' has no weight shape");
+      bool transposed = n.find("transpose") != std::string::npos;
+      double kvol = product(std::vector<int64_t>(w->begin() + 2, w->end()));
+      double per_out = transposed ? static_cast<double>((*w)[0]) * kvol / std::max<int64_t>(1, attr_int_or(mod ? mod->attrs : nlohmann::json::object(), "groups", 1))
+                                  : static_cast<double>((*w)[1]) * kvol;
+      flops = 2 * out_elems * per_out;
+      rate = p_.fp32_library_flops * kConvOfGemm;
+    } else if (n.find("pool") != std::string::npos) {
+      flops = x_elems;
+    } else if (n == "cumsum" || n == "cumprod") {
+      flops = x_elems * 2;
+    } else if (n == "permute" || n == "transpose" || n == "split") {
+      launches = static_cast<int>(std::max<size_t>(1, op.outputs.size()));  // contiguous copies
+    } else if (n == "causal_mask") {
+      launches = 3;  // ones, triu, masked_fill
+      const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
+      double mask = x.size() >= 2 ? static_cast<double>(x[x.size() - 1] * x[x.size() - 2]) : 1;
+      extra_bytes = 3 * mask;  // bool mask written twice, read once
+    } else if (n == "self_attention") {
+      // nn.MultiheadAttention as the executor runs it: in_proj, q/k/v copies, scale, Q K^T,
+      // softmax, A V, a contiguous transpose, out_proj.
+      const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
+      double S = static_cast<double>(x.at(0)), B = static_cast<double>(x.at(1)), E = static_cast<double>(x.at(2));
+      double heads = static_cast<double>(mod ? attr_int_or(mod->attrs, "heads", 1) : 1);
+      double tokens = S * B, scores = B * heads * S * S;
+      launches = 10;
+      flops = 2 * tokens * E * 3 * E + 4 * tokens * S * E + 2 * tokens * E * E + scores * 8;
+      extra_bytes = tokens * E * 4 * (3 + 6 + 2 + 2 + 2) + scores * 4 * 4;
+      extra_ws = scores * 4;
+      rate = p_.fp32_library_flops;
+    } else if (n == "mse_loss") {
+      launches = 3;  // sub, pow, mean
+      extra_bytes = 3 * x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 3;
+    } else if (n == "smooth_l1_loss") {
+      launches = 2;
+      extra_bytes = 2 * x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 4;
+    } else if (n == "cross_entropy") {
+      launches = 2;  // log_softmax, nll_loss
+      extra_bytes = 2 * x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 8;
+    } else if (n == "kl_div") {
+      launches = 6;  // log t, log p, sub, mul, sum, div
+      extra_bytes = 8 * x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 10;
+    } else if (n == "hinge_loss") {
+      launches = 4;  // mul, rsub, clamp, mean
+      extra_bytes = 5 * x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 4;
+    } else if (n == "cosine_similarity_loss") {
+      launches = 4;  // products and norms, divide, rsub, mean
+      extra_bytes = 2 * x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 6;
+    } else {
+      return invalid_argument("sim: no cost model for library op '" + n + "'");
+    }
+    s.launches = launches;
+    s.launch_us = launches * (p_.kernel_launch_us + p_.library_dispatch_us);
+    Body b;
+    double extra_hit = extra_ws <= cap ? 1.0 : 0.0;
+    b.dram_bytes = in_bytes * (1 - resident) + out_bytes + extra_bytes * (1 - extra_hit);
+    b.l2_bytes = in_bytes * resident + extra_bytes * extra_hit;
+    b.flops = flops;
+    double elems = std::max({x_elems, out_elems, 1.0});
+    int64_t blocks = static_cast<int64_t>(std::max(1.0, ceil_div(elems, kLibraryElementsPerBlock)));
+    Estimator::Occupancy occ = est_.occupancy({kLibraryBlockThreads, 32, 0});
+    double eff = p_.eff_library_other;
+    if (gemm) {
+      // cuBLAS fp32: 128 x 128 tiles, split-K when the tiles alone leave SMs idle.
+      double tiles = gd.batch * ceil_div(gd.m, kLibraryGemmTile) * ceil_div(gd.n, kLibraryGemmTile);
+      double split = std::clamp(std::floor(static_cast<double>(p_.sms) / tiles), 1.0,
+                                std::min<double>(kLibrarySplitKMax, std::max(1.0, std::floor(gd.k / 256))));
+      double work = tiles * split;
+      double waves = std::ceil(work / static_cast<double>(p_.sms));
+      double wave_eff = work / (waves * static_cast<double>(p_.sms));
+      b.compute_us = flops / (p_.fp32_library_flops * wave_eff);
+      blocks = static_cast<int64_t>(work);
+      occ = est_.occupancy({256, 128, 32768});
+      auto [td, tl] = est_.memory_s(b.dram_bytes, b.l2_bytes, blocks, occ, 2048);
+      b.mem_us = td;
+      b.l2_us = tl;
+      eff = p_.eff_library_gemm;
+    } else {
+      auto [td, tl] = est_.memory_s(b.dram_bytes, b.l2_bytes, blocks, occ, 32.0 * 16);
+      b.mem_us = td;
+      b.l2_us = tl;
+      b.compute_us = flops / rate;
+    }
+    double t = b.total() * 1e6;
+    s.exec_us = launches == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff) * 1.0;
+    if (launches > 1) s.exec_us = std::max(s.exec_us, launches * p_.kernel_floor_us);
+    s.bound = launches == 0 ? "none" : t / eff < p_.kernel_floor_us ? "floor" : b.bound;
+    s.time_us = s.launch_us + s.exec_us;
+    s.dram_bytes = b.dram_bytes;
+    s.l2_bytes = b.l2_bytes;
+    s.blocks = blocks;
+    s.blocks_per_sm = occ.bps;
+    s.occupancy = occ.occupancy;
+    s.waves = est_.waves(blocks, occ);
+    touch(reads);
+    touch(writes);
+    return s;
+  }
+
+ private:
+  const DeviceProfile& p_;
+  Estimator est_;
+  const TaskContext& ctx_;
+  const Plan* plan_;
+  std::map<std::string, std::vector<int64_t>>* plan_shapes_;
+  std::map<std::string, double> touched_;
+  double clock_ = 0;
+};
+
+}  // namespace sim_internal
+
+using sim_internal::PlanCoster;
+
+Result<TaskContext> SimModel::prepare(const Task& task, const SizeMap& sizes) const {
+  TaskContext ctx;
+  ctx.task_ = &task;
+  ctx.env_.symbols = sizes;
+  VINCI_ASSIGN_OR_RETURN(ShapeMap shapes, infer_shapes(task));
+  for (const auto& [name, sym] : shapes) {
+    VINCI_ASSIGN_OR_RETURN(ctx.shapes_[name], eval_shape(sym, sizes));
+  }
+  VINCI_ASSIGN_OR_RETURN(std::vector<WeightSpec> weights, weight_specs(task));
+  for (const auto& w : weights) {
+    VINCI_ASSIGN_OR_RETURN(ctx.shapes_[w.name], eval_shape(w.shape, sizes));
+  }
+  for (const auto& op : task.ops)
+    for (const auto& o : op.outputs) ctx.producer_[o] = &op;
+
+  // The eager reference: one library step per op, in order.
+  PlanCoster coster(*this, ctx, nullptr, nullptr);
+  for (const auto& op : task.ops) {
+    VINCI_ASSIGN_OR_RETURN(StepPrediction s, coster.library_step(op));
+    ctx.reference_.time_us += s.time_us;
+    ctx.reference_.steps.push_back(std::move(s));
+  }
+
+  // The roofline floor.
+  TaskBound& b = ctx.bound_;
+  auto bytes_of = [&](const std::string& name) {
+    auto it = ctx.shapes_.find(name);
+    return it == ctx.shapes_.end() ? 0.0 : product(it->second) * 4;
+  };
+  for (const auto& in : task.inputs) b.min_bytes += bytes_of(in.name) * (in.domain == InputDomain::kIndex ? 2 : 1);
+  for (const auto& w : weights) b.min_bytes += bytes_of(w.name);
+  b.min_bytes += bytes_of(task.output);
+  for (const auto& s : ctx.reference_.steps) {
+    if (s.family == "library_gemm" || s.what == "library:self_attention" || s.what.rfind("library:conv", 0) == 0)
+      b.gemm_flops += s.flops;
+    else
+      b.other_flops += s.flops;
+  }
+  double t = std::max({b.min_bytes / profile_.hbm_peak_bytes_per_s,
+                       b.gemm_flops / profile_.tf32_peak_flops + b.other_flops / profile_.fp32_peak_flops});
+  b.floor_us = t * 1e6 + profile_.kernel_launch_us;
+  return ctx;
+}
+
+Result<PlanPrediction> SimModel::predict(const TaskContext& ctx, const Plan& plan) const {
+  // Concrete shapes of the plan's buffers, for numel()/dim() and buffer sizes.
+  std::map<std::string, std::vector<int64_t>> shapes;
+  ExprEnv env;
+  env.symbols = ctx.env_.symbols;
+  for (const auto& b : plan.buffers) {
+    const std::vector<int64_t>* known = ctx.shape(b.name);
+    if (known && known->size() == b.shape.size()) {
+      shapes[b.name] = *known;
+      continue;
+    }
+    std::vector<int64_t> s;
+    for (const auto& d : b.shape) {
+      VINCI_ASSIGN_OR_RETURN(int64_t v, eval_expr(d, env));
+      s.push_back(v);
+    }
+    shapes[b.name] = std::move(s);
+  }
+  env.buffer_shape = [&shapes](const std::string& name) -> Result<std::vector<int64_t>> {
+    auto it = shapes.find(name);
+    if (it == shapes.end()) return Status(invalid_argument("no buffer '" + name + "'"));
+    return it->second;
+  };
+  PlanCoster coster(*this, ctx, &plan, &shapes);
+  PlanPrediction out;
+  out.steps.reserve(plan.steps.size());
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& step = plan.steps[i];
+    Result<StepPrediction> s = step.kind == "kernel" ? coster.kernel_step(step, env) : coster.library_step(step.op);
+    if (!s.ok())
+      return Status(s.status().code(), "sim: plan step " + std::to_string(i) + ": " + s.status().message());
+    out.time_us += s->time_us;
+    if (s->own_kernel) out.own_us += s->time_us;
+    out.steps.push_back(std::move(*s));
+  }
+  return out;
+}
+
+Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& ctx, const Plan& plan,
+                                                            const Tolerance& tol) const {
+  CorrectnessPrediction c;
+  c.rel_error = profile_.fp32_rel_error;
+  double tolerance = std::min(tol.atol, tol.rtol);
+  ExprEnv env;
+  env.symbols = ctx.env_.symbols;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& b : plan.buffers) {
+    std::vector<int64_t> s;
+    for (const auto& d : b.shape) {
+      Result<int64_t> v = eval_expr(d, env);
+      if (!v.ok()) return Status(v.status().code(), "sim: buffer '" + b.name + "': " + v.status().message());
+      s.push_back(*v);
+    }
+    shapes[b.name] = std::move(s);
+  }
+  env.buffer_shape = [&shapes](const std::string& name) -> Result<std::vector<int64_t>> {
+    auto it = shapes.find(name);
+    if (it == shapes.end()) return Status(invalid_argument("no buffer '" + name + "'"));
+    return it->second;
+  };
+  auto fail = [&](const std::string& why) {
+    if (c.correct) c.error = why;  // the first failure is the one reported
+    c.correct = false;
+  };
+  for (const auto& step : plan.steps) {
+    if (step.kind != "kernel") continue;
+    const PlanKernel* k = plan.find_kernel(step.kernel);
+    if (!k) return invalid_argument("sim: plan step names unknown kernel '" + step.kernel + "'");
+    // A launch the device refuses fails the candidate, as cuLaunchKernel would.
+    int64_t threads = 1, blocks = 1;
+    for (int i = 0; i < 3; ++i) {
+      VINCI_ASSIGN_OR_RETURN(int64_t t, eval_expr(step.block[static_cast<size_t>(i)], env));
+      VINCI_ASSIGN_OR_RETURN(int64_t gsz, eval_expr(step.grid[static_cast<size_t>(i)], env));
+      threads *= t;
+      blocks *= gsz;
+    }
+    if (blocks <= 0) fail("kernel " + k->name + ": launch with an empty grid (invalid configuration argument)");
+    if (threads <= 0 || threads > profile_.max_threads_per_block || k->shared_bytes > profile_.shared_bytes_per_block)
+      fail("kernel " + k->name + ": too many resources requested for launch (" + std::to_string(threads) +
+           " threads, " + std::to_string(k->shared_bytes) + " bytes of shared memory)");
+    // Precision is physics, whatever the verdict says: tf32 products and fast-math intrinsics.
+    double err = profile_.fp32_rel_error;
+    if (k->precision == "tf32" || k->tensor_cores) err = std::max(err, profile_.tf32_rel_error);
+    if (knob_is(*k, "ew.math", "fast")) err = std::max(err, profile_.fast_math_rel_error);
+    c.rel_error = std::max(c.rel_error, err);
+    if (err > tolerance) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "expected relative error %.1e exceeds the tolerance %.1e", err, tolerance);
+      fail("kernel " + k->name + ": " + (k->precision == "tf32" || k->tensor_cores ? "tf32 precision: " : "fast math: ") + buf);
+    }
+    if (k->verdict.guaranteed) continue;
+    // The generator joins its reasons with "; " and adds their size conditions into one
+    // fails_when: precision parts are judged against the tolerance above; the size condition
+    // decides the parts it belongs to (tail and edge handling); anything else (races, risks the
+    // model cannot size) is wrong, as a re-run or a poisoned buffer shows live.
+    int64_t size_fails = 0;
+    if (!k->verdict.fails_when.empty()) {
+      Result<int64_t> v = eval_expr(k->verdict.fails_when, env);
+      if (!v.ok()) return Status(v.status().code(), "sim: kernel " + k->name + ": fails_when: " + v.status().message());
+      size_fails = *v;
+    }
+    const std::string& reasons = k->verdict.reason;
+    size_t start = 0;
+    bool any_sized = false;
+    while (start <= reasons.size()) {
+      size_t end = reasons.find("; ", start);
+      std::string why = reasons.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      start = end == std::string::npos ? reasons.size() + 1 : end + 2;
+      bool precision = why.find("precision") != std::string::npos || why.find("tf32") != std::string::npos ||
+                       why.find("fast-math") != std::string::npos || why.find("fast math") != std::string::npos;
+      bool sized = !k->verdict.fails_when.empty() &&
+                   (why.find("tail") != std::string::npos || why.find("edge") != std::string::npos ||
+                    why.find("bound") != std::string::npos || why.find("multiple") != std::string::npos ||
+                    why.find("divide") != std::string::npos);
+      if (precision) continue;
+      if (sized) {
+        any_sized = true;
+        if (size_fails != 0)
+          fail("kernel " + k->name + ": " + why + " (wrong when " + k->verdict.fails_when + " is nonzero; it is " +
+               std::to_string(size_fails) + " at this size)");
+        continue;
+      }
+      if (why.empty()) continue;
+      fail("kernel " + k->name + ": " + why);
+    }
+    // A size condition with no part that names it still decides: the generator said when.
+    if (!any_sized && !k->verdict.fails_when.empty() && size_fails != 0)
+      fail("kernel " + k->name + ": " + reasons + " (wrong when " + k->verdict.fails_when + " is nonzero; it is " +
+           std::to_string(size_fails) + " at this size)");
+  }
+  return c;
+}
+
+}  // namespace vinci
