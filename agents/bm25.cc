@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 
 #include "core/check.h"
@@ -80,7 +81,23 @@ std::vector<std::string> bm25_tokenize(std::string_view text) {
   return tokens;
 }
 
-Bm25Index::Bm25Index(Bm25Params params) : params_(params) {}
+Status validate_bm25_params(const Bm25Params& p) {
+  auto bad = [](const char* name, const char* expected, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return invalid_argument(std::string("BM25 parameter ") + name + ": expected " + expected +
+                            ", found " + buf);
+  };
+  if (!(p.k1 >= 0 && std::isfinite(p.k1))) return bad("k1", "a finite number >= 0", p.k1);
+  if (!(p.b >= 0 && p.b <= 1)) return bad("b", "a number in [0, 1]", p.b);
+  if (!std::isfinite(p.epsilon)) return bad("epsilon", "a finite number", p.epsilon);
+  return Status();
+}
+
+Bm25Index::Bm25Index(Bm25Params params) : params_(params) {
+  Status st = validate_bm25_params(params);
+  VINCI_REQUIRE(st.ok(), st.message());
+}
 
 uint32_t Bm25Index::add(const std::vector<std::string>& tokens) {
   VINCI_REQUIRE(doc_len_.size() < UINT32_MAX, "BM25 index is full");

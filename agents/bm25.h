@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "core/status.h"
 
 namespace vinci {
 
@@ -51,6 +52,10 @@ struct Bm25Params {
   double epsilon = 0.25;
 };
 
+// Ok when k1 >= 0, 0 <= b <= 1 and epsilon is finite (so every denominator tf + K_d is positive);
+// otherwise InvalidArgument naming the parameter, what was expected and the value found.
+Status validate_bm25_params(const Bm25Params& params);
+
 struct Bm25Hit {
   uint32_t doc = 0;  // insertion index
   double score = 0;
@@ -64,6 +69,7 @@ struct Bm25Hit {
 // thread its own index.
 class Bm25Index {
  public:
+  // REQUIRES: validate_bm25_params(params).ok()
   explicit Bm25Index(Bm25Params params = {});
 
   // Appends a document; returns its id (0, 1, 2, ... in insertion order).

@@ -72,6 +72,10 @@ int skills_search(const std::vector<std::string>& args) {
     usage(stderr);
     return 2;
   }
+  if (Status st = validate_bm25_params(params); !st.ok()) {
+    std::fprintf(stderr, "harness skills search: %s\n", st.message().c_str());
+    return 2;
+  }
   auto library = SkillLibrary::load(library_path);
   if (!library.ok()) {
     std::fprintf(stderr, "harness skills search: %s\n", library.status().to_string().c_str());

@@ -269,3 +269,19 @@ TEST(Bm25, TopKEqualsFullSortOfScores) {
 
 }  // namespace
 }  // namespace vinci
+
+namespace vinci {
+namespace {
+
+TEST(Bm25, ParameterValidationNamesTheParameter) {
+  EXPECT_TRUE(validate_bm25_params({}).ok());
+  EXPECT_TRUE(validate_bm25_params({1.2, 1.0, 0.0}).ok());
+  EXPECT_EQ(validate_bm25_params({-1, 0.75, 0.25}).message(),
+            "BM25 parameter k1: expected a finite number >= 0, found -1");
+  EXPECT_EQ(validate_bm25_params({1.5, 1.5, 0.25}).message(),
+            "BM25 parameter b: expected a number in [0, 1], found 1.5");
+  EXPECT_FALSE(validate_bm25_params({1.5, 0.75, std::nan("")}).ok());
+}
+
+}  // namespace
+}  // namespace vinci
