@@ -1,0 +1,177 @@
+#include "harness/experiment.h"
+
+namespace vinci {
+namespace {
+
+ConfigSchema build_schema() {
+  using T = ConfigType;
+  ConfigSchema s;
+  auto S = [](const char* v) { return ConfigValue(std::string(v)); };
+  auto I = [](int64_t v) { return ConfigValue(v); };
+  auto F = [](double v) { return ConfigValue(v); };
+  auto B = [](bool v) { return ConfigValue(v); };
+  // [run]
+  s.add({"run.name", T::kString, S("run"), "Run name: the run is written to <out>/<name>/.", {}});
+  s.add({"run.seed", T::kInt, I(1), "Experiment seed: every random draw is keyed by it.", {}, 0, 9.2e18});
+  s.add({"run.threads", T::kInt, I(1),
+         "Worker threads for a step's tasks. Results do not depend on it (keyed randomness,\n"
+         "records written in task order).", {}, 1, 64});
+  s.add({"run.world", T::kString, S("sim"), "Which world: sim (simulated device and backbone).", {"sim"}});
+  s.add({"run.out", T::kString, S("runs"), "Runs root: runs and their shared object store live here.", {}});
+  // [tasks]
+  s.add({"tasks.dir", T::kString, S(""), "Task suite folder; empty: gpu/tasks of this source tree.", {}});
+  s.add({"tasks.size", T::kString, S("small"),
+         "Task sizes: small (CPU-friendly shapes) or full (KernelBench v0.1 shapes). The sim\n"
+         "device models the H200 at either.", {"small", "full"}});
+  s.add({"tasks.levels", T::kIntList, ConfigValue(std::vector<int64_t>{1, 2, 3}), "KernelBench levels used.", {}, 1, 3});
+  s.add({"tasks.eval_share", T::kFloat, F(0.25),
+         "Share of each level's tasks held out for evaluation (picked by a keyed hash of the id).", {}, 0, 1});
+  s.add({"tasks.split_seed", T::kInt, I(0), "Seed of the train/eval split (independent of run.seed).", {}, 0, 9.2e18});
+  s.add({"tasks.max_per_level", T::kInt, I(0), "Use at most this many tasks per level (0: all).", {}, 0, 1e6});
+  // [loop]
+  s.add({"loop.steps", T::kInt, I(20), "Training steps.", {}, 0, 1e6});
+  s.add({"loop.batch_tasks", T::kInt, I(16), "Training tasks per step (paper: 16).", {}, 1, 1e4});
+  s.add({"loop.schemes", T::kInt, I(3), "k: selection samples per task, each a skill scheme (paper: 3).", {}, 0, 16});
+  s.add({"loop.null_scheme", T::kBool, B(true), "Add the null scheme (no skills) to every task.", {}});
+  s.add({"loop.rollouts", T::kInt, I(4), "n: policy rollouts per scheme (paper: 4).", {}, 1, 64});
+  s.add({"loop.turns", T::kInt, I(3), "T: turns per rollout (paper: 3).", {}, 1, 64});
+  s.add({"loop.gamma", T::kFloat, F(1.0), "Discount of turn returns (TRLOO: 1).", {}, 0, 1});
+  s.add({"loop.normalize_advantages", T::kBool, B(false), "Divide policy advantages by the group's mean |A|.", {}});
+  // [reward]
+  s.add({"reward.base", T::kFloat, F(0.5), "Reward for a compiled, correct, non-decoy turn.", {}});
+  s.add({"reward.speedup_weight", T::kFloat, F(0.5), "Weight of min(speedup, cap).", {}});
+  s.add({"reward.speedup_cap", T::kFloat, F(6.0), "Speedups past this earn nothing more.", {}, 0, 1e9});
+  s.add({"reward.coverage_weight", T::kFloat, F(0.5), "Weight of the time coverage of the candidate's own kernels.", {}});
+  s.add({"reward.rejection_sampling", T::kBool, B(true),
+         "Profiling-based rejection: keep a correct turn in the policy loss with probability\n"
+         "clamp((coverage - 0.3) / 0.1, 0, 1), drawn from the keyed generator.", {}});
+  // [selection]
+  s.add({"selection.mode", T::kString, S("rerank"),
+         "rerank: BM25 top-k then the backbone picks <= max_skills; bm25: BM25's top max_skills\n"
+         "(no rerank, nothing trained); none: no skills are ever injected.", {"rerank", "bm25", "none"}});
+  s.add({"selection.recall_top", T::kInt, I(20), "BM25 candidates shown to the reranker (paper: 20).", {}, 1, 1000});
+  s.add({"selection.max_skills", T::kInt, I(3), "Skills per scheme, at most (paper: 3).", {}, 0, 20});
+  s.add({"selection.advantage_scale", T::kFloat, F(0.3), "Scale of the selection advantages (paper: 0.3).", {}});
+  s.add({"selection.bm25_k1", T::kFloat, F(1.5), "BM25 k1 (rank_bm25 BM25Okapi default).", {}, 0, 100});
+  s.add({"selection.bm25_b", T::kFloat, F(0.75), "BM25 b.", {}, 0, 1});
+  s.add({"selection.bm25_epsilon", T::kFloat, F(0.25), "BM25 epsilon for negative idf.", {}, 0, 100});
+  // [summary]
+  s.add({"summary.enabled", T::kBool, B(true), "Summarize triggering rollouts into new skills.", {}});
+  s.add({"summary.samples", T::kInt, I(8), "s: summary samples per triggering task (paper: 8).", {}, 1, 64});
+  s.add({"summary.trigger_ratio", T::kFloat, F(1.2), "Trigger: best-turn speedup >= ratio x turn-1 speedup.", {}, 0, 100});
+  s.add({"summary.trigger_min", T::kFloat, F(1.2), "Trigger: best-turn speedup >= this.", {}, 0, 100});
+  s.add({"summary.advantage_scale", T::kFloat, F(0.5), "Scale of the summary advantages (paper: 0.5).", {}});
+  // [verification]
+  s.add({"verification.runs", T::kInt, I(1),
+         "Verification re-runs of the skill-injected turn-1 generation; the speedup must hold in\n"
+         "every one (the original: 1).", {}, 1, 100});
+  s.add({"verification.min_speedup", T::kFloat, F(1.2), "Accept only at this speedup or more.", {}, 0, 100});
+  s.add({"verification.min_ratio", T::kFloat, F(1.2), "... and at this multiple of the winning rollout's turn-1 speedup.", {}, 0, 100});
+  // [backbone]
+  s.add({"backbone.kind", T::kString, S("sim"), "The shared backbone: sim (a small libtorch network).", {"sim"}});
+  s.add({"backbone.hidden", T::kInt, I(64), "Width of the shared trunk.", {}, 4, 4096});
+  s.add({"backbone.lr", T::kFloat, F(1e-3), "Adam learning rate.", {}, 0, 1});
+  s.add({"backbone.train_selection", T::kBool, B(true), "Train the selection head (joint training).", {}});
+  s.add({"backbone.train_policy", T::kBool, B(true), "Train the policy head.", {}});
+  s.add({"backbone.train_summary", T::kBool, B(true), "Train the summary head (joint training).", {}});
+  // [device]
+  s.add({"device.kind", T::kString, S("sim"), "The evaluator: sim (the analytic H200 model).", {"sim"}});
+  s.add({"device.profile", T::kString, S(""), "Device profile file; empty: gpu/device_profiles/h200.toml.", {}});
+  s.add({"device.noise", T::kFloat, F(0.0), "Relative spread of simulated timing noise (0: exact).", {}, 0, 1});
+  s.add({"device.timing_samples", T::kInt, I(10), "Timing samples per candidate.", {}, 1, 10000});
+  s.add({"device.trials", T::kInt, I(5), "Correctness trials per candidate.", {}, 1, 100});
+  // [eval]
+  s.add({"eval.every", T::kInt, I(5), "Evaluate on the held-out tasks every this many steps (and after the last).", {}, 1, 1e6});
+  s.add({"eval.greedy", T::kBool, B(true), "Greedy decoding at evaluation (false: sampled).", {}});
+  s.add({"eval.inject_skills", T::kBool, B(true), "Inject selected skills at evaluation (abl1 turns this off).", {}});
+  s.add({"eval.turns", T::kInt, I(3), "Turns per evaluation rollout.", {}, 1, 64});
+  s.add({"eval.thresholds", T::kFloatList, ConfigValue(std::vector<double>{1.0, 1.2, 1.5, 2.0}),
+         "fast_p thresholds.", {}, 0, 1e6});
+  // [library]
+  s.add({"library.seed", T::kString, S(""), "A daVinci-format skill library to start from (JSONL); empty: none.", {}});
+  return s;
+}
+
+Result<Experiment> from_config(const Config& c, const std::string& path) {
+  Experiment e;
+  e.config_path = path;
+  e.effective_toml = c.effective_toml();
+  e.name = c.get_string("run.name");
+  e.seed = static_cast<uint64_t>(c.get_int("run.seed"));
+  e.threads = static_cast<int32_t>(c.get_int("run.threads"));
+  e.world = c.get_string("run.world");
+  e.out_root = c.get_string("run.out");
+  e.task_dir = c.get_string("tasks.dir");
+  e.size = c.get_string("tasks.size");
+  e.levels = c.get_int_list("tasks.levels");
+  e.eval_share = c.get_float("tasks.eval_share");
+  e.split_seed = static_cast<uint64_t>(c.get_int("tasks.split_seed"));
+  e.max_tasks_per_level = c.get_int("tasks.max_per_level");
+  e.steps = static_cast<int32_t>(c.get_int("loop.steps"));
+  e.batch_tasks = static_cast<int32_t>(c.get_int("loop.batch_tasks"));
+  e.schemes = static_cast<int32_t>(c.get_int("loop.schemes"));
+  e.null_scheme = c.get_bool("loop.null_scheme");
+  e.rollouts = static_cast<int32_t>(c.get_int("loop.rollouts"));
+  e.turns = static_cast<int32_t>(c.get_int("loop.turns"));
+  e.gamma = c.get_float("loop.gamma");
+  e.normalize_advantages = c.get_bool("loop.normalize_advantages");
+  e.reward.base = c.get_float("reward.base");
+  e.reward.speedup_weight = c.get_float("reward.speedup_weight");
+  e.reward.speedup_cap = c.get_float("reward.speedup_cap");
+  e.reward.coverage_weight = c.get_float("reward.coverage_weight");
+  e.rejection_sampling = c.get_bool("reward.rejection_sampling");
+  VINCI_ASSIGN_OR_RETURN(e.selection.mode, parse_selection_mode(c.get_string("selection.mode")));
+  e.selection.recall_top = static_cast<size_t>(c.get_int("selection.recall_top"));
+  e.selection.max_skills = static_cast<int32_t>(c.get_int("selection.max_skills"));
+  e.selection_scale = c.get_float("selection.advantage_scale");
+  e.bm25_k1 = c.get_float("selection.bm25_k1");
+  e.bm25_b = c.get_float("selection.bm25_b");
+  e.bm25_epsilon = c.get_float("selection.bm25_epsilon");
+  e.summary_enabled = c.get_bool("summary.enabled");
+  e.summary_samples = static_cast<int32_t>(c.get_int("summary.samples"));
+  e.trigger.ratio = c.get_float("summary.trigger_ratio");
+  e.trigger.min_best = c.get_float("summary.trigger_min");
+  e.summary_scale = c.get_float("summary.advantage_scale");
+  e.verification.runs = static_cast<int32_t>(c.get_int("verification.runs"));
+  e.verification.min_speedup = c.get_float("verification.min_speedup");
+  e.verification.min_ratio = c.get_float("verification.min_ratio");
+  e.backbone = c.get_string("backbone.kind");
+  e.hidden = static_cast<int32_t>(c.get_int("backbone.hidden"));
+  e.lr = c.get_float("backbone.lr");
+  e.train_selection = c.get_bool("backbone.train_selection");
+  e.train_policy = c.get_bool("backbone.train_policy");
+  e.train_summary = c.get_bool("backbone.train_summary");
+  e.device = c.get_string("device.kind");
+  e.device_profile = c.get_string("device.profile");
+  e.noise = c.get_float("device.noise");
+  e.timing_samples = static_cast<int32_t>(c.get_int("device.timing_samples"));
+  e.trials = static_cast<int32_t>(c.get_int("device.trials"));
+  e.eval_every = static_cast<int32_t>(c.get_int("eval.every"));
+  e.eval_greedy = c.get_bool("eval.greedy");
+  e.eval_inject_skills = c.get_bool("eval.inject_skills");
+  e.eval_turns = static_cast<int32_t>(c.get_int("eval.turns"));
+  e.thresholds = c.get_float_list("eval.thresholds");
+  e.seed_library = c.get_string("library.seed");
+  if (e.levels.empty()) return invalid_argument(path + ": key 'tasks.levels' must name at least one level");
+  if (e.thresholds.empty()) return invalid_argument(path + ": key 'eval.thresholds' must not be empty");
+  return e;
+}
+
+}  // namespace
+
+const ConfigSchema& experiment_schema() {
+  static const ConfigSchema schema = build_schema();
+  return schema;
+}
+
+Result<Experiment> load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  VINCI_ASSIGN_OR_RETURN(Config c, Config::load(experiment_schema(), path, overrides));
+  return from_config(c, path);
+}
+
+Result<Experiment> experiment_from_text(const std::string& text, const std::string& source) {
+  VINCI_ASSIGN_OR_RETURN(Config c, Config::parse(experiment_schema(), text, source));
+  return from_config(c, source);
+}
+
+}  // namespace vinci

@@ -1,0 +1,73 @@
+// Where the loop's records go, in the order the loop defines.
+//
+// WriteSink appends them to a run. CheckSink compares each with the record already at its position
+// in a run's log (resume and replay): a difference stops the loop with a kMismatch naming the
+// position, the record's place (step, task, scheme, rollout, turn, kind) and both values as JSON.
+// ResumeSink checks the records a run already has, then appends the rest.
+#ifndef VINCI_HARNESS_RECORD_SINK_H_
+#define VINCI_HARNESS_RECORD_SINK_H_
+
+#include <capnp/message.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "recorder/run.h"
+#include "recorder/vinci.capnp.h"
+
+namespace vinci {
+
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  // Sets the record's seq to its position and takes it.
+  virtual Status put(capnp::MessageBuilder& record) = 0;
+  virtual ObjectStore& store() = 0;
+  virtual uint64_t position() const = 0;
+  // The digest of every record taken so far (the run digest so far).
+  virtual Digest digest() const = 0;
+};
+
+class WriteSink : public RecordSink {
+ public:
+  explicit WriteSink(RunWriter* writer) : writer_(writer) {}
+  Status put(capnp::MessageBuilder& record) override;
+  ObjectStore& store() override { return writer_->store(); }
+  uint64_t position() const override { return writer_->record_count(); }
+  Digest digest() const override { return writer_->digest(); }
+
+ private:
+  RunWriter* writer_;
+};
+
+// Compares with `expected` (the recorded payloads, in order); past their end, appends to writer
+// (resume) or fails (writer == nullptr: verify, where the loop must not outrun the log).
+class CheckSink : public RecordSink {
+ public:
+  CheckSink(std::vector<std::string> expected, ObjectStore* store, RunWriter* writer);
+  Status put(capnp::MessageBuilder& record) override;
+  ObjectStore& store() override { return *store_; }
+  uint64_t position() const override { return position_; }
+  Digest digest() const override { return digest_.value(); }
+  uint64_t checked() const { return checked_; }
+
+ private:
+  std::vector<std::string> expected_;
+  ObjectStore* store_;
+  RunWriter* writer_;
+  uint64_t position_ = 0;
+  uint64_t checked_ = 0;
+  RunDigest digest_;
+};
+
+// "step 3 task L1_019 scheme 2 rollout 1 turn 0 measurement" for messages.
+std::string describe_record(schema::Record::Reader record);
+
+// Every record payload of a run's log; fails on damage unless allow_damage (then the good prefix).
+Result<std::vector<std::string>> read_payloads(const std::string& run_dir, bool allow_damage);
+
+}  // namespace vinci
+
+#endif  // VINCI_HARNESS_RECORD_SINK_H_

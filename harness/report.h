@@ -1,0 +1,55 @@
+// What a run leaves for people: the fast_p tables, metrics.csv, summary.md and SVG plots.
+// The table formatting is shared with `replay score`, which rebuilds it from the log alone, so
+// the two print the same bytes.
+#ifndef VINCI_HARNESS_REPORT_H_
+#define VINCI_HARNESS_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "harness/trainer.h"
+
+namespace vinci {
+
+enum class TableFormat { kMarkdown, kCsv, kJson };
+
+// The fast_p table of one evaluation: rows = levels (then "all"), columns = thresholds, for one
+// turn mode and denominator. Values in percent with one decimal (markdown) or full precision
+// (csv, json).
+std::string fast_p_table(const std::vector<FastP>& rows, TurnMode mode, Denominator denominator,
+                         TableFormat format);
+
+// Every table of an evaluation point (last/best x all/correct), titled, in the given format.
+std::string fast_p_report(const EvalPoint& point, TableFormat format);
+
+// metrics.csv: one row per metric value, long format.
+std::string metrics_csv(const TrainerOutput& out);
+
+struct RunSummaryInfo {
+  std::string name;
+  std::string config_path;
+  std::string run_digest;
+  uint64_t records = 0;
+  double seconds = 0;
+};
+std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& info);
+
+// Writes metrics.csv, summary.md, reward.svg, fast_p.svg, library.svg, fast_p_final.svg into dir.
+Status write_report(const std::string& dir, const TrainerOutput& out, const RunSummaryInfo& info);
+
+// A small SVG line chart: one polyline per series.
+struct Series {
+  std::string label;
+  std::vector<double> x, y;
+};
+std::string svg_line_chart(const std::string& title, const std::string& x_label,
+                           const std::string& y_label, const std::vector<Series>& series);
+// Grouped bars: groups (x categories) x bars (series labels).
+std::string svg_bar_chart(const std::string& title, const std::vector<std::string>& groups,
+                          const std::vector<std::string>& bars,
+                          const std::vector<std::vector<double>>& values, const std::string& y_label);
+
+}  // namespace vinci
+
+#endif  // VINCI_HARNESS_REPORT_H_

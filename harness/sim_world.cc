@@ -1,0 +1,209 @@
+#include "harness/sim_world.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+#include "agents/skill_library.h"
+#include "gpu/codegen.h"
+#include "gpu/shapes.h"
+
+namespace vinci {
+namespace {
+
+// Task families of the suite (gpu/tasks); a family not listed maps to the last slot.
+const char* const kFamilies[] = {"attention", "conv",    "conv_epilogue", "elementwise",
+                                 "gemm",      "gemm_epilogue", "loss", "network",
+                                 "norm",      "pooling", "reduction", "scan", "softmax"};
+constexpr int kFamilyCount = sizeof(kFamilies) / sizeof(kFamilies[0]);
+const char* const kKnobFamilies[] = {"plan", "elementwise", "row_reduction", "gemm"};
+
+}  // namespace
+
+const KnobTable& KnobTable::get() {
+  static const KnobTable table = [] {
+    KnobTable t;
+    for (const char* fam : kKnobFamilies) {
+      for (const Knob& k : family_knobs(fam)) {
+        t.index[k.name] = static_cast<int32_t>(t.knobs.size());
+        t.knobs.push_back(k);
+      }
+    }
+    return t;
+  }();
+  return table;
+}
+
+int32_t KnobTable::head_of(const std::string& knob) const {
+  auto it = index.find(knob);
+  return it == index.end() ? -1 : it->second;
+}
+
+BackboneShape sim_backbone_shape() {
+  BackboneShape s;
+  s.task_dim = kTaskFeatureDim;
+  for (const Knob& k : KnobTable::get().knobs) s.head_sizes.push_back(static_cast<int32_t>(k.choices.size()));
+  s.feedback_dim = kFeedbackDim;
+  s.candidate_dim = s.choice_dim() + 3;
+  return s;
+}
+
+std::vector<int32_t> active_heads(const KnobSpace& space) {
+  std::vector<int32_t> heads;
+  for (const Knob& k : space.knobs) {
+    int32_t h = KnobTable::get().head_of(k.name);
+    VINCI_ASSERT_MSG(h >= 0, "knob " << k.name << " is not in the global knob table");
+    heads.push_back(h);
+  }
+  return heads;
+}
+
+std::vector<float> task_features(const Task& task, SizeName size) {
+  std::vector<float> f(kTaskFeatureDim, 0.0f);
+  if (task.level >= 1 && task.level <= 3) f[task.level - 1] = 1.0f;
+  int fam = kFamilyCount;
+  for (int i = 0; i < kFamilyCount; ++i) {
+    if (task.family == kFamilies[i]) fam = i;
+  }
+  f[3 + fam] = 1.0f;  // 3 .. 3 + kFamilyCount (the extra slot: any other family)
+  KnobSpace space = knob_space(task);
+  for (int i = 0; i < 4; ++i) {
+    for (const Knob& k : family_knobs(kKnobFamilies[i])) {
+      if (space.index_of(k.name) >= 0) f[17 + i] = 1.0f;
+    }
+  }
+  double in_elems = 0, out_elems = 0;
+  auto shapes = infer_shapes(task);
+  if (shapes.ok()) {
+    const SizeMap& sizes = task.size_map(size);
+    for (const auto& in : task.inputs) {
+      auto dims = eval_shape(shapes->at(in.name), sizes);
+      if (dims.ok()) {
+        double n = 1;
+        for (int64_t d : *dims) n *= static_cast<double>(d);
+        in_elems += n;
+      }
+    }
+    auto it = shapes->find(task.output);
+    if (it != shapes->end()) {
+      auto dims = eval_shape(it->second, sizes);
+      if (dims.ok()) {
+        double n = 1;
+        for (int64_t d : *dims) n *= static_cast<double>(d);
+        out_elems = n;
+      }
+    }
+  }
+  f[21] = static_cast<float>(std::log10(1.0 + in_elems) / 10.0);
+  f[22] = static_cast<float>(std::log10(1.0 + out_elems) / 10.0);
+  f[23] = static_cast<float>(task.ops.size()) / 10.0f;
+  f[24] = task.modules.empty() ? 0.0f : 1.0f;
+  return f;
+}
+
+std::map<std::string, std::string> skill_knobs(const Skill& skill) {
+  std::map<std::string, std::string> out;
+  auto v = skill.extra.find("vinci");
+  if (v == skill.extra.end() || !v->is_object()) return out;
+  auto k = v->find("knobs");
+  if (k == v->end() || !k->is_object()) return out;
+  for (auto it = k->begin(); it != k->end(); ++it) {
+    if (it.value().is_string()) out[it.key()] = it.value().get<std::string>();
+  }
+  return out;
+}
+
+std::vector<float> skill_hint(const std::vector<const Skill*>& skills) {
+  const KnobTable& table = KnobTable::get();
+  std::vector<int32_t> offset(table.knobs.size() + 1, 0);
+  for (size_t i = 0; i < table.knobs.size(); ++i) {
+    offset[i + 1] = offset[i] + static_cast<int32_t>(table.knobs[i].choices.size());
+  }
+  std::vector<float> hint(static_cast<size_t>(offset.back()), 0.0f);
+  for (const Skill* s : skills) {
+    for (const auto& [name, value] : skill_knobs(*s)) {
+      int32_t h = table.head_of(name);
+      if (h < 0) continue;
+      const auto& choices = table.knobs[h].choices;
+      auto c = std::find(choices.begin(), choices.end(), value);
+      if (c == choices.end()) continue;
+      hint[static_cast<size_t>(offset[h] + (c - choices.begin()))] = 1.0f;
+    }
+  }
+  return hint;
+}
+
+std::vector<float> SimSkillFeaturizer::candidate_features(const Skill& skill, double score) const {
+  std::vector<float> f = skill_hint({&skill});
+  f.push_back(skill.scope == "general" ? 1.0f : 0.0f);
+  f.push_back(static_cast<float>(score / (1.0 + score)));
+  std::string family;
+  auto v = skill.extra.find("vinci");
+  if (v != skill.extra.end() && v->is_object() && v->contains("family") &&
+      (*v)["family"].is_string()) {
+    family = (*v)["family"].get<std::string>();
+  }
+  f.push_back(family == task_.family ? 1.0f : 0.0f);
+  return f;
+}
+
+std::optional<Skill> SimSkillWriter::write_skill(const SummarySample& sample) const {
+  const Task& task = *win_.task;
+  std::vector<std::pair<const Knob*, std::string>> kept;
+  for (size_t i = 0; i < sample.include.size() && i < win_.space.knobs.size(); ++i) {
+    if (!sample.include[i]) continue;
+    const Knob& k = win_.space.knobs[i];
+    kept.emplace_back(&k, k.choices.at(static_cast<size_t>(win_.choices.at(i))));
+  }
+  if (kept.empty()) return std::nullopt;
+  Skill s;
+  bool general = sample.scope == 0;
+  s.scope = general ? "general" : "task_specific/" + task.family;
+  std::string name = task.family;
+  std::set<std::string> tags = {task.family};
+  nlohmann::ordered_json knobs = nlohmann::ordered_json::object();
+  std::string settings;
+  for (const auto& [k, v] : kept) {
+    name += "_" + k->name + "_" + v;
+    auto dot = k->name.find('.');
+    std::string fam = dot == std::string::npos ? "plan" : k->name.substr(0, dot);
+    std::string leaf = dot == std::string::npos ? k->name : k->name.substr(dot + 1);
+    if (tags.size() < 6) tags.insert(normalize_skill_name(leaf));
+    if (tags.size() < 6 && fam != "plan") tags.insert(normalize_skill_name(fam));
+    knobs[k->name] = v;
+    settings += (settings.empty() ? "" : ", ") + k->name + " = " + v;
+  }
+  if (tags.size() < 3) tags.insert("kernel_schedule");
+  if (tags.size() < 3) tags.insert("cuda");
+  s.name = normalize_skill_name(name);
+  if (s.name.size() > 80) s.name.resize(80);
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "For %s kernels (%s): %s; it took a rollout from %.3gx at turn 1 to %.3gx.",
+                task.family.c_str(), general ? "any task of the family" : task.name.c_str(),
+                settings.c_str(), win_.turn1_speedup, win_.best_speedup);
+  s.description = line;
+  s.tags.assign(tags.begin(), tags.end());
+  std::string content = "## Motivation\n";
+  std::snprintf(line, sizeof line,
+                "On task %s (%s, level %d) a policy rollout improved from %.3gx to %.3gx over "
+                "PyTorch eager once its schedule used the settings below.\n\n",
+                task.id.c_str(), task.name.c_str(), task.level, win_.turn1_speedup,
+                win_.best_speedup);
+  content += line;
+  content += "## Key Idea\n";
+  for (const auto& [k, v] : kept) {
+    content += "- `" + k->name + " = " + v + "`: " + k->help + "\n";
+  }
+  content += "\n## Example\n```cuda\n" + win_.kernel_excerpt + "\n```\n";
+  s.content = content;
+  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+  meta["family"] = task.family;
+  meta["task"] = task.id;
+  meta["knobs"] = knobs;
+  s.extra["vinci"] = meta;
+  return s;
+}
+
+}  // namespace vinci

@@ -1,0 +1,829 @@
+#include "harness/trainer.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "agents/agents.h"
+#include "agents/bm25.h"
+#include "gpu/codegen.h"
+#include "harness/sim_world.h"
+#include "recorder/vinci.capnp.h"
+
+namespace vinci {
+namespace {
+
+using Builder = std::unique_ptr<capnp::MallocMessageBuilder>;
+
+// Records a task's work produces, in order; seq is set when they reach the sink.
+struct RecordBuf {
+  std::vector<Builder> records;
+
+  schema::Record::Builder add(int32_t step, const std::string& task, int32_t scheme,
+                              int32_t rollout, int32_t turn, schema::Record::Phase phase) {
+    records.push_back(std::make_unique<capnp::MallocMessageBuilder>(512));
+    auto r = records.back()->initRoot<schema::Record>();
+    r.setStep(step);
+    r.setTask(task);
+    r.setScheme(scheme);
+    r.setRollout(rollout);
+    r.setTurn(turn);
+    r.setPhase(phase);
+    return r;
+  }
+};
+
+struct DigestBytes {
+  uint8_t b[16];
+  explicit DigestBytes(const Digest& d) { d.to_bytes(b); }
+  capnp::Data::Reader data() const { return capnp::Data::Reader(b, 16); }
+};
+
+uint64_t eval_seed(const RngKey& key) {
+  Stream s(key.with("purpose", "eval-seed"));
+  return s.next_u64();
+}
+
+std::string kernel_excerpt(const Plan& plan, int lines) {
+  for (const auto& k : plan.kernels) {
+    std::string out;
+    int n = 0;
+    size_t pos = 0;
+    while (pos < k.source.size() && n < lines) {
+      size_t end = k.source.find('\n', pos);
+      if (end == std::string::npos) end = k.source.size();
+      out += k.source.substr(pos, end - pos) + "\n";
+      pos = end + 1;
+      ++n;
+    }
+    if (!out.empty()) out.pop_back();
+    return out;
+  }
+  return "// (library steps only)";
+}
+
+// What one evaluated turn left behind.
+struct TurnRecord {
+  Digest plan;
+  EvalResult eval;
+  std::string excerpt;
+};
+
+// Turns policy choices into a plan, evaluates it and computes the turn's reward.
+class SimTurnEnv : public TurnEnvironment {
+ public:
+  SimTurnEnv(const Experiment& exp, const Task& task, const KnobSpace& space, Evaluator& evaluator,
+             ObjectStore& store, RngKey key)
+      : exp_(exp), task_(task), space_(space), evaluator_(evaluator), store_(store), key_(key) {}
+
+  Result<TurnResult> run_turn(int32_t turn, const std::vector<int32_t>& choices) override {
+    KnobSetting setting(choices.begin(), choices.end());
+    VINCI_ASSIGN_OR_RETURN(Plan plan, generate_plan(task_, setting));
+    TurnRecord rec;
+    VINCI_ASSIGN_OR_RETURN(rec.plan, store_.put("plan", canonical_bytes(plan)));
+    EvalRequest req;
+    req.size = exp_.size == "full" ? SizeName::kFull : SizeName::kSmall;
+    req.seed = eval_seed(key_.with("turn", turn));
+    req.trials = exp_.trials;
+    req.samples = exp_.timing_samples;
+    VINCI_ASSIGN_OR_RETURN(rec.eval, evaluator_.evaluate(task_, plan, req));
+    if (!rec.eval.compile_log.empty()) {
+      VINCI_RETURN_IF_ERROR(store_.put(kCompileLogKind, rec.eval.compile_log).status());
+    }
+    rec.excerpt = kernel_excerpt(plan, 30);
+    TurnResult r;
+    r.compiled = rec.eval.compiled;
+    r.correct = rec.eval.correct;
+    r.decoy = rec.eval.decoy;
+    r.speedup = rec.eval.speedup;
+    r.time_coverage = rec.eval.time_coverage;
+    r.reward = turn_reward({r.compiled, r.correct, r.decoy, r.speedup, r.time_coverage}, exp_.reward);
+    turns.push_back(std::move(rec));
+    return r;
+  }
+
+  std::vector<TurnRecord> turns;
+
+ private:
+  const Experiment& exp_;
+  const Task& task_;
+  const KnobSpace& space_;
+  Evaluator& evaluator_;
+  ObjectStore& store_;
+  RngKey key_;
+};
+
+void write_measurement(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
+                       int32_t rollout, int32_t turn, schema::Record::Phase phase,
+                       const EvalResult& eval) {
+  auto r = buf.add(step, task, scheme, rollout, turn, phase);
+  to_measurement(eval, r.initMeasurement());
+}
+
+void write_policy_sample(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
+                         int32_t rollout, int32_t turn, schema::Record::Phase phase,
+                         const PolicySample& s, bool greedy, const Digest& plan) {
+  auto r = buf.add(step, task, scheme, rollout, turn, phase);
+  auto b = r.initSample();
+  b.setRole(schema::Role::POLICY);
+  b.setBackbone("sim");
+  auto acts = b.initActions(static_cast<unsigned>(s.choices.size()));
+  for (size_t i = 0; i < s.choices.size(); ++i) acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(s.choices[i]));
+  b.setLogProb(s.log_prob);
+  b.setGreedy(greedy);
+  DigestBytes d(plan);
+  b.setOutput(d.data());
+}
+
+void write_turn_reward(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
+                       int32_t rollout, int32_t turn, schema::Record::Phase phase,
+                       const TurnResult& t) {
+  auto r = buf.add(step, task, scheme, rollout, turn, phase);
+  auto w = r.initReward();
+  w.setValue(t.reward);
+  w.setKind(schema::Reward::Kind::TURN);
+  w.setSpeedup(t.speedup);
+  w.setTimeCoverage(t.time_coverage);
+  w.setCorrect(t.correct);
+  w.setDecoy(t.decoy);
+}
+
+void write_selection(RecordBuf& buf, int32_t step, const Task& task, int32_t scheme,
+                     schema::Record::Phase phase, const SchemeDecision& d,
+                     const SkillLibrary& library, const Digest& query, const Digest& snapshot,
+                     const SelectionParams& params, bool greedy) {
+  if (d.sampled) {
+    auto r = buf.add(step, task.id, scheme, -1, -1, phase);
+    auto b = r.initSample();
+    b.setRole(schema::Role::SELECTION);
+    b.setBackbone("sim");
+    auto acts = b.initActions(static_cast<unsigned>(d.sample.picked.size()));
+    for (size_t i = 0; i < d.sample.picked.size(); ++i) acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(d.sample.picked[i]));
+    b.setLogProb(d.sample.log_prob);
+    b.setGreedy(greedy);
+    b.setSampleIndex(d.sample_index);
+  }
+  auto r = buf.add(step, task.id, scheme, -1, -1, phase);
+  auto s = r.initSelection();
+  DigestBytes q(query), lib(snapshot);
+  s.setQuery(q.data());
+  auto cands = s.initCandidates(static_cast<unsigned>(d.recall.hits.size()));
+  for (size_t i = 0; i < d.recall.hits.size(); ++i) {
+    const Skill& sk = library.at(d.recall.hits[i].doc);
+    cands[static_cast<unsigned>(i)].setName(sk.name);
+    cands[static_cast<unsigned>(i)].setScore(d.recall.hits[i].score);
+  }
+  auto sel = s.initSelected(static_cast<unsigned>(d.selected.size()));
+  for (size_t i = 0; i < d.selected.size(); ++i) sel.set(static_cast<unsigned>(i), d.selected[i]);
+  s.setRandomFallback(d.recall.random_fallback);
+  s.setReranked(params.mode == SelectionMode::kRerank);
+  s.setSampleIndex(d.sample_index);
+  s.setLibrarySnapshot(lib.data());
+}
+
+void write_advantage(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
+                     int32_t rollout, int32_t turn, schema::Role role, double value, double ret,
+                     double baseline, double scale, uint32_t group, int32_t sample_index) {
+  auto r = buf.add(step, task, scheme, rollout, turn, schema::Record::Phase::TRAIN);
+  auto a = r.initAdvantage();
+  a.setRole(role);
+  a.setValue(value);
+  a.setReturnValue(ret);
+  a.setBaseline(baseline);
+  a.setScale(scale);
+  a.setGroupSize(group);
+  a.setSampleIndex(sample_index);
+}
+
+// Everything one task contributes to a training step.
+struct TaskWork {
+  RecordBuf records;
+  std::vector<Experience> experiences;
+  std::optional<Skill> staged;
+  double reward_sum = 0;
+  uint32_t turns = 0, correct_turns = 0;
+  double best_speedup = 0;
+  bool triggered = false;
+  uint32_t accepted = 0;
+};
+
+struct StepContext {
+  const Experiment* exp;
+  Evaluator* evaluator;
+  Backbone* backbone;
+  ObjectStore* store;
+  const SkillLibrary* library;
+  Digest library_address;
+  BackboneShape shape;
+  SizeName size;
+};
+
+std::vector<const Skill*> skills_named(const SkillLibrary& lib, const std::vector<std::string>& names) {
+  std::vector<const Skill*> out;
+  for (const auto& n : names) {
+    if (const Skill* s = lib.find(n)) out.push_back(s);
+  }
+  return out;
+}
+
+Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
+                  TaskWork* work) {
+  const Experiment& exp = *ctx.exp;
+  const auto phase = schema::Record::Phase::TRAIN;
+  RngKey task_key = RngKey::root(exp.seed).with("phase", "train").with("step", step).with("task", task.id);
+  KnobSpace space = knob_space(task);
+  std::vector<float> features = task_features(task, ctx.size);
+  VINCI_ASSIGN_OR_RETURN(Digest query, ctx.store->put("prompt", task.description));
+  SimSkillFeaturizer featurizer(task);
+
+  // Selection: k samples, each a scheme; then the null scheme.
+  struct Scheme {
+    std::optional<SchemeDecision> decision;
+    std::vector<const Skill*> skills;
+  };
+  std::vector<Scheme> schemes;
+  int32_t real_schemes = exp.selection.mode == SelectionMode::kNone ? 0 : exp.schemes;
+  for (int32_t i = 0; i < real_schemes; ++i) {
+    VINCI_ASSIGN_OR_RETURN(
+        SchemeDecision d,
+        select_skills(*ctx.backbone, *ctx.library, index, task.description, features, featurizer,
+                      exp.selection, task_key.with("selection", i), false, i));
+    write_selection(work->records, step, task, i, phase, d, *ctx.library, query,
+                    ctx.library_address, exp.selection, false);
+    Scheme s;
+    s.skills = skills_named(*ctx.library, d.selected);
+    s.decision = std::move(d);
+    schemes.push_back(std::move(s));
+  }
+  if (exp.null_scheme || schemes.empty()) schemes.push_back(Scheme{});
+
+  // Policy rollouts.
+  struct Rollout {
+    std::vector<RolloutTurn> turns;
+    std::vector<TurnRecord> records;
+  };
+  std::vector<std::vector<Rollout>> rollouts(schemes.size());
+  std::vector<int32_t> heads = active_heads(space);
+  for (size_t j = 0; j < schemes.size(); ++j) {
+    PolicyInput base;
+    base.task = features;
+    base.skill_hint = skill_hint(schemes[j].skills);
+    base.active_heads = heads;
+    for (int32_t r = 0; r < exp.rollouts; ++r) {
+      RngKey key = task_key.with("scheme", static_cast<int64_t>(j)).with("rollout", r);
+      SimTurnEnv env(exp, task, space, *ctx.evaluator, *ctx.store, key);
+      VINCI_ASSIGN_OR_RETURN(auto turns, run_rollout(*ctx.backbone, ctx.shape, base, exp.turns, env, key, false));
+      for (size_t t = 0; t < turns.size(); ++t) {
+        int32_t sj = static_cast<int32_t>(j), tt = static_cast<int32_t>(t);
+        write_policy_sample(work->records, step, task.id, sj, r, tt, phase, turns[t].sample, false, env.turns[t].plan);
+        write_measurement(work->records, step, task.id, sj, r, tt, phase, env.turns[t].eval);
+        write_turn_reward(work->records, step, task.id, sj, r, tt, phase, turns[t].result);
+        work->reward_sum += turns[t].result.reward;
+        work->turns++;
+        if (turns[t].result.correct) work->correct_turns++;
+      }
+      rollouts[j].push_back(Rollout{std::move(turns), std::move(env.turns)});
+    }
+  }
+
+  // Summary: the triggering rollout with the highest best-turn speedup across schemes.
+  std::vector<double> summary_rewards;
+  std::vector<SummaryProposal> proposals;
+  int win_scheme = -1, win_rollout = -1;
+  double win_best = -1;
+  for (size_t j = 0; j < rollouts.size(); ++j) {
+    for (size_t r = 0; r < rollouts[j].size(); ++r) {
+      std::vector<TurnResult> results;
+      for (const auto& t : rollouts[j][r].turns) results.push_back(t.result);
+      double best = best_speedup(results);
+      work->best_speedup = std::max(work->best_speedup, best);
+      if (summary_triggers(results, exp.trigger) && best > win_best) {
+        win_best = best;
+        win_scheme = static_cast<int>(j);
+        win_rollout = static_cast<int>(r);
+      }
+    }
+  }
+  if (win_scheme >= 0) work->triggered = true;
+  if (exp.summary_enabled && win_scheme >= 0) {
+    const Rollout& win = rollouts[win_scheme][win_rollout];
+    // The best turn: the correct one with the highest speedup (the first on ties).
+    size_t best_t = 0;
+    double best_s = -1;
+    for (size_t t = 0; t < win.turns.size(); ++t) {
+      const TurnResult& res = win.turns[t].result;
+      if (res.compiled && res.correct && !res.decoy && res.speedup > best_s) {
+        best_s = res.speedup;
+        best_t = t;
+      }
+    }
+    WinningRollout w;
+    w.task = &task;
+    w.space = space;
+    w.choices = win.turns[best_t].sample.choices;
+    w.turn1_speedup = win.turns[0].result.speedup;
+    w.best_speedup = win_best;
+    w.kernel_excerpt = win.records[best_t].excerpt;
+    SummaryInput sin;
+    sin.task = features;
+    sin.winning = encode_choices(ctx.shape, heads, w.choices);
+    sin.feedback = encode_feedback(win.turns[best_t].result);
+    sin.active_heads = heads;
+    SimSkillWriter writer(w);
+    RngKey skey = task_key.with("purpose", "summary");
+    VINCI_ASSIGN_OR_RETURN(proposals, propose_skills(*ctx.backbone, sin, exp.summary_samples, writer, skey, false));
+    std::vector<VerificationVerdict> verdicts(proposals.size());
+    for (size_t i = 0; i < proposals.size(); ++i) {
+      const SummaryProposal& p = proposals[i];
+      int32_t si = static_cast<int32_t>(i);
+      Digest skill_addr;
+      if (p.skill) {
+        SkillLibrary one;
+        one.add(*p.skill);
+        VINCI_ASSIGN_OR_RETURN(skill_addr, ctx.store->put("skill", one.to_jsonl()));
+      }
+      auto sr = work->records.add(step, task.id, win_scheme, win_rollout, -1, phase);
+      auto sb = sr.initSample();
+      sb.setRole(schema::Role::SUMMARY);
+      sb.setBackbone("sim");
+      auto acts = sb.initActions(static_cast<unsigned>(p.sample.include.size() + 1));
+      for (size_t k = 0; k < p.sample.include.size(); ++k) acts.set(static_cast<unsigned>(k), p.sample.include[k]);
+      acts.set(static_cast<unsigned>(p.sample.include.size()), static_cast<uint32_t>(p.sample.scope));
+      sb.setLogProb(p.sample.log_prob);
+      sb.setSampleIndex(si);
+      if (p.skill) {
+        DigestBytes d(skill_addr);
+        sb.setOutput(d.data());
+      }
+      if (!p.skill) {
+        verdicts[i].reason = p.dropped;
+        continue;
+      }
+      // Verification: one greedy turn-1 generation with the winning scheme's skills plus the new
+      // one, evaluated `runs` times.
+      std::vector<const Skill*> inj = schemes[win_scheme].skills;
+      inj.push_back(&*p.skill);
+      PolicyInput vin;
+      vin.task = features;
+      vin.skill_hint = skill_hint(inj);
+      vin.active_heads = heads;
+      vin.previous.assign(static_cast<size_t>(ctx.shape.choice_dim()), 0.0f);
+      vin.feedback.assign(kFeedbackDim, 0.0f);
+      RngKey vkey = task_key.with("verify", si);
+      VINCI_ASSIGN_OR_RETURN(PolicySample vs, ctx.backbone->sample_policy(vin, vkey, true));
+      std::vector<TurnResult> runs;
+      SimTurnEnv venv(exp, task, space, *ctx.evaluator, *ctx.store, vkey);
+      for (int32_t run = 0; run < exp.verification.runs; ++run) {
+        VINCI_ASSIGN_OR_RETURN(TurnResult tr, venv.run_turn(run, vs.choices));
+        runs.push_back(tr);
+      }
+      const auto vphase = schema::Record::Phase::VERIFY;
+      write_policy_sample(work->records, step, task.id, win_scheme, si, 0, vphase, vs, true, venv.turns[0].plan);
+      for (int32_t run = 0; run < exp.verification.runs; ++run) {
+        write_measurement(work->records, step, task.id, win_scheme, si, run, vphase, venv.turns[run].eval);
+      }
+      verdicts[i] = judge_verification(runs, w.turn1_speedup, exp.verification);
+      auto vr = work->records.add(step, task.id, win_scheme, si, -1, vphase);
+      auto vd = vr.initVerification();
+      vd.setSkillName(p.skill->name);
+      DigestBytes sa(skill_addr);
+      vd.setSkill(sa.data());
+      auto sp = vd.initSpeedups(static_cast<unsigned>(verdicts[i].speedups.size()));
+      auto co = vd.initCorrect(static_cast<unsigned>(verdicts[i].correct.size()));
+      for (size_t k = 0; k < verdicts[i].speedups.size(); ++k) {
+        sp.set(static_cast<unsigned>(k), verdicts[i].speedups[k]);
+        co.set(static_cast<unsigned>(k), verdicts[i].correct[k]);
+      }
+      vd.setBaselineTurn1Speedup(w.turn1_speedup);
+      vd.setAccepted(verdicts[i].accepted);
+      vd.setReason(verdicts[i].reason);
+      vd.setSampleIndex(si);
+    }
+    auto staged = pick_staged(verdicts);
+    for (size_t i = 0; i < proposals.size(); ++i) {
+      summary_rewards.push_back(verdicts[i].accepted ? verdicts[i].worst_speedup : 0.0);
+      if (verdicts[i].accepted) work->accepted++;
+    }
+    if (staged) {
+      work->staged = *proposals[*staged].skill;
+      work->staged->verify_speedup = verdicts[*staged].worst_speedup;
+      // The staged flag goes on a record of its own kind: the verification records above say
+      // accepted; which one enters the library is this decision.
+      auto rr = work->records.add(step, task.id, win_scheme, static_cast<int32_t>(*staged), -1, schema::Record::Phase::VERIFY);
+      auto vd = rr.initVerification();
+      vd.setSkillName(work->staged->name);
+      vd.setAccepted(true);
+      vd.setStaged(true);
+      vd.setReason("staged: fastest accepted skill of the task");
+      vd.setSampleIndex(static_cast<int32_t>(*staged));
+      auto sp = vd.initSpeedups(1);
+      sp.set(0, verdicts[*staged].worst_speedup);
+    }
+  }
+
+  // Selection rewards and advantages (only sampled schemes are trained).
+  if (exp.selection.mode == SelectionMode::kRerank && real_schemes > 0) {
+    std::vector<double> scheme_rewards;
+    for (int32_t j = 0; j < real_schemes; ++j) {
+      std::vector<std::vector<double>> rr;
+      for (const auto& ro : rollouts[j]) {
+        std::vector<double> rs;
+        for (const auto& t : ro.turns) rs.push_back(t.result.reward);
+        rr.push_back(rs);
+      }
+      scheme_rewards.push_back(scheme_reward(rr));
+      auto r = work->records.add(step, task.id, j, -1, -1, phase);
+      auto w = r.initReward();
+      w.setValue(scheme_rewards.back());
+      w.setKind(schema::Reward::Kind::SCHEME);
+      w.setSampleIndex(j);
+    }
+    std::vector<double> adv = selection_advantages(scheme_rewards, exp.selection_scale);
+    for (int32_t j = 0; j < real_schemes; ++j) {
+      double base = scheme_rewards[j] - (exp.selection_scale != 0 ? adv[j] / exp.selection_scale : 0);
+      write_advantage(work->records, step, task.id, j, -1, -1, schema::Role::SELECTION, adv[j],
+                      scheme_rewards[j], base, exp.selection_scale, static_cast<uint32_t>(real_schemes), j);
+      const auto& d = *schemes[j].decision;
+      if (d.sampled) {
+        Experience e;
+        e.role = AgentRole::kSelection;
+        e.advantage = adv[j];
+        e.selection_input = d.input;
+        e.selection = d.sample;
+        work->experiences.push_back(std::move(e));
+      }
+    }
+  }
+
+  // Summary rewards and advantages.
+  if (!proposals.empty()) {
+    std::vector<double> adv = summary_advantages(summary_rewards, exp.summary_scale);
+    for (size_t i = 0; i < proposals.size(); ++i) {
+      int32_t si = static_cast<int32_t>(i);
+      auto r = work->records.add(step, task.id, win_scheme, win_rollout, -1, phase);
+      auto w = r.initReward();
+      w.setValue(summary_rewards[i]);
+      w.setKind(schema::Reward::Kind::SUMMARY);
+      w.setSpeedup(summary_rewards[i]);
+      w.setSampleIndex(si);
+      double base = summary_rewards[i] - (exp.summary_scale != 0 ? adv[i] / exp.summary_scale : 0);
+      write_advantage(work->records, step, task.id, win_scheme, win_rollout, -1, schema::Role::SUMMARY,
+                      adv[i], summary_rewards[i], base, exp.summary_scale,
+                      static_cast<uint32_t>(proposals.size()), si);
+      Experience e;
+      e.role = AgentRole::kSummary;
+      e.advantage = adv[i];
+      e.summary_input = proposals[i].input;
+      e.summary = proposals[i].sample;
+      work->experiences.push_back(std::move(e));
+    }
+  }
+
+  // Policy: TRLOO over every rollout of the task (all schemes), per turn.
+  std::vector<std::vector<double>> returns;
+  for (const auto& scheme_rollouts : rollouts) {
+    for (const auto& ro : scheme_rollouts) {
+      std::vector<double> rs;
+      for (const auto& t : ro.turns) rs.push_back(t.result.reward);
+      returns.push_back(returns_to_go(rs, exp.gamma));
+    }
+  }
+  auto adv = trloo_advantages(returns, exp.normalize_advantages);
+  size_t flat = 0;
+  for (size_t j = 0; j < rollouts.size(); ++j) {
+    for (size_t r = 0; r < rollouts[j].size(); ++r, ++flat) {
+      for (size_t t = 0; t < rollouts[j][r].turns.size(); ++t) {
+        const RolloutTurn& turn = rollouts[j][r].turns[t];
+        int32_t sj = static_cast<int32_t>(j), rr = static_cast<int32_t>(r), tt = static_cast<int32_t>(t);
+        bool kept = true;
+        if (exp.rejection_sampling && turn.result.correct) {
+          kept = keep_turn(turn.result.time_coverage,
+                           task_key.with("scheme", sj).with("rollout", rr).with("turn", tt));
+        }
+        write_advantage(work->records, step, task.id, sj, rr, tt, schema::Role::POLICY,
+                        kept ? adv[flat][t] : 0.0, returns[flat][t], returns[flat][t] - adv[flat][t],
+                        kept ? 1.0 : 0.0, static_cast<uint32_t>(returns.size()), -1);
+        if (!kept) continue;
+        Experience e;
+        e.role = AgentRole::kPolicy;
+        e.advantage = adv[flat][t];
+        e.policy_input = turn.input;
+        e.policy = turn.sample;
+        work->experiences.push_back(std::move(e));
+      }
+    }
+  }
+  return Status();
+}
+
+// Greedy (or sampled) evaluation of one held-out task: one selection, one rollout.
+Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
+                 RecordBuf* records, TaskTurns* outcome) {
+  const Experiment& exp = *ctx.exp;
+  const auto phase = schema::Record::Phase::EVAL;
+  RngKey key = RngKey::root(exp.seed).with("phase", "eval").with("step", step).with("task", task.id);
+  KnobSpace space = knob_space(task);
+  std::vector<float> features = task_features(task, ctx.size);
+  VINCI_ASSIGN_OR_RETURN(Digest query, ctx.store->put("prompt", task.description));
+  std::vector<const Skill*> skills;
+  if (exp.eval_inject_skills && exp.selection.mode != SelectionMode::kNone) {
+    SimSkillFeaturizer featurizer(task);
+    VINCI_ASSIGN_OR_RETURN(SchemeDecision d,
+                           select_skills(*ctx.backbone, *ctx.library, index, task.description,
+                                         features, featurizer, exp.selection,
+                                         key.with("selection", 0), exp.eval_greedy, 0));
+    write_selection(*records, step, task, 0, phase, d, *ctx.library, query, ctx.library_address,
+                    exp.selection, exp.eval_greedy);
+    skills = skills_named(*ctx.library, d.selected);
+  }
+  PolicyInput base;
+  base.task = features;
+  base.skill_hint = skill_hint(skills);
+  base.active_heads = active_heads(space);
+  RngKey rkey = key.with("rollout", 0);
+  SimTurnEnv env(exp, task, space, *ctx.evaluator, *ctx.store, rkey);
+  VINCI_ASSIGN_OR_RETURN(auto turns, run_rollout(*ctx.backbone, ctx.shape, base, exp.eval_turns, env, rkey, exp.eval_greedy));
+  outcome->task = task.id;
+  outcome->level = task.level;
+  for (size_t t = 0; t < turns.size(); ++t) {
+    int32_t tt = static_cast<int32_t>(t);
+    write_policy_sample(*records, step, task.id, 0, 0, tt, phase, turns[t].sample, exp.eval_greedy, env.turns[t].plan);
+    write_measurement(*records, step, task.id, 0, 0, tt, phase, env.turns[t].eval);
+    write_turn_reward(*records, step, task.id, 0, 0, tt, phase, turns[t].result);
+    const TurnResult& r = turns[t].result;
+    outcome->turns.push_back({r.compiled, r.correct, r.decoy, r.speedup, r.time_coverage});
+  }
+  return Status();
+}
+
+// Runs fn(i) for i in [0, n) on `threads` threads; returns the first error by index.
+Status parallel_for(int32_t threads, size_t n, const std::function<Status(size_t)>& fn) {
+  std::vector<Status> status(n);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (;;) {
+      size_t i = next.fetch_add(1);
+      if (i >= n) return;
+      status[i] = fn(i);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int32_t t = 1; t < threads && static_cast<size_t>(t) < n; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  for (auto& s : status) {
+    if (!s.ok()) return s;
+  }
+  return Status();
+}
+
+Bm25Index build_index(const SkillLibrary& lib, const Experiment& exp) {
+  Bm25Index index(Bm25Params{exp.bm25_k1, exp.bm25_b, exp.bm25_epsilon});
+  for (const Skill& s : lib.skills()) index.add_text(skill_document_text(s));
+  return index;
+}
+
+Status flush(RecordBuf& buf, RecordSink& sink) {
+  for (auto& r : buf.records) VINCI_RETURN_IF_ERROR(sink.put(*r));
+  buf.records.clear();
+  return Status();
+}
+
+void write_metric(RecordBuf& buf, int32_t step, const std::string& name, const std::string& split,
+                  int32_t level, double threshold, const std::string& mode,
+                  const std::string& denominator, double value, uint32_t num, uint32_t count) {
+  auto r = buf.add(step, "", -1, -1, -1,
+                   split == "eval" ? schema::Record::Phase::EVAL : schema::Record::Phase::TRAIN);
+  auto m = r.initMetric();
+  m.setName(name);
+  m.setSplit(split);
+  m.setLevel(level);
+  m.setThreshold(threshold);
+  m.setTurnMode(mode);
+  m.setDenominator(denominator);
+  m.setValue(value);
+  m.setNumerator(num);
+  m.setCount(count);
+}
+
+Result<EvalPoint> evaluate_all(const StepContext& ctx, int32_t step,
+                               const std::vector<const Task*>& tasks, const Bm25Index& index,
+                               RecordSink& sink, const ProgressFn& progress, int64_t* done,
+                               int64_t total) {
+  const Experiment& exp = *ctx.exp;
+  std::vector<RecordBuf> bufs(tasks.size());
+  std::vector<TaskTurns> outcomes(tasks.size());
+  VINCI_RETURN_IF_ERROR(parallel_for(exp.threads, tasks.size(), [&](size_t i) {
+    Bm25Index local = index;
+    return eval_task(ctx, step, *tasks[i], local, &bufs[i], &outcomes[i]);
+  }));
+  for (auto& b : bufs) VINCI_RETURN_IF_ERROR(flush(b, sink));
+  EvalPoint point;
+  point.step = step;
+  RecordBuf metrics;
+  for (TurnMode mode : {TurnMode::kLast, TurnMode::kBest}) {
+    for (Denominator den : {Denominator::kAll, Denominator::kCorrect}) {
+      for (const FastP& f : fast_p(outcomes, exp.thresholds, mode, den)) {
+        point.fast_p.push_back(f);
+        write_metric(metrics, step, "fast_p", "eval", f.level, f.threshold,
+                     mode == TurnMode::kLast ? "last" : "best",
+                     den == Denominator::kAll ? "all" : "correct", f.value(), f.numerator, f.count);
+      }
+    }
+  }
+  VINCI_RETURN_IF_ERROR(flush(metrics, sink));
+  *done += 1;
+  if (progress) {
+    const FastP* f = nullptr;
+    for (const auto& p : point.fast_p) {
+      if (p.level == 0 && p.mode == TurnMode::kLast && p.denominator == Denominator::kAll &&
+          p.threshold == 1.2) f = &p;
+    }
+    char line[160];
+    std::snprintf(line, sizeof line, "eval before step %d: fast_1.2 (last turn, all levels) %.3f",
+                  step, f ? f->value() : 0.0);
+    progress(*done, total, line);
+  }
+  return point;
+}
+
+}  // namespace
+
+TaskSplit split_tasks(const TaskSuite& suite, const Experiment& exp) {
+  TaskSplit split;
+  for (int64_t level : exp.levels) {
+    std::vector<const Task*> tasks = suite.at_level(static_cast<int>(level));
+    std::sort(tasks.begin(), tasks.end(), [](const Task* a, const Task* b) { return a->id < b->id; });
+    if (exp.max_tasks_per_level > 0 && static_cast<int64_t>(tasks.size()) > exp.max_tasks_per_level) {
+      tasks.resize(static_cast<size_t>(exp.max_tasks_per_level));
+    }
+    std::vector<std::pair<uint64_t, const Task*>> keyed;
+    for (const Task* t : tasks) {
+      keyed.emplace_back(Stream(RngKey::root(exp.split_seed).with("split", t->id)).next_u64(), t);
+    }
+    std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
+    });
+    size_t n_eval = static_cast<size_t>(std::ceil(exp.eval_share * static_cast<double>(keyed.size())));
+    for (size_t i = 0; i < keyed.size(); ++i) {
+      (i < n_eval ? split.eval : split.train).push_back(keyed[i].second);
+    }
+  }
+  auto by_id = [](const Task* a, const Task* b) { return a->id < b->id; };
+  std::sort(split.train.begin(), split.train.end(), by_id);
+  std::sort(split.eval.begin(), split.eval.end(), by_id);
+  return split;
+}
+
+Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite,
+                                     Evaluator& evaluator, Backbone& backbone,
+                                     const SkillLibrary& seed_library, RecordSink& sink,
+                                     const ProgressFn& progress) {
+  TrainerOutput out;
+  TaskSplit split = split_tasks(suite, exp);
+  for (const Task* t : split.train) out.train_tasks.push_back(t->id);
+  for (const Task* t : split.eval) out.eval_tasks.push_back(t->id);
+  if (split.train.empty() && exp.steps > 0) {
+    return invalid_argument("no training tasks: tasks.levels and tasks.eval_share leave none");
+  }
+  out.library = seed_library;
+  StepContext ctx;
+  ctx.exp = &exp;
+  ctx.evaluator = &evaluator;
+  ctx.backbone = &backbone;
+  ctx.store = &sink.store();
+  ctx.shape = sim_backbone_shape();
+  ctx.size = exp.size == "full" ? SizeName::kFull : SizeName::kSmall;
+
+  int64_t evals = split.eval.empty() ? 0 : (exp.steps + exp.eval_every - 1) / exp.eval_every + 1;
+  int64_t total = exp.steps + evals;
+  int64_t done = 0;
+  Bm25Index index = build_index(out.library, exp);
+
+  auto snapshot = [&](int32_t for_step, const std::vector<std::string>& added) -> Result<Digest> {
+    VINCI_ASSIGN_OR_RETURN(Digest addr, ctx.store->put("library", out.library.canonical_bytes()));
+    RecordBuf b;
+    auto r = b.add(for_step - 1, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+    auto s = r.initLibrarySnapshot();
+    s.setForStep(for_step);
+    DigestBytes d(addr);
+    s.setSnapshot(d.data());
+    s.setSize(static_cast<uint32_t>(out.library.size()));
+    auto a = s.initAdded(static_cast<unsigned>(added.size()));
+    for (size_t i = 0; i < added.size(); ++i) a.set(static_cast<unsigned>(i), added[i]);
+    VINCI_RETURN_IF_ERROR(flush(b, sink));
+    return addr;
+  };
+  VINCI_ASSIGN_OR_RETURN(ctx.library_address, snapshot(0, {}));
+  ctx.library = &out.library;
+
+  for (int32_t step = 0; step <= exp.steps; ++step) {
+    bool last = step == exp.steps;
+    if (!split.eval.empty() && (step % exp.eval_every == 0 || last)) {
+      VINCI_ASSIGN_OR_RETURN(EvalPoint p, evaluate_all(ctx, step, split.eval, index, sink, progress, &done, total));
+      out.eval.push_back(std::move(p));
+    }
+    if (last) break;
+
+    // The step's batch: training tasks ordered by a keyed hash, the first batch_tasks, by id.
+    std::vector<std::pair<uint64_t, const Task*>> keyed;
+    for (const Task* t : split.train) {
+      keyed.emplace_back(Stream(RngKey::root(exp.seed).with("batch", step).with("task", t->id)).next_u64(), t);
+    }
+    std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
+    });
+    std::vector<const Task*> batch;
+    for (size_t i = 0; i < keyed.size() && static_cast<int32_t>(i) < exp.batch_tasks; ++i) batch.push_back(keyed[i].second);
+    std::sort(batch.begin(), batch.end(), [](const Task* a, const Task* b) { return a->id < b->id; });
+
+    {
+      RecordBuf b;
+      auto r = b.add(step, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+      auto sb = r.initStepBegin();
+      auto tl = sb.initTasks(static_cast<unsigned>(batch.size()));
+      for (size_t i = 0; i < batch.size(); ++i) tl.set(static_cast<unsigned>(i), batch[i]->id);
+      DigestBytes lib(ctx.library_address), par(backbone.parameter_digest());
+      sb.setLibrarySnapshot(lib.data());
+      sb.setParamDigest(par.data());
+      VINCI_RETURN_IF_ERROR(flush(b, sink));
+    }
+
+    std::vector<TaskWork> work(batch.size());
+    VINCI_RETURN_IF_ERROR(parallel_for(exp.threads, batch.size(), [&](size_t i) {
+      Bm25Index local = index;
+      return train_task(ctx, step, *batch[i], local, &work[i]);
+    }));
+    std::vector<Experience> experiences;
+    TrainPoint point;
+    point.step = step;
+    uint32_t turns = 0, correct = 0;
+    double reward_sum = 0, best_sum = 0;
+    for (auto& w : work) {
+      VINCI_RETURN_IF_ERROR(flush(w.records, sink));
+      for (auto& e : w.experiences) experiences.push_back(std::move(e));
+      turns += w.turns;
+      correct += w.correct_turns;
+      reward_sum += w.reward_sum;
+      best_sum += w.best_speedup;
+      point.triggered += w.triggered;
+      point.accepted += w.accepted;
+    }
+    VINCI_ASSIGN_OR_RETURN(UpdateStats stats, backbone.update(experiences));
+    {
+      RecordBuf b;
+      auto r = b.add(step, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+      auto pd = r.initParameterDigest();
+      DigestBytes d(backbone.parameter_digest());
+      pd.setDigest(d.data());
+      pd.setLoss(stats.loss);
+      pd.setGradNorm(stats.grad_norm);
+      VINCI_RETURN_IF_ERROR(flush(b, sink));
+    }
+    // Skills staged this step enter the library after the update, in task order.
+    std::vector<std::string> added;
+    for (auto& w : work) {
+      if (!w.staged) continue;
+      std::string name = out.library.add(*w.staged);
+      index.add_text(skill_document_text(*out.library.find(name)));
+      added.push_back(name);
+    }
+    VINCI_ASSIGN_OR_RETURN(ctx.library_address, snapshot(step + 1, added));
+
+    point.reward_mean = turns ? reward_sum / turns : 0;
+    point.correct_rate = turns ? static_cast<double>(correct) / turns : 0;
+    point.best_speedup_mean = batch.empty() ? 0 : best_sum / static_cast<double>(batch.size());
+    point.library_size = static_cast<uint32_t>(out.library.size());
+    point.loss = stats.loss;
+    {
+      RecordBuf b;
+      write_metric(b, step, "reward_mean", "train", -1, 0, "", "", point.reward_mean, 0, turns);
+      write_metric(b, step, "correct_rate", "train", -1, 0, "", "", point.correct_rate, correct, turns);
+      write_metric(b, step, "best_speedup_mean", "train", -1, 0, "", "", point.best_speedup_mean, 0,
+                   static_cast<uint32_t>(batch.size()));
+      write_metric(b, step, "skills_accepted", "train", -1, 0, "", "", point.accepted, point.accepted, point.triggered);
+      write_metric(b, step, "library_size", "train", -1, 0, "", "", point.library_size, point.library_size, 0);
+      VINCI_RETURN_IF_ERROR(flush(b, sink));
+      auto r = b.add(step, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+      DigestBytes so_far(sink.digest());
+      r.initStepEnd().setDigestSoFar(so_far.data());
+      VINCI_RETURN_IF_ERROR(flush(b, sink));
+    }
+    out.train.push_back(point);
+    ++done;
+    if (progress) {
+      char line[200];
+      std::snprintf(line, sizeof line,
+                    "step %d/%d: reward %.3f, correct %.2f, best speedup %.2f, skills +%zu (%u)",
+                    step + 1, exp.steps, point.reward_mean, point.correct_rate,
+                    point.best_speedup_mean, added.size(), point.library_size);
+      progress(done, total, line);
+    }
+  }
+  return out;
+}
+
+}  // namespace vinci

@@ -1,0 +1,65 @@
+// The daVinci-kernel loop: per step, selection -> multi-turn policy rollouts -> summary and
+// verification -> rewards and advantages -> one backbone update -> the next library snapshot ->
+// metrics; evaluation on held-out tasks every few steps. Every event and derived value goes to a
+// RecordSink in a fixed order (steps, then tasks by id, then schemes, rollouts, turns), whatever
+// the number of threads, so two runs of one config and seed have equal digests, and re-driving a
+// run against its own log (resume, verify) compares record by record.
+#ifndef VINCI_HARNESS_TRAINER_H_
+#define VINCI_HARNESS_TRAINER_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "agents/backbone.h"
+#include "agents/skill_library.h"
+#include "gpu/eval_result.h"
+#include "gpu/task.h"
+#include "harness/experiment.h"
+#include "harness/record_sink.h"
+#include "harness/rl.h"
+
+namespace vinci {
+
+struct TrainPoint {
+  int32_t step = 0;
+  double reward_mean = 0;     // over every training turn of the step
+  double correct_rate = 0;    // share of correct turns
+  double best_speedup_mean = 0;  // mean over tasks of the best correct speedup (0 if none)
+  uint32_t triggered = 0;     // tasks whose rollouts triggered the summary agent
+  uint32_t accepted = 0;      // skills that passed verification (one staged per task at most)
+  uint32_t library_size = 0;  // after the step
+  double loss = 0;
+};
+
+struct EvalPoint {
+  int32_t step = 0;           // evaluated before training this step (steps: after the last)
+  std::vector<FastP> fast_p;  // last/best x all/correct x levels x thresholds
+};
+
+struct TrainerOutput {
+  std::vector<TrainPoint> train;
+  std::vector<EvalPoint> eval;
+  std::vector<std::string> train_tasks, eval_tasks;
+  SkillLibrary library;
+};
+
+struct TaskSplit {
+  std::vector<const Task*> train, eval;
+};
+// Per level: the first max_per_level tasks by id, ordered by a keyed hash of (split seed, id);
+// the first ceil(eval_share x n) of them are held out. Both lists are returned sorted by id.
+TaskSplit split_tasks(const TaskSuite& suite, const Experiment& exp);
+
+// Progress: (done, total, line) after each unit of work.
+using ProgressFn = std::function<void(int64_t done, int64_t total, const std::string& line)>;
+
+Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite,
+                                     Evaluator& evaluator, Backbone& backbone,
+                                     const SkillLibrary& seed_library, RecordSink& sink,
+                                     const ProgressFn& progress);
+
+}  // namespace vinci
+
+#endif  // VINCI_HARNESS_TRAINER_H_
