@@ -1,0 +1,235 @@
+// The sim evaluator's record: determinism, keyed noise, risky settings, decoys, flags, and the
+// EvalResult <-> Measurement mapping.
+#include "gpu/sim_evaluator.h"
+
+#include <gtest/gtest.h>
+#include <capnp/message.h>
+
+#include <cmath>
+
+#include "tests/gpu/sim_test_util.h"
+
+namespace vinci {
+namespace {
+
+using simtest::h200;
+using simtest::must_generate;
+using simtest::task;
+
+EvalRequest request(SizeName size, uint64_t seed = 7) {
+  EvalRequest r;
+  r.size = size;
+  r.seed = seed;
+  r.samples = 20;
+  return r;
+}
+
+TEST(SimEvaluator, NoiseOffRepeatsBitIdentically) {
+  SimEvaluator a(h200()), b(h200());
+  const Task& t = task("L1_023");
+  Plan plan = must_generate(t, {});
+  Result<EvalResult> x = a.evaluate(t, plan, request(SizeName::kFull));
+  Result<EvalResult> y = b.evaluate(t, plan, request(SizeName::kFull));
+  Result<EvalResult> z = a.evaluate(t, plan, request(SizeName::kFull, 99));  // other seed: same times
+  ASSERT_TRUE(x.ok() && y.ok() && z.ok()) << x.status().to_string();
+  EXPECT_TRUE(*x == *y);
+  EXPECT_EQ(x->kernel_times_us, z->kernel_times_us);
+  EXPECT_EQ(x->evaluator, "sim");
+  EXPECT_EQ(x->device, "h200");
+  EXPECT_EQ(x->plan, plan_address(plan));
+  EXPECT_TRUE(x->compiled);
+  EXPECT_TRUE(x->correct);
+  ASSERT_EQ(x->kernel_times_us.size(), 20u);
+  for (double v : x->kernel_times_us) EXPECT_EQ(v, x->kernel_us);
+  EXPECT_EQ(x->speedup, x->reference_us / x->kernel_us);
+  EXPECT_EQ(x->time_coverage, 1.0);
+  ASSERT_EQ(x->trials.size(), 5u);
+  EXPECT_EQ(x->trials[0].distribution, "uniform01");
+  EXPECT_EQ(x->trials[1].distribution, "signed");
+  EXPECT_EQ(x->trials[2].distribution, "heavy_tailed");
+  EXPECT_NE(x->trials[0].seed, x->trials[3].seed);
+}
+
+TEST(SimEvaluator, NoiseIsKeyedBySeedTaskAndPlan) {
+  SimEvaluatorOptions opts;
+  opts.noise = 0.05;
+  SimEvaluator ev(h200(), opts);
+  const Task& t = task("L1_019");
+  Plan p1 = must_generate(t, {});
+  Plan p2 = must_generate(t, {{"ew.block", "512"}});
+  Result<EvalResult> a = ev.evaluate(t, p1, request(SizeName::kFull, 1));
+  Result<EvalResult> a_again = SimEvaluator(h200(), opts).evaluate(t, p1, request(SizeName::kFull, 1));
+  Result<EvalResult> seed2 = ev.evaluate(t, p1, request(SizeName::kFull, 2));
+  Result<EvalResult> other_plan = ev.evaluate(t, p2, request(SizeName::kFull, 1));
+  ASSERT_TRUE(a.ok() && a_again.ok() && seed2.ok() && other_plan.ok());
+  EXPECT_TRUE(*a == *a_again);                        // same key, same samples
+  EXPECT_NE(a->kernel_times_us, seed2->kernel_times_us);
+  EXPECT_NE(a->kernel_times_us[0] / a->kernel_us, other_plan->kernel_times_us[0] / other_plan->kernel_us);
+  // Samples spread by about the configured relative sigma around the model's time.
+  SimEvaluator quiet(h200());
+  double model = quiet.evaluate(t, p1, request(SizeName::kFull))->kernel_us;
+  double sum = 0, sq = 0;
+  for (double v : a->kernel_times_us) {
+    double l = std::log(v / model);
+    sum += l;
+    sq += l * l;
+  }
+  double n = static_cast<double>(a->kernel_times_us.size());
+  double sd = std::sqrt(sq / n - (sum / n) * (sum / n));
+  EXPECT_GT(sd, 0.02);
+  EXPECT_LT(sd, 0.09);
+  EXPECT_NEAR(a->kernel_us / model, 1.0, 0.05);
+}
+
+TEST(SimEvaluator, MissingTailHandlingFailsExactlyWhenSizesDoNotDivide) {
+  SimEvaluator ev(h200());
+  const Task& t = task("L1_019");  // small: 8 x 1001 = 8008 elements; full: a multiple of 1024
+  Plan plan = must_generate(t, {{"ew.tail", "none"}});
+  Result<EvalResult> small = ev.evaluate(t, plan, request(SizeName::kSmall));
+  Result<EvalResult> full = ev.evaluate(t, plan, request(SizeName::kFull));
+  ASSERT_TRUE(small.ok() && full.ok());
+  EXPECT_FALSE(small->correct);
+  EXPECT_NE(small->error.find("no tail handling"), std::string::npos) << small->error;
+  EXPECT_EQ(small->speedup, 0);
+  EXPECT_TRUE(small->kernel_times_us.empty());
+  for (const auto& tr : small->trials) {
+    EXPECT_FALSE(tr.correct);
+    EXPECT_TRUE(std::isnan(tr.max_abs_err));
+  }
+  EXPECT_TRUE(full->correct) << full->error;
+
+  const Task& g = task("L1_001");  // small N = 67: no tile divides it
+  Plan unchecked = must_generate(g, {{"gemm.bounds", "unchecked"}});
+  EXPECT_FALSE(ev.evaluate(g, unchecked, request(SizeName::kSmall))->correct);
+  EXPECT_TRUE(ev.evaluate(g, unchecked, request(SizeName::kFull))->correct);
+}
+
+TEST(SimEvaluator, Tf32PassesTheDefaultToleranceAndFailsTheStrictOne) {
+  SimEvaluator ev(h200());
+  const Task& t = task("L1_001");
+  Plan tf32 = must_generate(t, {{"gemm.tensor_cores", "tf32"}});
+  EvalRequest loose = request(SizeName::kFull);
+  EvalRequest strict = loose;
+  strict.strict = true;
+  Result<EvalResult> a = ev.evaluate(t, tf32, loose);
+  Result<EvalResult> b = ev.evaluate(t, tf32, strict);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(a->correct) << a->error;
+  EXPECT_GT(a->speedup, 1.0);
+  EXPECT_FALSE(b->correct);
+  EXPECT_NE(b->error.find("tf32"), std::string::npos) << b->error;
+  // fp32 CUDA cores pass both.
+  Plan fp32 = must_generate(t, {});
+  EXPECT_TRUE(ev.evaluate(t, fp32, strict)->correct);
+}
+
+TEST(SimEvaluator, RacesFail) {
+  SimEvaluator ev(h200());
+  const Task& t = task("L1_023");
+  Plan racy = must_generate(t, {{"row.strategy", "block_tree"}, {"row.sync", "warp_synchronous"}});
+  ASSERT_FALSE(racy.kernels.at(0).verdict.guaranteed);
+  Result<EvalResult> r = ev.evaluate(t, racy, request(SizeName::kFull));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->correct);
+  EXPECT_NE(r->error.find("race"), std::string::npos) << r->error;
+  Plan synced = must_generate(t, {{"row.strategy", "block_tree"}, {"row.sync", "full"}});
+  EXPECT_TRUE(ev.evaluate(t, synced, request(SizeName::kFull))->correct);
+}
+
+TEST(SimEvaluator, LibraryOnlyPlansAreDecoysWhereKernelsCanBeWritten) {
+  SimEvaluator ev(h200());
+  const Task& relu = task("L1_019");
+  Result<Plan> eager = eager_plan(relu);
+  ASSERT_TRUE(eager.ok());
+  Result<EvalResult> r = ev.evaluate(relu, *eager, request(SizeName::kFull));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->decoy);
+  EXPECT_EQ(r->time_coverage, 0.0);
+  ASSERT_FALSE(r->flags.empty());
+  EXPECT_NE(r->flags[0].find("decoy"), std::string::npos);
+  // A convolution has no generated kernel: its library plan is all there is.
+  const Task& conv = task("L1_054");
+  Result<Plan> conv_plan = default_plan(conv);
+  ASSERT_TRUE(conv_plan.ok());
+  Result<EvalResult> c = ev.evaluate(conv, *conv_plan, request(SizeName::kFull));
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->decoy);
+  EXPECT_NEAR(c->speedup, 1.0, 1e-12);
+}
+
+TEST(SimEvaluator, SpeedupPastTheRooflineIsFlagged) {
+  SimEvaluator ev(h200());
+  const Task& t = task("L1_019");
+  Plan honest = must_generate(t, {});
+  Result<EvalResult> h = ev.evaluate(t, honest, request(SizeName::kFull));
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->flags.empty());
+  // A plan that declares it moves almost nothing: the model believes its cost, the bound does not.
+  Plan liar = honest;
+  liar.kernels[0].cost.bytes_read = "4";
+  liar.kernels[0].cost.bytes_written = "4";
+  Result<EvalResult> l = ev.evaluate(t, liar, request(SizeName::kFull));
+  ASSERT_TRUE(l.ok());
+  ASSERT_EQ(l->flags.size(), 1u);
+  EXPECT_NE(l->flags[0].find("speedup past roofline"), std::string::npos) << l->flags[0];
+}
+
+TEST(SimEvaluator, MalformedPlansDoNotCompile) {
+  SimEvaluator ev(h200());
+  const Task& t = task("L1_019");
+  Plan plan = must_generate(t, {});
+  plan.kernels[0].source = "extern \"C\" void " + plan.kernels[0].name + "() {}";  // not a kernel
+  Result<EvalResult> r = ev.evaluate(t, plan, request(SizeName::kFull));
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->compiled);
+  EXPECT_FALSE(r->correct);
+  EXPECT_NE(r->compile_log.find("__global__"), std::string::npos);
+  EXPECT_FALSE(r->compile_log_address.is_zero());
+  EXPECT_FALSE(r->reference_times_us.empty());
+  // A plan for another task is the caller's error, not the candidate's.
+  EXPECT_FALSE(ev.evaluate(task("L1_020"), must_generate(t, {}), request(SizeName::kFull)).ok());
+}
+
+TEST(EvalResult, RoundTripsThroughMeasurement) {
+  SimEvaluator ev(h200());
+  const Task& t = task("L1_019");
+  std::vector<EvalResult> records;
+  records.push_back(*ev.evaluate(t, must_generate(t, {}), request(SizeName::kFull)));
+  records.push_back(*ev.evaluate(t, must_generate(t, {{"ew.tail", "none"}}), request(SizeName::kSmall)));
+  EvalResult bad = records[0];
+  bad.compiled = false;
+  bad.compile_log = "line 3: error: expected ';'";
+  bad.flags = {"b", "a", "a"};
+  bad.finalize();
+  EXPECT_EQ(bad.flags, (std::vector<std::string>{"a", "b"}));
+  records.push_back(bad);
+  for (const auto& r : records) {
+    capnp::MallocMessageBuilder msg;
+    to_measurement(r, msg.initRoot<schema::Measurement>());
+    auto reader = msg.getRoot<schema::Measurement>().asReader();
+    // Without the object store the compile log's text is not there; its address is.
+    Result<EvalResult> back = from_measurement(reader);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(back->compile_log_address, r.compile_log_address);
+    EvalResult expected = r;
+    expected.compile_log.clear();
+    EXPECT_TRUE(*back == expected);
+    Result<EvalResult> full = from_measurement(reader, [&](const Digest& d) -> Result<std::string> {
+      EXPECT_EQ(d, r.compile_log_address);
+      return r.compile_log;
+    });
+    ASSERT_TRUE(full.ok());
+    EXPECT_TRUE(*full == r);
+    // A store that returns the wrong text is caught.
+    if (!r.compile_log.empty()) {
+      Result<EvalResult> wrong = from_measurement(reader, [](const Digest&) -> Result<std::string> {
+        return std::string("something else");
+      });
+      EXPECT_FALSE(wrong.ok());
+    }
+  }
+  EXPECT_TRUE(eval_result_to_json(records[1])["trials"][0]["maxAbsErr"].is_null());
+}
+
+}  // namespace
+}  // namespace vinci
