@@ -299,6 +299,15 @@ std::vector<Bm25Hit> Bm25Index::top_k(const std::vector<std::string>& query, siz
   return heap;
 }
 
+void index_new_skills(const SkillLibrary& library, Bm25Index* index) {
+  VINCI_REQUIRE(index->size() <= library.size(), "BM25 index holds " << index->size()
+                                                  << " documents, the library only "
+                                                  << library.size() << " skills");
+  for (size_t i = index->size(); i < library.size(); ++i) {
+    index->add_text(skill_document_text(library.at(i)));
+  }
+}
+
 Bm25Recall bm25_recall(Bm25Index& index, std::string_view query_text, size_t k,
                        const RngKey& fallback_key) {
   Bm25Recall out;

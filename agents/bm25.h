@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "agents/skill_library.h"
 #include "core/rng.h"
 #include "core/status.h"
 
@@ -132,6 +133,12 @@ class Bm25Index {
 
   std::vector<double> acc_;  // scratch: one score per document, all zero between queries
 };
+
+// Appends to `index` the documents (skill_document_text) of the library's skills it does not hold
+// yet, so document id i is library.at(i). Libraries only grow by appending (SkillLibrary::add), so
+// calling this after each step's additions keeps the two in step without a rebuild.
+// REQUIRES: index->size() <= library.size(), and the index holds the library's first skills.
+void index_new_skills(const SkillLibrary& library, Bm25Index* index);
 
 // What BM25 recall returns for one query: the hits, or, when no document scores above zero, a
 // keyed random sample of documents (score 0) so an agent still sees candidates.

@@ -285,3 +285,42 @@ TEST(Bm25, ParameterValidationNamesTheParameter) {
 
 }  // namespace
 }  // namespace vinci
+
+namespace vinci {
+namespace {
+
+TEST(Bm25, IndexNewSkillsFollowsAGrowingLibrary) {
+  SkillLibrary lib;
+  Skill s;
+  s.scope = "general";
+  s.name = "online_softmax";
+  s.content = "running max and sum";
+  lib.add(s);
+  Bm25Index grown;
+  index_new_skills(lib, &grown);
+  EXPECT_EQ(grown.size(), 1u);
+  s.name = "warp_shuffle";
+  s.content = "shuffle down reduction";
+  lib.add(s);
+  s.name = "online softmax";  // renamed online_softmax_1 by the library
+  s.content = "fused";
+  lib.add(s);
+  index_new_skills(lib, &grown);
+  index_new_skills(lib, &grown);  // nothing new: no change
+  ASSERT_EQ(grown.size(), 3u);
+  Bm25Index fresh;
+  for (const Skill& k : lib.skills()) fresh.add_text(skill_document_text(k));
+  auto q = bm25_tokenize("fused online softmax reduction");
+  EXPECT_EQ(grown.scores(q), fresh.scores(q));
+  auto hits = grown.top_k(q, 3);
+  ASSERT_FALSE(hits.empty());
+  // "fused" is only in document 2 and "reduction" only in document 1 (idf ln(2.5/1.5) each);
+  // "online" and "softmax" are in 2 of 3 documents, so both get the floor. Document 2 (4 tokens)
+  // holds "fused" and both floored words, document 1 (5 tokens) only "reduction", so document 2
+  // ranks first; ids are library indices.
+  EXPECT_EQ(hits[0].doc, 2u);
+  EXPECT_EQ(lib.at(hits[0].doc).name, "online_softmax_1");
+}
+
+}  // namespace
+}  // namespace vinci
