@@ -1,0 +1,180 @@
+// `harness run CONFIG [--seed N] [--out DIR] [--threads N] [--set key=value]...`
+// `harness run --resume RUN`
+//
+// Runs an experiment into <out>/<name>/ (the log, manifest, summary.md, metrics.csv and plots)
+// and ends with the final fast_p table. --resume re-drives a run that was stopped at any point:
+// every record already in its log is re-derived and compared, then the run continues, so it
+// ends with the digest an uninterrupted run has.
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "core/atomic_file.h"
+#include "harness/commands.h"
+#include "harness/record_sink.h"
+#include "harness/report.h"
+#include "harness/trainer.h"
+#include "harness/world.h"
+#include "recorder/run.h"
+
+namespace vinci {
+namespace {
+
+// A progress bar on a terminal, plain lines elsewhere (CI logs).
+class Progress {
+ public:
+  Progress() : tty_(isatty(STDERR_FILENO) == 1) {}
+  void operator()(int64_t done, int64_t total, const std::string& line) {
+    if (tty_) {
+      int width = 30;
+      int filled = total ? static_cast<int>(width * done / total) : width;
+      std::fprintf(stderr, "\r\033[K[%s%s] %lld/%lld %s", std::string(filled, '#').c_str(),
+                   std::string(width - filled, '.').c_str(), static_cast<long long>(done),
+                   static_cast<long long>(total), line.c_str());
+      if (done == total) std::fprintf(stderr, "\n");
+    } else {
+      std::fprintf(stderr, "[%lld/%lld] %s\n", static_cast<long long>(done),
+                   static_cast<long long>(total), line.c_str());
+    }
+    std::fflush(stderr);
+  }
+
+ private:
+  bool tty_;
+};
+
+int fail(const std::string& what) {
+  std::cerr << "harness run: " << what << "\n";
+  return 2;
+}
+
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  po::options_description opts("usage: harness run CONFIG [options] | harness run --resume RUN");
+  opts.add_options()("help,h", "show this help")(
+      "seed", po::value<uint64_t>(), "run.seed")("out", po::value<std::string>(), "run.out: the runs root")(
+      "name", po::value<std::string>(), "run.name")("threads", po::value<int>(), "run.threads")(
+      "set", po::value<std::vector<std::string>>()->composing(), "override a config key: key=value")(
+      "resume", po::value<std::string>(), "continue a stopped run (its folder)");
+  po::options_description hidden;
+  hidden.add_options()("config", po::value<std::string>(), "experiment config");
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("config", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "harness run: " << e.what() << "\n" << opts;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << opts << "\nConfig keys: docs/config_reference.toml\n";
+    return 0;
+  }
+  pin_numeric_settings();
+  const bool resume = vm.count("resume") > 0;
+  if (resume == (vm.count("config") > 0)) {
+    std::cerr << "harness run: give either an experiment config or --resume RUN\n" << opts;
+    return 2;
+  }
+
+  Experiment exp;
+  std::string run_dir;
+  std::unique_ptr<RunWriter> writer;
+  std::unique_ptr<RecordSink> sink;
+  std::vector<std::string> expected;
+  Environment env = capture_environment();
+  if (resume) {
+    run_dir = vm["resume"].as<std::string>();
+    auto manifest = read_manifest(RunLocation::of(run_dir).manifest_path);
+    if (!manifest.ok()) return fail(manifest.status().to_string());
+    if (manifest->completed) return fail("run " + run_dir + " is complete; nothing to resume");
+    auto diffs = numeric_differences(manifest->environment, env);
+    if (!diffs.empty()) {
+      std::string msg = "run " + run_dir + " was recorded under other numeric settings:";
+      for (const auto& d : diffs) msg += "\n  " + d;
+      return fail(msg);
+    }
+    auto e = experiment_from_text(manifest->config_text, run_dir + "/manifest.bin (config)");
+    if (!e.ok()) return fail(e.status().to_string());
+    exp = std::move(e).value();
+    auto payloads = read_payloads(run_dir, /*allow_damage=*/true);
+    if (!payloads.ok()) return fail(payloads.status().to_string());
+    expected = std::move(payloads).value();
+    LogRecovery rec;
+    auto w = RunWriter::resume(run_dir, &rec);
+    if (!w.ok()) return fail(w.status().to_string());
+    writer = std::move(w).value();
+    if (rec.damage) {
+      std::cerr << "harness run: dropped a damaged tail of " << rec.bytes_dropped << " bytes ("
+                << rec.damage->to_string() << ")\n";
+    }
+    std::cerr << "harness run: resuming " << run_dir << " after " << expected.size()
+              << " records\n";
+    sink = std::make_unique<CheckSink>(std::move(expected), &writer->store(), writer.get());
+  } else {
+    std::vector<std::string> overrides;
+    if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
+    if (vm.count("seed")) overrides.push_back("run.seed=" + std::to_string(vm["seed"].as<uint64_t>()));
+    if (vm.count("out")) overrides.push_back("run.out=" + vm["out"].as<std::string>());
+    if (vm.count("name")) overrides.push_back("run.name=" + vm["name"].as<std::string>());
+    if (vm.count("threads")) overrides.push_back("run.threads=" + std::to_string(vm["threads"].as<int>()));
+    auto e = load_experiment(vm["config"].as<std::string>(), overrides);
+    if (!e.ok()) return fail(e.status().message());
+    exp = std::move(e).value();
+    run_dir = exp.out_root + "/" + exp.name;
+    ManifestInfo m;
+    m.name = exp.name;
+    m.config_path = exp.config_path;
+    m.config_text = exp.effective_toml;
+    m.seed = exp.seed;
+    m.world = exp.world;
+    m.environment = env;
+    auto w = RunWriter::create(run_dir, m);
+    if (!w.ok()) return fail(w.status().message());
+    writer = std::move(w).value();
+    sink = std::make_unique<WriteSink>(writer.get());
+  }
+
+  auto world = build_world(exp);
+  if (!world.ok()) return fail(world.status().to_string());
+  Progress progress;
+  auto start = std::chrono::steady_clock::now();
+  auto out = run_experiment(exp, world->suite, *world->evaluator, *world->backbone,
+                            world->seed_library, *sink,
+                            [&](int64_t d, int64_t t, const std::string& l) { progress(d, t, l); });
+  if (!out.ok()) {
+    (void)writer->flush();
+    return fail(out.status().to_string() + "\n(the run so far is kept; `harness run --resume " +
+                run_dir + "` continues it)");
+  }
+  if (auto* check = dynamic_cast<CheckSink*>(sink.get())) {
+    std::cerr << "harness run: re-derived and matched " << check->checked()
+              << " recorded records\n";
+  }
+  Status st = writer->finish();
+  if (!st.ok()) return fail(st.to_string());
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  RunSummaryInfo info{exp.name, exp.config_path, writer->digest().hex(), writer->record_count(), seconds};
+  st = write_report(run_dir, *out, info);
+  if (!st.ok()) return fail(st.to_string());
+  if (!out->eval.empty()) {
+    std::cout << "Final evaluation of " << exp.name << " (held-out tasks, after step "
+              << out->eval.back().step << "):\n\n"
+              << fast_p_table(out->eval.back().fast_p, TurnMode::kLast, Denominator::kAll,
+                              TableFormat::kMarkdown);
+  }
+  std::cout << "\nrun: " << run_dir << "\nrecords: " << writer->record_count()
+            << "\ndigest: " << writer->digest().hex() << "\n";
+  return 0;
+}
+
+}  // namespace vinci

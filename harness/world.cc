@@ -1,0 +1,102 @@
+#include "harness/world.h"
+
+#include <sys/stat.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "agents/sim_backbone.h"
+#include "gpu/device_profile.h"
+#include "gpu/nvrtc.h"
+#include "gpu/sim_evaluator.h"
+#include "harness/sim_world.h"
+
+namespace vinci {
+namespace {
+
+bool exists(const std::string& p) {
+  struct stat sb;
+  return ::stat(p.c_str(), &sb) == 0;
+}
+
+std::string resolve(const std::string& path) {
+  if (path.empty() || path[0] == '/' || exists(path)) return path;
+  std::string in_tree = std::string(VINCI_SOURCE_DIR) + "/" + path;
+  return exists(in_tree) ? in_tree : path;
+}
+
+// SimEvaluator caches per-task contexts and is not thread-safe; the loop evaluates from several
+// threads. Evaluation is a small share of a step, so one lock costs little.
+class LockedEvaluator : public Evaluator {
+ public:
+  explicit LockedEvaluator(std::unique_ptr<Evaluator> inner) : inner_(std::move(inner)) {}
+  Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return inner_->evaluate(task, plan, request);
+  }
+  std::string name() const override { return inner_->name(); }
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<Evaluator> inner_;
+};
+
+}  // namespace
+
+void pin_numeric_settings() {
+  // The portable kernels: results then do not depend on which vector units this CPU has, so a
+  // run replays bit-exactly on another x86-64 machine. The sim network is tiny; speed is not lost.
+  setenv("ATEN_CPU_CAPABILITY", "default", /*overwrite=*/0);
+}
+
+Environment capture_environment() {
+  Environment env = capture_base_environment();
+  env.libtorch = libtorch_version();
+  env.torch_threads = SimBackbone::kTorchThreads;
+  env.numeric["torch_cpu_capability"] = libtorch_cpu_capability();
+  env.cuda = "nvrtc " + nvrtc_version();
+  return env;
+}
+
+std::vector<std::string> numeric_differences(const Environment& recorded, const Environment& here) {
+  std::vector<std::string> out;
+  auto a = recorded.pinned(), b = here.pinned();
+  for (const auto& [k, v] : a) {
+    auto it = b.find(k);
+    std::string h = it == b.end() ? "(unset)" : it->second;
+    if (h != v) out.push_back(k + ": recorded '" + v + "', here '" + h + "'");
+  }
+  for (const auto& [k, v] : b) {
+    if (!a.count(k)) out.push_back(k + ": recorded (unset), here '" + v + "'");
+  }
+  return out;
+}
+
+Result<World> build_world(const Experiment& exp) {
+  World w;
+  std::string task_dir = exp.task_dir.empty() ? default_task_dir() : resolve(exp.task_dir);
+  VINCI_ASSIGN_OR_RETURN(w.suite, load_task_suite(task_dir));
+  std::string profile_path = exp.device_profile.empty() ? default_profile_dir() + "/h200.toml"
+                                                        : resolve(exp.device_profile);
+  VINCI_ASSIGN_OR_RETURN(DeviceProfile profile, load_device_profile(profile_path));
+  SimEvaluatorOptions opts;
+  opts.noise = exp.noise;
+  w.evaluator = std::make_unique<LockedEvaluator>(
+      std::make_unique<SimEvaluator>(std::move(profile), opts));
+  SimBackboneConfig bc;
+  bc.shape = sim_backbone_shape();
+  bc.hidden = exp.hidden;
+  bc.lr = exp.lr;
+  bc.init_seed = Stream(RngKey::root(exp.seed).with("purpose", "backbone-init")).next_u64();
+  bc.train_selection = exp.train_selection;
+  bc.train_policy = exp.train_policy;
+  bc.train_summary = exp.train_summary;
+  VINCI_ASSIGN_OR_RETURN(auto backbone, SimBackbone::create(bc));
+  w.backbone = std::move(backbone);
+  if (!exp.seed_library.empty()) {
+    VINCI_ASSIGN_OR_RETURN(w.seed_library, SkillLibrary::load(resolve(exp.seed_library)));
+  }
+  return w;
+}
+
+}  // namespace vinci

@@ -1,0 +1,40 @@
+// Builds the concrete world an experiment names (evaluator, backbone, task suite, seed library)
+// and the environment its manifest records. main() and replay wire these into the loop.
+#ifndef VINCI_HARNESS_WORLD_H_
+#define VINCI_HARNESS_WORLD_H_
+
+#include <memory>
+#include <string>
+
+#include "agents/backbone.h"
+#include "agents/skill_library.h"
+#include "gpu/eval_result.h"
+#include "gpu/task.h"
+#include "harness/experiment.h"
+#include "recorder/environment.h"
+
+namespace vinci {
+
+struct World {
+  TaskSuite suite;
+  std::unique_ptr<Evaluator> evaluator;
+  std::unique_ptr<Backbone> backbone;
+  SkillLibrary seed_library;
+};
+
+// Relative paths in the experiment (task dir, device profile, seed library) resolve against the
+// current folder, then against the source tree vinci was built from.
+Result<World> build_world(const Experiment& exp);
+
+// Pins the numeric settings a run depends on (ATEN_CPU_CAPABILITY when unset, torch threads) and
+// returns the environment to record. Call before any torch work.
+void pin_numeric_settings();
+Environment capture_environment();
+
+// The settings of `recorded` that differ from this process's, as "key: recorded X, here Y" lines;
+// empty when a replay here is bit-exact.
+std::vector<std::string> numeric_differences(const Environment& recorded, const Environment& here);
+
+}  // namespace vinci
+
+#endif  // VINCI_HARNESS_WORLD_H_
