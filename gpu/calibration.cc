@@ -1,0 +1,262 @@
+#include "gpu/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <sstream>
+
+#include "gpu/sim_model.h"
+
+namespace vinci {
+namespace {
+
+std::vector<double> ranks(const std::vector<double>& v) {
+  std::vector<size_t> idx(v.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+  std::vector<double> r(v.size());
+  for (size_t i = 0; i < idx.size();) {
+    size_t j = i;
+    while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+    double avg = 0.5 * static_cast<double>(i + j);  // ties share the mean of their positions
+    for (size_t k = i; k <= j; ++k) r[idx[k]] = avg;
+    i = j + 1;
+  }
+  return r;
+}
+
+// Samples grouped by (task, sizes): each group shares one prepared context.
+struct Group {
+  const Task* task = nullptr;
+  SizeMap sizes;
+  std::vector<size_t> samples;
+  double measured_reference_us = 0;  // the mean of the samples' log-reference, exponentiated
+};
+
+class Fitter {
+ public:
+  Fitter(const std::vector<CalibrationSample>& samples, bool fit_reference)
+      : samples_(samples), fit_reference_(fit_reference) {
+    for (size_t i = 0; i < samples.size(); ++i) {
+      const auto& s = samples[i];
+      auto it = std::find_if(groups_.begin(), groups_.end(),
+                             [&](const Group& g) { return g.task == s.task && g.sizes == s.sizes; });
+      if (it == groups_.end()) {
+        groups_.push_back({s.task, s.sizes, {}, 0});
+        it = groups_.end() - 1;
+      }
+      it->samples.push_back(i);
+    }
+    for (auto& g : groups_) {
+      double logsum = 0;
+      int n = 0;
+      for (size_t i : g.samples)
+        if (samples_[i].measured_reference_us > 0) logsum += std::log(samples_[i].measured_reference_us), ++n;
+      g.measured_reference_us = n ? std::exp(logsum / n) : 0;
+    }
+  }
+
+  // Predicted plan times and each group's reference, under a profile.
+  struct Prediction {
+    std::vector<double> plan_us;
+    std::vector<double> reference_us;  // per group
+  };
+
+  Result<Prediction> predict(const DeviceProfile& profile) const {
+    SimModel model(profile);
+    Prediction out;
+    out.plan_us.assign(samples_.size(), 0);
+    for (const auto& g : groups_) {
+      VINCI_ASSIGN_OR_RETURN(TaskContext ctx, model.prepare(*g.task, g.sizes));
+      out.reference_us.push_back(ctx.reference().time_us);
+      for (size_t i : g.samples) {
+        Result<PlanPrediction> p = model.predict(ctx, samples_[i].plan);
+        if (!p.ok())
+          return Status(p.status().code(), "calibration sample " + std::to_string(i) + " (task " + g.task->id +
+                                               "): " + p.status().message());
+        out.plan_us[i] = p->time_us;
+      }
+    }
+    return out;
+  }
+
+  Result<double> loss(const DeviceProfile& profile) {
+    ++evaluations_;
+    VINCI_ASSIGN_OR_RETURN(Prediction p, predict(profile));
+    double sum = 0;
+    int n = 0;
+    for (size_t i = 0; i < samples_.size(); ++i) {
+      double e = std::log(p.plan_us[i] / samples_[i].measured_us);
+      sum += e * e;
+      ++n;
+    }
+    if (fit_reference_)
+      for (size_t g = 0; g < groups_.size(); ++g)
+        if (groups_[g].measured_reference_us > 0) {
+          double e = std::log(p.reference_us[g] / groups_[g].measured_reference_us);
+          sum += e * e;
+          ++n;
+        }
+    return sum / n;
+  }
+
+  // Per-task Spearman of predicted vs measured speedups. The measured speedup uses the measured
+  // reference where there is one; without it, 1 / time ranks the plans the same way.
+  Result<std::vector<TaskFit>> correlations(const DeviceProfile& profile) const {
+    VINCI_ASSIGN_OR_RETURN(Prediction p, predict(profile));
+    std::vector<TaskFit> out;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      TaskFit f;
+      f.task_id = groups_[g].task->id;
+      for (const auto& [k, v] : groups_[g].sizes) f.sizes += (f.sizes.empty() ? "" : ",") + k + "=" + std::to_string(v);
+      std::vector<double> pred, meas;
+      for (size_t i : groups_[g].samples) {
+        pred.push_back(p.reference_us[g] / p.plan_us[i]);
+        double ref = samples_[i].measured_reference_us > 0 ? samples_[i].measured_reference_us : 1.0;
+        meas.push_back(ref / samples_[i].measured_us);
+      }
+      f.plans = static_cast<int>(pred.size());
+      f.spearman_after = spearman(pred, meas);
+      out.push_back(f);
+    }
+    return out;
+  }
+
+  int evaluations() const { return evaluations_; }
+
+ private:
+  const std::vector<CalibrationSample>& samples_;
+  bool fit_reference_;
+  std::vector<Group> groups_;
+  int evaluations_ = 0;
+};
+
+double mean_spearman(const std::vector<TaskFit>& fits, bool after) {
+  double sum = 0;
+  int n = 0;
+  for (const auto& f : fits)
+    if (f.plans >= 3) sum += after ? f.spearman_after : f.spearman_before, ++n;
+  return n ? sum / n : 0;
+}
+
+}  // namespace
+
+const std::vector<CalibrationParameter>& calibration_parameters() {
+  using P = DeviceProfile;
+  static const std::vector<CalibrationParameter> kParams = [] {
+    std::vector<CalibrationParameter> v;
+    for (const auto& t : efficiency_terms()) v.push_back({std::string("efficiency.") + t.name, t.field, 0.02, 50});
+    v.push_back({"launch.kernel_us", &P::kernel_launch_us, 0.1, 50});
+    v.push_back({"launch.library_dispatch_us", &P::library_dispatch_us, 0.01, 100});
+    v.push_back({"launch.kernel_floor_us", &P::kernel_floor_us, 0.01, 50});
+    v.push_back({"memory.inflight_bytes_per_sm", &P::inflight_bytes_per_sm, 256, 1 << 20});
+    v.push_back({"memory.l2_bytes_per_s", &P::l2_bytes_per_s, 1e12, 1e14});
+    v.push_back({"compute.wmma_fraction", &P::wmma_fraction, 0.05, 1});
+    return v;
+  }();
+  return kParams;
+}
+
+double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+  VINCI_REQUIRE(a.size() == b.size(), "spearman: " << a.size() << " vs " << b.size() << " values");
+  if (a.size() < 2) return 0;
+  std::vector<double> ra = ranks(a), rb = ranks(b);
+  double n = static_cast<double>(a.size());
+  double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / n, mb = std::accumulate(rb.begin(), rb.end(), 0.0) / n;
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < ra.size(); ++i) {
+    sab += (ra[i] - ma) * (rb[i] - mb);
+    saa += (ra[i] - ma) * (ra[i] - ma);
+    sbb += (rb[i] - mb) * (rb[i] - mb);
+  }
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 0;
+}
+
+Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vector<CalibrationSample>& samples,
+                                    const CalibrationOptions& options) {
+  if (samples.empty()) return invalid_argument("calibration: no samples");
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (!samples[i].task) return invalid_argument("calibration sample " + std::to_string(i) + ": no task");
+    if (!(samples[i].measured_us > 0) || !std::isfinite(samples[i].measured_us))
+      return invalid_argument("calibration sample " + std::to_string(i) + ": measured time must be > 0, found " +
+                              std::to_string(samples[i].measured_us));
+  }
+  std::vector<const CalibrationParameter*> params;
+  for (const auto& p : calibration_parameters())
+    if (options.parameters.empty() ||
+        std::find(options.parameters.begin(), options.parameters.end(), p.name) != options.parameters.end())
+      params.push_back(&p);
+  for (const auto& name : options.parameters)
+    if (std::none_of(params.begin(), params.end(), [&](const CalibrationParameter* p) { return p->name == name; }))
+      return invalid_argument("calibration: unknown parameter '" + name + "'");
+
+  Fitter fitter(samples, options.fit_reference);
+  CalibrationReport report;
+  DeviceProfile cur = start;
+  for (const auto* p : params) report.before[p->name] = cur.*(p->field);
+  VINCI_ASSIGN_OR_RETURN(double best, fitter.loss(cur));
+  report.loss_before = best;
+  VINCI_ASSIGN_OR_RETURN(std::vector<TaskFit> fits_before, fitter.correlations(cur));
+
+  double step = options.initial_step;
+  while (report.rounds < options.max_rounds && step >= options.min_step) {
+    ++report.rounds;
+    bool moved = false;
+    for (const auto* p : params) {
+      // Keep going in a direction while it helps: a coordinate line search on a log grid.
+      for (double dir : {1.0, -1.0}) {
+        for (;;) {
+          DeviceProfile trial = cur;
+          double v = std::clamp(cur.*(p->field) * std::exp(dir * step), p->lo, p->hi);
+          if (v == cur.*(p->field)) break;
+          trial.*(p->field) = v;
+          VINCI_ASSIGN_OR_RETURN(double l, fitter.loss(trial));
+          if (!(l < best - 1e-15)) break;
+          best = l;
+          cur = trial;
+          moved = true;
+        }
+      }
+    }
+    if (!moved) step *= 0.5;
+  }
+  report.fitted = cur;
+  report.loss_after = best;
+  for (const auto* p : params) report.after[p->name] = cur.*(p->field);
+  VINCI_ASSIGN_OR_RETURN(std::vector<TaskFit> fits_after, fitter.correlations(cur));
+  for (size_t i = 0; i < fits_after.size(); ++i) fits_after[i].spearman_before = fits_before[i].spearman_after;
+  std::sort(fits_after.begin(), fits_after.end(),
+            [](const TaskFit& a, const TaskFit& b) {
+              return a.task_id != b.task_id ? a.task_id < b.task_id : a.sizes < b.sizes;
+            });
+  report.tasks = fits_after;
+  report.spearman_before = mean_spearman(report.tasks, false);
+  report.spearman_after = mean_spearman(report.tasks, true);
+  report.evaluations = fitter.evaluations();
+  return report;
+}
+
+std::string calibration_report_text(const CalibrationReport& r) {
+  std::ostringstream os;
+  char buf[256];
+  os << "parameter                         before          after\n";
+  for (const auto& [name, before] : r.before) {
+    std::snprintf(buf, sizeof buf, "%-30s %12.5g %14.5g\n", name.c_str(), before, r.after.at(name));
+    os << buf;
+  }
+  std::snprintf(buf, sizeof buf, "loss (mean squared log error)  %12.5g %14.5g\n", r.loss_before, r.loss_after);
+  os << buf;
+  std::snprintf(buf, sizeof buf, "spearman (mean over tasks)     %12.4f %14.4f\n", r.spearman_before, r.spearman_after);
+  os << buf << "task       plans  spearman before   after  sizes\n";
+  for (const auto& t : r.tasks) {
+    std::snprintf(buf, sizeof buf, "%-10s %5d  %15.4f %7.4f  %s\n", t.task_id.c_str(), t.plans, t.spearman_before,
+                  t.spearman_after, t.sizes.c_str());
+    os << buf;
+  }
+  std::snprintf(buf, sizeof buf, "rounds %d, loss evaluations %d\n", r.rounds, r.evaluations);
+  os << buf;
+  return os.str();
+}
+
+}  // namespace vinci
