@@ -1,5 +1,6 @@
 #include "gpu/codegen.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 #include <sstream>
@@ -296,9 +297,12 @@ struct Elem {
   std::vector<std::string> op_names, values;
 };
 
+// noinline: call sites that are replicated many times (a GEMM's register block) call one copy
+// instead of inlining the chain at each: NVRTC/ptxas time grows with code size, and an epilogue
+// runs once per output element, so the call costs nothing next to the K loop.
 Elem make_elem(const Ctx& c, const Group& g, size_t first, const std::string& head_value,
                const std::vector<std::string>& mat, const SymShape& main, const std::string& kname,
-               bool fast) {
+               bool fast, bool noinline = false) {
   Elem el;
   std::map<std::string, std::string> reg;
   reg[head_value] = "v0";
@@ -360,7 +364,7 @@ Elem make_elem(const Ctx& c, const Group& g, size_t first, const std::string& he
   }
   if (el.ext.empty()) s << " int unused;";
   s << " };\n";
-  s << "__device__ __forceinline__ void elem_" << kname << "(long long flat, float head, const Ext_"
+  s << (noinline ? "__device__ __noinline__ void elem_" : "__device__ __forceinline__ void elem_") << kname << "(long long flat, float head, const Ext_"
     << kname << "& e, float* res) {\n" << body.str() << "  (void)flat; (void)e;\n}\n";
   el.source = s.str();
   return el;
@@ -607,7 +611,9 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
     if (V == 4) {
       s << "    if (inner == 1 && (R & 3) == 0) {\n"
         << "      const float4* x4 = reinterpret_cast<const float4*>(xr);\n"
-        << "#pragma unroll " << U << "\n"
+        // The float4 path already handles 4 elements per iteration; unrolling it again would
+        // only multiply code size (and compile time).
+        << "#pragma unroll 1\n"
         << "      for (long long q = tid; q < R / 4; q += nth) {\n"
         << "        const float4 t4 = x4[q];\n"
         << "        const float vv[4] = {t4.x, t4.y, t4.z, t4.w};\n"
@@ -748,7 +754,10 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   int64_t T = c.knob_int("gemm.threads"), U = c.knob_int("gemm.unroll");
   bool tc = c.knob("gemm.tensor_cores") == "tf32";
   bool checked = c.knob("gemm.bounds") == "checked";
-  Elem el = make_elem(c, g, 1, head.outputs[0], mat, main, kname, false);
+  // At most 64 accumulators per thread (an 8x8 register block): more spills to local memory and
+  // takes seconds to compile. The thread count is raised to fit; block_threads records it.
+  if (!tc) T = std::max(T, TM * TN / 64);
+  Elem el = make_elem(c, g, 1, head.outputs[0], mat, main, kname, false, /*noinline=*/g.ops.size() > 2);
   Params p;
   p.in(G.A, "A", "f32");
   p.in(G.B, "B", "f32");
@@ -789,7 +798,7 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
     << "  const long long bz = blockIdx.z, m0 = (long long)blockIdx.y * " << TM << ", n0 = (long long)blockIdx.x * " << TN << ";\n"
     << "  const float* Ab = A + bz * a_bs;\n  const float* Bb = B + bz * b_bs;\n";
   if (!tc) {
-    int64_t per = TM * TN / T;  // outputs per thread: a power of two in [4, 256] for these knobs
+    int64_t per = TM * TN / T;  // outputs per thread: a power of two in [4, 64]
     RN = 1;
     while (RN * RN < per) RN *= 2;
     RM = per / RN;
