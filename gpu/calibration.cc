@@ -135,8 +135,11 @@ class Fitter {
 double mean_spearman(const std::vector<TaskFit>& fits, bool after) {
   double sum = 0;
   int n = 0;
-  for (const auto& f : fits)
-    if (f.plans >= 3) sum += after ? f.spearman_after : f.spearman_before, ++n;
+  for (const auto& f : fits) {
+    // Only tasks where both fits rank the plans, so before and after average the same tasks.
+    if (f.plans >= 3 && !std::isnan(f.spearman_before) && !std::isnan(f.spearman_after))
+      sum += after ? f.spearman_after : f.spearman_before, ++n;
+  }
   return n ? sum / n : 0;
 }
 
@@ -160,7 +163,7 @@ const std::vector<CalibrationParameter>& calibration_parameters() {
 
 double spearman(const std::vector<double>& a, const std::vector<double>& b) {
   VINCI_REQUIRE(a.size() == b.size(), "spearman: " << a.size() << " vs " << b.size() << " values");
-  if (a.size() < 2) return 0;
+  if (a.size() < 2) return std::nan("");
   std::vector<double> ra = ranks(a), rb = ranks(b);
   double n = static_cast<double>(a.size());
   double ma = std::accumulate(ra.begin(), ra.end(), 0.0) / n, mb = std::accumulate(rb.begin(), rb.end(), 0.0) / n;
@@ -170,7 +173,7 @@ double spearman(const std::vector<double>& a, const std::vector<double>& b) {
     saa += (ra[i] - ma) * (ra[i] - ma);
     sbb += (rb[i] - mb) * (rb[i] - mb);
   }
-  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : 0;
+  return saa > 0 && sbb > 0 ? sab / std::sqrt(saa * sbb) : std::nan("");
 }
 
 Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vector<CalibrationSample>& samples,

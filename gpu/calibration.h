@@ -65,7 +65,7 @@ struct CalibrationReport {
   std::map<std::string, double> after;
   double loss_before = 0;
   double loss_after = 0;
-  // Mean over tasks with >= 3 plans (0 when there are none).
+  // Mean over tasks with >= 3 plans where both correlations are defined (0 when there are none).
   double spearman_before = 0;
   double spearman_after = 0;
   std::vector<TaskFit> tasks;  // sorted by task id
@@ -78,8 +78,9 @@ struct CalibrationReport {
 Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vector<CalibrationSample>& samples,
                                     const CalibrationOptions& options = {});
 
-// Spearman's rank correlation (Pearson on ranks, ties get their average rank). 0 when either
-// side is constant or there are fewer than 2 values. REQUIRES: a.size() == b.size().
+// Spearman's rank correlation (Pearson on ranks, ties get their average rank). NaN (undefined)
+// when either side is constant or there are fewer than 2 values: a task whose plans the model
+// predicts all equal (launch-bound sizes) says nothing about ranking. REQUIRES: a.size() == b.size().
 double spearman(const std::vector<double>& a, const std::vector<double>& b);
 
 // A human-readable table of the report: parameters before/after, loss, correlations per task.
