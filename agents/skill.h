@@ -33,6 +33,10 @@ struct Skill {
   friend bool operator!=(const Skill& a, const Skill& b) { return !(a == b); }
 };
 
+// True when every string field and tag is valid UTF-8 (JSON can only carry valid UTF-8; a skill
+// read from JSON always is).
+bool has_valid_utf8(const Skill& skill);
+
 // daVinci's name normalisation: ASCII whitespace trimmed at both ends, ASCII letters lower-cased,
 // every character that is not [a-z0-9_] (each non-ASCII code point counts as one) replaced by
 // `_`. "Warp-Shuffle Reduce" -> "warp_shuffle_reduce". The clash suffix (`_1`, `_2`) is the

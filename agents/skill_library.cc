@@ -156,6 +156,7 @@ Status SkillLibrary::save(const std::string& path) const {
 std::string SkillLibrary::add(Skill skill) {
   std::string base = normalize_skill_name(skill.name);
   VINCI_REQUIRE(!base.empty(), "skill name \"" << skill.name << "\" normalises to nothing");
+  VINCI_REQUIRE(has_valid_utf8(skill), "skill \"" << base << "\" holds bytes that are not UTF-8");
   std::string name = base;
   for (int64_t suffix = 1; by_name_.count(name); ++suffix) {
     name = base + "_" + std::to_string(suffix);

@@ -61,7 +61,8 @@ class SkillLibrary {
   Status save(const std::string& path) const;
 
   // Adds a skill, normalising its name and renaming it on a clash. Returns the name it got.
-  // REQUIRES: normalize_skill_name(skill.name) is not empty.
+  // REQUIRES: normalize_skill_name(skill.name) is not empty; has_valid_utf8(skill) (the file
+  // format is JSON, which cannot hold other bytes).
   std::string add(Skill skill);
 
   size_t size() const { return skills_.size(); }

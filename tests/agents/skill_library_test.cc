@@ -226,3 +226,25 @@ TEST(SkillText, HeaderBlockThenBody) {
 
 }  // namespace
 }  // namespace vinci
+
+namespace vinci {
+namespace {
+
+TEST(SkillText, Utf8Validity) {
+  Skill s;
+  s.name = "caf\u00e9_\U0001F680";
+  s.content = "ok \u2014 fine";
+  EXPECT_TRUE(has_valid_utf8(s));
+  for (const char* bad : {"\xff", "\xc0\xaf" /* overlong '/' */, "\xed\xa0\x80" /* surrogate */,
+                          "\xe2\x82" /* truncated */, "\xf4\x90\x80\x80" /* > U+10FFFF */}) {
+    Skill b = s;
+    b.content = bad;
+    EXPECT_FALSE(has_valid_utf8(b)) << bad;
+  }
+  Skill t = s;
+  t.tags = {"ok", "\x80"};
+  EXPECT_FALSE(has_valid_utf8(t));
+}
+
+}  // namespace
+}  // namespace vinci
