@@ -2,11 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
 #include "agents/prompts.h"
 #include "agents/skill_library.h"
+#include "core/rng.h"
 
 namespace vinci {
 namespace {
@@ -308,6 +311,67 @@ TEST(Prompts, ToolSchemasNameTheTools) {
   EXPECT_EQ(select_skills_tool_schema()["function"]["name"], "select_skills");
   EXPECT_EQ(update_skill_library_tool_schema()["function"]["parameters"]["required"],
             nlohmann::json::parse(R"(["think", "new_skills"])"));
+}
+
+}  // namespace
+}  // namespace vinci
+
+namespace vinci {
+namespace {
+
+// Truncations and random byte edits of valid replies: every result is either a failure value or
+// a selection/proposal that keeps the caps, names only candidates and holds no lazy skill.
+TEST(ToolCallParsers, MutatedRepliesNeverCrashAndKeepTheRules) {
+  const uint64_t seed = 6;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  std::string skills = "[" + skill_json("a_skill", "Use float4.") + ", " +
+                       skill_json("b_skill", "Fall back to PyTorch.") + ", " +
+                       skill_json("c_skill", "Tile it.") + "]";
+  const std::vector<std::string> replies = {
+      "<tool_call>\n<function=select_skills>\n<parameter=think>\nx\n</parameter>\n"
+      "<parameter=selected_skills>\n[{\"name\": \"online_softmax\", \"reason\": \"r\"}, "
+      "{\"name\": \"tensor_core_wmma\"}, \"shared_memory_tiling\", \"warp_shuffle_reduction\"]\n"
+      "</parameter>\n</function>\n</tool_call>",
+      "<tool_call>{\"name\": \"select_skills\", \"arguments\": {\"selected_skills\": "
+      "[\"online_softmax\", \"nope\"]}}</tool_call>",
+      "<tool_call>\n<function=update_skill_library>\n<parameter=new_skills>\n" + skills +
+          "\n</parameter>\n</function>\n</tool_call>",
+      "```json\n{\"name\": \"update_skill_library\", \"arguments\": {\"new_skills\": " + skills +
+          "}}\n```"};
+  auto check = [&](const std::string& r) {
+    auto sel = parse_select_skills(r, kCandidates);
+    if (sel.ok()) {
+      EXPECT_LE(sel->selected.size(), 3u) << r;
+      for (const auto& s : sel->selected) {
+        EXPECT_NE(std::find(kCandidates.begin(), kCandidates.end(), s.name), kCandidates.end());
+      }
+    } else {
+      EXPECT_FALSE(sel.status().message().empty());
+    }
+    auto prop = parse_update_skill_library(r);
+    if (prop.ok()) {
+      EXPECT_LE(prop->skills.size(), 2u) << r;
+      for (const auto& s : prop->skills) EXPECT_EQ(lazy_skill_reason(s), std::nullopt) << r;
+    }
+  };
+  size_t cases = 0;
+  for (const auto& r : replies) {
+    for (size_t n = 0; n <= r.size(); ++n, ++cases) check(r.substr(0, n));
+  }
+  Stream s(RngKey::root(seed).with("purpose", "tool_call_mutations"));
+  for (int i = 0; i < 3000; ++i, ++cases) {
+    std::string r = replies[s.below(replies.size())];
+    for (uint64_t e = 0, edits = 1 + s.below(4); e < edits && !r.empty(); ++e) {
+      size_t at = s.below(r.size());
+      switch (s.below(3)) {
+        case 0: r[at] = static_cast<char>(s.below(256)); break;
+        case 1: r.erase(at, 1 + s.below(8)); break;
+        default: r.insert(at, 1, "<>{}[]\",=/`"[s.below(11)]); break;
+      }
+    }
+    check(r);
+  }
+  EXPECT_GT(cases, 3000u);
 }
 
 }  // namespace
