@@ -789,6 +789,7 @@ class PlanCoster {
     s.time_us = s.launch_us + s.exec_us;
     s.dram_bytes = b.dram_bytes;
     s.l2_bytes = b.l2_bytes;
+    s.flops = b.flops;
     s.blocks = blocks;
     s.blocks_per_sm = occ.bps;
     s.occupancy = occ.occupancy;

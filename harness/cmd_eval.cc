@@ -1,0 +1,163 @@
+// `harness eval`: evaluate one plan on one task and print the result record.
+//
+//   harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim] [--size full|small]
+//                        [--seed N] [--trials N] [--samples N] [--strict] [--noise X]
+//                        [--profile FILE] [--tasks DIR] [--explain]
+//
+// prints the EvalResult as one line of JSON (the Measurement's field names). Without --plan the
+// plan is the code generator's: its default setting, or the --knob values over it. --explain adds
+// the simulator's per-step breakdown on stderr. Exit status: 0 the candidate compiled and is
+// correct, 1 it did not compile or is wrong, 2 bad usage or an error.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "gpu/codegen.h"
+#include "gpu/device_profile.h"
+#include "gpu/eval_result.h"
+#include "gpu/sim_evaluator.h"
+#include "harness/commands.h"
+
+namespace vinci {
+namespace {
+
+namespace po = boost::program_options;
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "harness eval: %s\n", what.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int cmd_eval(const std::vector<std::string>& args) {
+  std::string task_id, plan_path, device = "sim", size = "full", profile_file, task_dir;
+  uint64_t seed = 0;
+  int trials = 5, samples = 100;
+  double noise = 0;
+  std::vector<std::string> knobs;
+  po::options_description named("options");
+  named.add_options()
+      ("help,h", "print this help")
+      ("plan", po::value<std::string>(&plan_path), "plan JSON file (docs/plan_format.md); default: the generator's plan")
+      ("knob", po::value<std::vector<std::string>>(&knobs), "NAME=VALUE: a knob of the generated plan (repeatable)")
+      ("device", po::value<std::string>(&device)->default_value("sim"), "evaluator: sim")
+      ("size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")
+      ("seed", po::value<uint64_t>(&seed)->default_value(0), "seed of trial inputs and timing noise")
+      ("trials", po::value<int>(&trials)->default_value(5), "correctness trials")
+      ("samples", po::value<int>(&samples)->default_value(100), "timing samples")
+      ("strict", "strict tolerance (1e-4 for fp32)")
+      ("noise", po::value<double>(&noise)->default_value(0), "sim: relative spread of timing samples")
+      ("profile", po::value<std::string>(&profile_file), "sim: device profile TOML (default gpu/device_profiles/h200.toml)")
+      ("tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")
+      ("explain", "sim: print the per-step time breakdown on stderr");
+  po::options_description hidden;
+  hidden.add_options()("task", po::value<std::string>(&task_id));
+  po::options_description all;
+  all.add(named).add(hidden);
+  po::positional_options_description positional;
+  positional.add("task", 1);
+  auto usage = [&](FILE* out) {
+    std::ostringstream os;
+    os << named;
+    std::fprintf(out,
+                 "usage: harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim]\n"
+                 "                            [--size full|small] [--seed N]\n\n"
+                 "Evaluates one plan and prints its result record as JSON. Exit 0: compiled and\n"
+                 "correct; 1: not compiled or wrong; 2: usage or error.\n\n%s",
+                 os.str().c_str());
+  };
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::fprintf(stderr, "harness eval: %s\n\n", e.what());
+    usage(stderr);
+    return 2;
+  }
+  if (vm.count("help")) {
+    usage(stdout);
+    return 0;
+  }
+  if (task_id.empty()) {
+    usage(stderr);
+    return 2;
+  }
+  EvalRequest request;
+  if (size == "full") request.size = SizeName::kFull;
+  else if (size == "small") request.size = SizeName::kSmall;
+  else return fail("--size: expected full or small, found '" + size + "'");
+  if (device != "sim")
+    return fail("--device: expected sim, found '" + device + "' (the live cuda evaluator is not in this build)");
+  if (!plan_path.empty() && !knobs.empty()) return fail("--plan and --knob exclude each other");
+  request.seed = seed;
+  request.trials = trials;
+  request.samples = samples;
+  request.strict = vm.count("strict") > 0;
+
+  Result<TaskSuite> suite = load_task_suite(task_dir.empty() ? default_task_dir() : task_dir);
+  if (!suite.ok()) return fail(suite.status().to_string());
+  const Task* task = suite->find(task_id);
+  if (!task) return fail("no task '" + task_id + "' in the suite");
+
+  Plan plan;
+  if (!plan_path.empty()) {
+    std::ifstream in(plan_path, std::ios::binary);
+    if (!in) return fail("--plan: cannot open " + plan_path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    Result<Plan> p = parse_plan(text.str());
+    if (!p.ok()) return fail(plan_path + ": " + p.status().message());
+    plan = *p;
+  } else {
+    std::map<std::string, std::string> values;
+    for (const auto& kv : knobs) {
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) return fail("--knob: expected NAME=VALUE, found '" + kv + "'");
+      values[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    Result<Plan> p = values.empty() ? default_plan(*task) : generate_plan(*task, values);
+    if (!p.ok()) return fail(p.status().to_string());
+    plan = *p;
+  }
+
+  Result<DeviceProfile> profile = load_device_profile(profile_file.empty() ? profile_path("h200") : profile_file);
+  if (!profile.ok()) return fail(profile.status().to_string());
+  SimEvaluatorOptions opts;
+  opts.noise = noise;
+  SimEvaluator evaluator(*profile, opts);
+  Result<EvalResult> r = evaluator.evaluate(*task, plan, request);
+  if (!r.ok()) return fail(r.status().to_string());
+  std::cout << eval_result_to_json(*r).dump() << "\n";
+
+  if (vm.count("explain")) {
+    Result<const TaskContext*> ctx = evaluator.context(*task, request.size);
+    Result<PlanPrediction> pred = ctx.ok() ? evaluator.model().predict(**ctx, plan) : Result<PlanPrediction>(ctx.status());
+    if (!pred.ok()) return fail(pred.status().to_string());
+    auto table = [](const char* title, const PlanPrediction& p) {
+      std::fprintf(stderr, "%s: %.2f us\n", title, p.time_us);
+      std::fprintf(stderr, "  %-26s %-14s %10s %10s %11s %11s %11s %7s %5s %6s %9s %s\n", "step", "family", "launch_us",
+                   "exec_us", "dram_bytes", "l2_bytes", "flops", "blocks", "bps", "occ", "waves", "bound");
+      for (const auto& s : p.steps)
+        std::fprintf(stderr, "  %-26s %-14s %10.2f %10.2f %11.4g %11.4g %11.4g %7lld %5lld %6.2f %9.2f %s\n",
+                     s.what.c_str(), s.family.c_str(), s.launch_us, s.exec_us, s.dram_bytes, s.l2_bytes, s.flops,
+                     static_cast<long long>(s.blocks), static_cast<long long>(s.blocks_per_sm), s.occupancy, s.waves,
+                     s.bound.c_str());
+    };
+    table("plan", *pred);
+    table("reference (eager)", (*ctx)->reference());
+    std::fprintf(stderr, "roofline floor: %.2f us (%.4g bytes, %.4g gemm flops, %.4g other flops)\n",
+                 (*ctx)->bound().floor_us, (*ctx)->bound().min_bytes, (*ctx)->bound().gemm_flops,
+                 (*ctx)->bound().other_flops);
+  }
+  return r->compiled && r->correct ? 0 : 1;
+}
+
+}  // namespace vinci
