@@ -10,6 +10,9 @@
 namespace vinci {
 
 int cmd_cat(const std::vector<std::string>& args);
+int cmd_diff(const std::vector<std::string>& args);
+int cmd_score(const std::vector<std::string>& args);
+int cmd_verify(const std::vector<std::string>& args);
 
 }  // namespace vinci
 

@@ -18,6 +18,9 @@ struct Subcommand {
 // Keep sorted by name.
 const Subcommand kSubcommands[] = {
     {"cat", "print a run as JSON lines", vinci::cmd_cat},
+    {"diff", "compare two runs: first divergence, fast_p deltas, skills", vinci::cmd_diff},
+    {"score", "fast_p of a run from its log alone", vinci::cmd_score},
+    {"verify", "re-derive every record of a run and compare", vinci::cmd_verify},
 };
 
 void usage(FILE* out) {

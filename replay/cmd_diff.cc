@@ -1,0 +1,194 @@
+// `replay diff RUN_A RUN_B`: exit 0 when the runs hold the same records, 1 when they differ, 2 on
+// error (as diff(1)). Prints the first divergence, the final evaluation's fast_p deltas per level
+// with bootstrap 95% intervals over tasks, the tasks whose speedup changed most, and the skills in
+// one final library and not the other. Works between runs of different configs.
+#include <capnp/message.h>
+
+#include <boost/program_options.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <set>
+
+#include "core/rng.h"
+#include "harness/experiment.h"
+#include "harness/record_sink.h"
+#include "recorder/record_json.h"
+#include "replay/commands.h"
+#include "replay/run_data.h"
+
+namespace vinci {
+namespace {
+
+std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
+
+double share(const std::vector<TaskTurns>& tasks, const std::vector<size_t>& pick, int level, double p) {
+  uint32_t num = 0, count = 0;
+  for (size_t i : pick) {
+    const TaskTurns& t = tasks[i];
+    if (level != 0 && t.level != level) continue;
+    ++count;
+    TurnOutcome o = pick_turn(t.turns, TurnMode::kLast);
+    if (o.compiled && o.correct && !o.decoy && o.speedup >= p) ++num;
+  }
+  return count ? static_cast<double>(num) / count : 0.0;
+}
+
+double best_of(const TaskTurns& t) {
+  TurnOutcome o = pick_turn(t.turns, TurnMode::kBest);
+  return o.compiled && o.correct && !o.decoy ? o.speedup : 0.0;
+}
+
+}  // namespace
+
+int cmd_diff(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  po::options_description opts("usage: replay diff RUN_A RUN_B");
+  opts.add_options()("help,h", "show this help")(
+      "resamples", po::value<int>()->default_value(2000), "bootstrap resamples");
+  po::options_description hidden;
+  hidden.add_options()("runs", po::value<std::vector<std::string>>(), "two run folders");
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("runs", 2);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "replay diff: " << e.what() << "\n" << opts;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  if (!vm.count("runs") || vm["runs"].as<std::vector<std::string>>().size() != 2) {
+    std::cerr << "replay diff: expected two run folders\n" << opts;
+    return 2;
+  }
+  auto runs = vm["runs"].as<std::vector<std::string>>();
+  auto a = read_payloads(runs[0], false);
+  auto b = read_payloads(runs[1], false);
+  for (const auto* r : {&a, &b}) {
+    if (!r->ok()) {
+      std::cerr << "replay diff: " << r->status().to_string() << "\n";
+      return 2;
+    }
+  }
+  auto da = read_run_data(runs[0]);
+  auto db = read_run_data(runs[1]);
+  for (const auto* r : {&da, &db}) {
+    if (!r->ok()) {
+      std::cerr << "replay diff: " << r->status().to_string() << "\n";
+      return 2;
+    }
+  }
+  // 1. The first divergence.
+  size_t n = std::min(a->size(), b->size());
+  size_t first = n;
+  for (size_t i = 0; i < n; ++i) {
+    if ((*a)[i] != (*b)[i]) {
+      first = i;
+      break;
+    }
+  }
+  bool equal = first == n && a->size() == b->size();
+  if (equal) {
+    std::cout << "runs are equal: " << a->size() << " records, digest "
+              << da->manifest.run_digest.hex() << "\n";
+    return 0;
+  }
+  std::cout << "first divergence at record " << first << ":\n";
+  auto show = [&](const char* label, const std::vector<std::string>& p) {
+    if (first >= p.size()) {
+      std::cout << "  " << label << ": (the log ends after " << p.size() << " records)\n";
+      return;
+    }
+    RecordView v;
+    if (!v.parse(p[first]).ok()) {
+      std::cout << "  " << label << ": (unreadable record)\n";
+      return;
+    }
+    std::cout << "  " << label << ": " << describe_record(v.message().getRoot<schema::Record>())
+              << "\n    " << clip(record_to_json(v, nullptr), 600) << "\n";
+  };
+  show("A", *a);
+  show("B", *b);
+  std::cout << "records: A " << a->size() << ", B " << b->size() << "\n";
+
+  // 2. fast_p deltas of the final evaluations, with bootstrap intervals over tasks.
+  if (!da->eval.empty() && !db->eval.empty()) {
+    const auto& ea = da->eval.rbegin()->second;
+    const auto& eb = db->eval.rbegin()->second;
+    auto exp = experiment_from_text(da->manifest.config_text, runs[0]);
+    std::vector<double> thresholds = exp.ok() ? exp->thresholds : std::vector<double>{1, 1.2, 1.5, 2};
+    std::set<int> levels;
+    for (const auto& t : ea) levels.insert(t.level);
+    for (const auto& t : eb) levels.insert(t.level);
+    std::vector<int> order(levels.begin(), levels.end());
+    order.push_back(0);
+    int resamples = vm["resamples"].as<int>();
+    std::cout << "\nfinal evaluation, fast_p (last turn, all tasks, %): B - A with bootstrap 95% "
+                 "intervals over tasks (" << resamples << " resamples)\n\n| level | p | A | B | B - A | 95% interval |\n|---|---|---|---|---|---|\n";
+    std::vector<size_t> ia(ea.size()), ib(eb.size());
+    for (size_t i = 0; i < ia.size(); ++i) ia[i] = i;
+    for (size_t i = 0; i < ib.size(); ++i) ib[i] = i;
+    for (int level : order) {
+      for (double p : thresholds) {
+        double va = share(ea, ia, level, p), vb = share(eb, ib, level, p);
+        std::vector<double> deltas;
+        Stream s(RngKey::root(0).with("bootstrap", level).with("p", static_cast<int64_t>(p * 1000)));
+        std::vector<size_t> ra(ea.size()), rb(eb.size());
+        for (int k = 0; k < resamples; ++k) {
+          for (auto& x : ra) x = s.below(ea.size());
+          for (auto& x : rb) x = s.below(eb.size());
+          deltas.push_back(share(eb, rb, level, p) - share(ea, ra, level, p));
+        }
+        std::sort(deltas.begin(), deltas.end());
+        double lo = deltas.empty() ? 0 : deltas[static_cast<size_t>(0.025 * (deltas.size() - 1))];
+        double hi = deltas.empty() ? 0 : deltas[static_cast<size_t>(0.975 * (deltas.size() - 1))];
+        char line[200];
+        std::snprintf(line, sizeof line, "| %s | %g | %.1f | %.1f | %+.1f | [%+.1f, %+.1f] |\n",
+                      level == 0 ? "all" : ("L" + std::to_string(level)).c_str(), p, 100 * va,
+                      100 * vb, 100 * (vb - va), 100 * lo, 100 * hi);
+        std::cout << line;
+      }
+    }
+    // 3. Tasks whose best speedup changed most.
+    std::vector<std::tuple<double, std::string, double, double>> changes;
+    for (const auto& ta : ea) {
+      for (const auto& tb : eb) {
+        if (ta.task != tb.task) continue;
+        double sa = best_of(ta), sb = best_of(tb);
+        changes.emplace_back(std::fabs(std::log((sb + 0.01) / (sa + 0.01))), ta.task, sa, sb);
+      }
+    }
+    std::sort(changes.begin(), changes.end(), [](const auto& x, const auto& y) {
+      return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) > std::get<0>(y) : std::get<1>(x) < std::get<1>(y);
+    });
+    std::cout << "\ntasks whose best-turn speedup changed most (0 = no correct turn):\n";
+    for (size_t i = 0; i < changes.size() && i < 8; ++i) {
+      if (std::get<0>(changes[i]) == 0) break;
+      char line[160];
+      std::snprintf(line, sizeof line, "  %-10s A %.3gx  B %.3gx\n", std::get<1>(changes[i]).c_str(),
+                    std::get<2>(changes[i]), std::get<3>(changes[i]));
+      std::cout << line;
+    }
+  }
+  // 4. Skills in one library and not the other.
+  std::set<std::string> sa(da->final_skills.begin(), da->final_skills.end());
+  std::set<std::string> sb(db->final_skills.begin(), db->final_skills.end());
+  std::vector<std::string> only_a, only_b;
+  std::set_difference(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(only_a));
+  std::set_difference(sb.begin(), sb.end(), sa.begin(), sa.end(), std::back_inserter(only_b));
+  std::cout << "\nskills: A " << sa.size() << ", B " << sb.size() << "; only in A " << only_a.size()
+            << ", only in B " << only_b.size() << "\n";
+  for (size_t i = 0; i < only_a.size() && i < 10; ++i) std::cout << "  A only: " << only_a[i] << "\n";
+  for (size_t i = 0; i < only_b.size() && i < 10; ++i) std::cout << "  B only: " << only_b[i] << "\n";
+  return 1;
+}
+
+}  // namespace vinci

@@ -1,0 +1,122 @@
+// `replay score RUN [--thresholds 1,1.2,1.5,2] [--turn last|best] [--format md|csv|json]
+//                   [--step N] [--strict]`
+// fast_p of a run's held-out evaluation, from its log alone. With the defaults it prints the
+// tables of the run's final evaluation exactly as summary.md has them.
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <sstream>
+
+#include "harness/experiment.h"
+#include "harness/report.h"
+#include "replay/commands.h"
+#include "replay/run_data.h"
+
+namespace vinci {
+
+int cmd_score(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  po::options_description opts("usage: replay score RUN [options]");
+  opts.add_options()("help,h", "show this help")(
+      "thresholds", po::value<std::string>(), "comma-separated p values (default: the run's)")(
+      "turn", po::value<std::string>(), "last or best (default: both)")(
+      "format", po::value<std::string>()->default_value("md"), "md, csv or json")(
+      "step", po::value<int>(), "the evaluation before this step (default: the final one)")(
+      "strict", "count speedup > p (KernelBench) instead of >= p");
+  po::options_description hidden;
+  hidden.add_options()("run", po::value<std::string>(), "run folder");
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "replay score: " << e.what() << "\n" << opts;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  if (!vm.count("run")) {
+    std::cerr << "replay score: expected a run folder\n" << opts;
+    return 2;
+  }
+  TableFormat format;
+  std::string f = vm["format"].as<std::string>();
+  if (f == "md") format = TableFormat::kMarkdown;
+  else if (f == "csv") format = TableFormat::kCsv;
+  else if (f == "json") format = TableFormat::kJson;
+  else {
+    std::cerr << "replay score: --format: expected md, csv or json, found '" << f << "'\n";
+    return 2;
+  }
+  auto data = read_run_data(vm["run"].as<std::string>());
+  if (!data.ok()) {
+    std::cerr << "replay score: " << data.status().to_string() << "\n";
+    return 2;
+  }
+  std::vector<double> thresholds;
+  if (vm.count("thresholds")) {
+    std::stringstream ss(vm["thresholds"].as<std::string>());
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+      try {
+        size_t used = 0;
+        double p = std::stod(item, &used);
+        if (used != item.size()) throw std::invalid_argument(item);
+        thresholds.push_back(p);
+      } catch (const std::exception&) {
+        std::cerr << "replay score: --thresholds: expected numbers separated by commas, found '"
+                  << item << "'\n";
+        return 2;
+      }
+    }
+  } else {
+    auto exp = experiment_from_text(data->manifest.config_text, "the run's config");
+    if (!exp.ok()) {
+      std::cerr << "replay score: " << exp.status().to_string() << "\n";
+      return 2;
+    }
+    thresholds = exp->thresholds;
+  }
+  if (data->eval.empty()) {
+    std::cerr << "replay score: the run holds no evaluation\n";
+    return 2;
+  }
+  int step = vm.count("step") ? vm["step"].as<int>() : data->eval.rbegin()->first;
+  auto it = data->eval.find(step);
+  if (it == data->eval.end()) {
+    std::string steps;
+    for (const auto& [s, _] : data->eval) steps += " " + std::to_string(s);
+    std::cerr << "replay score: no evaluation before step " << step << " (there are:" << steps << ")\n";
+    return 2;
+  }
+  bool strict = vm.count("strict") > 0;
+  EvalPoint point;
+  point.step = step;
+  for (TurnMode m : {TurnMode::kLast, TurnMode::kBest}) {
+    for (Denominator d : {Denominator::kAll, Denominator::kCorrect}) {
+      for (const FastP& fp : fast_p(it->second, thresholds, m, d, strict)) point.fast_p.push_back(fp);
+    }
+  }
+  if (vm.count("turn")) {
+    std::string t = vm["turn"].as<std::string>();
+    if (t != "last" && t != "best") {
+      std::cerr << "replay score: --turn: expected last or best, found '" << t << "'\n";
+      return 2;
+    }
+    TurnMode m = t == "last" ? TurnMode::kLast : TurnMode::kBest;
+    for (Denominator d : {Denominator::kAll, Denominator::kCorrect}) {
+      std::cout << fast_p_table(point.fast_p, m, d, format);
+      if (format == TableFormat::kJson) std::cout << "\n";
+    }
+    return 0;
+  }
+  std::cout << fast_p_report(point, format);
+  return 0;
+}
+
+}  // namespace vinci

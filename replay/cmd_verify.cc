@@ -1,0 +1,48 @@
+// `replay verify RUN [--force]`: re-derives every record of a run and compares; exit 0 with the
+// run digest when bit-exact, 1 at the first divergence (printed with both values), 2 on error.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "replay/commands.h"
+#include "replay/verify.h"
+
+namespace vinci {
+
+int cmd_verify(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  po::options_description opts("usage: replay verify RUN [--force]");
+  opts.add_options()("help,h", "show this help")(
+      "force", "replay even under numeric settings that differ from the run's");
+  po::options_description hidden;
+  hidden.add_options()("run", po::value<std::string>(), "run folder");
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("run", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    std::cerr << "replay verify: " << e.what() << "\n" << opts;
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << opts;
+    return 0;
+  }
+  if (!vm.count("run")) {
+    std::cerr << "replay verify: expected a run folder\n" << opts;
+    return 2;
+  }
+  auto rep = verify_run(vm["run"].as<std::string>(), vm.count("force") > 0);
+  if (!rep.ok()) {
+    std::cerr << "replay verify: " << rep.status().to_string() << "\n";
+    return rep.status().code() == StatusCode::kMismatch ? 1 : 2;
+  }
+  std::cout << "verified " << rep->records << " records in " << rep->seconds << " s\n"
+            << "digest: " << rep->digest.hex() << "\n";
+  return 0;
+}
+
+}  // namespace vinci

@@ -1,0 +1,61 @@
+#include "replay/verify.h"
+
+#include <capnp/message.h>
+
+#include <chrono>
+
+#include "harness/record_sink.h"
+#include "harness/trainer.h"
+#include "harness/world.h"
+#include "recorder/run.h"
+#include "recorder/vinci.capnp.h"
+
+namespace vinci {
+
+Result<VerifyReport> verify_run(const std::string& run_dir, bool force) {
+  auto start = std::chrono::steady_clock::now();
+  pin_numeric_settings();
+  RunLocation loc = RunLocation::of(run_dir);
+  VINCI_ASSIGN_OR_RETURN(ManifestInfo manifest, read_manifest(loc.manifest_path));
+  auto diffs = numeric_differences(manifest.environment, capture_environment());
+  if (!diffs.empty() && !force) {
+    std::string msg = "run " + run_dir +
+                      " was recorded under other numeric settings (use --force to replay anyway):";
+    for (const auto& d : diffs) msg += "\n  " + d;
+    return failed_precondition(msg);
+  }
+  VINCI_ASSIGN_OR_RETURN(Experiment exp, experiment_from_text(manifest.config_text,
+                                                              loc.manifest_path + " (config)"));
+  VINCI_ASSIGN_OR_RETURN(std::vector<std::string> expected, read_payloads(run_dir, false));
+  size_t n = expected.size();
+  ObjectStore store(loc.store_dir);
+  CheckSink sink(std::move(expected), &store, nullptr);
+  VINCI_ASSIGN_OR_RETURN(World world, build_world(exp));
+  VINCI_RETURN_IF_ERROR(run_experiment(exp, world.suite, *world.evaluator, *world.backbone,
+                                       world.seed_library, sink, nullptr).status());
+  if (manifest.completed) {
+    // The RunEnd record, as RunWriter::finish() writes it.
+    capnp::MallocMessageBuilder msg;
+    auto end = msg.initRoot<schema::Record>().initRunEnd();
+    end.setRecordCount(sink.position());
+    uint8_t b[16];
+    sink.digest().to_bytes(b);
+    end.setRunDigest(capnp::Data::Reader(b, 16));
+    VINCI_RETURN_IF_ERROR(sink.put(msg));
+  }
+  if (sink.position() != n) {
+    return mismatch("re-driving the run stopped after " + std::to_string(sink.position()) +
+                    " records, but its log holds " + std::to_string(n));
+  }
+  if (manifest.completed && sink.digest() != manifest.run_digest) {
+    return mismatch("the re-derived run digest " + sink.digest().hex() +
+                    " differs from the manifest's " + manifest.run_digest.hex());
+  }
+  VerifyReport rep;
+  rep.records = sink.position();
+  rep.digest = sink.digest();
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return rep;
+}
+
+}  // namespace vinci

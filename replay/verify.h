@@ -1,0 +1,26 @@
+// Re-drives a recorded run from its manifest and log and checks every record.
+#ifndef VINCI_REPLAY_VERIFY_H_
+#define VINCI_REPLAY_VERIFY_H_
+
+#include <string>
+
+#include "core/status.h"
+#include "core/hash.h"
+
+namespace vinci {
+
+struct VerifyReport {
+  uint64_t records = 0;
+  Digest digest;
+  double seconds = 0;
+};
+
+// Rebuilds the run's world from its recorded config, runs the loop with every record compared
+// against the log (rr-style: the first divergence stops it, with both values), and checks the
+// final RunEnd record and the manifest's digest. Refuses when this process's numeric settings
+// differ from the manifest's, unless force.
+Result<VerifyReport> verify_run(const std::string& run_dir, bool force);
+
+}  // namespace vinci
+
+#endif  // VINCI_REPLAY_VERIFY_H_
