@@ -89,7 +89,10 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
                 {"strict", request.strict ? "true" : "false"},
                 {"tolerance", number_text(tol.atol) + "," + number_text(tol.rtol)},
                 {"trials", std::to_string(request.trials)}};
-  RngKey timing = RngKey::root(request.seed).with("purpose", "sim_timing").with("task", task.id);
+  // The live evaluator times the reference beside every candidate, so each evaluation draws its
+  // own reference samples: the key names the plan for both series.
+  RngKey timing = RngKey::root(request.seed).with("purpose", "sim_timing").with("task", task.id)
+                      .with("plan", r.plan.hex());
   r.reference_times_us = samples(ctx->reference().time_us, request.samples, options_.noise,
                                  timing.with("series", "reference"));
 
@@ -128,7 +131,7 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
   }
   VINCI_ASSIGN_OR_RETURN(PlanPrediction pred, model_.predict(*ctx, plan));
   r.kernel_times_us = samples(pred.time_us, request.samples, options_.noise,
-                              timing.with("plan", r.plan.hex()).with("series", "kernel"));
+                              timing.with("series", "kernel"));
   r.time_coverage = pred.time_us > 0 ? pred.own_us / pred.time_us : 0;
   r.finalize();
   double bound = ctx->reference().time_us / ctx->bound().floor_us;

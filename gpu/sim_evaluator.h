@@ -8,8 +8,10 @@
 // speedup past the task's roofline bound is flagged.
 //
 // Timing noise (optional): sample i of a series is t * exp(sigma * z_i), z_i a standard normal
-// from the keyed stream (seed, "sim_timing", task, plan address, series, i), so the median stays
-// near t and the same key always gives the same sample. sigma = 0 gives bit-identical samples.
+// from the keyed stream (seed, "sim_timing", task, plan address, series, i), for the kernel and
+// the reference series alike (the live evaluator times the reference beside each candidate), so
+// the median stays near t and the same key always gives the same sample. sigma = 0 gives
+// bit-identical samples.
 #ifndef VINCI_GPU_SIM_EVALUATOR_H_
 #define VINCI_GPU_SIM_EVALUATOR_H_
 
