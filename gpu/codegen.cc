@@ -566,6 +566,12 @@ template <int BLOCK, class T, class F> __device__ __forceinline__ T block_shuffl
 }
 )";
 
+// One element into a running (max, sum of exp(x - max)) pair: one expf per element. -inf
+// elements (a causal mask's) add nothing, and never form -inf - -inf.
+const char* kOnlineStep =
+    "if (v > acc.m) { acc.s = acc.s * expf(acc.m - v) + 1.0f; acc.m = v; } "
+    "else if (v > -INFINITY) { acc.s += expf(v - acc.m); }";
+
 void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel* k, PlanStep* step) {
   const OpSpec& head = c.op(g.ops[0]);
   const OpInfo* info = find_op(head.op);
@@ -621,7 +627,9 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
         << "        for (int u = 0; u < 4; ++u) { const long long r = 4 * q + u; const float v = vv[u]; (void)r; " << body << " }\n"
         << "      }\n    } else\n";
     }
-    s << "    {\n#pragma unroll " << U << "\n"
+    // The unroll knob applies to the scalar loop; where a float4 path exists the scalar loop is
+    // only the fallback for odd rows, and unrolling it would double compile time for nothing.
+    s << "    {\n#pragma unroll " << (V == 4 ? 1 : U) << "\n"
       << "      for (long long r = tid; r < R; r += nth) { const float v = xr[r * inner]; (void)r; " << body << " }\n"
       << "    }\n  }\n";
     return s.str();
@@ -649,7 +657,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
       result = "acc";
     } else {  // logsumexp: online (max, sum) pairs
       b << "  MS acc; acc.m = -INFINITY; acc.s = 0.0f;\n"
-        << loop("MS one; one.m = v; one.s = 1.0f; acc = OpMS()(acc, one);");
+        << loop(kOnlineStep);
       b << "  MS idm; idm.m = -INFINITY; idm.s = 0.0f;\n";
       b << "  acc = " << reduce_call("acc", "OpMS", "idm", true) << ";\n";
       result = "acc.m + logf(acc.s)";
@@ -662,7 +670,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   } else if (n == "softmax" || n == "log_softmax") {
     if (online) {
       b << "  MS acc; acc.m = -INFINITY; acc.s = 0.0f;\n"
-        << loop("MS one; one.m = v; one.s = 1.0f; acc = OpMS()(acc, one);")
+        << loop(kOnlineStep)
         << "  MS idm; idm.m = -INFINITY; idm.s = 0.0f;\n"
         << "  acc = " << reduce_call("acc", "OpMS", "idm", true) << ";\n"
         << "  const float mx = acc.m, sum = acc.s;\n";

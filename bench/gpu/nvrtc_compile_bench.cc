@@ -2,7 +2,7 @@
 // random knob settings per task, each kernel compiled once by a fresh compiler (no cache hits).
 // Prints median and p95 per code-generator family and overall.
 //
-//   gpu_nvrtc_bench [--arch sm_90|compute_90] [--random N] [--seed S] [--repeat R]
+//   gpu_nvrtc_bench [--arch sm_90|compute_90] [--random N] [--seed S] [--repeat R] [--opt NVRTC_OPTION]...
 //
 // Wall-clock timing on a shared machine is noisy: run it on an idle machine and compare runs.
 #include <algorithm>
@@ -32,14 +32,16 @@ void report(const std::string& what, std::vector<double> t) {
 int main(int argc, char** argv) {
   std::string arch = "sm_90";
   int random = 3, repeat = 1;
+  std::vector<std::string> extra;
   uint64_t seed = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--arch")) arch = argv[i + 1];
     else if (!std::strcmp(argv[i], "--random")) random = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 10);
     else if (!std::strcmp(argv[i], "--repeat")) repeat = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--opt")) extra.push_back(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: gpu_nvrtc_bench [--arch A] [--random N] [--seed S] [--repeat R]\n");
+      std::fprintf(stderr, "usage: gpu_nvrtc_bench [--arch A] [--random N] [--seed S] [--repeat R] [--opt O]...\n");
       return 2;
     }
   }
@@ -60,6 +62,7 @@ int main(int argc, char** argv) {
     for (const auto& p : plans)
       for (const auto& k : p.kernels) sources.emplace(k.source, k.family);
   }
+  for (const auto& e : extra) std::printf("extra nvrtc option %s\n", e.c_str());
   std::printf("arch %s, %zu distinct kernels, seed %llu, repeat %d, nvrtc %s\n", arch.c_str(), sources.size(),
               static_cast<unsigned long long>(seed), repeat, vinci::nvrtc_version().c_str());
   std::map<std::string, std::vector<double>> by_family;
@@ -67,6 +70,7 @@ int main(int argc, char** argv) {
   for (int r = 0; r < repeat; ++r) {
     vinci::NvrtcOptions opts;
     opts.arch = arch;
+    opts.extra = extra;
     vinci::NvrtcCompiler nvrtc(opts);  // fresh per repeat: every compile is a miss
     for (const auto& [src, family] : sources) {
       auto res = nvrtc.compile(src);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <stdlib.h>
 
 #include <gtest/gtest.h>
 
@@ -99,6 +100,42 @@ TEST(Compile, CacheHitsBySourceAddress) {
   EXPECT_EQ(a->get(), b->get());
   EXPECT_EQ(nvrtc.hits(), 1);
   EXPECT_EQ(nvrtc.misses(), 1);
+}
+
+TEST(Compile, DiskCacheIsSharedBetweenCompilers) {
+  char dir[] = "/tmp/vinci_nvrtc_cache_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  NvrtcOptions opts;
+  opts.cache_dir = dir;
+  Result<Plan> p = default_plan(*suite().find("L1_023"));
+  ASSERT_TRUE(p.ok());
+  NvrtcCompiler first(opts);
+  auto a = first.compile(p->kernels[0].source);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  NvrtcCompiler second(opts);  // a new process would look the same: empty memory, same folder
+  auto b = second.compile(p->kernels[0].source);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(second.hits(), 1);
+  EXPECT_EQ(second.misses(), 0);
+  EXPECT_EQ((*a)->image, (*b)->image);
+  EXPECT_EQ((*a)->key, (*b)->key);
+  // Other options, other key: a PTX compile does not reuse the cubin.
+  NvrtcOptions ptx = opts;
+  ptx.arch = "compute_90";
+  NvrtcCompiler third(ptx);
+  auto c = third.compile(p->kernels[0].source);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE((*c)->is_ptx);
+  EXPECT_NE((*c)->key, (*a)->key);
+  EXPECT_NE((*c)->image.find(".entry"), std::string::npos);
+}
+
+TEST(Compile, BrokenSourceIsAnErrorWithTheLog) {
+  NvrtcCompiler nvrtc;
+  auto r = nvrtc.compile("extern \"C\" __global__ void k(float* x) { x[0] = undefined_thing; }", "broken.cu");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("undefined_thing"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("broken.cu"), std::string::npos);
 }
 
 TEST(Compile, ReportCompileTimes) {

@@ -171,8 +171,14 @@ TEST(Plan, EveryLaunchAndCostExpressionResolvesAtBothSizes) {
           Result<int64_t> v = eval_expr(e, env);
           ASSERT_TRUE(v.ok()) << t.id << " " << e << ": " << v.status().to_string();
           EXPECT_GT(*v, 0) << t.id << " grid " << e;
-          EXPECT_LT(*v, int64_t{1} << 31) << t.id << " grid " << e;
         }
+        // CUDA's limits: grid.x < 2^31, grid.y and grid.z <= 65535, 1024 threads per block.
+        EXPECT_LT(*eval_expr(s.grid[0], env), int64_t{1} << 31) << t.id;
+        EXPECT_LE(*eval_expr(s.grid[1], env), 65535) << t.id;
+        EXPECT_LE(*eval_expr(s.grid[2], env), 65535) << t.id;
+        int64_t threads = 1;
+        for (const auto& b : s.block) threads *= *eval_expr(b, env);
+        EXPECT_LE(threads, 1024) << t.id;
         for (const auto& a : s.args)
           if (!a.i64.empty()) EXPECT_TRUE(eval_expr(a.i64, env).ok()) << t.id << " arg " << a.i64;
       }
