@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <set>
+#include <sstream>
 
 #include "core/rng.h"
 #include "harness/experiment.h"
@@ -95,12 +97,50 @@ int cmd_diff(const std::vector<std::string>& args) {
       break;
     }
   }
-  bool equal = first == n && a->size() == b->size();
+  // Configs and seeds: two runs of different configs are different runs even where their
+  // records happen to agree.
+  std::vector<std::string> config_diffs;
+  if (da->manifest.seed != db->manifest.seed) {
+    config_diffs.push_back("run.seed: A " + std::to_string(da->manifest.seed) + ", B " +
+                           std::to_string(db->manifest.seed));
+  }
+  {
+    auto lines = [](const std::string& text) {
+      std::map<std::string, std::string> out;
+      std::string section, line;
+      std::istringstream in(text);
+      while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        if (line[0] == '[') {
+          section = line.substr(1, line.find(']') - 1);
+          continue;
+        }
+        auto eq = line.find(" = ");
+        if (eq != std::string::npos) out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+      }
+      return out;
+    };
+    auto ca = lines(da->manifest.config_text), cb = lines(db->manifest.config_text);
+    for (const auto& [k, v] : ca) {
+      if (k == "run.name" || k == "run.out" || k == "run.threads" || k == "run.seed") continue;
+      auto it = cb.find(k);
+      std::string w = it == cb.end() ? "(unset)" : it->second;
+      if (w != v) config_diffs.push_back(k + ": A " + v + ", B " + w);
+    }
+  }
+  bool equal = first == n && a->size() == b->size() && config_diffs.empty();
+  if (!config_diffs.empty()) {
+    std::cout << "configs differ:\n";
+    for (const auto& d : config_diffs) std::cout << "  " << d << "\n";
+  }
   if (equal) {
     std::cout << "runs are equal: " << a->size() << " records, digest "
               << da->manifest.run_digest.hex() << "\n";
     return 0;
   }
+  if (first == n && a->size() == b->size()) {
+    std::cout << "records are equal (" << a->size() << ")\n";
+  } else {
   std::cout << "first divergence at record " << first << ":\n";
   auto show = [&](const char* label, const std::vector<std::string>& p) {
     if (first >= p.size()) {
@@ -118,6 +158,7 @@ int cmd_diff(const std::vector<std::string>& args) {
   show("A", *a);
   show("B", *b);
   std::cout << "records: A " << a->size() << ", B " << b->size() << "\n";
+  }
 
   // 2. fast_p deltas of the final evaluations, with bootstrap intervals over tasks.
   if (!da->eval.empty() && !db->eval.empty()) {

@@ -1,0 +1,137 @@
+// The replay CLI end to end, and the regression gate CI relies on: the golden run verifies, a
+// re-run of its config diffs equal to it, and a changed constant or a tampered record is caught
+// at its first divergence.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <capnp/message.h>
+
+#include <cstdio>
+#include <string>
+
+#include "core/atomic_file.h"
+#include "recorder/run.h"
+#include "recorder/vinci.capnp.h"
+
+namespace vinci {
+namespace {
+
+const std::string kBin = std::string(VINCI_BINARY_DIR) + "/bin/";
+const std::string kSrc = std::string(VINCI_SOURCE_DIR) + "/";
+const std::string kGolden = kSrc + "tests/golden/runs/smoke";
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/vinci_replay_XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+int sh(const std::string& cmd, std::string* out) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  out->clear();
+  while (size_t n = fread(buf, 1, sizeof buf, p)) out->append(buf, n);
+  int st = pclose(p);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// A copy of a run (and the objects it names) under a new root.
+std::string copy_run(const std::string& run, const std::string& root) {
+  std::string out;
+  EXPECT_EQ(sh("mkdir -p " + root + " && cp -r " + run + " " + root + "/ && cp -r " + run +
+                   "/../objects " + root + "/",
+               &out),
+            0)
+      << out;
+  return root + "/smoke";
+}
+
+TEST(Golden, VerifiesAndARerunDiffsEqual) {
+  std::string out;
+  ASSERT_EQ(sh(kBin + "replay verify " + kGolden, &out), 0)
+      << out << "\nIf this change of behaviour is deliberate, re-record the golden run with "
+                "scripts/update_golden.sh in the same commit and say why.";
+  std::string root = temp_dir();
+  ASSERT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root, &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + root + "/smoke", &out), 0) << out;
+  EXPECT_NE(out.find("runs are equal"), std::string::npos) << out;
+}
+
+TEST(Golden, GateFailsOnAChangedConstant) {
+  std::string root = temp_dir(), out;
+  // A reward constant and a BM25 parameter, each changed a little.
+  for (const std::string& set : {"reward.base=0.55", "selection.bm25_k1=1.2"}) {
+    std::string name = set.substr(0, set.find('.'));
+    ASSERT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root +
+                     " --name " + name + " --set " + set,
+                 &out),
+              0)
+        << out;
+    EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + root + "/" + name, &out), 1) << out;
+    EXPECT_NE(out.find("first divergence at record"), std::string::npos) << out;
+  }
+}
+
+TEST(Replay, VerifyStopsAtATamperedRecord) {
+  std::string run = copy_run(kGolden, temp_dir());
+  // Rewrite one reward record with another value, keeping the frame valid (a tamper, not damage).
+  std::string seg = run + "/log/00000000.vlog";
+  std::string bytes = read_file(seg).value();
+  std::string rebuilt = bytes.substr(0, kSegmentHeaderSize);
+  size_t pos = kSegmentHeaderSize;
+  uint64_t index = 0, tampered = 0;
+  bool done = false;
+  while (pos < bytes.size()) {
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos + 0, 4);
+    std::string payload = bytes.substr(pos + 8, len);
+    pos += 8 + len;
+    auto view = RecordView::decode(payload);
+    ASSERT_TRUE(view.ok());
+    auto rec = (*view)->message().getRoot<schema::Record>();
+    if (!done && rec.isReward() && rec.getReward().getValue() > 0) {
+      capnp::MallocMessageBuilder msg;
+      msg.setRoot(rec);
+      auto w = msg.getRoot<schema::Record>().getReward();
+      w.setValue(w.getValue() + 0.25);
+      payload = encode_message(msg);
+      tampered = index;
+      done = true;
+    }
+    uint32_t n = static_cast<uint32_t>(payload.size()), c = frame_checksum(payload);
+    rebuilt.append(reinterpret_cast<const char*>(&n), 4);
+    rebuilt.append(reinterpret_cast<const char*>(&c), 4);
+    rebuilt += payload;
+    ++index;
+  }
+  ASSERT_TRUE(done);
+  ASSERT_TRUE(write_file_atomic(seg, rebuilt).ok());
+  std::string out;
+  EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 1) << out;
+  EXPECT_NE(out.find("record " + std::to_string(tampered) + " ("), std::string::npos) << out;
+  EXPECT_NE(out.find("reward"), std::string::npos) << out;
+  // cat still reads every record of the tampered run.
+  EXPECT_EQ(sh(kBin + "replay cat " + run + " --no-manifest | wc -l", &out), 0);
+  EXPECT_EQ(std::stoull(out), index);
+}
+
+TEST(Replay, ScoreMatchesWhatTheRunPrinted) {
+  std::string out;
+  ASSERT_EQ(sh(kBin + "replay score " + kGolden, &out), 0) << out;
+  std::string summary = read_file(kGolden + "/summary.md").value();
+  EXPECT_NE(summary.find(out), std::string::npos) << "score:\n" << out << "\nsummary.md:\n" << summary;
+  EXPECT_EQ(sh(kBin + "replay score " + kGolden + " --format csv --turn best --thresholds 1,3", &out), 0);
+  EXPECT_NE(out.find("best,all,all,3,"), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay score " + kGolden + " --format xml", &out), 2);
+  EXPECT_NE(out.find("expected md, csv or json, found 'xml'"), std::string::npos) << out;
+}
+
+TEST(Replay, DiffErrorsAreExitTwo) {
+  std::string out;
+  EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " /tmp/vinci_no_such_run", &out), 2) << out;
+  EXPECT_NE(out.find("/tmp/vinci_no_such_run"), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay verify /tmp/vinci_no_such_run", &out), 2) << out;
+}
+
+}  // namespace
+}  // namespace vinci
