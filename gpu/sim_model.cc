@@ -111,8 +111,13 @@ class Estimator {
   Occupancy occupancy(const Resources& r) const {
     Occupancy o;
     o.warps_per_block = std::max<int64_t>(1, (r.threads + p_.warp_size - 1) / p_.warp_size);
-    o.spills = r.registers > p_.max_registers_per_thread;
-    o.bps = m_.blocks_per_sm(r.threads, std::min(r.registers, p_.max_registers_per_thread), r.shared);
+    // ptxas fits a block's registers in the SM (__launch_bounds__ of the block size, which the
+    // generator emits): past that cap, and past 255, the kernel spills instead.
+    int64_t cap = std::min(p_.max_registers_per_thread,
+                           p_.registers_per_sm / (o.warps_per_block * p_.warp_size) / p_.register_granularity *
+                               p_.register_granularity);
+    o.spills = r.registers > cap;
+    o.bps = m_.blocks_per_sm(r.threads, std::min(r.registers, cap), r.shared);
     o.occupancy = static_cast<double>(o.bps * o.warps_per_block) / static_cast<double>(p_.max_warps_per_sm);
     return o;
   }
@@ -336,6 +341,7 @@ class PlanCoster {
     if (occ.spills) t *= kSpillSlowdown;
     s.exec_us = g.blocks == 0 || g.threads == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff);
     s.bound = s.exec_us == p_.kernel_floor_us && t / eff < p_.kernel_floor_us ? "floor" : body.bound;
+    if (occ.bps == 0) s.bound = "refused";  // the device would not launch it: correctness fails it
     s.time_us = s.launch_us + s.exec_us;
     s.dram_bytes = body.dram_bytes;
     s.l2_bytes = body.l2_bytes;
@@ -356,7 +362,8 @@ class PlanCoster {
     VINCI_ASSIGN_OR_RETURN(double fl, evald(k.cost.flops, env));
     double vw = static_cast<double>(std::max<int64_t>(1, k.vector_width));
     double ipt = static_cast<double>(std::max<int64_t>(1, k.items_per_thread));
-    Resources r{g.threads, kBaseRegsElementwise + static_cast<int64_t>(4 * vw * ipt), k.shared_bytes};
+    // Each thread holds its vw * ipt loaded values and their results.
+    Resources r{g.threads, kBaseRegsElementwise + static_cast<int64_t>(2 * vw * ipt), k.shared_bytes};
     *occ = est_.occupancy(r);
     Body b;
     if (occ->bps == 0) return b;
@@ -555,7 +562,7 @@ class PlanCoster {
     else if (name == "rms_norm") passes = 2;
     else if (name == "layer_norm") passes = 3, reductions = 2;
     bool warp_per_row = k.reduction == "warp_shuffle";
-    Resources r{g.threads, kBaseRegsRow + static_cast<int64_t>(4 * vw * unroll) + (online ? 8 : 0), k.shared_bytes};
+    Resources r{g.threads, kBaseRegsRow + static_cast<int64_t>(2 * vw * unroll) + (online ? 8 : 0), k.shared_bytes};
     *occ = est_.occupancy(r);
     Body b;
     if (occ->bps == 0) return b;

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "core/rng.h"
 #include "tests/gpu/sim_test_util.h"
 
 namespace vinci {
@@ -229,6 +230,48 @@ TEST(EvalResult, RoundTripsThroughMeasurement) {
     }
   }
   EXPECT_TRUE(eval_result_to_json(records[1])["trials"][0]["maxAbsErr"].is_null());
+}
+
+}  // namespace
+}  // namespace vinci
+
+namespace vinci {
+namespace {
+
+// Every task, random generator settings at both sizes: finite positive times, no roofline flag on
+// an honest plan, guaranteed plans always correct, decoys only where kernels could be written.
+TEST(SimEvaluator, GeneratedPlansAreCostedAndNeverFlagged) {
+  SimEvaluator ev(h200());
+  int evaluated = 0;
+  for (const auto& t : simtest::suite().tasks) {
+    KnobSpace space = knob_space(t);
+    Stream s(RngKey::root(5).with("task", t.id));
+    for (int i = 0; i < 8; ++i) {
+      KnobSetting setting = i == 0 ? default_setting(space) : random_setting(space, s);
+      Result<Plan> plan = generate_plan(t, setting);
+      ASSERT_TRUE(plan.ok()) << t.id << ": " << plan.status().to_string();
+      bool guaranteed = true;
+      for (const auto& k : plan->kernels) guaranteed = guaranteed && k.verdict.guaranteed;
+      for (SizeName size : {SizeName::kSmall, SizeName::kFull}) {
+        EvalRequest req = request(size);
+        req.samples = 3;
+        Result<EvalResult> r = ev.evaluate(t, *plan, req);
+        ASSERT_TRUE(r.ok()) << t.id << ": " << r.status().to_string();
+        ++evaluated;
+        EXPECT_TRUE(r->compiled) << t.id << ": " << r->compile_log;
+        EXPECT_TRUE(r->flags.empty() || r->decoy) << t.id << " " << size_name(size) << ": " << r->flags[0];
+        EXPECT_GT(r->reference_us, 0) << t.id;
+        if (guaranteed) EXPECT_TRUE(r->correct) << t.id << ": " << r->error;
+        if (r->correct) {
+          EXPECT_TRUE(std::isfinite(r->kernel_us) && r->kernel_us > 0) << t.id;
+          EXPECT_GE(r->time_coverage, 0.0);
+          EXPECT_LE(r->time_coverage, 1.0);
+        }
+        EXPECT_EQ(r->decoy, plan->library_only() && task_wants_kernels(t)) << t.id;
+      }
+    }
+  }
+  EXPECT_GT(evaluated, 500);
 }
 
 }  // namespace
