@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <numeric>
 #include <sstream>
 
+#include "gpu/codegen.h"
 #include "gpu/sim_model.h"
 
 namespace vinci {
@@ -238,6 +240,64 @@ Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vecto
   report.spearman_after = mean_spearman(report.tasks, true);
   report.evaluations = fitter.evaluations();
   return report;
+}
+
+Result<std::vector<CalibrationSample>> load_calibration_samples(const std::string& path, const TaskSuite& suite) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("calibration samples " + path + ": cannot open");
+  std::vector<CalibrationSample> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::string where = path + ":" + std::to_string(n);
+    size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return invalid_argument(where + ": expected a JSON object");
+    auto str = [&](const char* key) -> Result<std::string> {
+      auto it = j.find(key);
+      if (it == j.end() || !it->is_string()) return Status(invalid_argument(where + ": key '" + key + "': expected a string"));
+      return it->get<std::string>();
+    };
+    auto num = [&](const char* key, bool required) -> Result<double> {
+      auto it = j.find(key);
+      if (it == j.end() && !required) return 0.0;
+      if (it == j.end() || !it->is_number() || !(it->get<double>() > 0))
+        return Status(invalid_argument(where + ": key '" + key + "': expected a positive number"));
+      return it->get<double>();
+    };
+    VINCI_ASSIGN_OR_RETURN(std::string id, str("task"));
+    VINCI_ASSIGN_OR_RETURN(std::string size, str("size"));
+    const Task* task = suite.find(id);
+    if (!task) return invalid_argument(where + ": key 'task': no task '" + id + "' in the suite");
+    auto sizes = task->sizes.find(size);
+    if (sizes == task->sizes.end()) return invalid_argument(where + ": key 'size': task " + id + " has no '" + size + "' sizes");
+    CalibrationSample s;
+    s.task = task;
+    s.sizes = sizes->second;
+    VINCI_ASSIGN_OR_RETURN(s.measured_us, num("kernel_us", true));
+    VINCI_ASSIGN_OR_RETURN(s.measured_reference_us, num("reference_us", false));
+    if (j.contains("plan")) {
+      Result<Plan> p = plan_from_json(j["plan"]);
+      if (!p.ok()) return invalid_argument(where + ": key 'plan': " + p.status().message());
+      s.plan = *p;
+    } else {
+      std::map<std::string, std::string> knobs;
+      auto it = j.find("knobs");
+      if (it == j.end() || !it->is_object()) return invalid_argument(where + ": expected key 'plan' or 'knobs' (an object)");
+      for (const auto& [k, v] : it->items()) {
+        if (!v.is_string()) return invalid_argument(where + ": key 'knobs." + k + "': expected a string");
+        knobs[k] = v.get<std::string>();
+      }
+      Result<Plan> p = generate_plan(*task, knobs);
+      if (!p.ok()) return invalid_argument(where + ": key 'knobs': " + p.status().message());
+      s.plan = *p;
+    }
+    if (s.plan.task_id != task->id)
+      return invalid_argument(where + ": key 'plan': the plan is for task '" + s.plan.task_id + "', not '" + id + "'");
+    out.push_back(std::move(s));
+  }
+  if (out.empty()) return invalid_argument(path + ": no samples");
+  return out;
 }
 
 std::string calibration_report_text(const CalibrationReport& r) {

@@ -83,6 +83,15 @@ Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vecto
 // predicts all equal (launch-bound sizes) says nothing about ranking. REQUIRES: a.size() == b.size().
 double spearman(const std::vector<double>& a, const std::vector<double>& b);
 
+// Reads measured plans from a JSON-lines file, one plan per line:
+//   {"task": "L1_001", "size": "full", "knobs": {"gemm.tensor_cores": "tf32"},
+//    "kernel_us": 812.3, "reference_us": 2790.1}
+// "plan" (a plan object, gpu/plan.h) may stand in for "knobs" (the generator's plan for those
+// knob values; {} is its default plan); "reference_us" may be left out. A live EvalResult's
+// kernelUs and referenceUs are the two times. Blank lines and lines starting with '#' are
+// skipped. Errors name the file, the line and the key.
+Result<std::vector<CalibrationSample>> load_calibration_samples(const std::string& path, const TaskSuite& suite);
+
 // A human-readable table of the report: parameters before/after, loss, correlations per task.
 std::string calibration_report_text(const CalibrationReport& report);
 

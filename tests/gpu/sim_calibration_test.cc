@@ -132,3 +132,54 @@ TEST(Calibration, RejectsBadInput) {
 
 }  // namespace
 }  // namespace vinci
+
+namespace vinci {
+namespace {
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  FILE* f = std::fopen(path.c_str(), "w");
+  VINCI_REQUIRE(f, "cannot write " << path);
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
+TEST(Calibration, LoadsMeasuredPlansFromJsonLines) {
+  std::string plan_json = plan_to_json(simtest::must_generate(simtest::task("L1_019"), {{"ew.vector_width", "1"}})).dump();
+  std::string path = write_temp("measured.jsonl",
+                                "# measured on the GPU machine\n"
+                                "{\"task\": \"L1_001\", \"size\": \"full\", \"knobs\": {\"gemm.tensor_cores\": \"tf32\"}, "
+                                "\"kernel_us\": 812.5, \"reference_us\": 2790}\n"
+                                "\n"
+                                "{\"task\": \"L1_019\", \"size\": \"small\", \"plan\": " + plan_json + ", \"kernel_us\": 6.1}\n");
+  Result<std::vector<CalibrationSample>> s = load_calibration_samples(path, simtest::suite());
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  ASSERT_EQ(s->size(), 2u);
+  EXPECT_EQ((*s)[0].task->id, "L1_001");
+  EXPECT_EQ((*s)[0].sizes.at("N"), 4096);
+  EXPECT_TRUE((*s)[0].plan.kernels.at(0).tensor_cores);
+  EXPECT_EQ((*s)[0].measured_reference_us, 2790);
+  EXPECT_EQ((*s)[1].sizes.at("D"), 1001);
+  EXPECT_EQ((*s)[1].plan.kernels.at(0).vector_width, 1);
+  EXPECT_EQ((*s)[1].measured_reference_us, 0);
+
+  struct Case {
+    std::string line, expect;
+  } bad[] = {
+      {"{\"task\": \"L9_999\", \"size\": \"full\", \"knobs\": {}, \"kernel_us\": 1}", "bad.jsonl:1: key 'task': no task 'L9_999'"},
+      {"{\"task\": \"L1_001\", \"size\": \"huge\", \"knobs\": {}, \"kernel_us\": 1}", "key 'size'"},
+      {"{\"task\": \"L1_001\", \"size\": \"full\", \"knobs\": {}, \"kernel_us\": -1}", "key 'kernel_us': expected a positive number"},
+      {"{\"task\": \"L1_001\", \"size\": \"full\", \"kernel_us\": 1}", "expected key 'plan' or 'knobs'"},
+      {"{\"task\": \"L1_001\", \"size\": \"full\", \"knobs\": {\"gemm.tile_m\": \"7\"}, \"kernel_us\": 1}", "key 'knobs'"},
+      {"not json", "bad.jsonl:1: expected a JSON object"},
+  };
+  for (const auto& c : bad) {
+    Result<std::vector<CalibrationSample>> r = load_calibration_samples(write_temp("bad.jsonl", c.line + "\n"), simtest::suite());
+    ASSERT_FALSE(r.ok()) << c.line;
+    EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace vinci
