@@ -2,6 +2,7 @@
 // one task's knob space or generated plan.
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include <boost/program_options.hpp>
 
@@ -16,12 +17,15 @@ int cmd_tasks(const std::vector<std::string>& args) {
   int level = 0;
   std::string dir = default_task_dir(), knobs_of, plan_of;
   bool eager = false;
-  po::options_description opts("usage: harness tasks [--level N] [--knobs ID] [--plan ID [--eager]]");
+  std::vector<std::string> sets;
+  po::options_description opts(
+      "usage: harness tasks [--level N] [--knobs ID] [--plan ID [--eager | --set knob=value...]]");
   opts.add_options()("help,h", "this text")("level", po::value<int>(&level), "only tasks of level 1, 2 or 3")(
       "dir", po::value<std::string>(&dir), "task folder (default: the source tree's gpu/tasks)")(
       "knobs", po::value<std::string>(&knobs_of), "print the knob space of task ID")(
       "plan", po::value<std::string>(&plan_of), "print the default plan of task ID as JSON")(
-      "eager", po::bool_switch(&eager), "with --plan: the eager (library-only) plan instead");
+      "eager", po::bool_switch(&eager), "with --plan: the eager (library-only) plan instead")(
+      "set", po::value<std::vector<std::string>>(&sets), "with --plan: a knob value, e.g. gemm.tensor_cores=tf32");
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(opts).run(), vm);
@@ -62,7 +66,16 @@ int cmd_tasks(const std::vector<std::string>& args) {
   }
   if (!plan_of.empty()) {
     const Task& t = *suite->find(plan_of);
-    Result<Plan> plan = eager ? eager_plan(t) : default_plan(t);
+    std::map<std::string, std::string> values;
+    for (const auto& kv : sets) {
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos) {
+        std::fprintf(stderr, "harness tasks: --set: expected knob=value, found '%s'\n", kv.c_str());
+        return 2;
+      }
+      values[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    Result<Plan> plan = eager ? eager_plan(t) : generate_plan(t, values);
     if (!plan.ok()) {
       std::fprintf(stderr, "harness tasks: %s\n", plan.status().to_string().c_str());
       return 1;

@@ -156,7 +156,10 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
   md += "- records: " + std::to_string(info.records) + ", run digest `" + info.run_digest + "`\n";
   md += "- training tasks: " + std::to_string(out.train_tasks.size()) +
         ", held-out tasks: " + std::to_string(out.eval_tasks.size()) + "\n";
-  md += "- wall time: " + fmt("%.1f", info.seconds) + " s\n\n";
+  md += "- wall time: " + fmt("%.1f", info.seconds) + " s; " + std::to_string(out.rollouts) +
+        " rollouts (" + fmt("%.0f", info.seconds > 0 ? out.rollouts / info.seconds : 0) + "/s), " +
+        std::to_string(out.turn_evals) + " turn evaluations (" +
+        fmt("%.0f", info.seconds > 0 ? out.turn_evals / info.seconds : 0) + "/s)\n\n";
   if (!out.eval.empty()) {
     const EvalPoint& last = out.eval.back();
     md += "## Final evaluation (after step " + std::to_string(last.step) + ")\n\n";

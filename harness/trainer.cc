@@ -208,6 +208,7 @@ struct TaskWork {
   double best_speedup = 0;
   bool triggered = false;
   uint32_t accepted = 0;
+  uint64_t rollouts = 0, evals = 0;
 };
 
 struct StepContext {
@@ -285,6 +286,8 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
         work->turns++;
         if (turns[t].result.correct) work->correct_turns++;
       }
+      work->rollouts++;
+      work->evals += env.turns.size();
       rollouts[j].push_back(Rollout{std::move(turns), std::move(env.turns)});
     }
   }
@@ -380,6 +383,8 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
         VINCI_ASSIGN_OR_RETURN(TurnResult tr, venv.run_turn(run, vs.choices));
         runs.push_back(tr);
       }
+      work->rollouts++;
+      work->evals += venv.turns.size();
       const auto vphase = schema::Record::Phase::VERIFY;
       write_policy_sample(work->records, step, task.id, win_scheme, si, 0, vphase, vs, true, venv.turns[0].plan);
       for (int32_t run = 0; run < exp.verification.runs; ++run) {
@@ -612,7 +617,7 @@ void write_metric(RecordBuf& buf, int32_t step, const std::string& name, const s
 Result<EvalPoint> evaluate_all(const StepContext& ctx, int32_t step,
                                const std::vector<const Task*>& tasks, const Bm25Index& index,
                                RecordSink& sink, const ProgressFn& progress, int64_t* done,
-                               int64_t total) {
+                               int64_t total, TrainerOutput* out) {
   const Experiment& exp = *ctx.exp;
   std::vector<RecordBuf> bufs(tasks.size());
   std::vector<TaskTurns> outcomes(tasks.size());
@@ -621,6 +626,10 @@ Result<EvalPoint> evaluate_all(const StepContext& ctx, int32_t step,
     return eval_task(ctx, step, *tasks[i], local, &bufs[i], &outcomes[i]);
   }));
   for (auto& b : bufs) VINCI_RETURN_IF_ERROR(flush(b, sink));
+  for (const auto& o : outcomes) {
+    out->rollouts++;
+    out->turn_evals += o.turns.size();
+  }
   EvalPoint point;
   point.step = step;
   RecordBuf metrics;
@@ -723,7 +732,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   for (int32_t step = 0; step <= exp.steps; ++step) {
     bool last = step == exp.steps;
     if (!split.eval.empty() && (step % exp.eval_every == 0 || last)) {
-      VINCI_ASSIGN_OR_RETURN(EvalPoint p, evaluate_all(ctx, step, split.eval, index, sink, progress, &done, total));
+      VINCI_ASSIGN_OR_RETURN(EvalPoint p, evaluate_all(ctx, step, split.eval, index, sink, progress, &done, total, &out));
       out.eval.push_back(std::move(p));
     }
     if (last) break;
@@ -771,6 +780,8 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       best_sum += w.best_speedup;
       point.triggered += w.triggered;
       point.accepted += w.accepted;
+      out.rollouts += w.rollouts;
+      out.turn_evals += w.evals;
     }
     VINCI_ASSIGN_OR_RETURN(UpdateStats stats, backbone.update(experiences));
     {

@@ -43,6 +43,8 @@ struct TrainerOutput {
   std::vector<EvalPoint> eval;
   std::vector<std::string> train_tasks, eval_tasks;
   SkillLibrary library;
+  uint64_t rollouts = 0;     // training, evaluation and verification rollouts
+  uint64_t turn_evals = 0;   // candidates evaluated (one per turn or verification run)
 };
 
 struct TaskSplit {
