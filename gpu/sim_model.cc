@@ -362,8 +362,8 @@ class PlanCoster {
     VINCI_ASSIGN_OR_RETURN(double fl, evald(k.cost.flops, env));
     double vw = static_cast<double>(std::max<int64_t>(1, k.vector_width));
     double ipt = static_cast<double>(std::max<int64_t>(1, k.items_per_thread));
-    // Each thread holds its vw * ipt loaded values and their results.
-    Resources r{g.threads, kBaseRegsElementwise + static_cast<int64_t>(2 * vw * ipt), k.shared_bytes};
+    // Each thread holds its vw * ipt loaded values (results reuse their registers).
+    Resources r{g.threads, kBaseRegsElementwise + static_cast<int64_t>(vw * ipt), k.shared_bytes};
     *occ = est_.occupancy(r);
     Body b;
     if (occ->bps == 0) return b;
