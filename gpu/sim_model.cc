@@ -500,10 +500,14 @@ class PlanCoster {
       double bytes_per_flop = 2 * (side + side) / (side * side);
       b.shared_us = flops * bytes_per_flop / (p_.shared_bytes_per_clock * sms * p_.clock_hz);
       rate_sm = p_.tf32_peak_flops * p_.wmma_fraction / sms;
-      double tile_loads = (tm + tn) * tk / threads * 2;  // LDG + STS per staged element
-      double mma_per_thread = tm * tn * tk / (16 * 16 * 8) / warps;
-      rate_sm *= mma_per_thread / (mma_per_thread + tile_loads / 32 + 1.0 / tk);
-      b.compute_us = est_.compute_s(flops, g.blocks, *occ, rate_sm, 4) ;
+      // Per k tile, a warp spends its mma instructions' cycles on the tensor pipe (one
+      // m16n16k8 is 4096 flops at a quarter of the SM's rate) and issues LDG + STS for its share
+      // of the staged tiles; the staging is what the mma cycles do not cover.
+      double mma_cycles = tm * tn * tk / (16 * 16 * 8) / warps * 4096 / (rate_sm / 4 / p_.clock_hz);
+      double staging = (tm + tn) * tk * 2 / threads;
+      rate_sm *= mma_cycles / (mma_cycles + staging);
+      // One warp per scheduler keeps its tensor pipe busy (mma.sync is long and pipelined).
+      b.compute_us = est_.compute_s(flops, g.blocks, *occ, rate_sm, 4);
     } else {
       // CUDA cores: per k-step a thread issues ttm*ttn FMAs, its shared loads (float4 when the
       // register block allows) and loop overhead; staging the tiles adds LDG + STS per element.
@@ -790,7 +794,7 @@ class PlanCoster {
       b.compute_us = flops / rate;
     }
     double t = b.total() * 1e6;
-    s.exec_us = launches == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff) * 1.0;
+    s.exec_us = launches == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff);
     if (launches > 1) s.exec_us = std::max(s.exec_us, launches * p_.kernel_floor_us);
     s.bound = launches == 0 ? "none" : t / eff < p_.kernel_floor_us ? "floor" : b.bound;
     s.time_us = s.launch_us + s.exec_us;
