@@ -172,10 +172,14 @@ int cmd_run(const std::vector<std::string>& args) {
               << fast_p_table(out->eval.back().fast_p, TurnMode::kLast, Denominator::kAll,
                               TableFormat::kMarkdown);
   }
-  std::fprintf(stdout, "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn evaluations/s)\n",
+  double eval_seconds = world->evaluator_seconds ? world->evaluator_seconds() : 0.0;
+  std::fprintf(stdout,
+               "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn "
+               "evaluations/s; %.1f s inside the evaluator, %.1f s outside)\n",
                static_cast<unsigned long long>(out->rollouts),
                static_cast<unsigned long long>(out->turn_evals), seconds,
-               seconds > 0 ? out->rollouts / seconds : 0.0, seconds > 0 ? out->turn_evals / seconds : 0.0);
+               seconds > 0 ? out->rollouts / seconds : 0.0,
+               seconds > 0 ? out->turn_evals / seconds : 0.0, eval_seconds, seconds - eval_seconds);
   std::cout << "run: " << run_dir << "\nrecords: " << writer->record_count()
             << "\ndigest: " << writer->digest().hex() << "\n";
   return 0;

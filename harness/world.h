@@ -3,6 +3,7 @@
 #ifndef VINCI_HARNESS_WORLD_H_
 #define VINCI_HARNESS_WORLD_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,8 @@ namespace vinci {
 struct World {
   TaskSuite suite;
   std::unique_ptr<Evaluator> evaluator;
+  // Wall time spent inside the evaluator so far (for reports only).
+  std::function<double()> evaluator_seconds;
   std::unique_ptr<Backbone> backbone;
   SkillLibrary seed_library;
 };
