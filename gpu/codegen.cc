@@ -606,6 +606,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   auto reduce_call = [&](const std::string& v, const std::string& op, const std::string& id, bool pair) {
     std::string sm = pair ? "smp" : "smf";
     std::string T = pair ? "MS" : "float";
+    if (strategy == "thread_per_row") return v;  // the thread saw the whole row
     if (strategy == "warp_shuffle") return "warp_allreduce(" + v + ", " + op + "())";
     if (strategy == "block_tree")
       return std::string(racy ? "block_tree_racy<" : "block_tree<") + std::to_string(B) + ", " + T + ">(" + v + ", " + op + "(), " + sm + ")";
@@ -706,12 +707,19 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   std::ostringstream s;
   s << kHeader << kRowPrelude << el.source;
   s << "extern \"C\" __global__ void __launch_bounds__(" << B << ") " << kname << "(" << p.list() << ") {\n";
-  bool block = strategy != "warp_shuffle";
+  bool block = strategy == "block_tree" || strategy == "block_shuffle";
+  bool per_thread = strategy == "thread_per_row";
   if (block) s << "  __shared__ float smf[" << B << "];\n  __shared__ MS smp[" << B << "];\n  (void)smf; (void)smp;\n";
   else s << "  float* smf = nullptr; MS* smp = nullptr; (void)smf; (void)smp;\n";
   s << fill;
   if (block) {
     s << "  const int tid = threadIdx.x; const int nth = " << B << ";\n  const long long row = blockIdx.x;\n";
+  } else if (per_thread) {
+    // One thread per row: neighbouring threads take neighbouring rows, which is coalesced when
+    // the reduced dim is strided (inner > 1) and uncoalesced when rows are contiguous.
+    s << "  const int tid = 0; const int nth = 1;\n"
+      << "  const long long row = (long long)blockIdx.x * " << B << " + threadIdx.x;\n"
+      << "  if (row >= rows) return;\n";
   } else {
     s << "  const int tid = threadIdx.x & 31; const int nth = 32;\n"
       << "  const long long row = (long long)blockIdx.x * " << B / 32 << " + (threadIdx.x >> 5);\n"
@@ -731,7 +739,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   k->fused_values.insert(k->fused_values.end(), el.values.begin(), el.values.end());
   k->block_threads = B;
   k->vector_width = (V == 4 && L.inner == "1") ? 4 : 1;
-  k->reduction = strategy == "warp_shuffle" ? "warp_shuffle" : strategy;
+  k->reduction = per_thread ? "sequential" : strategy;
   k->algorithm = algorithm;
   k->shared_bytes = block ? B * 12 : 0;
   std::string numel = expr_product(c.shapes.at(x));
@@ -745,7 +753,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
     add_reason(&k->verdict, "race: warp-synchronous tree tail without __syncwarp (undefined on sm_70+)", "");
   step->kind = "kernel";
   step->kernel = kname;
-  step->grid = {block ? rows : expr_ceil_div(rows, std::to_string(B / 32)), "1", "1"};
+  step->grid = {block ? rows : expr_ceil_div(rows, std::to_string(per_thread ? B : B / 32)), "1", "1"};
   step->block = {std::to_string(B), "1", "1"};
   step->args = p.args;
 }

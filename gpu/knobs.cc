@@ -17,9 +17,9 @@ const std::vector<Knob> kElementwiseKnobs = {
 };
 
 const std::vector<Knob> kRowKnobs = {
-    {"row.strategy", {"warp_shuffle", "block_tree", "block_shuffle"}, 2,
+    {"row.strategy", {"warp_shuffle", "block_tree", "block_shuffle", "thread_per_row"}, 2,
      "warp per row with shuffles; block per row with a shared-memory tree; block per row with "
-     "warp shuffles and one shared slot per warp"},
+     "warp shuffles and one shared slot per warp; one thread per row (coalesced for strided rows)"},
     {"row.block", {"128", "256", "512", "1024"}, 1, "threads per block"},
     {"row.vector_width", {"1", "4"}, 1, "float4 loads on contiguous rows whose length divides"},
     {"row.softmax", {"online", "two_pass"}, 0,
