@@ -61,6 +61,8 @@ class TaskInstance {
 
   // Inputs in the task's order. seed seeds a CPU torch generator; tensors are then moved to the
   // instance's device.
+  // TODO(perf): a CUDA-generator path for full sizes, where CPU draws dominate evaluation time
+  // (REFERENCE.md: 79 s for one [4096, 393216] input); it would not be KernelBench-identical.
   Result<std::vector<at::Tensor>> make_inputs(InputDistribution dist, uint64_t seed) const;
 
   // The task's output for these inputs.
