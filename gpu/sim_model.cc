@@ -556,6 +556,9 @@ class PlanCoster {
     }
     double numel = rows * len;
     double vw = static_cast<double>(std::max<int64_t>(1, k.vector_width));
+    // The generator's float4 path runs only on rows whose length divides by 4; others fall back
+    // to scalar loads at run time.
+    if (std::fmod(len, vw) != 0) vw = 1;
     double unroll = static_cast<double>(parse_int_or(k.knobs, "row.unroll", 1));
     std::string name = op ? op->op : "";
     bool online = k.algorithm != "two_pass";
@@ -566,17 +569,18 @@ class PlanCoster {
     else if (name == "rms_norm") passes = 2;
     else if (name == "layer_norm") passes = 3, reductions = 2;
     bool warp_per_row = k.reduction == "warp_shuffle";
+    bool thread_per_row = k.reduction == "sequential";  // the generator's row.strategy thread_per_row
     Resources r{g.threads, kBaseRegsRow + static_cast<int64_t>(2 * vw * unroll) + (online ? 8 : 0), k.shared_bytes};
     *occ = est_.occupancy(r);
     Body b;
     if (occ->bps == 0) return b;
     double threads = static_cast<double>(g.threads);
-    double lanes_per_row = warp_per_row ? p_.warp_size : threads;
+    double lanes_per_row = thread_per_row ? 1.0 : warp_per_row ? p_.warp_size : threads;
     // Threads past the row's end idle: short rows fill only part of a block.
     double busy = std::min(1.0, len / (lanes_per_row * vw));
     double warp_inflight = static_cast<double>(p_.warp_size) * 4 * vw * unroll * busy;
     double concurrent_rows = static_cast<double>(std::min<int64_t>(g.blocks, p_.sms * occ->bps)) *
-                             (warp_per_row ? static_cast<double>(occ->warps_per_block) : 1.0);
+                             (thread_per_row ? threads : warp_per_row ? static_cast<double>(occ->warps_per_block) : 1.0);
     double cap = p_.l2_bytes * p_.l2_usable_fraction;
     // Passes after the first re-read the row: from L2 while the rows in flight fit.
     double reread = std::min(br, (passes - 1) * numel * 4);
@@ -585,7 +589,8 @@ class PlanCoster {
     // A reduction over a non-innermost dim (inner > 1) reads with stride `inner`: each lane's 4
     // bytes cost a 32-byte sector at L2; neighbouring rows running at the same time reuse the
     // sectors, so DRAM sees the bytes once and L2 serves up to 8x.
-    double sector = std::min(8.0, inner);
+    // A thread per row puts neighbouring rows on neighbouring lanes: coalesced when inner > 1.
+    double sector = thread_per_row ? 1.0 : std::min(8.0, inner);
     b.dram_bytes = first * (1 - resident) + bw + (reread_hits ? 0 : reread);
     b.l2_bytes = first * resident + (reread_hits ? reread : 0) + (sector - 1) * br;
     auto [td, tl] = est_.memory_s(b.dram_bytes, b.l2_bytes, g.blocks, *occ, warp_inflight);
@@ -595,11 +600,18 @@ class PlanCoster {
     double instr = numel * passes * kIndexInstructions / (vw * unroll) / 2 + fl;
     b.compute_us = est_.compute_s(instr / std::max(busy, 1e-3), g.blocks, *occ, lane_rate, kIssueWarpsPerSm);
     b.flops = fl;
+    if (thread_per_row && inner == 1) {
+      // Contiguous rows, one per lane: every warp load touches 32 lines, and L1 serves one
+      // wavefront per clock per SM (L1 keeps each line for the thread's next loads).
+      double warp_loads = numel * passes / (static_cast<double>(p_.warp_size) * vw);
+      b.shared_us = warp_loads * p_.warp_size / (static_cast<double>(p_.sms) * p_.clock_hz);
+    }
     // Each row's reduction is a dependent chain: log2(32) shuffles per warp; a block adds a
     // shared-memory exchange and syncs (tree: one per halving step).
     double log_threads = std::log2(std::max(2.0, threads));
     double cycles;
-    if (warp_per_row) cycles = 5 * p_.shuffle_cycles;
+    if (thread_per_row) cycles = 0;  // the thread saw the whole row: nothing to exchange
+    else if (warp_per_row) cycles = 5 * p_.shuffle_cycles;
     else if (k.reduction == "block_tree") cycles = log_threads * (p_.sync_cycles + p_.shared_cycles);
     else cycles = 10 * p_.shuffle_cycles + 2 * p_.sync_cycles + p_.shared_cycles;
     b.latency_us = std::ceil(rows / std::max(1.0, concurrent_rows)) * reductions * cycles / p_.clock_hz;

@@ -150,3 +150,29 @@ TEST(SimModel, PredictionsAreExactlyRepeatable) {
 
 }  // namespace
 }  // namespace vinci
+
+namespace vinci {
+namespace {
+
+TEST(SimModel, ThreadPerRowIsCoalescedOnlyForStridedReductions) {
+  SimModel m(simtest::h200());
+  // sum over dim 1 of [B, D1, D2]: the reduced dim has stride D2.
+  const Task& strided = simtest::task("L1_047");
+  double per_thread = simtest::predict_us(m, strided, SizeName::kFull,
+                                          simtest::must_generate(strided, {{"row.strategy", "thread_per_row"}}));
+  double per_block = simtest::predict_us(m, strided, SizeName::kFull,
+                                         simtest::must_generate(strided, {{"row.strategy", "block_shuffle"}}));
+  EXPECT_LT(per_thread * 2, per_block);
+  // mean over the last dim: rows are contiguous, a warp per row reads them coalesced.
+  const Task& contiguous = simtest::task("L1_048");
+  double t_thread = simtest::predict_us(m, contiguous, SizeName::kFull,
+                                        simtest::must_generate(contiguous, {{"row.strategy", "thread_per_row"}}));
+  double t_warp = simtest::predict_us(m, contiguous, SizeName::kFull,
+                                      simtest::must_generate(contiguous, {{"row.strategy", "warp_shuffle"}}));
+  EXPECT_LT(t_warp * 2, t_thread);
+  std::printf("strided sum: thread per row %.0f us, block per row %.0f us; contiguous mean: warp %.0f us, thread %.0f us\n",
+              per_thread, per_block, t_warp, t_thread);
+}
+
+}  // namespace
+}  // namespace vinci
