@@ -3,6 +3,7 @@
 #include <capnp/message.h>
 
 #include <chrono>
+#include <cstdlib>
 
 #include "harness/record_sink.h"
 #include "harness/trainer.h"
@@ -28,7 +29,17 @@ Result<VerifyReport> verify_run(const std::string& run_dir, bool force) {
                                                               loc.manifest_path + " (config)"));
   VINCI_ASSIGN_OR_RETURN(std::vector<std::string> expected, read_payloads(run_dir, false));
   size_t n = expected.size();
-  ObjectStore store(loc.store_dir);
+  // Objects the re-driven loop stores go to a scratch store, never into the run's: the records
+  // name objects by address, so comparing records compares the objects too, and a diverging
+  // replay must not leave new objects beside a recorded run.
+  char tmpl[] = "/tmp/vinci_verify_XXXXXX";
+  if (!mkdtemp(tmpl)) return io_error("cannot create a scratch folder in /tmp");
+  std::string scratch = tmpl;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { std::system(("rm -rf '" + dir + "'").c_str()); }
+  } cleanup{scratch};
+  ObjectStore store(scratch + "/objects");
   CheckSink sink(std::move(expected), &store, nullptr);
   VINCI_ASSIGN_OR_RETURN(World world, build_world(exp));
   VINCI_RETURN_IF_ERROR(run_experiment(exp, world.suite, *world.evaluator, *world.backbone,
