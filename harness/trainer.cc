@@ -125,7 +125,7 @@ void write_measurement(RecordBuf& buf, int32_t step, const std::string& task, in
 
 void write_policy_sample(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
                          int32_t rollout, int32_t turn, schema::Record::Phase phase,
-                         const PolicySample& s, bool greedy, const Digest& plan) {
+                         const PolicySample& s, bool greedy, const Digest& plan, const RngKey& key) {
   auto r = buf.add(step, task, scheme, rollout, turn, phase);
   auto b = r.initSample();
   b.setRole(schema::Role::POLICY);
@@ -136,6 +136,8 @@ void write_policy_sample(RecordBuf& buf, int32_t step, const std::string& task, 
   b.setGreedy(greedy);
   DigestBytes d(plan);
   b.setOutput(d.data());
+  DigestBytes k(key.digest());
+  b.setKey(k.data());
 }
 
 void write_turn_reward(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
@@ -154,7 +156,7 @@ void write_turn_reward(RecordBuf& buf, int32_t step, const std::string& task, in
 void write_selection(RecordBuf& buf, int32_t step, const Task& task, int32_t scheme,
                      schema::Record::Phase phase, const SchemeDecision& d,
                      const SkillLibrary& library, const Digest& query, const Digest& snapshot,
-                     const SelectionParams& params, bool greedy) {
+                     const SelectionParams& params, bool greedy, const RngKey& key) {
   if (d.sampled) {
     auto r = buf.add(step, task.id, scheme, -1, -1, phase);
     auto b = r.initSample();
@@ -165,6 +167,8 @@ void write_selection(RecordBuf& buf, int32_t step, const Task& task, int32_t sch
     b.setLogProb(d.sample.log_prob);
     b.setGreedy(greedy);
     b.setSampleIndex(d.sample_index);
+    DigestBytes k(key.digest());
+    b.setKey(k.data());
   }
   auto r = buf.add(step, task.id, scheme, -1, -1, phase);
   auto s = r.initSelection();
@@ -253,7 +257,7 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
         select_skills(*ctx.backbone, *ctx.library, index, task.description, features, featurizer,
                       exp.selection, task_key.with("selection", i), false, i));
     write_selection(work->records, step, task, i, phase, d, *ctx.library, query,
-                    ctx.library_address, exp.selection, false);
+                    ctx.library_address, exp.selection, false, task_key.with("selection", i));
     Scheme s;
     s.skills = skills_named(*ctx.library, d.selected);
     s.decision = std::move(d);
@@ -279,7 +283,8 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       VINCI_ASSIGN_OR_RETURN(auto turns, run_rollout(*ctx.backbone, ctx.shape, base, exp.turns, env, key, false));
       for (size_t t = 0; t < turns.size(); ++t) {
         int32_t sj = static_cast<int32_t>(j), tt = static_cast<int32_t>(t);
-        write_policy_sample(work->records, step, task.id, sj, r, tt, phase, turns[t].sample, false, env.turns[t].plan);
+        write_policy_sample(work->records, step, task.id, sj, r, tt, phase, turns[t].sample, false,
+                            env.turns[t].plan, key.with("turn", tt));
         write_measurement(work->records, step, task.id, sj, r, tt, phase, env.turns[t].eval);
         write_turn_reward(work->records, step, task.id, sj, r, tt, phase, turns[t].result);
         work->reward_sum += turns[t].result.reward;
@@ -357,6 +362,8 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       acts.set(static_cast<unsigned>(p.sample.include.size()), static_cast<uint32_t>(p.sample.scope));
       sb.setLogProb(p.sample.log_prob);
       sb.setSampleIndex(si);
+      DigestBytes sk(skey.with("summary_sample", si).digest());
+      sb.setKey(sk.data());
       if (p.skill) {
         DigestBytes d(skill_addr);
         sb.setOutput(d.data());
@@ -386,7 +393,8 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       work->rollouts++;
       work->evals += venv.turns.size();
       const auto vphase = schema::Record::Phase::VERIFY;
-      write_policy_sample(work->records, step, task.id, win_scheme, si, 0, vphase, vs, true, venv.turns[0].plan);
+      write_policy_sample(work->records, step, task.id, win_scheme, si, 0, vphase, vs, true,
+                          venv.turns[0].plan, vkey);
       for (int32_t run = 0; run < exp.verification.runs; ++run) {
         write_measurement(work->records, step, task.id, win_scheme, si, run, vphase, venv.turns[run].eval);
       }
@@ -541,7 +549,7 @@ Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Ind
                                          features, featurizer, exp.selection,
                                          key.with("selection", 0), exp.eval_greedy, 0));
     write_selection(*records, step, task, 0, phase, d, *ctx.library, query, ctx.library_address,
-                    exp.selection, exp.eval_greedy);
+                    exp.selection, exp.eval_greedy, key.with("selection", 0));
     skills = skills_named(*ctx.library, d.selected);
   }
   PolicyInput base;
@@ -555,7 +563,8 @@ Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Ind
   outcome->level = task.level;
   for (size_t t = 0; t < turns.size(); ++t) {
     int32_t tt = static_cast<int32_t>(t);
-    write_policy_sample(*records, step, task.id, 0, 0, tt, phase, turns[t].sample, exp.eval_greedy, env.turns[t].plan);
+    write_policy_sample(*records, step, task.id, 0, 0, tt, phase, turns[t].sample, exp.eval_greedy,
+                        env.turns[t].plan, rkey.with("turn", tt));
     write_measurement(*records, step, task.id, 0, 0, tt, phase, env.turns[t].eval);
     write_turn_reward(*records, step, task.id, 0, 0, tt, phase, turns[t].result);
     const TurnResult& r = turns[t].result;

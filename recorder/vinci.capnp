@@ -117,6 +117,7 @@ struct BackboneSample {
   prompt @6 :Data $Json.hex;   # address of the prompt text, when there is one
   paramDigest @7 :Data $Json.hex;  # the parameters that sampled it
   sampleIndex @8 :Int32 = -1;  # selection sample 0..k-1, summary sample 0..s-1
+  key @9 :Data $Json.hex;      # digest of the RngKey of the call: the recorded backbone answers by it
 }
 
 struct Trial {

@@ -10,9 +10,11 @@ namespace vinci {
 
 int cmd_verify(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
-  po::options_description opts("usage: replay verify RUN [--force]");
+  po::options_description opts("usage: replay verify RUN [--force] [--backbone run|recorded]");
   opts.add_options()("help,h", "show this help")(
-      "force", "replay even under numeric settings that differ from the run's");
+      "force", "replay even under numeric settings that differ from the run's")(
+      "backbone", po::value<std::string>()->default_value("run"),
+      "run: re-run the run's own backbone; recorded: answer backbone calls from the log");
   po::options_description hidden;
   hidden.add_options()("run", po::value<std::string>(), "run folder");
   po::options_description all;
@@ -35,7 +37,12 @@ int cmd_verify(const std::vector<std::string>& args) {
     std::cerr << "replay verify: expected a run folder\n" << opts;
     return 2;
   }
-  auto rep = verify_run(vm["run"].as<std::string>(), vm.count("force") > 0);
+  std::string backbone = vm["backbone"].as<std::string>();
+  if (backbone != "run" && backbone != "recorded") {
+    std::cerr << "replay verify: --backbone: expected run or recorded, found '" << backbone << "'\n";
+    return 2;
+  }
+  auto rep = verify_run(vm["run"].as<std::string>(), vm.count("force") > 0, backbone == "recorded");
   if (!rep.ok()) {
     std::cerr << "replay verify: " << rep.status().to_string() << "\n";
     return rep.status().code() == StatusCode::kMismatch ? 1 : 2;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "agents/recorded_backbone.h"
 #include "harness/record_sink.h"
 #include "harness/trainer.h"
 #include "harness/world.h"
@@ -13,7 +14,7 @@
 
 namespace vinci {
 
-Result<VerifyReport> verify_run(const std::string& run_dir, bool force) {
+Result<VerifyReport> verify_run(const std::string& run_dir, bool force, bool recorded_backbone) {
   auto start = std::chrono::steady_clock::now();
   pin_numeric_settings();
   RunLocation loc = RunLocation::of(run_dir);
@@ -42,6 +43,10 @@ Result<VerifyReport> verify_run(const std::string& run_dir, bool force) {
   ObjectStore store(scratch + "/objects");
   CheckSink sink(std::move(expected), &store, nullptr);
   VINCI_ASSIGN_OR_RETURN(World world, build_world(exp));
+  if (recorded_backbone) {
+    VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedBackbone::open(run_dir));
+    world.backbone = std::move(recorded);
+  }
   VINCI_RETURN_IF_ERROR(run_experiment(exp, world.suite, *world.evaluator, *world.backbone,
                                        world.seed_library, sink, nullptr).status());
   if (manifest.completed) {

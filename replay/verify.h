@@ -19,7 +19,10 @@ struct VerifyReport {
 // against the log (rr-style: the first divergence stops it, with both values), and checks the
 // final RunEnd record and the manifest's digest. Refuses when this process's numeric settings
 // differ from the manifest's, unless force.
-Result<VerifyReport> verify_run(const std::string& run_dir, bool force);
+// With recorded_backbone, backbone calls are answered from the log (agents/recorded_backbone.h)
+// instead of re-running the sim network: the way to replay a run whose backbone is external.
+Result<VerifyReport> verify_run(const std::string& run_dir, bool force,
+                                bool recorded_backbone = false);
 
 }  // namespace vinci
 

@@ -115,6 +115,13 @@ TEST(Replay, VerifyStopsAtATamperedRecord) {
   EXPECT_EQ(std::stoull(out), index);
 }
 
+TEST(Replay, VerifyWithTheRecordedBackbone) {
+  std::string root = temp_dir(), out;
+  ASSERT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root, &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/smoke --backbone recorded", &out), 0) << out;
+  EXPECT_NE(out.find("verified"), std::string::npos) << out;
+}
+
 TEST(Replay, ScoreMatchesWhatTheRunPrinted) {
   std::string out;
   ASSERT_EQ(sh(kBin + "replay score " + kGolden, &out), 0) << out;

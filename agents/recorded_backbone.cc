@@ -1,0 +1,127 @@
+#include "agents/recorded_backbone.h"
+
+#include <capnp/message.h>
+
+#include "recorder/run.h"
+#include "recorder/vinci.capnp.h"
+
+namespace vinci {
+
+Result<std::unique_ptr<RecordedBackbone>> RecordedBackbone::open(const std::string& run_dir) {
+  VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
+  std::unique_ptr<RecordedBackbone> b(new RecordedBackbone());
+  bool have_initial = false;
+  while (RecordView* view = reader->next()) {
+    auto r = view->message().getRoot<schema::Record>();
+    if (r.isSample()) {
+      auto s = r.getSample();
+      if (s.getKey().size() != 16) {
+        return invalid_argument("run " + run_dir + ": backbone sample " + std::to_string(r.getSeq()) +
+                                " carries no call key (recorded before keys were logged)");
+      }
+      Sample sample;
+      sample.role = static_cast<AgentRole>(static_cast<uint8_t>(s.getRole()));
+      for (uint32_t a : s.getActions()) sample.actions.push_back(a);
+      sample.log_prob = s.getLogProb();
+      Digest key = Digest::from_bytes(s.getKey().begin());
+      if (!b->samples_.emplace(key, std::move(sample)).second) {
+        return invalid_argument("run " + run_dir + ": two backbone samples share the call key " +
+                                key.hex() + " (record " + std::to_string(r.getSeq()) + ")");
+      }
+    } else if (r.isStepBegin() && !have_initial) {
+      auto d = r.getStepBegin().getParamDigest();
+      if (d.size() == 16) b->initial_ = Digest::from_bytes(d.begin());
+      have_initial = true;
+    } else if (r.isParameterDigest()) {
+      auto p = r.getParameterDigest();
+      Update u;
+      u.digest = p.getDigest().size() == 16 ? Digest::from_bytes(p.getDigest().begin()) : Digest();
+      u.loss = p.getLoss();
+      u.grad_norm = p.getGradNorm();
+      b->updates_.push_back(u);
+    }
+  }
+  VINCI_RETURN_IF_ERROR(reader->status());
+  if (reader->damage()) {
+    return corruption("run " + run_dir + ": " + reader->damage()->to_string());
+  }
+  return b;
+}
+
+Result<const RecordedBackbone::Sample*> RecordedBackbone::find(AgentRole role,
+                                                               const RngKey& key) const {
+  auto it = samples_.find(key.digest());
+  if (it == samples_.end()) {
+    return not_found(std::string("the recorded run has no ") + agent_role_name(role) +
+                     " sample for the call with key " + key.digest().hex());
+  }
+  if (it->second.role != role) {
+    return mismatch(std::string("the recorded sample for key ") + key.digest().hex() + " is a " +
+                    agent_role_name(it->second.role) + " sample, not a " + agent_role_name(role) +
+                    " sample");
+  }
+  return &it->second;
+}
+
+Result<PolicySample> RecordedBackbone::sample_policy(const PolicyInput& in, const RngKey& key, bool) {
+  VINCI_ASSIGN_OR_RETURN(const Sample* s, find(AgentRole::kPolicy, key));
+  if (s->actions.size() != in.active_heads.size()) {
+    return mismatch("recorded policy sample has " + std::to_string(s->actions.size()) +
+                    " choices, the call has " + std::to_string(in.active_heads.size()) + " knobs");
+  }
+  PolicySample out;
+  for (uint32_t a : s->actions) out.choices.push_back(static_cast<int32_t>(a));
+  out.log_prob = s->log_prob;
+  return out;
+}
+
+Result<SelectionSample> RecordedBackbone::sample_selection(const SelectionInput& in,
+                                                           const RngKey& key, bool) {
+  VINCI_ASSIGN_OR_RETURN(const Sample* s, find(AgentRole::kSelection, key));
+  SelectionSample out;
+  for (uint32_t a : s->actions) {
+    if (a >= in.candidates.size()) {
+      return mismatch("recorded selection picks candidate " + std::to_string(a) + " of " +
+                      std::to_string(in.candidates.size()));
+    }
+    out.picked.push_back(static_cast<int32_t>(a));
+  }
+  out.log_prob = s->log_prob;
+  return out;
+}
+
+Result<SummarySample> RecordedBackbone::sample_summary(const SummaryInput& in, const RngKey& key,
+                                                       bool) {
+  VINCI_ASSIGN_OR_RETURN(const Sample* s, find(AgentRole::kSummary, key));
+  // Actions: one include flag per active head, then the scope.
+  if (s->actions.size() != in.active_heads.size() + 1) {
+    return mismatch("recorded summary sample has " + std::to_string(s->actions.size()) +
+                    " actions, expected " + std::to_string(in.active_heads.size() + 1));
+  }
+  SummarySample out;
+  for (size_t i = 0; i + 1 < s->actions.size(); ++i) out.include.push_back(s->actions[i] ? 1 : 0);
+  out.scope = static_cast<int32_t>(s->actions.back());
+  out.log_prob = s->log_prob;
+  return out;
+}
+
+Result<UpdateStats> RecordedBackbone::update(const std::vector<Experience>& batch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (next_update_ >= updates_.size()) {
+    return not_found("the recorded run holds " + std::to_string(updates_.size()) +
+                     " parameter updates; the replay asks for one more");
+  }
+  const Update& u = updates_[next_update_++];
+  UpdateStats st;
+  st.loss = u.loss;
+  st.grad_norm = u.grad_norm;
+  st.experiences = static_cast<int64_t>(batch.size());
+  return st;
+}
+
+Digest RecordedBackbone::parameter_digest() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_update_ == 0 ? initial_ : updates_[next_update_ - 1].digest;
+}
+
+}  // namespace vinci
