@@ -773,6 +773,9 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   // At most 64 accumulators per thread (an 8x8 register block): more spills to local memory and
   // takes seconds to compile. The thread count is raised to fit; block_threads records it.
   if (!tc) T = std::max(T, TM * TN / 64);
+  // Likewise at most 8 accumulator fragments per warp on the tensor-core path (a 128x128 tile on
+  // 2 warps took 5.5 s to compile on the GPU machine); 8 warps keep static shared memory <= 43 KiB.
+  if (tc) T = std::max(T, 32 * (((TM / 16) * (TN / 16) + 7) / 8));
   Elem el = make_elem(c, g, 1, head.outputs[0], mat, main, kname, false, /*noinline=*/g.ops.size() > 2);
   Params p;
   p.in(G.A, "A", "f32");

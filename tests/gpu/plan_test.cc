@@ -233,6 +233,35 @@ TEST(Verdict, RacyReductionsAndTf32AreRisky) {
   EXPECT_NE(tc->kernels[0].source.find("wmma::mma_sync"), std::string::npos);
 }
 
+// Over many random settings: every kernel fits the hardware (threads, static shared memory) and
+// GEMM register/fragment blocking stays within what compiles in reasonable time.
+TEST(Knobs, EverySettingFitsTheDevice) {
+  int gemm_kernels = 0;
+  for (const Task& t : suite().tasks) {
+    KnobSpace space = knob_space(t);
+    for (int i = 0; i < 12; ++i) {
+      Stream s(RngKey::root(31).with("test", "fits").with("task", t.id).with("i", i));
+      Result<Plan> p = generate_plan(t, random_setting(space, s));
+      ASSERT_TRUE(p.ok()) << t.id << ": " << p.status().to_string();
+      for (const auto& k : p->kernels) {
+        EXPECT_LE(k.block_threads, 1024) << t.id;
+        EXPECT_EQ(k.block_threads % 32, 0) << t.id;
+        EXPECT_LE(k.shared_bytes, 48 * 1024) << t.id << " " << k.name;
+        if (k.family != "gemm") continue;
+        ++gemm_kernels;
+        if (k.tensor_cores) {
+          int64_t fragments = (k.tile[0] / 16) * (k.tile[1] / 16), warps = k.block_threads / 32;
+          EXPECT_LE((fragments + warps - 1) / warps, 8) << t.id;
+        } else {
+          EXPECT_LE(k.thread_tile[0] * k.thread_tile[1], 64) << t.id;
+          EXPECT_EQ(k.thread_tile[0] * k.thread_tile[1] * k.block_threads, k.tile[0] * k.tile[1]) << t.id;
+        }
+      }
+    }
+  }
+  EXPECT_GT(gemm_kernels, 100);
+}
+
 TEST(Knobs, SpaceHoldsTheFamiliesATaskUses) {
   KnobSpace gemm = knob_space(task("L2_099"));  // linear, gelu, softmax
   EXPECT_GE(gemm.index_of("fusion"), 0);
