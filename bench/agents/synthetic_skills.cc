@@ -128,8 +128,14 @@ Skill synthetic_skill(uint64_t seed, uint64_t i) {
   }
   skill.description = w.sentence(8, 20);
   skill.scope = std::string(kScopes[s.below(std::size(kScopes))]);
+  // 3-6 distinct tags; a repeated draw is dropped, so a few skills get fewer than drawn (>= 1).
   size_t tags = 3 + s.below(4);
-  for (size_t k = 0; k < tags; ++k) skill.tags.push_back(w.kernel_word());
+  for (size_t k = 0; k < tags; ++k) {
+    std::string t = w.kernel_word();
+    if (std::find(skill.tags.begin(), skill.tags.end(), t) == skill.tags.end()) {
+      skill.tags.push_back(std::move(t));
+    }
+  }
   std::string c = "## Motivation\n" + w.sentence(20, 45) + " " + w.sentence(10, 30) +
                   "\n\n## Key Idea\n" + w.sentence(25, 60) + " " + w.sentence(15, 40) +
                   "\n\n## Example\n```cuda\n";
