@@ -47,7 +47,8 @@ constexpr uint64_t kWeightSeed = 42;
 // A task at concrete sizes on one device, with its weights.
 class TaskInstance {
  public:
-  // device: a torch device string, "cpu" or "cuda:0".
+  // device: a torch device string, "cpu" or "cuda:0". REQUIRES: task outlives the instance
+  // (the instance keeps a pointer to it, as the suite owns its tasks).
   static Result<TaskInstance> create(const Task& task, SizeName size, const std::string& device,
                                      uint64_t weight_seed = kWeightSeed);
   static Result<TaskInstance> create_at(const Task& task, const SizeMap& sizes,
