@@ -5,8 +5,8 @@
                                    [--report ablations/report.md]
 
 For every row and seed it runs `harness run CONFIG --seed S` into <out>/<row>_s<seed>/, unless a
-finished run is already there whose recorded effective config equals the one it would run (then
-it is reused). Every figure of the report comes from `replay score RUN --format json` of those
+finished run is already there whose recorded effective config equals the one it would run and
+whose recorded vinci revision equals this build's (then it is reused). Every figure of the report comes from `replay score RUN --format json` of those
 runs, so `replay score` re-derives each one from the logs alone. The report puts the sim world's
 mean and spread over seeds beside the paper's figures and says, for each of the paper's ablation
 claims, whether the sim world reproduces its direction.
@@ -38,14 +38,26 @@ def effective_config(build, row, seed, out):
     return sh(args).stdout
 
 
+def build_revision(build):
+    for line in sh([f"{build}/bin/harness", "env"]).stdout.splitlines():
+        if line.startswith("git_revision: "):
+            return line.split(": ", 1)[1]
+    return "unknown"
+
+
 def recorded_config(build, run):
+    """The recorded effective config of a finished run made by this build's revision, or None."""
     if not os.path.exists(os.path.join(ROOT, run, "manifest.bin")):
         return None
     p = sh([f"{build}/bin/replay", "cat", run], check=False)
     if p.returncode != 0:
         return None
     manifest = json.loads(p.stdout.split("\n", 1)[0])["manifest"]
-    return manifest.get("configText") if manifest.get("completed") else None
+    if not manifest.get("completed"):
+        return None
+    if manifest.get("environment", {}).get("gitRevision") != build_revision(build):
+        return None
+    return manifest.get("configText")
 
 
 def run_one(build, row, seed, out):
