@@ -2,6 +2,7 @@
 
 #include <capnp/message.h>
 
+#include "recorder/address.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
 
@@ -30,12 +31,12 @@ Result<std::unique_ptr<RecordedBackbone>> RecordedBackbone::open(const std::stri
       }
     } else if (r.isStepBegin() && !have_initial) {
       auto d = r.getStepBegin().getParamDigest();
-      if (d.size() == 16) b->initial_ = Digest::from_bytes(d.begin());
+      b->initial_ = address_of(d);
       have_initial = true;
     } else if (r.isParameterDigest()) {
       auto p = r.getParameterDigest();
       Update u;
-      u.digest = p.getDigest().size() == 16 ? Digest::from_bytes(p.getDigest().begin()) : Digest();
+      u.digest = address_of(p.getDigest());
       u.loss = p.getLoss();
       u.grad_norm = p.getGradNorm();
       b->updates_.push_back(u);

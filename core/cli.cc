@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <iostream>
 
 namespace vinci {
 namespace {
@@ -28,6 +29,37 @@ int run_subcommand(const char* program, const std::vector<Subcommand>& commands,
   std::fprintf(stderr, "%s: unknown command '%s'\n\n", program, argv[1]);
   usage(stderr, program, commands, footer);
   return 2;
+}
+
+std::optional<int> parse_options(const std::string& what, const std::vector<std::string>& args,
+                                 const boost::program_options::options_description& named,
+                                 const std::vector<std::pair<std::string, int>>& positional,
+                                 boost::program_options::variables_map* vm) {
+  namespace po = boost::program_options;
+  po::options_description hidden;
+  po::positional_options_description pos;
+  for (const auto& [name, count] : positional) {
+    if (count == 1) {
+      hidden.add_options()(name.c_str(), po::value<std::string>());
+    } else {
+      hidden.add_options()(name.c_str(), po::value<std::vector<std::string>>());
+    }
+    pos.add(name.c_str(), count);
+  }
+  po::options_description all;
+  all.add(named).add(hidden);
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(pos).run(), *vm);
+    po::notify(*vm);
+  } catch (const po::error& e) {
+    std::cerr << what << ": " << e.what() << "\n" << named;
+    return 2;
+  }
+  if (vm->count("help")) {
+    std::cout << named;
+    return 0;
+  }
+  return std::nullopt;
 }
 
 }  // namespace vinci

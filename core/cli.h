@@ -4,7 +4,10 @@
 #ifndef VINCI_CORE_CLI_H_
 #define VINCI_CORE_CLI_H_
 
+#include <boost/program_options.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vinci {
@@ -20,6 +23,16 @@ struct Subcommand {
 // error naming it (2). `footer` is printed after the command list.
 int run_subcommand(const char* program, const std::vector<Subcommand>& commands,
                    const char* footer, int argc, char** argv);
+
+// Parses one subcommand's arguments. `named` holds its options (its caption is the usage line
+// --help and errors print); each (name, count) of `positional` takes the next bare arguments: one
+// string for count 1, else a list of at most count strings. Returns the exit code to stop with
+// (0 after --help, 2 after a malformed command line, both with the usage printed), or nullopt to
+// go on with *vm filled. `what` prefixes messages ("replay cat").
+std::optional<int> parse_options(const std::string& what, const std::vector<std::string>& args,
+                                 const boost::program_options::options_description& named,
+                                 const std::vector<std::pair<std::string, int>>& positional,
+                                 boost::program_options::variables_map* vm);
 
 }  // namespace vinci
 

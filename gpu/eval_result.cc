@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "recorder/address.h"
+
 namespace vinci {
 namespace {
 
@@ -18,7 +20,6 @@ bool same_doubles(const std::vector<double>& a, const std::vector<double>& b) {
   return true;
 }
 
-capnp::Data::Reader data_of(const uint8_t* bytes, size_t n) { return capnp::Data::Reader(bytes, n); }
 
 Result<Digest> digest_of(capnp::Data::Reader d, const char* field) {
   if (d.size() == 0) return Digest();
@@ -71,15 +72,12 @@ void EvalResult::finalize() {
 }
 
 void to_measurement(const EvalResult& r, schema::Measurement::Builder b) {
-  uint8_t bytes[16];
   b.setEvaluator(r.evaluator);
   b.setDevice(r.device);
-  r.plan.to_bytes(bytes);
-  b.setPlan(data_of(bytes, 16));
+  b.setPlan(AddressBytes(r.plan).data());
   b.setCompiled(r.compiled);
   if (!r.compile_log_address.is_zero()) {
-    r.compile_log_address.to_bytes(bytes);
-    b.setCompileLog(data_of(bytes, 16));
+    b.setCompileLog(AddressBytes(r.compile_log_address).data());
   }
   b.setCorrect(r.correct);
   auto trials = b.initTrials(static_cast<unsigned>(r.trials.size()));

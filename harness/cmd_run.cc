@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "core/cli.h"
 #include "core/atomic_file.h"
 #include "harness/commands.h"
 #include "harness/record_sink.h"
@@ -55,30 +56,15 @@ int fail(const std::string& what) {
 
 int cmd_run(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
-  po::options_description opts("usage: harness run CONFIG [options] | harness run --resume RUN");
+  po::options_description opts(
+      "usage: harness run CONFIG [options] | harness run --resume RUN\n(config keys: docs/config_reference.toml)");
   opts.add_options()("help,h", "show this help")(
       "seed", po::value<uint64_t>(), "run.seed")("out", po::value<std::string>(), "run.out: the runs root")(
       "name", po::value<std::string>(), "run.name")("threads", po::value<int>(), "run.threads")(
       "set", po::value<std::vector<std::string>>()->composing(), "override a config key: key=value")(
       "resume", po::value<std::string>(), "continue a stopped run (its folder)");
-  po::options_description hidden;
-  hidden.add_options()("config", po::value<std::string>(), "experiment config");
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("config", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "harness run: " << e.what() << "\n" << opts;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << opts << "\nConfig keys: docs/config_reference.toml\n";
-    return 0;
-  }
+  if (auto stop = parse_options("harness run", args, opts, {{"config", 1}}, &vm)) return *stop;
   pin_numeric_settings();
   const bool resume = vm.count("resume") > 0;
   if (resume == (vm.count("config") > 0)) {

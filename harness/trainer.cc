@@ -11,6 +11,7 @@
 #include "agents/bm25.h"
 #include "gpu/codegen.h"
 #include "harness/sim_world.h"
+#include "recorder/address.h"
 #include "recorder/vinci.capnp.h"
 
 namespace vinci {
@@ -36,11 +37,6 @@ struct RecordBuf {
   }
 };
 
-struct DigestBytes {
-  uint8_t b[16];
-  explicit DigestBytes(const Digest& d) { d.to_bytes(b); }
-  capnp::Data::Reader data() const { return capnp::Data::Reader(b, 16); }
-};
 
 uint64_t eval_seed(const RngKey& key) {
   Stream s(key.with("purpose", "eval-seed"));
@@ -134,9 +130,9 @@ void write_policy_sample(RecordBuf& buf, int32_t step, const std::string& task, 
   for (size_t i = 0; i < s.choices.size(); ++i) acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(s.choices[i]));
   b.setLogProb(s.log_prob);
   b.setGreedy(greedy);
-  DigestBytes d(plan);
+  AddressBytes d(plan);
   b.setOutput(d.data());
-  DigestBytes k(key.digest());
+  AddressBytes k(key.digest());
   b.setKey(k.data());
 }
 
@@ -167,12 +163,12 @@ void write_selection(RecordBuf& buf, int32_t step, const Task& task, int32_t sch
     b.setLogProb(d.sample.log_prob);
     b.setGreedy(greedy);
     b.setSampleIndex(d.sample_index);
-    DigestBytes k(key.digest());
+    AddressBytes k(key.digest());
     b.setKey(k.data());
   }
   auto r = buf.add(step, task.id, scheme, -1, -1, phase);
   auto s = r.initSelection();
-  DigestBytes q(query), lib(snapshot);
+  AddressBytes q(query), lib(snapshot);
   s.setQuery(q.data());
   auto cands = s.initCandidates(static_cast<unsigned>(d.recall.hits.size()));
   for (size_t i = 0; i < d.recall.hits.size(); ++i) {
@@ -362,10 +358,10 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       acts.set(static_cast<unsigned>(p.sample.include.size()), static_cast<uint32_t>(p.sample.scope));
       sb.setLogProb(p.sample.log_prob);
       sb.setSampleIndex(si);
-      DigestBytes sk(skey.with("summary_sample", si).digest());
+      AddressBytes sk(skey.with("summary_sample", si).digest());
       sb.setKey(sk.data());
       if (p.skill) {
-        DigestBytes d(skill_addr);
+        AddressBytes d(skill_addr);
         sb.setOutput(d.data());
       }
       if (!p.skill) {
@@ -402,7 +398,7 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       auto vr = work->records.add(step, task.id, win_scheme, si, -1, vphase);
       auto vd = vr.initVerification();
       vd.setSkillName(p.skill->name);
-      DigestBytes sa(skill_addr);
+      AddressBytes sa(skill_addr);
       vd.setSkill(sa.data());
       auto sp = vd.initSpeedups(static_cast<unsigned>(verdicts[i].speedups.size()));
       auto co = vd.initCorrect(static_cast<unsigned>(verdicts[i].correct.size()));
@@ -727,7 +723,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     auto r = b.add(for_step - 1, "", -1, -1, -1, schema::Record::Phase::TRAIN);
     auto s = r.initLibrarySnapshot();
     s.setForStep(for_step);
-    DigestBytes d(addr);
+    AddressBytes d(addr);
     s.setSnapshot(d.data());
     s.setSize(static_cast<uint32_t>(out.library.size()));
     auto a = s.initAdded(static_cast<unsigned>(added.size()));
@@ -764,7 +760,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       auto sb = r.initStepBegin();
       auto tl = sb.initTasks(static_cast<unsigned>(batch.size()));
       for (size_t i = 0; i < batch.size(); ++i) tl.set(static_cast<unsigned>(i), batch[i]->id);
-      DigestBytes lib(ctx.library_address), par(backbone.parameter_digest());
+      AddressBytes lib(ctx.library_address), par(backbone.parameter_digest());
       sb.setLibrarySnapshot(lib.data());
       sb.setParamDigest(par.data());
       VINCI_RETURN_IF_ERROR(flush(b, sink));
@@ -797,7 +793,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       RecordBuf b;
       auto r = b.add(step, "", -1, -1, -1, schema::Record::Phase::TRAIN);
       auto pd = r.initParameterDigest();
-      DigestBytes d(backbone.parameter_digest());
+      AddressBytes d(backbone.parameter_digest());
       pd.setDigest(d.data());
       pd.setLoss(stats.loss);
       pd.setGradNorm(stats.grad_norm);
@@ -828,7 +824,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       write_metric(b, step, "library_size", "train", -1, 0, "", "", point.library_size, point.library_size, 0);
       VINCI_RETURN_IF_ERROR(flush(b, sink));
       auto r = b.add(step, "", -1, -1, -1, schema::Record::Phase::TRAIN);
-      DigestBytes so_far(sink.digest());
+      AddressBytes so_far(sink.digest());
       r.initStepEnd().setDigestSoFar(so_far.data());
       VINCI_RETURN_IF_ERROR(flush(b, sink));
     }

@@ -8,20 +8,11 @@
 #include <optional>
 
 #include "core/atomic_file.h"
+#include "recorder/address.h"
 #include "recorder/vinci.capnp.h"
 
 namespace vinci {
 namespace {
-
-capnp::Data::Reader digest_data(const Digest& d, uint8_t (&buf)[16]) {
-  d.to_bytes(buf);
-  return capnp::Data::Reader(buf, 16);
-}
-
-Digest data_digest(capnp::Data::Reader r) {
-  if (r.size() != 16) return Digest();
-  return Digest::from_bytes(r.begin());
-}
 
 std::string parent_folder(const std::string& path) {
   std::string p = path;
@@ -101,8 +92,7 @@ std::string encode_manifest(const ManifestInfo& m) {
   fill_env(b.initEnvironment(), m.environment);
   b.setCompleted(m.completed);
   b.setRecordCount(m.record_count);
-  uint8_t buf[16];
-  if (m.completed) b.setRunDigest(digest_data(m.run_digest, buf));
+  if (m.completed) b.setRunDigest(AddressBytes(m.run_digest).data());
   b.setParentRun(m.parent_run);
   auto ann = b.initAnnotations(static_cast<unsigned>(m.annotations.size()));
   unsigned i = 0;
@@ -135,7 +125,7 @@ Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& 
     m.environment = read_env(r.getEnvironment());
     m.completed = r.getCompleted();
     m.record_count = r.getRecordCount();
-    m.run_digest = data_digest(r.getRunDigest());
+    m.run_digest = address_of(r.getRunDigest());
     m.parent_run = r.getParentRun();
     for (auto kv : r.getAnnotations()) m.annotations[kv.getKey()] = kv.getValue();
     return m;
@@ -254,13 +244,15 @@ Status RunWriter::checkpoint() {
   return log_->sync();
 }
 
+void init_run_end(capnp::MessageBuilder& message, uint64_t record_count, const Digest& digest) {
+  auto end = message.initRoot<schema::Record>().initRunEnd();
+  end.setRecordCount(record_count);
+  end.setRunDigest(AddressBytes(digest).data());
+}
+
 Status RunWriter::finish() {
   capnp::MallocMessageBuilder msg;
-  auto rec = msg.initRoot<schema::Record>();
-  auto end = rec.initRunEnd();
-  end.setRecordCount(log_->frame_count());
-  uint8_t buf[16];
-  end.setRunDigest(digest_data(log_->digest(), buf));
+  init_run_end(msg, log_->frame_count(), log_->digest());
   VINCI_RETURN_IF_ERROR(append(msg).status());
   VINCI_RETURN_IF_ERROR(checkpoint());
   manifest_.completed = true;

@@ -62,6 +62,9 @@ std::string encode_manifest(const ManifestInfo& m);
 Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& path_for_errors);
 Result<ManifestInfo> read_manifest(const std::string& path);
 
+// The RunEnd record that closes a run: the count and digest of every record before it.
+void init_run_end(capnp::MessageBuilder& message, uint64_t record_count, const Digest& digest);
+
 // A record message's frame payload: the packed Cap'n Proto encoding.
 std::string encode_message(capnp::MessageBuilder& message);
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "core/cli.h"
 #include "recorder/record_json.h"
 #include "recorder/run.h"
 #include "replay/commands.h"
@@ -19,24 +20,8 @@ int cmd_cat(const std::vector<std::string>& args) {
   po::options_description opts("usage: replay cat RUN [options]");
   opts.add_options()("help,h", "show this help")("objects", "inline the objects records name")(
       "no-manifest", "leave out the manifest line");
-  po::options_description hidden;
-  hidden.add_options()("run", po::value<std::string>(), "run folder");
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("run", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "replay cat: " << e.what() << "\n" << opts;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << opts;
-    return 0;
-  }
+  if (auto stop = parse_options("replay cat", args, opts, {{"run", 1}}, &vm)) return *stop;
   if (!vm.count("run")) {
     std::cerr << "replay cat: expected a run folder\n" << opts;
     return 2;

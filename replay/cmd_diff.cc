@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/cli.h"
 #include "core/rng.h"
 #include "harness/experiment.h"
 #include "harness/record_sink.h"
@@ -49,24 +50,8 @@ int cmd_diff(const std::vector<std::string>& args) {
   po::options_description opts("usage: replay diff RUN_A RUN_B");
   opts.add_options()("help,h", "show this help")(
       "resamples", po::value<int>()->default_value(2000), "bootstrap resamples");
-  po::options_description hidden;
-  hidden.add_options()("runs", po::value<std::vector<std::string>>(), "two run folders");
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("runs", 2);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "replay diff: " << e.what() << "\n" << opts;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << opts;
-    return 0;
-  }
+  if (auto stop = parse_options("replay diff", args, opts, {{"runs", 2}}, &vm)) return *stop;
   if (!vm.count("runs") || vm["runs"].as<std::vector<std::string>>().size() != 2) {
     std::cerr << "replay diff: expected two run folders\n" << opts;
     return 2;

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "core/cli.h"
 #include "harness/experiment.h"
 #include "harness/report.h"
 #include "replay/commands.h"
@@ -22,24 +23,8 @@ int cmd_score(const std::vector<std::string>& args) {
       "format", po::value<std::string>()->default_value("md"), "md, csv or json")(
       "step", po::value<int>(), "the evaluation before this step (default: the final one)")(
       "strict", "count speedup > p (KernelBench) instead of >= p");
-  po::options_description hidden;
-  hidden.add_options()("run", po::value<std::string>(), "run folder");
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("run", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "replay score: " << e.what() << "\n" << opts;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << opts;
-    return 0;
-  }
+  if (auto stop = parse_options("replay score", args, opts, {{"run", 1}}, &vm)) return *stop;
   if (!vm.count("run")) {
     std::cerr << "replay score: expected a run folder\n" << opts;
     return 2;

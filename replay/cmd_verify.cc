@@ -3,6 +3,7 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
+#include "core/cli.h"
 #include "replay/commands.h"
 #include "replay/verify.h"
 
@@ -15,24 +16,8 @@ int cmd_verify(const std::vector<std::string>& args) {
       "force", "replay even under numeric settings that differ from the run's")(
       "backbone", po::value<std::string>()->default_value("run"),
       "run: re-run the run's own backbone; recorded: answer backbone calls from the log");
-  po::options_description hidden;
-  hidden.add_options()("run", po::value<std::string>(), "run folder");
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("run", 1);
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(pos).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "replay verify: " << e.what() << "\n" << opts;
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << opts;
-    return 0;
-  }
+  if (auto stop = parse_options("replay verify", args, opts, {{"run", 1}}, &vm)) return *stop;
   if (!vm.count("run")) {
     std::cerr << "replay verify: expected a run folder\n" << opts;
     return 2;

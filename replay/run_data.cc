@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "recorder/address.h"
 #include "recorder/vinci.capnp.h"
 
 namespace vinci {
@@ -35,8 +36,7 @@ Result<RunData> read_run_data(const std::string& run_dir) {
       list[it->second].turns.push_back(
           {m.getCompiled(), m.getCorrect(), m.getDecoy(), m.getSpeedup(), m.getTimeCoverage()});
     } else if (r.isLibrarySnapshot()) {
-      auto d = r.getLibrarySnapshot().getSnapshot();
-      if (d.size() == 16) last_library = Digest::from_bytes(d.begin());
+      last_library = address_of(r.getLibrarySnapshot().getSnapshot());
     }
   }
   VINCI_RETURN_IF_ERROR(reader->status());

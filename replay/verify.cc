@@ -50,13 +50,8 @@ Result<VerifyReport> verify_run(const std::string& run_dir, bool force, bool rec
   VINCI_RETURN_IF_ERROR(run_experiment(exp, world.suite, *world.evaluator, *world.backbone,
                                        world.seed_library, sink, nullptr).status());
   if (manifest.completed) {
-    // The RunEnd record, as RunWriter::finish() writes it.
     capnp::MallocMessageBuilder msg;
-    auto end = msg.initRoot<schema::Record>().initRunEnd();
-    end.setRecordCount(sink.position());
-    uint8_t b[16];
-    sink.digest().to_bytes(b);
-    end.setRunDigest(capnp::Data::Reader(b, 16));
+    init_run_end(msg, sink.position(), sink.digest());
     VINCI_RETURN_IF_ERROR(sink.put(msg));
   }
   if (sink.position() != n) {
