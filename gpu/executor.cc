@@ -4,6 +4,7 @@
 #include <limits>
 
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include "core/rng.h"
@@ -118,6 +119,12 @@ std::vector<int64_t> to_vec(c10::IntArrayRef a) { return std::vector<int64_t>(a.
 
 }  // namespace
 
+InputDistribution trial_distribution(int64_t trial) {
+  constexpr InputDistribution kOrder[] = {InputDistribution::kUniform01, InputDistribution::kSigned,
+                                          InputDistribution::kHeavyTailed};
+  return kOrder[trial % 3];
+}
+
 const char* distribution_name(InputDistribution d) {
   switch (d) {
     case InputDistribution::kUniform01: return "uniform01";
@@ -176,18 +183,23 @@ Result<TaskInstance> TaskInstance::create_at(const Task& task, const SizeMap& si
   return TaskInstance(std::move(impl));
 }
 
-Result<std::vector<at::Tensor>> TaskInstance::make_inputs(InputDistribution dist, uint64_t seed) const {
+namespace {
+
+// Draws a task's inputs: gen is a CPU generator (KernelBench-identical draws, moved to the device
+// after) or undefined, for the device's default generator, seeded by the caller.
+Result<std::vector<at::Tensor>> draw_inputs(const Task& task, const SizeMap& sizes, InputDistribution dist,
+                                            const c10::optional<at::Generator>& gen, torch::Device where,
+                                            torch::Device device) {
   torch::NoGradGuard no_grad;
-  const Task& task = *impl_->task;
-  at::Generator gen = at::detail::createCPUGenerator(seed);
   std::vector<at::Tensor> out;
-  auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(where);
+  auto i64 = torch::TensorOptions().dtype(torch::kInt64).device(where);
   for (const auto& in : task.inputs) {
-    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> shape, eval_shape(in.shape, impl_->sizes));
+    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> shape, eval_shape(in.shape, sizes));
     torch::Tensor t;
     if (in.domain == InputDomain::kIndex) {
-      VINCI_ASSIGN_OR_RETURN(int64_t classes, eval_size(in.classes, impl_->sizes));
-      t = torch::randint(0, classes, shape, gen, torch::TensorOptions().dtype(torch::kInt64));
+      VINCI_ASSIGN_OR_RETURN(int64_t classes, eval_size(in.classes, sizes));
+      t = torch::randint(0, classes, shape, gen, i64);
     } else if (in.domain == InputDomain::kSign) {
       t = torch::randint(0, 2, shape, gen, f32) * 2 - 1;
     } else {
@@ -204,9 +216,33 @@ Result<std::vector<at::Tensor>> TaskInstance::make_inputs(InputDistribution dist
         t = t.abs() + 1e-3;
       if (in.domain == InputDomain::kProbability) t = torch::softmax(t, -1);
     }
-    out.push_back(t.to(impl_->device));
+    out.push_back(t.to(device));
   }
   return out;
+}
+
+}  // namespace
+
+Result<std::vector<at::Tensor>> TaskInstance::make_inputs(InputDistribution dist, uint64_t seed) const {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  return draw_inputs(*impl_->task, impl_->sizes, dist, gen, torch::kCPU, impl_->device);
+}
+
+Result<std::vector<at::Tensor>> TaskInstance::make_inputs_on_device(InputDistribution dist, uint64_t seed) const {
+  if (!impl_->device.is_cuda()) return make_inputs(dist, seed);
+  torch::cuda::manual_seed(seed);
+  return draw_inputs(*impl_->task, impl_->sizes, dist, c10::nullopt, impl_->device, impl_->device);
+}
+
+Result<int64_t> TaskInstance::input_elements() const {
+  int64_t n = 0;
+  for (const auto& in : impl_->task->inputs) {
+    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> shape, eval_shape(in.shape, impl_->sizes));
+    int64_t e = 1;
+    for (int64_t d : shape) e *= d;
+    n += e;
+  }
+  return n;
 }
 
 Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,

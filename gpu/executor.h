@@ -33,6 +33,10 @@ enum class InputDistribution {
   kHeavyTailed,  // N(0,1) * exp(N(0,1)): a log-normal scale mixture, kurtosis ~ 160
 };
 const char* distribution_name(InputDistribution d);
+
+// The distribution of correctness trial t, for every evaluator: KernelBench's U[0,1) first, then
+// signed and heavy-tailed draws (REFERENCE.md, "Reward hacking"), repeating.
+InputDistribution trial_distribution(int64_t trial);
 Result<InputDistribution> parse_distribution(const std::string& name);
 
 // The torch generator seed for one trial's inputs, drawn from the keyed stream
@@ -65,6 +69,13 @@ class TaskInstance {
   // TODO(perf): a CUDA-generator path for full sizes, where CPU draws dominate evaluation time
   // (REFERENCE.md: 79 s for one [4096, 393216] input); it would not be KernelBench-identical.
   Result<std::vector<at::Tensor>> make_inputs(InputDistribution dist, uint64_t seed) const;
+  // The same distributions drawn by the device's own generator (torch's CUDA Philox seeded with
+  // seed) on a CUDA instance: deterministic for one torch version, not KernelBench-identical, and
+  // thousands of times faster for full-size inputs of billions of elements. On a CPU instance it
+  // is make_inputs.
+  Result<std::vector<at::Tensor>> make_inputs_on_device(InputDistribution dist, uint64_t seed) const;
+  // Elements of all inputs at this instance's sizes.
+  Result<int64_t> input_elements() const;
 
   // The task's output for these inputs.
   Result<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;

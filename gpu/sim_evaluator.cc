@@ -16,11 +16,6 @@ std::string number_text(double v) {
   return buf;
 }
 
-// Trial t draws its inputs from distribution t mod 3: KernelBench's U[0,1) first, then signed and
-// heavy-tailed draws (REFERENCE.md, "Reward hacking"), with the seeds the live evaluator uses.
-constexpr InputDistribution kTrialDistributions[] = {
-    InputDistribution::kUniform01, InputDistribution::kSigned, InputDistribution::kHeavyTailed};
-
 // The kernel must name its entry point as an extern "C" __global__ function; NVRTC would fail
 // to find it otherwise. The sim compiles nothing, so this is all it can check of a source.
 std::string compile_check(const Plan& plan) {
@@ -114,7 +109,7 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
   r.correct = c.correct;
   r.error = c.error;
   for (int t = 0; t < request.trials; ++t) {
-    InputDistribution d = kTrialDistributions[t % 3];
+    InputDistribution d = trial_distribution(t);
     TrialResult tr;
     tr.correct = c.correct;
     // The sim predicts a relative error; outputs of unit scale make it the absolute one. A wrong

@@ -1,12 +1,14 @@
 // `harness eval`: evaluate one plan on one task and print the result record.
 //
-//   harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim] [--size full|small]
-//                        [--seed N] [--trials N] [--samples N] [--strict] [--noise X]
-//                        [--profile FILE] [--tasks DIR] [--explain]
+//   harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim|cuda]
+//                        [--size full|small] [--seed N] [--trials N] [--samples N] [--strict]
+//                        [--noise X] [--profile FILE] [--tasks DIR] [--explain]
+//                        [--timeout S] [--launch-timeout S] [--nvrtc-cache DIR]
 //
 // prints the EvalResult as one line of JSON (the Measurement's field names). Without --plan the
 // plan is the code generator's: its default setting, or the --knob values over it. --explain adds
-// the simulator's per-step breakdown on stderr. Exit status: 0 the candidate compiled and is
+// the simulator's per-step breakdown on stderr. --device cuda evaluates on this machine's GPU in a
+// worker process (gpu/cuda_evaluator.h); the compile and evaluation times go to stderr. Exit status: 0 the candidate compiled and is
 // correct, 1 it did not compile or is wrong, 2 bad usage or an error.
 #include <cstdio>
 #include <fstream>
@@ -19,6 +21,7 @@
 #include <boost/program_options.hpp>
 
 #include "gpu/codegen.h"
+#include "gpu/cuda_evaluator.h"
 #include "gpu/device_profile.h"
 #include "gpu/eval_result.h"
 #include "gpu/sim_evaluator.h"
@@ -40,14 +43,15 @@ int cmd_eval(const std::vector<std::string>& args) {
   std::string task_id, plan_path, device = "sim", size = "full", profile_file, task_dir;
   uint64_t seed = 0;
   int trials = 5, samples = 100;
-  double noise = 0;
+  double noise = 0, timeout = 600, launch_timeout = 10;
+  std::string nvrtc_cache;
   std::vector<std::string> knobs;
   po::options_description named("options");
   named.add_options()
       ("help,h", "print this help")
       ("plan", po::value<std::string>(&plan_path), "plan JSON file (docs/plan_format.md); default: the generator's plan")
       ("knob", po::value<std::vector<std::string>>(&knobs), "NAME=VALUE: a knob of the generated plan (repeatable)")
-      ("device", po::value<std::string>(&device)->default_value("sim"), "evaluator: sim")
+      ("device", po::value<std::string>(&device)->default_value("sim"), "evaluator: sim (the analytic H200) or cuda (this machine's GPU)")
       ("size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")
       ("seed", po::value<uint64_t>(&seed)->default_value(0), "seed of trial inputs and timing noise")
       ("trials", po::value<int>(&trials)->default_value(5), "correctness trials")
@@ -56,7 +60,10 @@ int cmd_eval(const std::vector<std::string>& args) {
       ("noise", po::value<double>(&noise)->default_value(0), "sim: relative spread of timing samples")
       ("profile", po::value<std::string>(&profile_file), "sim: device profile TOML (default gpu/device_profiles/h200.toml)")
       ("tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")
-      ("explain", "sim: print the per-step time breakdown on stderr");
+      ("explain", "sim: print the per-step time breakdown on stderr")
+      ("timeout", po::value<double>(&timeout)->default_value(600), "cuda: seconds before an unanswered evaluation counts as a hang")
+      ("launch-timeout", po::value<double>(&launch_timeout)->default_value(10), "cuda: seconds one kernel launch may run")
+      ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder shared across processes");
   po::options_description hidden;
   hidden.add_options()("task", po::value<std::string>(&task_id));
   po::options_description all;
@@ -67,7 +74,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     std::ostringstream os;
     os << named;
     std::fprintf(out,
-                 "usage: harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim]\n"
+                 "usage: harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim|cuda]\n"
                  "                            [--size full|small] [--seed N]\n\n"
                  "Evaluates one plan and prints its result record as JSON. Exit 0: compiled and\n"
                  "correct; 1: not compiled or wrong; 2: usage or error.\n\n%s",
@@ -94,8 +101,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   if (size == "full") request.size = SizeName::kFull;
   else if (size == "small") request.size = SizeName::kSmall;
   else return fail("--size: expected full or small, found '" + size + "'");
-  if (device != "sim")
-    return fail("--device: expected sim, found '" + device + "' (the live cuda evaluator is not in this build)");
+  if (device != "sim" && device != "cuda") return fail("--device: expected sim or cuda, found '" + device + "'");
   if (!plan_path.empty() && !knobs.empty()) return fail("--plan and --knob exclude each other");
   request.seed = seed;
   request.trials = trials;
@@ -126,6 +132,25 @@ int cmd_eval(const std::vector<std::string>& args) {
     Result<Plan> p = values.empty() ? default_plan(*task) : generate_plan(*task, values);
     if (!p.ok()) return fail(p.status().to_string());
     plan = *p;
+  }
+
+  if (device == "cuda") {
+    CudaEvaluatorOptions co;
+    co.task_dir = task_dir.empty() ? default_task_dir() : task_dir;
+    co.profile_path = profile_file;
+    co.timeout_s = timeout;
+    co.launch_timeout_s = launch_timeout;
+    co.nvrtc_cache_dir = nvrtc_cache;
+    CudaEvaluator evaluator(co);
+    Result<EvalResult> r = evaluator.evaluate(*task, plan, request);
+    if (!r.ok()) return fail(r.status().to_string());
+    std::cout << eval_result_to_json(*r).dump() << "\n";
+    CudaEvaluatorStats st = evaluator.stats();
+    std::fprintf(stderr, "%s on %s: %s; compile %.1f ms (%d kernels), evaluation %.1f ms, round trip %.1f ms\n",
+                 task->id.c_str(), evaluator.device_name().c_str(),
+                 r->correct ? "correct" : ("rejected: " + r->error).c_str(), st.compile_ms, st.kernels_compiled,
+                 st.eval_ms, st.round_trip_ms);
+    return r->compiled && r->correct ? 0 : 1;
   }
 
   Result<DeviceProfile> profile = load_device_profile(profile_file.empty() ? profile_path("h200") : profile_file);

@@ -1,0 +1,97 @@
+// vinci-cuda-worker: the process candidate kernels run in. Started by the harness's CUDA
+// evaluator (gpu/cuda_evaluator.h), which speaks to it over one socket (--fd) and replaces it
+// whenever a candidate loses its CUDA context, hangs it or kills it. Not meant to be run by hand.
+//
+//   vinci-cuda-worker --fd N [--tasks DIR] [--nvrtc-cache DIR] [--profile FILE]
+//                     [--launch-timeout S] [--norm-tolerance X] [--warmups N]
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "gpu/cuda_evaluator.h"
+#include "gpu/live_eval.h"
+#include "gpu/task.h"
+
+namespace {
+
+int usage() {
+  std::fprintf(stderr,
+               "usage: vinci-cuda-worker --fd N [--tasks DIR] [--nvrtc-cache DIR] [--profile FILE]\n"
+               "                         [--launch-timeout S] [--norm-tolerance X] [--warmups N]\n"
+               "The harness starts this process; it evaluates candidate kernels on the GPU.\n");
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace vinci;
+  int fd = -1;
+  std::string task_dir;
+  LiveOptions options;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) return usage();
+    std::string v = argv[++i];
+    if (a == "--fd") fd = std::atoi(v.c_str());
+    else if (a == "--tasks") task_dir = v;
+    else if (a == "--nvrtc-cache") options.nvrtc_cache_dir = v;
+    else if (a == "--profile") options.profile_path = v;
+    else if (a == "--launch-timeout") options.launch_timeout_s = std::atof(v.c_str());
+    else if (a == "--norm-tolerance") options.norm_tolerance = std::atof(v.c_str());
+    else if (a == "--warmups") options.warmups = std::atoi(v.c_str());
+    else return usage();
+  }
+  if (fd < 0) return usage();
+
+  auto say = [fd](const nlohmann::json& j) { return write_frame(fd, j.dump()).ok(); };
+  Result<TaskSuite> suite = load_task_suite(task_dir.empty() ? default_task_dir() : task_dir);
+  if (!suite.ok()) {
+    say({{"error", suite.status().to_string()}});
+    return 1;
+  }
+  Result<std::unique_ptr<LiveDevice>> device = LiveDevice::open(options);
+  if (!device.ok()) {
+    say({{"error", device.status().message()}});
+    return 1;
+  }
+  if (!say({{"device", (*device)->device_name()}, {"arch", (*device)->arch()}, {"l2_bytes", (*device)->l2_bytes()}}))
+    return 1;
+  for (;;) {
+    Result<std::string> frame = read_frame(fd, -1);
+    if (!frame.ok()) return 0;  // the harness closed its end: done
+    Result<DecodedRequest> req = decode_eval_request(*frame);
+    if (!req.ok()) {
+      if (!say({{"ok", false}, {"error", req.status().message()}})) return 1;
+      continue;
+    }
+    const Task* task = suite->find(req->task_id);
+    if (!task) {
+      if (!say({{"ok", false}, {"error", "no task '" + req->task_id + "' in the worker's suite"}})) return 1;
+      continue;
+    }
+    LiveStats stats;
+    Result<EvalResult> r = (*device)->evaluate(*task, req->plan, req->request, &stats);
+    if (!r.ok()) {
+      if (!say({{"ok", false}, {"error", r.status().to_string()}, {"context_lost", stats.context_lost}})) return 1;
+    } else {
+      nlohmann::json h = {{"ok", true},
+                          {"context_lost", stats.context_lost},
+                          {"compile_ms", stats.compile_ms},
+                          {"eval_ms", stats.eval_ms},
+                          {"kernels_compiled", stats.kernels_compiled}};
+      if (!say(h) || !write_frame(fd, encode_eval_result(*r)).ok() || !write_frame(fd, r->compile_log).ok()) return 1;
+    }
+    if (stats.context_lost) {
+      // The CUDA context is unusable (or a kernel still runs): end now, without the driver's
+      // teardown of a context that may hang; the harness starts a fresh worker.
+      std::fflush(stderr);
+      ::_exit(3);
+    }
+  }
+}

@@ -1,0 +1,746 @@
+#include "gpu/live_eval.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include "gpu/device_profile.h"
+#include "gpu/executor.h"
+#include "gpu/expr.h"
+#include "gpu/nvrtc.h"
+#include "gpu/shapes.h"
+#include "gpu/sim_evaluator.h"
+
+namespace vinci {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+std::string cu_error(CUresult r) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  cuGetErrorName(r, &name);
+  cuGetErrorString(r, &text);
+  return std::string(name ? name : "CUDA error " + std::to_string(static_cast<int>(r))) +
+         (text ? std::string(" (") + text + ")" : "");
+}
+
+std::string shape_text(at::IntArrayRef s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Why a candidate failed: the reason for the user, a short tag for flags and tests, and whether
+// the CUDA context survived.
+struct Failure {
+  std::string tag;     // illegal_access, hang, launch_refused, not_written, wrong_result, ...
+  std::string reason;
+  bool context_lost = false;
+};
+
+class CandidateFailed : public std::exception {
+ public:
+  explicit CandidateFailed(Failure f) : f_(std::move(f)) {}
+  const char* what() const noexcept override { return f_.reason.c_str(); }
+  const Failure& failure() const { return f_; }
+
+ private:
+  Failure f_;
+};
+
+[[noreturn]] void fail(std::string tag, std::string reason, bool context_lost = false) {
+  throw CandidateFailed(Failure{std::move(tag), std::move(reason), context_lost});
+}
+
+// A CUDA error after a launch: the sticky ones lose the context.
+[[noreturn]] void fail_cuda(const std::string& what, CUresult r) {
+  std::string tag = "cuda_error";
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE: tag = "illegal_access"; break;
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ASSERT: tag = "trap"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: tag = "out_of_memory"; break;
+    default: break;
+  }
+  fail(tag, what + ": " + cu_error(r), true);
+}
+
+bool is_float(const torch::Tensor& t) { return t.scalar_type() == torch::kFloat32; }
+
+// Bit-for-bit equality (NaN payloads included), so "unchanged" and "identical" mean exactly that.
+bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  if (is_float(a)) return torch::equal(a.contiguous().view(torch::kInt32), b.contiguous().view(torch::kInt32));
+  return torch::equal(a.contiguous(), b.contiguous());
+}
+
+// The poison a candidate's own buffers start from: NaN for floats, the smallest int64 for indices.
+torch::Tensor poisoned(const std::vector<int64_t>& shape, const std::string& dtype) {
+  auto opts = torch::TensorOptions().device(torch::kCUDA);
+  if (dtype == "i64") return torch::full(shape, std::numeric_limits<int64_t>::min(), opts.dtype(torch::kInt64));
+  return torch::full(shape, std::nan(""), opts.dtype(torch::kFloat32));
+}
+
+bool overlaps(const torch::Tensor& a, const torch::Tensor& b) {
+  if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return false;
+  auto lo_a = reinterpret_cast<uintptr_t>(a.data_ptr());
+  auto lo_b = reinterpret_cast<uintptr_t>(b.data_ptr());
+  uintptr_t hi_a = lo_a + a.numel() * a.element_size();
+  uintptr_t hi_b = lo_b + b.numel() * b.element_size();
+  return lo_a < hi_b && lo_b < hi_a;
+}
+
+// The comparison of one output with the reference.
+struct Comparison {
+  bool ok = false;
+  std::string tag;     // why not: not_written, wrong_result, wrong_shape, wrong_dtype
+  std::string why;
+  double max_abs = std::nan("");
+  double mean_abs = std::nan("");
+  bool allclose = false;  // the KernelGYM check alone
+};
+
+Comparison compare(const torch::Tensor& out, const torch::Tensor& ref, const Tolerance& tol, double norm_tol) {
+  Comparison c;
+  if (!out.defined()) {
+    c.tag = "not_written";
+    c.why = "no output";
+    return c;
+  }
+  if (out.sizes() != ref.sizes()) {
+    c.tag = "wrong_shape";
+    c.why = "output shape " + shape_text(out.sizes()) + ", the reference's is " + shape_text(ref.sizes());
+    return c;
+  }
+  if (out.scalar_type() != ref.scalar_type()) {
+    c.tag = "wrong_dtype";
+    c.why = std::string("output dtype ") + c10::toString(out.scalar_type()) + ", the reference's is " +
+            c10::toString(ref.scalar_type());
+    return c;
+  }
+  if (out.device() != ref.device()) {
+    c.tag = "wrong_device";
+    c.why = "output on " + out.device().str() + ", the reference on " + ref.device().str();
+    return c;
+  }
+  if (!is_float(ref)) {  // indices: exact
+    torch::Tensor diff = (out != ref);
+    int64_t bad = diff.sum().item<int64_t>();
+    c.max_abs = bad ? 1 : 0;
+    c.mean_abs = static_cast<double>(bad) / std::max<int64_t>(1, ref.numel());
+    c.allclose = c.ok = bad == 0;
+    if (!c.ok) {
+      c.tag = "wrong_result";
+      c.why = std::to_string(bad) + " of " + std::to_string(ref.numel()) + " indices differ from the reference";
+    }
+    return c;
+  }
+  torch::Tensor diff = (out - ref).abs();
+  torch::Tensor finite_diff = torch::nan_to_num(diff, 0.0, 0.0, 0.0);
+  int64_t nonfinite = torch::logical_and(torch::isfinite(out).logical_not(), torch::isfinite(ref)).sum().item<int64_t>();
+  int64_t nan_out = torch::isnan(out).sum().item<int64_t>();
+  c.max_abs = nonfinite ? std::nan("") : diff.max().item<double>();
+  c.mean_abs = nonfinite ? std::nan("") : finite_diff.to(torch::kFloat64).mean().item<double>();
+  torch::Tensor bound = tol.atol + tol.rtol * ref.abs();
+  int64_t outside = torch::logical_or(diff > bound, torch::isnan(diff)).logical_and(torch::isfinite(ref)).sum().item<int64_t>();
+  c.allclose = nonfinite == 0 && outside == 0;
+  if (nonfinite) {
+    c.tag = nan_out == nonfinite ? "not_written" : "non_finite";
+    c.why = std::to_string(nonfinite) + " of " + std::to_string(ref.numel()) + " output elements are " +
+            (nan_out == nonfinite ? "NaN where the reference is finite (unwritten elements keep the NaN poison)"
+                                  : "NaN or Inf where the reference is finite");
+    return c;
+  }
+  if (outside) {
+    c.tag = "wrong_result";
+    c.why = std::to_string(outside) + " of " + std::to_string(ref.numel()) + " elements outside atol=" +
+            number_text(tol.atol) + " rtol=" + number_text(tol.rtol) + " (max abs error " + number_text(c.max_abs) + ")";
+    return c;
+  }
+  if (norm_tol > 0) {
+    double ref_norm = ref.to(torch::kFloat64).norm().item<double>();
+    double err_norm = diff.to(torch::kFloat64).norm().item<double>();
+    double rel = ref_norm > 0 ? err_norm / ref_norm : err_norm;
+    if (rel > norm_tol) {
+      c.tag = "wrong_result";
+      c.why = "relative L2 error " + number_text(rel) + " > " + number_text(norm_tol) +
+              " (allclose passes: the tolerance is loose for this output's scale)";
+      return c;
+    }
+  }
+  c.ok = true;
+  return c;
+}
+
+struct LoadedPlan {
+  std::map<std::string, CUfunction> functions;
+  std::vector<CUmodule> modules;
+  LoadedPlan() = default;
+  LoadedPlan(const LoadedPlan&) = delete;
+  LoadedPlan& operator=(const LoadedPlan&) = delete;
+  ~LoadedPlan() {
+    for (CUmodule m : modules) cuModuleUnload(m);  // fails harmlessly once the context is lost
+  }
+};
+
+// Waits for everything queued so far, giving up after timeout_s: a candidate kernel that never
+// returns must not hang the worker.
+void wait_for(CUevent ev, double timeout_s, const std::string& what) {
+  CUresult r = cuEventRecord(ev, nullptr);
+  if (r != CUDA_SUCCESS) fail_cuda(what, r);
+  Clock::time_point t0 = Clock::now();
+  for (;;) {
+    r = cuEventQuery(ev);
+    if (r == CUDA_SUCCESS) return;
+    if (r != CUDA_ERROR_NOT_READY) fail_cuda(what, r);
+    if (ms_since(t0) > timeout_s * 1000)
+      fail("hang", what + ": still running after " + number_text(timeout_s) + " s (an endless loop or a deadlock)",
+           true);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+}  // namespace
+
+struct LiveDevice::Impl {
+  LiveOptions options;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  std::string name;
+  std::string arch;
+  int64_t l2_bytes = 0;
+  std::unique_ptr<NvrtcCompiler> nvrtc;
+  std::unique_ptr<SimEvaluator> sim;  // for the roofline floor
+  std::map<std::pair<std::string, int>, std::unique_ptr<TaskInstance>> instances;
+  torch::Tensor flush;   // the L2 flush buffer
+  CUevent start = nullptr, end = nullptr, sync = nullptr;
+
+  // How a schedule runs: kCheck waits on every launch with the timeout and confirms each kernel
+  // wrote something; kProfile times every step with events; kTimed just launches.
+  enum class Mode { kCheck, kProfile, kTimed };
+
+  Result<TaskInstance*> instance(const Task& task, SizeName size) {
+    auto key = std::make_pair(task.id, static_cast<int>(size));
+    auto it = instances.find(key);
+    if (it != instances.end() && &it->second->task() == &task) return it->second.get();
+    instances.clear();  // one task's weights at a time: full-size weights are large
+    VINCI_ASSIGN_OR_RETURN(TaskInstance inst, TaskInstance::create(task, size, "cuda"));
+    auto& slot = instances[key];
+    slot = std::make_unique<TaskInstance>(std::move(inst));
+    return slot.get();
+  }
+
+  // The candidate's values for one run: its copies of inputs and weights, and its own buffers
+  // freshly poisoned.
+  std::map<std::string, torch::Tensor> values_for(const Task& task, const Plan& plan, const SizeMap& sizes,
+                                                  const std::vector<torch::Tensor>& inputs,
+                                                  const std::map<std::string, torch::Tensor>& weights) {
+    std::map<std::string, torch::Tensor> v;
+    for (size_t i = 0; i < task.inputs.size(); ++i) v[task.inputs[i].name] = inputs[i];
+    for (const auto& [n, w] : weights) v[n] = w;
+    for (const auto& b : plan.buffers) {
+      if (b.role != "intermediate" && b.role != "output") continue;
+      Result<std::vector<int64_t>> shape = eval_shape(b.shape, sizes);
+      if (!shape.ok()) fail("bad_plan", "buffer " + b.name + ": " + shape.status().message());
+      int64_t n = 1;
+      for (int64_t d : *shape) n *= d;
+      if (n < 0 || n > (int64_t{1} << 38))
+        fail("out_of_memory", "buffer " + b.name + " " + shape_text(*shape) + " is larger than any GPU");
+      try {
+        v[b.name] = poisoned(*shape, b.dtype);
+      } catch (const c10::Error& e) {
+        fail("out_of_memory", "buffer " + b.name + " " + shape_text(*shape) + ": " + e.what_without_backtrace());
+      }
+    }
+    return v;
+  }
+
+  // Runs the plan's schedule once over values; returns the output. step_ms (kProfile) gets each
+  // step's time.
+  torch::Tensor run(const Plan& plan, const LoadedPlan& loaded, const TaskInstance& inst,
+                    std::map<std::string, torch::Tensor>& values, Mode mode, std::vector<double>* step_ms = nullptr) {
+    ExprEnv env;
+    env.symbols = inst.sizes();
+    env.buffer_shape = [&](const std::string& b) -> Result<std::vector<int64_t>> {
+      auto it = values.find(b);
+      if (it == values.end()) return not_found("buffer " + b);
+      return it->second.sizes().vec();
+    };
+    std::vector<CUevent> marks;
+    if (mode == Mode::kProfile) {
+      marks.resize(plan.steps.size() + 1);
+      for (auto& e : marks) cuEventCreate(&e, CU_EVENT_DEFAULT);
+      cuEventRecord(marks[0], nullptr);
+    }
+    for (size_t si = 0; si < plan.steps.size(); ++si) {
+      const PlanStep& step = plan.steps[si];
+      if (step.kind == "library") {
+        std::vector<at::Tensor> in;
+        for (const auto& n : step.op.inputs) {
+          auto it = values.find(n);
+          if (it == values.end()) fail("bad_plan", "step " + std::to_string(si) + ": no value '" + n + "'");
+          in.push_back(it->second);
+        }
+        Result<std::vector<at::Tensor>> out = inst.run_op(step.op, in);
+        if (!out.ok()) fail("bad_plan", "step " + std::to_string(si) + ": " + out.status().message());
+        for (size_t i = 0; i < out->size(); ++i) values[step.op.outputs[i]] = (*out)[i].contiguous();
+      } else {
+        std::string what = "kernel " + step.kernel + " (step " + std::to_string(si) + ")";
+        auto fn = loaded.functions.find(step.kernel);
+        if (fn == loaded.functions.end()) fail("bad_plan", what + ": not loaded");
+        std::vector<uint64_t> storage(step.args.size());
+        std::vector<void*> params;
+        std::vector<std::pair<std::string, torch::Tensor>> written;  // kCheck: own buffers before
+        for (size_t i = 0; i < step.args.size(); ++i) {
+          const PlanArg& a = step.args[i];
+          if (!a.buffer.empty()) {
+            auto it = values.find(a.buffer);
+            if (it == values.end()) fail("bad_plan", what + ": no buffer '" + a.buffer + "'");
+            storage[i] = reinterpret_cast<uint64_t>(it->second.data_ptr());
+            const PlanBuffer* pb = plan.find_buffer(a.buffer);
+            if (mode == Mode::kCheck && pb && (pb->role == "intermediate" || pb->role == "output"))
+              written.emplace_back(a.buffer, it->second.clone());
+          } else {
+            Result<int64_t> v = eval_expr(a.i64, env);
+            if (!v.ok()) fail("bad_plan", what + ": argument " + std::to_string(i) + ": " + v.status().message());
+            storage[i] = static_cast<uint64_t>(*v);
+          }
+          params.push_back(&storage[i]);
+        }
+        unsigned grid[3], block[3];
+        for (int i = 0; i < 3; ++i) {
+          Result<int64_t> g = eval_expr(step.grid[i], env);
+          Result<int64_t> b = eval_expr(step.block[i], env);
+          if (!g.ok() || !b.ok() || *g < 1 || *b < 1 || *g > (int64_t{1} << 31) - 1 || *b > 1024)
+            fail("launch_refused", what + ": grid/block dimension " + std::to_string(i) + " is not a valid size");
+          grid[i] = static_cast<unsigned>(*g);
+          block[i] = static_cast<unsigned>(*b);
+        }
+        CUresult r = cuLaunchKernel(fn->second, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, nullptr,
+                                    params.data(), nullptr);
+        if (r != CUDA_SUCCESS) {
+          // Refused launches (too many threads or registers, bad grid) leave the context usable.
+          if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+            fail("launch_refused", what + ": launch refused: " + cu_error(r));
+          fail_cuda(what, r);
+        }
+        if (mode == Mode::kCheck) {
+          wait_for(sync, options.launch_timeout_s, what);
+          bool any = written.empty();
+          for (const auto& [n, before] : written) {
+            if (!bitwise_equal(before, values.at(n))) any = true;
+          }
+          if (!any)
+            fail("kernel_idle", what + " wrote none of its output buffers: it did no work (outputs must come "
+                                "from the candidate's own kernels)");
+        }
+      }
+      if (mode == Mode::kProfile) cuEventRecord(marks[si + 1], nullptr);
+    }
+    if (mode == Mode::kProfile) {
+      CUresult r = cuEventSynchronize(marks.back());
+      if (r != CUDA_SUCCESS) fail_cuda("profiled run", r);
+      for (size_t i = 0; i + 1 < marks.size(); ++i) {
+        float ms = 0;
+        cuEventElapsedTime(&ms, marks[i], marks[i + 1]);
+        step_ms->push_back(ms);
+      }
+      for (auto& e : marks) cuEventDestroy(e);
+    }
+    auto it = values.find(plan.output);
+    if (it == values.end()) fail("bad_plan", "the output '" + plan.output + "' was never produced");
+    return it->second;
+  }
+
+  Result<std::vector<torch::Tensor>> inputs(const TaskInstance& inst, int64_t trial, uint64_t root_seed,
+                                            std::string* source) {
+    InputDistribution dist = trial_distribution(trial);
+    uint64_t seed = input_seed(root_seed, inst.task().id, trial, dist);
+    VINCI_ASSIGN_OR_RETURN(int64_t n, inst.input_elements());
+    bool on_cpu = n <= options.cpu_input_limit;
+    *source = on_cpu ? "cpu" : "cuda";
+    return on_cpu ? inst.make_inputs(dist, seed) : inst.make_inputs_on_device(dist, seed);
+  }
+
+  void flush_l2() {
+    flush.fill_(static_cast<float>(flush.numel() & 7));  // a write, so no line of the inputs stays
+  }
+
+  // One timed sample of fn: events on the default stream around it, a whole-device synchronise
+  // before the end event, the host clock around everything.
+  template <typename Fn>
+  std::pair<double, double> timed(Fn&& fn, const char* what) {
+    flush_l2();
+    CUresult r = cuCtxSynchronize();
+    if (r != CUDA_SUCCESS) fail_cuda(what, r);
+    Clock::time_point t0 = Clock::now();
+    cuEventRecord(start, nullptr);
+    fn();
+    r = cuCtxSynchronize();
+    if (r != CUDA_SUCCESS) fail_cuda(what, r);
+    cuEventRecord(end, nullptr);
+    r = cuEventSynchronize(end);
+    if (r != CUDA_SUCCESS) fail_cuda(what, r);
+    double host_ms = ms_since(t0);
+    float ms = 0;
+    r = cuEventElapsedTime(&ms, start, end);
+    if (r != CUDA_SUCCESS) fail_cuda(what, r);
+    return {ms * 1000.0, host_ms * 1000.0};
+  }
+
+  Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request, LiveStats* stats);
+};
+
+LiveDevice::LiveDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+LiveDevice::~LiveDevice() {
+  if (!impl_) return;
+  if (impl_->start) cuEventDestroy(impl_->start);
+  if (impl_->end) cuEventDestroy(impl_->end);
+  if (impl_->sync) cuEventDestroy(impl_->sync);
+}
+
+const std::string& LiveDevice::device_name() const { return impl_->name; }
+const std::string& LiveDevice::arch() const { return impl_->arch; }
+int64_t LiveDevice::l2_bytes() const { return impl_->l2_bytes; }
+
+Result<std::unique_ptr<LiveDevice>> LiveDevice::open(const LiveOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return failed_precondition("no CUDA driver or GPU here: cuInit: " + cu_error(r));
+  if (!torch::cuda::is_available())
+    return failed_precondition("this libtorch has no CUDA (or sees no GPU): the live evaluator needs a CUDA build");
+  // Torch creates the primary context; the driver calls here use the same one.
+  torch::zeros({1}, torch::TensorOptions().device(torch::kCUDA));
+  r = cuDeviceGet(&impl->device, 0);
+  if (r != CUDA_SUCCESS) return failed_precondition("cuDeviceGet: " + cu_error(r));
+  r = cuDevicePrimaryCtxRetain(&impl->context, impl->device);
+  if (r != CUDA_SUCCESS) return failed_precondition("cuDevicePrimaryCtxRetain: " + cu_error(r));
+  cuCtxSetCurrent(impl->context);
+  char name[256] = {0};
+  cuDeviceGetName(name, sizeof name, impl->device);
+  impl->name = name;
+  int major = 0, minor = 0, l2 = 0;
+  cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, impl->device);
+  cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, impl->device);
+  cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, impl->device);
+  impl->arch = "sm_" + std::to_string(major) + std::to_string(minor);
+  impl->l2_bytes = l2;
+  NvrtcOptions no;
+  no.arch = impl->arch;
+  no.cache_dir = options.nvrtc_cache_dir;
+  impl->nvrtc = std::make_unique<NvrtcCompiler>(no);
+  VINCI_ASSIGN_OR_RETURN(DeviceProfile profile,
+                         load_device_profile(options.profile_path.empty() ? profile_path("h200") : options.profile_path));
+  impl->sim = std::make_unique<SimEvaluator>(std::move(profile));
+  // The reference's precision is pinned: full fp32 in cuBLAS and cuDNN (no TF32).
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+  int64_t flush_elems = static_cast<int64_t>(std::max(1.0, options.l2_flush_multiple) * std::max(l2, 1 << 20) / 4);
+  impl->flush = torch::empty({flush_elems}, torch::TensorOptions().device(torch::kCUDA));
+  cuEventCreate(&impl->start, CU_EVENT_DEFAULT);
+  cuEventCreate(&impl->end, CU_EVENT_DEFAULT);
+  cuEventCreate(&impl->sync, CU_EVENT_DISABLE_TIMING);
+  return std::unique_ptr<LiveDevice>(new LiveDevice(std::move(impl)));
+}
+
+Result<EvalResult> LiveDevice::evaluate(const Task& task, const Plan& plan, const EvalRequest& request,
+                                        LiveStats* stats) {
+  LiveStats local;
+  if (!stats) stats = &local;
+  Clock::time_point t0 = Clock::now();
+  Result<EvalResult> r = impl_->evaluate(task, plan, request, stats);
+  stats->eval_ms = ms_since(t0);
+  return r;
+}
+
+Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan, const EvalRequest& request,
+                                              LiveStats* stats) {
+  if (request.trials < 1 || request.samples < 1)
+    return invalid_argument("eval request: trials and samples must be >= 1, found " +
+                            std::to_string(request.trials) + " and " + std::to_string(request.samples));
+  if (plan.task_id != task.id)
+    return invalid_argument("plan is for task '" + plan.task_id + "', evaluated on '" + task.id + "'");
+  torch::NoGradGuard no_grad;
+  Tolerance tol = tolerance_for(task, request);
+  EvalResult r;
+  r.evaluator = "cuda";
+  r.device = name;
+  r.plan = plan_address(plan);
+  r.size = size_name(request.size);
+  r.settings = {{"arch", arch},
+                {"l2_flush_bytes", std::to_string(flush.numel() * 4)},
+                {"launch_timeout_s", number_text(options.launch_timeout_s)},
+                {"norm_tolerance", number_text(options.norm_tolerance)},
+                {"reference", std::string("libtorch ") + TORCH_VERSION + " eager, tf32 off"},
+                {"samples", std::to_string(request.samples)},
+                {"strict", request.strict ? "true" : "false"},
+                {"tolerance", number_text(tol.atol) + "," + number_text(tol.rtol)},
+                {"trials", std::to_string(request.trials)},
+                {"warmups", std::to_string(options.warmups)}};
+
+  // 1. Compile and load.
+  Status valid = validate_plan(plan, task);
+  LoadedPlan loaded;
+  std::string log;
+  bool compiled = valid.ok();
+  if (!valid.ok()) log = valid.message();
+  for (size_t i = 0; compiled && i < plan.kernels.size(); ++i) {
+    const PlanKernel& k = plan.kernels[i];
+    int64_t misses = nvrtc->misses();
+    Result<std::shared_ptr<const CompiledKernel>> bin = nvrtc->compile(k.source, k.name + ".cu");
+    if (!bin.ok()) {
+      compiled = false;
+      log += "kernel " + k.name + ": " + bin.status().message();
+      break;
+    }
+    if (nvrtc->misses() > misses) {
+      stats->compile_ms += (*bin)->compile_ms;
+      ++stats->kernels_compiled;
+    }
+    if (!(*bin)->log.empty()) log += "kernel " + k.name + ": " + (*bin)->log;
+    CUmodule module = nullptr;
+    CUresult cr = cuModuleLoadData(&module, (*bin)->image.data());
+    if (cr != CUDA_SUCCESS) {
+      compiled = false;
+      log += "kernel " + k.name + ": the driver refused the module: " + cu_error(cr);
+      break;
+    }
+    loaded.modules.push_back(module);
+    CUfunction fn = nullptr;
+    cr = cuModuleGetFunction(&fn, module, k.name.c_str());
+    if (cr != CUDA_SUCCESS) {
+      compiled = false;
+      log += "kernel " + k.name + ": no entry point '" + k.name + "' (extern \"C\" __global__): " + cu_error(cr);
+      break;
+    }
+    loaded.functions[k.name] = fn;
+  }
+  r.compile_log = log;
+  if (!compiled) {
+    r.compiled = false;
+    r.error = "compile: " + log;
+    r.finalize();
+    return r;
+  }
+  r.compiled = true;
+  r.decoy = plan.library_only() && task_wants_kernels(task);
+  if (r.decoy) r.flags.push_back("decoy: no kernel of its own");
+
+  VINCI_ASSIGN_OR_RETURN(TaskInstance * inst, instance(task, request.size));
+  std::map<std::string, torch::Tensor> weights;
+  for (const auto& [n, w] : inst->weights()) weights[n] = w.clone();
+  for (const auto& b : plan.buffers) {
+    if (b.name == plan.output && (b.role == "input" || b.role == "weight")) {
+      r.error = "the output '" + plan.output + "' is the " + b.role + " buffer itself: outputs must not alias inputs";
+      r.flags.push_back("rejected: output_aliases_input");
+      r.finalize();
+      return r;
+    }
+  }
+
+  std::string input_source;
+  std::vector<torch::Tensor> trial0_inputs, trial0_candidate_inputs;
+  torch::Tensor trial0_output;
+  std::vector<torch::Tensor> timing_inputs;
+  try {
+    // 2. Correctness.
+    for (int t = 0; t < request.trials; ++t) {
+      InputDistribution dist = trial_distribution(t);
+      TrialResult tr;
+      tr.distribution = distribution_name(dist);
+      tr.seed = input_seed(request.seed, task.id, t, dist);
+      VINCI_ASSIGN_OR_RETURN(std::vector<torch::Tensor> x, inputs(*inst, t, request.seed, &input_source));
+      // Odd trials write new data into the candidate's inputs of trial 0 (same addresses): an
+      // output cached by input address shows there.
+      bool same_addresses = t % 2 == 1 && !trial0_candidate_inputs.empty();
+      std::vector<torch::Tensor> cx;
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (same_addresses) cx.push_back(trial0_candidate_inputs[i].copy_(x[i]));
+        else cx.push_back(x[i].clone());
+      }
+      auto values = values_for(task, plan, inst->sizes(), cx, weights);
+      // The candidate runs first: nothing of this trial's reference is in memory yet.
+      torch::Tensor out = run(plan, loaded, *inst, values, Mode::kCheck);
+      for (size_t i = 0; i < x.size(); ++i)
+        if (!bitwise_equal(cx[i], x[i]))
+          fail("writes_input", "the candidate modified its input '" + task.inputs[i].name + "'");
+      for (const auto& [n, w] : inst->weights())
+        if (!bitwise_equal(weights.at(n), w)) fail("writes_input", "the candidate modified the weight '" + n + "'");
+      for (size_t i = 0; i < cx.size(); ++i)
+        if (overlaps(out, cx[i]))
+          fail("output_aliases_input", "the output shares memory with the input '" + task.inputs[i].name + "'");
+      for (const auto& [n, w] : weights)
+        if (overlaps(out, w)) fail("output_aliases_input", "the output shares memory with the weight '" + n + "'");
+      Result<at::Tensor> ref = inst->run(x);
+      if (!ref.ok()) return internal_error("task " + task.id + ": the reference failed: " + ref.status().message());
+      Comparison c = compare(out, *ref, tol, options.norm_tolerance);
+      tr.correct = c.ok;
+      tr.max_abs_err = c.max_abs;
+      tr.mean_abs_err = c.mean_abs;
+      r.trials.push_back(tr);
+      if (t == 0) {
+        // Negative controls: outputs that know nothing of the inputs must fail the check.
+        std::vector<std::pair<std::string, torch::Tensor>> controls = {
+            {"zeros", torch::zeros_like(*ref)},
+            {"a constant", torch::full_like(*ref, is_float(*ref) ? ref->to(torch::kFloat64).mean().item<double>() : 0.0)}};
+        for (size_t i = 0; i < x.size(); ++i)
+          if (x[i].numel() == ref->numel() && x[i].scalar_type() == ref->scalar_type())
+            controls.emplace_back("the input '" + task.inputs[i].name + "'", x[i].reshape(ref->sizes()));
+        for (const auto& [what, control] : controls) {
+          Comparison cc = compare(control, *ref, tol, 0);
+          if (cc.allclose)
+            r.flags.push_back("weak tolerance: " + what + " passes allclose" +
+                              (options.norm_tolerance > 0 ? " (the relative L2 bound rejects it)" : ""));
+        }
+      }
+      if (!c.ok) {
+        std::string where = "trial " + std::to_string(t) + " (" + tr.distribution + " inputs" +
+                            (same_addresses ? ", new data at the same input addresses" : "") + ")";
+        std::string tag = c.tag;
+        if (same_addresses && c.tag == "wrong_result" && r.trials.size() > 1 && r.trials.front().correct)
+          tag = "caching";
+        fail(tag, where + ": " + c.why);
+      }
+      if (t == 0) {
+        // A second run on the same inputs, at the same addresses, must be bit-identical.
+        auto again = values_for(task, plan, inst->sizes(), cx, weights);
+        torch::Tensor out2 = run(plan, loaded, *inst, again, Mode::kCheck);
+        if (!bitwise_equal(out, out2))
+          fail("nondeterministic",
+               "a second run on the same inputs gave a different output (max difference " +
+                   number_text(is_float(out) ? (out - out2).abs().nan_to_num(1e30).max().item<double>() : 1) +
+                   "): a race, or a read of memory the candidate never wrote");
+        trial0_inputs = x;
+        trial0_candidate_inputs = cx;
+        trial0_output = out;
+      }
+    }
+    // The same data at new addresses must give the same output.
+    {
+      std::vector<torch::Tensor> x0, moved;
+      VINCI_ASSIGN_OR_RETURN(x0, inputs(*inst, 0, request.seed, &input_source));
+      for (auto& t : x0) moved.push_back(t.clone());
+      auto values = values_for(task, plan, inst->sizes(), moved, weights);
+      torch::Tensor out = run(plan, loaded, *inst, values, Mode::kCheck);
+      if (!bitwise_equal(out, trial0_output))
+        fail("caching", "trial 0's inputs at new addresses gave a different output: the output depends on where the "
+                        "inputs are, not only what they are");
+      timing_inputs = x0;
+    }
+    trial0_candidate_inputs.clear();
+    trial0_inputs.clear();
+    r.correct = true;
+
+    // 3. Timing: candidate and reference interleaved on the same inputs.
+    std::vector<torch::Tensor> cx;
+    for (auto& t : timing_inputs) cx.push_back(t.clone());
+    auto values = values_for(task, plan, inst->sizes(), cx, weights);
+    std::vector<double> steps;
+    run(plan, loaded, *inst, values, Mode::kProfile, &steps);
+    double own = 0, all = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      all += steps[i];
+      if (plan.steps[i].kind == "kernel") own += steps[i];
+    }
+    r.time_coverage = all > 0 ? own / all : 0;
+    auto run_candidate = [&] { run(plan, loaded, *inst, values, Mode::kTimed); };
+    auto run_reference = [&] {
+      Result<at::Tensor> ref = inst->run(timing_inputs);
+      if (!ref.ok()) fail("reference", ref.status().message());
+    };
+    for (int i = 0; i < options.warmups; ++i) {
+      run_candidate();
+      run_reference();
+    }
+    std::vector<double> host_kernel, host_reference;
+    for (int i = 0; i < request.samples; ++i) {
+      for (int k = 0; k < 2; ++k) {
+        bool candidate = (i + k) % 2 == 0;
+        auto [ev, host] = candidate ? timed(run_candidate, "timed candidate run") : timed(run_reference, "timed reference run");
+        (candidate ? r.kernel_times_us : r.reference_times_us).push_back(ev);
+        (candidate ? host_kernel : host_reference).push_back(host);
+      }
+    }
+    r.settings["inputs"] = input_source;
+    r.finalize();
+    // The host clock brackets the events: event time past it, or far below it, means the
+    // events did not time the work.
+    double hk = median(host_kernel);
+    if (r.kernel_us > hk * 1.02 + 2 || (r.kernel_us < 0.5 * hk && hk - r.kernel_us > 200)) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "timer mismatch: events %.1f us, host clock %.1f us", r.kernel_us, hk);
+      r.flags.push_back(buf);
+    }
+    Result<const TaskContext*> ctx = sim->context(task, request.size);
+    if (ctx.ok() && r.kernel_us * options.roofline_margin < (*ctx)->bound().floor_us) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "faster than the roofline floor: %.3g us < %.3g us", r.kernel_us,
+                    (*ctx)->bound().floor_us);
+      r.flags.push_back(buf);
+    }
+    r.finalize();
+    return r;
+  } catch (const CandidateFailed& e) {
+    r.correct = false;
+    r.kernel_times_us.clear();
+    r.reference_times_us.clear();
+    r.error = e.failure().reason;
+    r.flags.push_back("rejected: " + e.failure().tag);
+    stats->context_lost = e.failure().context_lost;
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    bool oom = what.find("out of memory") != std::string::npos;
+    r.correct = false;
+    r.kernel_times_us.clear();
+    r.reference_times_us.clear();
+    r.error = (oom ? "out of memory: " : "libtorch error during the candidate's run: ") + what;
+    r.flags.push_back(oom ? "rejected: out_of_memory" : "rejected: cuda_error");
+    // A CUDA error surfacing through libtorch may be sticky: start afresh.
+    stats->context_lost = !oom || cuCtxSynchronize() != CUDA_SUCCESS;
+  }
+  if (r.trials.size() < static_cast<size_t>(request.trials)) {
+    // Trials not reached count as failed: a record always has one entry per trial.
+    for (int t = static_cast<int>(r.trials.size()); t < request.trials; ++t) {
+      TrialResult tr;
+      InputDistribution dist = trial_distribution(t);
+      tr.distribution = distribution_name(dist);
+      tr.seed = input_seed(request.seed, task.id, t, dist);
+      tr.max_abs_err = tr.mean_abs_err = std::nan("");
+      r.trials.push_back(tr);
+    }
+  }
+  r.finalize();
+  return r;
+}
+
+}  // namespace vinci

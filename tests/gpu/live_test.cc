@@ -1,0 +1,240 @@
+// The live CUDA evaluator: its wire protocol and worker handling (everywhere), and on a machine
+// with a GPU the hostile plans of tests/gpu/hostile/hostile_plans.json, every one rejected with
+// its reason by one evaluator that survives them all, then honest plans accepted.
+#include "gpu/cuda_evaluator.h"
+
+#include <dlfcn.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "gpu/codegen.h"
+#include "gpu/device_profile.h"
+#include "gpu/sim_evaluator.h"
+#include "gpu/task.h"
+
+namespace vinci {
+namespace {
+
+const TaskSuite& suite() {
+  static TaskSuite s = [] {
+    Result<TaskSuite> r = load_task_suite(default_task_dir());
+    EXPECT_TRUE(r.ok()) << r.status().to_string();
+    return r.ok() ? *r : TaskSuite();
+  }();
+  return s;
+}
+
+const Task& task(const std::string& id) {
+  const Task* t = suite().find(id);
+  EXPECT_NE(t, nullptr) << id;
+  return *t;
+}
+
+struct Hostile {
+  std::string name, expect, what;
+  SizeName size = SizeName::kSmall;
+  Plan plan;
+};
+
+std::vector<Hostile> hostile_plans() {
+  std::ifstream in(std::string(VINCI_SOURCE_DIR) + "/tests/gpu/hostile/hostile_plans.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str());
+  std::vector<Hostile> out;
+  for (const auto& e : j) {
+    Hostile h;
+    h.name = e.at("name").get<std::string>();
+    h.expect = e.at("expect").get<std::string>();
+    h.what = e.at("what").get<std::string>();
+    h.size = e.at("size").get<std::string>() == "full" ? SizeName::kFull : SizeName::kSmall;
+    Result<Plan> p = plan_from_json(e.at("plan"));
+    EXPECT_TRUE(p.ok()) << h.name << ": " << p.status().to_string();
+    if (p.ok()) h.plan = *p;
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+bool have_gpu() {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return false;
+  dlclose(h);
+  return true;
+}
+
+CudaEvaluatorOptions options() {
+  CudaEvaluatorOptions o;
+  o.worker_path = std::string(VINCI_BINARY_DIR) + "/bin/vinci-cuda-worker";
+  o.task_dir = default_task_dir();
+  o.timeout_s = 120;
+  o.launch_timeout_s = 5;
+  return o;
+}
+
+EvalRequest small_request() {
+  EvalRequest r;
+  r.size = SizeName::kSmall;
+  r.seed = 11;
+  r.trials = 5;
+  r.samples = 10;
+  return r;
+}
+
+TEST(CudaProtocol, RequestRoundTrips) {
+  Result<Plan> p = default_plan(task("L1_023"));
+  ASSERT_TRUE(p.ok());
+  EvalRequest r;
+  r.size = SizeName::kSmall;
+  r.seed = 0xfeedfacecafebeefULL;
+  r.trials = 3;
+  r.samples = 17;
+  r.strict = true;
+  Result<DecodedRequest> d = decode_eval_request(encode_eval_request("L1_023", *p, r));
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->task_id, "L1_023");
+  EXPECT_EQ(plan_address(d->plan), plan_address(*p));
+  EXPECT_EQ(d->request.seed, r.seed);
+  EXPECT_EQ(d->request.trials, 3);
+  EXPECT_EQ(d->request.samples, 17);
+  EXPECT_TRUE(d->request.strict);
+  EXPECT_EQ(d->request.size, SizeName::kSmall);
+  EXPECT_FALSE(decode_eval_request("{\"task\": 3}").ok());
+  EXPECT_FALSE(decode_eval_request("not json").ok());
+}
+
+TEST(CudaProtocol, ResultRoundTripsBitExactly) {
+  Result<DeviceProfile> prof = load_device_profile(profile_path("h200"));
+  ASSERT_TRUE(prof.ok());
+  SimEvaluatorOptions so;
+  so.noise = 0.03;
+  SimEvaluator sim(*prof, so);
+  for (const char* id : {"L1_023", "L2_012"}) {
+    Result<Plan> p = default_plan(task(id));
+    ASSERT_TRUE(p.ok());
+    EvalRequest req = small_request();
+    Result<EvalResult> r = sim.evaluate(task(id), *p, req);
+    ASSERT_TRUE(r.ok());
+    r->compile_log = "warning: something";
+    r->flags.push_back("weak tolerance: zeros pass allclose");
+    r->finalize();
+    Result<EvalResult> back = decode_eval_result(encode_eval_result(*r), r->compile_log);
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(*back, *r) << id;
+  }
+  EXPECT_FALSE(decode_eval_result("short", "").ok());
+}
+
+TEST(CudaProtocol, FramesCrossASocketAndTimeOut) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  std::string big(3 << 20, 'x');
+  big[12345] = '\0';
+  std::thread writer([&] {
+    EXPECT_TRUE(write_frame(sv[0], "hello").ok());
+    EXPECT_TRUE(write_frame(sv[0], big).ok());
+    EXPECT_TRUE(write_frame(sv[0], "").ok());
+  });
+  Result<std::string> a = read_frame(sv[1], 10);
+  Result<std::string> b = read_frame(sv[1], 10);
+  Result<std::string> c = read_frame(sv[1], 10);
+  writer.join();
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(*a, "hello");
+  EXPECT_EQ(*b, big);
+  EXPECT_EQ(*c, "");
+  Result<std::string> none = read_frame(sv[1], 0.2);  // nothing comes: a timeout, not a hang
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("timeout"), std::string::npos);
+  close(sv[0]);
+  Result<std::string> eof = read_frame(sv[1], 1);
+  ASSERT_FALSE(eof.ok());
+  EXPECT_NE(eof.status().message().find("ended"), std::string::npos) << eof.status().message();
+  close(sv[1]);
+}
+
+TEST(CudaProtocol, HostilePlansAreWellFormedPlansForTheirTask) {
+  std::vector<Hostile> plans = hostile_plans();
+  ASSERT_GE(plans.size(), 8u);
+  for (const Hostile& h : plans) {
+    EXPECT_TRUE(validate_plan(h.plan, task(h.plan.task_id)).ok()) << h.name;
+    EXPECT_FALSE(h.expect.empty()) << h.name;
+  }
+}
+
+TEST(CudaEvaluator, WithoutAGpuTheEvaluationFailsNamingTheCause) {
+  if (have_gpu()) GTEST_SKIP() << "this machine has a CUDA driver";
+  CudaEvaluator ev(options());
+  Result<Plan> p = default_plan(task("L1_019"));
+  ASSERT_TRUE(p.ok());
+  Result<EvalResult> r = ev.evaluate(task("L1_019"), *p, small_request());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(r.status().message().find("did not start"), std::string::npos) << r.status().message();
+  // The evaluator stays usable: asking again gives the same answer, not a crash.
+  EXPECT_FALSE(ev.evaluate(task("L1_019"), *p, small_request()).ok());
+  CudaEvaluatorOptions missing = options();
+  missing.worker_path = "/nonexistent/vinci-cuda-worker";
+  CudaEvaluator ev2(missing);
+  Status s = ev2.start();
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s.to_string();
+}
+
+bool has_flag(const EvalResult& r, const std::string& prefix) {
+  for (const auto& f : r.flags)
+    if (f.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+// The list, one by one, in one evaluator (one harness process); then honest plans.
+TEST(CudaEvaluator, RejectsEveryHostilePlanAndSurvives) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA driver here";
+  CudaEvaluator ev(options());
+  Status st = ev.start();
+  ASSERT_TRUE(st.ok()) << st.to_string();
+  std::printf("%-28s %-18s %-8s %s\n", "plan", "expected", "ok", "reason");
+  for (const Hostile& h : hostile_plans()) {
+    EvalRequest req = small_request();
+    req.size = h.size;
+    Result<EvalResult> r = ev.evaluate(task(h.plan.task_id), h.plan, req);
+    ASSERT_TRUE(r.ok()) << h.name << ": " << r.status().to_string();
+    bool ok = !r->correct && has_flag(*r, "rejected: " + h.expect);
+    std::printf("%-28s %-18s %-8s %s\n", h.name.c_str(), h.expect.c_str(), ok ? "yes" : "NO", r->error.c_str());
+    EXPECT_FALSE(r->correct) << h.name;
+    EXPECT_TRUE(has_flag(*r, "rejected: " + h.expect))
+        << h.name << " (" << h.what << "): flags " << nlohmann::json(r->flags).dump() << ", error: " << r->error;
+    EXPECT_TRUE(r->kernel_times_us.empty()) << h.name << ": a rejected candidate is not timed";
+  }
+  // The library-only plan is correct but a decoy.
+  Result<Plan> eager = eager_plan(task("L1_019"));
+  ASSERT_TRUE(eager.ok());
+  Result<EvalResult> d = ev.evaluate(task("L1_019"), *eager, small_request());
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_TRUE(d->decoy);
+  // Survived: honest plans after all of that are accepted and timed.
+  for (const char* id : {"L1_019", "L1_023", "L1_047", "L2_012"}) {
+    Result<Plan> p = default_plan(task(id));
+    ASSERT_TRUE(p.ok());
+    Result<EvalResult> r = ev.evaluate(task(id), *p, small_request());
+    ASSERT_TRUE(r.ok()) << id << ": " << r.status().to_string();
+    EXPECT_TRUE(r->correct) << id << ": " << r->error;
+    EXPECT_EQ(r->kernel_times_us.size(), 10u) << id;
+    EXPECT_EQ(r->reference_times_us.size(), 10u) << id;
+    EXPECT_GT(r->speedup, 0) << id;
+    EXPECT_EQ(r->trials.size(), 5u);
+  }
+  CudaEvaluatorStats s = ev.stats();
+  std::printf("workers started %d, lost %d\n", s.workers_started, s.workers_lost);
+  EXPECT_GE(s.workers_lost, 3);  // the hang, the trap and the illegal access each cost one
+}
+
+}  // namespace
+}  // namespace vinci
