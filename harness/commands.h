@@ -11,6 +11,7 @@ namespace vinci {
 int cmd_config(const std::vector<std::string>& args);
 int cmd_env(const std::vector<std::string>& args);
 int cmd_eval(const std::vector<std::string>& args);
+int cmd_measure(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_skills(const std::vector<std::string>& args);
 int cmd_tasks(const std::vector<std::string>& args);

@@ -75,7 +75,10 @@ ConfigSchema build_schema() {
   s.add({"backbone.train_policy", T::kBool, B(true), "Train the policy head.", {}});
   s.add({"backbone.train_summary", T::kBool, B(true), "Train the summary head (joint training).", {}});
   // [device]
-  s.add({"device.kind", T::kString, S("sim"), "The evaluator: sim (the analytic H200 model).", {"sim"}});
+  s.add({"device.kind", T::kString, S("sim"),
+         "The evaluator: sim (the analytic H200 model) or cuda (this machine's GPU; candidates run in a worker "
+         "process, docs/live_evaluator.md).",
+         {"sim", "cuda"}});
   s.add({"device.profile", T::kString, S(""), "Device profile file; empty: gpu/device_profiles/h200.toml.", {}});
   s.add({"device.noise", T::kFloat, F(0.0), "Relative spread of simulated timing noise (0: exact).", {}, 0, 1});
   s.add({"device.timing_samples", T::kInt, I(10), "Timing samples per candidate.", {}, 1, 10000});

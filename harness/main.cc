@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
       {"config", "print the config reference, or a config's effective keys", vinci::cmd_config},
       {"env", "print the environment a run would record", vinci::cmd_env},
       {"eval", "evaluate one plan on one task and print its result record", vinci::cmd_eval},
+      {"measure", "measure the task suite's plans on a device beside the simulator's predictions", vinci::cmd_measure},
       {"run", "run an experiment (or --resume a stopped one)", vinci::cmd_run},
       {"skills", "inspect a skill library (search: BM25 ranking of a query)", vinci::cmd_skills},
       {"tasks", "list the task suite (--level N), a task's knobs or default plan", vinci::cmd_tasks},

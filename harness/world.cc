@@ -9,6 +9,7 @@
 #include "agents/sim_backbone.h"
 #include "gpu/device_profile.h"
 #include "gpu/nvrtc.h"
+#include "gpu/cuda_evaluator.h"
 #include "gpu/sim_evaluator.h"
 #include "harness/sim_world.h"
 
@@ -88,10 +89,20 @@ Result<World> build_world(const Experiment& exp) {
   std::string profile_path = exp.device_profile.empty() ? default_profile_dir() + "/h200.toml"
                                                         : resolve(exp.device_profile);
   VINCI_ASSIGN_OR_RETURN(DeviceProfile profile, load_device_profile(profile_path));
-  SimEvaluatorOptions opts;
-  opts.noise = exp.noise;
-  auto locked = std::make_unique<LockedEvaluator>(
-      std::make_unique<SimEvaluator>(std::move(profile), opts));
+  std::unique_ptr<Evaluator> inner;
+  if (exp.device == "cuda") {
+    CudaEvaluatorOptions co;
+    co.task_dir = task_dir;
+    co.profile_path = profile_path;
+    auto cuda = std::make_unique<CudaEvaluator>(co);
+    VINCI_RETURN_IF_ERROR(cuda->start());
+    inner = std::move(cuda);
+  } else {
+    SimEvaluatorOptions opts;
+    opts.noise = exp.noise;
+    inner = std::make_unique<SimEvaluator>(std::move(profile), opts);
+  }
+  auto locked = std::make_unique<LockedEvaluator>(std::move(inner));
   LockedEvaluator* raw = locked.get();
   w.evaluator_seconds = [raw] { return raw->seconds(); };
   w.evaluator = std::move(locked);

@@ -1,0 +1,448 @@
+// `harness measure`: the task suite on a device, plan by plan, beside the simulator's predictions.
+//
+//   harness measure [--device cuda|sim] [--size full|small] [--plans N] [--task ID ...]
+//                   [--level N] [--seed N] [--trials N] [--samples N] [--repeat N]
+//                   [--out DIR] [--timeout S] [--nvrtc-cache DIR] [--no-calibrate]
+//
+// For every task (sorted by id): the generator's default plan and N generated plans (keyed random
+// knob settings, duplicates dropped), each evaluated on the device and predicted by the sim
+// evaluator. Writes, in DIR (default measure-out/):
+//   measurements.jsonl  one line per plan: the live and sim records side by side, and wall times
+//                       (written as it goes, so an interrupted sweep keeps what it measured);
+//   calibration.jsonl   the correct live plans in gpu/calibration.h's sample format;
+//   fitted_profile.toml the device profile calibrated to them (unless --no-calibrate);
+//   report.md           per task: reference time, default plan, best generated plan, correctness;
+//                       the share of guaranteed plans that are correct; Spearman rank correlation
+//                       of predicted vs measured speedup per op family, before and after the fit;
+//                       sim vs live correctness agreement; compile time, evaluator overhead and
+//                       candidates per minute; with --repeat N, the spread of one kernel's median
+//                       over N evaluations in a row for kernels of at least 100 us.
+// Exit 0 when every guaranteed plan the device evaluated is correct, 1 otherwise, 2 on error.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/cli.h"
+#include "core/rng.h"
+#include "gpu/calibration.h"
+#include "gpu/codegen.h"
+#include "gpu/cuda_evaluator.h"
+#include "gpu/device_profile.h"
+#include "gpu/eval_result.h"
+#include "gpu/sim_evaluator.h"
+#include "harness/commands.h"
+
+namespace vinci {
+namespace {
+
+namespace po = boost::program_options;
+using Clock = std::chrono::steady_clock;
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "harness measure: %s\n", what.c_str());
+  return 2;
+}
+
+bool guaranteed(const Plan& p) {
+  for (const auto& k : p.kernels)
+    if (!k.verdict.guaranteed) return false;
+  return true;
+}
+
+// The family a plan's custom work belongs to: the family of its costliest-looking kernel (gemm
+// over row_reduction over elementwise), "library" when it has none.
+std::string plan_family(const Plan& p) {
+  std::string best = "library";
+  auto rank = [](const std::string& f) { return f == "gemm" ? 3 : f == "row_reduction" ? 2 : f == "elementwise" ? 1 : 0; };
+  for (const auto& k : p.kernels)
+    if (rank(k.family) > rank(best) || best == "library") best = k.family;
+  return best;
+}
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  double pos = q * (v.size() - 1);
+  size_t lo = static_cast<size_t>(pos);
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+struct Row {
+  const Task* task = nullptr;
+  Plan plan;
+  std::string label;  // default | g1..gN
+  bool guaranteed = false;
+  std::string family;
+  EvalResult live, sim;
+  double wall_ms = 0, compile_ms = 0, eval_ms = 0;
+};
+
+nlohmann::json row_json(const Row& r) {
+  auto brief = [](const EvalResult& e) {
+    return nlohmann::json{{"compiled", e.compiled},     {"correct", e.correct},   {"kernel_us", e.kernel_us},
+                          {"reference_us", e.reference_us}, {"speedup", e.speedup}, {"error", e.error},
+                          {"flags", e.flags},            {"time_coverage", e.time_coverage},
+                          {"kernel_times_us", e.kernel_times_us}, {"reference_times_us", e.reference_times_us}};
+  };
+  return {{"task", r.task->id},         {"size", r.live.size},        {"label", r.label},
+          {"plan_address", r.live.plan.hex()}, {"knobs", r.plan.knobs}, {"guaranteed", r.guaranteed},
+          {"family", r.family},          {"live", brief(r.live)},     {"sim", brief(r.sim)},
+          {"wall_ms", r.wall_ms},        {"compile_ms", r.compile_ms}, {"eval_ms", r.eval_ms},
+          {"device", r.live.device}};
+}
+
+// Spearman of predicted vs measured speedup over the rows (correct in both worlds).
+struct FamilyCorrelation {
+  int plans = 0;
+  double pooled = std::nan("");
+  double per_task_mean = std::nan("");
+  int tasks = 0;
+};
+
+FamilyCorrelation correlate(const std::vector<const Row*>& rows,
+                            const std::function<double(const Row&)>& predicted) {
+  FamilyCorrelation fc;
+  std::vector<double> a, b;
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> per_task;
+  for (const Row* r : rows) {
+    if (!r->live.correct || r->live.speedup <= 0) continue;
+    double p = predicted(*r);
+    if (!(p > 0)) continue;
+    a.push_back(p);
+    b.push_back(r->live.speedup);
+    per_task[r->task->id].first.push_back(p);
+    per_task[r->task->id].second.push_back(r->live.speedup);
+  }
+  fc.plans = static_cast<int>(a.size());
+  if (a.size() >= 3) fc.pooled = spearman(a, b);
+  double sum = 0;
+  for (const auto& [id, v] : per_task) {
+    if (v.first.size() < 3) continue;
+    double s = spearman(v.first, v.second);
+    if (std::isnan(s)) continue;
+    sum += s;
+    ++fc.tasks;
+  }
+  if (fc.tasks) fc.per_task_mean = sum / fc.tasks;
+  return fc;
+}
+
+}  // namespace
+
+int cmd_measure(const std::vector<std::string>& args) {
+  std::string device = "cuda", size = "full", out_dir = "measure-out", task_dir, nvrtc_cache, profile_file;
+  std::vector<std::string> only;
+  int plans_per_task = 8, level = 0, trials = 5, samples = 30, repeat = 0;
+  uint64_t seed = 1;
+  double timeout = 600;
+  po::options_description named("usage: harness measure [--device cuda|sim] [--size full|small] [--plans N] [--task ID ...]");
+  named.add_options()
+      ("help,h", "print this help")
+      ("device", po::value<std::string>(&device)->default_value("cuda"), "cuda (this machine's GPU) or sim")
+      ("size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")
+      ("plans", po::value<int>(&plans_per_task)->default_value(8), "generated plans per task beside the default plan")
+      ("task", po::value<std::vector<std::string>>(&only), "only these tasks (repeatable)")
+      ("level", po::value<int>(&level)->default_value(0), "only tasks of this level (0: all)")
+      ("seed", po::value<uint64_t>(&seed)->default_value(1), "seed of the generated settings and the trial inputs")
+      ("trials", po::value<int>(&trials)->default_value(5), "correctness trials per plan")
+      ("samples", po::value<int>(&samples)->default_value(30), "timing samples per plan (each of kernel and reference)")
+      ("repeat", po::value<int>(&repeat)->default_value(0), "timing quality: evaluate N default plans of >= 100 us 10 times each")
+      ("out", po::value<std::string>(&out_dir)->default_value("measure-out"), "output folder")
+      ("timeout", po::value<double>(&timeout)->default_value(600), "cuda: seconds before an evaluation counts as a hang")
+      ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder")
+      ("profile", po::value<std::string>(&profile_file), "device profile for the sim predictions (default h200)")
+      ("tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")
+      ("no-calibrate", "skip fitting the sim profile to the measurements");
+  po::variables_map vm;
+  if (auto rc = parse_options("harness measure", args, named, {}, &vm)) return *rc;
+  if (device != "cuda" && device != "sim") return fail("--device: expected cuda or sim, found '" + device + "'");
+  if (size != "full" && size != "small") return fail("--size: expected full or small, found '" + size + "'");
+  if (plans_per_task < 0 || trials < 1 || samples < 1) return fail("--plans >= 0, --trials >= 1, --samples >= 1");
+  SizeName size_name_v = size == "full" ? SizeName::kFull : SizeName::kSmall;
+
+  Result<TaskSuite> suite = load_task_suite(task_dir.empty() ? default_task_dir() : task_dir);
+  if (!suite.ok()) return fail(suite.status().to_string());
+  std::string prof_path = profile_file.empty() ? profile_path("h200") : profile_file;
+  Result<DeviceProfile> profile = load_device_profile(prof_path);
+  if (!profile.ok()) return fail(profile.status().to_string());
+  SimEvaluator sim(*profile);
+  std::unique_ptr<CudaEvaluator> cuda;
+  Evaluator* ev = &sim;
+  if (device == "cuda") {
+    CudaEvaluatorOptions co;
+    co.task_dir = task_dir.empty() ? default_task_dir() : task_dir;
+    co.timeout_s = timeout;
+    co.nvrtc_cache_dir = nvrtc_cache;
+    co.profile_path = profile_file;
+    cuda = std::make_unique<CudaEvaluator>(co);
+    Status st = cuda->start();
+    if (!st.ok()) return fail(st.to_string());
+    ev = cuda.get();
+  }
+  Status made = make_dirs(out_dir);
+  if (!made.ok()) return fail(made.to_string());
+  std::ofstream jsonl(out_dir + "/measurements.jsonl", std::ios::trunc);
+  if (!jsonl) return fail("cannot write " + out_dir + "/measurements.jsonl");
+
+  std::vector<const Task*> tasks;
+  std::set<std::string> wanted(only.begin(), only.end());
+  for (const Task& t : suite->tasks) {
+    if (!wanted.empty() && !wanted.count(t.id)) continue;
+    if (level && t.level != level) continue;
+    tasks.push_back(&t);
+  }
+  std::sort(tasks.begin(), tasks.end(), [](const Task* a, const Task* b) { return a->id < b->id; });
+  for (const auto& id : wanted)
+    if (!suite->find(id)) return fail("--task: no task '" + id + "' in the suite");
+
+  EvalRequest req;
+  req.size = size_name_v;
+  req.seed = seed;
+  req.trials = trials;
+  req.samples = samples;
+  EvalRequest sim_req = req;
+  sim_req.samples = 1;
+
+  std::vector<Row> rows;
+  Clock::time_point sweep0 = Clock::now();
+  for (const Task* t : tasks) {
+    std::vector<std::pair<std::string, Plan>> plans;
+    std::set<Digest> seen;
+    Result<Plan> d = default_plan(*t);
+    if (!d.ok()) return fail(t->id + ": " + d.status().to_string());
+    plans.emplace_back("default", *d);
+    seen.insert(plan_address(*d));
+    KnobSpace space = knob_space(*t);
+    for (int i = 0, tries = 0; !space.knobs.empty() && i < plans_per_task && tries < plans_per_task * 20; ++tries) {
+      Stream s(RngKey::root(seed).with("purpose", "measure").with("task", t->id).with("try", tries));
+      Result<Plan> p = generate_plan(*t, random_setting(space, s));
+      if (!p.ok() || !seen.insert(plan_address(*p)).second) continue;
+      plans.emplace_back("g" + std::to_string(++i), *p);
+    }
+    for (auto& [label, plan] : plans) {
+      Row row;
+      row.task = t;
+      row.plan = plan;
+      row.label = label;
+      row.guaranteed = guaranteed(plan);
+      row.family = plan_family(plan);
+      Clock::time_point t0 = Clock::now();
+      Result<EvalResult> live = ev->evaluate(*t, plan, req);
+      row.wall_ms = ms_since(t0);
+      if (!live.ok()) return fail(t->id + " " + label + ": " + live.status().to_string());
+      row.live = *live;
+      if (cuda) {
+        CudaEvaluatorStats st = cuda->stats();
+        row.compile_ms = st.compile_ms;
+        row.eval_ms = st.eval_ms;
+      }
+      Result<EvalResult> pred = sim.evaluate(*t, plan, sim_req);
+      if (!pred.ok()) return fail(t->id + " " + label + " (sim): " + pred.status().to_string());
+      row.sim = *pred;
+      jsonl << row_json(row).dump() << "\n";
+      jsonl.flush();
+      std::fprintf(stderr, "%-7s %-8s %-13s %s %9.1f us  x%-6.3g sim x%-6.3g %s%s\n", t->id.c_str(), label.c_str(),
+                   row.family.c_str(), row.live.correct ? "ok " : "BAD", row.live.kernel_us, row.live.speedup,
+                   row.sim.speedup, row.guaranteed ? "" : "(risky) ", row.live.error.substr(0, 100).c_str());
+      rows.push_back(std::move(row));
+    }
+  }
+  double sweep_ms = ms_since(sweep0);
+
+  // Timing quality: one kernel's median, evaluated 10 times in a row.
+  struct Spread {
+    std::string task;
+    std::vector<double> medians;
+    double cv = 0;
+  };
+  std::vector<Spread> spreads;
+  for (const Row& r : rows) {
+    if ((int)spreads.size() >= repeat) break;
+    if (r.label != "default" || !r.live.correct || r.live.kernel_us < 100) continue;
+    Spread s;
+    s.task = r.task->id;
+    EvalRequest rr = req;
+    rr.samples = 100;
+    for (int i = 0; i < 10; ++i) {
+      Result<EvalResult> e = ev->evaluate(*r.task, r.plan, rr);
+      if (!e.ok()) return fail(r.task->id + " (repeat): " + e.status().to_string());
+      s.medians.push_back(e->kernel_us);
+    }
+    double mean = 0, var = 0;
+    for (double m : s.medians) mean += m;
+    mean /= s.medians.size();
+    for (double m : s.medians) var += (m - mean) * (m - mean);
+    s.cv = std::sqrt(var / (s.medians.size() - 1)) / mean;
+    spreads.push_back(s);
+  }
+
+  // Calibration on the correct live plans.
+  std::ostringstream cal_lines;
+  std::vector<CalibrationSample> cal;
+  for (const Row& r : rows) {
+    if (!r.live.correct || r.live.kernel_us <= 0) continue;
+    cal_lines << nlohmann::json{{"task", r.task->id}, {"size", size}, {"plan", plan_to_json(r.plan)},
+                                {"kernel_us", r.live.kernel_us}, {"reference_us", r.live.reference_us}}
+                     .dump()
+              << "\n";
+    CalibrationSample s;
+    s.task = r.task;
+    s.sizes = r.task->size_map(size_name_v);
+    s.plan = r.plan;
+    s.measured_us = r.live.kernel_us;
+    s.measured_reference_us = r.live.reference_us;
+    cal.push_back(std::move(s));
+  }
+  Status w = write_file_atomic(out_dir + "/calibration.jsonl", cal_lines.str());
+  if (!w.ok()) return fail(w.to_string());
+  std::unique_ptr<SimEvaluator> fitted_sim;
+  std::string cal_text;
+  if (!vm.count("no-calibrate") && cal.size() >= 3) {
+    Result<CalibrationReport> rep = calibrate(*profile, cal);
+    if (!rep.ok()) return fail("calibration: " + rep.status().to_string());
+    cal_text = calibration_report_text(*rep);
+    w = write_file_atomic(out_dir + "/fitted_profile.toml", device_profile_to_toml(rep->fitted));
+    if (!w.ok()) return fail(w.to_string());
+    fitted_sim = std::make_unique<SimEvaluator>(rep->fitted);
+  }
+
+  // The report.
+  std::ostringstream md;
+  std::string dev = rows.empty() ? device : rows.front().live.device;
+  md << "# `harness measure` on " << dev << "\n\n";
+  md << "Size `" << size << "`, " << plans_per_task << " generated plans per task beside the default, " << trials
+     << " trials, " << samples << " timing samples each of kernel and reference, seed " << seed << ".\n\n";
+  md << "| task | reference us | default us | default x | best generated x | correct / plans | guaranteed wrong |\n";
+  md << "|---|---:|---:|---:|---:|---:|---|\n";
+  int guaranteed_n = 0, guaranteed_ok = 0, risky_n = 0, risky_ok = 0, agree = 0, compared = 0;
+  int sim_says_ok_live_bad = 0, sim_says_bad_live_ok = 0;
+  std::map<std::string, std::vector<const Row*>> by_family;
+  for (size_t i = 0; i < rows.size();) {
+    size_t j = i;
+    const Task* t = rows[i].task;
+    double ref = 0, def_us = 0, def_x = 0, best = 0;
+    bool def_ok = false;
+    int ok = 0, n = 0;
+    std::string bad;
+    for (; j < rows.size() && rows[j].task == t; ++j) {
+      const Row& r = rows[j];
+      ++n;
+      ok += r.live.correct;
+      if (r.live.reference_us > 0) ref = r.live.reference_us;
+      if (r.label == "default") {
+        def_us = r.live.kernel_us;
+        def_x = r.live.speedup;
+        def_ok = r.live.correct;
+      } else if (r.live.correct) {
+        best = std::max(best, r.live.speedup);
+      }
+      if (r.guaranteed) {
+        ++guaranteed_n;
+        guaranteed_ok += r.live.correct;
+        if (!r.live.correct) bad += (bad.empty() ? "" : "; ") + r.label + ": " + r.live.error.substr(0, 80);
+      } else {
+        ++risky_n;
+        risky_ok += r.live.correct;
+      }
+      if (r.live.compiled) {
+        ++compared;
+        agree += r.live.correct == r.sim.correct;
+        sim_says_ok_live_bad += r.sim.correct && !r.live.correct;
+        sim_says_bad_live_ok += !r.sim.correct && r.live.correct;
+      }
+      by_family[r.family].push_back(&r);
+    }
+    md << "| " << t->id << " " << t->name << " | " << fmt("%.1f", ref) << " | "
+       << (def_ok ? fmt("%.1f", def_us) : std::string("wrong")) << " | " << (def_ok ? fmt("%.3g", def_x) : "-") << " | "
+       << (best > 0 ? fmt("%.3g", best) : "-") << " | " << ok << " / " << n << " | " << bad << " |\n";
+    i = j;
+  }
+  md << "\n**Guaranteed plans correct: " << guaranteed_ok << " / " << guaranteed_n << "**"
+     << fmt(" (%.1f%%)", guaranteed_n ? 100.0 * guaranteed_ok / guaranteed_n : 0) << "; risky plans correct: " << risky_ok
+     << " / " << risky_n << ".\n\n";
+  md << "## Sim vs live\n\n";
+  md << "Correctness agreement (compiled plans): " << agree << " / " << compared
+     << fmt(" (%.1f%%)", compared ? 100.0 * agree / compared : 0) << "; sim correct but live wrong: "
+     << sim_says_ok_live_bad << "; sim wrong but live correct: " << sim_says_bad_live_ok << ".\n\n";
+  md << "Spearman rank correlation of predicted vs measured speedup over plans correct live (pooled over the "
+        "family's plans; and the mean over its tasks with >= 3 such plans):\n\n";
+  md << "| family | plans | pooled (h200.toml) | per-task mean (h200.toml) | pooled (fitted) | per-task mean (fitted) |\n";
+  md << "|---|---:|---:|---:|---:|---:|\n";
+  auto fitted_speedup = [&](const Row& r) -> double {
+    if (!fitted_sim) return std::nan("");
+    Result<EvalResult> e = fitted_sim->evaluate(*r.task, r.plan, sim_req);
+    return e.ok() && e->correct ? e->speedup : std::nan("");
+  };
+  for (const auto& [fam, list] : by_family) {
+    FamilyCorrelation before = correlate(list, [](const Row& r) { return r.sim.correct ? r.sim.speedup : std::nan(""); });
+    FamilyCorrelation after = correlate(list, fitted_speedup);
+    md << "| " << fam << " | " << before.plans << " | " << fmt("%.3f", before.pooled) << " | "
+       << fmt("%.3f", before.per_task_mean) << " (" << before.tasks << " tasks) | " << fmt("%.3f", after.pooled)
+       << " | " << fmt("%.3f", after.per_task_mean) << " |\n";
+  }
+  if (!cal_text.empty()) md << "\n### Calibration (fitted_profile.toml)\n\n```\n" << cal_text << "```\n";
+  std::vector<double> compile, overhead, wall;
+  for (const Row& r : rows) {
+    if (r.compile_ms > 0) compile.push_back(r.compile_ms);
+    wall.push_back(r.wall_ms);
+    double timed_ms = 0;
+    for (double v : r.live.kernel_times_us) timed_ms += v / 1000;
+    for (double v : r.live.reference_times_us) timed_ms += v / 1000;
+    overhead.push_back(r.wall_ms - timed_ms);
+  }
+  md << "\n## Evaluator cost\n\n";
+  md << "| measure | median | p90 |\n|---|---:|---:|\n";
+  md << "| NVRTC compile per plan, ms (cache misses) | " << fmt("%.1f", percentile(compile, 0.5)) << " | "
+     << fmt("%.1f", percentile(compile, 0.9)) << " |\n";
+  md << "| wall time per candidate, ms | " << fmt("%.1f", percentile(wall, 0.5)) << " | " << fmt("%.1f", percentile(wall, 0.9))
+     << " |\n";
+  md << "| overhead per candidate (wall minus the timed samples), ms | " << fmt("%.1f", percentile(overhead, 0.5)) << " | "
+     << fmt("%.1f", percentile(overhead, 0.9)) << " |\n";
+  md << "\nCandidates evaluated: " << rows.size() << " in " << fmt("%.1f", sweep_ms / 1000) << " s: "
+     << fmt("%.1f", rows.size() / (sweep_ms / 60000.0)) << " per minute.\n";
+  if (cuda) {
+    CudaEvaluatorStats st = cuda->stats();
+    md << "Workers started: " << st.workers_started << ", lost: " << st.workers_lost << ".\n";
+  }
+  if (!spreads.empty()) {
+    md << "\n## Timing quality: one kernel's median (100 samples), 10 evaluations in a row\n\n";
+    md << "| task | mean of medians us | min | max | CV |\n|---|---:|---:|---:|---:|\n";
+    for (const Spread& s : spreads) {
+      double mean = 0;
+      for (double m : s.medians) mean += m;
+      mean /= s.medians.size();
+      md << "| " << s.task << " | " << fmt("%.2f", mean) << " | "
+         << fmt("%.2f", *std::min_element(s.medians.begin(), s.medians.end())) << " | "
+         << fmt("%.2f", *std::max_element(s.medians.begin(), s.medians.end())) << " | " << fmt("%.3f%%", 100 * s.cv)
+         << " |\n";
+    }
+  }
+  w = write_file_atomic(out_dir + "/report.md", md.str());
+  if (!w.ok()) return fail(w.to_string());
+  std::cout << md.str();
+  return guaranteed_ok == guaranteed_n ? 0 : 1;
+}
+
+}  // namespace vinci

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The live CUDA evaluator's figures on the GPU machine, in one go: builds vinci (scripts/build_gpu.sh),
+# runs the hostile-plan test and the generated-plan correctness test, then `harness measure` and
+# whatever else the stage names, and packs every log and report into $OUT/figures.tar.gz (one file,
+# so the device tool brings it back whole). A short table is printed last.
+#
+#   bash scripts/gpu_figures.sh STAGE...     STAGE: hostile | cudarun | measure[:ARGS] | eval:ARGS | sh:CMD
+#
+# measure:ARGS passes ARGS (comma-separated) to `harness measure`, e.g. measure:--level,1,--plans,8.
+# Run from the repository root with carry [".deps"]; docs/live_evaluator.md has the command.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-gpu-figures}
+mkdir -p "$out/f"
+figs=$out/f
+pack() { tar -C "$out" -czf "$out/figures.tar.gz" f 2>/dev/null; }
+trap pack EXIT
+t0=$(date +%s)
+if ! VINCI_GPU_CTEST=0 bash scripts/build_gpu.sh -DVINCI_BUILD_BENCH=OFF >"$figs/build.log" 2>&1; then
+  tail -n 40 "$figs/build.log"
+  exit 1
+fi
+echo "build: $(( $(date +%s) - t0 )) s"
+source build-gpu/env.sh
+bin=build-gpu/bin
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$figs/gpu.txt" 2>&1
+cat "$figs/gpu.txt"
+n=0
+for stage in "$@"; do
+  n=$((n + 1))
+  s0=$(date +%s)
+  case "$stage" in
+    hostile)
+      "$bin/gpu_live_test" 2>&1 | tee "$figs/hostile.txt" | grep -E "^\S+ +\S+ +(yes|NO) |OK|FAILED|workers" ;;
+    cudarun)
+      "$bin/gpu_cuda_run_test" 2>&1 | tee "$figs/cudarun.txt" | tail -n 8 ;;
+    measure*)
+      args=${stage#measure}
+      args=${args#:}
+      IFS=, read -r -a a <<<"$args"
+      "$bin/harness" measure --out "$figs/measure$n" --nvrtc-cache /tmp/vinci-nvrtc "${a[@]}" \
+        >"$figs/measure$n.stdout" 2>"$figs/measure$n.log"
+      echo "measure$n: exit $?"
+      grep -E "Guaranteed|Correctness agreement|per minute|Workers" "$figs/measure$n/report.md" ;;
+    eval:*)
+      IFS=, read -r -a a <<<"${stage#eval:}"
+      "$bin/harness" eval "${a[@]}" --nvrtc-cache /tmp/vinci-nvrtc 2>&1 | tee -a "$figs/eval.txt" | tail -c 600; echo ;;
+    sh:*)
+      bash -c "${stage#sh:}" 2>&1 | tee -a "$figs/sh.txt" | tail -n 30 ;;
+    *) echo "unknown stage $stage" ;;
+  esac
+  echo "stage $stage: $(( $(date +%s) - s0 )) s"
+done
