@@ -180,6 +180,11 @@ std::string CudaEvaluator::device_name() const {
   return device_;
 }
 
+std::string CudaEvaluator::arch() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return arch_;
+}
+
 CudaEvaluatorStats CudaEvaluator::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   return stats_;
@@ -201,7 +206,8 @@ Status CudaEvaluator::start_locked() {
                                    "--fd", "3",
                                    "--launch-timeout", number_text(options_.launch_timeout_s),
                                    "--norm-tolerance", number_text(options_.norm_tolerance),
-                                   "--warmups", std::to_string(options_.warmups)};
+                                   "--warmups", std::to_string(options_.warmups),
+                                   "--timing-budget-ms", number_text(options_.timing_budget_s * 1000)};
   if (!options_.task_dir.empty()) args.insert(args.end(), {"--tasks", options_.task_dir});
   if (!options_.nvrtc_cache_dir.empty()) args.insert(args.end(), {"--nvrtc-cache", options_.nvrtc_cache_dir});
   if (!options_.profile_path.empty()) args.insert(args.end(), {"--profile", options_.profile_path});
@@ -253,6 +259,7 @@ Status CudaEvaluator::start_locked() {
     return failed_precondition("the CUDA worker cannot evaluate here: " + j["error"].get<std::string>());
   }
   device_ = j.value("device", std::string("?"));
+  arch_ = j.value("arch", std::string("sm_90"));
   return Status();
 }
 

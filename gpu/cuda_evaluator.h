@@ -39,6 +39,7 @@ struct CudaEvaluatorOptions {
   double launch_timeout_s = 10; // the worker's limit for one launch
   double norm_tolerance = 1e-2;
   int warmups = 3;
+  double timing_budget_s = 0;   // > 0: a slow candidate's sampling stops after this (>= 5 samples)
 };
 
 // Wall-clock figures of the last evaluation and of the evaluator's life: for people, never for
@@ -64,8 +65,9 @@ class CudaEvaluator : public Evaluator {
   Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request) override;
   std::string name() const override { return "cuda"; }
 
-  // The GPU's name (after start).
+  // The GPU's name and NVRTC architecture ("sm_90"), after start.
   std::string device_name() const;
+  std::string arch() const;
   CudaEvaluatorStats stats() const;
 
  private:
@@ -80,6 +82,7 @@ class CudaEvaluator : public Evaluator {
   int to_worker_ = -1;
   int from_worker_ = -1;
   std::string device_;
+  std::string arch_;
   CudaEvaluatorStats stats_;
 };
 

@@ -3,7 +3,7 @@
 // whenever a candidate loses its CUDA context, hangs it or kills it. Not meant to be run by hand.
 //
 //   vinci-cuda-worker --fd N [--tasks DIR] [--nvrtc-cache DIR] [--profile FILE]
-//                     [--launch-timeout S] [--norm-tolerance X] [--warmups N]
+//                     [--launch-timeout S] [--norm-tolerance X] [--warmups N] [--timing-budget-ms X]
 #include <unistd.h>
 
 #include <cstdio>
@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
     else if (a == "--launch-timeout") options.launch_timeout_s = std::atof(v.c_str());
     else if (a == "--norm-tolerance") options.norm_tolerance = std::atof(v.c_str());
     else if (a == "--warmups") options.warmups = std::atoi(v.c_str());
+    else if (a == "--timing-budget-ms") options.timing_budget_ms = std::atof(v.c_str());
     else return usage();
   }
   if (fd < 0) return usage();

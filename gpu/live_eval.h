@@ -44,6 +44,8 @@ struct LiveOptions {
   double l2_flush_multiple = 2;     // the flush buffer is this many times the L2 size
   double norm_tolerance = 1e-2;     // relative L2 error bound beside allclose; 0: off
   double roofline_margin = 1.05;    // flag times below floor / margin
+  double timing_budget_ms = 0;      // > 0: stop sampling a candidate after this much timed
+                                    // wall time (at least 5 samples each); recorded in settings
   int64_t cpu_input_limit = int64_t{1} << 24;  // inputs up to this many elements come from the
                                                // CPU generator (KernelBench-identical); larger
                                                // ones from the device's generator

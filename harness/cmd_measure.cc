@@ -25,6 +25,8 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
+#include <thread>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -42,6 +44,7 @@
 #include "gpu/cuda_evaluator.h"
 #include "gpu/device_profile.h"
 #include "gpu/eval_result.h"
+#include "gpu/nvrtc.h"
 #include "gpu/sim_evaluator.h"
 #include "harness/commands.h"
 
@@ -156,7 +159,7 @@ int cmd_measure(const std::vector<std::string>& args) {
   std::vector<std::string> only;
   int plans_per_task = 8, level = 0, trials = 5, samples = 30, repeat = 0;
   uint64_t seed = 1;
-  double timeout = 600;
+  double timeout = 600, budget = 0, timing_budget = 2;
   po::options_description named("usage: harness measure [--device cuda|sim] [--size full|small] [--plans N] [--task ID ...]");
   named.add_options()
       ("help,h", "print this help")
@@ -171,7 +174,9 @@ int cmd_measure(const std::vector<std::string>& args) {
       ("repeat", po::value<int>(&repeat)->default_value(0), "timing quality: evaluate N default plans of >= 100 us 10 times each")
       ("out", po::value<std::string>(&out_dir)->default_value("measure-out"), "output folder")
       ("timeout", po::value<double>(&timeout)->default_value(600), "cuda: seconds before an evaluation counts as a hang")
-      ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder")
+      ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder; kernels are compiled into it in parallel first")
+      ("budget", po::value<double>(&budget)->default_value(0), "stop starting new tasks after this many seconds (0: none)")
+      ("timing-budget", po::value<double>(&timing_budget)->default_value(2), "cuda: seconds of timed runs per candidate at most (>= 5 samples)")
       ("profile", po::value<std::string>(&profile_file), "device profile for the sim predictions (default h200)")
       ("tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")
       ("no-calibrate", "skip fitting the sim profile to the measurements");
@@ -196,6 +201,7 @@ int cmd_measure(const std::vector<std::string>& args) {
     co.timeout_s = timeout;
     co.nvrtc_cache_dir = nvrtc_cache;
     co.profile_path = profile_file;
+    co.timing_budget_s = timing_budget;
     cuda = std::make_unique<CudaEvaluator>(co);
     Status st = cuda->start();
     if (!st.ok()) return fail(st.to_string());
@@ -225,8 +231,8 @@ int cmd_measure(const std::vector<std::string>& args) {
   EvalRequest sim_req = req;
   sim_req.samples = 1;
 
-  std::vector<Row> rows;
-  Clock::time_point sweep0 = Clock::now();
+  // Every task's plans first, so their kernels can be compiled in parallel before the sweep.
+  std::vector<std::pair<const Task*, std::vector<std::pair<std::string, Plan>>>> work;
   for (const Task* t : tasks) {
     std::vector<std::pair<std::string, Plan>> plans;
     std::set<Digest> seen;
@@ -240,6 +246,53 @@ int cmd_measure(const std::vector<std::string>& args) {
       Result<Plan> p = generate_plan(*t, random_setting(space, s));
       if (!p.ok() || !seen.insert(plan_address(*p)).second) continue;
       plans.emplace_back("g" + std::to_string(++i), *p);
+    }
+    work.emplace_back(t, std::move(plans));
+  }
+  std::vector<double> compile;  // ms per kernel NVRTC compiled
+  double prewarm_s = 0;
+  int prewarm_threads = 0;
+  if (cuda && !nvrtc_cache.empty()) {
+    std::vector<const PlanKernel*> kernels;
+    for (const auto& [t, plans] : work)
+      for (const auto& lp : plans)
+        for (const auto& k : lp.second.kernels) kernels.push_back(&k);
+    NvrtcOptions no;
+    no.arch = cuda->arch();
+    no.cache_dir = nvrtc_cache;
+    NvrtcCompiler compiler(no);
+    std::mutex mu;
+    size_t next = 0;
+    prewarm_threads = std::max(1u, std::thread::hardware_concurrency());
+    Clock::time_point p0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int i = 0; i < prewarm_threads; ++i)
+      pool.emplace_back([&] {
+        for (;;) {
+          const PlanKernel* k;
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (next >= kernels.size()) return;
+            k = kernels[next++];
+          }
+          Result<std::shared_ptr<const CompiledKernel>> c = compiler.compile(k->source, k->name + ".cu");
+          std::lock_guard<std::mutex> lock(mu);
+          if (c.ok() && (*c)->compile_ms > 0) compile.push_back((*c)->compile_ms);
+        }
+      });
+    for (auto& th : pool) th.join();
+    prewarm_s = ms_since(p0) / 1000;
+    std::fprintf(stderr, "NVRTC: %zu kernels (%zu compiled) in %.1f s on %d threads\n", kernels.size(), compile.size(),
+                 prewarm_s, prewarm_threads);
+  }
+
+  std::vector<Row> rows;
+  Clock::time_point sweep0 = Clock::now();
+  bool out_of_budget = false;
+  for (auto& [t, plans] : work) {
+    if (budget > 0 && ms_since(sweep0) > budget * 1000) {
+      out_of_budget = true;
+      break;
     }
     for (auto& [label, plan] : plans) {
       Row row;
@@ -403,7 +456,7 @@ int cmd_measure(const std::vector<std::string>& args) {
        << " | " << fmt("%.3f", after.per_task_mean) << " |\n";
   }
   if (!cal_text.empty()) md << "\n### Calibration (fitted_profile.toml)\n\n```\n" << cal_text << "```\n";
-  std::vector<double> compile, overhead, wall;
+  std::vector<double> overhead, wall;
   for (const Row& r : rows) {
     if (r.compile_ms > 0) compile.push_back(r.compile_ms);
     wall.push_back(r.wall_ms);
@@ -414,12 +467,17 @@ int cmd_measure(const std::vector<std::string>& args) {
   }
   md << "\n## Evaluator cost\n\n";
   md << "| measure | median | p90 |\n|---|---:|---:|\n";
-  md << "| NVRTC compile per plan, ms (cache misses) | " << fmt("%.1f", percentile(compile, 0.5)) << " | "
+  md << "| NVRTC compile per kernel, ms (cache misses) | " << fmt("%.1f", percentile(compile, 0.5)) << " | "
      << fmt("%.1f", percentile(compile, 0.9)) << " |\n";
   md << "| wall time per candidate, ms | " << fmt("%.1f", percentile(wall, 0.5)) << " | " << fmt("%.1f", percentile(wall, 0.9))
      << " |\n";
   md << "| overhead per candidate (wall minus the timed samples), ms | " << fmt("%.1f", percentile(overhead, 0.5)) << " | "
      << fmt("%.1f", percentile(overhead, 0.9)) << " |\n";
+  if (prewarm_threads)
+    md << "\nThe kernels were compiled before the sweep into the shared NVRTC cache, " << prewarm_threads
+       << " at a time: " << compile.size() << " in " << fmt("%.1f", prewarm_s) << " s (the worker then loads them from it).\n";
+  if (out_of_budget)
+    md << "\n**The sweep stopped at its --budget: tasks after " << rows.back().task->id << " were not measured.**\n";
   md << "\nCandidates evaluated: " << rows.size() << " in " << fmt("%.1f", sweep_ms / 1000) << " s: "
      << fmt("%.1f", rows.size() / (sweep_ms / 60000.0)) << " per minute.\n";
   if (cuda) {

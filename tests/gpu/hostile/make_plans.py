@@ -47,7 +47,8 @@ k = ew_kernel("oob", "  if (i < n) y[i + (1LL << 36)] = fmaxf(x[i], 0.f);")
 add("out_of_bounds_write", "illegal_access", "writes 256 GiB past the end of its output",
     plan(RELU, [k], [ew_step("oob")]))
 
-k = ew_kernel("spin", "  volatile int go = 1;\n  while (go) { }\n  if (i < n) y[i] = fmaxf(x[i], 0.f);")
+# An empty loop may be deleted by the compiler (C++ forward progress); a sleep in it may not.
+k = ew_kernel("spin", "  for (;;) __nanosleep(1000);")
 add("infinite_loop", "hang", "never returns", plan(RELU, [k], [ew_step("spin")]))
 
 k = ew_kernel("trap", "  if (i == 0) __trap();\n  if (i < n) y[i] = fmaxf(x[i], 0.f);")
