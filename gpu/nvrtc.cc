@@ -1,5 +1,8 @@
 #include "gpu/nvrtc.h"
 
+#include <algorithm>
+#include <thread>
+
 #include <chrono>
 
 #include <nvrtc.h>
@@ -114,6 +117,32 @@ Result<std::shared_ptr<const CompiledKernel>> NvrtcCompiler::compile(const std::
   ++misses_;
   auto [it, fresh] = memory_.emplace(key, k);
   return it->second;
+}
+
+std::vector<double> precompile(NvrtcCompiler& compiler,
+                               const std::vector<std::pair<std::string, std::string>>& named_sources, int threads) {
+  std::mutex mu;
+  size_t next = 0;
+  std::vector<double> ms;
+  std::vector<std::thread> pool;
+  for (int i = 0; i < std::max(1, threads); ++i)
+    pool.emplace_back([&] {
+      for (;;) {
+        size_t at;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (next >= named_sources.size()) return;
+          at = next++;
+        }
+        int64_t misses = compiler.misses();
+        Result<std::shared_ptr<const CompiledKernel>> c =
+            compiler.compile(named_sources[at].second, named_sources[at].first);
+        std::lock_guard<std::mutex> lock(mu);
+        if (c.ok() && compiler.misses() > misses && (*c)->compile_ms > 0) ms.push_back((*c)->compile_ms);
+      }
+    });
+  for (auto& t : pool) t.join();
+  return ms;
 }
 
 std::string nvrtc_version() {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/hash.h"
@@ -59,6 +60,13 @@ class NvrtcCompiler {
   int64_t hits_ = 0;
   int64_t misses_ = 0;
 };
+
+// Compiles every source (name, source) with `threads` threads into the compiler's caches (its
+// disk cache, where it has one, is what a worker process then loads from). Returns the compile
+// times in ms of the sources that were not cached; sources that fail to compile are skipped (the
+// evaluation reports them).
+std::vector<double> precompile(NvrtcCompiler& compiler,
+                               const std::vector<std::pair<std::string, std::string>>& named_sources, int threads);
 
 // NVRTC's version as "major.minor", for the environment record.
 std::string nvrtc_version();

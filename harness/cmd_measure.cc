@@ -253,34 +253,17 @@ int cmd_measure(const std::vector<std::string>& args) {
   double prewarm_s = 0;
   int prewarm_threads = 0;
   if (cuda && !nvrtc_cache.empty()) {
-    std::vector<const PlanKernel*> kernels;
+    std::vector<std::pair<std::string, std::string>> kernels;
     for (const auto& [t, plans] : work)
       for (const auto& lp : plans)
-        for (const auto& k : lp.second.kernels) kernels.push_back(&k);
+        for (const auto& k : lp.second.kernels) kernels.emplace_back(k.name + ".cu", k.source);
     NvrtcOptions no;
     no.arch = cuda->arch();
     no.cache_dir = nvrtc_cache;
     NvrtcCompiler compiler(no);
-    std::mutex mu;
-    size_t next = 0;
-    prewarm_threads = std::max(1u, std::thread::hardware_concurrency());
+    prewarm_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     Clock::time_point p0 = Clock::now();
-    std::vector<std::thread> pool;
-    for (int i = 0; i < prewarm_threads; ++i)
-      pool.emplace_back([&] {
-        for (;;) {
-          const PlanKernel* k;
-          {
-            std::lock_guard<std::mutex> lock(mu);
-            if (next >= kernels.size()) return;
-            k = kernels[next++];
-          }
-          Result<std::shared_ptr<const CompiledKernel>> c = compiler.compile(k->source, k->name + ".cu");
-          std::lock_guard<std::mutex> lock(mu);
-          if (c.ok() && (*c)->compile_ms > 0) compile.push_back((*c)->compile_ms);
-        }
-      });
-    for (auto& th : pool) th.join();
+    compile = precompile(compiler, kernels, prewarm_threads);
     prewarm_s = ms_since(p0) / 1000;
     std::fprintf(stderr, "NVRTC: %zu kernels (%zu compiled) in %.1f s on %d threads\n", kernels.size(), compile.size(),
                  prewarm_s, prewarm_threads);

@@ -122,7 +122,8 @@ int cmd_run(const std::vector<std::string>& args) {
     m.config_path = exp.config_path;
     m.config_text = exp.effective_toml;
     m.seed = exp.seed;
-    m.world = exp.world;
+    // A run on a real GPU is a live run: its measurements are events replay takes from the log.
+    m.world = exp.device == "cuda" ? "live" : exp.world;
     m.environment = env;
     auto w = RunWriter::create(run_dir, m);
     if (!w.ok()) return fail(w.status().message());

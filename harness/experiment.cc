@@ -172,8 +172,9 @@ Result<Experiment> load_experiment(const std::string& path, const std::vector<st
   return from_config(c, path);
 }
 
-Result<Experiment> experiment_from_text(const std::string& text, const std::string& source) {
-  VINCI_ASSIGN_OR_RETURN(Config c, Config::parse(experiment_schema(), text, source));
+Result<Experiment> experiment_from_text(const std::string& text, const std::string& source,
+                                        const std::vector<std::string>& overrides) {
+  VINCI_ASSIGN_OR_RETURN(Config c, Config::parse(experiment_schema(), text, source, overrides));
   return from_config(c, source);
 }
 

@@ -85,8 +85,9 @@ struct Experiment {
 
 // Reads the config file with --set overrides; errors name file, line and key.
 Result<Experiment> load_experiment(const std::string& path, const std::vector<std::string>& overrides);
-// From effective TOML text (what a recorded run holds).
-Result<Experiment> experiment_from_text(const std::string& text, const std::string& source);
+// From effective TOML text (what a recorded run holds), with optional overrides ("key=value").
+Result<Experiment> experiment_from_text(const std::string& text, const std::string& source,
+                                        const std::vector<std::string>& overrides = {});
 
 }  // namespace vinci
 

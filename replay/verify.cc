@@ -11,6 +11,7 @@
 #include "harness/world.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
+#include "replay/recorded_evaluator.h"
 
 namespace vinci {
 
@@ -28,6 +29,11 @@ Result<VerifyReport> verify_run(const std::string& run_dir, bool force, bool rec
   }
   VINCI_ASSIGN_OR_RETURN(Experiment exp, experiment_from_text(manifest.config_text,
                                                               loc.manifest_path + " (config)"));
+  // A live run's measurements are events: the recorded evaluator answers them from the log (no
+  // GPU is needed to verify). A rescored run's backbone decisions are events too.
+  bool measured = manifest.world == "live" || manifest.world == "rescore";
+  if (manifest.world == "rescore") recorded_backbone = true;
+  if (measured) exp.device = "sim";
   VINCI_ASSIGN_OR_RETURN(std::vector<std::string> expected, read_payloads(run_dir, false));
   size_t n = expected.size();
   // Objects the re-driven loop stores go to a scratch store, never into the run's: the records
@@ -43,6 +49,10 @@ Result<VerifyReport> verify_run(const std::string& run_dir, bool force, bool rec
   ObjectStore store(scratch + "/objects");
   CheckSink sink(std::move(expected), &store, nullptr);
   VINCI_ASSIGN_OR_RETURN(World world, build_world(exp));
+  if (measured) {
+    VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedEvaluator::open(run_dir));
+    world.evaluator = std::move(recorded);
+  }
   if (recorded_backbone) {
     VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedBackbone::open(run_dir));
     world.backbone = std::move(recorded);

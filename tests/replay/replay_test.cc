@@ -122,6 +122,78 @@ TEST(Replay, VerifyWithTheRecordedBackbone) {
   EXPECT_NE(out.find("verified"), std::string::npos) << out;
 }
 
+// Rescoring under the run's own sim profile re-derives the same rewards: no fast_p moves and no
+// verdict flips, and the new run verifies from its own log.
+TEST(Rescore, UnderTheRunsOwnProfileNothingMoves) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root);
+  ASSERT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/same", &out), 0) << out;
+  EXPECT_NE(out.find("## Verdicts that flip (last turn of the final evaluation)\n\nNone."), std::string::npos) << out;
+  EXPECT_EQ(out.find("| +"), std::string::npos) << "a fast_p moved:\n" << out;
+  EXPECT_EQ(out.find("| -"), std::string::npos) << "a fast_p moved:\n" << out;
+  EXPECT_NE(out.find("| **all** |"), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/same", &out), 0) << out;
+  EXPECT_EQ(read_file(root + "/same/drift.md").ok(), true);
+  // An existing folder is refused, not overwritten.
+  EXPECT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/same", &out), 2) << out;
+  EXPECT_NE(out.find("already exists"), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay rescore " + run + " --out " + root + "/x", &out), 2) << out;
+  EXPECT_NE(out.find("--live"), std::string::npos) << out;
+}
+
+// Under another profile (elementwise kernels at a third of their efficiency) speedups move, the
+// new run differs from the old at its first measurement, verifies, and a tampered measurement
+// of it is caught.
+TEST(Rescore, AnotherProfileMovesSpeedupsAndTheNewRunVerifies) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root);
+  std::string profile = read_file(kSrc + "gpu/device_profiles/h200.toml").value();
+  size_t at = profile.find("\nelementwise = ");
+  ASSERT_NE(at, std::string::npos);
+  size_t end = profile.find('\n', at + 1);
+  profile = profile.substr(0, at) + "\nelementwise = 0.33" + profile.substr(end);
+  ASSERT_TRUE(write_file_atomic(root + "/slow_ew.toml", profile).ok());
+  ASSERT_EQ(sh(kBin + "replay rescore " + run + " --device sim --profile " + root + "/slow_ew.toml --out " + root +
+                   "/slow",
+               &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("rescored "), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/slow", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay diff " + run + " " + root + "/slow", &out), 1) << out;
+  EXPECT_NE(out.find("measurement"), std::string::npos) << out;
+  // Tamper: change one measurement's speedup in the new run; the plan's measurements disagree.
+  std::string seg = root + "/slow/log/00000000.vlog";
+  std::string bytes = read_file(seg).value();
+  std::string rebuilt = bytes.substr(0, kSegmentHeaderSize);
+  size_t pos = kSegmentHeaderSize;
+  bool done = false;
+  while (pos < bytes.size()) {
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos, 4);
+    std::string payload = bytes.substr(pos + 8, len);
+    pos += 8 + len;
+    auto view = RecordView::decode(payload);
+    ASSERT_TRUE(view.ok());
+    auto rec = (*view)->message().getRoot<schema::Record>();
+    if (!done && rec.isMeasurement() && rec.getMeasurement().getCorrect()) {
+      capnp::MallocMessageBuilder msg;
+      msg.setRoot(rec);
+      auto m = msg.getRoot<schema::Record>().getMeasurement();
+      m.setSpeedup(m.getSpeedup() * 1.5);
+      payload = encode_message(msg);
+      done = true;
+    }
+    uint32_t n = static_cast<uint32_t>(payload.size()), c = frame_checksum(payload);
+    rebuilt.append(reinterpret_cast<const char*>(&n), 4);
+    rebuilt.append(reinterpret_cast<const char*>(&c), 4);
+    rebuilt += payload;
+  }
+  ASSERT_TRUE(done);
+  ASSERT_TRUE(write_file_atomic(seg, rebuilt).ok());
+  EXPECT_NE(sh(kBin + "replay verify " + root + "/slow", &out), 0) << out;
+}
+
 TEST(Replay, ScoreMatchesWhatTheRunPrinted) {
   std::string out;
   ASSERT_EQ(sh(kBin + "replay score " + kGolden, &out), 0) << out;

@@ -1,0 +1,69 @@
+// `replay rescore RUN (--live | --device sim [--profile FILE]) --out NEW`: every distinct kernel
+// of a run re-measured once on this GPU (or under another sim profile), the run re-derived from
+// those measurements into NEW, and the drift report printed (and written to NEW/drift.md).
+// Exit 0 on success, 2 on error.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "core/cli.h"
+#include "replay/commands.h"
+#include "replay/rescore.h"
+
+namespace vinci {
+
+int cmd_rescore(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  RescoreOptions o;
+  o.device.clear();  // the user must say where: --live or --device
+  po::options_description opts(
+      "usage: replay rescore RUN (--live | --device sim [--profile FILE]) --out NEW [--trials N] [--samples N]");
+  opts.add_options()("help,h", "show this help")(
+      "live", "re-measure on this machine's GPU (the same as --device cuda)")(
+      "device", po::value<std::string>(&o.device), "cuda (this GPU) or sim (the sim device under --profile)")(
+      "profile", po::value<std::string>(&o.profile), "sim: the device profile TOML (default: the run's own)")(
+      "out", po::value<std::string>(&o.out_dir), "the new run's folder (must not exist)")(
+      "trials", po::value<int>(&o.trials)->default_value(0), "correctness trials per plan (0: the run's)")(
+      "samples", po::value<int>(&o.samples)->default_value(0), "timing samples per plan (0: the run's)")(
+      "seed", po::value<uint64_t>(&o.seed)->default_value(0), "seed of the re-measurement's trial inputs")(
+      "timeout", po::value<double>(&o.timeout_s)->default_value(600), "cuda: seconds before a candidate counts as hung")(
+      "timing-budget", po::value<double>(&o.timing_budget_s)->default_value(0),
+      "cuda: at most this many seconds of timed runs per plan (>= 5 samples; 0: no cap)")(
+      "nvrtc-cache", po::value<std::string>(&o.nvrtc_cache_dir), "cuda: NVRTC cache folder (kernels compiled in parallel first)")(
+      "force", "rescore even under numeric settings that differ from the run's");
+  po::variables_map vm;
+  if (auto stop = parse_options("replay rescore", args, opts, {{"run", 1}}, &vm)) return *stop;
+  if (!vm.count("run") || o.out_dir.empty()) {
+    std::cerr << "replay rescore: expected a run folder and --out NEW\n" << opts;
+    return 2;
+  }
+  if (vm.count("live")) {
+    if (!o.device.empty() && o.device != "cuda") {
+      std::cerr << "replay rescore: --live and --device " << o.device << " exclude each other\n";
+      return 2;
+    }
+    o.device = "cuda";
+  }
+  if (o.device.empty()) {
+    std::cerr << "replay rescore: say where to measure: --live (this GPU) or --device sim --profile FILE\n";
+    return 2;
+  }
+  o.force = vm.count("force") > 0;
+  bool tty = isatty(2);
+  auto rep = rescore_run(vm["run"].as<std::string>(), o, [&](uint64_t d, uint64_t t, const std::string& line) {
+    if (tty) std::fprintf(stderr, "\r[%llu/%llu] %-60s", (unsigned long long)d, (unsigned long long)t, line.c_str());
+    else if (d == t || d % 100 == 0) std::fprintf(stderr, "[%llu/%llu] %s\n", (unsigned long long)d, (unsigned long long)t, line.c_str());
+  });
+  if (tty) std::fprintf(stderr, "\n");
+  if (!rep.ok()) {
+    std::cerr << "replay rescore: " << rep.status().to_string() << "\n";
+    return 2;
+  }
+  std::cout << rep->drift_markdown << "\n"
+            << "rescored " << rep->distinct_plans << " distinct plans (" << rep->measured << " measured) on "
+            << rep->device << " in " << rep->measure_seconds << " s; the new run " << o.out_dir << " has "
+            << rep->records << " records, digest " << rep->digest.hex() << " (" << rep->seconds << " s in all)\n";
+  return 0;
+}
+
+}  // namespace vinci

@@ -1,0 +1,352 @@
+#include "replay/rescore.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include <capnp/message.h>
+
+#include "agents/recorded_backbone.h"
+#include "core/atomic_file.h"
+#include "gpu/calibration.h"
+#include "gpu/codegen.h"
+#include "gpu/cuda_evaluator.h"
+#include "gpu/device_profile.h"
+#include "gpu/nvrtc.h"
+#include "gpu/sim_evaluator.h"
+#include "harness/record_sink.h"
+#include "harness/trainer.h"
+#include "harness/world.h"
+#include "recorder/object_store.h"
+#include "recorder/run.h"
+#include "recorder/vinci.capnp.h"
+#include "replay/run_data.h"
+
+namespace vinci {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  return median(std::move(v));
+}
+
+// The recorded run's decisions, with the run's own backbone behind them for calls the log
+// cannot answer. Parameter digests and losses are the recorded ones: the decisions, not a network
+// trained on the new rewards, are what the new run keeps.
+class RescoreBackbone : public Backbone {
+ public:
+  RescoreBackbone(std::unique_ptr<RecordedBackbone> recorded, Backbone* fallback)
+      : recorded_(std::move(recorded)), fallback_(fallback) {}
+
+  std::string kind() const override { return "recorded"; }
+  Result<PolicySample> sample_policy(const PolicyInput& in, const RngKey& key, bool greedy) override {
+    Result<PolicySample> r = recorded_->sample_policy(in, key, greedy);
+    if (r.ok() || r.status().code() != StatusCode::kNotFound) return r;
+    ++fallbacks_;
+    return fallback_->sample_policy(in, key, greedy);
+  }
+  Result<SelectionSample> sample_selection(const SelectionInput& in, const RngKey& key, bool greedy) override {
+    Result<SelectionSample> r = recorded_->sample_selection(in, key, greedy);
+    if (r.ok() || r.status().code() != StatusCode::kNotFound) return r;
+    ++fallbacks_;
+    return fallback_->sample_selection(in, key, greedy);
+  }
+  Result<SummarySample> sample_summary(const SummaryInput& in, const RngKey& key, bool greedy) override {
+    Result<SummarySample> r = recorded_->sample_summary(in, key, greedy);
+    if (r.ok() || r.status().code() != StatusCode::kNotFound) return r;
+    ++fallbacks_;
+    return fallback_->sample_summary(in, key, greedy);
+  }
+  Result<UpdateStats> update(const std::vector<Experience>& batch) override {
+    VINCI_RETURN_IF_ERROR(fallback_->update(batch).status());
+    return recorded_->update(batch);
+  }
+  Digest parameter_digest() const override { return recorded_->parameter_digest(); }
+  uint64_t fallbacks() const { return fallbacks_.load(); }
+
+ private:
+  std::unique_ptr<RecordedBackbone> recorded_;
+  Backbone* fallback_;
+  std::atomic<uint64_t> fallbacks_{0};
+};
+
+// Answers every evaluation with the plan's one new measurement, measuring plans it has not seen.
+class RemeasuredEvaluator : public Evaluator {
+ public:
+  RemeasuredEvaluator(std::map<Digest, EvalResult>* results, Evaluator* device, EvalRequest request)
+      : results_(results), device_(device), request_(request) {}
+
+  Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest&) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Digest a = plan_address(plan);
+    auto it = results_->find(a);
+    if (it != results_->end()) return it->second;
+    VINCI_ASSIGN_OR_RETURN(EvalResult r, device_->evaluate(task, plan, request_));
+    ++new_plans_;
+    return results_->emplace(a, std::move(r)).first->second;
+  }
+  std::string name() const override { return device_->name(); }
+  uint64_t new_plans() const { return new_plans_; }
+
+ private:
+  std::mutex mu_;
+  std::map<Digest, EvalResult>* results_;
+  Evaluator* device_;
+  EvalRequest request_;
+  uint64_t new_plans_ = 0;
+};
+
+struct PlanSeen {
+  std::string task;
+  EvalResult recorded;  // the first recorded measurement of the plan
+};
+
+std::string drift_report(const std::string& run_dir, const std::string& out_dir, const Experiment& exp,
+                         const std::map<Digest, PlanSeen>& seen, const std::map<Digest, EvalResult>& now,
+                         const std::string& device, uint64_t fallbacks) {
+  std::ostringstream md;
+  md << "# Drift: `" << run_dir << "` re-measured on " << device << "\n\n";
+  md << "The new run is `" << out_dir << "`. Speedups are over the plans each task's measurements name; "
+     << "\"both\" counts plans correct in the recorded run and here.\n\n";
+  // Per task: the plans' speedups recorded vs now.
+  std::map<std::string, std::vector<std::pair<const EvalResult*, const EvalResult*>>> by_task;
+  for (const auto& [a, s] : seen) {
+    auto it = now.find(a);
+    if (it != now.end()) by_task[s.task].emplace_back(&s.recorded, &it->second);
+  }
+  md << "| task | plans | correct recorded | correct here | both | median speedup recorded | median here | "
+        "median ratio here/recorded | Spearman |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+  int n_all = 0, rec_ok_all = 0, now_ok_all = 0, both_all = 0;
+  std::vector<double> ratios_all;
+  for (const auto& [task, pairs] : by_task) {
+    int rec_ok = 0, now_ok = 0;
+    std::vector<double> rs, ns, ratios, brs, bns;
+    for (const auto& [r, n] : pairs) {
+      rec_ok += r->correct;
+      now_ok += n->correct;
+      if (r->correct) rs.push_back(r->speedup);
+      if (n->correct) ns.push_back(n->speedup);
+      if (r->correct && n->correct && r->speedup > 0) {
+        ratios.push_back(n->speedup / r->speedup);
+        brs.push_back(r->speedup);
+        bns.push_back(n->speedup);
+      }
+    }
+    double sp = brs.size() >= 3 ? spearman(brs, bns) : std::nan("");
+    md << "| " << task << " | " << pairs.size() << " | " << rec_ok << " | " << now_ok << " | " << ratios.size() << " | "
+       << fmt("%.3g", median_of(rs)) << " | " << fmt("%.3g", median_of(ns)) << " | " << fmt("%.3g", median_of(ratios))
+       << " | " << fmt("%.2f", sp) << " |\n";
+    n_all += static_cast<int>(pairs.size());
+    rec_ok_all += rec_ok;
+    now_ok_all += now_ok;
+    both_all += static_cast<int>(ratios.size());
+    ratios_all.insert(ratios_all.end(), ratios.begin(), ratios.end());
+  }
+  md << "| **all** | " << n_all << " | " << rec_ok_all << " | " << now_ok_all << " | " << both_all << " | | | "
+     << fmt("%.3g", median_of(ratios_all)) << " | |\n\n";
+
+  Result<RunData> before = read_run_data(run_dir);
+  Result<RunData> after = read_run_data(out_dir);
+  if (before.ok() && after.ok() && !before->eval.empty() && !after->eval.empty()) {
+    const auto& b = before->eval.rbegin()->second;
+    const auto& a = after->eval.rbegin()->second;
+    md << "## fast_p of the final evaluation (held-out tasks, step " << before->eval.rbegin()->first << ")\n\n";
+    md << "| turn | level | p | recorded | here | change |\n|---|---|---:|---:|---:|---:|\n";
+    for (TurnMode m : {TurnMode::kLast, TurnMode::kBest}) {
+      std::vector<FastP> fb = fast_p(b, exp.thresholds, m, Denominator::kAll);
+      std::vector<FastP> fa = fast_p(a, exp.thresholds, m, Denominator::kAll);
+      for (size_t i = 0; i < fb.size() && i < fa.size(); ++i) {
+        md << "| " << (m == TurnMode::kLast ? "last" : "best") << " | "
+           << (fb[i].level ? "L" + std::to_string(fb[i].level) : std::string("all")) << " | " << fmt("%g", fb[i].threshold)
+           << " | " << fmt("%.1f", 100 * fb[i].value()) << " | " << fmt("%.1f", 100 * fa[i].value()) << " | "
+           << fmt("%+.1f", 100 * (fa[i].value() - fb[i].value())) << " |\n";
+      }
+    }
+    md << "\n## Verdicts that flip (last turn of the final evaluation)\n\n";
+    int flips = 0;
+    for (size_t i = 0; i < b.size() && i < a.size(); ++i) {
+      TurnOutcome ob = pick_turn(b[i].turns, TurnMode::kLast);
+      TurnOutcome oa = pick_turn(a[i].turns, TurnMode::kLast);
+      for (double p : exp.thresholds) {
+        bool pb = ob.correct && ob.speedup >= p, pa = oa.correct && oa.speedup >= p;
+        if (pb == pa) continue;
+        ++flips;
+        md << "- " << b[i].task << " at p = " << fmt("%g", p) << ": " << (pb ? "pass" : "fail") << " -> "
+           << (pa ? "pass" : "fail") << " (recorded " << (ob.correct ? fmt("%.3gx", ob.speedup) : "wrong") << ", here "
+           << (oa.correct ? fmt("%.3gx", oa.speedup) : "wrong") << ")\n";
+      }
+    }
+    if (!flips) md << "None.\n";
+  }
+  md << "\nBackbone calls the recorded run could not answer (its own backbone answered): " << fallbacks << ".\n";
+  return md.str();
+}
+
+}  // namespace
+
+Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptions& options,
+                                  const RescoreProgress& progress) {
+  Clock::time_point start = Clock::now();
+  pin_numeric_settings();
+  if (options.device != "cuda" && options.device != "sim")
+    return invalid_argument("rescore: the device must be cuda or sim, found '" + options.device + "'");
+  if (options.out_dir.empty()) return invalid_argument("rescore: no output run folder");
+  struct stat st;
+  if (::stat(options.out_dir.c_str(), &st) == 0)
+    return invalid_argument("rescore: " + options.out_dir + " already exists (choose a new --out)");
+  RunLocation loc = RunLocation::of(run_dir);
+  VINCI_ASSIGN_OR_RETURN(ManifestInfo manifest, read_manifest(loc.manifest_path));
+  if (!manifest.completed)
+    return failed_precondition("run " + run_dir + " did not finish: rescore needs a completed run");
+  auto diffs = numeric_differences(manifest.environment, capture_environment());
+  if (!diffs.empty() && !options.force) {
+    std::string msg = "run " + run_dir + " was recorded under other numeric settings (use --force to rescore anyway):";
+    for (const auto& d : diffs) msg += "\n  " + d;
+    return failed_precondition(msg);
+  }
+  std::vector<std::string> overrides = {"device.kind=" + options.device};
+  if (options.device == "sim" && !options.profile.empty()) overrides.push_back("device.profile=" + options.profile);
+  VINCI_ASSIGN_OR_RETURN(Experiment exp,
+                         experiment_from_text(manifest.config_text, loc.manifest_path + " (config)", overrides));
+  Experiment sim_exp = exp;  // the suite, seed library and backbone; no device is started here
+  sim_exp.device = "sim";
+  VINCI_ASSIGN_OR_RETURN(World world, build_world(sim_exp));
+
+  // 1. The run's distinct plans and their first recorded measurement.
+  ObjectStore parent_store(loc.store_dir);
+  std::map<Digest, PlanSeen> seen;
+  {
+    VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
+    while (RecordView* view = reader->next()) {
+      auto r = view->message().getRoot<schema::Record>();
+      if (!r.isMeasurement()) continue;
+      VINCI_ASSIGN_OR_RETURN(EvalResult e, from_measurement(r.getMeasurement()));
+      if (seen.count(e.plan)) continue;
+      PlanSeen s;
+      s.task = r.getTask().cStr();
+      s.recorded = std::move(e);
+      seen.emplace(s.recorded.plan, std::move(s));
+    }
+    VINCI_RETURN_IF_ERROR(reader->status());
+    if (reader->damage()) return corruption("run " + run_dir + ": " + reader->damage()->to_string());
+  }
+  std::vector<std::pair<const Task*, Plan>> plans;
+  for (const auto& [a, s] : seen) {
+    const Task* task = world.suite.find(s.task);
+    if (!task) return not_found("run " + run_dir + " measured task '" + s.task + "', which this suite lacks");
+    VINCI_ASSIGN_OR_RETURN(StoredObject obj, parent_store.get(a));
+    VINCI_ASSIGN_OR_RETURN(Plan plan, parse_plan(obj.bytes));
+    plans.emplace_back(task, std::move(plan));
+  }
+
+  // 2. Measure each once.
+  std::unique_ptr<Evaluator> device;
+  std::string device_name;
+  CudaEvaluator* cuda = nullptr;
+  if (options.device == "cuda") {
+    CudaEvaluatorOptions co;
+    co.task_dir = exp.task_dir.empty() ? default_task_dir() : exp.task_dir;
+    co.timeout_s = options.timeout_s;
+    co.timing_budget_s = options.timing_budget_s;
+    co.nvrtc_cache_dir = options.nvrtc_cache_dir;
+    auto c = std::make_unique<CudaEvaluator>(co);
+    VINCI_RETURN_IF_ERROR(c->start());
+    device_name = c->device_name();
+    cuda = c.get();
+    device = std::move(c);
+  } else {
+    std::string path = !options.profile.empty()            ? options.profile
+                       : !exp.device_profile.empty()        ? exp.device_profile
+                                                            : profile_path("h200");
+    VINCI_ASSIGN_OR_RETURN(DeviceProfile profile, load_device_profile(path));
+    device_name = "sim profile " + path;
+    SimEvaluatorOptions so;
+    so.noise = exp.noise;
+    device = std::make_unique<SimEvaluator>(std::move(profile), so);
+  }
+  if (cuda && !options.nvrtc_cache_dir.empty()) {
+    std::vector<std::pair<std::string, std::string>> sources;
+    for (const auto& [t, p] : plans)
+      for (const auto& k : p.kernels) sources.emplace_back(k.name + ".cu", k.source);
+    NvrtcOptions no;
+    no.arch = cuda->arch();
+    no.cache_dir = options.nvrtc_cache_dir;
+    NvrtcCompiler compiler(no);
+    precompile(compiler, sources, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  }
+  EvalRequest req;
+  req.size = exp.size == "full" ? SizeName::kFull : SizeName::kSmall;
+  req.seed = options.seed;
+  req.trials = options.trials > 0 ? options.trials : exp.trials;
+  req.samples = options.samples > 0 ? options.samples : exp.timing_samples;
+  std::map<Digest, EvalResult> results;
+  uint64_t done = 0;
+  for (const auto& [task, plan] : plans) {
+    VINCI_ASSIGN_OR_RETURN(EvalResult r, device->evaluate(*task, plan, req));
+    ++done;
+    if (progress) {
+      char line[200];
+      std::snprintf(line, sizeof line, "%s %s %s %.3gx", task->id.c_str(), r.plan.hex().substr(0, 8).c_str(),
+                    r.correct ? "ok" : "wrong", r.speedup);
+      progress(done, plans.size(), line);
+    }
+    results.emplace(r.plan, std::move(r));
+  }
+  RescoreReport rep;
+  rep.distinct_plans = plans.size();
+  rep.device = device_name;
+  rep.measure_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+
+  // 3. Re-drive into the new run.
+  VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedBackbone::open(run_dir));
+  RescoreBackbone backbone(std::move(recorded), world.backbone.get());
+  RemeasuredEvaluator evaluator(&results, device.get(), req);
+  ManifestInfo m;
+  m.name = manifest.name;
+  m.config_path = manifest.config_path;
+  m.config_text = exp.effective_toml;
+  m.seed = manifest.seed;
+  m.world = "rescore";
+  m.environment = capture_environment();
+  m.parent_run = run_dir + " " + manifest.run_digest.hex();
+  m.annotations["rescore.device"] = device_name;
+  VINCI_ASSIGN_OR_RETURN(auto writer, RunWriter::create(options.out_dir, m));
+  WriteSink sink(writer.get());
+  Result<TrainerOutput> out =
+      run_experiment(exp, world.suite, evaluator, backbone, world.seed_library, sink, nullptr);
+  if (!out.ok()) {
+    (void)writer->flush();
+    return Status(out.status().code(), "rescore: re-driving the run failed: " + out.status().message() +
+                                           " (the partial run is in " + options.out_dir + ")");
+  }
+  VINCI_RETURN_IF_ERROR(writer->finish());
+  rep.measured = plans.size() + evaluator.new_plans();
+  rep.fallback_calls = backbone.fallbacks();
+  rep.records = writer->record_count();
+  rep.digest = writer->digest();
+  rep.drift_markdown = drift_report(run_dir, options.out_dir, exp, seen, results, device_name, rep.fallback_calls);
+  VINCI_RETURN_IF_ERROR(write_file_atomic(options.out_dir + "/drift.md", rep.drift_markdown));
+  rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return rep;
+}
+
+}  // namespace vinci

@@ -1,0 +1,60 @@
+// `replay rescore`: a recorded run's kernels re-measured on another device, and the run re-derived
+// from those measurements.
+//
+// 1. Every distinct plan the run measured (by content address) is evaluated once on the chosen
+//    device: the live GPU (cuda) or a sim device profile (a calibrated one, say).
+// 2. The run is re-driven with the backbone's decisions kept as recorded (they are events: the
+//    backbone is answered from the log, as for an external model) and every measurement replaced
+//    by the new one; every derived value (rewards, advantages, selections, verification verdicts,
+//    library snapshots, metrics) is recomputed from them. Where a recomputed branch asks the
+//    backbone something the run never asked (a summary triggered only under the new timings),
+//    the run's own sim backbone answers, and the report counts those calls.
+// 3. The result is a new run (world "rescore", parent = the old run and its digest) that
+//    `replay verify` re-derives from its own log, and a drift report: per task, recorded vs new
+//    speedup of its plans; fast_p of the final evaluation before and after; which task verdicts
+//    flip at each threshold.
+#ifndef VINCI_REPLAY_RESCORE_H_
+#define VINCI_REPLAY_RESCORE_H_
+
+#include <functional>
+#include <string>
+
+#include "core/hash.h"
+#include "core/status.h"
+
+namespace vinci {
+
+struct RescoreOptions {
+  std::string out_dir;          // the new run's folder (must not exist)
+  std::string device = "cuda";  // cuda | sim
+  std::string profile;          // sim: the device profile TOML (default: the run's own)
+  int trials = 0;               // 0: the run's device.trials
+  int samples = 0;              // 0: the run's device.timing_samples
+  uint64_t seed = 0;            // seed of the re-measurement's trial inputs
+  // cuda
+  double timeout_s = 600;
+  double timing_budget_s = 0;
+  std::string nvrtc_cache_dir;
+  bool force = false;           // re-drive under numeric settings that differ from the run's
+};
+
+struct RescoreReport {
+  uint64_t distinct_plans = 0;
+  uint64_t measured = 0;        // plans evaluated (distinct plans plus any new ones)
+  uint64_t fallback_calls = 0;  // backbone calls the recorded run could not answer
+  uint64_t records = 0;
+  Digest digest;
+  std::string device;           // what the measurements came from
+  std::string drift_markdown;   // also written to <out>/drift.md
+  double measure_seconds = 0;
+  double seconds = 0;
+};
+
+using RescoreProgress = std::function<void(uint64_t done, uint64_t total, const std::string& line)>;
+
+Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptions& options,
+                                  const RescoreProgress& progress = nullptr);
+
+}  // namespace vinci
+
+#endif  // VINCI_REPLAY_RESCORE_H_
