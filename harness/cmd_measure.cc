@@ -157,6 +157,7 @@ FamilyCorrelation correlate(const std::vector<const Row*>& rows,
 int cmd_measure(const std::vector<std::string>& args) {
   std::string device = "cuda", size = "full", out_dir = "measure-out", task_dir, nvrtc_cache, profile_file;
   std::vector<std::string> only;
+  std::string from;
   int plans_per_task = 8, level = 0, trials = 5, samples = 30, repeat = 0;
   uint64_t seed = 1;
   double timeout = 600, budget = 0, timing_budget = 2;
@@ -168,6 +169,7 @@ int cmd_measure(const std::vector<std::string>& args) {
       ("plans", po::value<int>(&plans_per_task)->default_value(8), "generated plans per task beside the default plan")
       ("task", po::value<std::vector<std::string>>(&only), "only these tasks (repeatable)")
       ("level", po::value<int>(&level)->default_value(0), "only tasks of this level (0: all)")
+      ("from", po::value<std::string>(&from), "only tasks whose id sorts at or after this one (resume a sweep)")
       ("seed", po::value<uint64_t>(&seed)->default_value(1), "seed of the generated settings and the trial inputs")
       ("trials", po::value<int>(&trials)->default_value(5), "correctness trials per plan")
       ("samples", po::value<int>(&samples)->default_value(30), "timing samples per plan (each of kernel and reference)")
@@ -217,6 +219,7 @@ int cmd_measure(const std::vector<std::string>& args) {
   for (const Task& t : suite->tasks) {
     if (!wanted.empty() && !wanted.count(t.id)) continue;
     if (level && t.level != level) continue;
+    if (!from.empty() && t.id < from) continue;
     tasks.push_back(&t);
   }
   std::sort(tasks.begin(), tasks.end(), [](const Task* a, const Task* b) { return a->id < b->id; });

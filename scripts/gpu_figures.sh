@@ -4,9 +4,13 @@
 # whatever else the stage names, and packs every log and report into $OUT/figures.tar.gz (one file,
 # so the device tool brings it back whole). A short table is printed last.
 #
-#   bash scripts/gpu_figures.sh STAGE...     STAGE: hostile | cudarun | measure[:ARGS] | eval:ARGS | sh:CMD
+#   bash scripts/gpu_figures.sh STAGE...
+#     STAGE: hostile | cudarun | measure[:ARGS] | rescore[:ARGS] | eval:ARGS | sh:CMD
 #
-# measure:ARGS passes ARGS (comma-separated) to `harness measure`, e.g. measure:--level,1,--plans,8.
+# measure:ARGS passes ARGS (comma-separated) to `harness measure`, e.g. measure:--level,1,--plans,8;
+# with VINCI_DEADLINE=S (seconds from the start of this script) a measure stage gets a --budget
+# that ends it in time. rescore:ARGS records a short sim run of experiments/main.toml (ARGS are
+# its --set overrides) and re-measures its kernels with `replay rescore --live`.
 # Run from the repository root with carry [".deps"]; docs/live_evaluator.md has the command.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,10 +42,27 @@ for stage in "$@"; do
       args=${stage#measure}
       args=${args#:}
       IFS=, read -r -a a <<<"$args"
+      if [ -n "${VINCI_DEADLINE:-}" ]; then
+        a+=(--budget "$(( VINCI_DEADLINE - ($(date +%s) - t0) - 45 ))")
+      fi
       "$bin/harness" measure --out "$figs/measure$n" --nvrtc-cache /tmp/vinci-nvrtc "${a[@]}" \
         >"$figs/measure$n.stdout" 2>"$figs/measure$n.log"
       echo "measure$n: exit $?"
       grep -E "Guaranteed|Correctness agreement|per minute|Workers" "$figs/measure$n/report.md" ;;
+    rescore*)
+      args=${stage#rescore}
+      args=${args#:}
+      sets=()
+      IFS=, read -r -a a <<<"${args:-loop.steps=1,loop.batch_tasks=4,loop.rollouts=2,eval.every=1}"
+      for x in "${a[@]}"; do sets+=(--set "$x"); done
+      rm -rf /tmp/vinci-rescore
+      "$bin/harness" run experiments/main.toml "${sets[@]}" --out /tmp/vinci-rescore >"$figs/rescore_run.log" 2>&1
+      echo "sim run: exit $?"
+      "$bin/replay" rescore /tmp/vinci-rescore/main --live --out "$figs/rescored/main" --trials 2 --samples 5 \
+        --timing-budget 0.3 --nvrtc-cache /tmp/vinci-nvrtc >"$figs/drift.txt" 2>"$figs/rescore.log"
+      echo "rescore: exit $?"
+      tail -n 3 "$figs/drift.txt"
+      "$bin/replay" verify "$figs/rescored/main" 2>&1 | tee -a "$figs/drift.txt" ;;
     eval:*)
       IFS=, read -r -a a <<<"${stage#eval:}"
       "$bin/harness" eval "${a[@]}" --nvrtc-cache /tmp/vinci-nvrtc 2>&1 | tee -a "$figs/eval.txt" | tail -c 600; echo ;;
