@@ -672,7 +672,25 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
         // A second run on the same inputs, at the same addresses, must be bit-identical.
         auto again = values_for(task, plan, inst->sizes(), cx, weights);
         torch::Tensor out2 = run(plan, loaded, *inst, again, Mode::kCheck);
-        if (!bitwise_equal(out, out2))
+        bool repeatable = bitwise_equal(out, out2);
+        if (!repeatable && !plan.library_only() && std::any_of(plan.steps.begin(), plan.steps.end(), [](const PlanStep& s) {
+              return s.kind == "library";
+            })) {
+          // The plan's library steps are the reference's own ops; where those are not
+          // repeatable (cuDNN's transposed convolutions accumulate with atomics), neither is any
+          // plan built on them: the repeat must then agree within the tolerance instead.
+          Result<at::Tensor> ref2 = inst->run(x);
+          if (!ref2.ok()) return internal_error("task " + task.id + ": the reference failed: " + ref2.status().message());
+          if (!bitwise_equal(*ref, *ref2)) {
+            Comparison again_c = compare(out2, *ref, tol, options.norm_tolerance);
+            if (again_c.ok) {
+              repeatable = true;
+              r.flags.push_back("reference not repeatable: the plan's library steps neither; its repeat was compared "
+                                "within the tolerance");
+            }
+          }
+        }
+        if (!repeatable)
           fail("nondeterministic",
                "a second run on the same inputs gave a different output (max difference " +
                    number_text(is_float(out) ? (out - out2).abs().nan_to_num(1e30).max().item<double>() : 1) +

@@ -156,7 +156,7 @@ FamilyCorrelation correlate(const std::vector<const Row*>& rows,
 
 int cmd_measure(const std::vector<std::string>& args) {
   std::string device = "cuda", size = "full", out_dir = "measure-out", task_dir, nvrtc_cache, profile_file;
-  std::vector<std::string> only;
+  std::vector<std::string> only, from_files;
   std::string from;
   int plans_per_task = 8, level = 0, trials = 5, samples = 30, repeat = 0;
   uint64_t seed = 1;
@@ -181,7 +181,9 @@ int cmd_measure(const std::vector<std::string>& args) {
       ("timing-budget", po::value<double>(&timing_budget)->default_value(2), "cuda: seconds of timed runs per candidate at most (>= 5 samples)")
       ("profile", po::value<std::string>(&profile_file), "device profile for the sim predictions (default h200)")
       ("tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")
-      ("no-calibrate", "skip fitting the sim profile to the measurements");
+      ("no-calibrate", "skip fitting the sim profile to the measurements")
+      ("from-measurements", po::value<std::vector<std::string>>(&from_files),
+       "rebuild the report from earlier sweeps' measurements.jsonl (repeatable) instead of measuring");
   po::variables_map vm;
   if (auto rc = parse_options("harness measure", args, named, {}, &vm)) return *rc;
   if (device != "cuda" && device != "sim") return fail("--device: expected cuda or sim, found '" + device + "'");
@@ -197,7 +199,7 @@ int cmd_measure(const std::vector<std::string>& args) {
   SimEvaluator sim(*profile);
   std::unique_ptr<CudaEvaluator> cuda;
   Evaluator* ev = &sim;
-  if (device == "cuda") {
+  if (device == "cuda" && from_files.empty()) {
     CudaEvaluatorOptions co;
     co.task_dir = task_dir.empty() ? default_task_dir() : task_dir;
     co.timeout_s = timeout;
@@ -275,6 +277,62 @@ int cmd_measure(const std::vector<std::string>& args) {
   std::vector<Row> rows;
   Clock::time_point sweep0 = Clock::now();
   bool out_of_budget = false;
+  // --from-measurements: the rows of earlier sweeps instead of a new one (the sim side, the
+  // calibration and the report are recomputed).
+  for (const std::string& file : from_files) {
+    std::ifstream in(file);
+    if (!in) return fail("--from-measurements: cannot open " + file);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      if (line.empty()) continue;
+      std::string where = file + ":" + std::to_string(n);
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object()) return fail(where + ": not a JSON object");
+      try {
+        Row row;
+        row.task = suite->find(j.at("task").get<std::string>());
+        if (!row.task) return fail(where + ": no task '" + j.at("task").get<std::string>() + "' in the suite");
+        if (j.at("size").get<std::string>() != size)
+          return fail(where + ": measured at size '" + j.at("size").get<std::string>() + "', this report is for '" + size + "'");
+        Result<Plan> p = generate_plan(*row.task, j.at("knobs").get<std::map<std::string, std::string>>());
+        if (!p.ok()) return fail(where + ": " + p.status().to_string());
+        if (plan_address(*p).hex() != j.at("plan_address").get<std::string>())
+          return fail(where + ": the knobs generate plan " + plan_address(*p).hex() + ", the row measured " +
+                      j.at("plan_address").get<std::string>() + " (another code generator?)");
+        row.plan = *p;
+        row.label = j.at("label").get<std::string>();
+        row.guaranteed = guaranteed(row.plan);
+        row.family = plan_family(row.plan);
+        const nlohmann::json& l = j.at("live");
+        row.live.evaluator = device;
+        row.live.device = j.value("device", std::string());
+        row.live.plan = plan_address(row.plan);
+        row.live.size = size;
+        row.live.compiled = l.at("compiled").get<bool>();
+        row.live.correct = l.at("correct").get<bool>();
+        row.live.error = l.at("error").get<std::string>();
+        row.live.flags = l.at("flags").get<std::vector<std::string>>();
+        row.live.kernel_times_us = l.at("kernel_times_us").get<std::vector<double>>();
+        row.live.reference_times_us = l.at("reference_times_us").get<std::vector<double>>();
+        row.live.time_coverage = l.at("time_coverage").get<double>();
+        row.live.finalize();
+        row.wall_ms = j.at("wall_ms").get<double>();
+        row.compile_ms = j.at("compile_ms").get<double>();
+        row.eval_ms = j.at("eval_ms").get<double>();
+        Result<EvalResult> pred = sim.evaluate(*row.task, row.plan, sim_req);
+        if (!pred.ok()) return fail(where + " (sim): " + pred.status().to_string());
+        row.sim = *pred;
+        jsonl << row_json(row).dump() << "\n";
+        rows.push_back(std::move(row));
+      } catch (const nlohmann::json::exception& e) {
+        return fail(where + ": " + e.what());
+      }
+    }
+  }
+  if (!from_files.empty()) {
+    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.task->id < b.task->id; });
+    work.clear();
+  }
   for (auto& [t, plans] : work) {
     if (budget > 0 && ms_since(sweep0) > budget * 1000) {
       out_of_budget = true;
@@ -309,6 +367,10 @@ int cmd_measure(const std::vector<std::string>& args) {
     }
   }
   double sweep_ms = ms_since(sweep0);
+  if (!from_files.empty()) {  // the sweeps' own time, not this rebuild's
+    sweep_ms = 0;
+    for (const Row& r : rows) sweep_ms += r.wall_ms;
+  }
 
   // Timing quality: one kernel's median, evaluated 10 times in a row.
   struct Spread {
@@ -373,6 +435,11 @@ int cmd_measure(const std::vector<std::string>& args) {
   md << "# `harness measure` on " << dev << "\n\n";
   md << "Size `" << size << "`, " << plans_per_task << " generated plans per task beside the default, " << trials
      << " trials, " << samples << " timing samples each of kernel and reference, seed " << seed << ".\n\n";
+  if (!from_files.empty()) {
+    md << "Rebuilt from earlier sweeps (their own settings apply):";
+    for (const auto& f : from_files) md << " `" << f << "`";
+    md << ".\n\n";
+  }
   md << "| task | reference us | default us | default x | best generated x | correct / plans | guaranteed wrong |\n";
   md << "|---|---:|---:|---:|---:|---:|---|\n";
   int guaranteed_n = 0, guaranteed_ok = 0, risky_n = 0, risky_ok = 0, agree = 0, compared = 0;

@@ -60,19 +60,19 @@ class RescoreBackbone : public Backbone {
   std::string kind() const override { return "recorded"; }
   Result<PolicySample> sample_policy(const PolicyInput& in, const RngKey& key, bool greedy) override {
     Result<PolicySample> r = recorded_->sample_policy(in, key, greedy);
-    if (r.ok() || r.status().code() != StatusCode::kNotFound) return r;
+    if (r.ok() || !unanswerable(r.status())) return r;
     ++fallbacks_;
     return fallback_->sample_policy(in, key, greedy);
   }
   Result<SelectionSample> sample_selection(const SelectionInput& in, const RngKey& key, bool greedy) override {
     Result<SelectionSample> r = recorded_->sample_selection(in, key, greedy);
-    if (r.ok() || r.status().code() != StatusCode::kNotFound) return r;
+    if (r.ok() || !unanswerable(r.status())) return r;
     ++fallbacks_;
     return fallback_->sample_selection(in, key, greedy);
   }
   Result<SummarySample> sample_summary(const SummaryInput& in, const RngKey& key, bool greedy) override {
     Result<SummarySample> r = recorded_->sample_summary(in, key, greedy);
-    if (r.ok() || r.status().code() != StatusCode::kNotFound) return r;
+    if (r.ok() || !unanswerable(r.status())) return r;
     ++fallbacks_;
     return fallback_->sample_summary(in, key, greedy);
   }
@@ -82,6 +82,15 @@ class RescoreBackbone : public Backbone {
   }
   Digest parameter_digest() const override { return recorded_->parameter_digest(); }
   uint64_t fallbacks() const { return fallbacks_.load(); }
+
+ private:
+  // The log has no answer for the call (a branch the run never took), or its answer does not fit
+  // the call any more (a selection index past a candidate list the new measurements shortened).
+  static bool unanswerable(const Status& s) {
+    return s.code() == StatusCode::kNotFound || s.code() == StatusCode::kMismatch;
+  }
+
+ public:
 
  private:
   std::unique_ptr<RecordedBackbone> recorded_;

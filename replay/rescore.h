@@ -7,8 +7,9 @@
 //    backbone is answered from the log, as for an external model) and every measurement replaced
 //    by the new one; every derived value (rewards, advantages, selections, verification verdicts,
 //    library snapshots, metrics) is recomputed from them. Where a recomputed branch asks the
-//    backbone something the run never asked (a summary triggered only under the new timings),
-//    the run's own sim backbone answers, and the report counts those calls.
+//    backbone something the run never asked (a summary triggered only under the new timings), or
+//    the recorded answer no longer fits the call (a selection index past a candidate list the new
+//    library made shorter), the run's own sim backbone answers, and the report counts those calls.
 // 3. The result is a new run (world "rescore", parent = the old run and its digest) that
 //    `replay verify` re-derives from its own log, and a drift report: per task, recorded vs new
 //    speedup of its plans; fast_p of the final evaluation before and after; which task verdicts
