@@ -104,6 +104,31 @@ def curve_point(build, run, step, p):
     return 0.0
 
 
+def tts_scores(build, run):
+    """{(mode, level, p): value in %} of the run's test-time-scaling metrics (split "tts", all
+    tasks), from its records (`replay cat`); empty when the run has none."""
+    p = sh([f"{build}/bin/replay", "cat", run, "--no-manifest"])
+    out = {}
+    for line in p.stdout.splitlines():
+        if '"split":"tts"' not in line:
+            continue
+        m = json.loads(line)["metric"]
+        if m["denominator"] != "all":
+            continue
+        level = m.get("level", -1)
+        out[(m["turnMode"], 0 if level in (0, -1) else level, m["threshold"])] = 100.0 * m["value"]
+    return out
+
+
+def coldstart_summary(build, run):
+    """The coldStart record of a run (`replay cat`), or None."""
+    p = sh([f"{build}/bin/replay", "cat", run, "--no-manifest"])
+    for line in p.stdout.splitlines():
+        if '"coldStart"' in line:
+            return json.loads(line)["coldStart"]
+    return None
+
+
 def mean_sd(xs):
     m = sum(xs) / len(xs)
     sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else 0.0
@@ -249,6 +274,62 @@ def main():
         lines += ["## The paper's claims in the sim world", "", "| claim | reproduced | figures |", "|---|---|---|"]
         for text, ok, detail in claims:
             lines.append(f"| {text} | {'yes' if ok else 'no'} | {detail} |")
+        lines.append("")
+
+    # Cold start: final and step-0 fast_p with and without it, and without the diversity filter.
+    cold_rows = [n for n in ("main", "main_nocoldstart", "main_coldstart_nodiversity") if n in names]
+    if len(cold_rows) > 1:
+        lines += ["## Cold start (seeds, Step 1) and its diversity filter", "",
+                  "fast_p of the held-out tasks before any RL (step 0: the cold-started backbone and "
+                  "library, or fresh parameters and the seed library) and after the last step, all "
+                  "levels, last turn, mean ± sd over seeds, in %.", "",
+                  "| row | step 0 fast_1 | step 0 fast_1.2 | step 0 fast_1.5 | final fast_1 | final fast_1.2 | final fast_1.5 | skills added | SFT examples (sel, pol, sum) | dropped by the filter | cross-entropy before -> after (sel, pol, sum) |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for n in cold_rows:
+            cells = []
+            for p_ in (1.0, 1.2, 1.5):
+                xs = [curve_point(args.build, results[(n, sd_)], 0, p_) for sd_ in seeds]
+                mm, ss = mean_sd(xs)
+                cells.append(f"{mm:.1f} ± {ss:.1f}")
+            for p_ in (1.0, 1.2, 1.5):
+                cells.append(f"{m(n, 0, p_):.1f} ± {sd(n, 0, p_):.1f}")
+            cs = [coldstart_summary(args.build, results[(n, sd_)]) for sd_ in seeds]
+            if all(cs):
+                added = [len(c.get("added", [])) for c in cs]
+                ex = [c.get("examples", [0, 0, 0]) for c in cs]
+                dr = [c.get("examplesDropped", [0, 0, 0]) for c in cs]
+                b = [c.get("crossEntropyBefore", [0, 0, 0]) for c in cs]
+                a = [c.get("crossEntropyAfter", [0, 0, 0]) for c in cs]
+                avg = lambda vs, i: sum(v[i] for v in vs) / len(vs)
+                cells += [f"{sum(added) / len(added):.1f}",
+                          ", ".join(f"{avg(ex, i):.0f}" for i in range(3)),
+                          ", ".join(f"{avg(dr, i):.0f}" for i in range(3)),
+                          ", ".join(f"{avg(b, i):.2f}" for i in range(3)) + " -> " +
+                          ", ".join(f"{avg(a, i):.2f}" for i in range(3))]
+            else:
+                cells += ["-", "-", "-", "-"]
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines.append("")
+
+    # Test-time scaling: best-turn and last-turn fast_p of the rows that ran it.
+    tts = {(r["name"], s): tts_scores(args.build, results[(r["name"], s)]) for r in rows for s in seeds}
+    tts_rows = [n for n in names if all(tts[(n, s)] for s in seeds)]
+    if tts_rows:
+        lines += ["## Test-time scaling (seeds, Step 3)", "",
+                  "After the final evaluation: I iterations x T turns per held-out task, each iteration "
+                  "continuing from the best window of W turns by reward (the rows' configs: 10 x 5, "
+                  "window 4, sampled). fast_p over all levels, mean ± sd over seeds, in %; the plain "
+                  "3-turn evaluation's last turn beside it.", "",
+                  "| row | " + " | ".join(f"eval last F{p:g} | TTS best F{p:g} | TTS last F{p:g}" for p in thresholds) + " |",
+                  "|---|" + "---|---|---|" * len(thresholds)]
+        for n in tts_rows:
+            cells = []
+            for p_ in thresholds:
+                cells.append(f"{m(n, 0, p_):.1f} ± {sd(n, 0, p_):.1f}")
+                for mode in ("best", "last"):
+                    mm, ss = mean_sd([tts[(n, s)].get((mode, 0, p_), 0.0) for s in seeds])
+                    cells.append(f"{mm:.1f} ± {ss:.1f}")
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
         lines.append("")
 
     # Learning curves: held-out fast_1.2 (all levels, last turn) at every evaluation.

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/hash.h"
@@ -98,6 +99,16 @@ struct UpdateStats {
   int64_t experiences = 0;
 };
 
+// Mean cross-entropy (negative log-likelihood) of given actions, per role, indexed by AgentRole
+// (selection, policy, summary); a role without examples has count 0 and mean 0. Selection
+// examples that pick nothing add 0 (their likelihood is 1) but are counted.
+struct RoleCrossEntropy {
+  double mean[3] = {0, 0, 0};
+  int64_t count[3] = {0, 0, 0};
+  // Sum over roles that have examples of their mean: what a supervised step minimises.
+  double total() const;
+};
+
 class Backbone {
  public:
   virtual ~Backbone() = default;
@@ -112,6 +123,23 @@ class Backbone {
   virtual Result<UpdateStats> update(const std::vector<Experience>& batch) = 0;
   // Digest of every parameter's bytes, in a fixed order.
   virtual Digest parameter_digest() const = 0;
+
+  // Supervised fine-tuning (the cold start, harness/coldstart.h). The experiences' sampled
+  // actions are the targets and their advantages are ignored; every role is trained whatever
+  // the backbone's train_* settings say. Backbones that cannot be fitted in-process return
+  // kFailedPrecondition from both.
+  virtual Result<RoleCrossEntropy> cross_entropy(const std::vector<Experience>& batch);
+  // One optimizer step, with learning rate lr, on RoleCrossEntropy::total() of the batch; returns
+  // the loss before the step.
+  virtual Result<UpdateStats> supervised_step(const std::vector<Experience>& batch, double lr);
+  // Forgets the optimizer's state (moments and step counts), as a new training job would.
+  virtual Status reset_optimizer();
+
+  // Checkpoints: the bytes of the parameters (and optimizer state) whose digest is
+  // parameter_digest(), and loading such bytes. A backbone without parameters in this process
+  // returns kFailedPrecondition.
+  virtual Result<std::string> checkpoint() const;
+  virtual Status load_checkpoint(std::string_view bytes);
 };
 
 }  // namespace vinci

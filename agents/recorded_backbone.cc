@@ -2,6 +2,7 @@
 
 #include <capnp/message.h>
 
+#include "agents/sim_backbone.h"
 #include "recorder/address.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
@@ -11,7 +12,14 @@ namespace vinci {
 Result<std::unique_ptr<RecordedBackbone>> RecordedBackbone::open(const std::string& run_dir) {
   VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
   std::unique_ptr<RecordedBackbone> b(new RecordedBackbone());
+  b->store_dir_ = reader->location().store_dir;
   bool have_initial = false;
+  auto ce_of = [](::capnp::List<double>::Reader ce, ::capnp::List<uint32_t>::Reader n) {
+    RoleCrossEntropy out;
+    for (unsigned r = 0; r < 3 && r < ce.size(); ++r) out.mean[r] = ce[r];
+    for (unsigned r = 0; r < 3 && r < n.size(); ++r) out.count[r] = n[r];
+    return out;
+  };
   while (RecordView* view = reader->next()) {
     auto r = view->message().getRoot<schema::Record>();
     if (r.isSample()) {
@@ -29,6 +37,13 @@ Result<std::unique_ptr<RecordedBackbone>> RecordedBackbone::open(const std::stri
         return invalid_argument("run " + run_dir + ": two backbone samples share the call key " +
                                 key.hex() + " (record " + std::to_string(r.getSeq()) + ")");
       }
+    } else if (r.isCheckpoint()) {
+      auto c = r.getCheckpoint();
+      if (!have_initial) {
+        b->initial_ = address_of(c.getDigest());
+        have_initial = true;
+      }
+      b->checkpoints_[address_of(c.getDigest())] = address_of(c.getAddress());
     } else if (r.isStepBegin() && !have_initial) {
       auto d = r.getStepBegin().getParamDigest();
       b->initial_ = address_of(d);
@@ -40,6 +55,19 @@ Result<std::unique_ptr<RecordedBackbone>> RecordedBackbone::open(const std::stri
       u.loss = p.getLoss();
       u.grad_norm = p.getGradNorm();
       b->updates_.push_back(u);
+      if (p.getCheckpoint().size() == 16) b->checkpoints_[u.digest] = address_of(p.getCheckpoint());
+    } else if (r.isSftEpoch()) {
+      auto e = r.getSftEpoch();
+      Update u;
+      u.digest = address_of(e.getDigest());
+      u.loss = e.getLoss();
+      u.grad_norm = 0;
+      b->sft_steps_.push_back(u);
+      b->sft_ce_.push_back(ce_of(e.getCrossEntropy(), e.getExamples()));
+    } else if (r.isColdStart()) {
+      auto c = r.getColdStart();
+      b->sft_ce_.push_back(ce_of(c.getCrossEntropyAfter(), c.getExamples()));
+      b->checkpoints_[address_of(c.getDigest())] = address_of(c.getCheckpoint());
     }
   }
   VINCI_RETURN_IF_ERROR(reader->status());
@@ -122,7 +150,52 @@ Result<UpdateStats> RecordedBackbone::update(const std::vector<Experience>& batc
 
 Digest RecordedBackbone::parameter_digest() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return next_update_ == 0 ? initial_ : updates_[next_update_ - 1].digest;
+  if (next_update_ > 0) return updates_[next_update_ - 1].digest;
+  return current_ ? *current_ : initial_;
+}
+
+Result<RoleCrossEntropy> RecordedBackbone::cross_entropy(const std::vector<Experience>&) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (next_ce_ >= sft_ce_.size()) {
+    return not_found("the recorded run holds " + std::to_string(sft_ce_.size()) +
+                     " cold-start cross-entropies; the replay asks for one more");
+  }
+  return sft_ce_[next_ce_++];
+}
+
+Result<UpdateStats> RecordedBackbone::supervised_step(const std::vector<Experience>& batch, double) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (next_sft_ >= sft_steps_.size()) {
+    return not_found("the recorded run holds " + std::to_string(sft_steps_.size()) +
+                     " cold-start steps; the replay asks for one more");
+  }
+  UpdateStats st;
+  current_ = sft_steps_[next_sft_].digest;
+  st.loss = sft_steps_[next_sft_++].loss;
+  st.experiences = static_cast<int64_t>(batch.size());
+  return st;
+}
+
+Result<std::string> RecordedBackbone::checkpoint() const {
+  Digest digest = parameter_digest();
+  auto it = checkpoints_.find(digest);
+  if (it == checkpoints_.end()) {
+    return not_found("the recorded run names no checkpoint object for parameter digest " +
+                     digest.hex());
+  }
+  ObjectStore store(store_dir_);
+  VINCI_ASSIGN_OR_RETURN(StoredObject obj, store.get(it->second));
+  if (obj.kind != "checkpoint") {
+    return mismatch("object " + it->second.hex() + " is a " + obj.kind + ", not a checkpoint");
+  }
+  return obj.bytes;
+}
+
+Status RecordedBackbone::load_checkpoint(std::string_view bytes) {
+  VINCI_ASSIGN_OR_RETURN(Digest d, SimBackbone::checkpoint_digest(bytes));
+  std::lock_guard<std::mutex> lock(mu_);
+  current_ = d;
+  return Status();
 }
 
 }  // namespace vinci

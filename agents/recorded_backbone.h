@@ -5,11 +5,15 @@
 // role must match. update() takes no step: it moves to the next recorded parameter digest and
 // returns the recorded loss, so a replay of a run whose backbone was an external model (whose
 // parameters are not in this process) re-derives everything else and checks it against the log.
+// The cold start's supervised steps are answered the same way (the recorded losses and
+// cross-entropies, in order), and checkpoint() returns the recorded checkpoint object of the
+// current parameter digest from the run's store.
 #ifndef VINCI_AGENTS_RECORDED_BACKBONE_H_
 #define VINCI_AGENTS_RECORDED_BACKBONE_H_
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -33,6 +37,12 @@ class RecordedBackbone : public Backbone {
                                        bool greedy) override;
   Result<UpdateStats> update(const std::vector<Experience>& batch) override;
   Digest parameter_digest() const override;
+  Result<RoleCrossEntropy> cross_entropy(const std::vector<Experience>& batch) override;
+  Result<UpdateStats> supervised_step(const std::vector<Experience>& batch, double lr) override;
+  Status reset_optimizer() override { return Status(); }
+  Result<std::string> checkpoint() const override;
+  // Takes the checkpoint's parameter digest as the current one (the bytes are not used further).
+  Status load_checkpoint(std::string_view bytes) override;
 
   size_t samples() const { return samples_.size(); }
 
@@ -52,8 +62,13 @@ class RecordedBackbone : public Backbone {
   std::unordered_map<Digest, Sample, DigestHash> samples_;
   Digest initial_;
   std::vector<Update> updates_;
+  std::vector<Update> sft_steps_;                 // the cold start's supervised steps
+  std::vector<RoleCrossEntropy> sft_ce_;          // before each step, then after the last
+  std::unordered_map<Digest, Digest, DigestHash> checkpoints_;  // parameter digest -> object
+  std::string store_dir_;
   mutable std::mutex mu_;
-  size_t next_update_ = 0;
+  size_t next_update_ = 0, next_sft_ = 0, next_ce_ = 0;
+  std::optional<Digest> current_;  // set by a supervised step or a loaded checkpoint
 };
 
 }  // namespace vinci

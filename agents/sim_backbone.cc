@@ -452,6 +452,51 @@ struct SimBackbone::Net {
     return std::vector<double>(p, p + c.numel());
   }
 
+  // ---- one optimizer step on the gradients the parameters hold ----
+
+  // Clips the gradients to max_norm (global L2 norm), takes one Adam step with learning rate lr
+  // on every parameter that has a gradient, and clears the gradients. Returns the norm before
+  // clipping.
+  double adam_step(double max_norm, double lr) {
+    torch::NoGradGuard no_grad;
+    // Global L2 norm over every gradient, accumulated in double in name order.
+    double sum_sq = 0;
+    for (auto& [name, p] : params) {
+      const torch::Tensor& g = p.value.grad();
+      if (g.defined()) sum_sq += g.to(torch::kFloat64).pow(2).sum().item<double>();
+    }
+    const double norm = std::sqrt(sum_sq);
+    const double clip = max_norm / (norm + kClipEps);
+    for (auto& [name, p] : params) {
+      torch::Tensor g = p.value.grad();
+      if (!g.defined()) continue;  // a head no trained experience reached: untouched
+      if (clip < 1) g.mul_(clip);
+      p.step += 1;
+      p.exp_avg.mul_(kAdamBeta1).add_(g, 1 - kAdamBeta1);
+      p.exp_avg_sq.mul_(kAdamBeta2).addcmul_(g, g, 1 - kAdamBeta2);
+      const double bias1 = 1 - std::pow(kAdamBeta1, static_cast<double>(p.step));
+      const double bias2 = 1 - std::pow(kAdamBeta2, static_cast<double>(p.step));
+      torch::Tensor denom = (p.exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(kAdamEps);
+      p.value.addcdiv_(p.exp_avg, denom, -lr / bias1);
+    }
+    for (auto& [name, p] : params) p.value.mutable_grad() = torch::Tensor();
+    return norm;
+  }
+
+  // Per role (AgentRole order): -objective / count over rows[role], with gradients; 0 for a role
+  // without rows. With unit advantages these are the mean cross-entropies.
+  void role_losses(const std::vector<Experience>& batch, const std::vector<size_t> rows[3],
+                   torch::Tensor out[3]) const {
+    for (int role = 0; role < 3; ++role) {
+      out[role] = torch::zeros({}, torch::kFloat32);
+      if (rows[role].empty()) continue;
+      torch::Tensor obj = role == 0   ? selection_objective(batch, rows[role])
+                          : role == 1 ? policy_objective(batch, rows[role])
+                                      : summary_objective(batch, rows[role]);
+      out[role] = -obj / static_cast<double>(rows[role].size());
+    }
+  }
+
   // ---- objectives: sum over the listed experiences of advantage * log_prob, with gradients ----
 
   torch::Tensor policy_objective(const std::vector<Experience>& batch,
@@ -775,32 +820,167 @@ Result<UpdateStats> SimBackbone::update(const std::vector<Experience>& batch) {
     stats.loss = loss.item<double>();
     if (loss.requires_grad()) loss.backward();
 
-    torch::NoGradGuard no_grad;
-    // Global L2 norm over every gradient, accumulated in double in name order.
-    double sum_sq = 0;
-    for (auto& [name, p] : net_->params) {
-      const torch::Tensor& g = p.value.grad();
-      if (g.defined()) sum_sq += g.to(torch::kFloat64).pow(2).sum().item<double>();
-    }
-    stats.grad_norm = std::sqrt(sum_sq);
-    const double clip = config_.max_grad_norm / (stats.grad_norm + kClipEps);
-    for (auto& [name, p] : net_->params) {
-      torch::Tensor g = p.value.grad();
-      if (!g.defined()) continue;  // a head no trained experience reached: untouched
-      if (clip < 1) g.mul_(clip);
-      p.step += 1;
-      p.exp_avg.mul_(kAdamBeta1).add_(g, 1 - kAdamBeta1);
-      p.exp_avg_sq.mul_(kAdamBeta2).addcmul_(g, g, 1 - kAdamBeta2);
-      const double bias1 = 1 - std::pow(kAdamBeta1, static_cast<double>(p.step));
-      const double bias2 = 1 - std::pow(kAdamBeta2, static_cast<double>(p.step));
-      torch::Tensor denom = (p.exp_avg_sq.sqrt() / std::sqrt(bias2)).add_(kAdamEps);
-      p.value.addcdiv_(p.exp_avg, denom, -config_.lr / bias1);
-    }
-    for (auto& [name, p] : net_->params) p.value.mutable_grad() = torch::Tensor();
+    stats.grad_norm = net_->adam_step(config_.max_grad_norm, config_.lr);
   } catch (const std::exception& e) {
     return internal_error(std::string("sim backbone update: ") + e.what());
   }
   return stats;
+}
+
+namespace {
+
+// Checks every experience of a supervised batch against the network, whatever its role.
+template <typename Net>
+Status check_supervised(const Net& net, const std::vector<Experience>& batch,
+                        std::vector<size_t> rows[3]) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const Experience& e = batch[i];
+    Status st;
+    switch (e.role) {
+      case AgentRole::kPolicy:
+        st = net.check(e.policy_input, e.policy);
+        break;
+      case AgentRole::kSelection:
+        st = net.check(e.selection_input, e.selection);
+        break;
+      case AgentRole::kSummary:
+        st = net.check(e.summary_input, e.summary);
+        break;
+      default:
+        st = invalid_argument("unknown role " + str(static_cast<int>(e.role)));
+    }
+    if (!st.ok()) {
+      return invalid_argument("supervised batch: experience " + str(static_cast<int64_t>(i)) +
+                              " (" + agent_role_name(e.role) + "): " + st.message());
+    }
+    rows[static_cast<int>(e.role)].push_back(i);
+  }
+  return Status();
+}
+
+// The batch with every advantage 1: the objectives then sum log-likelihoods.
+std::vector<Experience> unit_advantages(const std::vector<Experience>& batch) {
+  std::vector<Experience> out = batch;
+  for (auto& e : out) e.advantage = 1.0;
+  return out;
+}
+
+bool all_unit(const std::vector<Experience>& batch) {
+  for (const auto& e : batch) {
+    if (e.advantage != 1.0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Result<RoleCrossEntropy> SimBackbone::cross_entropy(const std::vector<Experience>& batch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<size_t> rows[3];
+  VINCI_RETURN_IF_ERROR(check_supervised(*net_, batch, rows));
+  std::vector<Experience> copy;
+  const std::vector<Experience>& b = all_unit(batch) ? batch : (copy = unit_advantages(batch));
+  RoleCrossEntropy ce;
+  try {
+    pin_torch_threads();
+    torch::NoGradGuard no_grad;
+    torch::Tensor losses[3];
+    net_->role_losses(b, rows, losses);
+    for (int role = 0; role < 3; ++role) {
+      ce.count[role] = static_cast<int64_t>(rows[role].size());
+      ce.mean[role] = losses[role].item<double>();
+    }
+  } catch (const std::exception& e) {
+    return internal_error(std::string("sim backbone cross-entropy: ") + e.what());
+  }
+  return ce;
+}
+
+Result<UpdateStats> SimBackbone::supervised_step(const std::vector<Experience>& batch, double lr) {
+  if (!(lr > 0)) return invalid_argument("supervised step: lr = " + std::to_string(lr) + ": expected > 0");
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<size_t> rows[3];
+  VINCI_RETURN_IF_ERROR(check_supervised(*net_, batch, rows));
+  std::vector<Experience> copy;
+  const std::vector<Experience>& b = all_unit(batch) ? batch : (copy = unit_advantages(batch));
+  UpdateStats stats;
+  stats.experiences = static_cast<int64_t>(batch.size());
+  if (batch.empty()) return stats;
+  try {
+    pin_torch_threads();
+    for (auto& [name, p] : net_->params) p.value.mutable_grad() = torch::Tensor();
+    torch::Tensor losses[3];
+    net_->role_losses(b, rows, losses);
+    torch::Tensor loss = losses[0] + losses[1] + losses[2];
+    stats.loss = loss.item<double>();
+    if (loss.requires_grad()) loss.backward();
+    stats.grad_norm = net_->adam_step(config_.max_grad_norm, lr);
+  } catch (const std::exception& e) {
+    return internal_error(std::string("sim backbone supervised step: ") + e.what());
+  }
+  return stats;
+}
+
+Status SimBackbone::reset_optimizer() {
+  std::lock_guard<std::mutex> lock(mu_);
+  torch::NoGradGuard no_grad;
+  for (auto& [name, p] : net_->params) {
+    p.exp_avg.zero_();
+    p.exp_avg_sq.zero_();
+    p.step = 0;
+  }
+  return Status();
+}
+
+Result<Digest> SimBackbone::checkpoint_digest(std::string_view bytes) {
+  ByteReader r(bytes);
+  auto bad = [&](const std::string& what) {
+    return corruption("sim backbone checkpoint: truncated or malformed at byte " +
+                      str(static_cast<int64_t>(r.offset())) + " while reading " + what);
+  };
+  std::string_view magic;
+  if (!r.bytes(std::strlen(kCheckpointMagic), &magic) || magic != kCheckpointMagic) {
+    return corruption("sim backbone checkpoint: does not start with \"" +
+                      std::string(kCheckpointMagic) + "\"");
+  }
+  uint32_t version;
+  if (!r.u32(&version) || version != kCheckpointVersion) return bad("the format version");
+  for (int i = 0; i < 5; ++i) {
+    int32_t v;
+    if (!r.i32(&v)) return bad("the shape");
+  }
+  uint32_t heads;
+  if (!r.u32(&heads) || heads > (1u << 20)) return bad("the head count");
+  for (uint32_t k = 0; k < heads; ++k) {
+    int32_t v;
+    if (!r.i32(&v)) return bad("head_sizes");
+  }
+  uint32_t count;
+  if (!r.u32(&count)) return bad("the parameter count");
+  Hasher h("sim-backbone-params");
+  for (uint32_t i = 0; i < count; ++i) {
+    std::string name;
+    if (!r.str(&name)) return bad("a parameter name");
+    uint32_t ndim;
+    if (!r.u32(&ndim) || ndim > 8) return bad("the rank of " + name);
+    h.update_str(name);
+    h.update_u64(ndim);
+    int64_t numel = 1;
+    for (uint32_t d = 0; d < ndim; ++d) {
+      int64_t dim;
+      if (!r.i64(&dim) || dim < 0 || dim > (int64_t{1} << 32)) return bad("the shape of " + name);
+      h.update_i64(dim);
+      numel *= dim;
+    }
+    std::string_view values, moments;
+    if (!r.bytes(static_cast<size_t>(numel) * 4, &values)) return bad("the values of " + name);
+    h.update(values);
+    int64_t step;
+    if (!r.i64(&step)) return bad("the Adam step of " + name);
+    if (!r.bytes(static_cast<size_t>(numel) * 8, &moments)) return bad("the Adam state of " + name);
+  }
+  if (!r.at_end()) return bad("the end (unexpected trailing bytes)");
+  return h.finish();
 }
 
 Digest SimBackbone::parameter_digest() const {

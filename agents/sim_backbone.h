@@ -118,6 +118,19 @@ class SimBackbone : public Backbone {
   // little-endian float bytes. The optimizer state is not part of it.
   Digest parameter_digest() const override;
 
+  // Cold start (Backbone): per-role cross-entropy, computed with the same float32 formulas as the
+  // update; a supervised Adam step on its total (clipped to max_grad_norm like update()).
+  Result<RoleCrossEntropy> cross_entropy(const std::vector<Experience>& batch) override;
+  Result<UpdateStats> supervised_step(const std::vector<Experience>& batch, double lr) override;
+  // Zeroes every Adam moment and step count.
+  Status reset_optimizer() override;
+  Result<std::string> checkpoint() const override { return save_parameters(); }
+  Status load_checkpoint(std::string_view bytes) override { return load_parameters(bytes); }
+
+  // The parameter digest of checkpoint bytes, without a backbone: the same value
+  // parameter_digest() has after load_parameters(bytes). Corruption on bytes that do not parse.
+  static Result<Digest> checkpoint_digest(std::string_view bytes);
+
   // The checkpoint bytes described above: a pure function of the parameters and Adam state.
   std::string save_parameters() const;
   // Replaces parameters and Adam state with a checkpoint's. Fails, changing nothing, on bytes

@@ -54,19 +54,41 @@ int fail(const std::string& what) {
 
 }  // namespace
 
-int cmd_run(const std::vector<std::string>& args) {
+namespace {
+int run_command(const std::vector<std::string>& args, bool coldstart_only);
+}  // namespace
+
+int cmd_run(const std::vector<std::string>& args) { return run_command(args, false); }
+
+// `harness coldstart CONFIG [options]`: the experiment's cold start stage alone (coldstart.enabled
+// = true, loop.steps = 0, tts off) into <out>/<name>_coldstart/, ending with the step-0 evaluation
+// of the fitted backbone. Other runs start from it with backbone.init_run (init_step 0).
+int cmd_coldstart(const std::vector<std::string>& args) { return run_command(args, true); }
+
+namespace {
+
+int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   namespace po = boost::program_options;
   po::options_description opts(
-      "usage: harness run CONFIG [options] | harness run --resume RUN\n(config keys: docs/config_reference.toml)");
+      coldstart_only
+          ? "usage: harness coldstart CONFIG [options]\n(config keys: docs/config_reference.toml)"
+          : "usage: harness run CONFIG [options] | harness run --resume RUN\n(config keys: docs/config_reference.toml)");
   opts.add_options()("help,h", "show this help")(
       "seed", po::value<uint64_t>(), "run.seed")("out", po::value<std::string>(), "run.out: the runs root")(
       "name", po::value<std::string>(), "run.name")("threads", po::value<int>(), "run.threads")(
       "set", po::value<std::vector<std::string>>()->composing(), "override a config key: key=value")(
       "resume", po::value<std::string>(), "continue a stopped run (its folder)");
   po::variables_map vm;
-  if (auto stop = parse_options("harness run", args, opts, {{"config", 1}}, &vm)) return *stop;
+  if (auto stop = parse_options(coldstart_only ? "harness coldstart" : "harness run", args, opts,
+                                {{"config", 1}}, &vm)) {
+    return *stop;
+  }
   pin_numeric_settings();
   const bool resume = vm.count("resume") > 0;
+  if (coldstart_only && resume) {
+    std::cerr << "harness coldstart: a stopped cold start run resumes with `harness run --resume RUN`\n";
+    return 2;
+  }
   if (resume == (vm.count("config") > 0)) {
     std::cerr << "harness run: give either an experiment config or --resume RUN\n" << opts;
     return 2;
@@ -113,9 +135,24 @@ int cmd_run(const std::vector<std::string>& args) {
     if (vm.count("out")) overrides.push_back("run.out=" + vm["out"].as<std::string>());
     if (vm.count("name")) overrides.push_back("run.name=" + vm["name"].as<std::string>());
     if (vm.count("threads")) overrides.push_back("run.threads=" + std::to_string(vm["threads"].as<int>()));
+    if (coldstart_only) {
+      overrides.push_back("coldstart.enabled=true");
+      overrides.push_back("loop.steps=0");
+      overrides.push_back("tts.enabled=false");
+    }
     auto e = load_experiment(vm["config"].as<std::string>(), overrides);
     if (!e.ok()) return fail(e.status().message());
     exp = std::move(e).value();
+    if (coldstart_only && !vm.count("name")) {
+      auto named = load_experiment(vm["config"].as<std::string>(),
+                                   [&] {
+                                     auto o = overrides;
+                                     o.push_back("run.name=" + exp.name + "_coldstart");
+                                     return o;
+                                   }());
+      if (!named.ok()) return fail(named.status().message());
+      exp = std::move(named).value();
+    }
     run_dir = exp.out_root + "/" + exp.name;
     ManifestInfo m;
     m.name = exp.name;
@@ -125,6 +162,7 @@ int cmd_run(const std::vector<std::string>& args) {
     // A run on a real GPU is a live run: its measurements are events replay takes from the log.
     m.world = exp.device == "cuda" ? "live" : exp.world;
     m.environment = env;
+    m.parent_run = exp.init_run;
     auto w = RunWriter::create(run_dir, m);
     if (!w.ok()) return fail(w.status().message());
     writer = std::move(w).value();
@@ -159,6 +197,22 @@ int cmd_run(const std::vector<std::string>& args) {
               << fast_p_table(out->eval.back().fast_p, TurnMode::kLast, Denominator::kAll,
                               TableFormat::kMarkdown);
   }
+  if (!out->tts.empty()) {
+    std::cout << "\nTest-time scaling (" << exp.tts.iterations << " iterations x " << exp.tts.turns
+              << " turns, window " << exp.tts.window << "), best turn:\n\n"
+              << fast_p_table(out->tts, TurnMode::kBest, Denominator::kAll, TableFormat::kMarkdown)
+              << "\nlast turn:\n\n"
+              << fast_p_table(out->tts, TurnMode::kLast, Denominator::kAll, TableFormat::kMarkdown);
+  }
+  if (out->coldstart) {
+    const auto& c = *out->coldstart;
+    std::fprintf(stdout,
+                 "\nCold start: %u of %u trajectories kept, %u skills written, %u verified, %zu "
+                 "added after the diversity filter; cross-entropy (selection, policy, summary) "
+                 "%.3f %.3f %.3f -> %.3f %.3f %.3f\n",
+                 c.kept, c.trajectories, c.proposed, c.verified, c.added.size(), c.before.mean[0],
+                 c.before.mean[1], c.before.mean[2], c.after.mean[0], c.after.mean[1], c.after.mean[2]);
+  }
   double eval_seconds = world->evaluator_seconds ? world->evaluator_seconds() : 0.0;
   std::fprintf(stdout,
                "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn "
@@ -172,4 +226,5 @@ int cmd_run(const std::vector<std::string>& args) {
   return 0;
 }
 
+}  // namespace
 }  // namespace vinci

@@ -74,6 +74,18 @@ ConfigSchema build_schema() {
   s.add({"backbone.train_selection", T::kBool, B(true), "Train the selection head (joint training).", {}});
   s.add({"backbone.train_policy", T::kBool, B(true), "Train the policy head.", {}});
   s.add({"backbone.train_summary", T::kBool, B(true), "Train the summary head (joint training).", {}});
+  s.add({"backbone.checkpoints", T::kBool, B(true),
+         "Store the backbone's parameters (and optimizer state) after every update as a\n"
+         "content-addressed checkpoint object named by the step's parameterDigest record, and the\n"
+         "starting parameters in a checkpoint record, so another run can start from any step.\n"
+         "Runs recorded before this key existed replay with false.", {}});
+  s.add({"backbone.init_run", T::kString, S(""),
+         "Start from a checkpoint of another run (its folder; relative paths resolve against the\n"
+         "current folder, then run.out). The checkpoint's digest is checked against that run's\n"
+         "records and recorded in this run's checkpoint record. Empty: fresh parameters.", {}});
+  s.add({"backbone.init_step", T::kInt, I(-1),
+         "With init_run: the parameters that run had at the start of this step (0: after its\n"
+         "initialisation or cold start; -1: its last checkpoint).", {}, -1, 1e6});
   // [device]
   s.add({"device.kind", T::kString, S("sim"),
          "The evaluator: sim (the analytic H200 model) or cuda (this machine's GPU; candidates run in a worker "
@@ -92,6 +104,42 @@ ConfigSchema build_schema() {
          "fast_p thresholds.", {}, 0, 1e6});
   // [library]
   s.add({"library.seed", T::kString, S(""), "A daVinci-format skill library to start from (JSONL); empty: none.", {}});
+  // [coldstart]
+  s.add({"coldstart.enabled", T::kBool, B(false),
+         "Run the cold start stage before step 0 (seeds, Step 1): collect trajectories with an\n"
+         "evaluator-guided knob search, distil the high-speedup ones into skills, filter for\n"
+         "diversity, and fit the backbone on selection/policy/summary examples. `harness\n"
+         "coldstart CONFIG` runs only this stage (and the step-0 evaluation).", {}});
+  s.add({"coldstart.trajectories", T::kInt, I(2), "Behaviour-policy trajectories per training task.", {}, 1, 64});
+  s.add({"coldstart.turns", T::kInt, I(6),
+         "Turns per trajectory: turn 0 is the default setting (trajectory 0) or a keyed random one;\n"
+         "each later turn changes one keyed-random knob of the best setting so far.", {}, 1, 256});
+  s.add({"coldstart.min_speedup", T::kFloat, F(1.5),
+         "Keep trajectories whose best correct speedup reaches this (paper: 1.5).", {}, 0, 1e6});
+  s.add({"coldstart.ablation_margin", T::kFloat, F(0.05),
+         "The summary teacher keeps a knob of the best setting in the skill when reverting it to\n"
+         "its default loses more than this share of the speedup.", {}, 0, 1});
+  s.add({"coldstart.diversity", T::kBool, B(true),
+         "Apply the diversity filter to distilled skills and SFT data (near-duplicate removal and\n"
+         "caps per op family and knob pattern; docs/ARCHITECTURE.md, cold start).", {}});
+  s.add({"coldstart.similarity", T::kFloat, F(0.8),
+         "Near-duplicate threshold: Jaccard similarity of two skills' BM25 token sets.", {}, 0, 1});
+  s.add({"coldstart.max_per_family", T::kInt, I(3), "Distilled skills per op family, at most.", {}, 1, 1e6});
+  s.add({"coldstart.max_per_pattern", T::kInt, I(1),
+         "Distilled skills per knob pattern (the set of knob = value pairs), at most.", {}, 1, 1e6});
+  s.add({"coldstart.max_examples_per_pattern", T::kInt, I(2),
+         "Trajectories per (op family, best setting) that contribute SFT examples, at most.", {}, 1, 1e6});
+  s.add({"coldstart.epochs", T::kInt, I(60), "Full-batch supervised steps on the SFT examples.", {}, 0, 1e6});
+  s.add({"coldstart.lr", T::kFloat, F(3e-3), "Adam learning rate of the supervised steps.", {}, 0, 1});
+  // [tts]
+  s.add({"tts.enabled", T::kBool, B(false),
+         "After the final evaluation, evaluate the held-out tasks with sequential test-time\n"
+         "scaling: iterations x turns, each iteration continuing from the last turn of the best\n"
+         "window of `window` consecutive turns by reward (paper: 10 x 5, window 4).", {}});
+  s.add({"tts.turns", T::kInt, I(5), "T: turns per iteration.", {}, 1, 256});
+  s.add({"tts.iterations", T::kInt, I(10), "I: iterations.", {}, 1, 256});
+  s.add({"tts.window", T::kInt, I(4), "W: the window of consecutive turns kept by reward.", {}, 1, 256});
+  s.add({"tts.greedy", T::kBool, B(false), "Greedy decoding (false: sampled with keyed draws).", {}});
   return s;
 }
 
@@ -155,6 +203,36 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.eval_turns = static_cast<int32_t>(c.get_int("eval.turns"));
   e.thresholds = c.get_float_list("eval.thresholds");
   e.seed_library = c.get_string("library.seed");
+  e.checkpoints = c.get_bool("backbone.checkpoints");
+  e.init_run = c.get_string("backbone.init_run");
+  e.init_step = static_cast<int32_t>(c.get_int("backbone.init_step"));
+  auto& cs = e.coldstart;
+  cs.enabled = c.get_bool("coldstart.enabled");
+  cs.trajectories = static_cast<int32_t>(c.get_int("coldstart.trajectories"));
+  cs.turns = static_cast<int32_t>(c.get_int("coldstart.turns"));
+  cs.min_speedup = c.get_float("coldstart.min_speedup");
+  cs.ablation_margin = c.get_float("coldstart.ablation_margin");
+  cs.diversity = c.get_bool("coldstart.diversity");
+  cs.similarity = c.get_float("coldstart.similarity");
+  cs.max_per_family = static_cast<int32_t>(c.get_int("coldstart.max_per_family"));
+  cs.max_per_pattern = static_cast<int32_t>(c.get_int("coldstart.max_per_pattern"));
+  cs.max_examples_per_pattern = static_cast<int32_t>(c.get_int("coldstart.max_examples_per_pattern"));
+  cs.epochs = static_cast<int32_t>(c.get_int("coldstart.epochs"));
+  cs.lr = c.get_float("coldstart.lr");
+  e.tts.enabled = c.get_bool("tts.enabled");
+  e.tts.turns = static_cast<int32_t>(c.get_int("tts.turns"));
+  e.tts.iterations = static_cast<int32_t>(c.get_int("tts.iterations"));
+  e.tts.window = static_cast<int32_t>(c.get_int("tts.window"));
+  e.tts.greedy = c.get_bool("tts.greedy");
+  if (cs.enabled && cs.lr <= 0) {
+    return invalid_argument(path + ": key 'coldstart.lr': expected a value > 0, found " +
+                            std::to_string(cs.lr));
+  }
+  if (e.tts.enabled && e.tts.window > e.tts.turns * e.tts.iterations) {
+    return invalid_argument(path + ": key 'tts.window': expected at most tts.turns x tts.iterations = " +
+                            std::to_string(e.tts.turns * e.tts.iterations) + ", found " +
+                            std::to_string(e.tts.window));
+  }
   if (e.levels.empty()) return invalid_argument(path + ": key 'tasks.levels' must name at least one level");
   if (e.thresholds.empty()) return invalid_argument(path + ": key 'eval.thresholds' must not be empty");
   return e;
@@ -175,7 +253,14 @@ Result<Experiment> load_experiment(const std::string& path, const std::vector<st
 Result<Experiment> experiment_from_text(const std::string& text, const std::string& source,
                                         const std::vector<std::string>& overrides) {
   VINCI_ASSIGN_OR_RETURN(Config c, Config::parse(experiment_schema(), text, source, overrides));
-  return from_config(c, source);
+  VINCI_ASSIGN_OR_RETURN(Experiment e, from_config(c, source));
+  // Recorded configs hold every key of the schema they were recorded with. Runs recorded before
+  // per-step checkpoints existed did not store them: they replay without.
+  if (text.find("\ncheckpoints = ") == std::string::npos &&
+      text.rfind("checkpoints = ", 0) != 0) {
+    e.checkpoints = false;
+  }
+  return e;
 }
 
 }  // namespace vinci

@@ -61,6 +61,9 @@ struct Experiment {
   int32_t hidden = 64;
   double lr = 1e-3;
   bool train_selection = true, train_policy = true, train_summary = true;
+  bool checkpoints = true;    // a checkpoint object per step (false for runs recorded before it)
+  std::string init_run;       // start from a checkpoint of this run (empty: init or cold start)
+  int32_t init_step = -1;     // ... the parameters it had at the start of this step (-1: its last)
 
   // [device]
   std::string device;  // "sim"
@@ -78,6 +81,31 @@ struct Experiment {
 
   // [library]
   std::string seed_library;  // a daVinci JSONL file; empty: start empty
+
+  // [coldstart] (harness/coldstart.h)
+  struct ColdStart {
+    bool enabled = false;
+    int32_t trajectories = 2;     // behaviour-policy trajectories per training task
+    int32_t turns = 6;            // turns per trajectory
+    double min_speedup = 1.5;     // keep trajectories whose best speedup reaches this
+    double ablation_margin = 0.05;  // a knob enters a skill if reverting it costs more than this
+    bool diversity = true;
+    double similarity = 0.8;      // near-duplicate: Jaccard of skill-text token sets >= this
+    int32_t max_per_family = 3;   // skills per op family
+    int32_t max_per_pattern = 1;  // skills per knob pattern
+    int32_t max_examples_per_pattern = 2;  // SFT trajectories per (family, best-setting pattern)
+    int32_t epochs = 60;          // full-batch supervised steps
+    double lr = 3e-3;
+  } coldstart;
+
+  // [tts] (harness/tts.h)
+  struct Tts {
+    bool enabled = false;
+    int32_t turns = 5;       // T per iteration
+    int32_t iterations = 10; // I
+    int32_t window = 4;      // W
+    bool greedy = false;
+  } tts;
 
   std::string effective_toml;  // what the run records
   std::string config_path;

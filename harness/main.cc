@@ -6,6 +6,8 @@
 int main(int argc, char** argv) {
   // Keep sorted by name.
   const std::vector<vinci::Subcommand> commands = {
+      {"coldstart", "run an experiment's cold start stage alone (checkpoint and library objects)",
+       vinci::cmd_coldstart},
       {"config", "print the config reference, or a config's effective keys", vinci::cmd_config},
       {"env", "print the environment a run would record", vinci::cmd_env},
       {"eval", "evaluate one plan on one task and print its result record", vinci::cmd_eval},

@@ -1,5 +1,7 @@
 #include "harness/trainer.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -10,195 +12,20 @@
 #include "agents/agents.h"
 #include "agents/bm25.h"
 #include "gpu/codegen.h"
+#include "harness/checkpoints.h"
+#include "harness/coldstart.h"
+#include "harness/loop_parts.h"
+#include "harness/tts.h"
 #include "harness/sim_world.h"
 #include "recorder/address.h"
+#include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
 
 namespace vinci {
 namespace {
 
-using Builder = std::unique_ptr<capnp::MallocMessageBuilder>;
+using namespace loop;
 
-// Records a task's work produces, in order; seq is set when they reach the sink.
-struct RecordBuf {
-  std::vector<Builder> records;
-
-  schema::Record::Builder add(int32_t step, const std::string& task, int32_t scheme,
-                              int32_t rollout, int32_t turn, schema::Record::Phase phase) {
-    records.push_back(std::make_unique<capnp::MallocMessageBuilder>(512));
-    auto r = records.back()->initRoot<schema::Record>();
-    r.setStep(step);
-    r.setTask(task);
-    r.setScheme(scheme);
-    r.setRollout(rollout);
-    r.setTurn(turn);
-    r.setPhase(phase);
-    return r;
-  }
-};
-
-
-uint64_t eval_seed(const RngKey& key) {
-  Stream s(key.with("purpose", "eval-seed"));
-  return s.next_u64();
-}
-
-std::string kernel_excerpt(const Plan& plan, int lines) {
-  for (const auto& k : plan.kernels) {
-    std::string out;
-    int n = 0;
-    size_t pos = 0;
-    while (pos < k.source.size() && n < lines) {
-      size_t end = k.source.find('\n', pos);
-      if (end == std::string::npos) end = k.source.size();
-      out += k.source.substr(pos, end - pos) + "\n";
-      pos = end + 1;
-      ++n;
-    }
-    if (!out.empty()) out.pop_back();
-    return out;
-  }
-  return "// (library steps only)";
-}
-
-// What one evaluated turn left behind.
-struct TurnRecord {
-  Digest plan;
-  EvalResult eval;
-  std::string excerpt;
-};
-
-// Turns policy choices into a plan, evaluates it and computes the turn's reward.
-class SimTurnEnv : public TurnEnvironment {
- public:
-  SimTurnEnv(const Experiment& exp, const Task& task, const KnobSpace& space, Evaluator& evaluator,
-             ObjectStore& store, RngKey key)
-      : exp_(exp), task_(task), space_(space), evaluator_(evaluator), store_(store), key_(key) {}
-
-  Result<TurnResult> run_turn(int32_t turn, const std::vector<int32_t>& choices) override {
-    KnobSetting setting(choices.begin(), choices.end());
-    VINCI_ASSIGN_OR_RETURN(Plan plan, generate_plan(task_, setting));
-    TurnRecord rec;
-    VINCI_ASSIGN_OR_RETURN(rec.plan, store_.put("plan", canonical_bytes(plan)));
-    EvalRequest req;
-    req.size = exp_.size == "full" ? SizeName::kFull : SizeName::kSmall;
-    req.seed = eval_seed(key_.with("turn", turn));
-    req.trials = exp_.trials;
-    req.samples = exp_.timing_samples;
-    VINCI_ASSIGN_OR_RETURN(rec.eval, evaluator_.evaluate(task_, plan, req));
-    if (!rec.eval.compile_log.empty()) {
-      VINCI_RETURN_IF_ERROR(store_.put(kCompileLogKind, rec.eval.compile_log).status());
-    }
-    rec.excerpt = kernel_excerpt(plan, 30);
-    TurnResult r;
-    r.compiled = rec.eval.compiled;
-    r.correct = rec.eval.correct;
-    r.decoy = rec.eval.decoy;
-    r.speedup = rec.eval.speedup;
-    r.time_coverage = rec.eval.time_coverage;
-    r.reward = turn_reward({r.compiled, r.correct, r.decoy, r.speedup, r.time_coverage}, exp_.reward);
-    turns.push_back(std::move(rec));
-    return r;
-  }
-
-  std::vector<TurnRecord> turns;
-
- private:
-  const Experiment& exp_;
-  const Task& task_;
-  const KnobSpace& space_;
-  Evaluator& evaluator_;
-  ObjectStore& store_;
-  RngKey key_;
-};
-
-void write_measurement(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
-                       int32_t rollout, int32_t turn, schema::Record::Phase phase,
-                       const EvalResult& eval) {
-  auto r = buf.add(step, task, scheme, rollout, turn, phase);
-  to_measurement(eval, r.initMeasurement());
-}
-
-void write_policy_sample(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
-                         int32_t rollout, int32_t turn, schema::Record::Phase phase,
-                         const PolicySample& s, bool greedy, const Digest& plan, const RngKey& key) {
-  auto r = buf.add(step, task, scheme, rollout, turn, phase);
-  auto b = r.initSample();
-  b.setRole(schema::Role::POLICY);
-  b.setBackbone("sim");
-  auto acts = b.initActions(static_cast<unsigned>(s.choices.size()));
-  for (size_t i = 0; i < s.choices.size(); ++i) acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(s.choices[i]));
-  b.setLogProb(s.log_prob);
-  b.setGreedy(greedy);
-  AddressBytes d(plan);
-  b.setOutput(d.data());
-  AddressBytes k(key.digest());
-  b.setKey(k.data());
-}
-
-void write_turn_reward(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
-                       int32_t rollout, int32_t turn, schema::Record::Phase phase,
-                       const TurnResult& t) {
-  auto r = buf.add(step, task, scheme, rollout, turn, phase);
-  auto w = r.initReward();
-  w.setValue(t.reward);
-  w.setKind(schema::Reward::Kind::TURN);
-  w.setSpeedup(t.speedup);
-  w.setTimeCoverage(t.time_coverage);
-  w.setCorrect(t.correct);
-  w.setDecoy(t.decoy);
-}
-
-void write_selection(RecordBuf& buf, int32_t step, const Task& task, int32_t scheme,
-                     schema::Record::Phase phase, const SchemeDecision& d,
-                     const SkillLibrary& library, const Digest& query, const Digest& snapshot,
-                     const SelectionParams& params, bool greedy, const RngKey& key) {
-  if (d.sampled) {
-    auto r = buf.add(step, task.id, scheme, -1, -1, phase);
-    auto b = r.initSample();
-    b.setRole(schema::Role::SELECTION);
-    b.setBackbone("sim");
-    auto acts = b.initActions(static_cast<unsigned>(d.sample.picked.size()));
-    for (size_t i = 0; i < d.sample.picked.size(); ++i) acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(d.sample.picked[i]));
-    b.setLogProb(d.sample.log_prob);
-    b.setGreedy(greedy);
-    b.setSampleIndex(d.sample_index);
-    AddressBytes k(key.digest());
-    b.setKey(k.data());
-  }
-  auto r = buf.add(step, task.id, scheme, -1, -1, phase);
-  auto s = r.initSelection();
-  AddressBytes q(query), lib(snapshot);
-  s.setQuery(q.data());
-  auto cands = s.initCandidates(static_cast<unsigned>(d.recall.hits.size()));
-  for (size_t i = 0; i < d.recall.hits.size(); ++i) {
-    const Skill& sk = library.at(d.recall.hits[i].doc);
-    cands[static_cast<unsigned>(i)].setName(sk.name);
-    cands[static_cast<unsigned>(i)].setScore(d.recall.hits[i].score);
-  }
-  auto sel = s.initSelected(static_cast<unsigned>(d.selected.size()));
-  for (size_t i = 0; i < d.selected.size(); ++i) sel.set(static_cast<unsigned>(i), d.selected[i]);
-  s.setRandomFallback(d.recall.random_fallback);
-  s.setReranked(params.mode == SelectionMode::kRerank);
-  s.setSampleIndex(d.sample_index);
-  s.setLibrarySnapshot(lib.data());
-}
-
-void write_advantage(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
-                     int32_t rollout, int32_t turn, schema::Role role, double value, double ret,
-                     double baseline, double scale, uint32_t group, int32_t sample_index) {
-  auto r = buf.add(step, task, scheme, rollout, turn, schema::Record::Phase::TRAIN);
-  auto a = r.initAdvantage();
-  a.setRole(role);
-  a.setValue(value);
-  a.setReturnValue(ret);
-  a.setBaseline(baseline);
-  a.setScale(scale);
-  a.setGroupSize(group);
-  a.setSampleIndex(sample_index);
-}
-
-// Everything one task contributes to a training step.
 struct TaskWork {
   RecordBuf records;
   std::vector<Experience> experiences;
@@ -221,14 +48,6 @@ struct StepContext {
   BackboneShape shape;
   SizeName size;
 };
-
-std::vector<const Skill*> skills_named(const SkillLibrary& lib, const std::vector<std::string>& names) {
-  std::vector<const Skill*> out;
-  for (const auto& n : names) {
-    if (const Skill* s = lib.find(n)) out.push_back(s);
-  }
-  return out;
-}
 
 Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
                   TaskWork* work) {
@@ -570,55 +389,6 @@ Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Ind
 }
 
 // Runs fn(i) for i in [0, n) on `threads` threads; returns the first error by index.
-Status parallel_for(int32_t threads, size_t n, const std::function<Status(size_t)>& fn) {
-  std::vector<Status> status(n);
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (;;) {
-      size_t i = next.fetch_add(1);
-      if (i >= n) return;
-      status[i] = fn(i);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int32_t t = 1; t < threads && static_cast<size_t>(t) < n; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  for (auto& s : status) {
-    if (!s.ok()) return s;
-  }
-  return Status();
-}
-
-Bm25Index build_index(const SkillLibrary& lib, const Experiment& exp) {
-  Bm25Index index(Bm25Params{exp.bm25_k1, exp.bm25_b, exp.bm25_epsilon});
-  for (const Skill& s : lib.skills()) index.add_text(skill_document_text(s));
-  return index;
-}
-
-Status flush(RecordBuf& buf, RecordSink& sink) {
-  for (auto& r : buf.records) VINCI_RETURN_IF_ERROR(sink.put(*r));
-  buf.records.clear();
-  return Status();
-}
-
-void write_metric(RecordBuf& buf, int32_t step, const std::string& name, const std::string& split,
-                  int32_t level, double threshold, const std::string& mode,
-                  const std::string& denominator, double value, uint32_t num, uint32_t count) {
-  auto r = buf.add(step, "", -1, -1, -1,
-                   split == "eval" ? schema::Record::Phase::EVAL : schema::Record::Phase::TRAIN);
-  auto m = r.initMetric();
-  m.setName(name);
-  m.setSplit(split);
-  m.setLevel(level);
-  m.setThreshold(threshold);
-  m.setTurnMode(mode);
-  m.setDenominator(denominator);
-  m.setValue(value);
-  m.setNumerator(num);
-  m.setCount(count);
-}
-
 Result<EvalPoint> evaluate_all(const StepContext& ctx, int32_t step,
                                const std::vector<const Task*>& tasks, const Bm25Index& index,
                                RecordSink& sink, const ProgressFn& progress, int64_t* done,
@@ -662,6 +432,133 @@ Result<EvalPoint> evaluate_all(const StepContext& ctx, int32_t step,
     progress(*done, total, line);
   }
   return point;
+}
+
+
+// Test-time scaling on one held-out task (harness/tts.h).
+Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
+                RecordBuf* records, TaskTurns* outcome) {
+  const Experiment& exp = *ctx.exp;
+  const auto phase = schema::Record::Phase::TTS;
+  RngKey key = RngKey::root(exp.seed).with("phase", "tts").with("task", task.id);
+  KnobSpace space = knob_space(task);
+  std::vector<float> features = task_features(task, ctx.size);
+  VINCI_ASSIGN_OR_RETURN(Digest query, ctx.store->put("prompt", task.description));
+  std::vector<const Skill*> skills;
+  if (exp.eval_inject_skills && exp.selection.mode != SelectionMode::kNone) {
+    SimSkillFeaturizer featurizer(task);
+    VINCI_ASSIGN_OR_RETURN(SchemeDecision d,
+                           select_skills(*ctx.backbone, *ctx.library, index, task.description,
+                                         features, featurizer, exp.selection,
+                                         key.with("selection", 0), exp.eval_greedy, 0));
+    write_selection(*records, step, task, 0, phase, d, *ctx.library, query, ctx.library_address,
+                    exp.selection, exp.eval_greedy, key.with("selection", 0));
+    skills = skills_named(*ctx.library, d.selected);
+  }
+  PolicyInput in;
+  in.task = features;
+  in.skill_hint = skill_hint(skills);
+  in.active_heads = active_heads(space);
+  in.previous.assign(static_cast<size_t>(ctx.shape.choice_dim()), 0.0f);
+  in.feedback.assign(kFeedbackDim, 0.0f);
+  SimTurnEnv env(exp, task, space, *ctx.evaluator, *ctx.store, key);
+  std::vector<PolicySample> samples;
+  std::vector<TurnResult> results;
+  std::vector<double> rewards;
+  outcome->task = task.id;
+  outcome->level = task.level;
+  for (int32_t it = 0; it < exp.tts.iterations; ++it) {
+    if (it > 0) {
+      Window w = best_window(rewards, exp.tts.window);
+      auto r = records->add(step, task.id, 0, it - 1, -1, phase);
+      auto tw = r.initTtsWindow();
+      tw.setIteration(it - 1);
+      tw.setStart(w.start);
+      tw.setLength(w.length);
+      tw.setRewardSum(w.reward_sum);
+      size_t end = static_cast<size_t>(w.start + w.length - 1);
+      in.previous = encode_choices(ctx.shape, in.active_heads, samples[end].choices);
+      in.feedback = encode_feedback(results[end]);
+    }
+    for (int32_t t = 0; t < exp.tts.turns; ++t) {
+      int32_t g = static_cast<int32_t>(samples.size());
+      VINCI_ASSIGN_OR_RETURN(PolicySample ps, ctx.backbone->sample_policy(in, key.with("turn", g), exp.tts.greedy));
+      VINCI_ASSIGN_OR_RETURN(TurnResult tr, env.run_turn(g, ps.choices));
+      write_policy_sample(*records, step, task.id, 0, it, g, phase, ps, exp.tts.greedy,
+                          env.turns.back().plan, key.with("turn", g));
+      write_measurement(*records, step, task.id, 0, it, g, phase, env.turns.back().eval);
+      write_turn_reward(*records, step, task.id, 0, it, g, phase, tr);
+      outcome->turns.push_back({tr.compiled, tr.correct, tr.decoy, tr.speedup, tr.time_coverage});
+      in.previous = encode_choices(ctx.shape, in.active_heads, ps.choices);
+      in.feedback = encode_feedback(tr);
+      samples.push_back(std::move(ps));
+      results.push_back(tr);
+      rewards.push_back(tr.reward);
+    }
+  }
+  return Status();
+}
+
+Result<std::vector<FastP>> tts_evaluate_all(const StepContext& ctx, int32_t step,
+                                            const std::vector<const Task*>& tasks,
+                                            const Bm25Index& index, RecordSink& sink,
+                                            TrainerOutput* out) {
+  const Experiment& exp = *ctx.exp;
+  std::vector<RecordBuf> bufs(tasks.size());
+  std::vector<TaskTurns> outcomes(tasks.size());
+  VINCI_RETURN_IF_ERROR(parallel_for(exp.threads, tasks.size(), [&](size_t i) {
+    Bm25Index local = index;
+    return tts_task(ctx, step, *tasks[i], local, &bufs[i], &outcomes[i]);
+  }));
+  for (auto& b : bufs) VINCI_RETURN_IF_ERROR(flush(b, sink));
+  for (const auto& o : outcomes) {
+    out->rollouts++;
+    out->turn_evals += o.turns.size();
+  }
+  std::vector<FastP> all;
+  RecordBuf metrics;
+  for (TurnMode mode : {TurnMode::kLast, TurnMode::kBest}) {
+    for (Denominator den : {Denominator::kAll, Denominator::kCorrect}) {
+      for (const FastP& f : fast_p(outcomes, exp.thresholds, mode, den)) {
+        all.push_back(f);
+        write_metric(metrics, step, "fast_p", "tts", f.level, f.threshold,
+                     mode == TurnMode::kLast ? "last" : "best",
+                     den == Denominator::kAll ? "all" : "correct", f.value(), f.numerator, f.count);
+      }
+    }
+  }
+  // write_metric marks split "tts" records as train-phase; they belong to the tts phase.
+  for (auto& r : metrics.records) r->getRoot<schema::Record>().setPhase(schema::Record::Phase::TTS);
+  VINCI_RETURN_IF_ERROR(flush(metrics, sink));
+  return all;
+}
+
+bool has_manifest(const std::string& run_dir) {
+  struct stat sb;
+  return ::stat(RunLocation::of(run_dir).manifest_path.c_str(), &sb) == 0;
+}
+
+// The checkpoint record of the parameters step 0 starts from.
+Status write_start_checkpoint(Backbone& backbone, RecordSink& sink, const std::string& origin,
+                              const RunCheckpoint* source, const std::string& source_run) {
+  VINCI_ASSIGN_OR_RETURN(std::string bytes, backbone.checkpoint());
+  VINCI_ASSIGN_OR_RETURN(Digest addr, sink.store().put("checkpoint", bytes));
+  RecordBuf b;
+  auto r = b.add(-1, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+  auto c = r.initCheckpoint();
+  c.setForStep(0);
+  AddressBytes d(backbone.parameter_digest()), a(addr);
+  c.setDigest(d.data());
+  c.setAddress(a.data());
+  c.setSize(bytes.size());
+  c.setOrigin(origin);
+  if (source) {
+    c.setSourceRun(source_run);
+    AddressBytes h(source->history);
+    c.setSourceRunDigest(h.data());
+    c.setSourceStep(source->step);
+  }
+  return flush(b, sink);
 }
 
 }  // namespace
@@ -713,8 +610,59 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   ctx.size = exp.size == "full" ? SizeName::kFull : SizeName::kSmall;
 
   int64_t evals = split.eval.empty() ? 0 : (exp.steps + exp.eval_every - 1) / exp.eval_every + 1;
-  int64_t total = exp.steps + evals;
+  bool tts = exp.tts.enabled && !split.eval.empty();
+  int64_t total = exp.steps + evals + (exp.coldstart.enabled ? 1 : 0) + (tts ? 1 : 0);
   int64_t done = 0;
+
+  // The parameters step 0 starts from.
+  out.start_origin = "init";
+  std::optional<RunCheckpoint> source;
+  if (!exp.init_run.empty()) {
+    std::string dir = exp.init_run;
+    if (!has_manifest(dir)) {
+      size_t slash = dir.find_last_of('/');
+      std::string beside = exp.out_root + "/" + (slash == std::string::npos ? dir : dir.substr(slash + 1));
+      if (has_manifest(beside)) dir = beside;
+    }
+    VINCI_ASSIGN_OR_RETURN(source, find_run_checkpoint(dir, exp.init_step));
+    VINCI_RETURN_IF_ERROR(backbone.load_checkpoint(source->bytes));
+    if (backbone.parameter_digest() != source->digest) {
+      return mismatch("backbone.init_run: the loaded checkpoint's parameter digest " +
+                      backbone.parameter_digest().hex() + " differs from the recorded " +
+                      source->digest.hex());
+    }
+    out.start_origin = "run";
+  }
+  if (exp.coldstart.enabled) {
+    VINCI_ASSIGN_OR_RETURN(ColdStartResult cs, run_cold_start(exp, split.train, evaluator, backbone,
+                                                              seed_library, sink));
+    out.library = cs.library;
+    out.turn_evals += cs.turn_evals;
+    ColdStartPoint p;
+    p.trajectories = cs.trajectories;
+    p.kept = cs.kept;
+    p.proposed = cs.proposed;
+    p.verified = cs.verified;
+    p.added = cs.added;
+    p.before = cs.before;
+    p.after = cs.after;
+    out.coldstart = p;
+    out.start_origin = "coldstart";
+    ++done;
+    if (progress) {
+      char line[240];
+      std::snprintf(line, sizeof line,
+                    "cold start: %u/%u trajectories kept, %zu skills, cross-entropy "
+                    "(selection, policy, summary) %.3f %.3f %.3f -> %.3f %.3f %.3f",
+                    p.kept, p.trajectories, p.added.size(), p.before.mean[0], p.before.mean[1],
+                    p.before.mean[2], p.after.mean[0], p.after.mean[1], p.after.mean[2]);
+      progress(done, total, line);
+    }
+  }
+  if (exp.checkpoints) {
+    VINCI_RETURN_IF_ERROR(write_start_checkpoint(backbone, sink, out.start_origin,
+                                                 source ? &*source : nullptr, exp.init_run));
+  }
   Bm25Index index = build_index(out.library, exp);
 
   auto snapshot = [&](int32_t for_step, const std::vector<std::string>& added) -> Result<Digest> {
@@ -739,6 +687,23 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     if (!split.eval.empty() && (step % exp.eval_every == 0 || last)) {
       VINCI_ASSIGN_OR_RETURN(EvalPoint p, evaluate_all(ctx, step, split.eval, index, sink, progress, &done, total, &out));
       out.eval.push_back(std::move(p));
+    }
+    if (last && tts) {
+      VINCI_ASSIGN_OR_RETURN(out.tts, tts_evaluate_all(ctx, step, split.eval, index, sink, &out));
+      ++done;
+      if (progress) {
+        double best = 0, lastv = 0;
+        for (const auto& f : out.tts) {
+          if (f.level == 0 && f.denominator == Denominator::kAll && f.threshold == 1.2) {
+            (f.mode == TurnMode::kBest ? best : lastv) = f.value();
+          }
+        }
+        char line[200];
+        std::snprintf(line, sizeof line,
+                      "test-time scaling (%d x %d turns, window %d): fast_1.2 best turn %.3f, last turn %.3f",
+                      exp.tts.iterations, exp.tts.turns, exp.tts.window, best, lastv);
+        progress(done, total, line);
+      }
     }
     if (last) break;
 
@@ -797,6 +762,12 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       pd.setDigest(d.data());
       pd.setLoss(stats.loss);
       pd.setGradNorm(stats.grad_norm);
+      if (exp.checkpoints) {
+        VINCI_ASSIGN_OR_RETURN(std::string bytes, backbone.checkpoint());
+        VINCI_ASSIGN_OR_RETURN(Digest addr, ctx.store->put("checkpoint", bytes));
+        AddressBytes c(addr);
+        pd.setCheckpoint(c.data());
+      }
       VINCI_RETURN_IF_ERROR(flush(b, sink));
     }
     // Skills staged this step enter the library after the update, in task order.

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,9 +39,18 @@ struct EvalPoint {
   std::vector<FastP> fast_p;  // last/best x all/correct x levels x thresholds
 };
 
+struct ColdStartPoint {
+  uint32_t trajectories = 0, kept = 0, proposed = 0, verified = 0;
+  std::vector<std::string> added;  // distilled skills that entered the library
+  RoleCrossEntropy before, after;  // on the SFT examples
+};
+
 struct TrainerOutput {
   std::vector<TrainPoint> train;
   std::vector<EvalPoint> eval;
+  std::optional<ColdStartPoint> coldstart;
+  std::vector<FastP> tts;          // test-time scaling fast_p (best and last turn), when run
+  std::string start_origin;        // where step 0's parameters came from: init, coldstart, run
   std::vector<std::string> train_tasks, eval_tasks;
   SkillLibrary library;
   uint64_t rollouts = 0;     // training, evaluation and verification rollouts
@@ -55,6 +65,12 @@ struct TaskSplit {
 TaskSplit split_tasks(const TaskSuite& suite, const Experiment& exp);
 
 // Progress: (done, total, line) after each unit of work.
+//
+// Before step 0 (in this order, each recorded): the parameters are taken from backbone.init_run
+// when set (harness/checkpoints.h); the cold start stage runs when coldstart.enabled
+// (harness/coldstart.h) and its library replaces seed_library; a checkpoint record names the
+// parameters step 0 starts from (backbone.checkpoints). After the final evaluation, the
+// test-time-scaling evaluation runs when tts.enabled (harness/tts.h).
 using ProgressFn = std::function<void(int64_t done, int64_t total, const std::string& line)>;
 
 Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite,

@@ -82,6 +82,7 @@ struct Record {
     eval @1;
     verify @2;       # skill verification runs
     coldstart @3;
+    tts @4;          # sequential test-time scaling evaluation (harness/tts.h)
   }
 
   union {
@@ -102,6 +103,10 @@ struct Record {
     stepEnd @18 :StepEnd;
     runEnd @19 :RunEnd;
     blob @20 :BlobRef;   # a named object attached to the run (a config, a checkpoint)
+    checkpoint @21 :CheckpointRef;   # the parameters training starts from (origin, digest, object)
+    sftEpoch @22 :SftEpoch;          # one supervised step of the cold start
+    coldStart @23 :ColdStartSummary; # what the cold start stage built
+    ttsWindow @24 :TtsWindow;        # the window a test-time-scaling iteration continues from
   }
 }
 
@@ -262,4 +267,52 @@ struct BlobRef {
   kind @1 :Text;
   address @2 :Data $Json.hex;
   size @3 :UInt64;
+}
+
+# The parameters a run's training starts from (step 0), as a checkpoint object: freshly
+# initialised, fitted by the cold start stage, or taken from a step of another run.
+struct CheckpointRef {
+  forStep @0 :Int32;              # the step that starts from these parameters
+  digest @1 :Data $Json.hex;      # their parameter digest
+  address @2 :Data $Json.hex;     # the checkpoint object (kind "checkpoint")
+  size @3 :UInt64;                # its bytes
+  origin @4 :Text;                # "init", "coldstart", "run"
+  sourceRun @5 :Text;             # origin "run": the run folder as configured
+  sourceRunDigest @6 :Data $Json.hex;  # ... that run's digest
+  sourceStep @7 :Int32 = -1;      # ... and the step of it whose parameters these are
+}
+
+# One full-batch supervised step of the cold start (cross-entropy on the three heads).
+# crossEntropy and examples are per role: selection, policy, summary.
+struct SftEpoch {
+  epoch @0 :Int32;
+  loss @1 :Float64;                 # the objective this step minimised (before the step)
+  crossEntropy @2 :List(Float64);   # mean cross-entropy per example before the step
+  examples @3 :List(UInt32);
+  digest @4 :Data $Json.hex;        # parameter digest after the step
+}
+
+struct ColdStartSummary {
+  trajectories @0 :UInt32;        # behaviour-policy trajectories collected
+  kept @1 :UInt32;                # ... whose best speedup reached the threshold
+  proposed @2 :UInt32;            # skills the summary role wrote from them
+  verified @3 :UInt32;            # ... that passed verification
+  added @4 :List(Text);           # ... that passed the diversity filter: the library's new skills
+  diversity @5 :Bool;             # the diversity filter was on
+  examples @6 :List(UInt32);      # SFT examples kept per role (selection, policy, summary)
+  examplesDropped @7 :List(UInt32);  # ... dropped by the diversity filter
+  crossEntropyBefore @8 :List(Float64);
+  crossEntropyAfter @9 :List(Float64);
+  library @10 :Data $Json.hex;    # the library after the cold start (seed + added)
+  checkpoint @11 :Data $Json.hex; # the fitted parameters' checkpoint object
+  digest @12 :Data $Json.hex;     # their parameter digest
+}
+
+# Test-time scaling: after iteration `iteration`, the next one continues from the last turn of the
+# best window of `length` consecutive turns by summed reward (ties: the earliest).
+struct TtsWindow {
+  iteration @0 :Int32;
+  start @1 :Int32;       # first turn of the window (turns numbered over all iterations)
+  length @2 :Int32;
+  rewardSum @3 :Float64;
 }

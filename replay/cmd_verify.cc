@@ -32,8 +32,9 @@ int cmd_verify(const std::vector<std::string>& args) {
     std::cerr << "replay verify: " << rep.status().to_string() << "\n";
     return rep.status().code() == StatusCode::kMismatch ? 1 : 2;
   }
-  std::cout << "verified " << rep->records << " records in " << rep->seconds << " s\n"
-            << "digest: " << rep->digest.hex() << "\n";
+  std::cout << "verified " << rep->records << " records in " << rep->seconds << " s\n";
+  if (rep->checkpoints) std::cout << "checked " << rep->checkpoints << " checkpoint objects\n";
+  std::cout << "digest: " << rep->digest.hex() << "\n";
   return 0;
 }
 

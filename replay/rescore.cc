@@ -81,6 +81,24 @@ class RescoreBackbone : public Backbone {
     return recorded_->update(batch);
   }
   Digest parameter_digest() const override { return recorded_->parameter_digest(); }
+  // Supervised steps (the cold start) and checkpoints follow the recorded run too; the fallback
+  // takes the same steps so that its answers come from a network trained like the run's.
+  Result<RoleCrossEntropy> cross_entropy(const std::vector<Experience>& batch) override {
+    return recorded_->cross_entropy(batch);
+  }
+  Result<UpdateStats> supervised_step(const std::vector<Experience>& batch, double lr) override {
+    VINCI_RETURN_IF_ERROR(fallback_->supervised_step(batch, lr).status());
+    return recorded_->supervised_step(batch, lr);
+  }
+  Status reset_optimizer() override {
+    VINCI_RETURN_IF_ERROR(fallback_->reset_optimizer());
+    return recorded_->reset_optimizer();
+  }
+  Result<std::string> checkpoint() const override { return recorded_->checkpoint(); }
+  Status load_checkpoint(std::string_view bytes) override {
+    VINCI_RETURN_IF_ERROR(fallback_->load_checkpoint(bytes));
+    return recorded_->load_checkpoint(bytes);
+  }
   uint64_t fallbacks() const { return fallbacks_.load(); }
 
  private:

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "agents/recorded_backbone.h"
+#include "harness/checkpoints.h"
 #include "harness/record_sink.h"
 #include "harness/trainer.h"
 #include "harness/world.h"
@@ -73,6 +74,7 @@ Result<VerifyReport> verify_run(const std::string& run_dir, bool force, bool rec
                     " differs from the manifest's " + manifest.run_digest.hex());
   }
   VerifyReport rep;
+  VINCI_ASSIGN_OR_RETURN(rep.checkpoints, check_run_checkpoints(run_dir));
   rep.records = sink.position();
   rep.digest = sink.digest();
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -727,6 +727,109 @@ TEST(SimBackbone, ConcurrentCallsGiveTheSequentialResults) {
 
 // Timing, not a check: run with --gtest_also_run_disabled_tests --gtest_filter='*Timing*'.
 // Sizes are close to harness/sim_world's shape (25 task features, ~30 knob choices).
+// The cold start's supervised steps (harness/coldstart.h): cross-entropy on the three heads,
+// every role trained even when train_* says otherwise.
+std::vector<Experience> sft_batch() {
+  std::vector<Experience> batch;
+  for (int64_t i = 0; i < 12; ++i) {
+    Experience p;
+    p.role = AgentRole::kPolicy;
+    p.advantage = 1;
+    p.policy_input = policy_input(i);
+    p.policy.choices = {static_cast<int32_t>(i % 3), static_cast<int32_t>(i % 2), 3};
+    batch.push_back(p);
+    Experience s;
+    s.role = AgentRole::kSelection;
+    s.advantage = 1;
+    s.selection_input = selection_input(i);
+    s.selection.picked = {static_cast<int32_t>(i % 6), static_cast<int32_t>((i + 1) % 6)};
+    batch.push_back(s);
+    Experience u;
+    u.role = AgentRole::kSummary;
+    u.advantage = 1;
+    u.summary_input = summary_input(i);
+    u.summary.include = {1, static_cast<uint8_t>(i % 2), 0};
+    u.summary.scope = static_cast<int32_t>(i % 2);
+    batch.push_back(u);
+  }
+  return batch;
+}
+
+TEST(SimBackbone, SupervisedStepsLowerTheCrossEntropyOfEveryHead) {
+  SimBackboneConfig c = small_config();
+  c.train_selection = false;  // the cold start trains every head regardless
+  c.train_summary = false;
+  auto b = make(c);
+  const std::vector<Experience> batch = sft_batch();
+  auto before = b->cross_entropy(batch);
+  ASSERT_TRUE(before.ok()) << before.status().to_string();
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(before->count[r], 12) << agent_role_name(static_cast<AgentRole>(r));
+    EXPECT_GT(before->mean[r], 0.1);
+  }
+  // The cross-entropy is the mean negative log-likelihood the backbone reports for a policy target.
+  double nll = 0;
+  for (const auto& e : batch) {
+    if (e.role == AgentRole::kPolicy) nll -= policy_log_prob(*b, e.policy_input, e.policy.choices);
+  }
+  EXPECT_NEAR(before->mean[1], nll / 12, 1e-4);
+  double first_loss = 0;
+  for (int step = 0; step < 80; ++step) {
+    auto st = b->supervised_step(batch, 1e-2);
+    ASSERT_TRUE(st.ok()) << st.status().to_string();
+    if (step == 0) first_loss = st->loss;
+  }
+  EXPECT_NEAR(first_loss, before->total(), 1e-4);
+  auto after = b->cross_entropy(batch);
+  ASSERT_TRUE(after.ok());
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_LT(after->mean[r], 0.7 * before->mean[r]) << agent_role_name(static_cast<AgentRole>(r));
+  }
+  // Advantages are ignored: a batch with other advantages has the same cross-entropy.
+  std::vector<Experience> other = batch;
+  for (auto& e : other) e.advantage = -3;
+  auto same = b->cross_entropy(other);
+  ASSERT_TRUE(same.ok());
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(same->mean[r], after->mean[r]);
+  EXPECT_FALSE(b->supervised_step(batch, 0).ok());
+}
+
+TEST(SimBackbone, CheckpointDigestMatchesTheParameterDigest) {
+  auto b = make(small_config());
+  for (int step = 0; step < 3; ++step) ASSERT_TRUE(b->supervised_step(sft_batch(), 1e-2).ok());
+  auto bytes = b->checkpoint();
+  ASSERT_TRUE(bytes.ok());
+  auto d = SimBackbone::checkpoint_digest(*bytes);
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(*d, b->parameter_digest());
+  // Round trip into a fresh backbone: same digest, same bytes.
+  auto fresh = make(small_config(99));
+  EXPECT_NE(fresh->parameter_digest(), b->parameter_digest());
+  ASSERT_TRUE(fresh->load_checkpoint(*bytes).ok());
+  EXPECT_EQ(fresh->parameter_digest(), b->parameter_digest());
+  EXPECT_EQ(*fresh->checkpoint(), *bytes);
+  // A flipped bit anywhere either breaks the parse, changes the digest (a parameter value or
+  // shape), or lands in the Adam state, which the digest leaves out; every kind occurs.
+  int changed = 0, optimizer_only = 0;
+  for (size_t at = 0; at < bytes->size(); ++at) {
+    std::string tampered = *bytes;
+    tampered[at] ^= 0x10;
+    auto td = SimBackbone::checkpoint_digest(tampered);
+    if (td.ok() && *td == *d) {
+      ++optimizer_only;
+    } else {
+      ++changed;
+    }
+  }
+  EXPECT_GT(changed, static_cast<int>(bytes->size() / 4));
+  EXPECT_GT(optimizer_only, static_cast<int>(bytes->size() / 4));
+  EXPECT_FALSE(SimBackbone::checkpoint_digest(bytes->substr(0, bytes->size() - 5)).ok());
+  // Resetting the optimizer keeps the parameters (and their digest) but not the Adam state.
+  ASSERT_TRUE(b->reset_optimizer().ok());
+  EXPECT_EQ(b->parameter_digest(), *d);
+  EXPECT_NE(*b->checkpoint(), *bytes);
+}
+
 TEST(SimBackbone, DISABLED_Timing) {
   SimBackboneConfig c;
   c.shape.task_dim = 25;

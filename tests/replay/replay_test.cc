@@ -8,6 +8,8 @@
 #include <capnp/message.h>
 
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <regex>
 #include <string>
 
@@ -45,6 +47,146 @@ std::string copy_run(const std::string& run, const std::string& root) {
             0)
       << out;
   return root + "/smoke";
+}
+
+// Rewrites the first record of `run` for which edit() returns true (edit changes the record in
+// place), keeping every frame valid: a tamper, not damage. Returns the record's index, or -1.
+int64_t tamper_first(const std::string& run,
+                     const std::function<bool(schema::Record::Builder)>& edit) {
+  std::string seg = run + "/log/00000000.vlog";
+  std::string bytes = read_file(seg).value();
+  std::string rebuilt = bytes.substr(0, kSegmentHeaderSize);
+  size_t pos = kSegmentHeaderSize;
+  int64_t index = 0, tampered = -1;
+  while (pos < bytes.size()) {
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos + 0, 4);
+    std::string payload = bytes.substr(pos + 8, len);
+    pos += 8 + len;
+    auto view = RecordView::decode(payload);
+    EXPECT_TRUE(view.ok());
+    if (tampered < 0) {
+      capnp::MallocMessageBuilder msg;
+      msg.setRoot((*view)->message().getRoot<schema::Record>());
+      if (edit(msg.getRoot<schema::Record>())) {
+        payload = encode_message(msg);
+        tampered = index;
+      }
+    }
+    uint32_t n = static_cast<uint32_t>(payload.size()), c = frame_checksum(payload);
+    rebuilt.append(reinterpret_cast<const char*>(&n), 4);
+    rebuilt.append(reinterpret_cast<const char*>(&c), 4);
+    rebuilt += payload;
+    ++index;
+  }
+  EXPECT_TRUE(write_file_atomic(seg, rebuilt).ok());
+  return tampered;
+}
+
+// The 32 hex digits after `"field":"` in the first line of `text` that contains `anchor`.
+std::string hex_after(const std::string& text, const std::string& anchor, const std::string& field) {
+  size_t at = text.find(anchor);
+  if (at == std::string::npos) return "";
+  size_t line_end = text.find('\n', at);
+  size_t line_start = text.rfind('\n', at);
+  line_start = line_start == std::string::npos ? 0 : line_start + 1;
+  std::string line = text.substr(line_start, line_end - line_start);
+  size_t f = line.find("\"" + field + "\":\"");
+  if (f == std::string::npos) return "";
+  return line.substr(f + field.size() + 4, 32);
+}
+
+TEST(Checkpoints, VerifyChecksEveryStoredCheckpointObject) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root);
+  ASSERT_EQ(sh(kBin + "replay verify " + run, &out), 0) << out;
+  // smoke.toml: the cold start's checkpoint, step 0's (the same object) and one per step.
+  EXPECT_NE(out.find("checked 4 checkpoint objects"), std::string::npos) << out;
+  ASSERT_EQ(sh(kBin + "replay cat " + run + " --no-manifest", &out), 0);
+  std::string addr = hex_after(out, "\"parameterDigest\"", "checkpoint");
+  ASSERT_EQ(addr.size(), 32u) << out.substr(0, 2000);
+  // Damage the stored object of step 0's update: verify re-derives the records (they name the
+  // object by address) but the stored bytes no longer hash to it.
+  std::string path = root + "/objects/" + addr.substr(0, 2) + "/" + addr.substr(2);
+  std::string bytes = read_file(path).value();
+  bytes[bytes.size() - 7] ^= 0x01;
+  ASSERT_TRUE(write_file_atomic(path, bytes).ok());
+  EXPECT_NE(sh(kBin + "replay verify " + run, &out), 0) << out;
+  EXPECT_NE(out.find("checkpoint object " + addr), std::string::npos) << out;
+}
+
+TEST(Checkpoints, ATamperedCheckpointRecordFailsVerify) {
+  std::string run = copy_run(kGolden, temp_dir()), out;
+  int64_t at = tamper_first(run, [](schema::Record::Builder r) {
+    if (!r.isParameterDigest()) return false;
+    auto c = r.getParameterDigest().getCheckpoint();
+    c[0] ^= 0xff;  // names another object
+    return true;
+  });
+  ASSERT_GE(at, 0);
+  EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 1) << out;
+  EXPECT_NE(out.find("record " + std::to_string(at) + " ("), std::string::npos) << out;
+}
+
+TEST(Checkpoints, ARunStartsFromAStepOfAnotherRun) {
+  std::string root = temp_dir(), out;
+  ASSERT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root, &out), 0) << out;
+  std::string src = root + "/smoke";
+  ASSERT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root +
+                   " --name from --set coldstart.enabled=false --set backbone.init_run=" + src +
+                   " --set backbone.init_step=1",
+               &out),
+            0)
+      << out;
+  ASSERT_EQ(sh(kBin + "replay verify " + root + "/from", &out), 0) << out;
+  ASSERT_EQ(sh(kBin + "replay verify " + root + "/from --backbone recorded", &out), 0) << out;
+  // Its checkpoint record names the source's parameters after step 0's update.
+  std::string src_records, records;
+  ASSERT_EQ(sh(kBin + "replay cat " + src + " --no-manifest", &src_records), 0);
+  ASSERT_EQ(sh(kBin + "replay cat " + root + "/from --no-manifest", &records), 0);
+  std::string want = hex_after(src_records, "\"parameterDigest\"", "digest");
+  ASSERT_EQ(want.size(), 32u);
+  EXPECT_EQ(hex_after(records, "\"checkpoint\":{", "digest"), want) << records.substr(0, 600);
+  EXPECT_NE(records.find("\"origin\":\"run\""), std::string::npos);
+  EXPECT_NE(records.find("\"sourceStep\":1"), std::string::npos);
+  // Its first training step starts from those parameters.
+  EXPECT_EQ(hex_after(records, "\"stepBegin\"", "paramDigest"), want);
+  // A step the source does not have is an error that lists the ones it has.
+  EXPECT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root +
+                   " --name bad --set backbone.init_run=" + src + " --set backbone.init_step=9",
+               &out),
+            2);
+  EXPECT_NE(out.find("no checkpoint for the start of step 9 (it has: 0 1 2)"), std::string::npos) << out;
+  // Altering the source's history after the fact is caught when the derived run is verified.
+  int64_t at = tamper_first(src, [](schema::Record::Builder r) {
+    if (!r.isReward()) return false;
+    r.getReward().setValue(r.getReward().getValue() + 1);
+    return true;
+  });
+  ASSERT_GE(at, 0);
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/from", &out), 1) << out;
+  EXPECT_NE(out.find("checkpoint"), std::string::npos) << out;
+}
+
+TEST(TestTimeScaling, RecordedAndReplayed) {
+  std::string run = copy_run(kGolden, temp_dir()), out;
+  ASSERT_EQ(sh(kBin + "replay cat " + run + " --no-manifest", &out), 0);
+  // smoke.toml: 3 iterations x 2 turns, window 2: per held-out task 6 turns and 2 windows.
+  EXPECT_NE(out.find("\"phase\":\"tts\""), std::string::npos);
+  EXPECT_NE(out.find("\"ttsWindow\""), std::string::npos);
+  EXPECT_NE(out.find("\"split\":\"tts\",\"level\":1,\"threshold\":1,\"turnMode\":\"best\""), std::string::npos);
+  EXPECT_NE(out.find("\"turnMode\":\"last\""), std::string::npos);
+  // A window the loop would not have chosen is caught at its record.
+  int64_t at = tamper_first(run, [](schema::Record::Builder r) {
+    if (!r.isTtsWindow()) return false;
+    auto w = r.getTtsWindow();
+    w.setStart(w.getStart() == 0 ? 1 : 0);
+    return true;
+  });
+  ASSERT_GE(at, 0);
+  EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 1) << out;
+  EXPECT_NE(out.find("record " + std::to_string(at) + " ("), std::string::npos) << out;
+  EXPECT_NE(out.find("ttsWindow"), std::string::npos) << out;
 }
 
 TEST(Golden, VerifiesAndARerunDiffsEqual) {

@@ -1,0 +1,105 @@
+#include "harness/checkpoints.h"
+
+#include <map>
+
+#include <capnp/message.h>
+
+#include "agents/sim_backbone.h"
+#include "recorder/address.h"
+#include "recorder/run.h"
+#include "recorder/vinci.capnp.h"
+
+namespace vinci {
+namespace {
+
+bool is_address(capnp::Data::Reader d) { return d.size() == 16; }
+
+Result<std::string> checked_bytes(ObjectStore& store, const Digest& address, const Digest& digest,
+                                  const std::string& what) {
+  auto obj = store.get(address);
+  if (!obj.ok()) {
+    return Status(obj.status().code(), what + ": checkpoint object " + address.hex() + ": " +
+                                           obj.status().message());
+  }
+  if (obj->kind != "checkpoint") {
+    return mismatch(what + ": object " + address.hex() + " is a '" + obj->kind +
+                    "', expected a 'checkpoint'");
+  }
+  auto d = SimBackbone::checkpoint_digest(obj->bytes);
+  if (!d.ok()) return Status(d.status().code(), what + ": " + d.status().message());
+  if (*d != digest) {
+    return mismatch(what + ": checkpoint object " + address.hex() + " holds parameters with digest " +
+                    d->hex() + ", the record says " + digest.hex());
+  }
+  return std::move(obj->bytes);
+}
+
+}  // namespace
+
+Result<RunCheckpoint> find_run_checkpoint(const std::string& run_dir, int32_t step) {
+  VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
+  struct Found {
+    Digest digest, address, history;
+  };
+  std::map<int32_t, Found> found;
+  while (RecordView* view = reader->next()) {
+    auto r = view->message().getRoot<schema::Record>();
+    if (r.isCheckpoint()) {
+      auto c = r.getCheckpoint();
+      found[c.getForStep()] = {address_of(c.getDigest()), address_of(c.getAddress()), reader->digest()};
+    } else if (r.isParameterDigest() && is_address(r.getParameterDigest().getCheckpoint())) {
+      auto p = r.getParameterDigest();
+      found[r.getStep() + 1] = {address_of(p.getDigest()), address_of(p.getCheckpoint()), reader->digest()};
+    }
+  }
+  VINCI_RETURN_IF_ERROR(reader->status());
+  if (found.empty()) {
+    return not_found("run " + run_dir + " names no checkpoint object (recorded with "
+                     "backbone.checkpoints = false?)");
+  }
+  auto it = step < 0 ? std::prev(found.end()) : found.find(step);
+  if (it == found.end()) {
+    std::string steps;
+    for (const auto& [s, _] : found) steps += " " + std::to_string(s);
+    return not_found("run " + run_dir + " has no checkpoint for the start of step " +
+                     std::to_string(step) + " (it has:" + steps + ")");
+  }
+  RunCheckpoint out;
+  out.run_dir = run_dir;
+  out.step = it->first;
+  out.digest = it->second.digest;
+  out.address = it->second.address;
+  out.history = it->second.history;
+  VINCI_ASSIGN_OR_RETURN(out.bytes, checked_bytes(reader->store(), out.address, out.digest,
+                                                  "run " + run_dir + " step " + std::to_string(out.step)));
+  return out;
+}
+
+Result<uint64_t> check_run_checkpoints(const std::string& run_dir) {
+  VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
+  uint64_t n = 0;
+  while (RecordView* view = reader->next()) {
+    auto r = view->message().getRoot<schema::Record>();
+    Digest address, digest;
+    if (r.isCheckpoint()) {
+      address = address_of(r.getCheckpoint().getAddress());
+      digest = address_of(r.getCheckpoint().getDigest());
+    } else if (r.isParameterDigest() && is_address(r.getParameterDigest().getCheckpoint())) {
+      address = address_of(r.getParameterDigest().getCheckpoint());
+      digest = address_of(r.getParameterDigest().getDigest());
+    } else if (r.isColdStart() && is_address(r.getColdStart().getCheckpoint())) {
+      address = address_of(r.getColdStart().getCheckpoint());
+      digest = address_of(r.getColdStart().getDigest());
+    } else {
+      continue;
+    }
+    VINCI_RETURN_IF_ERROR(checked_bytes(reader->store(), address, digest,
+                                        "run " + run_dir + " record " + std::to_string(r.getSeq()))
+                              .status());
+    ++n;
+  }
+  VINCI_RETURN_IF_ERROR(reader->status());
+  return n;
+}
+
+}  // namespace vinci

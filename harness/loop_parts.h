@@ -1,0 +1,274 @@
+// Pieces of the loop shared by its stages (training steps, evaluation, the cold start, test-time
+// scaling): per-task record buffers, the sim turn environment, the writers of the records every
+// stage produces, and the small utilities around them. Internal to harness/.
+#ifndef VINCI_HARNESS_LOOP_PARTS_H_
+#define VINCI_HARNESS_LOOP_PARTS_H_
+
+#include <capnp/message.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agents/agents.h"
+#include "agents/bm25.h"
+#include "gpu/codegen.h"
+#include "gpu/eval_result.h"
+#include "gpu/task.h"
+#include "harness/experiment.h"
+#include "harness/record_sink.h"
+#include "harness/rl.h"
+#include "recorder/address.h"
+#include "recorder/object_store.h"
+#include "recorder/vinci.capnp.h"
+
+namespace vinci {
+namespace loop {
+
+using Builder = std::unique_ptr<capnp::MallocMessageBuilder>;
+
+// Records a task's work produces, in order; seq is set when they reach the sink.
+struct RecordBuf {
+  std::vector<Builder> records;
+
+  schema::Record::Builder add(int32_t step, const std::string& task, int32_t scheme,
+                              int32_t rollout, int32_t turn, schema::Record::Phase phase) {
+    records.push_back(std::make_unique<capnp::MallocMessageBuilder>(512));
+    auto r = records.back()->initRoot<schema::Record>();
+    r.setStep(step);
+    r.setTask(task);
+    r.setScheme(scheme);
+    r.setRollout(rollout);
+    r.setTurn(turn);
+    r.setPhase(phase);
+    return r;
+  }
+};
+
+
+inline uint64_t eval_seed(const RngKey& key) {
+  Stream s(key.with("purpose", "eval-seed"));
+  return s.next_u64();
+}
+
+inline std::string kernel_excerpt(const Plan& plan, int lines) {
+  for (const auto& k : plan.kernels) {
+    std::string out;
+    int n = 0;
+    size_t pos = 0;
+    while (pos < k.source.size() && n < lines) {
+      size_t end = k.source.find('\n', pos);
+      if (end == std::string::npos) end = k.source.size();
+      out += k.source.substr(pos, end - pos) + "\n";
+      pos = end + 1;
+      ++n;
+    }
+    if (!out.empty()) out.pop_back();
+    return out;
+  }
+  return "// (library steps only)";
+}
+
+// What one evaluated turn left behind.
+struct TurnRecord {
+  Digest plan;
+  EvalResult eval;
+  std::string excerpt;
+};
+
+// Turns policy choices into a plan, evaluates it and computes the turn's reward.
+class SimTurnEnv : public TurnEnvironment {
+ public:
+  SimTurnEnv(const Experiment& exp, const Task& task, const KnobSpace& space, Evaluator& evaluator,
+             ObjectStore& store, RngKey key)
+      : exp_(exp), task_(task), space_(space), evaluator_(evaluator), store_(store), key_(key) {}
+
+  Result<TurnResult> run_turn(int32_t turn, const std::vector<int32_t>& choices) override {
+    KnobSetting setting(choices.begin(), choices.end());
+    VINCI_ASSIGN_OR_RETURN(Plan plan, generate_plan(task_, setting));
+    TurnRecord rec;
+    VINCI_ASSIGN_OR_RETURN(rec.plan, store_.put("plan", canonical_bytes(plan)));
+    EvalRequest req;
+    req.size = exp_.size == "full" ? SizeName::kFull : SizeName::kSmall;
+    req.seed = eval_seed(key_.with("turn", turn));
+    req.trials = exp_.trials;
+    req.samples = exp_.timing_samples;
+    VINCI_ASSIGN_OR_RETURN(rec.eval, evaluator_.evaluate(task_, plan, req));
+    if (!rec.eval.compile_log.empty()) {
+      VINCI_RETURN_IF_ERROR(store_.put(kCompileLogKind, rec.eval.compile_log).status());
+    }
+    rec.excerpt = kernel_excerpt(plan, 30);
+    TurnResult r;
+    r.compiled = rec.eval.compiled;
+    r.correct = rec.eval.correct;
+    r.decoy = rec.eval.decoy;
+    r.speedup = rec.eval.speedup;
+    r.time_coverage = rec.eval.time_coverage;
+    r.reward = turn_reward({r.compiled, r.correct, r.decoy, r.speedup, r.time_coverage}, exp_.reward);
+    turns.push_back(std::move(rec));
+    return r;
+  }
+
+  std::vector<TurnRecord> turns;
+
+ private:
+  const Experiment& exp_;
+  const Task& task_;
+  const KnobSpace& space_;
+  Evaluator& evaluator_;
+  ObjectStore& store_;
+  RngKey key_;
+};
+
+inline void write_measurement(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
+                       int32_t rollout, int32_t turn, schema::Record::Phase phase,
+                       const EvalResult& eval) {
+  auto r = buf.add(step, task, scheme, rollout, turn, phase);
+  to_measurement(eval, r.initMeasurement());
+}
+
+inline void write_policy_sample(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
+                         int32_t rollout, int32_t turn, schema::Record::Phase phase,
+                         const PolicySample& s, bool greedy, const Digest& plan, const RngKey& key) {
+  auto r = buf.add(step, task, scheme, rollout, turn, phase);
+  auto b = r.initSample();
+  b.setRole(schema::Role::POLICY);
+  b.setBackbone("sim");
+  auto acts = b.initActions(static_cast<unsigned>(s.choices.size()));
+  for (size_t i = 0; i < s.choices.size(); ++i) acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(s.choices[i]));
+  b.setLogProb(s.log_prob);
+  b.setGreedy(greedy);
+  AddressBytes d(plan);
+  b.setOutput(d.data());
+  AddressBytes k(key.digest());
+  b.setKey(k.data());
+}
+
+inline void write_turn_reward(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
+                       int32_t rollout, int32_t turn, schema::Record::Phase phase,
+                       const TurnResult& t) {
+  auto r = buf.add(step, task, scheme, rollout, turn, phase);
+  auto w = r.initReward();
+  w.setValue(t.reward);
+  w.setKind(schema::Reward::Kind::TURN);
+  w.setSpeedup(t.speedup);
+  w.setTimeCoverage(t.time_coverage);
+  w.setCorrect(t.correct);
+  w.setDecoy(t.decoy);
+}
+
+inline void write_selection(RecordBuf& buf, int32_t step, const Task& task, int32_t scheme,
+                     schema::Record::Phase phase, const SchemeDecision& d,
+                     const SkillLibrary& library, const Digest& query, const Digest& snapshot,
+                     const SelectionParams& params, bool greedy, const RngKey& key) {
+  if (d.sampled) {
+    auto r = buf.add(step, task.id, scheme, -1, -1, phase);
+    auto b = r.initSample();
+    b.setRole(schema::Role::SELECTION);
+    b.setBackbone("sim");
+    auto acts = b.initActions(static_cast<unsigned>(d.sample.picked.size()));
+    for (size_t i = 0; i < d.sample.picked.size(); ++i) acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(d.sample.picked[i]));
+    b.setLogProb(d.sample.log_prob);
+    b.setGreedy(greedy);
+    b.setSampleIndex(d.sample_index);
+    AddressBytes k(key.digest());
+    b.setKey(k.data());
+  }
+  auto r = buf.add(step, task.id, scheme, -1, -1, phase);
+  auto s = r.initSelection();
+  AddressBytes q(query), lib(snapshot);
+  s.setQuery(q.data());
+  auto cands = s.initCandidates(static_cast<unsigned>(d.recall.hits.size()));
+  for (size_t i = 0; i < d.recall.hits.size(); ++i) {
+    const Skill& sk = library.at(d.recall.hits[i].doc);
+    cands[static_cast<unsigned>(i)].setName(sk.name);
+    cands[static_cast<unsigned>(i)].setScore(d.recall.hits[i].score);
+  }
+  auto sel = s.initSelected(static_cast<unsigned>(d.selected.size()));
+  for (size_t i = 0; i < d.selected.size(); ++i) sel.set(static_cast<unsigned>(i), d.selected[i]);
+  s.setRandomFallback(d.recall.random_fallback);
+  s.setReranked(params.mode == SelectionMode::kRerank);
+  s.setSampleIndex(d.sample_index);
+  s.setLibrarySnapshot(lib.data());
+}
+
+inline void write_advantage(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
+                     int32_t rollout, int32_t turn, schema::Role role, double value, double ret,
+                     double baseline, double scale, uint32_t group, int32_t sample_index) {
+  auto r = buf.add(step, task, scheme, rollout, turn, schema::Record::Phase::TRAIN);
+  auto a = r.initAdvantage();
+  a.setRole(role);
+  a.setValue(value);
+  a.setReturnValue(ret);
+  a.setBaseline(baseline);
+  a.setScale(scale);
+  a.setGroupSize(group);
+  a.setSampleIndex(sample_index);
+}
+
+// Everything one task contributes to a training step.
+inline std::vector<const Skill*> skills_named(const SkillLibrary& lib, const std::vector<std::string>& names) {
+  std::vector<const Skill*> out;
+  for (const auto& n : names) {
+    if (const Skill* s = lib.find(n)) out.push_back(s);
+  }
+  return out;
+}
+
+inline Status parallel_for(int32_t threads, size_t n, const std::function<Status(size_t)>& fn) {
+  std::vector<Status> status(n);
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (;;) {
+      size_t i = next.fetch_add(1);
+      if (i >= n) return;
+      status[i] = fn(i);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int32_t t = 1; t < threads && static_cast<size_t>(t) < n; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  for (auto& s : status) {
+    if (!s.ok()) return s;
+  }
+  return Status();
+}
+
+inline Bm25Index build_index(const SkillLibrary& lib, const Experiment& exp) {
+  Bm25Index index(Bm25Params{exp.bm25_k1, exp.bm25_b, exp.bm25_epsilon});
+  for (const Skill& s : lib.skills()) index.add_text(skill_document_text(s));
+  return index;
+}
+
+inline Status flush(RecordBuf& buf, RecordSink& sink) {
+  for (auto& r : buf.records) VINCI_RETURN_IF_ERROR(sink.put(*r));
+  buf.records.clear();
+  return Status();
+}
+
+inline void write_metric(RecordBuf& buf, int32_t step, const std::string& name, const std::string& split,
+                  int32_t level, double threshold, const std::string& mode,
+                  const std::string& denominator, double value, uint32_t num, uint32_t count) {
+  auto r = buf.add(step, "", -1, -1, -1,
+                   split == "eval" ? schema::Record::Phase::EVAL : schema::Record::Phase::TRAIN);
+  auto m = r.initMetric();
+  m.setName(name);
+  m.setSplit(split);
+  m.setLevel(level);
+  m.setThreshold(threshold);
+  m.setTurnMode(mode);
+  m.setDenominator(denominator);
+  m.setValue(value);
+  m.setNumerator(num);
+  m.setCount(count);
+}
+
+
+}  // namespace loop
+}  // namespace vinci
+
+#endif  // VINCI_HARNESS_LOOP_PARTS_H_
