@@ -30,6 +30,7 @@ int cmd_rescore(const std::vector<std::string>& args) {
       "timing-budget", po::value<double>(&o.timing_budget_s)->default_value(0),
       "cuda: at most this many seconds of timed runs per plan (>= 5 samples; 0: no cap)")(
       "nvrtc-cache", po::value<std::string>(&o.nvrtc_cache_dir), "cuda: NVRTC cache folder (kernels compiled in parallel first)")(
+      "reuse", po::value<std::string>(&o.reuse), "an earlier rescore's measurements.jsonl: plans it measured are not measured again")(
       "force", "rescore even under numeric settings that differ from the run's");
   po::variables_map vm;
   if (auto stop = parse_options("replay rescore", args, opts, {{"run", 1}}, &vm)) return *stop;
@@ -60,7 +61,7 @@ int cmd_rescore(const std::vector<std::string>& args) {
     return 2;
   }
   std::cout << rep->drift_markdown << "\n"
-            << "rescored " << rep->distinct_plans << " distinct plans (" << rep->measured << " measured) on "
+            << "rescored " << rep->distinct_plans << " distinct plans (" << rep->measured << " measured, " << rep->reused << " reused) on "
             << rep->device << " in " << rep->measure_seconds << " s; the new run " << o.out_dir << " has "
             << rep->records << " records, digest " << rep->digest.hex() << " (" << rep->seconds << " s in all)\n";
   return 0;

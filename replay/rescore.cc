@@ -10,11 +10,13 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
 
 #include <capnp/message.h>
+#include <nlohmann/json.hpp>
 
 #include "agents/recorded_backbone.h"
 #include "core/atomic_file.h"
@@ -239,7 +241,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   if (options.out_dir.empty()) return invalid_argument("rescore: no output run folder");
   struct stat st;
   if (::stat(options.out_dir.c_str(), &st) == 0)
-    return invalid_argument("rescore: " + options.out_dir + " already exists (choose a new --out)");
+    return invalid_argument("rescore: " + options.out_dir + " already exists (choose a new --out; --reuse " +
+                            options.out_dir + "/measurements.jsonl takes up what it measured)");
   RunLocation loc = RunLocation::of(run_dir);
   VINCI_ASSIGN_OR_RETURN(ManifestInfo manifest, read_manifest(loc.manifest_path));
   if (!manifest.completed)
@@ -326,10 +329,50 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   req.trials = options.trials > 0 ? options.trials : exp.trials;
   req.samples = options.samples > 0 ? options.samples : exp.timing_samples;
   std::map<Digest, EvalResult> results;
+  // Measurements of an earlier rescore (one that stopped, say) on the same device and request.
+  std::string request_text = encode_eval_request("", Plan(), req);
+  if (!options.reuse.empty()) {
+    std::ifstream in(options.reuse);
+    if (!in) return not_found("--reuse: cannot open " + options.reuse);
+    std::string line;
+    for (int n = 1; std::getline(in, line); ++n) {
+      std::string where = options.reuse + ":" + std::to_string(n);
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("measurement"))
+        return invalid_argument(where + ": not a rescore measurement line");
+      if (j.value("device", "") != device_name || j.value("request", "") != request_text) continue;
+      std::string bytes;
+      const std::string hex = j["measurement"].get<std::string>();
+      for (size_t i = 0; i + 1 < hex.size(); i += 2) bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+      VINCI_ASSIGN_OR_RETURN(EvalResult r, decode_eval_result(bytes, j.value("compile_log", "")));
+      if (seen.count(r.plan)) results.emplace(r.plan, std::move(r));
+    }
+  }
+  uint64_t reused = results.size();
+  // Every measurement is appended to <out>/measurements.jsonl as it is taken: GPU time is not lost
+  // if the re-drive fails, and --reuse takes it up again.
+  VINCI_RETURN_IF_ERROR(make_dirs(options.out_dir));
+  std::ofstream saved(options.out_dir + "/measurements.jsonl", std::ios::app);
+  auto save = [&](const std::string& task, const EvalResult& r) {
+    static const char* kHex = "0123456789abcdef";
+    std::string bytes = encode_eval_result(r), hex;
+    for (unsigned char c : bytes) {
+      hex.push_back(kHex[c >> 4]);
+      hex.push_back(kHex[c & 15]);
+    }
+    saved << nlohmann::json{{"task", task}, {"plan", r.plan.hex()}, {"device", device_name}, {"request", request_text},
+                            {"measurement", hex}, {"compile_log", r.compile_log}}
+                 .dump()
+          << "\n";
+    saved.flush();
+  };
+  for (const auto& [a, r] : results) save(seen.at(a).task, r);
   uint64_t done = 0;
   for (const auto& [task, plan] : plans) {
-    VINCI_ASSIGN_OR_RETURN(EvalResult r, device->evaluate(*task, plan, req));
     ++done;
+    if (results.count(plan_address(plan))) continue;
+    VINCI_ASSIGN_OR_RETURN(EvalResult r, device->evaluate(*task, plan, req));
+    save(task->id, r);
     if (progress) {
       char line[200];
       std::snprintf(line, sizeof line, "%s %s %s %.3gx", task->id.c_str(), r.plan.hex().substr(0, 8).c_str(),
@@ -366,7 +409,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
                                            " (the partial run is in " + options.out_dir + ")");
   }
   VINCI_RETURN_IF_ERROR(writer->finish());
-  rep.measured = plans.size() + evaluator.new_plans();
+  rep.measured = plans.size() - reused + evaluator.new_plans();
+  rep.reused = reused;
   rep.fallback_calls = backbone.fallbacks();
   rep.records = writer->record_count();
   rep.digest = writer->digest();

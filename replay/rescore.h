@@ -10,6 +10,8 @@
 //    backbone something the run never asked (a summary triggered only under the new timings), or
 //    the recorded answer no longer fits the call (a selection index past a candidate list the new
 //    library made shorter), the run's own sim backbone answers, and the report counts those calls.
+//    Each measurement is appended to <out>/measurements.jsonl as it is taken, so a rescore that
+//    stops loses no device time: --reuse takes the file up again.
 // 3. The result is a new run (world "rescore", parent = the old run and its digest) that
 //    `replay verify` re-derives from its own log, and a drift report: per task, recorded vs new
 //    speedup of its plans; fast_p of the final evaluation before and after; which task verdicts
@@ -37,11 +39,15 @@ struct RescoreOptions {
   double timing_budget_s = 0;
   std::string nvrtc_cache_dir;
   bool force = false;           // re-drive under numeric settings that differ from the run's
+  // An earlier rescore's <out>/measurements.jsonl: its measurements of this run's plans on the
+  // same device with the same request are used instead of measuring again.
+  std::string reuse;
 };
 
 struct RescoreReport {
   uint64_t distinct_plans = 0;
-  uint64_t measured = 0;        // plans evaluated (distinct plans plus any new ones)
+  uint64_t measured = 0;        // plans evaluated here (distinct plans plus any new ones)
+  uint64_t reused = 0;          // plans taken from --reuse
   uint64_t fallback_calls = 0;  // backbone calls the recorded run could not answer
   uint64_t records = 0;
   Digest digest;

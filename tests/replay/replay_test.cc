@@ -276,7 +276,17 @@ TEST(Rescore, UnderTheRunsOwnProfileNothingMoves) {
   EXPECT_FALSE(std::regex_search(out, std::regex("\\| [+-][0-9.]*[1-9][0-9.]* \\|"))) << "a fast_p moved:\n" << out;
   EXPECT_NE(out.find("| **all** |"), std::string::npos) << out;
   EXPECT_EQ(sh(kBin + "replay verify " + root + "/same", &out), 0) << out;
+  std::string digest = out.substr(out.find("digest: "));
   EXPECT_EQ(read_file(root + "/same/drift.md").ok(), true);
+  // Its saved measurements are taken up again: nothing is measured twice, the run is the same.
+  ASSERT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/again --reuse " + root +
+                   "/same/measurements.jsonl",
+               &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("(0 measured, "), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/again", &out), 0) << out;
+  EXPECT_EQ(out.substr(out.find("digest: ")), digest);
   // An existing folder is refused, not overwritten.
   EXPECT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/same", &out), 2) << out;
   EXPECT_NE(out.find("already exists"), std::string::npos) << out;
