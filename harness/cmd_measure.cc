@@ -433,10 +433,11 @@ int cmd_measure(const std::vector<std::string>& args) {
   std::ostringstream md;
   std::string dev = rows.empty() ? device : rows.front().live.device;
   md << "# `harness measure` on " << dev << "\n\n";
-  md << "Size `" << size << "`, " << plans_per_task << " generated plans per task beside the default, " << trials
-     << " trials, " << samples << " timing samples each of kernel and reference, seed " << seed << ".\n\n";
+  if (from_files.empty())
+    md << "Size `" << size << "`, " << plans_per_task << " generated plans per task beside the default, " << trials
+       << " trials, " << samples << " timing samples each of kernel and reference, seed " << seed << ".\n\n";
   if (!from_files.empty()) {
-    md << "Rebuilt from earlier sweeps (their own settings apply):";
+    md << "Size `" << size << "`. Rebuilt from earlier sweeps (the plans, trials and samples they used apply):";
     for (const auto& f : from_files) md << " `" << f << "`";
     md << ".\n\n";
   }
