@@ -296,14 +296,7 @@ EvalResult CudaEvaluator::lost_result(const Task& task, const Plan& plan, const 
   r.error = why;
   r.flags.push_back("rejected: " + tag);
   r.settings = {{"timeout_s", number_text(options_.timeout_s)}};
-  for (int t = 0; t < request.trials; ++t) {
-    TrialResult tr;
-    InputDistribution dist = trial_distribution(t);
-    tr.distribution = distribution_name(dist);
-    tr.seed = input_seed(request.seed, task.id, t, dist);
-    tr.max_abs_err = tr.mean_abs_err = std::nan("");
-    r.trials.push_back(tr);
-  }
+  add_unreached_trials(&r, task.id, request);
   r.finalize();
   return r;
 }

@@ -68,6 +68,11 @@ struct EvalResult {
   friend bool operator!=(const EvalResult& a, const EvalResult& b) { return !(a == b); }
 };
 
+struct EvalRequest;
+// Appends a failed entry (NaN errors, the trial's distribution and input seed) for every trial of
+// the request the evaluation did not reach: a record always has one entry per trial.
+void add_unreached_trials(EvalResult* r, const std::string& task_id, const EvalRequest& request);
+
 // Median of samples (mean of the middle two for an even count); 0 for no samples.
 double median(std::vector<double> samples);
 

@@ -793,17 +793,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
     stats->context_lost = !oom || cuCtxSynchronize() != CUDA_SUCCESS;
     loaded.abandon = stats->context_lost;
   }
-  if (r.trials.size() < static_cast<size_t>(request.trials)) {
-    // Trials not reached count as failed: a record always has one entry per trial.
-    for (int t = static_cast<int>(r.trials.size()); t < request.trials; ++t) {
-      TrialResult tr;
-      InputDistribution dist = trial_distribution(t);
-      tr.distribution = distribution_name(dist);
-      tr.seed = input_seed(request.seed, task.id, t, dist);
-      tr.max_abs_err = tr.mean_abs_err = std::nan("");
-      r.trials.push_back(tr);
-    }
-  }
+  add_unreached_trials(&r, task.id, request);  // trials not reached count as failed
   r.finalize();
   return r;
 }

@@ -19,24 +19,13 @@
 #include "gpu/device_profile.h"
 #include "gpu/sim_evaluator.h"
 #include "gpu/task.h"
+#include "tests/gpu/sim_test_util.h"
 
 namespace vinci {
 namespace {
 
-const TaskSuite& suite() {
-  static TaskSuite s = [] {
-    Result<TaskSuite> r = load_task_suite(default_task_dir());
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    return r.ok() ? *r : TaskSuite();
-  }();
-  return s;
-}
-
-const Task& task(const std::string& id) {
-  const Task* t = suite().find(id);
-  EXPECT_NE(t, nullptr) << id;
-  return *t;
-}
+using simtest::h200;
+using simtest::task;
 
 struct Hostile {
   std::string name, expect, what;
@@ -112,11 +101,9 @@ TEST(CudaProtocol, RequestRoundTrips) {
 }
 
 TEST(CudaProtocol, ResultRoundTripsBitExactly) {
-  Result<DeviceProfile> prof = load_device_profile(profile_path("h200"));
-  ASSERT_TRUE(prof.ok());
   SimEvaluatorOptions so;
   so.noise = 0.03;
-  SimEvaluator sim(*prof, so);
+  SimEvaluator sim(h200(), so);
   for (const char* id : {"L1_023", "L2_012"}) {
     Result<Plan> p = default_plan(task(id));
     ASSERT_TRUE(p.ok());

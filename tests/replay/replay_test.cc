@@ -218,37 +218,15 @@ TEST(Golden, GateFailsOnAChangedConstant) {
 TEST(Replay, VerifyStopsAtATamperedRecord) {
   std::string run = copy_run(kGolden, temp_dir());
   // Rewrite one reward record with another value, keeping the frame valid (a tamper, not damage).
-  std::string seg = run + "/log/00000000.vlog";
-  std::string bytes = read_file(seg).value();
-  std::string rebuilt = bytes.substr(0, kSegmentHeaderSize);
-  size_t pos = kSegmentHeaderSize;
-  uint64_t index = 0, tampered = 0;
-  bool done = false;
-  while (pos < bytes.size()) {
-    uint32_t len;
-    std::memcpy(&len, bytes.data() + pos + 0, 4);
-    std::string payload = bytes.substr(pos + 8, len);
-    pos += 8 + len;
-    auto view = RecordView::decode(payload);
-    ASSERT_TRUE(view.ok());
-    auto rec = (*view)->message().getRoot<schema::Record>();
-    if (!done && rec.isReward() && rec.getReward().getValue() > 0) {
-      capnp::MallocMessageBuilder msg;
-      msg.setRoot(rec);
-      auto w = msg.getRoot<schema::Record>().getReward();
-      w.setValue(w.getValue() + 0.25);
-      payload = encode_message(msg);
-      tampered = index;
-      done = true;
-    }
-    uint32_t n = static_cast<uint32_t>(payload.size()), c = frame_checksum(payload);
-    rebuilt.append(reinterpret_cast<const char*>(&n), 4);
-    rebuilt.append(reinterpret_cast<const char*>(&c), 4);
-    rebuilt += payload;
-    ++index;
-  }
-  ASSERT_TRUE(done);
-  ASSERT_TRUE(write_file_atomic(seg, rebuilt).ok());
+  int64_t tampered = tamper_first(run, [](schema::Record::Builder r) {
+    if (!r.isReward() || r.getReward().getValue() <= 0) return false;
+    r.getReward().setValue(r.getReward().getValue() + 0.25);
+    return true;
+  });
+  ASSERT_GE(tampered, 0);
+  std::string count;
+  ASSERT_EQ(sh(kBin + "replay cat " + kGolden + " --no-manifest | wc -l", &count), 0);
+  uint64_t index = std::stoull(count);
   std::string out;
   EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 1) << out;
   EXPECT_NE(out.find("record " + std::to_string(tampered) + " ("), std::string::npos) << out;
@@ -316,34 +294,12 @@ TEST(Rescore, AnotherProfileMovesSpeedupsAndTheNewRunVerifies) {
   EXPECT_EQ(sh(kBin + "replay diff " + run + " " + root + "/slow", &out), 1) << out;
   EXPECT_NE(out.find("measurement"), std::string::npos) << out;
   // Tamper: change one measurement's speedup in the new run; the plan's measurements disagree.
-  std::string seg = root + "/slow/log/00000000.vlog";
-  std::string bytes = read_file(seg).value();
-  std::string rebuilt = bytes.substr(0, kSegmentHeaderSize);
-  size_t pos = kSegmentHeaderSize;
-  bool done = false;
-  while (pos < bytes.size()) {
-    uint32_t len;
-    std::memcpy(&len, bytes.data() + pos, 4);
-    std::string payload = bytes.substr(pos + 8, len);
-    pos += 8 + len;
-    auto view = RecordView::decode(payload);
-    ASSERT_TRUE(view.ok());
-    auto rec = (*view)->message().getRoot<schema::Record>();
-    if (!done && rec.isMeasurement() && rec.getMeasurement().getCorrect()) {
-      capnp::MallocMessageBuilder msg;
-      msg.setRoot(rec);
-      auto m = msg.getRoot<schema::Record>().getMeasurement();
-      m.setSpeedup(m.getSpeedup() * 1.5);
-      payload = encode_message(msg);
-      done = true;
-    }
-    uint32_t n = static_cast<uint32_t>(payload.size()), c = frame_checksum(payload);
-    rebuilt.append(reinterpret_cast<const char*>(&n), 4);
-    rebuilt.append(reinterpret_cast<const char*>(&c), 4);
-    rebuilt += payload;
-  }
-  ASSERT_TRUE(done);
-  ASSERT_TRUE(write_file_atomic(seg, rebuilt).ok());
+  ASSERT_GE(tamper_first(root + "/slow", [](schema::Record::Builder r) {
+              if (!r.isMeasurement() || !r.getMeasurement().getCorrect()) return false;
+              r.getMeasurement().setSpeedup(r.getMeasurement().getSpeedup() * 1.5);
+              return true;
+            }),
+            0);
   EXPECT_NE(sh(kBin + "replay verify " + root + "/slow", &out), 0) << out;
 }
 
