@@ -347,14 +347,13 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
   return Status();
 }
 
-// Greedy (or sampled) evaluation of one held-out task: one selection, one rollout.
-Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
-                 RecordBuf* records, TaskTurns* outcome) {
+// The selection of a held-out task (evaluation and test-time scaling): one scheme, recorded; the
+// skills it chose (none when evaluation injects no skills).
+Result<std::vector<const Skill*>> held_out_selection(const StepContext& ctx, int32_t step, const Task& task,
+                                                     Bm25Index& index, const std::vector<float>& features,
+                                                     schema::Record::Phase phase, const RngKey& key,
+                                                     RecordBuf* records) {
   const Experiment& exp = *ctx.exp;
-  const auto phase = schema::Record::Phase::EVAL;
-  RngKey key = RngKey::root(exp.seed).with("phase", "eval").with("step", step).with("task", task.id);
-  KnobSpace space = knob_space(task);
-  std::vector<float> features = task_features(task, ctx.size);
   VINCI_ASSIGN_OR_RETURN(Digest query, ctx.store->put("prompt", task.description));
   std::vector<const Skill*> skills;
   if (exp.eval_inject_skills && exp.selection.mode != SelectionMode::kNone) {
@@ -367,6 +366,19 @@ Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Ind
                     exp.selection, exp.eval_greedy, key.with("selection", 0));
     skills = skills_named(*ctx.library, d.selected);
   }
+  return skills;
+}
+
+// Greedy (or sampled) evaluation of one held-out task: one selection, one rollout.
+Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
+                 RecordBuf* records, TaskTurns* outcome) {
+  const Experiment& exp = *ctx.exp;
+  const auto phase = schema::Record::Phase::EVAL;
+  RngKey key = RngKey::root(exp.seed).with("phase", "eval").with("step", step).with("task", task.id);
+  KnobSpace space = knob_space(task);
+  std::vector<float> features = task_features(task, ctx.size);
+  VINCI_ASSIGN_OR_RETURN(std::vector<const Skill*> skills,
+                         held_out_selection(ctx, step, task, index, features, phase, key, records));
   PolicyInput base;
   base.task = features;
   base.skill_hint = skill_hint(skills);
@@ -443,18 +455,8 @@ Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Inde
   RngKey key = RngKey::root(exp.seed).with("phase", "tts").with("task", task.id);
   KnobSpace space = knob_space(task);
   std::vector<float> features = task_features(task, ctx.size);
-  VINCI_ASSIGN_OR_RETURN(Digest query, ctx.store->put("prompt", task.description));
-  std::vector<const Skill*> skills;
-  if (exp.eval_inject_skills && exp.selection.mode != SelectionMode::kNone) {
-    SimSkillFeaturizer featurizer(task);
-    VINCI_ASSIGN_OR_RETURN(SchemeDecision d,
-                           select_skills(*ctx.backbone, *ctx.library, index, task.description,
-                                         features, featurizer, exp.selection,
-                                         key.with("selection", 0), exp.eval_greedy, 0));
-    write_selection(*records, step, task, 0, phase, d, *ctx.library, query, ctx.library_address,
-                    exp.selection, exp.eval_greedy, key.with("selection", 0));
-    skills = skills_named(*ctx.library, d.selected);
-  }
+  VINCI_ASSIGN_OR_RETURN(std::vector<const Skill*> skills,
+                         held_out_selection(ctx, step, task, index, features, phase, key, records));
   PolicyInput in;
   in.task = features;
   in.skill_hint = skill_hint(skills);
