@@ -17,6 +17,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
+#include "core/text.h"
 #include "gpu/executor.h"
 
 namespace vinci {
@@ -35,12 +36,6 @@ std::string exit_text(int status) {
     return "was killed by signal " + std::to_string(sig) + (name ? std::string(" (") + name + ")" : "");
   }
   return "ended (status " + std::to_string(status) + ")";
-}
-
-std::string number_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
 }
 
 }  // namespace
@@ -204,10 +199,10 @@ Status CudaEvaluator::start_locked() {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return io_error(errno_text("socketpair"));
   std::vector<std::string> args = {options_.worker_path,
                                    "--fd", "3",
-                                   "--launch-timeout", number_text(options_.launch_timeout_s),
-                                   "--norm-tolerance", number_text(options_.norm_tolerance),
+                                   "--launch-timeout", format_number("%.6g", options_.launch_timeout_s),
+                                   "--norm-tolerance", format_number("%.6g", options_.norm_tolerance),
                                    "--warmups", std::to_string(options_.warmups),
-                                   "--timing-budget-ms", number_text(options_.timing_budget_s * 1000)};
+                                   "--timing-budget-ms", format_number("%.6g", options_.timing_budget_s * 1000)};
   if (!options_.task_dir.empty()) args.insert(args.end(), {"--tasks", options_.task_dir});
   if (!options_.nvrtc_cache_dir.empty()) args.insert(args.end(), {"--nvrtc-cache", options_.nvrtc_cache_dir});
   if (!options_.profile_path.empty()) args.insert(args.end(), {"--profile", options_.profile_path});
@@ -295,7 +290,7 @@ EvalResult CudaEvaluator::lost_result(const Task& task, const Plan& plan, const 
   r.correct = false;
   r.error = why;
   r.flags.push_back("rejected: " + tag);
-  r.settings = {{"timeout_s", number_text(options_.timeout_s)}};
+  r.settings = {{"timeout_s", format_number("%.6g", options_.timeout_s)}};
   add_unreached_trials(&r, task.id, request);
   r.finalize();
   return r;
@@ -319,7 +314,7 @@ Result<EvalResult> CudaEvaluator::evaluate(const Task& task, const Plan& plan, c
     ++stats_.workers_lost;
     if (timeout)
       return lost_result(task, plan, request,
-                         "no answer within " + number_text(options_.timeout_s) +
+                         "no answer within " + format_number("%.6g", options_.timeout_s) +
                              " s: the candidate hung the worker, which was killed and will be replaced",
                          "hang");
     return lost_result(task, plan, request,

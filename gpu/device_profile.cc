@@ -7,6 +7,8 @@
 
 #include <toml++/toml.h>
 
+#include "core/text.h"
+
 namespace vinci {
 namespace {
 
@@ -108,12 +110,6 @@ const char* type_name(const toml::node* n) {
   }
 }
 
-std::string number_text(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 }  // namespace
 
 Result<DeviceProfile> parse_device_profile(const std::string& path, const std::string& text) {
@@ -144,8 +140,8 @@ Result<DeviceProfile> parse_device_profile(const std::string& path, const std::s
                               ", found " + type_name(n));
     }
     if (!std::isfinite(v) || v < f.lo || v > f.hi)
-      return invalid_argument(where + ": expected a value in [" + number_text(f.lo) + ", " +
-                              number_text(f.hi) + "], found " + number_text(v));
+      return invalid_argument(where + ": expected a value in [" + exact_number(f.lo) + ", " +
+                              exact_number(f.hi) + "], found " + exact_number(v));
     if (f.i64) p.*f.i64 = static_cast<int64_t>(v);
     else p.*f.f64 = v;
   }
@@ -168,8 +164,8 @@ Result<DeviceProfile> parse_device_profile(const std::string& path, const std::s
                             std::to_string(p.max_threads_per_sm));
   if (p.hbm_bytes_per_s > p.hbm_peak_bytes_per_s)
     return invalid_argument(path + ": key 'memory.hbm_bytes_per_s': measured bandwidth " +
-                            number_text(p.hbm_bytes_per_s) + " exceeds the peak " +
-                            number_text(p.hbm_peak_bytes_per_s));
+                            exact_number(p.hbm_bytes_per_s) + " exceeds the peak " +
+                            exact_number(p.hbm_peak_bytes_per_s));
   if (p.shared_bytes_per_block > p.shared_bytes_per_sm)
     return invalid_argument(path + ": key 'sm.shared_bytes_per_block': exceeds sm.shared_bytes");
   return p;
@@ -207,7 +203,7 @@ std::string device_profile_to_toml(const DeviceProfile& profile) {
     } else if (f.i64) {
       os << profile.*f.i64;
     } else {
-      std::string t = number_text(profile.*f.f64);
+      std::string t = exact_number(profile.*f.f64);
       // A float key must read back as a float-compatible number; integers are accepted too.
       os << t;
     }

@@ -15,6 +15,7 @@
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
+#include "core/text.h"
 #include "gpu/device_profile.h"
 #include "gpu/executor.h"
 #include "gpu/expr.h"
@@ -30,12 +31,6 @@ using Clock = std::chrono::steady_clock;
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-std::string number_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
 }
 
 std::string cu_error(CUresult r) {
@@ -118,6 +113,13 @@ bool overlaps(const torch::Tensor& a, const torch::Tensor& b) {
   return lo_a < hi_b && lo_b < hi_a;
 }
 
+// A task at its sizes, as a cache key: "L1_019/B=8/D=1001".
+std::string instance_key(const TaskInstance& inst) {
+  std::string key = inst.task().id;
+  for (const auto& [k, v] : inst.sizes()) key += "/" + k + "=" + std::to_string(v);
+  return key;
+}
+
 // The comparison of one output with the reference.
 struct Comparison {
   bool ok = false;
@@ -183,7 +185,7 @@ Comparison compare(const torch::Tensor& out, const torch::Tensor& ref, const Tol
   if (outside) {
     c.tag = "wrong_result";
     c.why = std::to_string(outside) + " of " + std::to_string(ref.numel()) + " elements outside atol=" +
-            number_text(tol.atol) + " rtol=" + number_text(tol.rtol) + " (max abs error " + number_text(c.max_abs) + ")";
+            format_number("%.6g", tol.atol) + " rtol=" + format_number("%.6g", tol.rtol) + " (max abs error " + format_number("%.6g", c.max_abs) + ")";
     return c;
   }
   if (norm_tol > 0) {
@@ -193,7 +195,7 @@ Comparison compare(const torch::Tensor& out, const torch::Tensor& ref, const Tol
     double rel = ref_norm > 0 ? err_norm / ref_norm : err_norm;
     if (rel > norm_tol) {
       c.tag = "wrong_result";
-      c.why = "relative L2 error " + number_text(rel) + " > " + number_text(norm_tol) +
+      c.why = "relative L2 error " + format_number("%.6g", rel) + " > " + format_number("%.6g", norm_tol) +
               " (allclose passes: the tolerance is loose for this output's scale)";
       return c;
     }
@@ -228,7 +230,7 @@ void wait_for(CUevent ev, double timeout_s, const std::string& what) {
     if (r == CUDA_SUCCESS) return;
     if (r != CUDA_ERROR_NOT_READY) fail_cuda(what, r);
     if (ms_since(t0) > timeout_s * 1000)
-      fail("hang", what + ": still running after " + number_text(timeout_s) + " s (an endless loop or a deadlock)",
+      fail("hang", what + ": still running after " + format_number("%.6g", timeout_s) + " s (an endless loop or a deadlock)",
            true);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -254,9 +256,10 @@ struct LiveDevice::Impl {
   const Task* input_cache_task = nullptr;
   CUevent start = nullptr, end = nullptr, sync = nullptr;
 
-  // How a schedule runs: kCheck waits on every launch with the timeout and confirms each kernel
-  // wrote something; kProfile times every step with events; kTimed just launches.
-  enum class Mode { kCheck, kProfile, kTimed };
+  // How a schedule runs: kWatch waits on every launch with the timeout; kCheck also confirms each
+  // kernel wrote something (it copies the kernel's buffers first: the first run only); kProfile
+  // times every step with events; kTimed just launches.
+  enum class Mode { kCheck, kWatch, kProfile, kTimed };
 
   Result<TaskInstance*> instance(const Task& task, SizeName size) {
     auto key = std::make_pair(task.id, static_cast<int>(size));
@@ -363,8 +366,8 @@ struct LiveDevice::Impl {
             fail("launch_refused", what + ": launch refused: " + cu_error(r));
           fail_cuda(what, r);
         }
+        if (mode == Mode::kCheck || mode == Mode::kWatch) wait_for(sync, options.launch_timeout_s, what);
         if (mode == Mode::kCheck) {
-          wait_for(sync, options.launch_timeout_s, what);
           bool any = written.empty();
           for (const auto& [n, before] : written) {
             if (!bitwise_equal(before, values.at(n))) any = true;
@@ -401,8 +404,7 @@ struct LiveDevice::Impl {
     if (!on_cpu) return inst.make_inputs_on_device(dist, seed);
     // CPU draws cost more than the evaluation of a small task: keep them (on the device) for the
     // task in hand. They are never handed to a candidate, only copied.
-    std::string key = inst.task().id + "/" + std::to_string(seed);
-    for (const auto& [k, v] : inst.sizes()) key += "/" + k + "=" + std::to_string(v);
+    std::string key = instance_key(inst) + "/" + std::to_string(seed);
     if (input_cache_task != &inst.task()) {
       input_cache.clear();
       input_cache_task = &inst.task();
@@ -523,15 +525,15 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
   r.size = size_name(request.size);
   r.settings = {{"arch", arch},
                 {"l2_flush_bytes", std::to_string(flush.numel() * 4)},
-                {"launch_timeout_s", number_text(options.launch_timeout_s)},
-                {"norm_tolerance", number_text(options.norm_tolerance)},
+                {"launch_timeout_s", format_number("%.6g", options.launch_timeout_s)},
+                {"norm_tolerance", format_number("%.6g", options.norm_tolerance)},
                 {"reference", std::string("libtorch ") + TORCH_VERSION + " eager, tf32 off"},
                 {"samples", std::to_string(request.samples)},
                 {"strict", request.strict ? "true" : "false"},
-                {"tolerance", number_text(tol.atol) + "," + number_text(tol.rtol)},
+                {"tolerance", format_number("%.6g", tol.atol) + "," + format_number("%.6g", tol.rtol)},
                 {"trials", std::to_string(request.trials)},
                 {"warmups", std::to_string(options.warmups)}};
-  if (options.timing_budget_ms > 0) r.settings["timing_budget_ms"] = number_text(options.timing_budget_ms);
+  if (options.timing_budget_ms > 0) r.settings["timing_budget_ms"] = format_number("%.6g", options.timing_budget_ms);
 
   // 1. Compile and load.
   Status valid = validate_plan(plan, task);
@@ -617,7 +619,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       }
       auto values = values_for(task, plan, inst->sizes(), cx, weights);
       // The candidate runs first: nothing of this trial's reference is in memory yet.
-      torch::Tensor out = run(plan, loaded, *inst, values, Mode::kCheck);
+      torch::Tensor out = run(plan, loaded, *inst, values, t == 0 ? Mode::kCheck : Mode::kWatch);
       for (size_t i = 0; i < x.size(); ++i)
         if (!bitwise_equal(cx[i], x[i]))
           fail("writes_input", "the candidate modified its input '" + task.inputs[i].name + "'");
@@ -635,9 +637,8 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       tr.max_abs_err = c.max_abs;
       tr.mean_abs_err = c.mean_abs;
       r.trials.push_back(tr);
-      std::string control_key = task.id + "/" + std::to_string(tr.seed) + "/" + tr.distribution + "/" +
-                                number_text(tol.atol) + "," + number_text(tol.rtol);
-      for (const auto& [k, v] : inst->sizes()) control_key += "/" + k + "=" + std::to_string(v);
+      std::string control_key = instance_key(*inst) + "/" + std::to_string(tr.seed) + "/" + tr.distribution + "/" +
+                                format_number("%.17g", tol.atol) + "," + format_number("%.17g", tol.rtol);
       auto cached_controls = control_cache.find(control_key);
       if (cached_controls != control_cache.end()) {
         for (const auto& [what, passes] : cached_controls->second)
@@ -672,7 +673,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       if (t == 0) {
         // A second run on the same inputs, at the same addresses, must be bit-identical.
         auto again = values_for(task, plan, inst->sizes(), cx, weights);
-        torch::Tensor out2 = run(plan, loaded, *inst, again, Mode::kCheck);
+        torch::Tensor out2 = run(plan, loaded, *inst, again, Mode::kWatch);
         bool repeatable = bitwise_equal(out, out2);
         if (!repeatable && !plan.library_only() && std::any_of(plan.steps.begin(), plan.steps.end(), [](const PlanStep& s) {
               return s.kind == "library";
@@ -695,7 +696,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
         if (!repeatable)
           fail("nondeterministic",
                "a second run on the same inputs gave a different output (max difference " +
-                   number_text(is_float(out) ? (out - out2).abs().nan_to_num(1e30).max().item<double>() : 1) +
+                   format_number("%.6g", is_float(out) ? (out - out2).abs().nan_to_num(1e30).max().item<double>() : 1) +
                    "): a race, or a read of memory the candidate never wrote");
         trial0_inputs = x;
         trial0_candidate_inputs = cx;
@@ -709,7 +710,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       VINCI_ASSIGN_OR_RETURN(x0, inputs(*inst, 0, request.seed, &input_source));
       for (auto& t : x0) moved.push_back(t.clone());
       auto values = values_for(task, plan, inst->sizes(), moved, weights);
-      torch::Tensor out = run(plan, loaded, *inst, values, Mode::kCheck);
+      torch::Tensor out = run(plan, loaded, *inst, values, Mode::kWatch);
       bool same = bitwise_equal(out, trial0_output);
       if (!same && library_not_repeatable) same = compare(out, trial0_reference, tol, options.norm_tolerance).ok;
       if (!same)

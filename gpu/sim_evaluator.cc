@@ -4,17 +4,12 @@
 #include <cstdio>
 
 #include "core/rng.h"
+#include "core/text.h"
 #include "gpu/executor.h"
 #include "gpu/ops.h"
 
 namespace vinci {
 namespace {
-
-std::string number_text(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
 
 // The kernel must name its entry point as an extern "C" __global__ function; NVRTC would fail
 // to find it otherwise. The sim compiles nothing, so this is all it can check of a source.
@@ -77,12 +72,12 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
   r.device = p.name;
   r.plan = plan_address(plan);
   r.size = size_name(request.size);
-  r.settings = {{"noise", number_text(options_.noise)},
+  r.settings = {{"noise", exact_number(options_.noise)},
                 {"profile", p.name},
-                {"roofline_margin", number_text(options_.roofline_margin)},
+                {"roofline_margin", exact_number(options_.roofline_margin)},
                 {"samples", std::to_string(request.samples)},
                 {"strict", request.strict ? "true" : "false"},
-                {"tolerance", number_text(tol.atol) + "," + number_text(tol.rtol)},
+                {"tolerance", exact_number(tol.atol) + "," + exact_number(tol.rtol)},
                 {"trials", std::to_string(request.trials)}};
   // The live evaluator times the reference beside every candidate, so each evaluation draws its
   // own reference samples: the key names the plan for both series.

@@ -20,6 +20,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "core/cli.h"
 #include "gpu/codegen.h"
 #include "gpu/cuda_evaluator.h"
 #include "gpu/device_profile.h"
@@ -46,7 +47,11 @@ int cmd_eval(const std::vector<std::string>& args) {
   double noise = 0, timeout = 600, launch_timeout = 10;
   std::string nvrtc_cache;
   std::vector<std::string> knobs;
-  po::options_description named("options");
+  po::options_description named(
+      "usage: harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim|cuda]\n"
+      "                            [--size full|small] [--seed N]\n\n"
+      "Evaluates one plan and prints its result record as JSON. Exit 0: compiled and\n"
+      "correct; 1: not compiled or wrong; 2: usage or error.\n\noptions");
   named.add_options()
       ("help,h", "print this help")
       ("plan", po::value<std::string>(&plan_path), "plan JSON file (docs/plan_format.md); default: the generator's plan")
@@ -64,39 +69,13 @@ int cmd_eval(const std::vector<std::string>& args) {
       ("timeout", po::value<double>(&timeout)->default_value(600), "cuda: seconds before an unanswered evaluation counts as a hang")
       ("launch-timeout", po::value<double>(&launch_timeout)->default_value(10), "cuda: seconds one kernel launch may run")
       ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder shared across processes");
-  po::options_description hidden;
-  hidden.add_options()("task", po::value<std::string>(&task_id));
-  po::options_description all;
-  all.add(named).add(hidden);
-  po::positional_options_description positional;
-  positional.add("task", 1);
-  auto usage = [&](FILE* out) {
-    std::ostringstream os;
-    os << named;
-    std::fprintf(out,
-                 "usage: harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim|cuda]\n"
-                 "                            [--size full|small] [--seed N]\n\n"
-                 "Evaluates one plan and prints its result record as JSON. Exit 0: compiled and\n"
-                 "correct; 1: not compiled or wrong; 2: usage or error.\n\n%s",
-                 os.str().c_str());
-  };
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "harness eval: %s\n\n", e.what());
-    usage(stderr);
+  if (auto stop = parse_options("harness eval", args, named, {{"task", 1}}, &vm)) return *stop;
+  if (!vm.count("task")) {
+    std::cerr << "harness eval: expected a task id\n" << named;
     return 2;
   }
-  if (vm.count("help")) {
-    usage(stdout);
-    return 0;
-  }
-  if (task_id.empty()) {
-    usage(stderr);
-    return 2;
-  }
+  task_id = vm["task"].as<std::string>();
   EvalRequest request;
   if (size == "full") request.size = SizeName::kFull;
   else if (size == "small") request.size = SizeName::kSmall;

@@ -26,11 +26,10 @@
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <thread>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/program_options.hpp>
@@ -39,6 +38,7 @@
 #include "core/atomic_file.h"
 #include "core/cli.h"
 #include "core/rng.h"
+#include "core/text.h"
 #include "gpu/calibration.h"
 #include "gpu/codegen.h"
 #include "gpu/cuda_evaluator.h"
@@ -84,12 +84,6 @@ double percentile(std::vector<double> v, double q) {
   size_t lo = static_cast<size_t>(pos);
   size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - lo);
-}
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
 }
 
 struct Row {
@@ -481,17 +475,17 @@ int cmd_measure(const std::vector<std::string>& args) {
       }
       by_family[r.family].push_back(&r);
     }
-    md << "| " << t->id << " " << t->name << " | " << fmt("%.1f", ref) << " | "
-       << (def_ok ? fmt("%.1f", def_us) : std::string("wrong")) << " | " << (def_ok ? fmt("%.3g", def_x) : "-") << " | "
-       << (best > 0 ? fmt("%.3g", best) : "-") << " | " << ok << " / " << n << " | " << bad << " |\n";
+    md << "| " << t->id << " " << t->name << " | " << format_number("%.1f", ref) << " | "
+       << (def_ok ? format_number("%.1f", def_us) : std::string("wrong")) << " | " << (def_ok ? format_number("%.3g", def_x) : "-") << " | "
+       << (best > 0 ? format_number("%.3g", best) : "-") << " | " << ok << " / " << n << " | " << bad << " |\n";
     i = j;
   }
   md << "\n**Guaranteed plans correct: " << guaranteed_ok << " / " << guaranteed_n << "**"
-     << fmt(" (%.1f%%)", guaranteed_n ? 100.0 * guaranteed_ok / guaranteed_n : 0) << "; risky plans correct: " << risky_ok
+     << format_number(" (%.1f%%)", guaranteed_n ? 100.0 * guaranteed_ok / guaranteed_n : 0) << "; risky plans correct: " << risky_ok
      << " / " << risky_n << ".\n\n";
   md << "## Sim vs live\n\n";
   md << "Correctness agreement (compiled plans): " << agree << " / " << compared
-     << fmt(" (%.1f%%)", compared ? 100.0 * agree / compared : 0) << "; sim correct but live wrong: "
+     << format_number(" (%.1f%%)", compared ? 100.0 * agree / compared : 0) << "; sim correct but live wrong: "
      << sim_says_ok_live_bad << "; sim wrong but live correct: " << sim_says_bad_live_ok << ".\n\n";
   md << "Spearman rank correlation of predicted vs measured speedup over plans correct live (pooled over the "
         "family's plans; and the mean over its tasks with >= 3 such plans):\n\n";
@@ -505,9 +499,9 @@ int cmd_measure(const std::vector<std::string>& args) {
   for (const auto& [fam, list] : by_family) {
     FamilyCorrelation before = correlate(list, [](const Row& r) { return r.sim.correct ? r.sim.speedup : std::nan(""); });
     FamilyCorrelation after = correlate(list, fitted_speedup);
-    md << "| " << fam << " | " << before.plans << " | " << fmt("%.3f", before.pooled) << " | "
-       << fmt("%.3f", before.per_task_mean) << " (" << before.tasks << " tasks) | " << fmt("%.3f", after.pooled)
-       << " | " << fmt("%.3f", after.per_task_mean) << " |\n";
+    md << "| " << fam << " | " << before.plans << " | " << format_number("%.3f", before.pooled) << " | "
+       << format_number("%.3f", before.per_task_mean) << " (" << before.tasks << " tasks) | " << format_number("%.3f", after.pooled)
+       << " | " << format_number("%.3f", after.per_task_mean) << " |\n";
   }
   if (!cal_text.empty()) md << "\n### Calibration (fitted_profile.toml)\n\n```\n" << cal_text << "```\n";
   std::vector<double> overhead, wall;
@@ -521,19 +515,19 @@ int cmd_measure(const std::vector<std::string>& args) {
   }
   md << "\n## Evaluator cost\n\n";
   md << "| measure | median | p90 |\n|---|---:|---:|\n";
-  md << "| NVRTC compile per kernel, ms (cache misses) | " << fmt("%.1f", percentile(compile, 0.5)) << " | "
-     << fmt("%.1f", percentile(compile, 0.9)) << " |\n";
-  md << "| wall time per candidate, ms | " << fmt("%.1f", percentile(wall, 0.5)) << " | " << fmt("%.1f", percentile(wall, 0.9))
+  md << "| NVRTC compile per kernel, ms (cache misses) | " << format_number("%.1f", percentile(compile, 0.5)) << " | "
+     << format_number("%.1f", percentile(compile, 0.9)) << " |\n";
+  md << "| wall time per candidate, ms | " << format_number("%.1f", percentile(wall, 0.5)) << " | " << format_number("%.1f", percentile(wall, 0.9))
      << " |\n";
-  md << "| overhead per candidate (wall minus the timed samples), ms | " << fmt("%.1f", percentile(overhead, 0.5)) << " | "
-     << fmt("%.1f", percentile(overhead, 0.9)) << " |\n";
+  md << "| overhead per candidate (wall minus the timed samples), ms | " << format_number("%.1f", percentile(overhead, 0.5)) << " | "
+     << format_number("%.1f", percentile(overhead, 0.9)) << " |\n";
   if (prewarm_threads)
     md << "\nThe kernels were compiled before the sweep into the shared NVRTC cache, " << prewarm_threads
-       << " at a time: " << compile.size() << " in " << fmt("%.1f", prewarm_s) << " s (the worker then loads them from it).\n";
+       << " at a time: " << compile.size() << " in " << format_number("%.1f", prewarm_s) << " s (the worker then loads them from it).\n";
   if (out_of_budget)
     md << "\n**The sweep stopped at its --budget: tasks after " << rows.back().task->id << " were not measured.**\n";
-  md << "\nCandidates evaluated: " << rows.size() << " in " << fmt("%.1f", sweep_ms / 1000) << " s: "
-     << fmt("%.1f", rows.size() / (sweep_ms / 60000.0)) << " per minute.\n";
+  md << "\nCandidates evaluated: " << rows.size() << " in " << format_number("%.1f", sweep_ms / 1000) << " s: "
+     << format_number("%.1f", rows.size() / (sweep_ms / 60000.0)) << " per minute.\n";
   if (cuda) {
     CudaEvaluatorStats st = cuda->stats();
     md << "Workers started: " << st.workers_started << ", lost: " << st.workers_lost << ".\n";
@@ -545,9 +539,9 @@ int cmd_measure(const std::vector<std::string>& args) {
       double mean = 0;
       for (double m : s.medians) mean += m;
       mean /= s.medians.size();
-      md << "| " << s.task << " | " << fmt("%.2f", mean) << " | "
-         << fmt("%.2f", *std::min_element(s.medians.begin(), s.medians.end())) << " | "
-         << fmt("%.2f", *std::max_element(s.medians.begin(), s.medians.end())) << " | " << fmt("%.3f%%", 100 * s.cv)
+      md << "| " << s.task << " | " << format_number("%.2f", mean) << " | "
+         << format_number("%.2f", *std::min_element(s.medians.begin(), s.medians.end())) << " | "
+         << format_number("%.2f", *std::max_element(s.medians.begin(), s.medians.end())) << " | " << format_number("%.3f%%", 100 * s.cv)
          << " |\n";
     }
   }

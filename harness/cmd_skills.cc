@@ -17,6 +17,7 @@
 
 #include "agents/bm25.h"
 #include "agents/skill_library.h"
+#include "core/cli.h"
 #include "harness/commands.h"
 
 namespace vinci {
@@ -29,7 +30,10 @@ int skills_search(const std::vector<std::string>& args) {
   Bm25Params params;
   uint64_t seed = 0;
   std::string library_path, query;
-  po::options_description named("options");
+  po::options_description named(
+      "usage: harness skills search LIBRARY.jsonl \"QUERY\" [--top K]\n\n"
+      "Ranks the library's skills for QUERY with BM25 (rank_bm25's BM25Okapi) and\n"
+      "prints rank, name and score, tab separated, best first.\n\noptions");
   named.add_options()
       ("help,h", "print this help")
       ("top", po::value<size_t>(&top)->default_value(20), "how many skills to print")
@@ -39,39 +43,15 @@ int skills_search(const std::vector<std::string>& args) {
        "BM25 idf floor factor (of the average idf)")
       ("seed", po::value<uint64_t>(&seed)->default_value(0),
        "seed of the random sample shown when nothing scores");
-  po::options_description hidden;
-  hidden.add_options()("library", po::value<std::string>(&library_path))(
-      "query", po::value<std::string>(&query));
-  po::options_description all;
-  all.add(named).add(hidden);
-  po::positional_options_description positional;
-  positional.add("library", 1).add("query", 1);
-  auto usage = [&](FILE* out) {
-    std::ostringstream os;
-    os << named;
-    std::fprintf(out,
-                 "usage: harness skills search LIBRARY.jsonl \"QUERY\" [--top K]\n\n"
-                 "Ranks the library's skills for QUERY with BM25 (rank_bm25's BM25Okapi) and\n"
-                 "prints rank, name and score, tab separated, best first.\n\n%s",
-                 os.str().c_str());
-  };
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::fprintf(stderr, "harness skills search: %s\n\n", e.what());
-    usage(stderr);
-    return 2;
-  }
-  if (vm.count("help")) {
-    usage(stdout);
-    return 0;
-  }
+  if (auto stop = parse_options("harness skills search", args, named, {{"library", 1}, {"query", 1}}, &vm))
+    return *stop;
   if (!vm.count("library") || !vm.count("query")) {
-    usage(stderr);
+    std::cerr << "harness skills search: expected a library file and a query\n" << named;
     return 2;
   }
+  library_path = vm["library"].as<std::string>();
+  query = vm["query"].as<std::string>();
   if (Status st = validate_bm25_params(params); !st.ok()) {
     std::fprintf(stderr, "harness skills search: %s\n", st.message().c_str());
     return 2;

@@ -7,15 +7,10 @@
 #include <set>
 
 #include "core/atomic_file.h"
+#include "core/text.h"
 
 namespace vinci {
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 std::string level_name(int level) { return level == 0 ? "all" : "L" + std::to_string(level); }
 
@@ -56,7 +51,7 @@ std::string fast_p_table(const std::vector<FastP>& rows, TurnMode mode, Denomina
   std::string out;
   if (format == TableFormat::kMarkdown) {
     out = "| level |";
-    for (double p : thresholds) out += " fast_" + fmt("%g", p) + " |";
+    for (double p : thresholds) out += " fast_" + format_number("%g", p) + " |";
     out += " tasks |\n|---|";
     for (size_t i = 0; i < thresholds.size(); ++i) out += "---|";
     out += "---|\n";
@@ -65,7 +60,7 @@ std::string fast_p_table(const std::vector<FastP>& rows, TurnMode mode, Denomina
       uint32_t count = 0;
       for (double p : thresholds) {
         const FastP* f = find(level, p);
-        out += " " + fmt("%.1f", f ? 100.0 * f->value() : 0.0) + " |";
+        out += " " + format_number("%.1f", f ? 100.0 * f->value() : 0.0) + " |";
         if (f) count = f->count;
       }
       out += " " + std::to_string(count) + " |\n";
@@ -77,7 +72,7 @@ std::string fast_p_table(const std::vector<FastP>& rows, TurnMode mode, Denomina
         const FastP* f = find(level, p);
         if (!f) continue;
         out += std::string(mode_name(mode)) + "," + den_name(denominator) + "," + level_name(level) +
-               "," + fmt("%.17g", p) + "," + fmt("%.17g", f->value()) + "," +
+               "," + format_number("%.17g", p) + "," + format_number("%.17g", f->value()) + "," +
                std::to_string(f->numerator) + "," + std::to_string(f->count) + "\n";
       }
     }
@@ -90,8 +85,8 @@ std::string fast_p_table(const std::vector<FastP>& rows, TurnMode mode, Denomina
         if (!f) continue;
         out += std::string(first ? "" : ",") + "{\"turn\":\"" + mode_name(mode) +
                "\",\"denominator\":\"" + den_name(denominator) + "\",\"level\":\"" +
-               level_name(level) + "\",\"threshold\":" + fmt("%.17g", p) +
-               ",\"value\":" + fmt("%.17g", f->value()) + ",\"numerator\":" +
+               level_name(level) + "\",\"threshold\":" + format_number("%.17g", p) +
+               ",\"value\":" + format_number("%.17g", f->value()) + ",\"numerator\":" +
                std::to_string(f->numerator) + ",\"count\":" + std::to_string(f->count) + "}";
         first = false;
       }
@@ -129,7 +124,7 @@ std::string metrics_csv(const TrainerOutput& out) {
   std::string csv = "step,split,metric,level,threshold,turn,denominator,value,numerator,count\n";
   for (const TrainPoint& p : out.train) {
     auto row = [&](const char* name, double v) {
-      csv += std::to_string(p.step) + ",train," + name + ",all,,,," + fmt("%.17g", v) + ",,\n";
+      csv += std::to_string(p.step) + ",train," + name + ",all,,,," + format_number("%.17g", v) + ",,\n";
     };
     row("reward_mean", p.reward_mean);
     row("correct_rate", p.correct_rate);
@@ -142,8 +137,8 @@ std::string metrics_csv(const TrainerOutput& out) {
   for (const EvalPoint& e : out.eval) {
     for (const FastP& f : e.fast_p) {
       csv += std::to_string(e.step) + ",eval,fast_p," + level_name(f.level) + "," +
-             fmt("%.17g", f.threshold) + "," + mode_name(f.mode) + "," + den_name(f.denominator) +
-             "," + fmt("%.17g", f.value()) + "," + std::to_string(f.numerator) + "," +
+             format_number("%.17g", f.threshold) + "," + mode_name(f.mode) + "," + den_name(f.denominator) +
+             "," + format_number("%.17g", f.value()) + "," + std::to_string(f.numerator) + "," +
              std::to_string(f.count) + "\n";
     }
   }
@@ -156,10 +151,10 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
   md += "- records: " + std::to_string(info.records) + ", run digest `" + info.run_digest + "`\n";
   md += "- training tasks: " + std::to_string(out.train_tasks.size()) +
         ", held-out tasks: " + std::to_string(out.eval_tasks.size()) + "\n";
-  md += "- wall time: " + fmt("%.1f", info.seconds) + " s; " + std::to_string(out.rollouts) +
-        " rollouts (" + fmt("%.0f", info.seconds > 0 ? out.rollouts / info.seconds : 0) + "/s), " +
+  md += "- wall time: " + format_number("%.1f", info.seconds) + " s; " + std::to_string(out.rollouts) +
+        " rollouts (" + format_number("%.0f", info.seconds > 0 ? out.rollouts / info.seconds : 0) + "/s), " +
         std::to_string(out.turn_evals) + " turn evaluations (" +
-        fmt("%.0f", info.seconds > 0 ? out.turn_evals / info.seconds : 0) + "/s)\n\n";
+        format_number("%.0f", info.seconds > 0 ? out.turn_evals / info.seconds : 0) + "/s)\n\n";
   if (!out.eval.empty()) {
     const EvalPoint& last = out.eval.back();
     md += "## Final evaluation (after step " + std::to_string(last.step) + ")\n\n";
@@ -171,7 +166,7 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
         std::string cell = " - |";
         for (const FastP& f : e.fast_p) {
           if (f.level == level && f.threshold == 1.2 && f.mode == TurnMode::kLast &&
-              f.denominator == Denominator::kAll) cell = " " + fmt("%.1f", 100 * f.value()) + " |";
+              f.denominator == Denominator::kAll) cell = " " + format_number("%.1f", 100 * f.value()) + " |";
         }
         md += cell;
       }
@@ -181,15 +176,15 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
   }
   md += "## Training\n\n| step | reward | correct | best speedup | triggered | accepted | library |\n|---|---|---|---|---|---|---|\n";
   for (const TrainPoint& p : out.train) {
-    md += "| " + std::to_string(p.step) + " | " + fmt("%.3f", p.reward_mean) + " | " +
-          fmt("%.3f", p.correct_rate) + " | " + fmt("%.2f", p.best_speedup_mean) + " | " +
+    md += "| " + std::to_string(p.step) + " | " + format_number("%.3f", p.reward_mean) + " | " +
+          format_number("%.3f", p.correct_rate) + " | " + format_number("%.2f", p.best_speedup_mean) + " | " +
           std::to_string(p.triggered) + " | " + std::to_string(p.accepted) + " | " +
           std::to_string(p.library_size) + " |\n";
   }
   md += "\n## Skill library (" + std::to_string(out.library.size()) + " skills)\n\n";
   for (const Skill& s : out.library.skills()) {
     md += "- `" + s.name + "` (" + s.scope + ", verified " +
-          (s.verify_speedup ? fmt("%.2fx", *s.verify_speedup) : std::string("-")) + "): " +
+          (s.verify_speedup ? format_number("%.2fx", *s.verify_speedup) : std::string("-")) + "): " +
           s.description + "\n";
   }
   md += "\nPlots: reward.svg, fast_p.svg, library.svg, fast_p_final.svg. Every figure here is\n"
@@ -213,28 +208,28 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
   auto py = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
   std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"400\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"640\" height=\"400\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + fmt("%.0f", W / 2 - 60) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) + "</text>\n";
-  svg += "<line x1=\"" + fmt("%.1f", L) + "\" y1=\"" + fmt("%.1f", H - B) + "\" x2=\"" + fmt("%.1f", W - R) + "\" y2=\"" + fmt("%.1f", H - B) + "\" stroke=\"black\"/>\n";
-  svg += "<line x1=\"" + fmt("%.1f", L) + "\" y1=\"" + fmt("%.1f", T) + "\" x2=\"" + fmt("%.1f", L) + "\" y2=\"" + fmt("%.1f", H - B) + "\" stroke=\"black\"/>\n";
+  svg += "<text x=\"" + format_number("%.0f", W / 2 - 60) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) + "</text>\n";
+  svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", H - B) + "\" x2=\"" + format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", H - B) + "\" stroke=\"black\"/>\n";
+  svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", T) + "\" x2=\"" + format_number("%.1f", L) + "\" y2=\"" + format_number("%.1f", H - B) + "\" stroke=\"black\"/>\n";
   for (int i = 0; i <= 4; ++i) {
     double y = y0 + (y1 - y0) * i / 4;
-    svg += "<text x=\"4\" y=\"" + fmt("%.1f", py(y) + 4) + "\">" + fmt("%.3g", y) + "</text>\n";
-    svg += "<line x1=\"" + fmt("%.1f", L) + "\" y1=\"" + fmt("%.1f", py(y)) + "\" x2=\"" + fmt("%.1f", W - R) + "\" y2=\"" + fmt("%.1f", py(y)) + "\" stroke=\"#ddd\"/>\n";
+    svg += "<text x=\"4\" y=\"" + format_number("%.1f", py(y) + 4) + "\">" + format_number("%.3g", y) + "</text>\n";
+    svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", py(y)) + "\" x2=\"" + format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", py(y)) + "\" stroke=\"#ddd\"/>\n";
     double x = x0 + (x1 - x0) * i / 4;
-    svg += "<text x=\"" + fmt("%.1f", px(x) - 8) + "\" y=\"" + fmt("%.1f", H - B + 16) + "\">" + fmt("%.3g", x) + "</text>\n";
+    svg += "<text x=\"" + format_number("%.1f", px(x) - 8) + "\" y=\"" + format_number("%.1f", H - B + 16) + "\">" + format_number("%.3g", x) + "</text>\n";
   }
-  svg += "<text x=\"" + fmt("%.0f", (L + W - R) / 2) + "\" y=\"" + fmt("%.0f", H - 10) + "\">" + xml_escape(x_label) + "</text>\n";
-  svg += "<text x=\"12\" y=\"" + fmt("%.0f", T - 8) + "\">" + xml_escape(y_label) + "</text>\n";
+  svg += "<text x=\"" + format_number("%.0f", (L + W - R) / 2) + "\" y=\"" + format_number("%.0f", H - 10) + "\">" + xml_escape(x_label) + "</text>\n";
+  svg += "<text x=\"12\" y=\"" + format_number("%.0f", T - 8) + "\">" + xml_escape(y_label) + "</text>\n";
   for (size_t i = 0; i < series.size(); ++i) {
     const char* color = kColors[i % 8];
     std::string pts;
     for (size_t k = 0; k < series[i].x.size() && k < series[i].y.size(); ++k) {
-      pts += fmt("%.1f", px(series[i].x[k])) + "," + fmt("%.1f", py(series[i].y[k])) + " ";
+      pts += format_number("%.1f", px(series[i].x[k])) + "," + format_number("%.1f", py(series[i].y[k])) + " ";
     }
     svg += "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"2\" points=\"" + pts + "\"/>\n";
     double ly = T + 16 * i;
-    svg += "<line x1=\"" + fmt("%.1f", W - R + 10) + "\" y1=\"" + fmt("%.1f", ly) + "\" x2=\"" + fmt("%.1f", W - R + 30) + "\" y2=\"" + fmt("%.1f", ly) + "\" stroke=\"" + color + "\" stroke-width=\"2\"/>\n";
-    svg += "<text x=\"" + fmt("%.1f", W - R + 34) + "\" y=\"" + fmt("%.1f", ly + 4) + "\">" + xml_escape(series[i].label) + "</text>\n";
+    svg += "<line x1=\"" + format_number("%.1f", W - R + 10) + "\" y1=\"" + format_number("%.1f", ly) + "\" x2=\"" + format_number("%.1f", W - R + 30) + "\" y2=\"" + format_number("%.1f", ly) + "\" stroke=\"" + color + "\" stroke-width=\"2\"/>\n";
+    svg += "<text x=\"" + format_number("%.1f", W - R + 34) + "\" y=\"" + format_number("%.1f", ly + 4) + "\">" + xml_escape(series[i].label) + "</text>\n";
   }
   svg += "</svg>\n";
   return svg;
@@ -250,28 +245,28 @@ std::string svg_bar_chart(const std::string& title, const std::vector<std::strin
   ymax *= 1.1;
   std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"400\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"640\" height=\"400\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + fmt("%.0f", W / 2 - 80) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) + "</text>\n";
-  svg += "<text x=\"12\" y=\"" + fmt("%.0f", T - 8) + "\">" + xml_escape(y_label) + "</text>\n";
+  svg += "<text x=\"" + format_number("%.0f", W / 2 - 80) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) + "</text>\n";
+  svg += "<text x=\"12\" y=\"" + format_number("%.0f", T - 8) + "\">" + xml_escape(y_label) + "</text>\n";
   double gw = (W - L - R) / std::max<size_t>(1, groups.size());
   double bw = gw * 0.8 / std::max<size_t>(1, bars.size());
   for (int i = 0; i <= 4; ++i) {
     double y = ymax * i / 4, yy = H - B - y / ymax * (H - T - B);
-    svg += "<text x=\"4\" y=\"" + fmt("%.1f", yy + 4) + "\">" + fmt("%.3g", y) + "</text>\n";
-    svg += "<line x1=\"" + fmt("%.1f", L) + "\" y1=\"" + fmt("%.1f", yy) + "\" x2=\"" + fmt("%.1f", W - R) + "\" y2=\"" + fmt("%.1f", yy) + "\" stroke=\"#ddd\"/>\n";
+    svg += "<text x=\"4\" y=\"" + format_number("%.1f", yy + 4) + "\">" + format_number("%.3g", y) + "</text>\n";
+    svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", yy) + "\" x2=\"" + format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", yy) + "\" stroke=\"#ddd\"/>\n";
   }
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t b = 0; b < bars.size() && g < values.size() && b < values[g].size(); ++b) {
       double v = values[g][b];
       double x = L + gw * g + gw * 0.1 + bw * b;
       double h = v / ymax * (H - T - B);
-      svg += "<rect x=\"" + fmt("%.1f", x) + "\" y=\"" + fmt("%.1f", H - B - h) + "\" width=\"" + fmt("%.1f", bw) + "\" height=\"" + fmt("%.1f", h) + "\" fill=\"" + kColors[b % 8] + "\"/>\n";
+      svg += "<rect x=\"" + format_number("%.1f", x) + "\" y=\"" + format_number("%.1f", H - B - h) + "\" width=\"" + format_number("%.1f", bw) + "\" height=\"" + format_number("%.1f", h) + "\" fill=\"" + kColors[b % 8] + "\"/>\n";
     }
-    svg += "<text x=\"" + fmt("%.1f", L + gw * g + gw * 0.4) + "\" y=\"" + fmt("%.1f", H - B + 16) + "\">" + xml_escape(groups[g]) + "</text>\n";
+    svg += "<text x=\"" + format_number("%.1f", L + gw * g + gw * 0.4) + "\" y=\"" + format_number("%.1f", H - B + 16) + "\">" + xml_escape(groups[g]) + "</text>\n";
   }
   for (size_t b = 0; b < bars.size(); ++b) {
     double ly = T + 16 * b;
-    svg += "<rect x=\"" + fmt("%.1f", W - R + 10) + "\" y=\"" + fmt("%.1f", ly - 8) + "\" width=\"12\" height=\"12\" fill=\"" + kColors[b % 8] + "\"/>\n";
-    svg += "<text x=\"" + fmt("%.1f", W - R + 28) + "\" y=\"" + fmt("%.1f", ly + 2) + "\">" + xml_escape(bars[b]) + "</text>\n";
+    svg += "<rect x=\"" + format_number("%.1f", W - R + 10) + "\" y=\"" + format_number("%.1f", ly - 8) + "\" width=\"12\" height=\"12\" fill=\"" + kColors[b % 8] + "\"/>\n";
+    svg += "<text x=\"" + format_number("%.1f", W - R + 28) + "\" y=\"" + format_number("%.1f", ly + 2) + "\">" + xml_escape(bars[b]) + "</text>\n";
   }
   svg += "</svg>\n";
   return svg;
@@ -297,7 +292,7 @@ Status write_report(const std::string& dir, const TrainerOutput& out, const RunS
   std::set<double> thresholds;
   for (const EvalPoint& e : out.eval) for (const FastP& f : e.fast_p) thresholds.insert(f.threshold);
   for (double p : thresholds) {
-    Series s{"fast_" + fmt("%g", p), {}, {}};
+    Series s{"fast_" + format_number("%g", p), {}, {}};
     for (const EvalPoint& e : out.eval) {
       for (const FastP& f : e.fast_p) {
         if (f.level == 0 && f.threshold == p && f.mode == TurnMode::kLast && f.denominator == Denominator::kAll) {
@@ -314,7 +309,7 @@ Status write_report(const std::string& dir, const TrainerOutput& out, const RunS
     std::vector<std::string> groups;
     std::vector<std::vector<double>> values;
     std::vector<std::string> bars;
-    for (double p : thresholds) bars.push_back("fast_" + fmt("%g", p));
+    for (double p : thresholds) bars.push_back("fast_" + format_number("%g", p));
     for (int level : {1, 2, 3, 0}) {
       std::vector<double> row;
       bool any = false;

@@ -20,6 +20,7 @@
 
 #include "agents/recorded_backbone.h"
 #include "core/atomic_file.h"
+#include "core/text.h"
 #include "gpu/calibration.h"
 #include "gpu/codegen.h"
 #include "gpu/cuda_evaluator.h"
@@ -39,12 +40,6 @@ namespace vinci {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 double median_of(std::vector<double> v) {
   if (v.empty()) return std::nan("");
@@ -182,8 +177,8 @@ std::string drift_report(const std::string& run_dir, const std::string& out_dir,
     }
     double sp = brs.size() >= 3 ? spearman(brs, bns) : std::nan("");
     md << "| " << task << " | " << pairs.size() << " | " << rec_ok << " | " << now_ok << " | " << ratios.size() << " | "
-       << fmt("%.3g", median_of(rs)) << " | " << fmt("%.3g", median_of(ns)) << " | " << fmt("%.3g", median_of(ratios))
-       << " | " << fmt("%.2f", sp) << " |\n";
+       << format_number("%.3g", median_of(rs)) << " | " << format_number("%.3g", median_of(ns)) << " | " << format_number("%.3g", median_of(ratios))
+       << " | " << format_number("%.2f", sp) << " |\n";
     n_all += static_cast<int>(pairs.size());
     rec_ok_all += rec_ok;
     now_ok_all += now_ok;
@@ -191,7 +186,7 @@ std::string drift_report(const std::string& run_dir, const std::string& out_dir,
     ratios_all.insert(ratios_all.end(), ratios.begin(), ratios.end());
   }
   md << "| **all** | " << n_all << " | " << rec_ok_all << " | " << now_ok_all << " | " << both_all << " | | | "
-     << fmt("%.3g", median_of(ratios_all)) << " | |\n\n";
+     << format_number("%.3g", median_of(ratios_all)) << " | |\n\n";
 
   Result<RunData> before = read_run_data(run_dir);
   Result<RunData> after = read_run_data(out_dir);
@@ -205,9 +200,9 @@ std::string drift_report(const std::string& run_dir, const std::string& out_dir,
       std::vector<FastP> fa = fast_p(a, exp.thresholds, m, Denominator::kAll);
       for (size_t i = 0; i < fb.size() && i < fa.size(); ++i) {
         md << "| " << (m == TurnMode::kLast ? "last" : "best") << " | "
-           << (fb[i].level ? "L" + std::to_string(fb[i].level) : std::string("all")) << " | " << fmt("%g", fb[i].threshold)
-           << " | " << fmt("%.1f", 100 * fb[i].value()) << " | " << fmt("%.1f", 100 * fa[i].value()) << " | "
-           << fmt("%+.1f", 100 * (fa[i].value() - fb[i].value())) << " |\n";
+           << (fb[i].level ? "L" + std::to_string(fb[i].level) : std::string("all")) << " | " << format_number("%g", fb[i].threshold)
+           << " | " << format_number("%.1f", 100 * fb[i].value()) << " | " << format_number("%.1f", 100 * fa[i].value()) << " | "
+           << format_number("%+.1f", 100 * (fa[i].value() - fb[i].value())) << " |\n";
       }
     }
     md << "\n## Verdicts that flip (last turn of the final evaluation)\n\n";
@@ -219,9 +214,9 @@ std::string drift_report(const std::string& run_dir, const std::string& out_dir,
         bool pb = ob.correct && ob.speedup >= p, pa = oa.correct && oa.speedup >= p;
         if (pb == pa) continue;
         ++flips;
-        md << "- " << b[i].task << " at p = " << fmt("%g", p) << ": " << (pb ? "pass" : "fail") << " -> "
-           << (pa ? "pass" : "fail") << " (recorded " << (ob.correct ? fmt("%.3gx", ob.speedup) : "wrong") << ", here "
-           << (oa.correct ? fmt("%.3gx", oa.speedup) : "wrong") << ")\n";
+        md << "- " << b[i].task << " at p = " << format_number("%g", p) << ": " << (pb ? "pass" : "fail") << " -> "
+           << (pa ? "pass" : "fail") << " (recorded " << (ob.correct ? format_number("%.3gx", ob.speedup) : "wrong") << ", here "
+           << (oa.correct ? format_number("%.3gx", oa.speedup) : "wrong") << ")\n";
       }
     }
     if (!flips) md << "None.\n";

@@ -10,18 +10,12 @@
 #include "core/rng.h"
 #include "gpu/codegen.h"
 #include "gpu/nvrtc.h"
+#include "tests/gpu/sim_test_util.h"
 
 namespace vinci {
 namespace {
 
-const TaskSuite& suite() {
-  static TaskSuite s = [] {
-    Result<TaskSuite> r = load_task_suite(default_task_dir());
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    return r.ok() ? *r : TaskSuite();
-  }();
-  return s;
-}
+using simtest::suite;
 
 uint64_t test_seed() {
   const char* env = std::getenv("VINCI_TEST_SEED");

@@ -17,6 +17,7 @@
 #include "gpu/expr.h"
 #include "gpu/nvrtc.h"
 #include "gpu/shapes.h"
+#include "tests/gpu/sim_test_util.h"
 
 namespace vinci {
 namespace {
@@ -58,14 +59,7 @@ struct Driver {
 
 bool have_gpu() { return Driver::get().ok && torch::cuda::is_available(); }
 
-const TaskSuite& suite() {
-  static TaskSuite s = [] {
-    Result<TaskSuite> r = load_task_suite(default_task_dir());
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    return r.ok() ? *r : TaskSuite();
-  }();
-  return s;
-}
+using simtest::suite;
 
 NvrtcCompiler& nvrtc() {
   static NvrtcCompiler c;

@@ -7,18 +7,12 @@
 #include <torch/torch.h>
 
 #include "gpu/shapes.h"
+#include "tests/gpu/sim_test_util.h"
 
 namespace vinci {
 namespace {
 
-const TaskSuite& suite() {
-  static TaskSuite s = [] {
-    Result<TaskSuite> r = load_task_suite(default_task_dir());
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    return r.ok() ? *r : TaskSuite();
-  }();
-  return s;
-}
+using simtest::suite;
 
 TaskInstance instance(const std::string& id) {
   const Task* t = suite().find(id);

@@ -8,24 +8,13 @@
 #include "gpu/codegen.h"
 #include "gpu/expr.h"
 #include "gpu/shapes.h"
+#include "tests/gpu/sim_test_util.h"
 
 namespace vinci {
 namespace {
 
-const TaskSuite& suite() {
-  static TaskSuite s = [] {
-    Result<TaskSuite> r = load_task_suite(default_task_dir());
-    EXPECT_TRUE(r.ok()) << r.status().to_string();
-    return r.ok() ? *r : TaskSuite();
-  }();
-  return s;
-}
-
-const Task& task(const std::string& id) {
-  const Task* t = suite().find(id);
-  VINCI_REQUIRE(t != nullptr, "no task " << id);
-  return *t;
-}
+using simtest::suite;
+using simtest::task;
 
 // Rebuilds a JSON value with every object's keys in reverse order (nlohmann::ordered_json keeps
 // insertion order), so the text differs from the canonical one in key order only.

@@ -11,6 +11,7 @@
 
 #include "core/rng.h"
 #include "recorder/run.h"
+#include "tests/cli_test_util.h"
 
 namespace vinci {
 namespace {
@@ -18,20 +19,8 @@ namespace {
 const std::string kHarness = std::string(VINCI_BINARY_DIR) + "/bin/harness";
 const std::string kSmoke = std::string(VINCI_SOURCE_DIR) + "/experiments/smoke.toml";
 
-std::string temp_dir() {
-  char tmpl[] = "/tmp/vinci_run_XXXXXX";
-  return mkdtemp(tmpl);
-}
-
-// Runs a shell command; returns its exit code and puts stdout+stderr in *out.
-int sh(const std::string& cmd, std::string* out) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  out->clear();
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out->append(buf, n);
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+std::string temp_dir() { return clitest::temp_dir("vinci_run_"); }
+using clitest::sh;
 
 std::string digest_of(const std::string& run) {
   auto m = read_manifest(run + "/manifest.bin");

@@ -16,6 +16,7 @@
 #include "core/atomic_file.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
+#include "tests/cli_test_util.h"
 
 namespace vinci {
 namespace {
@@ -24,19 +25,8 @@ const std::string kBin = std::string(VINCI_BINARY_DIR) + "/bin/";
 const std::string kSrc = std::string(VINCI_SOURCE_DIR) + "/";
 const std::string kGolden = kSrc + "tests/golden/runs/smoke";
 
-std::string temp_dir() {
-  char tmpl[] = "/tmp/vinci_replay_XXXXXX";
-  return mkdtemp(tmpl);
-}
-
-int sh(const std::string& cmd, std::string* out) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  out->clear();
-  while (size_t n = fread(buf, 1, sizeof buf, p)) out->append(buf, n);
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+std::string temp_dir() { return clitest::temp_dir("vinci_replay_"); }
+using clitest::sh;
 
 // A copy of a run (and the objects it names) under a new root.
 std::string copy_run(const std::string& run, const std::string& root) {

@@ -1,0 +1,17 @@
+// Numbers as text, the one way every module writes them.
+#ifndef VINCI_CORE_TEXT_H_
+#define VINCI_CORE_TEXT_H_
+
+#include <string>
+
+namespace vinci {
+
+// printf_format applied to one double ("%.3g", "%+.1f"). REQUIRES: the format takes one double.
+std::string format_number(const char* printf_format, double v);
+
+// Enough digits to read the same double back ("%.17g"): for values that feed records.
+inline std::string exact_number(double v) { return format_number("%.17g", v); }
+
+}  // namespace vinci
+
+#endif  // VINCI_CORE_TEXT_H_
