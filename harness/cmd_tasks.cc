@@ -6,6 +6,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "core/cli.h"
 #include "gpu/codegen.h"
 #include "gpu/task.h"
 #include "harness/commands.h"
@@ -27,17 +28,7 @@ int cmd_tasks(const std::vector<std::string>& args) {
       "eager", po::bool_switch(&eager), "with --plan: the eager (library-only) plan instead")(
       "set", po::value<std::vector<std::string>>(&sets), "with --plan: a knob value, e.g. gemm.tensor_cores=tf32");
   po::variables_map vm;
-  try {
-    po::store(po::command_line_parser(args).options(opts).run(), vm);
-    po::notify(vm);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "harness tasks: %s\n", e.what());
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << opts;
-    return 0;
-  }
+  if (auto stop = parse_options("harness tasks", args, opts, {}, &vm)) return *stop;
   if (level < 0 || level > 3) {
     std::fprintf(stderr, "harness tasks: --level: expected 1, 2 or 3, found %d\n", level);
     return 2;
