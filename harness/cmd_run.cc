@@ -105,12 +105,8 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     auto manifest = read_manifest(RunLocation::of(run_dir).manifest_path);
     if (!manifest.ok()) return fail(manifest.status().to_string());
     if (manifest->completed) return fail("run " + run_dir + " is complete; nothing to resume");
-    auto diffs = numeric_differences(manifest->environment, env);
-    if (!diffs.empty()) {
-      std::string msg = "run " + run_dir + " was recorded under other numeric settings:";
-      for (const auto& d : diffs) msg += "\n  " + d;
-      return fail(msg);
-    }
+    Status same = check_numeric_settings(manifest->environment, env, run_dir);
+    if (!same.ok()) return fail(same.message());
     auto e = experiment_from_text(manifest->config_text, run_dir + "/manifest.bin (config)");
     if (!e.ok()) return fail(e.status().to_string());
     exp = std::move(e).value();

@@ -82,6 +82,15 @@ std::vector<std::string> numeric_differences(const Environment& recorded, const 
   return out;
 }
 
+Status check_numeric_settings(const Environment& recorded, const Environment& here, const std::string& run_dir,
+                              const std::string& hint) {
+  std::vector<std::string> diffs = numeric_differences(recorded, here);
+  if (diffs.empty()) return Status();
+  std::string msg = "run " + run_dir + " was recorded under other numeric settings" + hint + ":";
+  for (const auto& d : diffs) msg += "\n  " + d;
+  return failed_precondition(msg);
+}
+
 Result<World> build_world(const Experiment& exp) {
   World w;
   std::string task_dir = exp.task_dir.empty() ? default_task_dir() : resolve(exp.task_dir);

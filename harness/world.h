@@ -37,6 +37,10 @@ Environment capture_environment();
 // The settings of `recorded` that differ from this process's, as "key: recorded X, here Y" lines;
 // empty when a replay here is bit-exact.
 std::vector<std::string> numeric_differences(const Environment& recorded, const Environment& here);
+// FailedPrecondition listing the differences ("run DIR was recorded under other numeric
+// settings<hint>:" and one line each) when there are any; ok otherwise.
+Status check_numeric_settings(const Environment& recorded, const Environment& here, const std::string& run_dir,
+                              const std::string& hint = "");
 
 }  // namespace vinci
 

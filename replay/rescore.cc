@@ -242,11 +242,9 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   VINCI_ASSIGN_OR_RETURN(ManifestInfo manifest, read_manifest(loc.manifest_path));
   if (!manifest.completed)
     return failed_precondition("run " + run_dir + " did not finish: rescore needs a completed run");
-  auto diffs = numeric_differences(manifest.environment, capture_environment());
-  if (!diffs.empty() && !options.force) {
-    std::string msg = "run " + run_dir + " was recorded under other numeric settings (use --force to rescore anyway):";
-    for (const auto& d : diffs) msg += "\n  " + d;
-    return failed_precondition(msg);
+  if (!options.force) {
+    VINCI_RETURN_IF_ERROR(check_numeric_settings(manifest.environment, capture_environment(), run_dir,
+                                                 " (use --force to rescore anyway)"));
   }
   std::vector<std::string> overrides = {"device.kind=" + options.device};
   if (options.device == "sim" && !options.profile.empty()) overrides.push_back("device.profile=" + options.profile);

@@ -21,12 +21,9 @@ Result<VerifyReport> verify_run(const std::string& run_dir, bool force, bool rec
   pin_numeric_settings();
   RunLocation loc = RunLocation::of(run_dir);
   VINCI_ASSIGN_OR_RETURN(ManifestInfo manifest, read_manifest(loc.manifest_path));
-  auto diffs = numeric_differences(manifest.environment, capture_environment());
-  if (!diffs.empty() && !force) {
-    std::string msg = "run " + run_dir +
-                      " was recorded under other numeric settings (use --force to replay anyway):";
-    for (const auto& d : diffs) msg += "\n  " + d;
-    return failed_precondition(msg);
+  if (!force) {
+    VINCI_RETURN_IF_ERROR(check_numeric_settings(manifest.environment, capture_environment(), run_dir,
+                                                 " (use --force to replay anyway)"));
   }
   VINCI_ASSIGN_OR_RETURN(Experiment exp, experiment_from_text(manifest.config_text,
                                                               loc.manifest_path + " (config)"));

@@ -226,6 +226,22 @@ TEST(Replay, VerifyStopsAtATamperedRecord) {
   EXPECT_EQ(std::stoull(out), index);
 }
 
+// Another CPU kernel set would not replay bit-exactly: verify and rescore refuse, naming it.
+TEST(Replay, OtherNumericSettingsAreRefused) {
+  std::string out;
+  EXPECT_EQ(sh("ATEN_CPU_CAPABILITY=avx2 " + kBin + "replay verify " + kGolden, &out), 2) << out;
+  EXPECT_NE(out.find("was recorded under other numeric settings (use --force to replay anyway):\n  "
+                     "aten_cpu_capability: recorded 'default', here 'avx2'"),
+            std::string::npos)
+      << out;
+  std::string root = temp_dir();
+  std::string run = copy_run(kGolden, root);
+  EXPECT_EQ(sh("ATEN_CPU_CAPABILITY=avx2 " + kBin + "replay rescore " + run + " --device sim --out " + root + "/r", &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("(use --force to rescore anyway)"), std::string::npos) << out;
+}
+
 TEST(Replay, VerifyWithTheRecordedBackbone) {
   std::string root = temp_dir(), out;
   ASSERT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root, &out), 0) << out;
