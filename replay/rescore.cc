@@ -306,16 +306,6 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     so.noise = exp.noise;
     device = std::make_unique<SimEvaluator>(std::move(profile), so);
   }
-  if (cuda && !options.nvrtc_cache_dir.empty()) {
-    std::vector<std::pair<std::string, std::string>> sources;
-    for (const auto& [t, p] : plans)
-      for (const auto& k : p.kernels) sources.emplace_back(k.name + ".cu", k.source);
-    NvrtcOptions no;
-    no.arch = cuda->arch();
-    no.cache_dir = options.nvrtc_cache_dir;
-    NvrtcCompiler compiler(no);
-    precompile(compiler, sources, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
-  }
   EvalRequest req;
   req.size = exp.size == "full" ? SizeName::kFull : SizeName::kSmall;
   req.seed = options.seed;
@@ -331,6 +321,13 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     for (int n = 1; std::getline(in, line); ++n) {
       std::string where = options.reuse + ":" + std::to_string(n);
       nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      // A rescore stopped while writing leaves its last line cut short, without a newline: that
+      // measurement is taken again. A bad line anywhere else is an error.
+      if ((j.is_discarded() || !j.is_object()) && in.eof()) {
+        std::fprintf(stderr, "%s: the last line is cut short (a stopped rescore); it is measured again\n",
+                     where.c_str());
+        break;
+      }
       if (j.is_discarded() || !j.is_object() || !j.contains("measurement"))
         return invalid_argument(where + ": not a rescore measurement line");
       if (j.value("device", "") != device_name || j.value("request", "") != request_text) continue;
@@ -342,6 +339,18 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     }
   }
   uint64_t reused = results.size();
+  // Compile what is left to measure in parallel first; the evaluator then finds it in the cache.
+  if (cuda && !options.nvrtc_cache_dir.empty()) {
+    std::vector<std::pair<std::string, std::string>> sources;
+    for (const auto& [t, p] : plans)
+      if (!results.count(plan_address(p)))
+        for (const auto& k : p.kernels) sources.emplace_back(k.name + ".cu", k.source);
+    NvrtcOptions no;
+    no.arch = cuda->arch();
+    no.cache_dir = options.nvrtc_cache_dir;
+    NvrtcCompiler compiler(no);
+    precompile(compiler, sources, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  }
   // Every measurement is appended to <out>/measurements.jsonl as it is taken: GPU time is not lost
   // if the re-drive fails, and --reuse takes it up again.
   VINCI_RETURN_IF_ERROR(make_dirs(options.out_dir));

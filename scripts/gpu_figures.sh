@@ -10,7 +10,9 @@
 # measure:ARGS passes ARGS (comma-separated) to `harness measure`, e.g. measure:--level,1,--plans,8;
 # with VINCI_DEADLINE=S (seconds from the start of this script) a measure stage gets a --budget
 # that ends it in time. rescore:ARGS records a short sim run of experiments/main.toml (ARGS are
-# its --set overrides) and re-measures its kernels with `replay rescore --live`.
+# its --set overrides) and re-measures its kernels with `replay rescore --live`; its measurements
+# come back as rescoreN_measurements.jsonl, and VINCI_RESCORE_REUSE=FILE (a carried copy of one)
+# makes a later call measure only the rest. VINCI_DEADLINE stops a rescore in time too.
 # Run from the repository root with carry [".deps"]; docs/live_evaluator.md has the command.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -56,13 +58,23 @@ for stage in "$@"; do
       IFS=, read -r -a a <<<"${args:-loop.steps=1,loop.batch_tasks=4,loop.rollouts=2,eval.every=1}"
       for x in "${a[@]}"; do sets+=(--set "$x"); done
       rm -rf /tmp/vinci-rescore
-      "$bin/harness" run experiments/main.toml "${sets[@]}" --out /tmp/vinci-rescore >"$figs/rescore_run.log" 2>&1
-      echo "sim run: exit $?"
-      "$bin/replay" rescore /tmp/vinci-rescore/main --live --out "$figs/rescored/main" --trials 2 --samples 5 \
-        --timing-budget 0.3 --nvrtc-cache /tmp/vinci-nvrtc >"$figs/drift.txt" 2>"$figs/rescore.log"
+      "$bin/harness" run experiments/main.toml "${sets[@]}" --out /tmp/vinci-rescore >"$figs/rescore_run$n.log" 2>&1
+      echo "sim run: exit $? ($(grep -E '^(records|digest):' "$figs/rescore_run$n.log" | tr '\n' ' '))"
+      r=()
+      [ -n "${VINCI_RESCORE_REUSE:-}" ] && r=(--reuse "$VINCI_RESCORE_REUSE")
+      lim=()
+      [ -n "${VINCI_DEADLINE:-}" ] && lim=(timeout "$(( VINCI_DEADLINE - ($(date +%s) - t0) - 40 ))")
+      "${lim[@]}" "$bin/replay" rescore /tmp/vinci-rescore/main --live --out /tmp/vinci-rescored$n --trials 2 \
+        --samples 5 --timing-budget 0.3 --nvrtc-cache /tmp/vinci-nvrtc "${r[@]}" >"$figs/drift$n.txt" \
+        2>"$figs/rescore$n.log"
       echo "rescore: exit $?"
-      tail -n 3 "$figs/drift.txt"
-      "$bin/replay" verify "$figs/rescored/main" 2>&1 | tee -a "$figs/drift.txt" ;;
+      # What it measured comes back even when the deadline stopped it (--reuse takes it up again).
+      cp /tmp/vinci-rescored$n/measurements.jsonl "$figs/rescore${n}_measurements.jsonl" 2>/dev/null
+      tail -n 2 "$figs/rescore$n.log"
+      tail -n 3 "$figs/drift$n.txt"
+      cp /tmp/vinci-rescored$n/drift.md "$figs/drift$n.md" 2>/dev/null
+      [ -f /tmp/vinci-rescored$n/manifest.bin ] &&
+        "$bin/replay" verify /tmp/vinci-rescored$n 2>&1 | tee -a "$figs/drift$n.txt" ;;
     eval:*)
       IFS=, read -r -a a <<<"${stage#eval:}"
       "$bin/harness" eval "${a[@]}" --nvrtc-cache /tmp/vinci-nvrtc 2>&1 | tee -a "$figs/eval.txt" | tail -c 600; echo ;;

@@ -271,6 +271,26 @@ TEST(Rescore, UnderTheRunsOwnProfileNothingMoves) {
   EXPECT_NE(out.find("(0 measured, "), std::string::npos) << out;
   EXPECT_EQ(sh(kBin + "replay verify " + root + "/again", &out), 0) << out;
   EXPECT_EQ(out.substr(out.find("digest: ")), digest);
+  // A rescore stopped while writing leaves its last line cut short: that plan is measured again
+  // and the run is the same. A damaged line elsewhere is an error naming it.
+  std::string saved = read_file(root + "/same/measurements.jsonl").value();
+  ASSERT_GT(saved.size(), 200u);
+  ASSERT_TRUE(write_file_atomic(root + "/cut.jsonl", saved.substr(0, saved.size() - 100)).ok());
+  ASSERT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/cut --reuse " + root + "/cut.jsonl",
+               &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("cut.jsonl:"), std::string::npos) << out;
+  EXPECT_NE(out.find("the last line is cut short"), std::string::npos) << out;
+  EXPECT_NE(out.find("(1 measured, "), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/cut", &out), 0) << out;
+  EXPECT_EQ(out.substr(out.find("digest: ")), digest);
+  ASSERT_TRUE(write_file_atomic(root + "/bad.jsonl", "{\"measurement\"\n" + saved).ok());
+  EXPECT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/bad --reuse " + root + "/bad.jsonl",
+               &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("bad.jsonl:1: not a rescore measurement line"), std::string::npos) << out;
   // An existing folder is refused, not overwritten.
   EXPECT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/same", &out), 2) << out;
   EXPECT_NE(out.find("already exists"), std::string::npos) << out;
