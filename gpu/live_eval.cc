@@ -19,6 +19,7 @@
 #include "gpu/device_profile.h"
 #include "gpu/executor.h"
 #include "gpu/expr.h"
+#include "gpu/live_compare.h"
 #include "gpu/nvrtc.h"
 #include "gpu/shapes.h"
 #include "gpu/sim_evaluator.h"
@@ -40,12 +41,6 @@ std::string cu_error(CUresult r) {
   cuGetErrorString(r, &text);
   return std::string(name ? name : "CUDA error " + std::to_string(static_cast<int>(r))) +
          (text ? std::string(" (") + text + ")" : "");
-}
-
-std::string shape_text(at::IntArrayRef s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
 }
 
 // Why a candidate failed: the reason for the user, a short tag for flags and tests, and whether
@@ -88,7 +83,6 @@ class CandidateFailed : public std::exception {
   fail(tag, what + ": " + cu_error(r), true);
 }
 
-bool is_float(const torch::Tensor& t) { return t.scalar_type() == torch::kFloat32; }
 
 // Bit-for-bit equality (NaN payloads included), so "unchanged" and "identical" mean exactly that.
 bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
@@ -118,90 +112,6 @@ std::string instance_key(const TaskInstance& inst) {
   std::string key = inst.task().id;
   for (const auto& [k, v] : inst.sizes()) key += "/" + k + "=" + std::to_string(v);
   return key;
-}
-
-// The comparison of one output with the reference.
-struct Comparison {
-  bool ok = false;
-  std::string tag;     // why not: not_written, wrong_result, wrong_shape, wrong_dtype
-  std::string why;
-  double max_abs = std::nan("");
-  double mean_abs = std::nan("");
-  bool allclose = false;  // the KernelGYM check alone
-};
-
-Comparison compare(const torch::Tensor& out, const torch::Tensor& ref, const Tolerance& tol, double norm_tol) {
-  Comparison c;
-  if (!out.defined()) {
-    c.tag = "not_written";
-    c.why = "no output";
-    return c;
-  }
-  if (out.sizes() != ref.sizes()) {
-    c.tag = "wrong_shape";
-    c.why = "output shape " + shape_text(out.sizes()) + ", the reference's is " + shape_text(ref.sizes());
-    return c;
-  }
-  if (out.scalar_type() != ref.scalar_type()) {
-    c.tag = "wrong_dtype";
-    c.why = std::string("output dtype ") + c10::toString(out.scalar_type()) + ", the reference's is " +
-            c10::toString(ref.scalar_type());
-    return c;
-  }
-  if (out.device() != ref.device()) {
-    c.tag = "wrong_device";
-    c.why = "output on " + out.device().str() + ", the reference on " + ref.device().str();
-    return c;
-  }
-  if (!is_float(ref)) {  // indices: exact
-    torch::Tensor diff = (out != ref);
-    int64_t bad = diff.sum().item<int64_t>();
-    c.max_abs = bad ? 1 : 0;
-    c.mean_abs = static_cast<double>(bad) / std::max<int64_t>(1, ref.numel());
-    c.allclose = c.ok = bad == 0;
-    if (!c.ok) {
-      c.tag = "wrong_result";
-      c.why = std::to_string(bad) + " of " + std::to_string(ref.numel()) + " indices differ from the reference";
-    }
-    return c;
-  }
-  torch::Tensor diff = (out - ref).abs();
-  torch::Tensor finite_diff = torch::nan_to_num(diff, 0.0, 0.0, 0.0);
-  int64_t nonfinite = torch::logical_and(torch::isfinite(out).logical_not(), torch::isfinite(ref)).sum().item<int64_t>();
-  int64_t nan_out = torch::isnan(out).sum().item<int64_t>();
-  c.max_abs = nonfinite ? std::nan("") : diff.max().item<double>();
-  c.mean_abs = nonfinite ? std::nan("")
-                         : torch::sum(finite_diff, torch::kFloat64).item<double>() / std::max<int64_t>(1, ref.numel());
-  torch::Tensor bound = tol.atol + tol.rtol * ref.abs();
-  int64_t outside = torch::logical_or(diff > bound, torch::isnan(diff)).logical_and(torch::isfinite(ref)).sum().item<int64_t>();
-  c.allclose = nonfinite == 0 && outside == 0;
-  if (nonfinite) {
-    c.tag = nan_out == nonfinite ? "not_written" : "non_finite";
-    c.why = std::to_string(nonfinite) + " of " + std::to_string(ref.numel()) + " output elements are " +
-            (nan_out == nonfinite ? "NaN where the reference is finite (unwritten elements keep the NaN poison)"
-                                  : "NaN or Inf where the reference is finite");
-    return c;
-  }
-  if (outside) {
-    c.tag = "wrong_result";
-    c.why = std::to_string(outside) + " of " + std::to_string(ref.numel()) + " elements outside atol=" +
-            format_number("%.6g", tol.atol) + " rtol=" + format_number("%.6g", tol.rtol) + " (max abs error " + format_number("%.6g", c.max_abs) + ")";
-    return c;
-  }
-  if (norm_tol > 0) {
-    // Sums of squares in double, without double copies of tensors of billions of elements.
-    double ref_norm = std::sqrt(torch::sum(ref.square(), torch::kFloat64).item<double>());
-    double err_norm = std::sqrt(torch::sum(diff.square(), torch::kFloat64).item<double>());
-    double rel = ref_norm > 0 ? err_norm / ref_norm : err_norm;
-    if (rel > norm_tol) {
-      c.tag = "wrong_result";
-      c.why = "relative L2 error " + format_number("%.6g", rel) + " > " + format_number("%.6g", norm_tol) +
-              " (allclose passes: the tolerance is loose for this output's scale)";
-      return c;
-    }
-  }
-  c.ok = true;
-  return c;
 }
 
 struct LoadedPlan {
@@ -597,7 +507,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
 
   std::map<std::string, bool> control_passes;  // negative control -> passed every trial so far
   std::string input_source;
-  std::vector<torch::Tensor> trial0_inputs, trial0_candidate_inputs;
+  std::vector<torch::Tensor> trial0_candidate_inputs;
   torch::Tensor trial0_output, trial0_reference;
   bool library_not_repeatable = false;  // see the repeat check of trial 0
   std::vector<torch::Tensor> timing_inputs;
@@ -632,7 +542,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
         if (overlaps(out, w)) fail("output_aliases_input", "the output shares memory with the weight '" + n + "'");
       Result<at::Tensor> ref = inst->run(x);
       if (!ref.ok()) return internal_error("task " + task.id + ": the reference failed: " + ref.status().message());
-      Comparison c = compare(out, *ref, tol, options.norm_tolerance);
+      Comparison c = compare_outputs(out, *ref, tol, options.norm_tolerance);
       tr.correct = c.ok;
       tr.max_abs_err = c.max_abs;
       tr.mean_abs_err = c.mean_abs;
@@ -648,16 +558,19 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
         // that passes every trial's check (of every distribution tried) is flagged: the tolerance
         // cannot tell it from a right answer on this task.
         std::vector<std::pair<std::string, torch::Tensor>> controls = {
-            {"zeros", torch::zeros_like(*ref)},
-            {"a constant", torch::full_like(*ref, is_float(*ref) ? torch::sum(*ref, torch::kFloat64).item<double>() /
-                                                                      std::max<int64_t>(1, ref->numel())
-                                                                : 0.0)}};
+            // Broadcast scalars: no memory of the output's size.
+            {"zeros", torch::zeros({}, ref->options()).expand(ref->sizes())},
+            {"a constant", torch::full({}, is_float(*ref) ? torch::sum(*ref, torch::kFloat64).item<double>() /
+                                                                std::max<int64_t>(1, ref->numel())
+                                                          : 0.0,
+                                       ref->options())
+                               .expand(ref->sizes())}};
         for (size_t i = 0; i < x.size(); ++i)
           if (x[i].numel() == ref->numel() && x[i].scalar_type() == ref->scalar_type())
             controls.emplace_back("the input '" + task.inputs[i].name + "'", x[i].reshape(ref->sizes()));
         std::map<std::string, bool>& entry = control_cache[control_key];
         for (const auto& [what, control] : controls) {
-          Comparison cc = compare(control, *ref, tol, 0);
+          Comparison cc = compare_outputs(control, *ref, tol, 0);
           entry[what] = cc.allclose;
           control_passes[what] = (t == 0 ? true : control_passes[what]) && cc.allclose;
         }
@@ -684,7 +597,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
           Result<at::Tensor> ref2 = inst->run(x);
           if (!ref2.ok()) return internal_error("task " + task.id + ": the reference failed: " + ref2.status().message());
           if (!bitwise_equal(*ref, *ref2)) {
-            Comparison again_c = compare(out2, *ref, tol, options.norm_tolerance);
+            Comparison again_c = compare_outputs(out2, *ref, tol, options.norm_tolerance);
             if (again_c.ok) {
               repeatable = true;
               library_not_repeatable = true;
@@ -698,10 +611,9 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
                "a second run on the same inputs gave a different output (max difference " +
                    format_number("%.6g", is_float(out) ? (out - out2).abs().nan_to_num(1e30).max().item<double>() : 1) +
                    "): a race, or a read of memory the candidate never wrote");
-        trial0_inputs = x;
         trial0_candidate_inputs = cx;
         trial0_output = out;
-        trial0_reference = *ref;
+        if (library_not_repeatable) trial0_reference = *ref;  // else only the bitwise check reads trial 0
       }
     }
     // The same data at new addresses must give the same output.
@@ -712,14 +624,13 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       auto values = values_for(task, plan, inst->sizes(), moved, weights);
       torch::Tensor out = run(plan, loaded, *inst, values, Mode::kWatch);
       bool same = bitwise_equal(out, trial0_output);
-      if (!same && library_not_repeatable) same = compare(out, trial0_reference, tol, options.norm_tolerance).ok;
+      if (!same && library_not_repeatable) same = compare_outputs(out, trial0_reference, tol, options.norm_tolerance).ok;
       if (!same)
         fail("caching", "trial 0's inputs at new addresses gave a different output: the output depends on where the "
                         "inputs are, not only what they are");
       timing_inputs = x0;
     }
     trial0_candidate_inputs.clear();
-    trial0_inputs.clear();
     for (const auto& [what, passes] : control_passes)
       if (passes)
         r.flags.push_back("weak tolerance: " + what + " passes allclose in every trial" +

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -215,8 +216,8 @@ std::string drift_report(const std::string& run_dir, const std::string& out_dir,
         if (pb == pa) continue;
         ++flips;
         md << "- " << b[i].task << " at p = " << format_number("%g", p) << ": " << (pb ? "pass" : "fail") << " -> "
-           << (pa ? "pass" : "fail") << " (recorded " << (ob.correct ? format_number("%.3gx", ob.speedup) : "wrong") << ", here "
-           << (oa.correct ? format_number("%.3gx", oa.speedup) : "wrong") << ")\n";
+           << (pa ? "pass" : "fail") << " (recorded " << (ob.correct ? number_beside(ob.speedup, p) + "x" : "wrong")
+           << ", here " << (oa.correct ? number_beside(oa.speedup, p) + "x" : "wrong") << ")\n";
       }
     }
     if (!flips) md << "None.\n";

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The committed fitted profile (gpu/device_profiles/h200_live_fit.toml) must be what the committed
-# live measurements (gpu/measurements/*.jsonl) fit to with this build's simulator and calibration:
+# sweeps (gpu/measurements/h200_full_l1*.jsonl) fit to with this build's simulator and calibration:
 # a change to either that moves the fit fails here, and the profile must be re-fitted (the command
 # is in the profile's header).
 set -euo pipefail

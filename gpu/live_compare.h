@@ -1,0 +1,41 @@
+// How the live evaluator compares a candidate's output with the reference (gpu/live_eval.cc):
+// KernelGYM's allclose, plus the checks a trustworthy evaluator adds (REFERENCE.md): shape,
+// dtype and device; NaN or Inf where the reference is finite (the NaN poison of unwritten
+// elements shows here); and a relative L2 bound. Only the worker and its tests include this
+// header: it brings in ATen.
+#ifndef VINCI_GPU_LIVE_COMPARE_H_
+#define VINCI_GPU_LIVE_COMPARE_H_
+
+#include <ATen/core/Tensor.h>
+
+#include <cmath>
+#include <string>
+
+#include "gpu/eval_result.h"
+
+namespace vinci {
+
+struct Comparison {
+  bool ok = false;     // every check passed
+  std::string tag;     // why not: not_written, non_finite, wrong_result, wrong_shape, wrong_dtype, wrong_device
+  std::string why;     // for the user
+  double max_abs = std::nan("");   // NaN when the output is NaN or Inf where the reference is finite
+  double mean_abs = std::nan("");  // over the finite differences; NaN likewise
+  bool allclose = false;           // the KernelGYM check alone
+};
+
+// out against ref: every element where ref is finite must be finite in out and within
+// atol + rtol * |ref| (torch.allclose, elements where the reference itself is NaN or Inf not
+// counted); then, when norm_tol > 0, ||out - ref|| / ||ref|| <= norm_tol (sums in double). Index
+// (int64) outputs must be equal. Allocates at most two temporaries of the output's size at once.
+Comparison compare_outputs(const at::Tensor& out, const at::Tensor& ref, const Tolerance& tol, double norm_tol);
+
+// "[2,3,4]".
+std::string shape_text(at::IntArrayRef s);
+
+// fp32 (the suite's only floating dtype).
+bool is_float(const at::Tensor& t);
+
+}  // namespace vinci
+
+#endif  // VINCI_GPU_LIVE_COMPARE_H_
