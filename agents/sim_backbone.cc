@@ -932,7 +932,25 @@ Status SimBackbone::reset_optimizer() {
   return Status();
 }
 
-Result<Digest> SimBackbone::checkpoint_digest(std::string_view bytes) {
+namespace {
+
+// A checkpoint parsed and bounds-checked, not yet compared with any backbone: the one reader of
+// the format, for checkpoint_digest (no backbone at hand) and load_parameters.
+struct ParsedCheckpoint {
+  struct Param {
+    std::string name;
+    std::vector<int64_t> dims;
+    int64_t numel = 0;
+    std::string_view values, exp_avg, exp_avg_sq;  // little-endian float32, numel each
+    int64_t step = 0;
+  };
+  int32_t fields[5] = {};  // kCheckpointFields, in order
+  std::vector<int32_t> head_sizes;
+  std::vector<Param> params;
+};
+constexpr const char* kCheckpointFields[5] = {"task_dim", "feedback_dim", "candidate_dim", "hidden", "role_dim"};
+
+Result<ParsedCheckpoint> parse_checkpoint(std::string_view bytes) {
   ByteReader r(bytes);
   auto bad = [&](const std::string& what) {
     return corruption("sim backbone checkpoint: truncated or malformed at byte " +
@@ -944,42 +962,68 @@ Result<Digest> SimBackbone::checkpoint_digest(std::string_view bytes) {
                       std::string(kCheckpointMagic) + "\"");
   }
   uint32_t version;
-  if (!r.u32(&version) || version != kCheckpointVersion) return bad("the format version");
+  if (!r.u32(&version)) return bad("the format version");
+  if (version != kCheckpointVersion) {
+    return corruption("sim backbone checkpoint: format version " + str(version) +
+                      ", expected " + str(kCheckpointVersion));
+  }
+  ParsedCheckpoint c;
   for (int i = 0; i < 5; ++i) {
-    int32_t v;
-    if (!r.i32(&v)) return bad("the shape");
+    if (!r.i32(&c.fields[i])) return bad(kCheckpointFields[i]);
   }
   uint32_t heads;
   if (!r.u32(&heads) || heads > (1u << 20)) return bad("the head count");
-  for (uint32_t k = 0; k < heads; ++k) {
-    int32_t v;
-    if (!r.i32(&v)) return bad("head_sizes");
+  c.head_sizes.resize(heads);
+  for (auto& size : c.head_sizes) {
+    if (!r.i32(&size)) return bad("head_sizes");
   }
   uint32_t count;
   if (!r.u32(&count)) return bad("the parameter count");
-  Hasher h("sim-backbone-params");
   for (uint32_t i = 0; i < count; ++i) {
-    std::string name;
-    if (!r.str(&name)) return bad("a parameter name");
+    ParsedCheckpoint::Param p;
+    if (!r.str(&p.name)) return bad("a parameter name");
     uint32_t ndim;
-    if (!r.u32(&ndim) || ndim > 8) return bad("the rank of " + name);
-    h.update_str(name);
-    h.update_u64(ndim);
-    int64_t numel = 1;
-    for (uint32_t d = 0; d < ndim; ++d) {
-      int64_t dim;
-      if (!r.i64(&dim) || dim < 0 || dim > (int64_t{1} << 32)) return bad("the shape of " + name);
-      h.update_i64(dim);
-      numel *= dim;
+    if (!r.u32(&ndim) || ndim > 8) return bad("the rank of " + p.name);
+    p.dims.resize(ndim);
+    p.numel = 1;
+    for (auto& dim : p.dims) {
+      if (!r.i64(&dim) || dim < 0 || dim > (int64_t{1} << 32)) return bad("the shape of " + p.name);
+      p.numel *= dim;
+      if (p.numel > (int64_t{1} << 40)) return bad("the shape of " + p.name);
     }
-    std::string_view values, moments;
-    if (!r.bytes(static_cast<size_t>(numel) * 4, &values)) return bad("the values of " + name);
-    h.update(values);
-    int64_t step;
-    if (!r.i64(&step)) return bad("the Adam step of " + name);
-    if (!r.bytes(static_cast<size_t>(numel) * 8, &moments)) return bad("the Adam state of " + name);
+    const size_t n = static_cast<size_t>(p.numel) * 4;
+    if (!r.bytes(n, &p.values)) return bad("the values of " + p.name);
+    if (!r.i64(&p.step) || p.step < 0) return bad("the Adam step of " + p.name);
+    if (!r.bytes(n, &p.exp_avg)) return bad("the Adam exp_avg of " + p.name);
+    if (!r.bytes(n, &p.exp_avg_sq)) return bad("the Adam exp_avg_sq of " + p.name);
+    c.params.push_back(std::move(p));
   }
-  if (!r.at_end()) return bad("the end (unexpected trailing bytes)");
+  if (!r.at_end()) {
+    return corruption("sim backbone checkpoint: " + str(static_cast<int64_t>(bytes.size() - r.offset())) +
+                      " unexpected bytes after the last parameter");
+  }
+  return c;
+}
+
+// A fresh float32 tensor of dims from little-endian floats.
+torch::Tensor float_tensor(std::string_view bytes, const std::vector<int64_t>& dims) {
+  ByteReader r(bytes);
+  torch::Tensor t;
+  r.floats(dims, static_cast<int64_t>(bytes.size() / 4), &t);  // cannot fail: sized by the parse
+  return t;
+}
+
+}  // namespace
+
+Result<Digest> SimBackbone::checkpoint_digest(std::string_view bytes) {
+  VINCI_ASSIGN_OR_RETURN(ParsedCheckpoint c, parse_checkpoint(bytes));
+  Hasher h("sim-backbone-params");
+  for (const auto& p : c.params) {  // as parameter_digest() hashes them
+    h.update_str(p.name);
+    h.update_u64(p.dims.size());
+    for (int64_t d : p.dims) h.update_i64(d);
+    h.update(p.values);
+  }
   return h.finish();
 }
 
@@ -1025,93 +1069,52 @@ std::string SimBackbone::save_parameters() const {
 
 Status SimBackbone::load_parameters(std::string_view bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  ByteReader r(bytes);
-  auto truncated = [&](const std::string& what) {
-    return corruption("sim backbone checkpoint: truncated or malformed at byte " +
-                      str(static_cast<int64_t>(r.offset())) + " while reading " + what);
-  };
-  std::string_view magic;
-  if (!r.bytes(std::strlen(kCheckpointMagic), &magic) || magic != kCheckpointMagic) {
-    return corruption("sim backbone checkpoint: does not start with \"" +
-                      std::string(kCheckpointMagic) + "\"");
-  }
-  uint32_t version;
-  if (!r.u32(&version)) return truncated("the format version");
-  if (version != kCheckpointVersion) {
-    return corruption("sim backbone checkpoint: format version " + str(version) +
-                      ", expected " + str(kCheckpointVersion));
-  }
+  VINCI_ASSIGN_OR_RETURN(ParsedCheckpoint c, parse_checkpoint(bytes));
   const BackboneShape& s = net_->shape;
-  const std::pair<const char*, int32_t> fields[] = {{"task_dim", s.task_dim},
-                                                    {"feedback_dim", s.feedback_dim},
-                                                    {"candidate_dim", s.candidate_dim},
-                                                    {"hidden", net_->hidden},
-                                                    {"role_dim", net_->role_dim}};
-  for (const auto& [field, want] : fields) {
-    int32_t got;
-    if (!r.i32(&got)) return truncated(field);
-    if (got != want) {
-      return mismatch(std::string("sim backbone checkpoint: ") + field + " is " + str(got) +
-                      ", this backbone has " + str(want));
+  const int32_t want[5] = {s.task_dim, s.feedback_dim, s.candidate_dim, net_->hidden, net_->role_dim};
+  for (int i = 0; i < 5; ++i) {
+    if (c.fields[i] != want[i]) {
+      return mismatch(std::string("sim backbone checkpoint: ") + kCheckpointFields[i] + " is " + str(c.fields[i]) +
+                      ", this backbone has " + str(want[i]));
     }
   }
-  uint32_t heads;
-  if (!r.u32(&heads)) return truncated("the head count");
-  if (heads != s.head_sizes.size()) {
-    return mismatch("sim backbone checkpoint: " + str(heads) + " heads, this backbone has " +
-                    str(s.head_sizes.size()));
+  if (c.head_sizes.size() != s.head_sizes.size()) {
+    return mismatch("sim backbone checkpoint: " + str(static_cast<int64_t>(c.head_sizes.size())) +
+                    " heads, this backbone has " + str(static_cast<int64_t>(s.head_sizes.size())));
   }
-  for (uint32_t k = 0; k < heads; ++k) {
-    int32_t size;
-    if (!r.i32(&size)) return truncated("head_sizes");
-    if (size != s.head_sizes[k]) {
-      return mismatch("sim backbone checkpoint: head_sizes[" + str(k) + "] is " + str(size) +
-                      ", this backbone has " + str(s.head_sizes[k]));
+  for (size_t k = 0; k < c.head_sizes.size(); ++k) {
+    if (c.head_sizes[k] != s.head_sizes[k]) {
+      return mismatch("sim backbone checkpoint: head_sizes[" + str(static_cast<int64_t>(k)) + "] is " +
+                      str(c.head_sizes[k]) + ", this backbone has " + str(s.head_sizes[k]));
     }
   }
-  uint32_t count;
-  if (!r.u32(&count)) return truncated("the parameter count");
-  if (count != net_->params.size()) {
-    return mismatch("sim backbone checkpoint: " + str(count) + " parameters, this backbone has " +
-                    str(net_->params.size()));
+  if (c.params.size() != net_->params.size()) {
+    return mismatch("sim backbone checkpoint: " + str(static_cast<int64_t>(c.params.size())) +
+                    " parameters, this backbone has " + str(static_cast<int64_t>(net_->params.size())));
   }
   std::map<std::string, Net::Param> loaded;
   try {
+    auto got = c.params.begin();
     for (const auto& [name, p] : net_->params) {
-      std::string got_name;
-      if (!r.str(&got_name)) return truncated("a parameter name");
-      if (got_name != name) {
-        return mismatch("sim backbone checkpoint: parameter \"" + got_name + "\" where \"" + name +
+      const ParsedCheckpoint::Param& q = *got++;
+      if (q.name != name) {
+        return mismatch("sim backbone checkpoint: parameter \"" + q.name + "\" where \"" + name +
                         "\" was expected");
       }
-      uint32_t ndim;
-      if (!r.u32(&ndim) || ndim > 8) return truncated("the rank of " + name);
-      std::vector<int64_t> dims(ndim);
-      for (auto& d : dims) {
-        if (!r.i64(&d)) return truncated("the shape of " + name);
-      }
-      if (dims != p.value.sizes().vec()) {
+      if (q.dims != p.value.sizes().vec()) {
         auto shape_text = [](const std::vector<int64_t>& v) {
           std::string t = "[";
           for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + str(v[i]);
           return t + "]";
         };
-        return mismatch("sim backbone checkpoint: parameter " + name + " has shape " +
-                        shape_text(dims) + ", this backbone has " +
-                        shape_text(p.value.sizes().vec()));
+        return mismatch("sim backbone checkpoint: parameter " + name + " has shape " + shape_text(q.dims) +
+                        ", this backbone has " + shape_text(p.value.sizes().vec()));
       }
-      Net::Param q;
-      const int64_t numel = p.value.numel();
-      if (!r.floats(dims, numel, &q.value)) return truncated("the values of " + name);
-      if (!r.i64(&q.step) || q.step < 0) return truncated("the Adam step of " + name);
-      if (!r.floats(dims, numel, &q.exp_avg)) return truncated("the Adam exp_avg of " + name);
-      if (!r.floats(dims, numel, &q.exp_avg_sq)) return truncated("the Adam exp_avg_sq of " + name);
-      loaded[name] = q;
-    }
-    if (!r.at_end()) {
-      return corruption("sim backbone checkpoint: " +
-                        str(static_cast<int64_t>(bytes.size() - r.offset())) +
-                        " unexpected bytes after the last parameter");
+      Net::Param& l = loaded[name];
+      l.value = float_tensor(q.values, q.dims);
+      l.exp_avg = float_tensor(q.exp_avg, q.dims);
+      l.exp_avg_sq = float_tensor(q.exp_avg_sq, q.dims);
+      l.step = q.step;
     }
     // Copy in place: the named tensors (trunk1_w, ...) alias the map's values.
     torch::NoGradGuard no_grad;

@@ -3,6 +3,7 @@
 #define VINCI_CORE_TEXT_H_
 
 #include <string>
+#include <string_view>
 
 namespace vinci {
 
@@ -16,6 +17,10 @@ inline std::string exact_number(double v) { return format_number("%.17g", v); }
 // more as it takes for the printed number to fall on the same side of the threshold as v
 // (0.99963 beside 1 is "0.9996", not "1").
 std::string number_beside(double v, double threshold);
+
+// Bytes as lower-case hex, two digits a byte; and back (false on an odd length or a non-hex digit).
+std::string hex_encode(std::string_view bytes);
+bool hex_decode(std::string_view hex, std::string* bytes);
 
 }  // namespace vinci
 

@@ -482,16 +482,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
     }
     loaded.functions[k.name] = fn;
   }
-  r.compile_log = log;
-  if (!compiled) {
-    r.compiled = false;
-    r.error = "compile: " + log;
-    r.finalize();
-    return r;
-  }
-  r.compiled = true;
-  r.decoy = plan.library_only() && task_wants_kernels(task);
-  if (r.decoy) r.flags.push_back("decoy: no kernel of its own");
+  if (!record_compile_verdict(&r, plan, task, compiled, log)) return r;
 
   VINCI_ASSIGN_OR_RETURN(TaskInstance * inst, instance(task, request.size));
   std::map<std::string, torch::Tensor> weights;

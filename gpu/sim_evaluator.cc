@@ -41,6 +41,19 @@ bool task_wants_kernels(const Task& task) {
   return false;
 }
 
+bool record_compile_verdict(EvalResult* r, const Plan& plan, const Task& task, bool compiled, const std::string& log) {
+  r->compile_log = log;
+  r->compiled = compiled;
+  if (!compiled) {
+    r->error = "compile: " + log;
+    r->finalize();
+    return false;
+  }
+  r->decoy = plan.library_only() && task_wants_kernels(task);
+  if (r->decoy) r->flags.push_back("decoy: no kernel of its own");
+  return true;
+}
+
 SimEvaluator::SimEvaluator(DeviceProfile profile, SimEvaluatorOptions options)
     : model_(std::move(profile)), options_(options) {}
 
@@ -89,16 +102,7 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
   // "Compile": the plan must be well formed for the task and name its entry points.
   Status valid = validate_plan(plan, task);
   std::string log = valid.ok() ? compile_check(plan) : valid.message();
-  if (!log.empty()) {
-    r.compiled = false;
-    r.compile_log = log;
-    r.error = "compile: " + log;
-    r.finalize();
-    return r;
-  }
-  r.compiled = true;
-  r.decoy = plan.library_only() && task_wants_kernels(task);
-  if (r.decoy) r.flags.push_back("decoy: no kernel of its own");
+  if (!record_compile_verdict(&r, plan, task, log.empty(), log)) return r;
 
   VINCI_ASSIGN_OR_RETURN(CorrectnessPrediction c, model_.predict_correctness(*ctx, plan, tol));
   r.correct = c.correct;

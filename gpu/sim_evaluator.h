@@ -55,6 +55,12 @@ class SimEvaluator : public Evaluator {
 // reductions, normalisations): a plan without a kernel of its own is then a decoy.
 bool task_wants_kernels(const Task& task);
 
+// The compile verdict, as every evaluator (sim and live) records it: a plan that did not compile
+// ends its evaluation (error "compile: <log>", the record finalized; returns false); one that did
+// is marked compiled and, with no kernel of its own on a task that wants kernels, flagged a decoy.
+// log becomes the record's compile log either way.
+bool record_compile_verdict(EvalResult* r, const Plan& plan, const Task& task, bool compiled, const std::string& log);
+
 }  // namespace vinci
 
 #endif  // VINCI_GPU_SIM_EVALUATOR_H_

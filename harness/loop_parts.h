@@ -254,7 +254,9 @@ inline void write_metric(RecordBuf& buf, int32_t step, const std::string& name, 
                   int32_t level, double threshold, const std::string& mode,
                   const std::string& denominator, double value, uint32_t num, uint32_t count) {
   auto r = buf.add(step, "", -1, -1, -1,
-                   split == "eval" ? schema::Record::Phase::EVAL : schema::Record::Phase::TRAIN);
+                   split == "eval"  ? schema::Record::Phase::EVAL
+                   : split == "tts" ? schema::Record::Phase::TTS
+                                    : schema::Record::Phase::TRAIN);
   auto m = r.initMetric();
   m.setName(name);
   m.setSplit(split);

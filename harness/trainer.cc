@@ -347,13 +347,14 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
   return Status();
 }
 
-// The selection of a held-out task (evaluation and test-time scaling): one scheme, recorded; the
-// skills it chose (none when evaluation injects no skills).
-Result<std::vector<const Skill*>> held_out_selection(const StepContext& ctx, int32_t step, const Task& task,
-                                                     Bm25Index& index, const std::vector<float>& features,
-                                                     schema::Record::Phase phase, const RngKey& key,
-                                                     RecordBuf* records) {
+// The policy's first input on a held-out task (evaluation and test-time scaling): the task's
+// features, its active heads and the hint of the skills one recorded selection chose (none when
+// evaluation injects no skills).
+Result<PolicyInput> held_out_input(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
+                                   const KnobSpace& space, schema::Record::Phase phase, const RngKey& key,
+                                   RecordBuf* records) {
   const Experiment& exp = *ctx.exp;
+  std::vector<float> features = task_features(task, ctx.size);
   VINCI_ASSIGN_OR_RETURN(Digest query, ctx.store->put("prompt", task.description));
   std::vector<const Skill*> skills;
   if (exp.eval_inject_skills && exp.selection.mode != SelectionMode::kNone) {
@@ -366,7 +367,11 @@ Result<std::vector<const Skill*>> held_out_selection(const StepContext& ctx, int
                     exp.selection, exp.eval_greedy, key.with("selection", 0));
     skills = skills_named(*ctx.library, d.selected);
   }
-  return skills;
+  PolicyInput in;
+  in.task = std::move(features);
+  in.skill_hint = skill_hint(skills);
+  in.active_heads = active_heads(space);
+  return in;
 }
 
 // Greedy (or sampled) evaluation of one held-out task: one selection, one rollout.
@@ -376,13 +381,7 @@ Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Ind
   const auto phase = schema::Record::Phase::EVAL;
   RngKey key = RngKey::root(exp.seed).with("phase", "eval").with("step", step).with("task", task.id);
   KnobSpace space = knob_space(task);
-  std::vector<float> features = task_features(task, ctx.size);
-  VINCI_ASSIGN_OR_RETURN(std::vector<const Skill*> skills,
-                         held_out_selection(ctx, step, task, index, features, phase, key, records));
-  PolicyInput base;
-  base.task = features;
-  base.skill_hint = skill_hint(skills);
-  base.active_heads = active_heads(space);
+  VINCI_ASSIGN_OR_RETURN(PolicyInput base, held_out_input(ctx, step, task, index, space, phase, key, records));
   RngKey rkey = key.with("rollout", 0);
   SimTurnEnv env(exp, task, space, *ctx.evaluator, *ctx.store, rkey);
   VINCI_ASSIGN_OR_RETURN(auto turns, run_rollout(*ctx.backbone, ctx.shape, base, exp.eval_turns, env, rkey, exp.eval_greedy));
@@ -400,37 +399,48 @@ Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Ind
   return Status();
 }
 
-// Runs fn(i) for i in [0, n) on `threads` threads; returns the first error by index.
-Result<EvalPoint> evaluate_all(const StepContext& ctx, int32_t step,
-                               const std::vector<const Task*>& tasks, const Bm25Index& index,
-                               RecordSink& sink, const ProgressFn& progress, int64_t* done,
-                               int64_t total, TrainerOutput* out) {
+using HeldOutTaskFn = Status (*)(const StepContext&, int32_t, const Task&, Bm25Index&, RecordBuf*, TaskTurns*);
+
+// The held-out tasks through task_fn (eval_task or tts_task) in parallel, their records written
+// in task order, then fast_p of every turn mode and denominator, recorded as metrics of `split`.
+Result<std::vector<FastP>> held_out_pass(const StepContext& ctx, int32_t step, const std::vector<const Task*>& tasks,
+                                         const Bm25Index& index, RecordSink& sink, TrainerOutput* out,
+                                         const std::string& split, HeldOutTaskFn task_fn) {
   const Experiment& exp = *ctx.exp;
   std::vector<RecordBuf> bufs(tasks.size());
   std::vector<TaskTurns> outcomes(tasks.size());
   VINCI_RETURN_IF_ERROR(parallel_for(exp.threads, tasks.size(), [&](size_t i) {
     Bm25Index local = index;
-    return eval_task(ctx, step, *tasks[i], local, &bufs[i], &outcomes[i]);
+    return task_fn(ctx, step, *tasks[i], local, &bufs[i], &outcomes[i]);
   }));
   for (auto& b : bufs) VINCI_RETURN_IF_ERROR(flush(b, sink));
   for (const auto& o : outcomes) {
     out->rollouts++;
     out->turn_evals += o.turns.size();
   }
-  EvalPoint point;
-  point.step = step;
+  std::vector<FastP> all;
   RecordBuf metrics;
   for (TurnMode mode : {TurnMode::kLast, TurnMode::kBest}) {
     for (Denominator den : {Denominator::kAll, Denominator::kCorrect}) {
       for (const FastP& f : fast_p(outcomes, exp.thresholds, mode, den)) {
-        point.fast_p.push_back(f);
-        write_metric(metrics, step, "fast_p", "eval", f.level, f.threshold,
+        all.push_back(f);
+        write_metric(metrics, step, "fast_p", split, f.level, f.threshold,
                      mode == TurnMode::kLast ? "last" : "best",
                      den == Denominator::kAll ? "all" : "correct", f.value(), f.numerator, f.count);
       }
     }
   }
   VINCI_RETURN_IF_ERROR(flush(metrics, sink));
+  return all;
+}
+
+Result<EvalPoint> evaluate_all(const StepContext& ctx, int32_t step,
+                               const std::vector<const Task*>& tasks, const Bm25Index& index,
+                               RecordSink& sink, const ProgressFn& progress, int64_t* done,
+                               int64_t total, TrainerOutput* out) {
+  EvalPoint point;
+  point.step = step;
+  VINCI_ASSIGN_OR_RETURN(point.fast_p, held_out_pass(ctx, step, tasks, index, sink, out, "eval", eval_task));
   *done += 1;
   if (progress) {
     const FastP* f = nullptr;
@@ -454,13 +464,7 @@ Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Inde
   const auto phase = schema::Record::Phase::TTS;
   RngKey key = RngKey::root(exp.seed).with("phase", "tts").with("task", task.id);
   KnobSpace space = knob_space(task);
-  std::vector<float> features = task_features(task, ctx.size);
-  VINCI_ASSIGN_OR_RETURN(std::vector<const Skill*> skills,
-                         held_out_selection(ctx, step, task, index, features, phase, key, records));
-  PolicyInput in;
-  in.task = features;
-  in.skill_hint = skill_hint(skills);
-  in.active_heads = active_heads(space);
+  VINCI_ASSIGN_OR_RETURN(PolicyInput in, held_out_input(ctx, step, task, index, space, phase, key, records));
   in.previous.assign(static_cast<size_t>(ctx.shape.choice_dim()), 0.0f);
   in.feedback.assign(kFeedbackDim, 0.0f);
   SimTurnEnv env(exp, task, space, *ctx.evaluator, *ctx.store, key);
@@ -499,40 +503,6 @@ Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Inde
     }
   }
   return Status();
-}
-
-Result<std::vector<FastP>> tts_evaluate_all(const StepContext& ctx, int32_t step,
-                                            const std::vector<const Task*>& tasks,
-                                            const Bm25Index& index, RecordSink& sink,
-                                            TrainerOutput* out) {
-  const Experiment& exp = *ctx.exp;
-  std::vector<RecordBuf> bufs(tasks.size());
-  std::vector<TaskTurns> outcomes(tasks.size());
-  VINCI_RETURN_IF_ERROR(parallel_for(exp.threads, tasks.size(), [&](size_t i) {
-    Bm25Index local = index;
-    return tts_task(ctx, step, *tasks[i], local, &bufs[i], &outcomes[i]);
-  }));
-  for (auto& b : bufs) VINCI_RETURN_IF_ERROR(flush(b, sink));
-  for (const auto& o : outcomes) {
-    out->rollouts++;
-    out->turn_evals += o.turns.size();
-  }
-  std::vector<FastP> all;
-  RecordBuf metrics;
-  for (TurnMode mode : {TurnMode::kLast, TurnMode::kBest}) {
-    for (Denominator den : {Denominator::kAll, Denominator::kCorrect}) {
-      for (const FastP& f : fast_p(outcomes, exp.thresholds, mode, den)) {
-        all.push_back(f);
-        write_metric(metrics, step, "fast_p", "tts", f.level, f.threshold,
-                     mode == TurnMode::kLast ? "last" : "best",
-                     den == Denominator::kAll ? "all" : "correct", f.value(), f.numerator, f.count);
-      }
-    }
-  }
-  // write_metric marks split "tts" records as train-phase; they belong to the tts phase.
-  for (auto& r : metrics.records) r->getRoot<schema::Record>().setPhase(schema::Record::Phase::TTS);
-  VINCI_RETURN_IF_ERROR(flush(metrics, sink));
-  return all;
 }
 
 bool has_manifest(const std::string& run_dir) {
@@ -691,7 +661,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       out.eval.push_back(std::move(p));
     }
     if (last && tts) {
-      VINCI_ASSIGN_OR_RETURN(out.tts, tts_evaluate_all(ctx, step, split.eval, index, sink, &out));
+      VINCI_ASSIGN_OR_RETURN(out.tts, held_out_pass(ctx, step, split.eval, index, sink, &out, "tts", tts_task));
       ++done;
       if (progress) {
         double best = 0, lastv = 0;

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "core/text.h"
 #include "recorder/vinci.capnp.h"
 
 namespace vinci {
@@ -61,17 +62,6 @@ bool is_utf8(const std::string& s) {
   return true;
 }
 
-std::string to_hex(const std::string& s) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size() * 2);
-  for (unsigned char c : s) {
-    out.push_back(kHex[c >> 4]);
-    out.push_back(kHex[c & 15]);
-  }
-  return out;
-}
-
 capnp::JsonCodec& codec() {
   thread_local std::unique_ptr<capnp::JsonCodec> c;
   if (!c) {
@@ -102,7 +92,7 @@ std::string record_to_json(RecordView& record, const ObjectStore* store) {
       if (is_utf8(obj->bytes)) {
         entry["text"] = obj->bytes;
       } else {
-        entry["hex"] = to_hex(obj->bytes);
+        entry["hex"] = hex_encode(obj->bytes);
       }
     }
     objects[d.hex()] = std::move(entry);

@@ -273,13 +273,19 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     VINCI_RETURN_IF_ERROR(reader->status());
     if (reader->damage()) return corruption("run " + run_dir + ": " + reader->damage()->to_string());
   }
-  std::vector<std::pair<const Task*, Plan>> plans;
+  struct PlanToMeasure {
+    const Task* task;
+    Plan plan;
+    Digest address;
+  };
+  std::vector<PlanToMeasure> plans;
   for (const auto& [a, s] : seen) {
     const Task* task = world.suite.find(s.task);
     if (!task) return not_found("run " + run_dir + " measured task '" + s.task + "', which this suite lacks");
     VINCI_ASSIGN_OR_RETURN(StoredObject obj, parent_store.get(a));
     VINCI_ASSIGN_OR_RETURN(Plan plan, parse_plan(obj.bytes));
-    plans.emplace_back(task, std::move(plan));
+    Digest address = plan_address(plan);
+    plans.push_back({task, std::move(plan), address});
   }
 
   // 2. Measure each once.
@@ -333,8 +339,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
         return invalid_argument(where + ": not a rescore measurement line");
       if (j.value("device", "") != device_name || j.value("request", "") != request_text) continue;
       std::string bytes;
-      const std::string hex = j["measurement"].get<std::string>();
-      for (size_t i = 0; i + 1 < hex.size(); i += 2) bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+      if (!j["measurement"].is_string() || !hex_decode(j["measurement"].get<std::string>(), &bytes))
+        return invalid_argument(where + ": the measurement is not hex");
       VINCI_ASSIGN_OR_RETURN(EvalResult r, decode_eval_result(bytes, j.value("compile_log", "")));
       if (seen.count(r.plan)) results.emplace(r.plan, std::move(r));
     }
@@ -343,9 +349,9 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   // Compile what is left to measure in parallel first; the evaluator then finds it in the cache.
   if (cuda && !options.nvrtc_cache_dir.empty()) {
     std::vector<std::pair<std::string, std::string>> sources;
-    for (const auto& [t, p] : plans)
-      if (!results.count(plan_address(p)))
-        for (const auto& k : p.kernels) sources.emplace_back(k.name + ".cu", k.source);
+    for (const auto& p : plans)
+      if (!results.count(p.address))
+        for (const auto& k : p.plan.kernels) sources.emplace_back(k.name + ".cu", k.source);
     NvrtcOptions no;
     no.arch = cuda->arch();
     no.cache_dir = options.nvrtc_cache_dir;
@@ -357,23 +363,21 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   VINCI_RETURN_IF_ERROR(make_dirs(options.out_dir));
   std::ofstream saved(options.out_dir + "/measurements.jsonl", std::ios::app);
   auto save = [&](const std::string& task, const EvalResult& r) {
-    static const char* kHex = "0123456789abcdef";
-    std::string bytes = encode_eval_result(r), hex;
-    for (unsigned char c : bytes) {
-      hex.push_back(kHex[c >> 4]);
-      hex.push_back(kHex[c & 15]);
-    }
-    saved << nlohmann::json{{"task", task}, {"plan", r.plan.hex()}, {"device", device_name}, {"request", request_text},
-                            {"measurement", hex}, {"compile_log", r.compile_log}}
+    saved << nlohmann::json{{"task", task},
+                            {"plan", r.plan.hex()},
+                            {"device", device_name},
+                            {"request", request_text},
+                            {"measurement", hex_encode(encode_eval_result(r))},
+                            {"compile_log", r.compile_log}}
                  .dump()
           << "\n";
     saved.flush();
   };
   for (const auto& [a, r] : results) save(seen.at(a).task, r);
   uint64_t done = 0;
-  for (const auto& [task, plan] : plans) {
+  for (const auto& [task, plan, address] : plans) {
     ++done;
-    if (results.count(plan_address(plan))) continue;
+    if (results.count(address)) continue;
     VINCI_ASSIGN_OR_RETURN(EvalResult r, device->evaluate(*task, plan, req));
     save(task->id, r);
     if (progress) {

@@ -24,5 +24,21 @@ TEST(Text, NumberBesideItsThreshold) {
   EXPECT_EQ(number_beside(std::nextafter(2.0, 0.0), 2), "1.9999999999999998");
 }
 
+TEST(Text, HexRoundTripsAndRejectsDamage) {
+  std::string all;
+  for (int c = 0; c < 256; ++c) all.push_back(static_cast<char>(c));
+  std::string hex = hex_encode(all);
+  EXPECT_EQ(hex.substr(0, 6), "000102");
+  EXPECT_EQ(hex.substr(hex.size() - 4), "feff");
+  std::string back;
+  ASSERT_TRUE(hex_decode(hex, &back));
+  EXPECT_EQ(back, all);
+  EXPECT_TRUE(hex_decode("ABcd", &back));
+  EXPECT_EQ(back, "\xab\xcd");
+  EXPECT_FALSE(hex_decode("abc", &back));
+  EXPECT_FALSE(hex_decode("zz", &back));
+  EXPECT_EQ(back, "\xab\xcd");  // untouched on failure
+}
+
 }  // namespace
 }  // namespace vinci

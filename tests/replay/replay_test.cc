@@ -291,6 +291,16 @@ TEST(Rescore, UnderTheRunsOwnProfileNothingMoves) {
             2)
       << out;
   EXPECT_NE(out.find("bad.jsonl:1: not a rescore measurement line"), std::string::npos) << out;
+  std::string first = saved.substr(0, saved.find('\n'));
+  size_t hex_at = first.find("\"measurement\":\"") + 15;
+  first[hex_at] = 'g';
+  ASSERT_TRUE(write_file_atomic(root + "/nothex.jsonl", first + "\n").ok());
+  EXPECT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/nothex --reuse " + root +
+                   "/nothex.jsonl",
+               &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("nothex.jsonl:1: the measurement is not hex"), std::string::npos) << out;
   // An existing folder is refused, not overwritten.
   EXPECT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/same", &out), 2) << out;
   EXPECT_NE(out.find("already exists"), std::string::npos) << out;
