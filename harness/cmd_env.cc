@@ -1,7 +1,9 @@
-// `harness env`: prints the environment a run started here would record.
+// `harness env`: prints the environment a run started here would record: the numeric settings
+// that replay compares ("pinned"), and the variables that can steer them, which it does not.
 #include <cstdio>
 
 #include "harness/commands.h"
+#include "harness/world.h"
 #include "recorder/environment.h"
 
 namespace vinci {
@@ -11,10 +13,13 @@ int cmd_env(const std::vector<std::string>& args) {
     std::fprintf(stderr, "usage: harness env\n");
     return 2;
   }
-  Environment env = capture_base_environment();
+  pin_numeric_settings();
+  Environment env = capture_environment();
   std::printf("cpu: %s\ncompiler: %s\ngit_revision: %s\nvinci: %s\n", env.cpu.c_str(),
               env.compiler.c_str(), env.git_revision.c_str(), env.vinci_version.c_str());
   for (const auto& [k, v] : env.pinned()) std::printf("pinned %s=%s\n", k.c_str(), v.c_str());
+  std::printf("variable ATEN_CPU_CAPABILITY=%s\nvariable OPENBLAS_CORETYPE=%s\n",
+              env.aten_cpu_capability.c_str(), env.openblas_coretype.c_str());
   return 0;
 }
 

@@ -29,13 +29,15 @@ struct World {
 // current folder, then against the source tree vinci was built from.
 Result<World> build_world(const Experiment& exp);
 
-// Pins the numeric settings a run depends on (ATEN_CPU_CAPABILITY when unset, torch threads) and
-// returns the environment to record. Call before any torch work.
+// Pins the numeric settings a run depends on (ATEN_CPU_CAPABILITY when unset, OpenBLAS's threads;
+// the sim backbone pins torch's threads) and returns the environment to record. Call before any
+// torch work.
 void pin_numeric_settings();
 Environment capture_environment();
 
-// The settings of `recorded` that differ from this process's, as "key: recorded X, here Y" lines;
-// empty when a replay here is bit-exact.
+// The settings of `recorded` that differ from this process's, as "key: recorded X, here Y" lines
+// (settings the run did not record are not compared); empty when the settings in effect here are
+// the run's.
 std::vector<std::string> numeric_differences(const Environment& recorded, const Environment& here);
 // FailedPrecondition listing the differences ("run DIR was recorded under other numeric
 // settings<hint>:" and one line each) when there are any; ok otherwise.

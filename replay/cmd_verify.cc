@@ -1,5 +1,6 @@
-// `replay verify RUN [--force]`: re-derives every record of a run and compares; exit 0 with the
-// run digest when bit-exact, 1 at the first divergence (printed with both values), 2 on error.
+// `replay verify RUN`: re-derives every record of a run and compares; exit 0 with the run digest
+// when bit-exact, 1 at the first divergence (printed with both values), 2 on error. Numeric
+// settings that differ from the run's are named, whichever way it ends.
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -11,9 +12,9 @@ namespace vinci {
 
 int cmd_verify(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
-  po::options_description opts("usage: replay verify RUN [--force] [--backbone run|recorded]");
+  po::options_description opts("usage: replay verify RUN [--backbone run|recorded]");
   opts.add_options()("help,h", "show this help")(
-      "force", "replay even under numeric settings that differ from the run's")(
+      "force", "accepted for older scripts: verify always re-derives, whatever the settings")(
       "backbone", po::value<std::string>()->default_value("run"),
       "run: re-run the run's own backbone; recorded: answer backbone calls from the log");
   po::variables_map vm;
@@ -27,10 +28,16 @@ int cmd_verify(const std::vector<std::string>& args) {
     std::cerr << "replay verify: --backbone: expected run or recorded, found '" << backbone << "'\n";
     return 2;
   }
-  auto rep = verify_run(vm["run"].as<std::string>(), vm.count("force") > 0, backbone == "recorded");
+  auto rep = verify_run(vm["run"].as<std::string>(), backbone == "recorded");
   if (!rep.ok()) {
     std::cerr << "replay verify: " << rep.status().to_string() << "\n";
     return rep.status().code() == StatusCode::kMismatch ? 1 : 2;
+  }
+  if (!rep->settings_differ.empty()) {
+    std::cout << "note: the run was recorded under other numeric settings:\n";
+    for (const auto& d : rep->settings_differ) std::cout << "  " << d << "\n";
+    std::cout << "every record re-derived bit-exactly under the settings here: they did not move "
+                 "its numbers\n";
   }
   std::cout << "verified " << rep->records << " records in " << rep->seconds << " s\n";
   if (rep->checkpoints) std::cout << "checked " << rep->checkpoints << " checkpoint objects\n";

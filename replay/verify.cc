@@ -16,15 +16,19 @@
 
 namespace vinci {
 
-Result<VerifyReport> verify_run(const std::string& run_dir, bool force, bool recorded_backbone) {
-  auto start = std::chrono::steady_clock::now();
-  pin_numeric_settings();
+namespace {
+
+// A mismatch found under other numeric settings names them: they are the likely cause.
+Status with_settings_note(Status st, const std::vector<std::string>& differ) {
+  if (st.ok() || differ.empty() || st.code() != StatusCode::kMismatch) return st;
+  std::string msg = st.message() + "\nthe run was recorded under other numeric settings, which may be why:";
+  for (const auto& d : differ) msg += "\n  " + d;
+  return Status(st.code(), msg);
+}
+
+Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool recorded_backbone,
+                VerifyReport* rep) {
   RunLocation loc = RunLocation::of(run_dir);
-  VINCI_ASSIGN_OR_RETURN(ManifestInfo manifest, read_manifest(loc.manifest_path));
-  if (!force) {
-    VINCI_RETURN_IF_ERROR(check_numeric_settings(manifest.environment, capture_environment(), run_dir,
-                                                 " (use --force to replay anyway)"));
-  }
   VINCI_ASSIGN_OR_RETURN(Experiment exp, experiment_from_text(manifest.config_text,
                                                               loc.manifest_path + " (config)"));
   // A live run's measurements are events: the recorded evaluator answers them from the log (no
@@ -70,10 +74,23 @@ Result<VerifyReport> verify_run(const std::string& run_dir, bool force, bool rec
     return mismatch("the re-derived run digest " + sink.digest().hex() +
                     " differs from the manifest's " + manifest.run_digest.hex());
   }
+  rep->records = sink.position();
+  rep->digest = sink.digest();
+  return Status();
+}
+
+}  // namespace
+
+Result<VerifyReport> verify_run(const std::string& run_dir, bool recorded_backbone) {
+  auto start = std::chrono::steady_clock::now();
+  pin_numeric_settings();
+  RunLocation loc = RunLocation::of(run_dir);
+  VINCI_ASSIGN_OR_RETURN(ManifestInfo manifest, read_manifest(loc.manifest_path));
   VerifyReport rep;
+  rep.settings_differ = numeric_differences(manifest.environment, capture_environment());
+  VINCI_RETURN_IF_ERROR(
+      with_settings_note(rederive(run_dir, manifest, recorded_backbone, &rep), rep.settings_differ));
   VINCI_ASSIGN_OR_RETURN(rep.checkpoints, check_run_checkpoints(run_dir));
-  rep.records = sink.position();
-  rep.digest = sink.digest();
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return rep;
 }

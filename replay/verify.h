@@ -3,6 +3,7 @@
 #define VINCI_REPLAY_VERIFY_H_
 
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "core/hash.h"
@@ -14,6 +15,10 @@ struct VerifyReport {
   uint64_t checkpoints = 0;  // checkpoint objects checked against their recorded digests
   Digest digest;
   double seconds = 0;
+  // The run's numeric settings that differ from this process's ("key: recorded X, here Y"),
+  // empty when they are the same. Verify re-derives under them all the same: a run that then
+  // verifies shows that they did not move its numbers.
+  std::vector<std::string> settings_differ;
 };
 
 // Rebuilds the run's world from its recorded config, runs the loop with every record compared
@@ -21,12 +26,13 @@ struct VerifyReport {
 // final RunEnd record and the manifest's digest. Every checkpoint object the log names is then
 // read from the run's store and checked against its recorded parameter digest
 // (harness/checkpoints.h): re-derived objects go to a scratch store, so this is what checks the
-// stored ones. Refuses when this process's numeric settings
-// differ from the manifest's, unless force.
+// stored ones.
+// Numeric settings (harness/world.h) that differ from the manifest's do not stop it: the records
+// decide. They are listed in the report when it verifies, and named in the mismatch when it does
+// not, as the likely cause.
 // With recorded_backbone, backbone calls are answered from the log (agents/recorded_backbone.h)
 // instead of re-running the sim network: the way to replay a run whose backbone is external.
-Result<VerifyReport> verify_run(const std::string& run_dir, bool force,
-                                bool recorded_backbone = false);
+Result<VerifyReport> verify_run(const std::string& run_dir, bool recorded_backbone = false);
 
 }  // namespace vinci
 

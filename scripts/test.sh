@@ -6,3 +6,11 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure --parallel "$(nproc)" "$@"
+if (($# == 0)); then
+  # Replays must not depend on variables a machine happens to set: the replay tests once more with
+  # the OpenBLAS variables unset, and once with them set (docs/ARCHITECTURE.md, "Numeric pinning").
+  echo "test.sh: replay tests with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset"
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE build/bin/replay_tests --gtest_brief=1
+  echo "test.sh: replay tests with OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=1048576"
+  env OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=1048576 build/bin/replay_tests --gtest_brief=1
+fi

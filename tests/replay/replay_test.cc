@@ -226,12 +226,14 @@ TEST(Replay, VerifyStopsAtATamperedRecord) {
   EXPECT_EQ(std::stoull(out), index);
 }
 
-// Another CPU kernel set would not replay bit-exactly: verify and rescore refuse, naming it.
-TEST(Replay, OtherNumericSettingsAreRefused) {
+// Another CPU kernel set moves the sim backbone's numbers: verify re-derives, stops at the first
+// divergence and names the setting as the likely cause; rescore, which writes new records nothing
+// could check, refuses and names it.
+TEST(Replay, OtherNumericSettingsAreNamed) {
   std::string out;
-  EXPECT_EQ(sh("ATEN_CPU_CAPABILITY=avx2 " + kBin + "replay verify " + kGolden, &out), 2) << out;
-  EXPECT_NE(out.find("was recorded under other numeric settings (use --force to replay anyway):\n  "
-                     "aten_cpu_capability: recorded 'default', here 'avx2'"),
+  EXPECT_EQ(sh("ATEN_CPU_CAPABILITY=avx2 " + kBin + "replay verify " + kGolden, &out), 1) << out;
+  EXPECT_NE(out.find("the run was recorded under other numeric settings, which may be why:\n  "
+                     "torch_cpu_capability: recorded 'NO AVX', here 'AVX2'"),
             std::string::npos)
       << out;
   std::string root = temp_dir();
@@ -239,7 +241,22 @@ TEST(Replay, OtherNumericSettingsAreRefused) {
   EXPECT_EQ(sh("ATEN_CPU_CAPABILITY=avx2 " + kBin + "replay rescore " + run + " --device sim --out " + root + "/r", &out),
             2)
       << out;
-  EXPECT_NE(out.find("(use --force to rescore anyway)"), std::string::npos) << out;
+  EXPECT_NE(out.find("(use --force to rescore anyway):\n  torch_cpu_capability: recorded 'NO AVX', here 'AVX2'"),
+            std::string::npos)
+      << out;
+}
+
+// A variable that steers nothing in effect is not a numeric setting: a run whose manifest says
+// OPENBLAS_CORETYPE was set verifies where it is not (and the other way round), with no note.
+TEST(Replay, EnvironmentStringsAreNotSettings) {
+  std::string out;
+  ASSERT_EQ(sh("OPENBLAS_CORETYPE=Haswell " + kBin + "replay verify " + kGolden, &out), 0) << out;
+  EXPECT_EQ(out.find("note:"), std::string::npos) << out;
+  ASSERT_EQ(sh("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE " + kBin + "replay verify " + kGolden, &out), 0)
+      << out;
+  EXPECT_EQ(out.find("note:"), std::string::npos) << out;
+  ASSERT_EQ(sh(kBin + "replay cat " + kGolden + " | head -n 1", &out), 0) << out;
+  EXPECT_NE(out.find("\"blas\":"), std::string::npos) << "the manifest records the BLAS in effect: " << out;
 }
 
 TEST(Replay, VerifyWithTheRecordedBackbone) {
