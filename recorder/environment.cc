@@ -65,7 +65,14 @@ BlasInEffect blas_in_effect() {
   }
   char real[PATH_MAX];
   b.library = last_two_components(realpath(info.dli_fname, real) ? real : info.dli_fname);
-  if (auto config = find_symbol<CharFn>("openblas_get_config")) {
+  // OpenBLAS's functions count only when they come from the library that serves sgemm_: another
+  // library (an OpenBLAS LAPACK, say) may bring them along without being the BLAS in effect.
+  auto same_library = [&](void* symbol) {
+    Dl_info other{};
+    return symbol != nullptr && dladdr(symbol, &other) != 0 && other.dli_fbase == info.dli_fbase;
+  };
+  auto config = find_symbol<CharFn>("openblas_get_config");
+  if (same_library(reinterpret_cast<void*>(config))) {
     b.vendor = "openblas";
     b.config = config();
     if (auto core = find_symbol<CharFn>("openblas_get_corename")) b.core = core();
@@ -77,6 +84,7 @@ BlasInEffect blas_in_effect() {
 }
 
 void pin_blas_threads() {
+  // Every OpenBLAS loaded counts here (one serving LAPACK too): none may start threads.
   if (auto set = find_symbol<SetIntFn>("openblas_set_num_threads")) set(1);
 }
 

@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config python3 python3-pip
-  libtorch-dev
+  libtorch-dev libblas3 liblapack3
   libcapnp-dev capnproto
   libxxhash-dev
   libboost-program-options-dev

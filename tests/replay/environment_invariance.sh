@@ -2,8 +2,8 @@
 # A run's digest depends on the code and its config, not on the machine's incidental settings:
 # the golden run verifies, and a re-run of its config diffs equal to it, under environment
 # variables a machine may or may not set (OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset and set,
-# ATEN_CPU_CAPABILITY unset), another time zone and locale, one CPU, and another working folder
-# and runs root. docs/ARCHITECTURE.md ("Numeric pinning") says what is compared and why.
+# ATEN_CPU_CAPABILITY unset), another time zone and locale, one CPU, another working folder and
+# runs root, and OpenBLAS offered ahead of the reference BLAS where the machine has it. docs/ARCHITECTURE.md ("Numeric pinning") says what is compared and why.
 #
 # usage: environment_invariance.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
@@ -23,6 +23,11 @@ cases=(
   "set|OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=1048576"
   "elsewhere|TZ=Pacific/Chatham LANG=C.UTF-8 LC_ALL=C.UTF-8 OPENBLAS_CORETYPE=Zen"
 )
+# Where OpenBLAS is on the machine, offer it first: the reference BLAS must still be the one in
+# effect (vinci's RPATH pins it).
+for lib in /usr/lib/*/openblas*/libblas.so.3; do
+  [ -e "$lib" ] && cases+=("openblas|LD_LIBRARY_PATH=$(dirname "$lib")") && break
+done
 failed=0
 for c in "${cases[@]}"; do
   name=${c%%|*}
