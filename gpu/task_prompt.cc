@@ -1,0 +1,668 @@
+#include "gpu/task_prompt.h"
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <set>
+#include <vector>
+
+#include "core/text.h"
+#include "gpu/expr.h"
+#include "gpu/ops.h"
+#include "gpu/shapes.h"
+
+namespace vinci {
+namespace {
+
+const char* const kPythonKeywords[] = {
+    "False", "None",   "True",    "and",      "as",     "assert", "async", "await",
+    "break", "class",  "continue", "def",     "del",    "elif",   "else",  "except",
+    "finally", "for",  "from",    "global",   "if",     "import", "in",    "is",
+    "lambda", "nonlocal", "not",  "or",       "pass",   "raise",  "return", "try",
+    "while", "with",   "yield"};
+
+// Names the rendered file itself binds or calls; a task name equal to one gets a trailing '_'.
+const char* const kRenderedNames[] = {"torch", "nn",  "self", "super", "Model", "get_inputs",
+                                      "get_init_inputs", "float", "min", "max"};
+
+// nn.Module attributes a submodule must not shadow.
+const char* const kModuleAttributes[] = {
+    "training", "forward", "train", "eval", "to", "cuda", "cpu", "type", "float", "double", "half",
+    "bfloat16", "apply", "parameters", "buffers", "children", "modules", "state_dict",
+    "load_state_dict", "zero_grad", "register_buffer", "register_parameter", "add_module",
+    "named_parameters", "named_buffers", "named_children", "named_modules", "requires_grad_",
+    "extra_repr", "get_parameter", "get_buffer", "get_submodule", "share_memory"};
+
+const char* const kConvClasses[][2] = {
+    {"conv1d", "nn.Conv1d"}, {"conv2d", "nn.Conv2d"}, {"conv3d", "nn.Conv3d"},
+    {"conv_transpose2d", "nn.ConvTranspose2d"}, {"conv_transpose3d", "nn.ConvTranspose3d"}};
+
+// The nn class of a conv module type, nullptr for other types.
+const char* conv_class(const std::string& type) {
+  for (const auto& c : kConvClasses)
+    if (type == c[0]) return c[1];
+  return nullptr;
+}
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.'; }
+
+// A Python float literal with the fewest digits that read back as v, as Python's repr writes it.
+std::string py_float(double v) {
+  if (std::isnan(v)) return "float(\"nan\")";
+  if (std::isinf(v)) return v > 0 ? "float(\"inf\")" : "float(\"-inf\")";
+  std::string s;
+  for (int digits = 1; digits <= 17; ++digits) {
+    s = format_number(("%." + std::to_string(digits) + "g").c_str(), v);
+    if (std::strtod(s.c_str(), nullptr) == v) break;
+  }
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s;
+}
+
+// One int when all entries agree (kernel_size=3), else a tuple (kernel_size=(3, 5)).
+std::string py_ints(const std::vector<int64_t>& v) {
+  bool same = true;
+  for (int64_t x : v) same &= x == v.at(0);
+  if (same && !v.empty()) return std::to_string(v[0]);
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+
+std::string join(const std::vector<std::string>& parts, const std::string& sep) {
+  std::string s;
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? sep : "") + parts[i];
+  return s;
+}
+
+// Size symbols in the order a reader meets them: input shapes, module arguments, op arguments,
+// then any the graph does not mention.
+std::vector<std::string> symbol_order(const Task& task, const SizeMap& sizes) {
+  std::vector<std::string> order;
+  std::set<std::string> seen;
+  auto scan = [&](const std::string& text) {
+    for (size_t i = 0; i < text.size();) {
+      if (!is_name_char(text[i]) || std::isdigit(static_cast<unsigned char>(text[i]))) {
+        ++i;
+        continue;
+      }
+      size_t start = i;
+      while (i < text.size() && is_name_char(text[i])) ++i;
+      std::string name = text.substr(start, i - start);
+      if (sizes.count(name) && seen.insert(name).second) order.push_back(name);
+    }
+  };
+  std::function<void(const nlohmann::json&)> scan_json = [&](const nlohmann::json& j) {
+    if (j.is_string()) scan(j.get<std::string>());
+    if (j.is_array() || j.is_object())
+      for (const auto& e : j) scan_json(e);
+  };
+  for (const auto& in : task.inputs) {
+    for (const auto& d : in.shape) scan(d);
+    scan(in.classes);
+  }
+  for (const auto& m : task.modules) scan_json(m.attrs);
+  for (const auto& op : task.ops) scan_json(op.attrs);
+  for (const auto& [name, value] : sizes)
+    if (seen.insert(name).second) order.push_back(name);
+  return order;
+}
+
+// Words of text in lines of at most width characters (a longer word keeps a line of its own).
+std::vector<std::string> wrap(const std::string& text, size_t width) {
+  std::vector<std::string> lines;
+  std::string line, word;
+  auto flush_word = [&] {
+    if (word.empty()) return;
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      lines.push_back(line);
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+    word.clear();
+  };
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c))) flush_word();
+    else word += c;
+  }
+  flush_word();
+  if (!line.empty()) lines.push_back(line);
+  return lines;
+}
+
+// The class docstring: the task's description, escaped for a """ string.
+std::string docstring(const std::string& description) {
+  std::string esc;
+  for (char c : description) {
+    if (c == '\\' || c == '"') esc += '\\';
+    esc += c;
+  }
+  std::vector<std::string> lines = wrap(esc, 88);
+  if (lines.size() <= 1) return "    \"\"\"" + (lines.empty() ? "" : lines[0]) + "\"\"\"\n";
+  std::string s = "    \"\"\"" + lines[0] + "\n";
+  for (size_t i = 1; i < lines.size(); ++i) s += "    " + lines[i] + "\n";
+  return s + "    \"\"\"\n";
+}
+
+// Renders one task. The Python names of symbols, values and modules are fixed up front; a task
+// name that collides with a Python keyword or a name the file binds gets a trailing '_'.
+class PyRenderer {
+ public:
+  PyRenderer(const Task& task, const SizeMap& sizes, bool reserve_f)
+      : task_(task), sizes_(sizes), reserve_f_(reserve_f),
+        where_(task.source_file + (task.source_file.empty() ? "" : ": ") + "task '" + task.id + "'") {}
+
+  Result<std::string> render();
+  bool uses_functional() const { return uses_f_; }
+
+ private:
+  Status name_everything();
+  std::string fresh(const std::string& name);
+  Result<std::string> py_expr(const std::string& e, std::vector<std::string>* used) const;
+  Result<std::string> py_size(const nlohmann::json& v, const std::string& where,
+                              std::vector<std::string>* used) const;
+  Result<std::string> py_shape(const nlohmann::json& list, const std::string& where,
+                               std::vector<std::string>* used) const;
+  Result<std::string> module_ctor(const ModuleSpec& m, std::vector<std::string>* used) const;
+  Result<std::string> batch_norm_class(const ModuleSpec& m) const;
+  Result<std::string> op_rhs(const OpSpec& op, const std::vector<std::string>& in);
+  Result<std::string> pool_call(const OpSpec& op, const std::string& x, const std::string& w);
+  Result<std::string> input_draw(const InputSpec& in) const;
+  Result<std::string> forward_body();
+  std::string functional(const std::string& fn) {
+    uses_f_ = true;
+    return "F." + fn;
+  }
+
+  const Task& task_;
+  const SizeMap& sizes_;
+  bool reserve_f_;
+  std::string where_;
+  bool uses_f_ = false;
+  std::set<std::string> reserved_;
+  std::set<std::string> taken_;  // Python names of symbols and values
+  std::vector<std::string> symbols_;  // in symbol_order
+  std::map<std::string, std::string> symbol_py_;
+  std::map<std::string, std::string> value_py_;   // value -> Python expression
+  std::map<std::string, std::string> module_py_;  // module -> attribute name
+  ShapeMap shapes_;
+};
+
+std::string PyRenderer::fresh(const std::string& name) {
+  std::string py = name;
+  while (reserved_.count(py) || taken_.count(py)) py += "_";
+  taken_.insert(py);
+  return py;
+}
+
+Status PyRenderer::name_everything() {
+  for (const char* k : kPythonKeywords) reserved_.insert(k);
+  for (const char* k : kRenderedNames) reserved_.insert(k);
+  if (reserve_f_) reserved_.insert("F");
+  auto check = [&](const std::string& what, const std::string& name) -> Status {
+    if (is_identifier(name)) return Status();
+    return invalid_argument(where_ + ": " + what + " '" + name + "' is not a Python identifier");
+  };
+  symbols_ = symbol_order(task_, sizes_);
+  for (const auto& s : symbols_) {
+    VINCI_RETURN_IF_ERROR(check("size symbol", s));
+    symbol_py_[s] = fresh(s);
+  }
+  for (const auto& in : task_.inputs) {
+    VINCI_RETURN_IF_ERROR(check("input", in.name));
+    value_py_[in.name] = fresh(in.name);
+  }
+  std::set<std::string> attrs(std::begin(kModuleAttributes), std::end(kModuleAttributes));
+  for (const auto& m : task_.modules) {
+    VINCI_RETURN_IF_ERROR(check("module", m.name));
+    std::string py = m.name;
+    while (attrs.count(py)) py += "_";
+    attrs.insert(py);
+    module_py_[m.name] = py;
+    if (m.type == "parameter") value_py_[m.name] = "self." + py;
+  }
+  for (const auto& op : task_.ops)
+    for (const auto& out : op.outputs) {
+      VINCI_RETURN_IF_ERROR(check("op '" + op.op + "' output", out));
+      value_py_[out] = fresh(out);
+    }
+  return Status();
+}
+
+// A size expression (gpu/expr.h) in Python: symbols by their Python names, '/' as '//' (the
+// sizes are non-negative, where C's and Python's integer division agree), min and max as is.
+Result<std::string> PyRenderer::py_expr(const std::string& e, std::vector<std::string>* used) const {
+  VINCI_RETURN_IF_ERROR(check_expr_syntax(e));
+  std::string out;
+  bool operand_before = false;  // a '-' after an operand is binary
+  for (size_t i = 0; i < e.size();) {
+    char c = e[i];
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+    } else if (std::isdigit(static_cast<unsigned char>(c))) {
+      while (i < e.size() && std::isdigit(static_cast<unsigned char>(e[i]))) out += e[i++];
+      operand_before = true;
+    } else if (is_name_char(c)) {
+      size_t start = i;
+      while (i < e.size() && is_name_char(e[i])) ++i;
+      std::string name = e.substr(start, i - start);
+      size_t next = e.find_first_not_of(" \t", i);
+      bool call = next != std::string::npos && e[next] == '(';
+      if (call && name != "min" && name != "max")
+        return invalid_argument(where_ + ": size expression '" + e + "': " + name +
+                                "() has no Python rendering (expected sizes, + - * / %, min, max)");
+      if (!call && !symbol_py_.count(name))
+        return invalid_argument(where_ + ": size expression '" + e + "': '" + name + "' is not a size symbol");
+      if (call) {
+        out += name;
+      } else {
+        out += symbol_py_.at(name);
+        if (used) used->push_back(name);
+      }
+      operand_before = !call;
+    } else if (c == '(' || c == ',') {
+      out += c == '(' ? "(" : ", ";
+      operand_before = false;
+      ++i;
+    } else if (c == ')') {
+      out += ")";
+      operand_before = true;
+      ++i;
+    } else if (c == '-' && !operand_before) {
+      out += "-";
+      ++i;
+    } else {
+      out += std::string(" ") + (c == '/' ? "//" : std::string(1, c)) + " ";
+      operand_before = false;
+      ++i;
+    }
+  }
+  return out;
+}
+
+Result<std::string> PyRenderer::py_size(const nlohmann::json& v, const std::string& where,
+                                        std::vector<std::string>* used) const {
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_string()) return py_expr(v.get<std::string>(), used);
+  return invalid_argument(where + ": expected an integer or a size expression, found " + v.dump());
+}
+
+// Comma-separated sizes of a JSON list: "B, T, H, C // H".
+Result<std::string> PyRenderer::py_shape(const nlohmann::json& list, const std::string& where,
+                                         std::vector<std::string>* used) const {
+  if (!list.is_array()) return invalid_argument(where + ": expected an array of sizes, found " + list.dump());
+  std::vector<std::string> parts;
+  for (const auto& e : list) {
+    VINCI_ASSIGN_OR_RETURN(std::string p, py_size(e, where, used));
+    parts.push_back(p);
+  }
+  return join(parts, ", ");
+}
+
+// nn.BatchNorm1d/2d/3d by the rank of what the module normalises.
+Result<std::string> PyRenderer::batch_norm_class(const ModuleSpec& m) const {
+  for (const auto& op : task_.ops) {
+    if (op.module != m.name || op.inputs.empty()) continue;
+    size_t rank = shapes_.at(op.inputs[0]).size();
+    if (rank == 2 || rank == 3) return std::string("nn.BatchNorm1d");
+    if (rank == 4) return std::string("nn.BatchNorm2d");
+    if (rank == 5) return std::string("nn.BatchNorm3d");
+    return invalid_argument(where_ + ": module '" + m.name + "': batch_norm of a rank-" +
+                            std::to_string(rank) + " value has no nn.BatchNorm class");
+  }
+  return invalid_argument(where_ + ": module '" + m.name + "': batch_norm used by no op, so its rank is unknown");
+}
+
+// The constructor call that builds module m with the arguments (and so the weight draws) the
+// executor gives it.
+Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std::string>* used) const {
+  std::string where = where_ + ": module '" + m.name + "'";
+  const auto& a = m.attrs;
+  auto size = [&](const char* key) -> Result<std::string> {
+    auto it = a.find(key);
+    if (it == a.end()) return invalid_argument(where + ": key '" + key + "' missing");
+    return py_size(*it, where + ": key '" + key + "'", used);
+  };
+  std::string eps = "eps=" + py_float(attr_double_or(a, "eps", 1e-5));
+  std::string momentum = a.contains("momentum") ? ", momentum=" + py_float(attr_double_or(a, "momentum", 0.1)) : "";
+  std::string no_bias = attr_bool_or(a, "bias", true) ? "" : ", bias=False";
+  if (m.type == "linear") {
+    VINCI_ASSIGN_OR_RETURN(std::string in, size("in"));
+    VINCI_ASSIGN_OR_RETURN(std::string out, size("out"));
+    return "nn.Linear(" + in + ", " + out + no_bias + ")";
+  }
+  if (const char* cls = conv_class(m.type)) {
+    size_t rank = static_cast<size_t>(m.type[m.type.size() - 2] - '0');
+    bool transposed = m.type.find("transpose") != std::string::npos;
+    VINCI_ASSIGN_OR_RETURN(std::string in, size("in"));
+    VINCI_ASSIGN_OR_RETURN(std::string out, size("out"));
+    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a, "kernel", rank, where));
+    std::string s = std::string(cls) + "(" + in + ", " + out + ", kernel_size=" + py_ints(k);
+    const std::pair<const char*, int64_t> optional[] = {
+        {"stride", 1}, {"padding", 0}, {"output_padding", 0}, {"dilation", 1}};
+    for (const auto& [key, dflt] : optional) {
+      if (!a.contains(key) || (!transposed && std::string(key) == "output_padding")) continue;
+      s += std::string(", ") + key + "=" + py_ints(attr_ints_or(a, key, rank, dflt));
+    }
+    if (a.contains("groups")) s += ", groups=" + std::to_string(attr_int_or(a, "groups", 1));
+    return s + no_bias + ")";
+  }
+  if (m.type == "batch_norm") {
+    VINCI_ASSIGN_OR_RETURN(std::string cls, batch_norm_class(m));
+    VINCI_ASSIGN_OR_RETURN(std::string f, size("features"));
+    return cls + "(" + f + ", " + eps + momentum + ")";
+  }
+  if (m.type == "layer_norm") {
+    auto it = a.find("shape");
+    if (it == a.end()) return invalid_argument(where + ": key 'shape' missing");
+    VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, where + ": key 'shape'", used));
+    return "nn.LayerNorm(" + (it->size() == 1 ? shape : "(" + shape + ")") + ", " + eps + ")";
+  }
+  if (m.type == "group_norm") {
+    VINCI_ASSIGN_OR_RETURN(int64_t groups, attr_int(a, "groups", where));
+    VINCI_ASSIGN_OR_RETURN(std::string c, size("channels"));
+    return "nn.GroupNorm(num_groups=" + std::to_string(groups) + ", num_channels=" + c + ", " + eps + ")";
+  }
+  if (m.type == "parameter") {
+    auto it = a.find("shape");
+    if (it == a.end()) return invalid_argument(where + ": key 'shape' missing");
+    VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, where + ": key 'shape'", used));
+    std::string init = a.value("init", std::string("randn"));
+    if (init != "randn" && init != "rand" && init != "ones" && init != "zeros")
+      return invalid_argument(where + ": key 'init': expected randn|rand|ones|zeros, found '" + init + "'");
+    double scale = attr_double_or(a, "scale", 1.0);
+    std::string draw = "torch." + init + "(" + (it->empty() ? "()" : shape) + ")";
+    return "nn.Parameter(" + draw + (scale != 1.0 ? " * " + py_float(scale) : "") + ")";
+  }
+  if (m.type == "mha") {
+    VINCI_ASSIGN_OR_RETURN(std::string e, size("embed"));
+    VINCI_ASSIGN_OR_RETURN(int64_t heads, attr_int(a, "heads", where));
+    return "nn.MultiheadAttention(embed_dim=" + e + ", num_heads=" + std::to_string(heads) + ")";
+  }
+  return invalid_argument(where + ": module type '" + m.type + "' has no PyTorch rendering");
+}
+
+// max_pool1d/2d/3d and avg_pool2d with the executor's defaults: stride = kernel, padding 0,
+// dilation 1 (avg_pool2d takes none).
+Result<std::string> PyRenderer::pool_call(const OpSpec& op, const std::string& x, const std::string& w) {
+  size_t rank = static_cast<size_t>(op.op[op.op.size() - 2] - '0');
+  const auto& a = op.attrs;
+  VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a, "kernel", rank, w));
+  std::string s = functional(op.op) + "(" + x + ", kernel_size=" + py_ints(k);
+  if (a.contains("stride")) {
+    std::vector<int64_t> st = attr_ints_or(a, "stride", rank, 0);
+    for (size_t i = 0; i < rank; ++i)
+      if (st[i] == 0) st[i] = k[i];
+    s += ", stride=" + py_ints(st);
+  }
+  if (a.contains("padding")) s += ", padding=" + py_ints(attr_ints_or(a, "padding", rank, 0));
+  if (a.contains("dilation") && op.op != "avg_pool2d")
+    s += ", dilation=" + py_ints(attr_ints_or(a, "dilation", rank, 1));
+  return s + ")";
+}
+
+// The right-hand side of op's assignment over its inputs' Python expressions.
+Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::string>& in) {
+  const std::string& n = op.op;
+  const auto& a = op.attrs;
+  std::string w = where_ + ": op '" + n + "'";
+  const std::string& x = in.at(0);
+  auto arg = [&](size_t i) -> const std::string& { return in.at(i); };
+  std::string dim = std::to_string(attr_int_or(a, "dim", -1));
+  std::string keepdim = attr_bool_or(a, "keepdim", false) ? ", keepdim=True" : "";
+  auto num = [&](const char* key, double dflt) { return py_float(attr_double_or(a, key, dflt)); };
+  auto module = [&]() -> Result<std::string> {
+    auto it = module_py_.find(op.module);
+    if (it == module_py_.end()) return invalid_argument(w + ": key 'module': '" + op.module + "' is not a module");
+    return "self." + it->second;
+  };
+  for (const char* f : {"relu", "sigmoid", "tanh", "selu", "exp", "log", "abs", "sqrt"})
+    if (n == f) return "torch." + n + "(" + x + ")";
+  for (const char* f : {"gelu", "silu", "softplus", "softsign", "hardsigmoid", "hardswish", "mish"})
+    if (n == f) return functional(n) + "(" + x + ")";
+  if (n == "leaky_relu") return functional(n) + "(" + x + ", negative_slope=" + num("negative_slope", 0.01) + ")";
+  if (n == "elu") return functional(n) + "(" + x + ", alpha=" + num("alpha", 1.0) + ")";
+  if (n == "hardtanh")
+    return functional(n) + "(" + x + ", min_val=" + num("min", -1.0) + ", max_val=" + num("max", 1.0) + ")";
+  if (n == "square") return x + " * " + x;
+  if (n == "clamp") {
+    std::string lo = num("min", -INFINITY), hi = num("max", INFINITY);
+    bool has_lo = a.contains("min"), has_hi = a.contains("max");
+    if (!has_lo && !has_hi) return "torch.clamp(" + x + ", min=" + lo + ", max=" + hi + ")";
+    return "torch.clamp(" + x + (has_lo ? ", min=" + lo : "") + (has_hi ? ", max=" + hi : "") + ")";
+  }
+  if (n == "mul_scalar") return x + " * " + num("value", 1.0);
+  if (n == "div_scalar") return x + " / " + num("value", 1.0);
+  if (n == "add_scalar") {
+    // x + (-c) and x - c are the same IEEE operation; the subtraction reads as the source does.
+    double v = attr_double_or(a, "value", 0.0);
+    return std::signbit(v) ? x + " - " + py_float(-v) : x + " + " + py_float(v);
+  }
+  if (n == "add") return x + " + " + arg(1);
+  if (n == "sub") return x + " - " + arg(1);
+  if (n == "mul") return x + " * " + arg(1);
+  if (n == "div") return x + " / " + arg(1);
+  if (n == "matmul") {
+    auto t = [&](size_t i, const char* key) {
+      if (!attr_bool_or(a, key, false)) return arg(i);
+      return arg(i) + (shapes_.at(op.inputs[i]).size() == 2 ? ".T" : ".transpose(-2, -1)");
+    };
+    return "torch.matmul(" + t(0, "transpose_a") + ", " + t(1, "transpose_b") + ")";
+  }
+  if (n == "sum" || n == "mean" || n == "amax" || n == "amin") return x + "." + n + "(dim=" + dim + keepdim + ")";
+  if (n == "logsumexp") return "torch.logsumexp(" + x + ", dim=" + dim + keepdim + ")";
+  if (n == "norm_l2") return x + ".norm(p=2, dim=" + dim + keepdim + ")";
+  if (n == "softmax" || n == "log_softmax") return "torch." + n + "(" + x + ", dim=" + dim + ")";
+  if (n == "rms_norm")
+    return x + " / torch.sqrt((" + x + " * " + x + ").mean(dim=" + dim + ", keepdim=True) + " + num("eps", 1e-5) + ")";
+  if (n == "linear" || n == "layer_norm" || n == "batch_norm" || n == "group_norm" || n == "conv1d" ||
+      n == "conv2d" || n == "conv3d" || n == "conv_transpose2d" || n == "conv_transpose3d") {
+    VINCI_ASSIGN_OR_RETURN(std::string m, module());
+    return m + "(" + x + ")";
+  }
+  if (n == "self_attention") {
+    // nn.MultiheadAttention(query, key, value) returns (output, weights); the executor computes
+    // the output of unmasked self-attention.
+    VINCI_ASSIGN_OR_RETURN(std::string m, module());
+    return m + "(" + x + ", " + x + ", " + x + ", need_weights=False)[0]";
+  }
+  if (n == "max_pool1d" || n == "max_pool2d" || n == "max_pool3d" || n == "avg_pool2d") return pool_call(op, x, w);
+  if (n == "adaptive_avg_pool2d") {
+    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 2, w));
+    return functional(n) + "(" + x + ", " + py_ints(o) + ")";
+  }
+  if (n == "cumsum" || n == "cumprod") return "torch." + n + "(" + x + ", dim=" + dim + ")";
+  if (n == "reshape") {
+    auto it = a.find("shape");
+    if (it == a.end()) return invalid_argument(w + ": key 'shape' missing");
+    VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, w + ": key 'shape'", nullptr));
+    return x + ".reshape(" + shape + ")";
+  }
+  if (n == "flatten") return "torch.flatten(" + x + ", start_dim=" + std::to_string(attr_int_or(a, "start_dim", 1)) + ")";
+  if (n == "permute") {
+    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, attr_ints(a, "dims", shapes_.at(op.inputs[0]).size(), w));
+    std::vector<std::string> d;
+    for (int64_t v : dims) d.push_back(std::to_string(v));
+    return x + ".permute(" + join(d, ", ") + ")";
+  }
+  if (n == "transpose")
+    return x + ".transpose(" + std::to_string(attr_int_or(a, "dim0", 0)) + ", " +
+           std::to_string(attr_int_or(a, "dim1", 1)) + ")";
+  if (n == "split")
+    return x + ".chunk(" + std::to_string(op.outputs.size()) + ", dim=" + std::to_string(attr_int_or(a, "dim", 0)) + ")";
+  if (n == "causal_mask")  // triu over the last two dims, broadcast over the leading ones
+    return x + ".masked_fill(torch.ones_like(" + x + ", dtype=torch.bool).triu(diagonal=1), float(\"-inf\"))";
+  if (n == "mse_loss" || n == "cross_entropy" || n == "smooth_l1_loss")
+    return functional(n) + "(" + x + ", " + arg(1) + ")";
+  if (n == "kl_div") return functional(n) + "(torch.log(" + x + "), " + arg(1) + ", reduction=\"batchmean\")";
+  if (n == "hinge_loss") return "torch.clamp(1 - " + x + " * " + arg(1) + ", min=0).mean()";
+  if (n == "cosine_similarity_loss")
+    return "(1 - " + functional("cosine_similarity") + "(" + x + ", " + arg(1) + ", dim=1)).mean()";
+  return invalid_argument(w + ": no PyTorch rendering for this op (output '" +
+                          (op.outputs.empty() ? std::string("?") : op.outputs[0]) + "')");
+}
+
+// One input drawn as vinci's uniform01 trial draws it, in its domain.
+Result<std::string> PyRenderer::input_draw(const InputSpec& in) const {
+  std::string where = where_ + ": input '" + in.name + "' key 'shape'";
+  std::vector<std::string> dims;
+  for (const auto& d : in.shape) {
+    VINCI_ASSIGN_OR_RETURN(std::string p, py_expr(d, nullptr));
+    dims.push_back(p);
+  }
+  std::string args = join(dims, ", ");
+  std::string tuple = dims.size() == 1 ? "(" + args + ",)" : "(" + args + ")";
+  switch (in.domain) {
+    case InputDomain::kReal:
+    case InputDomain::kPositive:
+      return "torch.rand(" + (dims.empty() ? "()" : args) + ")";
+    case InputDomain::kProbability:
+      return "torch.rand(" + (dims.empty() ? "()" : args) + ").softmax(dim=-1)";
+    case InputDomain::kIndex: {
+      VINCI_ASSIGN_OR_RETURN(std::string classes, py_expr(in.classes, nullptr));
+      return "torch.randint(0, " + classes + ", " + tuple + ")";
+    }
+    case InputDomain::kSign:
+      return "torch.randint(0, 2, " + tuple + ", dtype=torch.float32) * 2 - 1";
+  }
+  return invalid_argument(where + ": unknown input domain");
+}
+
+// forward's statements: one assignment an op, in graph order.
+Result<std::string> PyRenderer::forward_body() {
+  std::string forward;
+  for (const auto& op : task_.ops) {
+    std::vector<std::string> in, out;
+    for (const auto& v : op.inputs) {
+      auto it = value_py_.find(v);
+      if (it == value_py_.end())
+        return invalid_argument(where_ + ": op '" + op.op + "': input '" + v + "' is not defined");
+      in.push_back(it->second);
+    }
+    const OpInfo* info = find_op(op.op);
+    if (!info) return invalid_argument(where_ + ": op '" + op.op + "': unknown op, no PyTorch rendering");
+    if (static_cast<int>(in.size()) != info->inputs)
+      return invalid_argument(where_ + ": op '" + op.op + "': expected " + std::to_string(info->inputs) +
+                              " inputs, found " + std::to_string(in.size()));
+    for (const auto& v : op.outputs) out.push_back(value_py_.at(v));
+    VINCI_ASSIGN_OR_RETURN(std::string rhs, op_rhs(op, in));
+    std::string lhs = join(out, ", ") + (op.op == "split" && out.size() == 1 ? "," : "");
+    forward += "        " + lhs + " = " + rhs + "\n";
+  }
+  return forward;
+}
+
+Result<std::string> PyRenderer::render() {
+  VINCI_RETURN_IF_ERROR(name_everything());
+  VINCI_ASSIGN_OR_RETURN(shapes_, infer_shapes(task_));
+  std::vector<std::string> used, init_args, ctor_lines;
+  for (const auto& m : task_.modules) {
+    VINCI_ASSIGN_OR_RETURN(std::string ctor, module_ctor(m, &used));
+    ctor_lines.push_back("        self." + module_py_.at(m.name) + " = " + ctor + "\n");
+  }
+  std::set<std::string> seen;
+  for (const auto& s : used)
+    if (seen.insert(s).second) init_args.push_back(symbol_py_.at(s));
+  VINCI_ASSIGN_OR_RETURN(std::string forward, forward_body());
+  auto out_it = value_py_.find(task_.output);
+  if (out_it == value_py_.end()) return invalid_argument(where_ + ": output '" + task_.output + "' is not defined");
+
+  std::vector<std::string> in_names;
+  std::string draws;
+  for (const auto& in : task_.inputs) {
+    in_names.push_back(value_py_.at(in.name));
+    VINCI_ASSIGN_OR_RETURN(std::string d, input_draw(in));
+    draws += "    " + value_py_.at(in.name) + " = " + d + "\n";
+  }
+  std::string s = "import torch\nimport torch.nn as nn\n";
+  if (uses_f_) s += "import torch.nn.functional as F\n";
+  s += "\n\nclass Model(nn.Module):\n" + docstring(task_.description) + "\n";
+  std::vector<std::string> params = {"self"};
+  params.insert(params.end(), init_args.begin(), init_args.end());
+  s += "    def __init__(" + join(params, ", ") + "):\n";
+  s += "        super().__init__()\n";
+  for (const auto& l : ctor_lines) s += l;
+  s += "\n    def forward(self" + (in_names.empty() ? "" : ", " + join(in_names, ", ")) + "):\n";
+  s += forward + "        return " + out_it->second + "\n\n\n";
+  for (const auto& sym : symbols_) s += symbol_py_.at(sym) + " = " + std::to_string(sizes_.at(sym)) + "\n";
+  s += "\n\ndef get_inputs():\n" + draws + "    return [" + join(in_names, ", ") + "]\n";
+  s += "\n\ndef get_init_inputs():\n    return [" + join(init_args, ", ") + "]\n";
+  return s;
+}
+
+// "[B, (H - 2)/2 + 1]": the shape rules' sums of negative constants read as subtractions.
+std::string shape_text(const std::vector<std::string>& dims) {
+  std::string s = "[" + join(dims, ", ") + "]";
+  for (size_t p = s.find("+ -"); p != std::string::npos; p = s.find("+ -")) s.replace(p, 3, "- ");
+  return s;
+}
+
+// "[B, In] = [1024, 8192]", or the symbolic shape alone where it does not resolve.
+std::string shapes_text(const SymShape& shape, const SizeMap& sizes) {
+  if (shape.empty()) return "[] (a scalar)";
+  Result<std::vector<int64_t>> v = eval_shape(shape, sizes);
+  if (!v.ok()) return shape_text(shape);
+  std::vector<std::string> concrete;
+  for (int64_t d : *v) concrete.push_back(std::to_string(d));
+  return shape_text(shape) + " = " + shape_text(concrete);
+}
+
+std::string domain_text(const InputSpec& in) {
+  switch (in.domain) {
+    case InputDomain::kReal: return "float32";
+    case InputDomain::kPositive: return "float32, > 0";
+    case InputDomain::kProbability: return "float32, rows on the last dim sum to 1";
+    case InputDomain::kIndex: return "int64 in [0, " + in.classes + ")";
+    case InputDomain::kSign: return "float32, +1 or -1";
+  }
+  return "float32";
+}
+
+}  // namespace
+
+Result<std::string> task_as_pytorch(const Task& task, SizeName size) {
+  auto it = task.sizes.find(size_name(size));
+  if (it == task.sizes.end())
+    return invalid_argument("task '" + task.id + "' has no size '" + size_name(size) + "'");
+  // F is reserved only where the file imports it, so a size named F (a feed-forward width)
+  // keeps its name in tasks that need no functional call.
+  PyRenderer with_f(task, it->second, true);
+  VINCI_ASSIGN_OR_RETURN(std::string text, with_f.render());
+  if (with_f.uses_functional()) return text;
+  PyRenderer without_f(task, it->second, false);
+  return without_f.render();
+}
+
+std::string task_prompt_header(const Task& task, SizeName size) {
+  const SizeMap& sizes = task.size_map(size);
+  std::string s = "Task " + task.id + ": " + task.name + " (level " + std::to_string(task.level) + ", " +
+                  task.family + ")\n" + task.description + "\n";
+  std::vector<std::string> sz;
+  for (const auto& sym : symbol_order(task, sizes)) sz.push_back(sym + " = " + std::to_string(sizes.at(sym)));
+  s += "Sizes (" + std::string(size_name(size)) + "): " + join(sz, ", ") + "\n";
+  for (const auto& in : task.inputs)
+    s += "Input " + in.name + ": " + shapes_text(in.shape, sizes) + ", " + domain_text(in) + "\n";
+  Result<ShapeMap> shapes = infer_shapes(task);
+  std::string out_shape = "unknown shape";
+  if (shapes.ok() && shapes->count(task.output)) out_shape = shapes_text(shapes->at(task.output), sizes);
+  s += "Output " + task.output + ": " + out_shape + ", float32\n";
+  bool index_inputs = false;
+  for (const auto& in : task.inputs) index_inputs |= in.domain == InputDomain::kIndex;
+  s += std::string("dtype: float32") + (index_inputs ? " (index inputs int64)" : "") + "; tolerance: atol = " +
+       py_float(task.atol) + ", rtol = " + py_float(task.rtol) + "\n";
+  s += "Correctness is checked on inputs drawn as get_inputs() draws them (torch.rand: U[0, 1)) and on "
+       "signed U[-1, 1) and heavy-tailed draws (inputs with a domain stay in it), so a kernel may not "
+       "assume non-negative inputs.\n";
+  return s;
+}
+
+}  // namespace vinci
