@@ -23,12 +23,10 @@ Result<SelectionMode> parse_selection_mode(std::string_view text) {
                           std::string(text) + "'");
 }
 
-Result<SchemeDecision> select_skills(Backbone& backbone, const SkillLibrary& library,
-                                     Bm25Index& index, std::string_view query,
-                                     const std::vector<float>& task_features,
-                                     const SkillFeaturizer& featurizer,
-                                     const SelectionParams& params, const RngKey& key,
-                                     bool greedy, int32_t sample_index) {
+Result<SchemeDecision> select_skills(const SkillLibrary& library, Bm25Index& index,
+                                     std::string_view query, const SelectionParams& params,
+                                     const RngKey& key, int32_t sample_index,
+                                     const SelectionReranker& rerank) {
   VINCI_REQUIRE(index.size() == library.size(),
                 "BM25 index holds " << index.size() << " documents, library " << library.size());
   SchemeDecision d;
@@ -43,18 +41,41 @@ Result<SchemeDecision> select_skills(Backbone& backbone, const SkillLibrary& lib
     return d;
   }
   if (hits.empty()) return d;
-  d.input.task = task_features;
-  d.input.max_pick = params.max_skills;
+  std::vector<const Skill*> candidates;
+  std::vector<double> scores;
   for (const auto& h : hits) {
-    d.input.candidates.push_back(featurizer.candidate_features(library.at(h.doc), h.score));
+    candidates.push_back(&library.at(h.doc));
+    scores.push_back(h.score);
   }
-  VINCI_ASSIGN_OR_RETURN(d.sample, backbone.sample_selection(d.input, key, greedy));
+  VINCI_ASSIGN_OR_RETURN(d.sample, rerank(candidates, scores));
   d.sampled = true;
   for (int32_t c : d.sample.picked) {
     VINCI_ASSERT(c >= 0 && static_cast<size_t>(c) < hits.size());
     if (static_cast<int32_t>(d.selected.size()) >= params.max_skills) break;
     d.selected.push_back(library.at(hits[c].doc).name);
   }
+  return d;
+}
+
+Result<SchemeDecision> select_skills(Backbone& backbone, const SkillLibrary& library,
+                                     Bm25Index& index, std::string_view query,
+                                     const std::vector<float>& task_features,
+                                     const SkillFeaturizer& featurizer,
+                                     const SelectionParams& params, const RngKey& key,
+                                     bool greedy, int32_t sample_index) {
+  SelectionInput input;
+  auto rerank = [&](const std::vector<const Skill*>& candidates,
+                    const std::vector<double>& scores) -> Result<SelectionSample> {
+    input.task = task_features;
+    input.max_pick = params.max_skills;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      input.candidates.push_back(featurizer.candidate_features(*candidates[i], scores[i]));
+    }
+    return backbone.sample_selection(input, key, greedy);
+  };
+  VINCI_ASSIGN_OR_RETURN(SchemeDecision d,
+                         select_skills(library, index, query, params, key, sample_index, rerank));
+  d.input = std::move(input);
   return d;
 }
 
@@ -86,25 +107,6 @@ std::vector<float> encode_choices(const BackboneShape& shape, const std::vector<
   return v;
 }
 
-Result<std::vector<RolloutTurn>> run_rollout(Backbone& backbone, const BackboneShape& shape,
-                                             const PolicyInput& base, int32_t turns,
-                                             TurnEnvironment& env, const RngKey& key, bool greedy) {
-  std::vector<RolloutTurn> out;
-  PolicyInput in = base;
-  in.previous.assign(static_cast<size_t>(shape.choice_dim()), 0.0f);
-  in.feedback.assign(kFeedbackDim, 0.0f);
-  for (int32_t t = 0; t < turns; ++t) {
-    RolloutTurn turn;
-    turn.input = in;
-    VINCI_ASSIGN_OR_RETURN(turn.sample, backbone.sample_policy(in, key.with("turn", t), greedy));
-    VINCI_ASSIGN_OR_RETURN(turn.result, env.run_turn(t, turn.sample.choices));
-    in.previous = encode_choices(shape, in.active_heads, turn.sample.choices);
-    in.feedback = encode_feedback(turn.result);
-    out.push_back(std::move(turn));
-  }
-  return out;
-}
-
 double best_speedup(const std::vector<TurnResult>& turns) {
   double best = 0;
   for (const auto& t : turns) {
@@ -119,29 +121,6 @@ bool summary_triggers(const std::vector<TurnResult>& turns, const TriggerParams&
   double turn1 = first.compiled && first.correct && !first.decoy ? first.speedup : 0.0;
   double best = best_speedup(turns);
   return turn1 > 0 && best >= p.min_best && best >= p.ratio * turn1;
-}
-
-Result<std::vector<SummaryProposal>> propose_skills(Backbone& backbone, const SummaryInput& input,
-                                                    int32_t samples, const SkillWriter& writer,
-                                                    const RngKey& key, bool greedy) {
-  std::vector<SummaryProposal> out;
-  for (int32_t i = 0; i < samples; ++i) {
-    SummaryProposal p;
-    p.sample_index = i;
-    p.input = input;
-    VINCI_ASSIGN_OR_RETURN(p.sample,
-                           backbone.sample_summary(input, key.with("summary_sample", i), greedy));
-    std::optional<Skill> skill = writer.write_skill(p.sample);
-    if (!skill) {
-      p.dropped = "the sample keeps no choice of the winning setting";
-    } else if (auto lazy = lazy_skill_reason(*skill)) {
-      p.dropped = "lazy: " + *lazy;
-    } else {
-      p.skill = std::move(skill);
-    }
-    out.push_back(std::move(p));
-  }
-  return out;
 }
 
 VerificationVerdict judge_verification(const std::vector<TurnResult>& runs, double turn1_speedup,

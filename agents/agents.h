@@ -3,9 +3,10 @@
 //   selection  BM25 top-k recall over the library snapshot, then the backbone's rerank picks at
 //              most max_skills (mode rerank); or BM25's top max_skills (mode bm25); or nothing
 //              (mode none). k such samples make k skill schemes; the loop adds the null scheme.
-//   policy     multi-turn: turn t+1 sees turn t's choices and the evaluator's result.
-//   summary    the trigger rule on a rollout's turns; s backbone samples each proposing a skill
-//              that the world writes as text; lazy skills are dropped.
+//   policy     multi-turn: turn t+1 sees turn t's answer and the evaluator's result (the loop
+//              drives turns through harness/agent_model.h; here: the sim network's encodings).
+//   summary    the trigger rule on a rollout's turns (the loop asks the model for skills; lazy
+//              ones are dropped, agents/tool_calls.h).
 //   gate       a proposed skill is accepted iff every verification run is correct and reaches
 //              min_speedup and min_ratio x the winning rollout's turn-1 speedup; at most one
 //              skill per task is staged (the one with the highest worst-run speedup).
@@ -15,6 +16,7 @@
 #ifndef VINCI_AGENTS_AGENTS_H_
 #define VINCI_AGENTS_AGENTS_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -59,7 +61,20 @@ struct SchemeDecision {
   SelectionSample sample;
 };
 
+// The rerank step: given the BM25 candidates (rank order) and their scores, the picked candidate
+// indices in pick order and their log-probability.
+using SelectionReranker = std::function<Result<SelectionSample>(
+    const std::vector<const Skill*>& candidates, const std::vector<double>& scores)>;
+
+// BM25 recall, then (mode rerank) the reranker's picks, capped at max_skills. The decision's
+// `input` is left empty: the reranker knows what it saw.
 // REQUIRES: index holds library's skills in library order (document i = skill i).
+Result<SchemeDecision> select_skills(const SkillLibrary& library, Bm25Index& index,
+                                     std::string_view query, const SelectionParams& params,
+                                     const RngKey& key, int32_t sample_index,
+                                     const SelectionReranker& rerank);
+
+// The same with the sim network as the reranker, fed by the featurizer (the cold start's form).
 Result<SchemeDecision> select_skills(Backbone& backbone, const SkillLibrary& library,
                                      Bm25Index& index, std::string_view query,
                                      const std::vector<float>& task_features,
@@ -93,19 +108,6 @@ class TurnEnvironment {
   virtual Result<TurnResult> run_turn(int32_t turn, const std::vector<int32_t>& choices) = 0;
 };
 
-struct RolloutTurn {
-  PolicyInput input;
-  PolicySample sample;
-  TurnResult result;
-};
-
-// T turns: turn 0 sees base (task, skill hint, active heads) with no previous choices and zero
-// feedback; turn t+1 sees turn t's choices (one-hot over the shape's choice_dim) and feedback.
-// Draw keys: key.with("turn", t).
-Result<std::vector<RolloutTurn>> run_rollout(Backbone& backbone, const BackboneShape& shape,
-                                             const PolicyInput& base, int32_t turns,
-                                             TurnEnvironment& env, const RngKey& key, bool greedy);
-
 // One-hot of a setting over the shape's choice_dim: 1 at (head offset + choice) of each active head.
 std::vector<float> encode_choices(const BackboneShape& shape, const std::vector<int32_t>& heads,
                                   const std::vector<int32_t>& choices);
@@ -131,20 +133,6 @@ class SkillWriter {
   // sample keeps nothing worth writing (no knob included).
   virtual std::optional<Skill> write_skill(const SummarySample& sample) const = 0;
 };
-
-struct SummaryProposal {
-  int32_t sample_index = 0;
-  SummaryInput input;
-  SummarySample sample;
-  std::optional<Skill> skill;   // nullopt: nothing written, or dropped (see dropped)
-  std::string dropped;          // why the skill was dropped (lazy, empty), for the record
-};
-
-// s samples (keys key.with("summary_sample", i)); each proposes at most one skill in the sim
-// world (an LLM's reply may propose two; agents/tool_calls.h enforces that cap).
-Result<std::vector<SummaryProposal>> propose_skills(Backbone& backbone, const SummaryInput& input,
-                                                    int32_t samples, const SkillWriter& writer,
-                                                    const RngKey& key, bool greedy);
 
 // ---------------------------------------------------------------------------------------------
 // Verification gate

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agents/agents.h"
+#include "harness/agent_model.h"
 #include "agents/bm25.h"
 #include "gpu/codegen.h"
 #include "gpu/eval_result.h"
@@ -79,35 +80,81 @@ struct TurnRecord {
   std::string excerpt;
 };
 
-// Turns policy choices into a plan, evaluates it and computes the turn's reward.
-class SimTurnEnv : public TurnEnvironment {
- public:
-  SimTurnEnv(const Experiment& exp, const Task& task, const KnobSpace& space, Evaluator& evaluator,
-             ObjectStore& store, RngKey key)
-      : exp_(exp), task_(task), space_(space), evaluator_(evaluator), store_(store), key_(key) {}
+inline TurnResult turn_result(const EvalResult& eval, const RewardParams& reward) {
+  TurnResult r;
+  r.compiled = eval.compiled;
+  r.correct = eval.correct;
+  r.decoy = eval.decoy;
+  r.speedup = eval.speedup;
+  r.time_coverage = eval.time_coverage;
+  r.reward = turn_reward({r.compiled, r.correct, r.decoy, r.speedup, r.time_coverage}, reward);
+  return r;
+}
 
-  Result<TurnResult> run_turn(int32_t turn, const std::vector<int32_t>& choices) override {
-    KnobSetting setting(choices.begin(), choices.end());
-    VINCI_ASSIGN_OR_RETURN(Plan plan, generate_plan(task_, setting));
-    TurnRecord rec;
-    VINCI_ASSIGN_OR_RETURN(rec.plan, store_.put("plan", canonical_bytes(plan)));
+// Evaluates the plans of one rollout's turns (trial seeds keyed by the rollout's key and the
+// turn), storing each plan and compile log as objects. A turn without a plan (a model's reply that
+// held none) is not evaluated: its measurement says why, with every trial unreached.
+class PlanTurnEvaluator {
+ public:
+  PlanTurnEvaluator(const Experiment& exp, const Task& task, Evaluator& evaluator, ObjectStore& store,
+                    RngKey key)
+      : exp_(exp), task_(task), evaluator_(evaluator), store_(store), key_(key) {}
+
+  Result<TurnRecord> evaluate(int32_t turn, const Plan* plan, const std::string& no_plan_reason) const {
     EvalRequest req;
     req.size = exp_.size == "full" ? SizeName::kFull : SizeName::kSmall;
     req.seed = eval_seed(key_.with("turn", turn));
     req.trials = exp_.trials;
     req.samples = exp_.timing_samples;
-    VINCI_ASSIGN_OR_RETURN(rec.eval, evaluator_.evaluate(task_, plan, req));
+    TurnRecord rec;
+    if (plan == nullptr) {
+      rec.eval.evaluator = "reply";
+      rec.eval.size = exp_.size;
+      rec.eval.error = "no candidate: " + no_plan_reason;
+      add_unreached_trials(&rec.eval, task_.id, req);
+      rec.eval.finalize();
+      rec.excerpt = "// (no candidate)";
+      return rec;
+    }
+    VINCI_ASSIGN_OR_RETURN(rec.plan, store_.put("plan", canonical_bytes(*plan)));
+    VINCI_ASSIGN_OR_RETURN(rec.eval, evaluator_.evaluate(task_, *plan, req));
     if (!rec.eval.compile_log.empty()) {
       VINCI_RETURN_IF_ERROR(store_.put(kCompileLogKind, rec.eval.compile_log).status());
     }
-    rec.excerpt = kernel_excerpt(plan, 30);
-    TurnResult r;
-    r.compiled = rec.eval.compiled;
-    r.correct = rec.eval.correct;
-    r.decoy = rec.eval.decoy;
-    r.speedup = rec.eval.speedup;
-    r.time_coverage = rec.eval.time_coverage;
-    r.reward = turn_reward({r.compiled, r.correct, r.decoy, r.speedup, r.time_coverage}, exp_.reward);
+    rec.excerpt = kernel_excerpt(*plan, 30);
+    return rec;
+  }
+
+  // Evaluates turn t's plan into the turn (plan address, measurement, result with its reward).
+  Status evaluate(int32_t t, PolicyTurn* turn) const {
+    VINCI_ASSIGN_OR_RETURN(TurnRecord rec,
+                           evaluate(t, turn->plan ? &*turn->plan : nullptr, turn->reply_error));
+    turn->plan_address = rec.plan;
+    turn->eval = std::move(rec.eval);
+    turn->result = turn_result(turn->eval, exp_.reward);
+    return Status();
+  }
+
+ private:
+  const Experiment& exp_;
+  const Task& task_;
+  Evaluator& evaluator_;
+  ObjectStore& store_;
+  RngKey key_;
+};
+
+// The cold start's turn environment: knob choices -> the generator's plan -> a measurement.
+class SimTurnEnv : public TurnEnvironment {
+ public:
+  SimTurnEnv(const Experiment& exp, const Task& task, const KnobSpace& space, Evaluator& evaluator,
+             ObjectStore& store, RngKey key)
+      : exp_(exp), task_(task), plans_(exp, task, evaluator, store, key) {}
+
+  Result<TurnResult> run_turn(int32_t turn, const std::vector<int32_t>& choices) override {
+    KnobSetting setting(choices.begin(), choices.end());
+    VINCI_ASSIGN_OR_RETURN(Plan plan, generate_plan(task_, setting));
+    VINCI_ASSIGN_OR_RETURN(TurnRecord rec, plans_.evaluate(turn, &plan, ""));
+    TurnResult r = turn_result(rec.eval, exp_.reward);
     turns.push_back(std::move(rec));
     return r;
   }
@@ -117,10 +164,7 @@ class SimTurnEnv : public TurnEnvironment {
  private:
   const Experiment& exp_;
   const Task& task_;
-  const KnobSpace& space_;
-  Evaluator& evaluator_;
-  ObjectStore& store_;
-  RngKey key_;
+  PlanTurnEvaluator plans_;
 };
 
 inline void write_measurement(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
@@ -132,20 +176,73 @@ inline void write_measurement(RecordBuf& buf, int32_t step, const std::string& t
 
 inline void write_policy_sample(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
                          int32_t rollout, int32_t turn, schema::Record::Phase phase,
-                         const PolicySample& s, bool greedy, const Digest& plan, const RngKey& key) {
+                         const PolicySample& s, bool greedy, const Digest& plan, const RngKey& key,
+                         const std::string& backbone = "sim", const Digest* request = nullptr) {
   auto r = buf.add(step, task, scheme, rollout, turn, phase);
   auto b = r.initSample();
   b.setRole(schema::Role::POLICY);
-  b.setBackbone("sim");
+  b.setBackbone(backbone);
   auto acts = b.initActions(static_cast<unsigned>(s.choices.size()));
   for (size_t i = 0; i < s.choices.size(); ++i) acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(s.choices[i]));
   b.setLogProb(s.log_prob);
   b.setGreedy(greedy);
-  AddressBytes d(plan);
-  b.setOutput(d.data());
+  if (plan != Digest()) {
+    AddressBytes d(plan);
+    b.setOutput(d.data());
+  }
+  if (request) {
+    AddressBytes q(*request);
+    b.setPrompt(q.data());
+  }
   AddressBytes k(key.digest());
   b.setKey(k.data());
 }
+
+inline schema::Role schema_role(AgentRole role) {
+  switch (role) {
+    case AgentRole::kSelection: return schema::Role::SELECTION;
+    case AgentRole::kPolicy: return schema::Role::POLICY;
+    case AgentRole::kSummary: return schema::Role::SUMMARY;
+  }
+  return schema::Role::POLICY;
+}
+
+// The LlmReply record of a model call, its request and reply stored as objects; returns the
+// request's address (the BackboneSample after it names it as its prompt).
+inline Result<Digest> write_llm_call(RecordBuf& buf, ObjectStore& store, int32_t step,
+                                     const std::string& task, int32_t scheme, int32_t rollout,
+                                     int32_t turn, schema::Record::Phase phase, const LlmCall& c,
+                                     int32_t sample_index = -1) {
+  VINCI_ASSIGN_OR_RETURN(Digest request, store.put("llm_request", c.request));
+  auto r = buf.add(step, task, scheme, rollout, turn, phase);
+  auto l = r.initLlmReply();
+  l.setRole(schema_role(c.role));
+  l.setEndpoint(c.endpoint);
+  l.setModel(c.model);
+  AddressBytes q(request);
+  l.setPrompt(q.data());
+  if (c.failure.empty()) {
+    VINCI_ASSIGN_OR_RETURN(Digest reply, store.put("llm_reply", c.reply));
+    AddressBytes a(reply);
+    l.setReply(a.data());
+  }
+  l.setFinishReason(c.finish_reason);
+  l.setPromptTokens(c.prompt_tokens);
+  l.setCompletionTokens(c.completion_tokens);
+  l.setTemperature(c.temperature);
+  l.setFailure(c.failure);
+  AddressBytes k(c.key);
+  l.setKey(k.data());
+  l.setSampleIndex(sample_index);
+  return request;
+}
+
+// A policy turn's records: the model call (when there was one), the sample, the measurement and
+// the reward.
+inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::string& backbone,
+                                int32_t step, const std::string& task, int32_t scheme,
+                                int32_t rollout, int32_t turn, schema::Record::Phase phase,
+                                const PolicyTurn& t, bool greedy, const RngKey& key);
 
 inline void write_turn_reward(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
                        int32_t rollout, int32_t turn, schema::Record::Phase phase,
@@ -160,15 +257,31 @@ inline void write_turn_reward(RecordBuf& buf, int32_t step, const std::string& t
   w.setDecoy(t.decoy);
 }
 
+inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::string& backbone,
+                                int32_t step, const std::string& task, int32_t scheme,
+                                int32_t rollout, int32_t turn, schema::Record::Phase phase,
+                                const PolicyTurn& t, bool greedy, const RngKey& key) {
+  std::optional<Digest> request;
+  if (t.call) {
+    VINCI_ASSIGN_OR_RETURN(request, write_llm_call(buf, store, step, task, scheme, rollout, turn, phase, *t.call));
+  }
+  write_policy_sample(buf, step, task, scheme, rollout, turn, phase, t.sample, greedy, t.plan_address,
+                      key, backbone, request ? &*request : nullptr);
+  write_measurement(buf, step, task, scheme, rollout, turn, phase, t.eval);
+  write_turn_reward(buf, step, task, scheme, rollout, turn, phase, t.result);
+  return Status();
+}
+
 inline void write_selection(RecordBuf& buf, int32_t step, const Task& task, int32_t scheme,
                      schema::Record::Phase phase, const SchemeDecision& d,
                      const SkillLibrary& library, const Digest& query, const Digest& snapshot,
-                     const SelectionParams& params, bool greedy, const RngKey& key) {
+                     const SelectionParams& params, bool greedy, const RngKey& key,
+                     const std::string& backbone = "sim") {
   if (d.sampled) {
     auto r = buf.add(step, task.id, scheme, -1, -1, phase);
     auto b = r.initSample();
     b.setRole(schema::Role::SELECTION);
-    b.setBackbone("sim");
+    b.setBackbone(backbone);
     auto acts = b.initActions(static_cast<unsigned>(d.sample.picked.size()));
     for (size_t i = 0; i < d.sample.picked.size(); ++i) acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(d.sample.picked[i]));
     b.setLogProb(d.sample.log_prob);

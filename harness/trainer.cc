@@ -16,6 +16,7 @@
 #include "harness/coldstart.h"
 #include "harness/loop_parts.h"
 #include "harness/tts.h"
+#include "harness/sim_agents.h"
 #include "harness/sim_world.h"
 #include "recorder/address.h"
 #include "recorder/run.h"
@@ -41,7 +42,8 @@ struct TaskWork {
 struct StepContext {
   const Experiment* exp;
   Evaluator* evaluator;
-  Backbone* backbone;
+  Backbone* backbone;   // the parameters trained and checkpointed (the sim network's)
+  AgentModel* model;    // what answers the agents' questions
   ObjectStore* store;
   const SkillLibrary* library;
   Digest library_address;
@@ -49,78 +51,240 @@ struct StepContext {
   SizeName size;
 };
 
+// One skill scheme: the selection decision (none for the null scheme) and the model call behind it.
+struct Scheme {
+  std::optional<SchemeDecision> decision;
+  std::vector<const Skill*> skills;
+};
+
+// BM25 recall and the model's rerank for one scheme, recorded (the model call, the sample, the
+// decision) into records.
+Result<Scheme> choose_scheme(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
+                             schema::Record::Phase phase, const RngKey& key, bool greedy,
+                             int32_t sample_index, const Digest& query, RecordBuf* records) {
+  const Experiment& exp = *ctx.exp;
+  std::optional<SelectionAnswer> answer;
+  auto rerank = [&](const std::vector<const Skill*>& candidates,
+                    const std::vector<double>& scores) -> Result<SelectionSample> {
+    SelectionQuestion q;
+    q.task = &task;
+    q.size = ctx.size;
+    q.candidates = candidates;
+    q.scores = scores;
+    q.max_pick = exp.selection.max_skills;
+    q.key = key;
+    q.greedy = greedy;
+    VINCI_ASSIGN_OR_RETURN(answer, ctx.model->select(q));
+    SelectionSample s;
+    s.picked = answer->picked;
+    s.log_prob = answer->log_prob;
+    return s;
+  };
+  VINCI_ASSIGN_OR_RETURN(SchemeDecision d, select_skills(*ctx.library, index, task.description,
+                                                         exp.selection, key, sample_index, rerank));
+  if (answer) {
+    d.input = std::move(answer->input);
+    if (answer->call) {
+      VINCI_RETURN_IF_ERROR(write_llm_call(*records, *ctx.store, step, task.id, sample_index, -1, -1,
+                                           phase, *answer->call, sample_index)
+                                .status());
+    }
+  }
+  write_selection(*records, step, task, sample_index, phase, d, *ctx.library, query,
+                  ctx.library_address, exp.selection, greedy, key, ctx.model->kind());
+  Scheme s;
+  s.skills = skills_named(*ctx.library, d.selected);
+  s.decision = std::move(d);
+  return s;
+}
+
+// Asks the model for turn t's plan given the turns so far, and evaluates it.
+Result<PolicyTurn> policy_turn(const StepContext& ctx, const Task& task,
+                               const std::vector<const Skill*>& skills,
+                               const std::vector<PolicyTurn>& history, const RngKey& key, bool greedy,
+                               const PlanTurnEvaluator& plans, int32_t t) {
+  PolicyQuestion q;
+  q.task = &task;
+  q.size = ctx.size;
+  q.skills = skills;
+  q.history = &history;
+  q.key = key;
+  q.greedy = greedy;
+  VINCI_ASSIGN_OR_RETURN(PolicyTurn turn, ctx.model->write_plan(q));
+  VINCI_RETURN_IF_ERROR(plans.evaluate(t, &turn));
+  return turn;
+}
+
+// `turns` turns of one rollout; the draw of turn t uses key.with("turn", t).
+Result<std::vector<PolicyTurn>> rollout(const StepContext& ctx, const Task& task,
+                                        const std::vector<const Skill*>& skills, int32_t turns,
+                                        const RngKey& key, bool greedy) {
+  PlanTurnEvaluator plans(*ctx.exp, task, *ctx.evaluator, *ctx.store, key);
+  std::vector<PolicyTurn> out;
+  for (int32_t t = 0; t < turns; ++t) {
+    VINCI_ASSIGN_OR_RETURN(PolicyTurn turn,
+                           policy_turn(ctx, task, skills, out, key.with("turn", t), greedy, plans, t));
+    out.push_back(std::move(turn));
+  }
+  return out;
+}
+
+std::vector<TurnResult> results_of(const std::vector<PolicyTurn>& turns) {
+  std::vector<TurnResult> out;
+  for (const auto& t : turns) out.push_back(t.result);
+  return out;
+}
+
+// One verified skill candidate of a summary sample.
+struct Candidate {
+  int32_t sample = 0;
+  Skill skill;
+  VerificationVerdict verdict;
+};
+
+// The summary sample's records: the model call (when there was one) and the sample, whose output
+// names the proposed skills (a JSONL object; none when every proposal was dropped).
+Status write_summary_sample(const StepContext& ctx, int32_t step, const Task& task, int32_t scheme,
+                            int32_t rollout, int32_t si, const SummaryAnswer& a, const RngKey& key,
+                            RecordBuf* records) {
+  std::optional<Digest> request;
+  if (a.call) {
+    VINCI_ASSIGN_OR_RETURN(request, write_llm_call(*records, *ctx.store, step, task.id, scheme, rollout, -1,
+                                                   schema::Record::Phase::TRAIN, *a.call, si));
+  }
+  auto sr = records->add(step, task.id, scheme, rollout, -1, schema::Record::Phase::TRAIN);
+  auto sb = sr.initSample();
+  sb.setRole(schema::Role::SUMMARY);
+  sb.setBackbone(ctx.model->kind());
+  if (!a.sample.include.empty()) {
+    auto acts = sb.initActions(static_cast<unsigned>(a.sample.include.size() + 1));
+    for (size_t k = 0; k < a.sample.include.size(); ++k) acts.set(static_cast<unsigned>(k), a.sample.include[k]);
+    acts.set(static_cast<unsigned>(a.sample.include.size()), static_cast<uint32_t>(a.sample.scope));
+  }
+  sb.setLogProb(a.sample.log_prob);
+  sb.setSampleIndex(si);
+  AddressBytes sk(key.digest());
+  sb.setKey(sk.data());
+  if (request) {
+    AddressBytes q(*request);
+    sb.setPrompt(q.data());
+  }
+  if (!a.skills.empty()) {
+    SkillLibrary proposed;
+    for (const Skill& skill : a.skills) proposed.add(skill);
+    VINCI_ASSIGN_OR_RETURN(Digest addr, ctx.store->put("skill", proposed.to_jsonl()));
+    AddressBytes d(addr);
+    sb.setOutput(d.data());
+  }
+  return Status();
+}
+
+// Verification of a proposed skill: one greedy turn-1 generation with the winning scheme's skills
+// plus the new one, evaluated `runs` times, judged and recorded.
+Result<VerificationVerdict> verify_skill(const StepContext& ctx, int32_t step, const Task& task,
+                                         const std::vector<const Skill*>& scheme_skills,
+                                         const Skill& skill, int32_t scheme, int32_t si,
+                                         double turn1_speedup, const RngKey& vkey, TaskWork* work) {
+  const Experiment& exp = *ctx.exp;
+  const auto vphase = schema::Record::Phase::VERIFY;
+  SkillLibrary one;
+  one.add(skill);
+  VINCI_ASSIGN_OR_RETURN(Digest skill_addr, ctx.store->put("skill", one.to_jsonl()));
+  std::vector<const Skill*> injected = scheme_skills;
+  injected.push_back(&skill);
+  PolicyQuestion q;
+  q.task = &task;
+  q.size = ctx.size;
+  q.skills = injected;
+  q.key = vkey;
+  q.greedy = true;
+  VINCI_ASSIGN_OR_RETURN(PolicyTurn vt, ctx.model->write_plan(q));
+  PlanTurnEvaluator plans(exp, task, *ctx.evaluator, *ctx.store, vkey);
+  std::vector<TurnResult> runs;
+  std::vector<EvalResult> evals;
+  for (int32_t run = 0; run < exp.verification.runs; ++run) {
+    VINCI_ASSIGN_OR_RETURN(TurnRecord rec, plans.evaluate(run, vt.plan ? &*vt.plan : nullptr, vt.reply_error));
+    vt.plan_address = rec.plan;
+    runs.push_back(turn_result(rec.eval, exp.reward));
+    evals.push_back(std::move(rec.eval));
+  }
+  work->rollouts++;
+  work->evals += runs.size();
+  std::optional<Digest> request;
+  if (vt.call) {
+    VINCI_ASSIGN_OR_RETURN(request, write_llm_call(work->records, *ctx.store, step, task.id, scheme, si, 0, vphase,
+                                                   *vt.call));
+  }
+  write_policy_sample(work->records, step, task.id, scheme, si, 0, vphase, vt.sample, true, vt.plan_address,
+                      vkey, ctx.model->kind(), request ? &*request : nullptr);
+  for (int32_t run = 0; run < exp.verification.runs; ++run) {
+    write_measurement(work->records, step, task.id, scheme, si, run, vphase, evals[static_cast<size_t>(run)]);
+  }
+  VerificationVerdict verdict = judge_verification(runs, turn1_speedup, exp.verification);
+  auto vr = work->records.add(step, task.id, scheme, si, -1, vphase);
+  auto vd = vr.initVerification();
+  vd.setSkillName(skill.name);
+  AddressBytes sa(skill_addr);
+  vd.setSkill(sa.data());
+  auto sp = vd.initSpeedups(static_cast<unsigned>(verdict.speedups.size()));
+  auto co = vd.initCorrect(static_cast<unsigned>(verdict.correct.size()));
+  for (size_t k = 0; k < verdict.speedups.size(); ++k) {
+    sp.set(static_cast<unsigned>(k), verdict.speedups[k]);
+    co.set(static_cast<unsigned>(k), verdict.correct[k]);
+  }
+  vd.setBaselineTurn1Speedup(turn1_speedup);
+  vd.setAccepted(verdict.accepted);
+  vd.setReason(verdict.reason);
+  vd.setSampleIndex(si);
+  return verdict;
+}
+
 Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
                   TaskWork* work) {
   const Experiment& exp = *ctx.exp;
   const auto phase = schema::Record::Phase::TRAIN;
+  const std::string backbone = ctx.model->kind();
   RngKey task_key = RngKey::root(exp.seed).with("phase", "train").with("step", step).with("task", task.id);
-  KnobSpace space = knob_space(task);
-  std::vector<float> features = task_features(task, ctx.size);
   VINCI_ASSIGN_OR_RETURN(Digest query, ctx.store->put("prompt", task.description));
-  SimSkillFeaturizer featurizer(task);
 
   // Selection: k samples, each a scheme; then the null scheme.
-  struct Scheme {
-    std::optional<SchemeDecision> decision;
-    std::vector<const Skill*> skills;
-  };
   std::vector<Scheme> schemes;
   int32_t real_schemes = exp.selection.mode == SelectionMode::kNone ? 0 : exp.schemes;
   for (int32_t i = 0; i < real_schemes; ++i) {
-    VINCI_ASSIGN_OR_RETURN(
-        SchemeDecision d,
-        select_skills(*ctx.backbone, *ctx.library, index, task.description, features, featurizer,
-                      exp.selection, task_key.with("selection", i), false, i));
-    write_selection(work->records, step, task, i, phase, d, *ctx.library, query,
-                    ctx.library_address, exp.selection, false, task_key.with("selection", i));
-    Scheme s;
-    s.skills = skills_named(*ctx.library, d.selected);
-    s.decision = std::move(d);
+    VINCI_ASSIGN_OR_RETURN(Scheme s, choose_scheme(ctx, step, task, index, phase, task_key.with("selection", i),
+                                                   false, i, query, &work->records));
     schemes.push_back(std::move(s));
   }
   if (exp.null_scheme || schemes.empty()) schemes.push_back(Scheme{});
 
   // Policy rollouts.
-  struct Rollout {
-    std::vector<RolloutTurn> turns;
-    std::vector<TurnRecord> records;
-  };
-  std::vector<std::vector<Rollout>> rollouts(schemes.size());
-  std::vector<int32_t> heads = active_heads(space);
+  std::vector<std::vector<std::vector<PolicyTurn>>> rollouts(schemes.size());
   for (size_t j = 0; j < schemes.size(); ++j) {
-    PolicyInput base;
-    base.task = features;
-    base.skill_hint = skill_hint(schemes[j].skills);
-    base.active_heads = heads;
     for (int32_t r = 0; r < exp.rollouts; ++r) {
       RngKey key = task_key.with("scheme", static_cast<int64_t>(j)).with("rollout", r);
-      SimTurnEnv env(exp, task, space, *ctx.evaluator, *ctx.store, key);
-      VINCI_ASSIGN_OR_RETURN(auto turns, run_rollout(*ctx.backbone, ctx.shape, base, exp.turns, env, key, false));
+      VINCI_ASSIGN_OR_RETURN(auto turns, rollout(ctx, task, schemes[j].skills, exp.turns, key, false));
       for (size_t t = 0; t < turns.size(); ++t) {
         int32_t sj = static_cast<int32_t>(j), tt = static_cast<int32_t>(t);
-        write_policy_sample(work->records, step, task.id, sj, r, tt, phase, turns[t].sample, false,
-                            env.turns[t].plan, key.with("turn", tt));
-        write_measurement(work->records, step, task.id, sj, r, tt, phase, env.turns[t].eval);
-        write_turn_reward(work->records, step, task.id, sj, r, tt, phase, turns[t].result);
+        VINCI_RETURN_IF_ERROR(write_policy_turn(work->records, *ctx.store, backbone, step, task.id, sj, r, tt,
+                                                phase, turns[t], false, key.with("turn", tt)));
         work->reward_sum += turns[t].result.reward;
         work->turns++;
         if (turns[t].result.correct) work->correct_turns++;
       }
       work->rollouts++;
-      work->evals += env.turns.size();
-      rollouts[j].push_back(Rollout{std::move(turns), std::move(env.turns)});
+      work->evals += turns.size();
+      rollouts[j].push_back(std::move(turns));
     }
   }
 
   // Summary: the triggering rollout with the highest best-turn speedup across schemes.
   std::vector<double> summary_rewards;
-  std::vector<SummaryProposal> proposals;
+  std::vector<SummaryAnswer> answers;
   int win_scheme = -1, win_rollout = -1;
   double win_best = -1;
   for (size_t j = 0; j < rollouts.size(); ++j) {
     for (size_t r = 0; r < rollouts[j].size(); ++r) {
-      std::vector<TurnResult> results;
-      for (const auto& t : rollouts[j][r].turns) results.push_back(t.result);
+      std::vector<TurnResult> results = results_of(rollouts[j][r]);
       double best = best_speedup(results);
       work->best_speedup = std::max(work->best_speedup, best);
       if (summary_triggers(results, exp.trigger) && best > win_best) {
@@ -132,123 +296,67 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
   }
   if (win_scheme >= 0) work->triggered = true;
   if (exp.summary_enabled && win_scheme >= 0) {
-    const Rollout& win = rollouts[win_scheme][win_rollout];
+    const std::vector<PolicyTurn>& win = rollouts[win_scheme][win_rollout];
     // The best turn: the correct one with the highest speedup (the first on ties).
     size_t best_t = 0;
     double best_s = -1;
-    for (size_t t = 0; t < win.turns.size(); ++t) {
-      const TurnResult& res = win.turns[t].result;
+    for (size_t t = 0; t < win.size(); ++t) {
+      const TurnResult& res = win[t].result;
       if (res.compiled && res.correct && !res.decoy && res.speedup > best_s) {
         best_s = res.speedup;
         best_t = t;
       }
     }
-    WinningRollout w;
-    w.task = &task;
-    w.space = space;
-    w.choices = win.turns[best_t].sample.choices;
-    w.turn1_speedup = win.turns[0].result.speedup;
-    w.best_speedup = win_best;
-    w.kernel_excerpt = win.records[best_t].excerpt;
-    SummaryInput sin;
-    sin.task = features;
-    sin.winning = encode_choices(ctx.shape, heads, w.choices);
-    sin.feedback = encode_feedback(win.turns[best_t].result);
-    sin.active_heads = heads;
-    SimSkillWriter writer(w);
     RngKey skey = task_key.with("purpose", "summary");
-    VINCI_ASSIGN_OR_RETURN(proposals, propose_skills(*ctx.backbone, sin, exp.summary_samples, writer, skey, false));
-    std::vector<VerificationVerdict> verdicts(proposals.size());
-    for (size_t i = 0; i < proposals.size(); ++i) {
-      const SummaryProposal& p = proposals[i];
-      int32_t si = static_cast<int32_t>(i);
-      Digest skill_addr;
-      if (p.skill) {
-        SkillLibrary one;
-        one.add(*p.skill);
-        VINCI_ASSIGN_OR_RETURN(skill_addr, ctx.store->put("skill", one.to_jsonl()));
+    std::vector<Candidate> candidates;
+    for (int32_t si = 0; si < exp.summary_samples; ++si) {
+      SummaryQuestion q;
+      q.task = &task;
+      q.size = ctx.size;
+      q.injected = schemes[win_scheme].skills;
+      q.turns = &win;
+      q.best_turn = best_t;
+      q.turn1_speedup = win[0].result.speedup;
+      q.best_speedup = win_best;
+      q.sample_index = si;
+      q.key = skey.with("summary_sample", si);
+      VINCI_ASSIGN_OR_RETURN(SummaryAnswer a, ctx.model->summarise(q));
+      VINCI_RETURN_IF_ERROR(write_summary_sample(ctx, step, task, win_scheme, win_rollout, si, a, q.key,
+                                                 &work->records));
+      for (const Skill& skill : a.skills) {
+        VINCI_ASSIGN_OR_RETURN(VerificationVerdict v,
+                               verify_skill(ctx, step, task, schemes[win_scheme].skills, skill, win_scheme, si,
+                                            q.turn1_speedup, task_key.with("verify", si), work));
+        candidates.push_back(Candidate{si, skill, std::move(v)});
       }
-      auto sr = work->records.add(step, task.id, win_scheme, win_rollout, -1, phase);
-      auto sb = sr.initSample();
-      sb.setRole(schema::Role::SUMMARY);
-      sb.setBackbone("sim");
-      auto acts = sb.initActions(static_cast<unsigned>(p.sample.include.size() + 1));
-      for (size_t k = 0; k < p.sample.include.size(); ++k) acts.set(static_cast<unsigned>(k), p.sample.include[k]);
-      acts.set(static_cast<unsigned>(p.sample.include.size()), static_cast<uint32_t>(p.sample.scope));
-      sb.setLogProb(p.sample.log_prob);
-      sb.setSampleIndex(si);
-      AddressBytes sk(skey.with("summary_sample", si).digest());
-      sb.setKey(sk.data());
-      if (p.skill) {
-        AddressBytes d(skill_addr);
-        sb.setOutput(d.data());
-      }
-      if (!p.skill) {
-        verdicts[i].reason = p.dropped;
-        continue;
-      }
-      // Verification: one greedy turn-1 generation with the winning scheme's skills plus the new
-      // one, evaluated `runs` times.
-      std::vector<const Skill*> inj = schemes[win_scheme].skills;
-      inj.push_back(&*p.skill);
-      PolicyInput vin;
-      vin.task = features;
-      vin.skill_hint = skill_hint(inj);
-      vin.active_heads = heads;
-      vin.previous.assign(static_cast<size_t>(ctx.shape.choice_dim()), 0.0f);
-      vin.feedback.assign(kFeedbackDim, 0.0f);
-      RngKey vkey = task_key.with("verify", si);
-      VINCI_ASSIGN_OR_RETURN(PolicySample vs, ctx.backbone->sample_policy(vin, vkey, true));
-      std::vector<TurnResult> runs;
-      SimTurnEnv venv(exp, task, space, *ctx.evaluator, *ctx.store, vkey);
-      for (int32_t run = 0; run < exp.verification.runs; ++run) {
-        VINCI_ASSIGN_OR_RETURN(TurnResult tr, venv.run_turn(run, vs.choices));
-        runs.push_back(tr);
-      }
-      work->rollouts++;
-      work->evals += venv.turns.size();
-      const auto vphase = schema::Record::Phase::VERIFY;
-      write_policy_sample(work->records, step, task.id, win_scheme, si, 0, vphase, vs, true,
-                          venv.turns[0].plan, vkey);
-      for (int32_t run = 0; run < exp.verification.runs; ++run) {
-        write_measurement(work->records, step, task.id, win_scheme, si, run, vphase, venv.turns[run].eval);
-      }
-      verdicts[i] = judge_verification(runs, w.turn1_speedup, exp.verification);
-      auto vr = work->records.add(step, task.id, win_scheme, si, -1, vphase);
-      auto vd = vr.initVerification();
-      vd.setSkillName(p.skill->name);
-      AddressBytes sa(skill_addr);
-      vd.setSkill(sa.data());
-      auto sp = vd.initSpeedups(static_cast<unsigned>(verdicts[i].speedups.size()));
-      auto co = vd.initCorrect(static_cast<unsigned>(verdicts[i].correct.size()));
-      for (size_t k = 0; k < verdicts[i].speedups.size(); ++k) {
-        sp.set(static_cast<unsigned>(k), verdicts[i].speedups[k]);
-        co.set(static_cast<unsigned>(k), verdicts[i].correct[k]);
-      }
-      vd.setBaselineTurn1Speedup(w.turn1_speedup);
-      vd.setAccepted(verdicts[i].accepted);
-      vd.setReason(verdicts[i].reason);
-      vd.setSampleIndex(si);
+      answers.push_back(std::move(a));
     }
+    std::vector<VerificationVerdict> verdicts;
+    for (const auto& c : candidates) verdicts.push_back(c.verdict);
     auto staged = pick_staged(verdicts);
-    for (size_t i = 0; i < proposals.size(); ++i) {
-      summary_rewards.push_back(verdicts[i].accepted ? verdicts[i].worst_speedup : 0.0);
-      if (verdicts[i].accepted) work->accepted++;
+    // A sample's reward is the best verified speedup among its skills (0 when none passed).
+    summary_rewards.assign(answers.size(), 0.0);
+    for (const auto& c : candidates) {
+      if (!c.verdict.accepted) continue;
+      work->accepted++;
+      double& r = summary_rewards[static_cast<size_t>(c.sample)];
+      r = std::max(r, c.verdict.worst_speedup);
     }
     if (staged) {
-      work->staged = *proposals[*staged].skill;
-      work->staged->verify_speedup = verdicts[*staged].worst_speedup;
+      const Candidate& c = candidates[*staged];
+      work->staged = c.skill;
+      work->staged->verify_speedup = c.verdict.worst_speedup;
       // The staged flag goes on a record of its own kind: the verification records above say
       // accepted; which one enters the library is this decision.
-      auto rr = work->records.add(step, task.id, win_scheme, static_cast<int32_t>(*staged), -1, schema::Record::Phase::VERIFY);
+      auto rr = work->records.add(step, task.id, win_scheme, c.sample, -1, schema::Record::Phase::VERIFY);
       auto vd = rr.initVerification();
       vd.setSkillName(work->staged->name);
       vd.setAccepted(true);
       vd.setStaged(true);
       vd.setReason("staged: fastest accepted skill of the task");
-      vd.setSampleIndex(static_cast<int32_t>(*staged));
+      vd.setSampleIndex(c.sample);
       auto sp = vd.initSpeedups(1);
-      sp.set(0, verdicts[*staged].worst_speedup);
+      sp.set(0, c.verdict.worst_speedup);
     }
   }
 
@@ -259,7 +367,7 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       std::vector<std::vector<double>> rr;
       for (const auto& ro : rollouts[j]) {
         std::vector<double> rs;
-        for (const auto& t : ro.turns) rs.push_back(t.result.reward);
+        for (const auto& t : ro) rs.push_back(t.result.reward);
         rr.push_back(rs);
       }
       scheme_rewards.push_back(scheme_reward(rr));
@@ -287,9 +395,9 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
   }
 
   // Summary rewards and advantages.
-  if (!proposals.empty()) {
+  if (!answers.empty()) {
     std::vector<double> adv = summary_advantages(summary_rewards, exp.summary_scale);
-    for (size_t i = 0; i < proposals.size(); ++i) {
+    for (size_t i = 0; i < answers.size(); ++i) {
       int32_t si = static_cast<int32_t>(i);
       auto r = work->records.add(step, task.id, win_scheme, win_rollout, -1, phase);
       auto w = r.initReward();
@@ -300,12 +408,12 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       double base = summary_rewards[i] - (exp.summary_scale != 0 ? adv[i] / exp.summary_scale : 0);
       write_advantage(work->records, step, task.id, win_scheme, win_rollout, -1, schema::Role::SUMMARY,
                       adv[i], summary_rewards[i], base, exp.summary_scale,
-                      static_cast<uint32_t>(proposals.size()), si);
+                      static_cast<uint32_t>(answers.size()), si);
       Experience e;
       e.role = AgentRole::kSummary;
       e.advantage = adv[i];
-      e.summary_input = proposals[i].input;
-      e.summary = proposals[i].sample;
+      e.summary_input = answers[i].input;
+      e.summary = answers[i].sample;
       work->experiences.push_back(std::move(e));
     }
   }
@@ -315,7 +423,7 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
   for (const auto& scheme_rollouts : rollouts) {
     for (const auto& ro : scheme_rollouts) {
       std::vector<double> rs;
-      for (const auto& t : ro.turns) rs.push_back(t.result.reward);
+      for (const auto& t : ro) rs.push_back(t.result.reward);
       returns.push_back(returns_to_go(rs, exp.gamma));
     }
   }
@@ -323,8 +431,8 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
   size_t flat = 0;
   for (size_t j = 0; j < rollouts.size(); ++j) {
     for (size_t r = 0; r < rollouts[j].size(); ++r, ++flat) {
-      for (size_t t = 0; t < rollouts[j][r].turns.size(); ++t) {
-        const RolloutTurn& turn = rollouts[j][r].turns[t];
+      for (size_t t = 0; t < rollouts[j][r].size(); ++t) {
+        const PolicyTurn& turn = rollouts[j][r][t];
         int32_t sj = static_cast<int32_t>(j), rr = static_cast<int32_t>(r), tt = static_cast<int32_t>(t);
         bool kept = true;
         if (exp.rejection_sampling && turn.result.correct) {
@@ -347,31 +455,17 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
   return Status();
 }
 
-// The policy's first input on a held-out task (evaluation and test-time scaling): the task's
-// features, its active heads and the hint of the skills one recorded selection chose (none when
-// evaluation injects no skills).
-Result<PolicyInput> held_out_input(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
-                                   const KnobSpace& space, schema::Record::Phase phase, const RngKey& key,
-                                   RecordBuf* records) {
+// The skills injected on a held-out task (evaluation and test-time scaling): those one recorded
+// selection chose (none when evaluation injects no skills).
+Result<std::vector<const Skill*>> held_out_skills(const StepContext& ctx, int32_t step, const Task& task,
+                                                  Bm25Index& index, schema::Record::Phase phase,
+                                                  const RngKey& key, RecordBuf* records) {
   const Experiment& exp = *ctx.exp;
-  std::vector<float> features = task_features(task, ctx.size);
   VINCI_ASSIGN_OR_RETURN(Digest query, ctx.store->put("prompt", task.description));
-  std::vector<const Skill*> skills;
-  if (exp.eval_inject_skills && exp.selection.mode != SelectionMode::kNone) {
-    SimSkillFeaturizer featurizer(task);
-    VINCI_ASSIGN_OR_RETURN(SchemeDecision d,
-                           select_skills(*ctx.backbone, *ctx.library, index, task.description,
-                                         features, featurizer, exp.selection,
-                                         key.with("selection", 0), exp.eval_greedy, 0));
-    write_selection(*records, step, task, 0, phase, d, *ctx.library, query, ctx.library_address,
-                    exp.selection, exp.eval_greedy, key.with("selection", 0));
-    skills = skills_named(*ctx.library, d.selected);
-  }
-  PolicyInput in;
-  in.task = std::move(features);
-  in.skill_hint = skill_hint(skills);
-  in.active_heads = active_heads(space);
-  return in;
+  if (!exp.eval_inject_skills || exp.selection.mode == SelectionMode::kNone) return std::vector<const Skill*>{};
+  VINCI_ASSIGN_OR_RETURN(Scheme s, choose_scheme(ctx, step, task, index, phase, key.with("selection", 0),
+                                                 exp.eval_greedy, 0, query, records));
+  return s.skills;
 }
 
 // Greedy (or sampled) evaluation of one held-out task: one selection, one rollout.
@@ -380,19 +474,15 @@ Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Ind
   const Experiment& exp = *ctx.exp;
   const auto phase = schema::Record::Phase::EVAL;
   RngKey key = RngKey::root(exp.seed).with("phase", "eval").with("step", step).with("task", task.id);
-  KnobSpace space = knob_space(task);
-  VINCI_ASSIGN_OR_RETURN(PolicyInput base, held_out_input(ctx, step, task, index, space, phase, key, records));
+  VINCI_ASSIGN_OR_RETURN(auto skills, held_out_skills(ctx, step, task, index, phase, key, records));
   RngKey rkey = key.with("rollout", 0);
-  SimTurnEnv env(exp, task, space, *ctx.evaluator, *ctx.store, rkey);
-  VINCI_ASSIGN_OR_RETURN(auto turns, run_rollout(*ctx.backbone, ctx.shape, base, exp.eval_turns, env, rkey, exp.eval_greedy));
+  VINCI_ASSIGN_OR_RETURN(auto turns, rollout(ctx, task, skills, exp.eval_turns, rkey, exp.eval_greedy));
   outcome->task = task.id;
   outcome->level = task.level;
   for (size_t t = 0; t < turns.size(); ++t) {
     int32_t tt = static_cast<int32_t>(t);
-    write_policy_sample(*records, step, task.id, 0, 0, tt, phase, turns[t].sample, exp.eval_greedy,
-                        env.turns[t].plan, rkey.with("turn", tt));
-    write_measurement(*records, step, task.id, 0, 0, tt, phase, env.turns[t].eval);
-    write_turn_reward(*records, step, task.id, 0, 0, tt, phase, turns[t].result);
+    VINCI_RETURN_IF_ERROR(write_policy_turn(*records, *ctx.store, ctx.model->kind(), step, task.id, 0, 0, tt,
+                                            phase, turns[t], exp.eval_greedy, rkey.with("turn", tt)));
     const TurnResult& r = turns[t].result;
     outcome->turns.push_back({r.compiled, r.correct, r.decoy, r.speedup, r.time_coverage});
   }
@@ -457,19 +547,18 @@ Result<EvalPoint> evaluate_all(const StepContext& ctx, int32_t step,
 }
 
 
-// Test-time scaling on one held-out task (harness/tts.h).
+// Test-time scaling on one held-out task (harness/tts.h): iterations of turns, each iteration after
+// the first continuing from the best window of the turns so far (the model sees that window as its
+// history).
 Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
                 RecordBuf* records, TaskTurns* outcome) {
   const Experiment& exp = *ctx.exp;
   const auto phase = schema::Record::Phase::TTS;
   RngKey key = RngKey::root(exp.seed).with("phase", "tts").with("task", task.id);
-  KnobSpace space = knob_space(task);
-  VINCI_ASSIGN_OR_RETURN(PolicyInput in, held_out_input(ctx, step, task, index, space, phase, key, records));
-  in.previous.assign(static_cast<size_t>(ctx.shape.choice_dim()), 0.0f);
-  in.feedback.assign(kFeedbackDim, 0.0f);
-  SimTurnEnv env(exp, task, space, *ctx.evaluator, *ctx.store, key);
-  std::vector<PolicySample> samples;
-  std::vector<TurnResult> results;
+  VINCI_ASSIGN_OR_RETURN(auto skills, held_out_skills(ctx, step, task, index, phase, key, records));
+  PlanTurnEvaluator plans(exp, task, *ctx.evaluator, *ctx.store, key);
+  std::vector<PolicyTurn> all;      // every turn, over all iterations
+  std::vector<PolicyTurn> history;  // what the next turn continues
   std::vector<double> rewards;
   outcome->task = task.id;
   outcome->level = task.level;
@@ -482,24 +571,20 @@ Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Inde
       tw.setStart(w.start);
       tw.setLength(w.length);
       tw.setRewardSum(w.reward_sum);
-      size_t end = static_cast<size_t>(w.start + w.length - 1);
-      in.previous = encode_choices(ctx.shape, in.active_heads, samples[end].choices);
-      in.feedback = encode_feedback(results[end]);
+      history.assign(all.begin() + w.start, all.begin() + w.start + w.length);
     }
     for (int32_t t = 0; t < exp.tts.turns; ++t) {
-      int32_t g = static_cast<int32_t>(samples.size());
-      VINCI_ASSIGN_OR_RETURN(PolicySample ps, ctx.backbone->sample_policy(in, key.with("turn", g), exp.tts.greedy));
-      VINCI_ASSIGN_OR_RETURN(TurnResult tr, env.run_turn(g, ps.choices));
-      write_policy_sample(*records, step, task.id, 0, it, g, phase, ps, exp.tts.greedy,
-                          env.turns.back().plan, key.with("turn", g));
-      write_measurement(*records, step, task.id, 0, it, g, phase, env.turns.back().eval);
-      write_turn_reward(*records, step, task.id, 0, it, g, phase, tr);
+      int32_t g = static_cast<int32_t>(all.size());
+      RngKey tkey = key.with("turn", g);
+      VINCI_ASSIGN_OR_RETURN(PolicyTurn turn,
+                             policy_turn(ctx, task, skills, history, tkey, exp.tts.greedy, plans, g));
+      VINCI_RETURN_IF_ERROR(write_policy_turn(*records, *ctx.store, ctx.model->kind(), step, task.id, 0, it, g,
+                                              phase, turn, exp.tts.greedy, tkey));
+      const TurnResult& tr = turn.result;
       outcome->turns.push_back({tr.compiled, tr.correct, tr.decoy, tr.speedup, tr.time_coverage});
-      in.previous = encode_choices(ctx.shape, in.active_heads, ps.choices);
-      in.feedback = encode_feedback(tr);
-      samples.push_back(std::move(ps));
-      results.push_back(tr);
       rewards.push_back(tr.reward);
+      history.push_back(turn);
+      all.push_back(std::move(turn));
     }
   }
   return Status();
@@ -564,8 +649,13 @@ TaskSplit split_tasks(const TaskSuite& suite, const Experiment& exp) {
 Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite,
                                      Evaluator& evaluator, Backbone& backbone,
                                      const SkillLibrary& seed_library, RecordSink& sink,
-                                     const ProgressFn& progress) {
+                                     const ProgressFn& progress, AgentModel* model) {
   TrainerOutput out;
+  std::unique_ptr<SimAgentModel> sim_model;
+  if (model == nullptr) {
+    sim_model = std::make_unique<SimAgentModel>(backbone);
+    model = sim_model.get();
+  }
   TaskSplit split = split_tasks(suite, exp);
   for (const Task* t : split.train) out.train_tasks.push_back(t->id);
   for (const Task* t : split.eval) out.eval_tasks.push_back(t->id);
@@ -577,6 +667,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   ctx.exp = &exp;
   ctx.evaluator = &evaluator;
   ctx.backbone = &backbone;
+  ctx.model = model;
   ctx.store = &sink.store();
   ctx.shape = sim_backbone_shape();
   ctx.size = exp.size == "full" ? SizeName::kFull : SizeName::kSmall;

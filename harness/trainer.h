@@ -15,6 +15,7 @@
 
 #include "agents/backbone.h"
 #include "agents/skill_library.h"
+#include "harness/agent_model.h"
 #include "gpu/eval_result.h"
 #include "gpu/task.h"
 #include "harness/experiment.h"
@@ -73,10 +74,13 @@ TaskSplit split_tasks(const TaskSuite& suite, const Experiment& exp);
 // test-time-scaling evaluation runs when tts.enabled (harness/tts.h).
 using ProgressFn = std::function<void(int64_t done, int64_t total, const std::string& line)>;
 
+// `model` answers the agents' questions (harness/agent_model.h); without one, the sim network
+// `backbone` answers through SimAgentModel. `backbone` holds the parameters that are trained,
+// checkpointed and digested either way.
 Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite,
                                      Evaluator& evaluator, Backbone& backbone,
                                      const SkillLibrary& seed_library, RecordSink& sink,
-                                     const ProgressFn& progress);
+                                     const ProgressFn& progress, AgentModel* model = nullptr);
 
 }  // namespace vinci
 

@@ -156,16 +156,23 @@ struct Measurement {
   size @18 :Text;                      # task size: "full" or "small"
 }
 
+# One call of a language model (backbone "openai"): an event. Replay answers the call from the
+# reply object; the request is rebuilt and must hash to the recorded address. Wall-clock latency
+# and retry counts differ between two runs of one config, so they are not here (the run folder's
+# llm_calls.jsonl has them, for people).
 struct LlmReply {
   role @0 :Role;
-  endpoint @1 :Text;
+  endpoint @1 :Text;           # the server's base URL
   model @2 :Text;
-  prompt @3 :Data $Json.hex;
-  reply @4 :Data $Json.hex;
-  finishReason @5 :Text;
+  prompt @3 :Data $Json.hex;   # address of the request body (kind "llm_request"): canonical JSON
+  reply @4 :Data $Json.hex;    # address of the reply body as received (kind "llm_reply"); empty on failure
+  finishReason @5 :Text;       # "stop", "length", "tool_calls"; empty on failure
   promptTokens @6 :UInt32;
   completionTokens @7 :UInt32;
   temperature @8 :Float64;
+  failure @9 :Text;            # why the call failed after its retries; empty when it succeeded
+  key @10 :Data $Json.hex;     # digest of the call's RngKey: replay finds the reply by it
+  sampleIndex @11 :Int32 = -1; # selection sample 0..k-1, summary sample 0..s-1
 }
 
 struct Bm25Candidate {
