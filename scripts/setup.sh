@@ -14,6 +14,7 @@ packages=(
   libzstd-dev
   libgtest-dev libgmock-dev
   libbenchmark-dev
+  libcurl4-openssl-dev libcpp-httplib-dev
 )
 
 missing=()
