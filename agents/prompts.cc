@@ -105,6 +105,11 @@ std::vector<ChatMessage> selection_messages(std::string_view task_prompt,
       "<parameter=selected_skills>\n[{\"name\": \"<candidate name>\", \"reason\": \"<why>\"}]\n"
       "</parameter>\n</function>\n</tool_call>\n\n"
       "Use candidate names exactly as listed; unknown names are ignored.";
+  return {{"system", std::move(system)}, {"user", selection_user_message(task_prompt, candidates)}};
+}
+
+std::string selection_user_message(std::string_view task_prompt,
+                                   const std::vector<const Skill*>& candidates) {
   std::string user = "# Task\n\n";
   user += task_prompt;
   user += "\n\n# Candidate Skills\n";
@@ -114,7 +119,7 @@ std::vector<ChatMessage> selection_messages(std::string_view task_prompt,
     user += "\n" + std::to_string(i + 1) + ". name: " + s.name + "\n   scope: " + s.scope +
             "\n   tags: " + join_tags(s.tags) + "\n   description: " + s.description + "\n";
   }
-  return {{"system", std::move(system)}, {"user", std::move(user)}};
+  return user;
 }
 
 const char* const kDefaultPolicySystem =
@@ -161,6 +166,12 @@ std::vector<ChatMessage> summary_messages(std::string_view task_prompt,
       "</parameter>\n<parameter=new_skills>\n[{\"name\": \"...\", \"description\": \"...\", "
       "\"scope\": \"general\", \"tags\": [\"...\"], \"content\": \"...\"}]\n</parameter>\n"
       "</function>\n</tool_call>";
+  return {{"system", std::move(system)}, {"user", summary_user_message(task_prompt, injected, turns)}};
+}
+
+std::string summary_user_message(std::string_view task_prompt,
+                                 const std::vector<const Skill*>& injected,
+                                 const std::vector<RolloutTurnText>& turns) {
   std::string user = "# Task\n\n";
   user += task_prompt;
   user += "\n\n# Skills Injected In This Trajectory\n\n";
@@ -174,7 +185,7 @@ std::vector<ChatMessage> summary_messages(std::string_view task_prompt,
     user += "\n## Turn " + std::to_string(t.turn) + " (speedup " + format_speedup(t.speedup) +
             ")\n\n### Response\n\n" + t.response + "\n\n### Evaluation\n\n" + t.feedback + "\n";
   }
-  return {{"system", std::move(system)}, {"user", std::move(user)}};
+  return user;
 }
 
 }  // namespace vinci

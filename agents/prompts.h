@@ -35,6 +35,11 @@ std::vector<ChatMessage> selection_messages(std::string_view task_prompt,
                                             const std::vector<const Skill*>& candidates,
                                             size_t max_selected = 3);
 
+// The selection agent's user message alone (the task and the candidates), for a system message of
+// the caller's (a template).
+std::string selection_user_message(std::string_view task_prompt,
+                                   const std::vector<const Skill*>& candidates);
+
 // Policy agent: the system message is `base_system`, followed, when skills were chosen, by a blank
 // line and skill_injection_block(skills). The user message is the task.
 std::string policy_system_prompt(std::string_view base_system,
@@ -59,6 +64,11 @@ std::vector<ChatMessage> summary_messages(std::string_view task_prompt,
                                           const std::vector<const Skill*>& injected,
                                           const std::vector<RolloutTurnText>& turns,
                                           size_t max_new_skills = 2);
+
+// The summary agent's user message alone, for a system message of the caller's.
+std::string summary_user_message(std::string_view task_prompt,
+                                 const std::vector<const Skill*>& injected,
+                                 const std::vector<RolloutTurnText>& turns);
 
 }  // namespace vinci
 

@@ -6,6 +6,10 @@
 namespace vinci {
 namespace {
 
+// Deeper nesting than any real expression: bounds the parser's recursion, so text from a model
+// ("((((...") is an error, not a stack overflow.
+constexpr int kMaxExprDepth = 64;
+
 class Parser {
  public:
   Parser(const std::string& text, const ExprEnv* env) : text_(text), env_(env) {}
@@ -43,19 +47,26 @@ class Parser {
     return text_.substr(start, pos_ - start);
   }
 
+  // Values are int64: an overflow is an error, never a wrapped launch size.
+  Result<int64_t> checked(char op, int64_t a, int64_t b) const {
+    int64_t r = 0;
+    bool over = op == '+' ? __builtin_add_overflow(a, b, &r)
+                : op == '-' ? __builtin_sub_overflow(a, b, &r)
+                            : __builtin_mul_overflow(a, b, &r);
+    if (over) return error("overflows 64 bits");
+    return r;
+  }
   Result<int64_t> expr() {
+    if (++depth_ > kMaxExprDepth) return error("nested too deeply");
     VINCI_ASSIGN_OR_RETURN(int64_t v, term());
     for (;;) {
-      if (eat('+')) {
-        VINCI_ASSIGN_OR_RETURN(int64_t r, term());
-        v += r;
-      } else if (eat('-')) {
-        VINCI_ASSIGN_OR_RETURN(int64_t r, term());
-        v -= r;
-      } else {
-        return v;
-      }
+      char op = eat('+') ? '+' : eat('-') ? '-' : 0;
+      if (!op) break;
+      VINCI_ASSIGN_OR_RETURN(int64_t r, term());
+      VINCI_ASSIGN_OR_RETURN(v, checked(op, v, r));
     }
+    --depth_;
+    return v;
   }
   Result<int64_t> term() {
     VINCI_ASSIGN_OR_RETURN(int64_t v, unary());
@@ -67,18 +78,24 @@ class Parser {
       else return v;
       VINCI_ASSIGN_OR_RETURN(int64_t r, unary());
       if (op == '*') {
-        v *= r;
+        VINCI_ASSIGN_OR_RETURN(v, checked('*', v, r));
       } else {
         if (!env_) continue;  // syntax check only: names are not resolved
         if (r == 0) return error("division by zero");
-        v = op == '/' ? v / r : v % r;
+        if (r == -1) {  // INT64_MIN / -1 overflows
+          VINCI_ASSIGN_OR_RETURN(v, checked('*', v, op == '/' ? -1 : 0));
+        } else {
+          v = op == '/' ? v / r : v % r;
+        }
       }
     }
   }
   Result<int64_t> unary() {
     if (eat('-')) {
+      if (++depth_ > kMaxExprDepth) return error("nested too deeply");
       VINCI_ASSIGN_OR_RETURN(int64_t v, unary());
-      return -v;
+      --depth_;
+      return checked('*', v, -1);
     }
     return primary();
   }
@@ -93,8 +110,11 @@ class Parser {
     char c = text_[pos_];
     if (std::isdigit(static_cast<unsigned char>(c))) {
       size_t start = pos_;
-      while (pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_]))) ++pos_;
-      return static_cast<int64_t>(std::strtoll(text_.c_str() + start, nullptr, 10));
+      int64_t v = 0;
+      for (; pos_ < text_.size() && std::isdigit(static_cast<unsigned char>(text_[pos_])); ++pos_)
+        if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, text_[pos_] - '0', &v))
+          return error("integer " + text_.substr(start, pos_ - start + 1) + "... does not fit in 64 bits");
+      return v;
     }
     if (!(std::isalpha(static_cast<unsigned char>(c)) || c == '_'))
       return error(std::string("unexpected '") + c + "'");
@@ -125,7 +145,9 @@ class Parser {
       if (fn == "rank") return static_cast<int64_t>(shape.size());
       if (fn == "numel") {
         int64_t n = 1;
-        for (int64_t d : shape) n *= d;
+        for (int64_t d : shape) {
+          VINCI_ASSIGN_OR_RETURN(n, checked('*', n, d));
+        }
         return n;
       }
       int64_t r = static_cast<int64_t>(shape.size());
@@ -143,7 +165,9 @@ class Parser {
       if (fn == "min") return a < b ? a : b;
       if (fn == "max") return a > b ? a : b;
       if (b == 0) return env_ ? Result<int64_t>(error("ceil_div by zero")) : Result<int64_t>(int64_t{0});
-      return (a + b - 1) / b;
+      VINCI_ASSIGN_OR_RETURN(int64_t b1, checked('-', b, 1));
+      VINCI_ASSIGN_OR_RETURN(int64_t sum, checked('+', a, b1));
+      return sum / b;
     }
     return error("unknown function '" + fn + "'");
   }
@@ -151,6 +175,7 @@ class Parser {
   const std::string& text_;
   const ExprEnv* env_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 
 bool is_int(const std::string& s, int64_t* v) {

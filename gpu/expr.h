@@ -10,8 +10,10 @@
 // Functions: ceil_div(a,b), min(a,b), max(a,b), numel(buf), dim(buf, i) (i may be negative,
 // counted from the end), rank(buf). '/' is floor division on non-negative operands (C's '/' for
 // the sizes vinci deals in); division or modulo by zero is an error, not a crash.
-// Values are int64; an expression never depends on anything but the names it mentions, so the
-// simulator and the live evaluator evaluate the same plan to the same launch.
+// Values are int64; an overflow (a literal, + - * or numel) is an error, not a wrapped size, and
+// so is nesting deeper than 64 (the parser recurses). An expression never depends on anything but
+// the names it mentions, so the simulator and the live evaluator evaluate the same plan to the
+// same launch.
 #ifndef VINCI_GPU_EXPR_H_
 #define VINCI_GPU_EXPR_H_
 

@@ -1,5 +1,7 @@
 #include "gpu/sim_evaluator.h"
 
+#include "gpu/model_plan.h"
+
 #include <cmath>
 #include <cstdio>
 
@@ -70,12 +72,36 @@ Result<const TaskContext*> SimEvaluator::context(const Task& task, SizeName size
   return slot.get();
 }
 
+Result<EvalResult> SimEvaluator::evaluate_model_plan(const Task& task, const Plan& plan,
+                                                     const EvalRequest& request) {
+  std::optional<Plan> generated = match_generated_plan(task, plan);
+  if (generated) {
+    VINCI_ASSIGN_OR_RETURN(EvalResult r, evaluate(task, *generated, request));
+    r.plan = plan_address(plan);
+    r.flags.push_back("priced_as_generated_plan");
+    r.finalize();
+    return r;
+  }
+  EvalResult r;
+  r.evaluator = name();
+  r.device = model_.profile().name;
+  r.plan = plan_address(plan);
+  r.size = size_name(request.size);
+  r.flags.push_back("not_priceable");
+  r.error = "not priceable in the sim world: the simulator prices only kernels the code generator "
+            "emits, and this plan is not one of them (evaluate it on a GPU: device.kind = \"cuda\")";
+  add_unreached_trials(&r, task.id, request);
+  r.finalize();
+  return r;
+}
+
 Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, const EvalRequest& request) {
   if (request.trials < 1 || request.samples < 1)
     return invalid_argument("eval request: trials and samples must be >= 1, found " +
                             std::to_string(request.trials) + " and " + std::to_string(request.samples));
   if (plan.task_id != task.id)
     return invalid_argument("plan is for task '" + plan.task_id + "', evaluated on '" + task.id + "'");
+  if (plan.origin == "llm") return evaluate_model_plan(task, plan, request);
   VINCI_ASSIGN_OR_RETURN(const TaskContext* ctx, context(task, request.size));
   const DeviceProfile& p = model_.profile();
   Tolerance tol = tolerance_for(task, request);

@@ -36,7 +36,11 @@ class SimEvaluator : public Evaluator {
   SimEvaluator(DeviceProfile profile, SimEvaluatorOptions options = {});
 
   // Not thread-safe: task contexts are cached per (task, size). One evaluator per thread.
+  // A plan a model wrote (origin "llm") carries no metadata to price it by: it is priced as the
+  // generator's plan it equals up to metadata (gpu/model_plan.h, match_generated_plan; flagged
+  // priced_as_generated_plan), or reported not priceable (flag not_priceable, never correct).
   Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request) override;
+  Result<EvalResult> evaluate_model_plan(const Task& task, const Plan& plan, const EvalRequest& request);
   std::string name() const override { return "sim"; }
 
   const SimModel& model() const { return model_; }

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "agents/agents.h"
@@ -124,6 +125,10 @@ class AgentModel {
   virtual Result<SelectionAnswer> select(const SelectionQuestion& q) = 0;
   virtual Result<PolicyTurn> write_plan(const PolicyQuestion& q) = 0;
   virtual Result<SummaryAnswer> summarise(const SummaryQuestion& q) = 0;
+  // Texts the answers depend on beyond the config (a model's prompt templates), by name: the loop
+  // stores them as objects of kind "prompt_template" and names them in blob records at the start
+  // of the run, so they are part of its digest.
+  virtual std::vector<std::pair<std::string, std::string>> attachments() const { return {}; }
 };
 
 }  // namespace vinci

@@ -99,6 +99,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   std::unique_ptr<RunWriter> writer;
   std::unique_ptr<RecordSink> sink;
   std::vector<std::string> expected;
+  World world;
   Environment env = capture_environment();
   if (resume) {
     run_dir = vm["resume"].as<std::string>();
@@ -150,6 +151,10 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
       exp = std::move(named).value();
     }
     run_dir = exp.out_root + "/" + exp.name;
+    // Everything the config names must be there before the run's folder is made.
+    auto built = build_world(exp);
+    if (!built.ok()) return fail(built.status().to_string());
+    world = std::move(built).value();
     ManifestInfo m;
     m.name = exp.name;
     m.config_path = exp.config_path;
@@ -165,13 +170,17 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     sink = std::make_unique<WriteSink>(writer.get());
   }
 
-  auto world = build_world(exp);
-  if (!world.ok()) return fail(world.status().to_string());
+  if (resume) {
+    // A resumed run re-asks its model nothing it recorded: replies come from the log first.
+    auto built = build_world(exp, ModelCalls::kRecordedThenLive, run_dir);
+    if (!built.ok()) return fail(built.status().to_string());
+    world = std::move(built).value();
+  }
   Progress progress;
   auto start = std::chrono::steady_clock::now();
-  auto out = run_experiment(exp, world->suite, *world->evaluator, *world->backbone,
-                            world->seed_library, *sink,
-                            [&](int64_t d, int64_t t, const std::string& l) { progress(d, t, l); });
+  auto out = run_experiment(exp, world.suite, *world.evaluator, *world.backbone, world.seed_library, *sink,
+                            [&](int64_t d, int64_t t, const std::string& l) { progress(d, t, l); },
+                            world.model.get());
   if (!out.ok()) {
     (void)writer->flush();
     return fail(out.status().to_string() + "\n(the run so far is kept; `harness run --resume " +
@@ -209,7 +218,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
                  c.kept, c.trajectories, c.proposed, c.verified, c.added.size(), c.before.mean[0],
                  c.before.mean[1], c.before.mean[2], c.after.mean[0], c.after.mean[1], c.after.mean[2]);
   }
-  double eval_seconds = world->evaluator_seconds ? world->evaluator_seconds() : 0.0;
+  double eval_seconds = world.evaluator_seconds ? world.evaluator_seconds() : 0.0;
   std::fprintf(stdout,
                "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn "
                "evaluations/s; %.1f s inside the evaluator, %.1f s outside)\n",

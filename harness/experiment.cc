@@ -68,7 +68,11 @@ ConfigSchema build_schema() {
   s.add({"verification.min_speedup", T::kFloat, F(1.2), "Accept only at this speedup or more.", {}, 0, 100});
   s.add({"verification.min_ratio", T::kFloat, F(1.2), "... and at this multiple of the winning rollout's turn-1 speedup.", {}, 0, 100});
   // [backbone]
-  s.add({"backbone.kind", T::kString, S("sim"), "The shared backbone: sim (a small libtorch network).", {"sim"}});
+  s.add({"backbone.kind", T::kString, S("sim"),
+         "The shared backbone: sim (a small libtorch network choosing the code generator's knobs)\n"
+         "or openai (a language model behind an OpenAI-compatible chat completions endpoint:\n"
+         "vLLM, SGLang, a hosted API, or `harness serve`).",
+         {"sim", "openai"}});
   s.add({"backbone.hidden", T::kInt, I(64), "Width of the shared trunk.", {}, 4, 4096});
   s.add({"backbone.lr", T::kFloat, F(1e-3), "Adam learning rate.", {}, 0, 1});
   s.add({"backbone.train_selection", T::kBool, B(true), "Train the selection head (joint training).", {}});
@@ -86,6 +90,35 @@ ConfigSchema build_schema() {
   s.add({"backbone.init_step", T::kInt, I(-1),
          "With init_run: the parameters that run had at the start of this step (0: after its\n"
          "initialisation or cold start; -1: its last checkpoint).", {}, -1, 1e6});
+  s.add({"backbone.base_url", T::kString, S("http://127.0.0.1:8000/v1"),
+         "openai: the server's API root (requests go to BASE_URL/chat/completions).", {}});
+  s.add({"backbone.model", T::kString, S(""), "openai: the model name the server serves (required).", {}});
+  s.add({"backbone.api_key_env", T::kString, S(""),
+         "openai: the name of the environment variable that holds the API key (sent as a bearer\n"
+         "token). The key itself is never recorded or printed. Empty: no key.", {}});
+  s.add({"backbone.temperature", T::kFloat, F(1.0),
+         "openai: sampling temperature of sampled calls; greedy calls (evaluation, verification)\n"
+         "send 0.", {}, 0, 10});
+  s.add({"backbone.top_p", T::kFloat, F(1.0), "openai: nucleus sampling; sent only when below 1.", {}, 0, 1});
+  s.add({"backbone.max_tokens", T::kInt, I(0), "openai: reply token limit; 0 sends none (the server's).", {}, 0, 1e7});
+  s.add({"backbone.seed", T::kBool, B(true),
+         "openai: send a per-call seed derived from the run's seed and the call's key (vLLM and\n"
+         "SGLang honour it); false for servers that reject the field.", {}});
+  s.add({"backbone.tools", T::kBool, B(false),
+         "openai: offer select_skills and update_skill_library as structured tools (tool_choice\n"
+         "auto; vLLM needs --enable-auto-tool-choice --tool-call-parser). The prompts ask for the\n"
+         "calls as text either way, and both forms are parsed.", {}});
+  s.add({"backbone.timeout_s", T::kFloat, F(600), "openai: limit of one HTTP attempt, seconds.", {}, 0.001, 86400});
+  s.add({"backbone.deadline_s", T::kFloat, F(1800), "openai: limit of one call with its retries, seconds.", {}, 0.001, 864000});
+  s.add({"backbone.retries", T::kInt, I(4),
+         "openai: retries of a failed attempt (connection errors, timeouts, 429, 5xx, a malformed\n"
+         "body), with exponential backoff and keyed jitter; Retry-After is honoured. A call that\n"
+         "still fails is a turn without a candidate, never a crashed run.", {}, 0, 100});
+  s.add({"backbone.concurrency", T::kInt, I(8),
+         "openai: requests in flight at most (the loop works on this many tasks at once; a vLLM\n"
+         "server batches them). Records keep their order whatever it is.", {}, 1, 1024});
+  s.add({"backbone.prompts", T::kString, S("prompts"),
+         "openai: the folder of prompt templates (prompts/README.md). A run records their text.", {}});
   // [device]
   s.add({"device.kind", T::kString, S("sim"),
          "The evaluator: sim (the analytic H200 model) or cuda (this machine's GPU; candidates run in a worker "
@@ -204,6 +237,20 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.thresholds = c.get_float_list("eval.thresholds");
   e.seed_library = c.get_string("library.seed");
   e.checkpoints = c.get_bool("backbone.checkpoints");
+  auto& llm = e.llm;
+  llm.base_url = c.get_string("backbone.base_url");
+  llm.model = c.get_string("backbone.model");
+  llm.api_key_env = c.get_string("backbone.api_key_env");
+  llm.temperature = c.get_float("backbone.temperature");
+  llm.top_p = c.get_float("backbone.top_p");
+  llm.max_tokens = c.get_int("backbone.max_tokens");
+  llm.seed = c.get_bool("backbone.seed");
+  llm.tools = c.get_bool("backbone.tools");
+  llm.timeout_s = c.get_float("backbone.timeout_s");
+  llm.deadline_s = c.get_float("backbone.deadline_s");
+  llm.retries = static_cast<int32_t>(c.get_int("backbone.retries"));
+  llm.concurrency = static_cast<int32_t>(c.get_int("backbone.concurrency"));
+  llm.prompts = c.get_string("backbone.prompts");
   e.init_run = c.get_string("backbone.init_run");
   e.init_step = static_cast<int32_t>(c.get_int("backbone.init_step"));
   auto& cs = e.coldstart;
@@ -232,6 +279,22 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
     return invalid_argument(path + ": key 'tts.window': expected at most tts.turns x tts.iterations = " +
                             std::to_string(e.tts.turns * e.tts.iterations) + ", found " +
                             std::to_string(e.tts.window));
+  }
+  if (e.backbone == "openai") {
+    if (llm.model.empty()) {
+      return invalid_argument(path + ": key 'backbone.model': expected the model name the server serves "
+                              "(backbone.kind = \"openai\"), found none");
+    }
+    // A language model's parameters live in the user's trainer, not in this process.
+    if (cs.enabled) {
+      return invalid_argument(path + ": key 'coldstart.enabled': the cold start fits the sim network; "
+                              "expected false with backbone.kind = \"openai\"");
+    }
+    if (!e.init_run.empty()) {
+      return invalid_argument(path + ": key 'backbone.init_run': expected empty with backbone.kind = "
+                              "\"openai\" (the model's weights are the server's)");
+    }
+    e.checkpoints = false;
   }
   if (e.levels.empty()) return invalid_argument(path + ": key 'tasks.levels' must name at least one level");
   if (e.thresholds.empty()) return invalid_argument(path + ": key 'eval.thresholds' must not be empty");

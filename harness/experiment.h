@@ -57,7 +57,14 @@ struct Experiment {
   VerificationParams verification;
 
   // [backbone]
-  std::string backbone;  // "sim"
+  std::string backbone;  // "sim" | "openai"
+  struct Llm {           // backbone.kind = "openai" (harness/llm_agents.h)
+    std::string base_url, model, api_key_env, prompts;
+    double temperature = 1.0, top_p = 1.0, timeout_s = 600, deadline_s = 1800;
+    int64_t max_tokens = 0;
+    bool seed = true, tools = false;
+    int32_t retries = 4, concurrency = 8;
+  } llm;
   int32_t hidden = 64;
   double lr = 1e-3;
   bool train_selection = true, train_policy = true, train_summary = true;

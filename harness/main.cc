@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
       {"eval", "evaluate one plan on one task and print its result record", vinci::cmd_eval},
       {"measure", "measure the task suite's plans on a device beside the simulator's predictions", vinci::cmd_measure},
       {"run", "run an experiment (or --resume a stopped one)", vinci::cmd_run},
+      {"serve", "serve the OpenAI chat completions API from the sim backbone (for openai-backbone runs)",
+       vinci::cmd_serve},
       {"skills", "inspect a skill library (search: BM25 ranking of a query)", vinci::cmd_skills},
       {"tasks", "list the task suite (--level N), a task's knobs or default plan", vinci::cmd_tasks},
   };

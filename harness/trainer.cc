@@ -677,6 +677,20 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   int64_t total = exp.steps + evals + (exp.coldstart.enabled ? 1 : 0) + (tts ? 1 : 0);
   int64_t done = 0;
 
+  // What the model's answers depend on beyond the config (its prompt templates).
+  for (const auto& [name, text] : model->attachments()) {
+    VINCI_ASSIGN_OR_RETURN(Digest addr, sink.store().put("prompt_template", text));
+    RecordBuf b;
+    auto r = b.add(-1, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+    auto blob = r.initBlob();
+    blob.setName(name);
+    blob.setKind("prompt_template");
+    AddressBytes a(addr);
+    blob.setAddress(a.data());
+    blob.setSize(text.size());
+    VINCI_RETURN_IF_ERROR(flush(b, sink));
+  }
+
   // The parameters step 0 starts from.
   out.start_origin = "init";
   std::optional<RunCheckpoint> source;

@@ -92,7 +92,62 @@ Status check_numeric_settings(const Environment& recorded, const Environment& he
   return failed_precondition(msg);
 }
 
-Result<World> build_world(const Experiment& exp) {
+namespace {
+
+Result<ChatSettings> chat_settings(const Experiment& exp) {
+  ChatSettings cs;
+  cs.base_url = exp.llm.base_url;
+  cs.model = exp.llm.model;
+  cs.timeout_s = exp.llm.timeout_s;
+  cs.deadline_s = exp.llm.deadline_s;
+  cs.retries = exp.llm.retries;
+  if (!exp.llm.api_key_env.empty()) {
+    const char* key = std::getenv(exp.llm.api_key_env.c_str());
+    if (key == nullptr || *key == 0) {
+      return failed_precondition("backbone.api_key_env names the environment variable " +
+                                 exp.llm.api_key_env + ", which is not set");
+    }
+    cs.api_key = key;
+  }
+  VINCI_RETURN_IF_ERROR(check_chat_settings(cs));
+  return cs;
+}
+
+// The language-model side of a world: transports, templates, the model, and the parameters'
+// stand-in.
+Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run_dir, World* w) {
+  PromptTemplates templates;
+  if (calls == ModelCalls::kLive) {
+    VINCI_ASSIGN_OR_RETURN(templates, PromptTemplates::load(resolve(exp.llm.prompts)));
+  } else {
+    VINCI_ASSIGN_OR_RETURN(templates, PromptTemplates::recorded(run_dir));
+  }
+  if (calls != ModelCalls::kRecorded) {
+    VINCI_ASSIGN_OR_RETURN(ChatSettings cs, chat_settings(exp));
+    w->fallback_transport = std::make_unique<HttpChatTransport>(cs, exp.llm.concurrency);
+  }
+  if (calls == ModelCalls::kLive) {
+    w->transport = std::move(w->fallback_transport);
+  } else {
+    VINCI_ASSIGN_OR_RETURN(w->transport, RecordedChatTransport::open(run_dir, w->fallback_transport.get()));
+  }
+  LlmSettings ls;
+  ls.endpoint = exp.llm.base_url;
+  ls.model = exp.llm.model;
+  ls.temperature = exp.llm.temperature;
+  if (exp.llm.top_p < 1.0) ls.top_p = exp.llm.top_p;
+  if (exp.llm.max_tokens > 0) ls.max_tokens = exp.llm.max_tokens;
+  ls.send_seed = exp.llm.seed;
+  ls.send_tools = exp.llm.tools;
+  ls.max_skills = exp.selection.max_skills;
+  w->model = std::make_unique<LlmAgentModel>(ls, std::move(templates), *w->transport);
+  w->backbone = std::make_unique<ExternalModelParameters>(exp.llm.base_url, exp.llm.model);
+  return Status();
+}
+
+}  // namespace
+
+Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::string& run_dir) {
   World w;
   std::string task_dir = exp.task_dir.empty() ? default_task_dir() : resolve(exp.task_dir);
   VINCI_ASSIGN_OR_RETURN(w.suite, load_task_suite(task_dir));
@@ -116,6 +171,13 @@ Result<World> build_world(const Experiment& exp) {
   LockedEvaluator* raw = locked.get();
   w.evaluator_seconds = [raw] { return raw->seconds(); };
   w.evaluator = std::move(locked);
+  if (!exp.seed_library.empty()) {
+    VINCI_ASSIGN_OR_RETURN(w.seed_library, SkillLibrary::load(resolve(exp.seed_library)));
+  }
+  if (exp.backbone == "openai") {
+    VINCI_RETURN_IF_ERROR(build_llm(exp, calls, run_dir, &w));
+    return w;
+  }
   SimBackboneConfig bc;
   bc.shape = sim_backbone_shape();
   bc.hidden = exp.hidden;
@@ -126,9 +188,6 @@ Result<World> build_world(const Experiment& exp) {
   bc.train_summary = exp.train_summary;
   VINCI_ASSIGN_OR_RETURN(auto backbone, SimBackbone::create(bc));
   w.backbone = std::move(backbone);
-  if (!exp.seed_library.empty()) {
-    VINCI_ASSIGN_OR_RETURN(w.seed_library, SkillLibrary::load(resolve(exp.seed_library)));
-  }
   return w;
 }
 

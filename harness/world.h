@@ -9,6 +9,8 @@
 
 #include "agents/backbone.h"
 #include "agents/skill_library.h"
+#include "harness/agent_model.h"
+#include "harness/llm_agents.h"
 #include "gpu/eval_result.h"
 #include "gpu/task.h"
 #include "harness/experiment.h"
@@ -21,13 +23,25 @@ struct World {
   std::unique_ptr<Evaluator> evaluator;
   // Wall time spent inside the evaluator so far (for reports only).
   std::function<double()> evaluator_seconds;
+  // The parameters trained and checkpointed: the sim network, or an external model's identity.
   std::unique_ptr<Backbone> backbone;
+  // backbone.kind = "openai": where requests go, and the model that asks them (null for the sim,
+  // whose backbone answers through SimAgentModel).
+  std::unique_ptr<ChatTransport> transport;
+  std::unique_ptr<ChatTransport> fallback_transport;
+  std::unique_ptr<AgentModel> model;
   SkillLibrary seed_library;
 };
 
-// Relative paths in the experiment (task dir, device profile, seed library) resolve against the
-// current folder, then against the source tree vinci was built from.
-Result<World> build_world(const Experiment& exp);
+// How a world's language model is reached: over HTTP (a new run), only from a run's log (verify),
+// or from the log first and over HTTP for what it does not hold (resume).
+enum class ModelCalls { kLive, kRecorded, kRecordedThenLive };
+
+// Relative paths in the experiment (task dir, device profile, seed library, prompts) resolve
+// against the current folder, then against the source tree vinci was built from. For an openai
+// backbone with calls other than kLive, the prompt templates and replies come from run_dir.
+Result<World> build_world(const Experiment& exp, ModelCalls calls = ModelCalls::kLive,
+                          const std::string& run_dir = "");
 
 // Pins the numeric settings a run depends on (ATEN_CPU_CAPABILITY when unset, OpenBLAS's threads;
 // the sim backbone pins torch's threads) and returns the environment to record. Call before any

@@ -50,17 +50,19 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   } cleanup{scratch};
   ObjectStore store(scratch + "/objects");
   CheckSink sink(std::move(expected), &store, nullptr);
-  VINCI_ASSIGN_OR_RETURN(World world, build_world(exp));
+  // A language model's replies are events too: they come from the log (no server is needed).
+  VINCI_ASSIGN_OR_RETURN(World world, build_world(exp, ModelCalls::kRecorded, run_dir));
   if (measured) {
     VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedEvaluator::open(run_dir));
     world.evaluator = std::move(recorded);
   }
-  if (recorded_backbone) {
+  if (recorded_backbone && !world.model) {
     VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedBackbone::open(run_dir));
     world.backbone = std::move(recorded);
   }
   VINCI_RETURN_IF_ERROR(run_experiment(exp, world.suite, *world.evaluator, *world.backbone,
-                                       world.seed_library, sink, nullptr).status());
+                                       world.seed_library, sink, nullptr, world.model.get())
+                            .status());
   if (manifest.completed) {
     capnp::MallocMessageBuilder msg;
     init_run_end(msg, sink.position(), sink.digest());

@@ -1,0 +1,342 @@
+#include "harness/llm_agents.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include <capnp/message.h>
+
+#include "agents/prompts.h"
+#include "agents/tool_calls.h"
+#include "core/atomic_file.h"
+#include "gpu/model_plan.h"
+#include "gpu/task_prompt.h"
+#include "recorder/address.h"
+#include "recorder/object_store.h"
+#include "recorder/run.h"
+#include "recorder/vinci.capnp.h"
+
+namespace vinci {
+
+const char* const PromptTemplates::kFiles[5] = {"selection_system.md", "policy_system.md",
+                                                "policy_format.md", "policy_feedback.md",
+                                                "summary_system.md"};
+
+Result<PromptTemplates> PromptTemplates::load(const std::string& dir) {
+  PromptTemplates t;
+  for (const char* file : kFiles) {
+    std::string path = dir + "/" + file;
+    auto text = read_file(path);
+    if (!text.ok()) {
+      return not_found("backbone.prompts: cannot read the prompt template " + path + " (" +
+                       text.status().message() + ")");
+    }
+    std::string s = std::move(text).value();
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    t.text[file] = std::move(s);
+  }
+  return t;
+}
+
+Result<PromptTemplates> PromptTemplates::recorded(const std::string& run_dir) {
+  VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
+  ObjectStore store(reader->location().store_dir);
+  PromptTemplates t;
+  while (RecordView* view = reader->next()) {
+    auto r = view->message().getRoot<schema::Record>();
+    if (!r.isBlob() || r.getBlob().getKind() != "prompt_template") continue;
+    auto b = r.getBlob();
+    auto text = store.get(address_of(b.getAddress()));
+    if (!text.ok()) {
+      return corruption("run " + run_dir + ", record " + std::to_string(r.getSeq()) +
+                        ": the prompt template " + std::string(b.getName().cStr()) + ": " +
+                        text.status().message());
+    }
+    t.text[b.getName()] = std::move(text->bytes);
+  }
+  VINCI_RETURN_IF_ERROR(reader->status());
+  for (const char* file : kFiles) {
+    if (!t.text.count(file)) {
+      return not_found("run " + run_dir + " records no prompt template " + file);
+    }
+  }
+  return t;
+}
+
+std::string PromptTemplates::render(const std::string& file,
+                                    const std::map<std::string, std::string>& vars) const {
+  auto it = text.find(file);
+  VINCI_REQUIRE(it != text.end(), "prompt template " << file << " is not loaded");
+  std::string out = it->second;
+  for (const auto& [name, value] : vars) {
+    std::string token = "{" + name + "}";
+    for (size_t pos = out.find(token); pos != std::string::npos; pos = out.find(token, pos + value.size())) {
+      out.replace(pos, token.size(), value);
+    }
+  }
+  return out;
+}
+
+// ---- transports
+
+HttpChatTransport::HttpChatTransport(ChatSettings settings, int concurrency)
+    : client_(std::move(settings)), free_slots_(concurrency < 1 ? 1 : concurrency) {}
+
+Result<ChatOutcome> HttpChatTransport::complete(const std::string& body, const RngKey& key) {
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return free_slots_ > 0; });
+    --free_slots_;
+  }
+  Result<ChatOutcome> out = client_.complete(body, key.with("purpose", "retry-jitter"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++free_slots_;
+  }
+  cv_.notify_one();
+  return out;
+}
+
+Result<std::unique_ptr<RecordedChatTransport>> RecordedChatTransport::open(const std::string& run_dir,
+                                                                           ChatTransport* fallback) {
+  VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
+  ObjectStore store(reader->location().store_dir);
+  std::unique_ptr<RecordedChatTransport> t(new RecordedChatTransport());
+  t->fallback_ = fallback;
+  while (RecordView* view = reader->next()) {
+    auto r = view->message().getRoot<schema::Record>();
+    if (!r.isLlmReply()) continue;
+    auto l = r.getLlmReply();
+    std::string where = "run " + run_dir + ", record " + std::to_string(r.getSeq());
+    if (l.getKey().size() != 16 || l.getPrompt().size() != 16) {
+      return invalid_argument(where + ": an LlmReply without a call key or request address");
+    }
+    Call call;
+    call.request = address_of(l.getPrompt());
+    call.failure = l.getFailure();
+    if (call.failure.empty()) {
+      auto reply = store.get(address_of(l.getReply()));
+      if (!reply.ok()) return corruption(where + ": its reply object: " + reply.status().message());
+      call.reply = std::move(reply->bytes);
+    }
+    Digest key = address_of(l.getKey());
+    if (!t->calls_.emplace(key, std::move(call)).second) {
+      return invalid_argument(where + ": two model calls share the key " + key.hex());
+    }
+  }
+  VINCI_RETURN_IF_ERROR(reader->status());
+  if (reader->damage()) return corruption("run " + run_dir + ": " + reader->damage()->to_string());
+  return t;
+}
+
+Result<ChatOutcome> RecordedChatTransport::complete(const std::string& body, const RngKey& key) {
+  auto it = calls_.find(key.digest());
+  if (it == calls_.end()) {
+    if (fallback_) return fallback_->complete(body, key);
+    return mismatch("the recorded run holds no model call with key " + key.digest().hex());
+  }
+  const Call& c = it->second;
+  Digest request = chat_request_address(body);
+  if (request != c.request) {
+    return mismatch("the request rebuilt for the model call with key " + key.digest().hex() +
+                    " hashes to " + request.hex() + ", the recorded request to " + c.request.hex() +
+                    " (changed prompts, task text or sampling settings)");
+  }
+  ChatOutcome out;
+  out.ok = c.failure.empty();
+  out.failure = c.failure;
+  out.attempts = 0;
+  if (out.ok) {
+    out.body = c.reply;
+    out.http_status = 200;
+    VINCI_ASSIGN_OR_RETURN(ChatReply reply, parse_chat_reply(c.reply));
+    out.reply = std::move(reply);
+  }
+  return out;
+}
+
+// ---- the model
+
+LlmAgentModel::LlmAgentModel(LlmSettings settings, PromptTemplates templates, ChatTransport& transport)
+    : settings_(std::move(settings)), templates_(std::move(templates)), transport_(transport) {}
+
+std::vector<std::pair<std::string, std::string>> LlmAgentModel::attachments() const {
+  return {templates_.text.begin(), templates_.text.end()};
+}
+
+std::string LlmAgentModel::task_text(const Task& task, SizeName size) const {
+  std::string out = task_prompt_header(task, size);
+  auto py = task_as_pytorch(task, size);
+  // Every task of the suite renders (tests/gpu/task_prompt_test.cc); the description stands in
+  // for one that would not.
+  out += "\n\n```python\n" + (py.ok() ? *py : task.description + "\n") + "```";
+  return out;
+}
+
+Result<std::optional<std::string>> LlmAgentModel::call(AgentRole role, const std::vector<ChatMessage>& messages,
+                                                       const std::vector<nlohmann::json>& tools,
+                                                       const RngKey& key, bool greedy, LlmCall* record) {
+  ChatSampling sampling;
+  sampling.temperature = greedy ? 0.0 : settings_.temperature;
+  sampling.top_p = settings_.top_p;
+  sampling.max_tokens = settings_.max_tokens;
+  if (settings_.send_seed) {
+    sampling.seed = static_cast<int64_t>(Stream(key.with("purpose", "llm-seed")).next_u64() & 0x7fffffff);
+  }
+  std::string body = chat_request_body(settings_.model, messages, settings_.send_tools ? tools : std::vector<nlohmann::json>{},
+                                       sampling)
+                         .dump();
+  VINCI_ASSIGN_OR_RETURN(ChatOutcome outcome, transport_.complete(body, key));
+  record->role = role;
+  record->endpoint = settings_.endpoint;
+  record->model = settings_.model;
+  record->request = std::move(body);
+  record->temperature = *sampling.temperature;
+  record->key = key.digest();
+  record->attempts = static_cast<uint32_t>(outcome.attempts);
+  record->latency_s = outcome.latency_s;
+  if (!outcome.ok || !outcome.reply) {
+    record->failure = outcome.failure.empty() ? "the call failed" : outcome.failure;
+    return std::optional<std::string>();
+  }
+  record->reply = outcome.body;
+  record->finish_reason = outcome.reply->finish_reason;
+  record->prompt_tokens = static_cast<uint32_t>(std::max<int64_t>(0, outcome.reply->prompt_tokens));
+  record->completion_tokens = static_cast<uint32_t>(std::max<int64_t>(0, outcome.reply->completion_tokens));
+  return std::optional<std::string>(chat_reply_text(*outcome.reply));
+}
+
+Result<SelectionAnswer> LlmAgentModel::select(const SelectionQuestion& q) {
+  std::vector<ChatMessage> messages = {
+      {"system", templates_.render("selection_system.md", {{"max_skills", std::to_string(q.max_pick)}})},
+      {"user", selection_user_message(task_text(*q.task, q.size), q.candidates)}};
+  SelectionAnswer a;
+  a.call.emplace();
+  VINCI_ASSIGN_OR_RETURN(auto text, call(AgentRole::kSelection, messages, {select_skills_tool_schema()}, q.key,
+                                         q.greedy, &*a.call));
+  if (!text) return a;  // a failed call picks nothing
+  std::vector<std::string> names;
+  for (const Skill* s : q.candidates) names.push_back(s->name);
+  auto parsed = parse_select_skills(*text, names, static_cast<size_t>(q.max_pick));
+  if (!parsed.ok()) return a;  // a reply without a select_skills call picks nothing
+  for (const SelectedSkill& s : parsed->selected) {
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (names[i] == s.name) a.picked.push_back(static_cast<int32_t>(i));
+    }
+  }
+  return a;
+}
+
+std::string turn_feedback_text(const PolicyTurn& turn) {
+  const EvalResult& e = turn.eval;
+  if (!turn.plan) return "Your answer held no kernel that could be run: " + turn.reply_error;
+  std::string out;
+  char line[256];
+  out += std::string("compiled: ") + (e.compiled ? "yes" : "no") + "\n";
+  if (!e.compiled) {
+    out += "error: " + e.error + "\n";
+    if (!e.compile_log.empty()) out += "compiler output:\n" + e.compile_log.substr(0, 4000) + "\n";
+    return out;
+  }
+  out += std::string("correct: ") + (e.correct ? "yes" : "no") + "\n";
+  double max_err = 0, mean_err = 0;
+  for (const auto& t : e.trials) {
+    if (std::isfinite(t.max_abs_err)) max_err = std::max(max_err, t.max_abs_err);
+    if (std::isfinite(t.mean_abs_err)) mean_err = std::max(mean_err, t.mean_abs_err);
+  }
+  std::snprintf(line, sizeof line, "max difference: %.6g; mean difference: %.6g\n", max_err, mean_err);
+  out += line;
+  if (e.decoy) out += "decoy: yes (none of your own kernels did the work)\n";
+  if (!e.error.empty()) out += "error: " + e.error + "\n";
+  for (const auto& f : e.flags) out += "flag: " + f + "\n";
+  if (e.correct) {
+    std::snprintf(line, sizeof line, "reference runtime: %.4g us; your runtime: %.4g us; speedup: %.4gx\n",
+                  e.reference_us, e.kernel_us, e.speedup);
+    out += line;
+  }
+  return out;
+}
+
+Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
+  std::vector<ChatMessage> messages = {
+      {"system", policy_system_prompt(templates_.render("policy_system.md"), q.skills)},
+      {"user", "# Task\n\n" + task_text(*q.task, q.size) + "\n\n" + templates_.render("policy_format.md")}};
+  if (q.history) {
+    for (const PolicyTurn& h : *q.history) {
+      messages.push_back({"assistant", h.reply_text.empty() ? "(no reply)" : h.reply_text});
+      messages.push_back({"user", templates_.render("policy_feedback.md", {{"feedback", turn_feedback_text(h)}})});
+    }
+  }
+  PolicyTurn turn;
+  turn.call.emplace();
+  VINCI_ASSIGN_OR_RETURN(auto text, call(AgentRole::kPolicy, messages, {}, q.key, q.greedy, &*turn.call));
+  if (!text) {
+    turn.reply_error = "the model call failed: " + turn.call->failure;
+    return turn;
+  }
+  turn.reply_text = *text;
+  if (turn.call->finish_reason == "length") {
+    turn.reply_error = "the reply was cut off at the token limit (finish_reason length)";
+    return turn;
+  }
+  auto plan = parse_model_plan(*text, *q.task);
+  if (!plan.ok()) {
+    turn.reply_error = plan.status().message();
+    return turn;
+  }
+  turn.plan = std::move(plan).value();
+  return turn;
+}
+
+Result<SummaryAnswer> LlmAgentModel::summarise(const SummaryQuestion& q) {
+  std::vector<RolloutTurnText> turns;
+  for (size_t t = 0; t < q.turns->size(); ++t) {
+    const PolicyTurn& p = (*q.turns)[t];
+    turns.push_back({static_cast<int>(t + 1), p.reply_text, turn_feedback_text(p),
+                     p.result.correct ? p.result.speedup : 0.0});
+  }
+  std::vector<ChatMessage> messages = {
+      {"system", templates_.render("summary_system.md", {{"max_new_skills", "2"}})},
+      {"user", summary_user_message(task_text(*q.task, q.size), q.injected, turns)}};
+  SummaryAnswer a;
+  a.call.emplace();
+  VINCI_ASSIGN_OR_RETURN(auto text, call(AgentRole::kSummary, messages, {update_skill_library_tool_schema()},
+                                         q.key, q.greedy, &*a.call));
+  if (!text) {
+    a.dropped = "the model call failed: " + a.call->failure;
+    return a;
+  }
+  auto parsed = parse_update_skill_library(*text, 2);
+  if (!parsed.ok()) {
+    a.dropped = "no update_skill_library call: " + parsed.status().message();
+    return a;
+  }
+  a.skills = std::move(parsed->skills);
+  if (!parsed->dropped.empty()) a.dropped = parsed->dropped.front().reason;
+  return a;
+}
+
+// ---- parameters of an external model
+
+ExternalModelParameters::ExternalModelParameters(const std::string& endpoint, const std::string& model) {
+  Hasher h("external-model");
+  h.update_str(endpoint);
+  h.update_str(model);
+  digest_ = h.finish();
+}
+
+Result<PolicySample> ExternalModelParameters::sample_policy(const PolicyInput&, const RngKey&, bool) {
+  return failed_precondition("a language model answers the policy through its agent model, not the sim network");
+}
+Result<SelectionSample> ExternalModelParameters::sample_selection(const SelectionInput&, const RngKey&, bool) {
+  return failed_precondition("a language model answers the selection through its agent model, not the sim network");
+}
+Result<SummarySample> ExternalModelParameters::sample_summary(const SummaryInput&, const RngKey&, bool) {
+  return failed_precondition("a language model answers the summary through its agent model, not the sim network");
+}
+Result<UpdateStats> ExternalModelParameters::update(const std::vector<Experience>& batch) {
+  UpdateStats s;
+  s.experiences = static_cast<int64_t>(batch.size());
+  return s;
+}
+
+}  // namespace vinci

@@ -1,0 +1,149 @@
+// The language-model agent model (backbone.kind = "openai"): the three agents as chat requests to
+// an OpenAI-compatible server (vLLM, SGLang, a hosted API, or `harness serve`).
+//
+//   select     system: prompts/selection_system.md; user: the task and the BM25 candidates (name,
+//              scope, tags, description). The reply's select_skills call (agents/tool_calls.h:
+//              Qwen3 XML, Hermes JSON, a json block, or structured tool_calls) names the skills;
+//              unknown names are dropped, the loop keeps at most max_skills.
+//   write_plan system: prompts/policy_system.md + the chosen skills' block; user: the task header
+//              and its PyTorch reference (gpu/task_prompt.h) + prompts/policy_format.md; then per
+//              earlier turn the model's reply and the evaluator's feedback
+//              (prompts/policy_feedback.md). The reply's content (reasoning removed) is read by
+//              gpu/model_plan.h; a reply that does not parse, or a call that failed, is a turn
+//              without a candidate whose feedback says exactly why.
+//   summarise  system: prompts/summary_system.md; user: the task, the injected skills and the
+//              winning rollout's turns (reply, feedback, speedup). The reply's update_skill_library
+//              call proposes at most 2 skills; incomplete or lazy ones are dropped.
+//
+// Every call goes through a ChatTransport: HTTP to the server, or in replay the run's log. A call
+// is keyed (the question's key): its per-call `seed` (backbone.seed) and its retry jitter derive
+// from the key, and replay finds its reply by it and checks that the rebuilt request hashes to the
+// recorded one.
+#ifndef VINCI_HARNESS_LLM_AGENTS_H_
+#define VINCI_HARNESS_LLM_AGENTS_H_
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "agents/backbone.h"
+#include "agents/chat_client.h"
+#include "harness/agent_model.h"
+
+namespace vinci {
+
+// The prompt templates (files of backbone.prompts; prompts/README.md), by file name.
+struct PromptTemplates {
+  std::map<std::string, std::string> text;  // "policy_system.md" -> its text
+
+  static const char* const kFiles[5];
+  // Reads every template file of the folder; a missing one is an error naming it.
+  static Result<PromptTemplates> load(const std::string& dir);
+  // The templates a run recorded (its blob records of kind "prompt_template").
+  static Result<PromptTemplates> recorded(const std::string& run_dir);
+  // `file`'s text with each {name} of vars replaced by its value. REQUIRES: file is loaded.
+  std::string render(const std::string& file, const std::map<std::string, std::string>& vars = {}) const;
+};
+
+// Where a chat request goes. complete() returns a failed call as an outcome, not an error.
+class ChatTransport {
+ public:
+  virtual ~ChatTransport() = default;
+  virtual Result<ChatOutcome> complete(const std::string& body, const RngKey& key) = 0;
+};
+
+// HTTP through ChatClient, with at most `concurrency` requests in flight.
+class HttpChatTransport : public ChatTransport {
+ public:
+  HttpChatTransport(ChatSettings settings, int concurrency);
+  Result<ChatOutcome> complete(const std::string& body, const RngKey& key) override;
+
+ private:
+  ChatClient client_;
+  int free_slots_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+};
+
+// Answers from a recorded run's LlmReply records, by call key; the request must hash to the
+// recorded address. Keys the run does not hold go to `fallback` (resuming a stopped run asks the
+// server only what was not recorded), or are an error naming the key without one.
+class RecordedChatTransport : public ChatTransport {
+ public:
+  static Result<std::unique_ptr<RecordedChatTransport>> open(const std::string& run_dir,
+                                                             ChatTransport* fallback = nullptr);
+  Result<ChatOutcome> complete(const std::string& body, const RngKey& key) override;
+  size_t calls() const { return calls_.size(); }
+
+ private:
+  struct Call {
+    Digest request;
+    std::string reply;    // the reply body; empty when the call failed
+    std::string failure;
+  };
+  std::unordered_map<Digest, Call, DigestHash> calls_;
+  ChatTransport* fallback_ = nullptr;
+};
+
+struct LlmSettings {
+  std::string endpoint;              // base URL (recorded)
+  std::string model;
+  double temperature = 1.0;          // sampled calls; greedy calls send 0
+  std::optional<double> top_p;
+  std::optional<int64_t> max_tokens;
+  bool send_seed = true;             // a per-call seed derived from the call's key
+  bool send_tools = false;           // offer the tools as structured schemas (tool_choice auto)
+  int32_t max_skills = 3;            // selection cap named in the prompt
+};
+
+class LlmAgentModel : public AgentModel {
+ public:
+  LlmAgentModel(LlmSettings settings, PromptTemplates templates, ChatTransport& transport);
+
+  std::string kind() const override { return "openai"; }
+  Result<SelectionAnswer> select(const SelectionQuestion& q) override;
+  Result<PolicyTurn> write_plan(const PolicyQuestion& q) override;
+  Result<SummaryAnswer> summarise(const SummaryQuestion& q) override;
+  std::vector<std::pair<std::string, std::string>> attachments() const override;
+
+ private:
+  // Sends messages (and tools) for a call with this key; fills the call record. The reply's text
+  // for the parsers (content with tool calls as text, reasoning removed) is returned when the call
+  // succeeded.
+  Result<std::optional<std::string>> call(AgentRole role, const std::vector<ChatMessage>& messages,
+                                          const std::vector<nlohmann::json>& tools, const RngKey& key,
+                                          bool greedy, LlmCall* record);
+  std::string task_text(const Task& task, SizeName size) const;
+
+  LlmSettings settings_;
+  PromptTemplates templates_;
+  ChatTransport& transport_;
+};
+
+// What the policy is told of an evaluated turn (the feedback of the next turn).
+std::string turn_feedback_text(const PolicyTurn& turn);
+
+// The parameters of a model that is not in this process: its identity (endpoint and model name)
+// stands for them. Nothing is sampled or trained here (update() records zero loss; a language
+// model is trained by the user's trainer on the exported rollouts); checkpoints are not available.
+class ExternalModelParameters : public Backbone {
+ public:
+  ExternalModelParameters(const std::string& endpoint, const std::string& model);
+  std::string kind() const override { return "openai"; }
+  Result<PolicySample> sample_policy(const PolicyInput&, const RngKey&, bool) override;
+  Result<SelectionSample> sample_selection(const SelectionInput&, const RngKey&, bool) override;
+  Result<SummarySample> sample_summary(const SummaryInput&, const RngKey&, bool) override;
+  Result<UpdateStats> update(const std::vector<Experience>& batch) override;
+  Digest parameter_digest() const override { return digest_; }
+
+ private:
+  Digest digest_;
+};
+
+}  // namespace vinci
+
+#endif  // VINCI_HARNESS_LLM_AGENTS_H_
