@@ -1097,7 +1097,7 @@ Status check_renderable(const PlanKernel& k) {
     return invalid_argument("render: kernel '" + k.name + "': its source does not end with a newline");
   Locator loc(k.source);
   for (size_t line = 1; line <= loc.line_count(); ++line) {
-    std::string_view s = trim(k.source.substr(loc.line_start(line), loc.line_end(line) - loc.line_start(line)));
+    std::string_view s = trim(loc.text().substr(loc.line_start(line), loc.line_end(line) - loc.line_start(line)));
     if (s.rfind("```", 0) == 0 || s == kUnitMarker)
       return invalid_argument("render: kernel '" + k.name + "': line " + std::to_string(line) +
                               " would end the cuda block or split its unit");

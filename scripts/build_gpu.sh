@@ -85,6 +85,12 @@ while read -r kind pkg; do
         if [ -f /usr/include/openssl/ssl.h ] && [ -e /usr/lib/$arch/libssl.so ]; then continue; fi ;;
       pkgconf* | libpkgconf*)
         if pkg-config --version >/dev/null 2>&1; then continue; fi ;;
+      libcurl4)
+        if ls /usr/lib/$arch/libcurl.so.4* >/dev/null 2>&1; then continue; fi ;;
+      zlib1g-dev)
+        if [ -f /usr/include/zlib.h ]; then continue; fi ;;
+      libbrotli*)
+        if [ -f /usr/include/brotli/decode.h ]; then continue; fi ;;
     esac
     say "this machine lacks what $pkg provides; using bookworm's"
   fi

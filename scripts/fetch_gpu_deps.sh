@@ -21,10 +21,14 @@ packages=(
   libzstd-dev libzstd1
   libgtest-dev libgmock-dev googletest
   libbenchmark-dev libbenchmark1debian
+  libcurl4-openssl-dev
+  libcpp-httplib-dev libcpp-httplib0.11
 )
 # Unpacked on the GPU machine only if it lacks them: CapnProtoConfig.cmake requires OpenSSL's
 # headers and libssl.so (nothing in vinci links it), and find_package(PkgConfig) needs pkg-config.
-fallback_packages=(libssl-dev libssl3 pkgconf pkgconf-bin libpkgconf3)
+# The same for libcurl's runtime library, and for the headers cpp-httplib's header includes
+# (it was built with OpenSSL, zlib and Brotli support).
+fallback_packages=(libssl-dev libssl3 pkgconf pkgconf-bin libpkgconf3 libcurl4 zlib1g-dev libbrotli-dev libbrotli1)
 all=("${packages[@]}" "${fallback_packages[@]}")
 
 # The GPU machine's copy of the working tree is capped at 64 MiB in all; keep room for the sources.
