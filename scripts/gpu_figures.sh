@@ -5,7 +5,7 @@
 # so the device tool brings it back whole). A short table is printed last.
 #
 #   bash scripts/gpu_figures.sh STAGE...
-#     STAGE: hostile | cudarun | measure[:ARGS] | rescore[:ARGS] | eval:ARGS | sh:CMD
+#     STAGE: hostile | cudarun | measure[:ARGS] | rescore[:ARGS] | llm[:ARGS] | eval:ARGS | sh:CMD
 #
 # measure:ARGS passes ARGS (comma-separated) to `harness measure`, e.g. measure:--level,1,--plans,8;
 # with VINCI_DEADLINE=S (seconds from the start of this script) a measure stage gets a --budget
@@ -13,6 +13,9 @@
 # its --set overrides) and re-measures its kernels with `replay rescore --live`; its measurements
 # come back as rescoreN_measurements.jsonl, and VINCI_RESCORE_REUSE=FILE (a carried copy of one)
 # makes a later call measure only the rest. VINCI_DEADLINE stops a rescore in time too.
+# llm:ARGS runs experiments/llm_main.toml (ARGS: its --set overrides) against `harness serve` on
+# loopback, every candidate compiled and timed on the GPU, verifies it there, and brings the run
+# back as $OUT/llm_run.tar.gz (replay verify it on any machine).
 # Run from the repository root with carry [".deps"]; docs/live_evaluator.md has the command.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -75,6 +78,27 @@ for stage in "$@"; do
       cp /tmp/vinci-rescored$n/drift.md "$figs/drift$n.md" 2>/dev/null
       [ -f /tmp/vinci-rescored$n/manifest.bin ] &&
         "$bin/replay" verify /tmp/vinci-rescored$n 2>&1 | tee -a "$figs/drift$n.txt" ;;
+    llm*)
+      args=${stage#llm}
+      args=${args#:}
+      sets=()
+      IFS=, read -r -a a <<<"$args"
+      for x in "${a[@]}"; do [ -n "$x" ] && sets+=(--set "$x"); done
+      rm -rf /tmp/vinci-llm
+      mkdir -p /tmp/vinci-llm
+      "$bin/harness" serve --port 0 >"$figs/serve$n.log" 2>&1 &
+      spid=$!
+      for _ in $(seq 50); do grep -q "listening on" "$figs/serve$n.log" && break; sleep 0.2; done
+      port=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$figs/serve$n.log")
+      lim=()
+      [ -n "${VINCI_DEADLINE:-}" ] && lim=(timeout "$(( VINCI_DEADLINE - ($(date +%s) - t0) - 60 ))")
+      "${lim[@]}" "$bin/harness" run experiments/llm_main.toml --out /tmp/vinci-llm \
+        --set "backbone.base_url=http://127.0.0.1:$port/v1" "${sets[@]}" >"$figs/llm_run$n.log" 2>&1
+      echo "llm run: exit $? ($(grep -E '^(records|digest):' "$figs/llm_run$n.log" | tr '\n' ' '))"
+      kill "$spid"; wait "$spid" 2>/dev/null
+      tail -n 4 "$figs/llm_run$n.log"
+      "$bin/replay" verify /tmp/vinci-llm/llm_main 2>&1 | tee "$figs/llm_verify$n.txt" | tail -n 3
+      tar -C /tmp -czf "$out/llm_run.tar.gz" vinci-llm ;;
     eval:*)
       IFS=, read -r -a a <<<"${stage#eval:}"
       "$bin/harness" eval "${a[@]}" --nvrtc-cache /tmp/vinci-nvrtc 2>&1 | tee -a "$figs/eval.txt" | tail -c 600; echo ;;
