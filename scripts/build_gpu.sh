@@ -133,6 +133,17 @@ else
   echo "$stamp_want" >"$stamp_file"
 fi
 
+# libcurl: the bookworm headers, this machine's libcurl.so.4 (ABI-stable). Without the runtime
+# package unpacked, the -dev package's libcurl.so points nowhere and CMake would take the static
+# archive, whose dependencies (libssh2, libpsl, ...) this machine may lack.
+rm -f "$libdir/libcurl.a"
+if [ ! -e "$libdir/libcurl.so" ]; then
+  sys_curl=$(ls /usr/lib/$arch/libcurl.so.4 /lib/$arch/libcurl.so.4 2>/dev/null | head -n1 || true)
+  [ -n "$sys_curl" ] || die "no libcurl.so.4 on this machine and none unpacked"
+  ln -sf "$sys_curl" "$libdir/libcurl.so"
+  say "libcurl: headers from bookworm, library $sys_curl"
+fi
+
 for f in "$prefix/usr/bin/capnp" "$prefix/usr/bin/capnpc-c++" "$prefix/usr/include/capnp/c++.capnp" \
   "$libdir/libcapnp-0.9.2.so" "$libdir/libxxhash.so" "$libdir/libzstd.so"; do
   [ -e "$f" ] || die "$f missing: the .debs in $deps_dir are incomplete"
