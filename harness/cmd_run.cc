@@ -55,6 +55,17 @@ int fail(const std::string& what) {
 }  // namespace
 
 namespace {
+// "N calls (F failed, R retries), median latency X ms" of a language model's calls made here.
+std::string model_calls_line(const LlmCallLog::Stats& s) {
+  std::vector<double> l = s.latencies_s;
+  double med = median(l) * 1000.0;
+  char line[200];
+  std::snprintf(line, sizeof line, "%llu calls (%llu failed, %llu retries), median latency %.1f ms",
+                static_cast<unsigned long long>(s.calls), static_cast<unsigned long long>(s.failed),
+                static_cast<unsigned long long>(s.retries), med);
+  return line;
+}
+
 int run_command(const std::vector<std::string>& args, bool coldstart_only);
 }  // namespace
 
@@ -152,7 +163,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     }
     run_dir = exp.out_root + "/" + exp.name;
     // Everything the config names must be there before the run's folder is made.
-    auto built = build_world(exp);
+    auto built = build_world(exp, ModelCalls::kLive, "", run_dir + "/llm_calls.jsonl");
     if (!built.ok()) return fail(built.status().to_string());
     world = std::move(built).value();
     ManifestInfo m;
@@ -172,7 +183,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
 
   if (resume) {
     // A resumed run re-asks its model nothing it recorded: replies come from the log first.
-    auto built = build_world(exp, ModelCalls::kRecordedThenLive, run_dir);
+    auto built = build_world(exp, ModelCalls::kRecordedThenLive, run_dir, run_dir + "/llm_calls.jsonl");
     if (!built.ok()) return fail(built.status().to_string());
     world = std::move(built).value();
   }
@@ -193,7 +204,8 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   Status st = writer->finish();
   if (!st.ok()) return fail(st.to_string());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  RunSummaryInfo info{exp.name, exp.config_path, writer->digest().hex(), writer->record_count(), seconds};
+  RunSummaryInfo info{exp.name, exp.config_path, writer->digest().hex(), writer->record_count(), seconds, ""};
+  if (world.call_log) info.model_calls = model_calls_line(world.call_log->stats());
   st = write_report(run_dir, *out, info);
   if (!st.ok()) return fail(st.to_string());
   if (!out->eval.empty()) {
@@ -226,6 +238,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
                static_cast<unsigned long long>(out->turn_evals), seconds,
                seconds > 0 ? out->rollouts / seconds : 0.0,
                seconds > 0 ? out->turn_evals / seconds : 0.0, eval_seconds, seconds - eval_seconds);
+  if (!info.model_calls.empty()) std::cout << "model calls: " << info.model_calls << "\n";
   std::cout << "run: " << run_dir << "\nrecords: " << writer->record_count()
             << "\ndigest: " << writer->digest().hex() << "\n";
   return 0;

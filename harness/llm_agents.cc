@@ -154,10 +154,41 @@ Result<ChatOutcome> RecordedChatTransport::complete(const std::string& body, con
   return out;
 }
 
+// ---- the call log
+
+LlmCallLog::LlmCallLog(std::string path) : path_(std::move(path)) {}
+
+void LlmCallLog::add(const LlmCall& call, const std::vector<int>& statuses) {
+  nlohmann::json line = {{"key", call.key.hex()},
+                         {"role", agent_role_name(call.role)},
+                         {"attempts", call.attempts},
+                         {"statuses", statuses},
+                         {"latency_s", call.latency_s},
+                         {"failure", call.failure}};
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.calls++;
+  if (!call.failure.empty()) stats_.failed++;
+  if (call.attempts > 1) stats_.retries += call.attempts - 1;
+  stats_.latency_s += call.latency_s;
+  stats_.latencies_s.push_back(call.latency_s);
+  if (path_.empty()) return;
+  if (FILE* f = std::fopen(path_.c_str(), "a")) {
+    std::string text = line.dump() + "\n";
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+  }
+}
+
+LlmCallLog::Stats LlmCallLog::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
 // ---- the model
 
-LlmAgentModel::LlmAgentModel(LlmSettings settings, PromptTemplates templates, ChatTransport& transport)
-    : settings_(std::move(settings)), templates_(std::move(templates)), transport_(transport) {}
+LlmAgentModel::LlmAgentModel(LlmSettings settings, PromptTemplates templates, ChatTransport& transport,
+                             LlmCallLog* log)
+    : settings_(std::move(settings)), templates_(std::move(templates)), transport_(transport), log_(log) {}
 
 std::vector<std::pair<std::string, std::string>> LlmAgentModel::attachments() const {
   return {templates_.text.begin(), templates_.text.end()};
@@ -194,14 +225,23 @@ Result<std::optional<std::string>> LlmAgentModel::call(AgentRole role, const std
   record->key = key.digest();
   record->attempts = static_cast<uint32_t>(outcome.attempts);
   record->latency_s = outcome.latency_s;
+  // A call answered from the log (attempts 0) happened in an earlier process: not counted again.
+  auto log_call = [&] {
+    if (log_ == nullptr || outcome.attempts == 0) return;
+    std::vector<int> statuses;
+    for (const auto& a : outcome.attempt_log) statuses.push_back(a.http_status);
+    log_->add(*record, statuses);
+  };
   if (!outcome.ok || !outcome.reply) {
     record->failure = outcome.failure.empty() ? "the call failed" : outcome.failure;
+    log_call();
     return std::optional<std::string>();
   }
   record->reply = outcome.body;
   record->finish_reason = outcome.reply->finish_reason;
   record->prompt_tokens = static_cast<uint32_t>(std::max<int64_t>(0, outcome.reply->prompt_tokens));
   record->completion_tokens = static_cast<uint32_t>(std::max<int64_t>(0, outcome.reply->completion_tokens));
+  log_call();
   return std::optional<std::string>(chat_reply_text(*outcome.reply));
 }
 

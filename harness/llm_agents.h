@@ -89,6 +89,29 @@ class RecordedChatTransport : public ChatTransport {
   ChatTransport* fallback_ = nullptr;
 };
 
+// What the records leave out of each call because it differs between two runs of one config:
+// attempts, the HTTP status of each, and latency. Appended to RUN/llm_calls.jsonl as calls end
+// (one JSON object a line, in completion order: {"key", "role", "attempts", "statuses",
+// "latency_s", "failure"}), for people; nothing reads it back. Thread-safe.
+class LlmCallLog {
+ public:
+  // An empty path keeps the counts only.
+  explicit LlmCallLog(std::string path = "");
+  void add(const LlmCall& call, const std::vector<int>& statuses);
+
+  struct Stats {
+    uint64_t calls = 0, failed = 0, retries = 0;
+    double latency_s = 0;             // sum
+    std::vector<double> latencies_s;  // every call's, for the median
+  };
+  Stats stats() const;
+
+ private:
+  std::string path_;
+  mutable std::mutex mu_;
+  Stats stats_;
+};
+
 struct LlmSettings {
   std::string endpoint;              // base URL (recorded)
   std::string model;
@@ -102,7 +125,9 @@ struct LlmSettings {
 
 class LlmAgentModel : public AgentModel {
  public:
-  LlmAgentModel(LlmSettings settings, PromptTemplates templates, ChatTransport& transport);
+  // log, when given, receives every call's attempts and latency.
+  LlmAgentModel(LlmSettings settings, PromptTemplates templates, ChatTransport& transport,
+                LlmCallLog* log = nullptr);
 
   std::string kind() const override { return "openai"; }
   Result<SelectionAnswer> select(const SelectionQuestion& q) override;
@@ -122,6 +147,7 @@ class LlmAgentModel : public AgentModel {
   LlmSettings settings_;
   PromptTemplates templates_;
   ChatTransport& transport_;
+  LlmCallLog* log_;
 };
 
 // What the policy is told of an evaluated turn (the feedback of the next turn).

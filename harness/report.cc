@@ -154,7 +154,9 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
   md += "- wall time: " + format_number("%.1f", info.seconds) + " s; " + std::to_string(out.rollouts) +
         " rollouts (" + format_number("%.0f", info.seconds > 0 ? out.rollouts / info.seconds : 0) + "/s), " +
         std::to_string(out.turn_evals) + " turn evaluations (" +
-        format_number("%.0f", info.seconds > 0 ? out.turn_evals / info.seconds : 0) + "/s)\n\n";
+        format_number("%.0f", info.seconds > 0 ? out.turn_evals / info.seconds : 0) + "/s)\n";
+  if (!info.model_calls.empty()) md += "- model calls: " + info.model_calls + "\n";
+  md += "\n";
   if (!out.eval.empty()) {
     const EvalPoint& last = out.eval.back();
     md += "## Final evaluation (after step " + std::to_string(last.step) + ")\n\n";

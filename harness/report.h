@@ -32,6 +32,7 @@ struct RunSummaryInfo {
   std::string run_digest;
   uint64_t records = 0;
   double seconds = 0;
+  std::string model_calls;  // a language model's calls, one line ("" for the sim backbone)
 };
 std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& info);
 

@@ -115,7 +115,8 @@ Result<ChatSettings> chat_settings(const Experiment& exp) {
 
 // The language-model side of a world: transports, templates, the model, and the parameters'
 // stand-in.
-Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run_dir, World* w) {
+Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run_dir,
+                 const std::string& call_log_path, World* w) {
   PromptTemplates templates;
   if (calls == ModelCalls::kLive) {
     VINCI_ASSIGN_OR_RETURN(templates, PromptTemplates::load(resolve(exp.llm.prompts)));
@@ -140,14 +141,16 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
   ls.send_seed = exp.llm.seed;
   ls.send_tools = exp.llm.tools;
   ls.max_skills = exp.selection.max_skills;
-  w->model = std::make_unique<LlmAgentModel>(ls, std::move(templates), *w->transport);
+  w->call_log = std::make_unique<LlmCallLog>(call_log_path);
+  w->model = std::make_unique<LlmAgentModel>(ls, std::move(templates), *w->transport, w->call_log.get());
   w->backbone = std::make_unique<ExternalModelParameters>(exp.llm.base_url, exp.llm.model);
   return Status();
 }
 
 }  // namespace
 
-Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::string& run_dir) {
+Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::string& run_dir,
+                          const std::string& call_log_path) {
   World w;
   std::string task_dir = exp.task_dir.empty() ? default_task_dir() : resolve(exp.task_dir);
   VINCI_ASSIGN_OR_RETURN(w.suite, load_task_suite(task_dir));
@@ -175,7 +178,7 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
     VINCI_ASSIGN_OR_RETURN(w.seed_library, SkillLibrary::load(resolve(exp.seed_library)));
   }
   if (exp.backbone == "openai") {
-    VINCI_RETURN_IF_ERROR(build_llm(exp, calls, run_dir, &w));
+    VINCI_RETURN_IF_ERROR(build_llm(exp, calls, run_dir, call_log_path, &w));
     return w;
   }
   SimBackboneConfig bc;

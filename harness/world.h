@@ -30,6 +30,7 @@ struct World {
   std::unique_ptr<ChatTransport> transport;
   std::unique_ptr<ChatTransport> fallback_transport;
   std::unique_ptr<AgentModel> model;
+  std::unique_ptr<LlmCallLog> call_log;  // the model's calls: attempts, latency (openai)
   SkillLibrary seed_library;
 };
 
@@ -40,8 +41,10 @@ enum class ModelCalls { kLive, kRecorded, kRecordedThenLive };
 // Relative paths in the experiment (task dir, device profile, seed library, prompts) resolve
 // against the current folder, then against the source tree vinci was built from. For an openai
 // backbone with calls other than kLive, the prompt templates and replies come from run_dir.
+// call_log_path: where the model's calls are logged with their attempts and latency (empty: counted
+// only).
 Result<World> build_world(const Experiment& exp, ModelCalls calls = ModelCalls::kLive,
-                          const std::string& run_dir = "");
+                          const std::string& run_dir = "", const std::string& call_log_path = "");
 
 // Pins the numeric settings a run depends on (ATEN_CPU_CAPABILITY when unset, OpenBLAS's threads;
 // the sim backbone pins torch's threads) and returns the environment to record. Call before any
