@@ -97,11 +97,13 @@ Result<ChatOutcome> HttpChatTransport::complete(const std::string& body, const R
 }
 
 Result<std::unique_ptr<RecordedChatTransport>> RecordedChatTransport::open(const std::string& run_dir,
-                                                                           ChatTransport* fallback) {
+                                                                           ChatTransport* fallback,
+                                                                           bool check_requests) {
   VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
   ObjectStore store(reader->location().store_dir);
   std::unique_ptr<RecordedChatTransport> t(new RecordedChatTransport());
   t->fallback_ = fallback;
+  t->check_requests_ = check_requests;
   while (RecordView* view = reader->next()) {
     auto r = view->message().getRoot<schema::Record>();
     if (!r.isLlmReply()) continue;
@@ -136,7 +138,7 @@ Result<ChatOutcome> RecordedChatTransport::complete(const std::string& body, con
   }
   const Call& c = it->second;
   Digest request = chat_request_address(body);
-  if (request != c.request) {
+  if (check_requests_ && request != c.request) {
     return mismatch("the request rebuilt for the model call with key " + key.digest().hex() +
                     " hashes to " + request.hex() + ", the recorded request to " + c.request.hex() +
                     " (changed prompts, task text or sampling settings)");

@@ -70,12 +70,15 @@ class HttpChatTransport : public ChatTransport {
 };
 
 // Answers from a recorded run's LlmReply records, by call key; the request must hash to the
-// recorded address. Keys the run does not hold go to `fallback` (resuming a stopped run asks the
-// server only what was not recorded), or are an error naming the key without one.
+// recorded address (unless !check_requests: rescore keeps a run's decisions while the feedback in
+// its prompts changes with the new measurements). Keys the run does not hold go to `fallback`
+// (resuming a stopped run asks the server only what was not recorded), or are an error naming the
+// key without one.
 class RecordedChatTransport : public ChatTransport {
  public:
   static Result<std::unique_ptr<RecordedChatTransport>> open(const std::string& run_dir,
-                                                             ChatTransport* fallback = nullptr);
+                                                             ChatTransport* fallback = nullptr,
+                                                             bool check_requests = true);
   Result<ChatOutcome> complete(const std::string& body, const RngKey& key) override;
   size_t calls() const { return calls_.size(); }
 
@@ -87,6 +90,7 @@ class RecordedChatTransport : public ChatTransport {
   };
   std::unordered_map<Digest, Call, DigestHash> calls_;
   ChatTransport* fallback_ = nullptr;
+  bool check_requests_ = true;
 };
 
 // What the records leave out of each call because it differs between two runs of one config:

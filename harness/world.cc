@@ -123,14 +123,15 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
   } else {
     VINCI_ASSIGN_OR_RETURN(templates, PromptTemplates::recorded(run_dir));
   }
-  if (calls != ModelCalls::kRecorded) {
+  if (calls == ModelCalls::kLive || calls == ModelCalls::kRecordedThenLive) {
     VINCI_ASSIGN_OR_RETURN(ChatSettings cs, chat_settings(exp));
     w->fallback_transport = std::make_unique<HttpChatTransport>(cs, exp.llm.concurrency);
   }
   if (calls == ModelCalls::kLive) {
     w->transport = std::move(w->fallback_transport);
   } else {
-    VINCI_ASSIGN_OR_RETURN(w->transport, RecordedChatTransport::open(run_dir, w->fallback_transport.get()));
+    VINCI_ASSIGN_OR_RETURN(w->transport, RecordedChatTransport::open(run_dir, w->fallback_transport.get(),
+                                                                     calls != ModelCalls::kRecordedDecisions));
   }
   LlmSettings ls;
   ls.endpoint = exp.llm.base_url;

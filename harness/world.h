@@ -36,7 +36,8 @@ struct World {
 
 // How a world's language model is reached: over HTTP (a new run), only from a run's log (verify),
 // or from the log first and over HTTP for what it does not hold (resume).
-enum class ModelCalls { kLive, kRecorded, kRecordedThenLive };
+// kRecordedDecisions: from the log by call key alone, whatever the rebuilt request (rescore).
+enum class ModelCalls { kLive, kRecorded, kRecordedThenLive, kRecordedDecisions };
 
 // Relative paths in the experiment (task dir, device profile, seed library, prompts) resolve
 // against the current folder, then against the source tree vinci was built from. For an openai

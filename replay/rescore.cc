@@ -253,7 +253,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
                          experiment_from_text(manifest.config_text, loc.manifest_path + " (config)", overrides));
   Experiment sim_exp = exp;  // the suite, seed library and backbone; no device is started here
   sim_exp.device = "sim";
-  VINCI_ASSIGN_OR_RETURN(World world, build_world(sim_exp));
+  // A language model's decisions are kept as recorded: its replies come from the log by call key.
+  VINCI_ASSIGN_OR_RETURN(World world, build_world(sim_exp, ModelCalls::kRecordedDecisions, run_dir));
 
   // 1. The run's distinct plans and their first recorded measurement.
   ObjectStore parent_store(loc.store_dir);
@@ -264,7 +265,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
       auto r = view->message().getRoot<schema::Record>();
       if (!r.isMeasurement()) continue;
       VINCI_ASSIGN_OR_RETURN(EvalResult e, from_measurement(r.getMeasurement()));
-      if (seen.count(e.plan)) continue;
+      if (e.plan == Digest() || seen.count(e.plan)) continue;  // a turn without a candidate
       PlanSeen s;
       s.task = r.getTask().cStr();
       s.recorded = std::move(e);
@@ -395,7 +396,9 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
 
   // 3. Re-drive into the new run.
   VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedBackbone::open(run_dir));
-  RescoreBackbone backbone(std::move(recorded), world.backbone.get());
+  RescoreBackbone sim_backbone(std::move(recorded), world.backbone.get());
+  // A language model's parameters are its identity; its answers come from the recorded transport.
+  Backbone& backbone = world.model ? *world.backbone : static_cast<Backbone&>(sim_backbone);
   RemeasuredEvaluator evaluator(&results, device.get(), req);
   ManifestInfo m;
   m.name = manifest.name;
@@ -409,7 +412,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   VINCI_ASSIGN_OR_RETURN(auto writer, RunWriter::create(options.out_dir, m));
   WriteSink sink(writer.get());
   Result<TrainerOutput> out =
-      run_experiment(exp, world.suite, evaluator, backbone, world.seed_library, sink, nullptr);
+      run_experiment(exp, world.suite, evaluator, backbone, world.seed_library, sink, nullptr, world.model.get());
   if (!out.ok()) {
     (void)writer->flush();
     return Status(out.status().code(), "rescore: re-driving the run failed: " + out.status().message() +
@@ -418,7 +421,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   VINCI_RETURN_IF_ERROR(writer->finish());
   rep.measured = plans.size() - reused + evaluator.new_plans();
   rep.reused = reused;
-  rep.fallback_calls = backbone.fallbacks();
+  rep.fallback_calls = sim_backbone.fallbacks();
   rep.records = writer->record_count();
   rep.digest = writer->digest();
   rep.drift_markdown = drift_report(run_dir, options.out_dir, exp, seen, results, device_name, rep.fallback_calls);
