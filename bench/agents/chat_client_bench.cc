@@ -6,7 +6,8 @@
 // "Time" of a Call/threads:N row is the wall time of the run divided by the calls of all N threads
 // (the cost of a call in throughput terms); call_latency_us is the mean time one call takes from the
 // caller's side (complete() only: with N in flight it includes waiting for the CPU). BuildRequest
-// and ParseReply time the two ends alone. A request is a policy-sized prompt (~2 KB) and a reply
+// and ParseReply time the two ends alone; PolicyTurnRecorded a whole policy turn of the
+// language-model backbone with its recording. A request is a policy-sized prompt (~2 KB) and a reply
 // carries ~2 KB of content, so the JSON work is of the size a real rollout turn has.
 #include <benchmark/benchmark.h>
 
@@ -16,7 +17,12 @@
 #include <string>
 
 #include "agents/chat_client.h"
+#include "gpu/codegen.h"
+#include "gpu/model_plan.h"
 #include "harness/chat_server.h"
+#include "harness/llm_agents.h"
+#include "harness/loop_parts.h"
+#include "recorder/object_store.h"
 
 namespace vinci {
 namespace {
@@ -114,6 +120,77 @@ void ParseReply(benchmark::State& state) {
   state.counters["reply_bytes"] = static_cast<double>(body.size());
 }
 BENCHMARK(ParseReply)->Unit(benchmark::kMicrosecond);
+
+// A whole policy turn of the language-model backbone as the loop makes it, against a server that
+// answers at once with the code generator's plan for L2_012 in the model-facing format: the
+// request rendered from the prompt templates and the task's PyTorch reference, the HTTP round
+// trip, the reply parsed into a plan, and the call recorded (request and reply objects in an
+// object store, the LlmReply record). All of it is client overhead but the server's answer.
+struct TurnFixture {
+  TurnFixture() : server([this](const nlohmann::json&) { return Result<ChatAnswer>(answer); }) {
+    auto suite = load_task_suite(default_task_dir());
+    auto templates = PromptTemplates::load(std::string(VINCI_SOURCE_DIR) + "/prompts");
+    if (!suite.ok() || !templates.ok()) {
+      std::fprintf(stderr, "chat_client_bench: cannot load the task suite or the prompt templates\n");
+      std::exit(2);
+    }
+    tasks = std::move(suite).value();
+    task = tasks.find("L2_012");
+    auto plan = default_plan(*task);
+    auto text = render_model_plan(*plan);
+    answer.content = "Here is the kernel.\n\n" + *text;
+    if (!server.start().ok()) std::exit(2);
+    ChatSettings s;
+    s.base_url = server.base_url();
+    s.model = "bench-model";
+    s.retries = 0;
+    transport = std::make_unique<HttpChatTransport>(s, 64);
+    LlmSettings ls;
+    ls.endpoint = s.base_url;
+    ls.model = s.model;
+    model = std::make_unique<LlmAgentModel>(ls, *templates, *transport);
+    char tmpl[] = "/tmp/vinci_chat_bench_XXXXXX";
+    store_dir = mkdtemp(tmpl);
+    store = std::make_unique<ObjectStore>(store_dir + "/objects");
+  }
+  ~TurnFixture() { std::system(("rm -rf '" + store_dir + "'").c_str()); }
+  TaskSuite tasks;
+  const Task* task = nullptr;
+  ChatAnswer answer;
+  ChatServer server;
+  std::unique_ptr<HttpChatTransport> transport;
+  std::unique_ptr<LlmAgentModel> model;
+  std::string store_dir;
+  std::unique_ptr<ObjectStore> store;
+};
+
+TurnFixture& turn_fixture() {
+  static TurnFixture f;
+  return f;
+}
+
+void PolicyTurnRecorded(benchmark::State& state) {
+  TurnFixture& f = turn_fixture();
+  const RngKey root = RngKey::root(2).with("thread", state.thread_index());
+  int64_t i = 0, failed = 0;
+  for (auto _ : state) {
+    PolicyQuestion q;
+    q.task = f.task;
+    q.size = SizeName::kFull;
+    q.key = root.with("call", i++);
+    auto turn = f.model->write_plan(q);
+    if (!turn.ok() || !turn->plan) {
+      ++failed;
+      continue;
+    }
+    loop::RecordBuf records;
+    auto request = loop::write_llm_call(records, *f.store, 0, f.task->id, 0, 0, 0,
+                                        schema::Record::Phase::TRAIN, *turn->call);
+    benchmark::DoNotOptimize(request);
+  }
+  if (failed > 0) state.SkipWithError("a turn had no plan");
+}
+BENCHMARK(PolicyTurnRecorded)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace vinci
