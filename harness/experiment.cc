@@ -1,5 +1,7 @@
 #include "harness/experiment.h"
 
+#include <algorithm>
+
 namespace vinci {
 namespace {
 
@@ -295,6 +297,8 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
                               "\"openai\" (the model's weights are the server's)");
     }
     e.checkpoints = false;
+    // Requests in flight come from tasks worked on at once (a task's turns are sequential).
+    e.threads = std::max(e.threads, llm.concurrency);
   }
   if (e.levels.empty()) return invalid_argument(path + ": key 'tasks.levels' must name at least one level");
   if (e.thresholds.empty()) return invalid_argument(path + ": key 'eval.thresholds' must not be empty");
