@@ -369,9 +369,11 @@ struct AttemptVerdict {
 AttemptVerdict judge(const HttpResult& r, double timeout_s) {
   AttemptVerdict v;
   if (r.code != CURLE_OK) {
-    v.head = r.code == CURLE_OPERATION_TIMEDOUT ? "timeout (" + seconds_text(timeout_s) + ")"
-                                                : "connection error";
-    v.detail = r.curl_error;
+    // A failed call's reason is recorded: a timeout's text must not carry the elapsed time curl
+    // measured (it differs between two runs against one hanging server).
+    bool timed_out = r.code == CURLE_OPERATION_TIMEDOUT;
+    v.head = timed_out ? "timeout" : "connection error";
+    v.detail = timed_out ? "no complete reply within the attempt's time limit" : r.curl_error;
     v.retryable = transport_retryable(r.code);
   } else if (r.status >= 200 && r.status < 300) {
     auto reply = parse_chat_reply(r.body);
@@ -434,6 +436,7 @@ Result<ChatOutcome> ChatClient::complete(const std::string& body, const RngKey& 
   if (handle == nullptr) return internal_error("curl_easy_init failed");
   double wait = 0;
   std::string last;  // "<head>: <detail>" of the last failed attempt
+  bool reached = false;  // some attempt got a connection to the server
   for (int attempt = 1;; ++attempt) {
     if (attempt > 1) {
       // Never sleep past the deadline: a wait that would reach it ends the call now.
@@ -448,6 +451,8 @@ Result<ChatOutcome> ChatClient::complete(const std::string& body, const RngKey& 
     }
     double timeout = std::min(settings_.timeout_s, left());
     HttpResult r = perform(handle, url, &body, settings_.api_key, timeout);
+    reached = reached || !(r.code == CURLE_COULDNT_CONNECT || r.code == CURLE_COULDNT_RESOLVE_HOST ||
+                           r.code == CURLE_COULDNT_RESOLVE_PROXY);
     AttemptVerdict v = judge(r, timeout);
     out.attempts = attempt;
     out.http_status = static_cast<int>(r.status);
@@ -470,6 +475,7 @@ Result<ChatOutcome> ChatClient::complete(const std::string& body, const RngKey& 
     wait = v.wait_s ? *v.wait_s : backoff_delay_s(settings_, jitter_key, attempt);
   }
   release_handle(handle);
+  out.unreachable = !out.ok && !reached;
   out.latency_s = seconds_since(start);
   redact(&out.failure, settings_.api_key);
   redact(&out.body, settings_.api_key);

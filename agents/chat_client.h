@@ -117,6 +117,9 @@ struct ChatOutcome {
   std::string failure;             // why the call failed, e.g. "HTTP 500 after 3 attempts: ..."
   int attempts = 0;
   std::vector<ChatAttempt> attempt_log;
+  // No attempt reached the server (connection refused, host not resolved): nothing answered the
+  // call, so it says nothing of the model.
+  bool unreachable = false;
   double latency_s = 0;  // wall clock of complete(), waits included; reported only, never recorded
 };
 

@@ -2,6 +2,7 @@
 // (harness/sim_server.h), for experiments with backbone.kind = "openai" on a machine without model
 // weights, and for tests against a real HTTP server.
 #include <signal.h>
+#include <time.h>
 
 #include <boost/program_options.hpp>
 #include <cstdio>
@@ -69,7 +70,11 @@ int cmd_serve(const std::vector<std::string>& args) {
   signal(SIGTERM, on_signal);
   std::printf("listening on %s:%d\n", vm["host"].as<std::string>().c_str(), server.port());
   std::fflush(stdout);
-  while (!g_stop) pause();
+  // Polled rather than pause(): a signal between the test and pause() would be missed.
+  while (!g_stop) {
+    struct timespec tick = {0, 100 * 1000 * 1000};
+    nanosleep(&tick, nullptr);
+  }
   server.stop();
   std::fprintf(stderr, "harness serve: %lld requests, %lld faults injected\n",
                static_cast<long long>(server.requests()), static_cast<long long>(server.faults_injected()));

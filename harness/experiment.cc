@@ -115,7 +115,8 @@ ConfigSchema build_schema() {
   s.add({"backbone.retries", T::kInt, I(4),
          "openai: retries of a failed attempt (connection errors, timeouts, 429, 5xx, a malformed\n"
          "body), with exponential backoff and keyed jitter; Retry-After is honoured. A call that\n"
-         "still fails is a turn without a candidate, never a crashed run.", {}, 0, 100});
+         "still fails is a turn without a candidate, never a crashed run; a server that cannot\n"
+         "be reached at all (connection refused) stops the run, which --resume continues.", {}, 0, 100});
   s.add({"backbone.concurrency", T::kInt, I(8),
          "openai: requests in flight at most (the loop works on this many tasks at once; a vLLM\n"
          "server batches them). Records keep their order whatever it is.", {}, 1, 1024});

@@ -93,6 +93,12 @@ Result<ChatOutcome> HttpChatTransport::complete(const std::string& body, const R
     ++free_slots_;
   }
   cv_.notify_one();
+  if (out.ok() && out->unreachable) {
+    // Not an answer of the model: recorded as a failed call, it would end a run (or the rest of a
+    // resumed one) with failures a server that is up would not give.
+    return io_error("the model server at " + client_.settings().base_url + " cannot be reached (" +
+                    out->failure + "); no call is recorded until it answers");
+  }
   return out;
 }
 

@@ -56,7 +56,9 @@ class ChatTransport {
   virtual Result<ChatOutcome> complete(const std::string& body, const RngKey& key) = 0;
 };
 
-// HTTP through ChatClient, with at most `concurrency` requests in flight.
+// HTTP through ChatClient, with at most `concurrency` requests in flight. A call no attempt of
+// which reached the server (connection refused, host not resolved) is an IoError, not a failed
+// call: the run stops, keeping what it recorded, and `harness run --resume` continues it.
 class HttpChatTransport : public ChatTransport {
  public:
   HttpChatTransport(ChatSettings settings, int concurrency);

@@ -11,6 +11,7 @@ namespace vinci {
 
 int cmd_cat(const std::vector<std::string>& args);
 int cmd_diff(const std::vector<std::string>& args);
+int cmd_export(const std::vector<std::string>& args);
 int cmd_rescore(const std::vector<std::string>& args);
 int cmd_score(const std::vector<std::string>& args);
 int cmd_verify(const std::vector<std::string>& args);

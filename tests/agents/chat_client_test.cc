@@ -352,6 +352,7 @@ TEST_F(ChatHttp, MalformedEveryTimeFailsAfterAllAttempts) {
   EXPECT_EQ(out.attempts, 4);
   EXPECT_FALSE(out.reply.has_value());
   EXPECT_TRUE(contains(out.failure, "malformed reply after 4 attempts")) << out.failure;
+  EXPECT_FALSE(out.unreachable) << "the server answered";
   EXPECT_EQ(out.body, "<html><body>upstream hiccup</body></html>");
 }
 
@@ -391,6 +392,7 @@ TEST_F(ChatHttp, DeadlineEndsTheCall) {
   EXPECT_FALSE(out.ok);
   EXPECT_GE(out.attempts, 2);
   EXPECT_TRUE(contains(out.failure, "deadline of 0.8 s reached")) << out.failure;
+  EXPECT_FALSE(out.unreachable) << "the server took the requests";
   EXPECT_TRUE(contains(out.failure, "timeout")) << out.failure;
   EXPECT_LT(out.latency_s, 0.8 + 0.5);
 }
@@ -458,6 +460,7 @@ TEST_F(ChatHttp, ConnectionRefusedIsRetriedThenFails) {
   EXPECT_EQ(out.attempts, 3);
   EXPECT_EQ(out.http_status, 0);
   EXPECT_TRUE(contains(out.failure, "connection error after 3 attempts")) << out.failure;
+  EXPECT_TRUE(out.unreachable);
 }
 
 TEST_F(ChatHttp, ConcurrentCallsAllSucceed) {

@@ -1,0 +1,827 @@
+// Language-model runs end to end against a real `harness serve` on loopback (no mocks): a run is
+// recorded and verifies with the server gone; one seed and one server give one digest; faults
+// are retried without a trace in the records, and calls that still fail are recorded turns
+// without a candidate; a killed run resumes asking the server only what its log does not hold;
+// an API key works and is written nowhere. And in process: prompt templates, a policy reply that
+// does not parse, and the recorded transport that answers replay.
+//
+// The endpoint is part of every LlmReply record, so runs whose digests are compared talk to
+// servers on one address: a "fresh" server is a new process on the port the first one had.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <capnp/message.h>
+#include <nlohmann/json.hpp>
+
+#include "agents/skill_library.h"
+#include "core/hash.h"
+#include "core/rng.h"
+#include "gpu/task.h"
+#include "harness/chat_server.h"
+#include "harness/llm_agents.h"
+#include "recorder/address.h"
+#include "recorder/object_store.h"
+#include "recorder/run.h"
+#include "recorder/vinci.capnp.h"
+#include "tests/cli_test_util.h"
+
+extern char** environ;
+
+namespace vinci {
+namespace {
+
+using nlohmann::json;
+using clitest::sh;
+
+const std::string kBin = std::string(VINCI_BINARY_DIR) + "/bin/";
+const std::string kHarness = kBin + "harness";
+const std::string kReplay = kBin + "replay";
+const std::string kSmoke = std::string(VINCI_SOURCE_DIR) + "/experiments/llm_smoke.toml";
+constexpr uint64_t kSmokeSeed = 11;  // llm_smoke.toml's run.seed
+
+// A new folder under /tmp, removed at the end of a test that passed (kept for a look otherwise).
+class TempDir {
+ public:
+  TempDir() : path_(clitest::temp_dir("vinci_llm_")) {}
+  ~TempDir() {
+    std::string out;
+    if (!::testing::Test::HasFailure()) sh("rm -rf " + path_, &out);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool exists(const std::string& path) {
+  struct stat sb;
+  return ::stat(path.c_str(), &sb) == 0;
+}
+
+int64_t file_size(const std::string& path) {
+  struct stat sb;
+  return ::stat(path.c_str(), &sb) == 0 ? static_cast<int64_t>(sb.st_size) : -1;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+size_t count_of(const std::string& s, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + part.size())) ++n;
+  return n;
+}
+
+std::string digest_of(const std::string& run) {
+  auto m = read_manifest(run + "/manifest.bin");
+  if (!m.ok()) return "(no manifest: " + m.status().to_string() + ")";
+  if (!m->completed) return "(incomplete)";
+  return m->run_digest.hex();
+}
+
+bool completed(const std::string& run) {
+  auto m = read_manifest(run + "/manifest.bin");
+  return m.ok() && m->completed;
+}
+
+// The run's records as `replay cat` prints them, one JSON object each.
+std::vector<json> records_of(const std::string& run) {
+  std::string out;
+  std::vector<json> recs;
+  if (sh(kReplay + " cat " + run + " --no-manifest", &out) != 0) {
+    ADD_FAILURE() << "replay cat " << run << ":\n" << out;
+    return recs;
+  }
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) {
+      ADD_FAILURE() << "replay cat printed a line that is not JSON: " << line;
+      continue;
+    }
+    recs.push_back(std::move(j));
+  }
+  return recs;
+}
+
+std::vector<json> of_kind(const std::vector<json>& recs, const std::string& kind) {
+  std::vector<json> out;
+  for (const json& r : recs) {
+    if (r.contains(kind)) out.push_back(r);
+  }
+  return out;
+}
+
+bool same_place(const json& a, const json& b) {
+  for (const char* k : {"step", "task", "scheme", "rollout", "turn", "phase"}) {
+    if (a.value(k, json()) != b.value(k, json())) return false;
+  }
+  return true;
+}
+
+struct ServeCounts {
+  long long requests = -1;  // -1: the server did not report (it did not stop cleanly)
+  long long faults = -1;
+};
+
+// `harness serve --port PORT ARGS...` in the background; its output goes to files in `dir`.
+// `env` entries ("NAME=VALUE") are added to its environment alone.
+class Serve {
+ public:
+  Serve(const std::string& dir, int port, const std::vector<std::string>& args = {},
+        const std::vector<std::string>& env = {}) {
+    static int serial = 0;
+    std::string base = dir + "/serve" + std::to_string(++serial);
+    out_path_ = base + ".out";
+    err_path_ = base + ".err";
+    std::vector<std::string> argv_s = {"harness", "serve", "--port", std::to_string(port)};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(&a[0]);
+    argv.push_back(nullptr);
+    std::vector<std::string> env_s = env;
+    std::vector<char*> envp;
+    for (auto& e : env_s) envp.push_back(&e[0]);
+    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
+    envp.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      int o = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int e = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(o, 1);
+      dup2(e, 2);
+      execve(kHarness.c_str(), argv.data(), envp.data());
+      _exit(127);
+    }
+    if (pid_ < 0) {
+      ADD_FAILURE() << "fork failed";
+      return;
+    }
+    static const std::regex listening(R"(listening on [^\s:]+:(\d+))");
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::smatch m;
+      std::string text = slurp(out_path_);
+      if (std::regex_search(text, m, listening)) {
+        port_ = std::stoi(m[1].str());
+        std::printf("harness serve %s on port %d\n", chat_args(args).c_str(), port_);
+        return;
+      }
+      int st;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        ADD_FAILURE() << "harness serve exited before listening:\n" << log();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "harness serve did not print its port within 60 s:\n" << log();
+  }
+  ~Serve() { stop(); }
+  Serve(const Serve&) = delete;
+  Serve& operator=(const Serve&) = delete;
+
+  bool up() const { return port_ > 0 && pid_ > 0; }
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
+  std::string log() const { return slurp(out_path_) + slurp(err_path_); }
+
+  // SIGTERM, then what the server said of its requests.
+  ServeCounts stop() {
+    if (pid_ <= 0) return counts_;
+    kill(pid_, SIGTERM);
+    int st = 0;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (waitpid(pid_, &st, WNOHANG) != pid_) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        ADD_FAILURE() << "harness serve did not stop within 30 s of SIGTERM";
+        kill(pid_, SIGKILL);
+        waitpid(pid_, &st, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    pid_ = -1;
+    std::string err = slurp(err_path_);
+    static const std::regex summary(R"(harness serve: (\d+) requests, (\d+) faults injected)");
+    std::smatch m;
+    if (std::regex_search(err, m, summary)) {
+      counts_.requests = std::stoll(m[1].str());
+      counts_.faults = std::stoll(m[2].str());
+    } else {
+      ADD_FAILURE() << "harness serve did not report its requests:\n" << log();
+    }
+    std::printf("harness serve on port %d: %lld requests, %lld faults injected\n", port_,
+                counts_.requests, counts_.faults);
+    return counts_;
+  }
+
+ private:
+  static std::string chat_args(const std::vector<std::string>& args) {
+    std::string s;
+    for (const auto& a : args) s += (s.empty() ? "" : " ") + a;
+    return s.empty() ? "(no options)" : s;
+  }
+
+  pid_t pid_ = -1;
+  int port_ = 0;
+  std::string out_path_, err_path_;
+  ServeCounts counts_;
+};
+
+// The `harness run` command of llm_smoke against `url` into root/name (test-time scaling off
+// unless `extra` turns it on).
+std::string run_cmd(const std::string& url, const std::string& root, const std::string& name,
+                    const std::string& extra = "") {
+  return kHarness + " run " + kSmoke + " --out " + root + " --name " + name +
+         " --set backbone.base_url=" + url + " --set tts.enabled=false" + extra;
+}
+
+// Starts a shell command in the background (exec'd, so the pid is the command's); output to log.
+pid_t spawn(const std::string& cmd, const std::string& log) {
+  std::string line = "exec " + cmd + " >" + log + " 2>&1";
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Kills (SIGKILL) the run `pid` writes into `run` once its log segment holds records beyond the
+// header, i.e. once the first buffer of records reached the file. False when the run ended first.
+bool kill_once_logged(pid_t pid, const std::string& run) {
+  const std::string segment = run + "/log/00000000.vlog";
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) return false;
+    if (file_size(segment) > 4096) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return WIFSIGNALED(st);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  kill(pid, SIGKILL);
+  int st;
+  waitpid(pid, &st, 0);
+  return false;
+}
+
+// ---- runs against `harness serve`
+
+TEST(LlmRun, RecordedAndVerifiedWithoutServer) {
+  TempDir tmp;
+  std::string root = tmp.path(), out;
+  std::printf("run.seed %llu, folder %s\n", static_cast<unsigned long long>(kSmokeSeed), root.c_str());
+  Serve serve(root, 0);
+  ASSERT_TRUE(serve.up()) << serve.log();
+  // The whole smoke experiment, test-time scaling included.
+  ASSERT_EQ(sh(run_cmd(serve.url(), root, "llm_smoke", " --set tts.enabled=true"), &out), 0) << out;
+  ServeCounts served = serve.stop();
+  const std::string run = root + "/llm_smoke";
+  ASSERT_TRUE(completed(run)) << out;
+  EXPECT_NE(served.requests, 0);
+  EXPECT_EQ(served.faults, 0);
+
+  // The server is gone: replies come from the log.
+  ASSERT_EQ(sh(kReplay + " verify " + run, &out), 0) << out;
+  EXPECT_TRUE(contains(out, "digest: " + digest_of(run))) << out;
+
+  std::vector<json> recs = records_of(run);
+  std::vector<json> calls = of_kind(recs, "llmReply");
+  ASSERT_FALSE(calls.empty());
+  std::map<std::string, int> roles;
+  for (const json& c : calls) {
+    const json& l = c["llmReply"];
+    ++roles[l.value("role", "")];
+    EXPECT_EQ(l.value("endpoint", ""), serve.url());
+    EXPECT_EQ(l.value("model", ""), "vinci-sim");
+    EXPECT_EQ(l.value("failure", "?"), "") << c.dump();
+    EXPECT_EQ(l.value("key", "").size(), 32u) << c.dump();
+  }
+  EXPECT_GT(roles["selection"], 0);
+  EXPECT_GT(roles["policy"], 0);
+  EXPECT_GT(roles["summary"], 0);
+  size_t tts_calls = 0;
+  for (const json& c : calls) tts_calls += c.value("phase", "") == "tts";
+  EXPECT_GT(tts_calls, 0u) << "test-time scaling asks the model too";
+  // Without faults every call is one request, and every request is a recorded call.
+  EXPECT_EQ(static_cast<long long>(calls.size()), served.requests);
+
+  // The policy's replies are plans the sim world priced as the generator plans they equal.
+  size_t priced = 0, measurements = 0;
+  for (const json& m : of_kind(recs, "measurement")) {
+    ++measurements;
+    for (const json& f : m["measurement"].value("flags", json::array())) {
+      if (f == "priced_as_generated_plan") ++priced;
+    }
+  }
+  EXPECT_GT(priced, 0u) << measurements << " measurements";
+  std::string grep;
+  ASSERT_EQ(sh(kReplay + " cat " + run + " | grep -c llmReply", &grep), 0) << grep;
+  EXPECT_EQ(std::stoul(grep), calls.size());
+  for (const char* f : {"summary.md", "metrics.csv"}) EXPECT_TRUE(exists(run + "/" + f)) << f;
+}
+
+TEST(LlmRun, SameSeedSameServerSameDigest) {
+  TempDir tmp;
+  std::string root = tmp.path(), out;
+  Serve serve(root, 0);
+  ASSERT_TRUE(serve.up()) << serve.log();
+  ASSERT_EQ(sh(run_cmd(serve.url(), root + "/one", "llm"), &out), 0) << out;
+  ASSERT_EQ(sh(run_cmd(serve.url(), root + "/two", "llm"), &out), 0) << out;
+  ASSERT_EQ(sh(run_cmd(serve.url(), root + "/other", "llm", " --seed 12"), &out), 0) << out;
+  serve.stop();
+  std::string a = digest_of(root + "/one/llm"), b = digest_of(root + "/two/llm");
+  std::printf("run.seed %llu: %s and %s; run.seed 12: %s\n", static_cast<unsigned long long>(kSmokeSeed),
+              a.c_str(), b.c_str(), digest_of(root + "/other/llm").c_str());
+  EXPECT_EQ(a.size(), 32u) << a;
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(sh(kReplay + " diff " + root + "/one/llm " + root + "/two/llm", &out), 0) << out;
+  // The digest is not blind to what the model was asked.
+  EXPECT_NE(digest_of(root + "/other/llm"), a);
+  EXPECT_EQ(sh(kReplay + " diff " + root + "/one/llm " + root + "/other/llm", &out), 1) << out;
+}
+
+TEST(LlmRun, FaultsAreRetriedRecordedAndTheRunVerifies) {
+  TempDir tmp;
+  std::string root = tmp.path(), out;
+  // Four tasks at once, so the first faults fall on different calls: no call meets more than
+  // retries + 1 of them.
+  const std::string settings =
+      " --threads 4 --set backbone.timeout_s=1 --set backbone.retries=3 --set backbone.deadline_s=20";
+  const std::string faults = "500,429:1,malformed,truncated,hang:3,503:0";
+  int port = 0;
+  ServeCounts faulty_counts;
+  {
+    Serve faulty(root, 0, {"--faults", faults});
+    ASSERT_TRUE(faulty.up()) << faulty.log();
+    port = faulty.port();
+    ASSERT_EQ(sh(run_cmd(faulty.url(), root, "faulty", settings), &out), 0) << out;
+    faulty_counts = faulty.stop();
+  }
+  EXPECT_EQ(faulty_counts.faults, 6);
+  ServeCounts clean_counts;
+  {
+    Serve clean(root, port);  // a fresh server on the same address
+    ASSERT_TRUE(clean.up()) << clean.log();
+    ASSERT_EQ(sh(run_cmd(clean.url(), root, "clean", settings), &out), 0) << out;
+    clean_counts = clean.stop();
+  }
+  EXPECT_EQ(clean_counts.faults, 0);
+  // Each fault cost one attempt more and left no trace: retries are not records.
+  EXPECT_EQ(faulty_counts.requests, clean_counts.requests + 6);
+  std::string want = digest_of(root + "/clean");
+  EXPECT_EQ(want.size(), 32u) << want;
+  EXPECT_EQ(digest_of(root + "/faulty"), want);
+  for (const json& c : of_kind(records_of(root + "/faulty"), "llmReply")) {
+    EXPECT_EQ(c["llmReply"].value("failure", "?"), "") << c.dump();
+  }
+  EXPECT_EQ(sh(kReplay + " verify " + root + "/faulty", &out), 0) << out;
+
+  // Faults that change replies: a reply without a tool call (a selection that picks nothing, a
+  // policy turn without a plan) and a 400, which is not retried (a failed call). Calls go one at
+  // a time here.
+  {
+    Serve changing(root, port, {"--faults", "no_tool_call,400"});
+    ASSERT_TRUE(changing.up()) << changing.log();
+    ASSERT_EQ(sh(run_cmd(changing.url(), root, "changed",
+                         " --set backbone.timeout_s=1 --set backbone.retries=3 --set backbone.deadline_s=20"),
+                 &out),
+              0)
+        << out;
+    ServeCounts c = changing.stop();
+    EXPECT_EQ(c.faults, 2);
+  }
+  const std::string changed = root + "/changed";
+  ASSERT_TRUE(completed(changed)) << out;
+  EXPECT_NE(digest_of(changed), want);
+  EXPECT_EQ(sh(kReplay + " verify " + changed, &out), 0) << out;
+  std::vector<json> recs = records_of(changed);
+  int failed_400 = 0;
+  for (const json& c : of_kind(recs, "llmReply")) {
+    std::string failure = c["llmReply"].value("failure", "");
+    if (failure.empty()) continue;
+    EXPECT_TRUE(starts_with(failure, "HTTP 400 (not retried): injected fault 400")) << failure;
+    EXPECT_EQ(c["llmReply"].value("reply", ""), "") << "a failed call has no reply object";
+    ++failed_400;
+  }
+  EXPECT_EQ(failed_400, 1);
+  ASSERT_EQ(sh(kReplay + " cat " + changed + " --no-manifest | grep -c '\"failure\":\"HTTP 400'", &out), 0) << out;
+  // The prose reply of no_tool_call is recorded as the reply it was.
+  ASSERT_EQ(sh(kReplay + " cat " + changed + " --objects --no-manifest", &out), 0);
+  EXPECT_GT(count_of(out, "I would rather describe the kernel in prose."), 0u);
+  for (const char* f : {"summary.md", "metrics.csv"}) EXPECT_TRUE(exists(changed + "/" + f)) << f;
+}
+
+TEST(LlmRun, CallsThatFailEveryRetryAreTurnsWithoutCandidates) {
+  TempDir tmp;
+  std::string root = tmp.path(), out;
+  {
+    // retries=1: two attempts a call, so the first three calls (one at a time) fail.
+    Serve serve(root, 0, {"--faults", "500,500,500,500,500,500"});
+    ASSERT_TRUE(serve.up()) << serve.log();
+    ASSERT_EQ(sh(run_cmd(serve.url(), root, "failing",
+                         " --set backbone.retries=1 --set backbone.concurrency=1 --threads 1"),
+                 &out),
+              0)
+        << out;
+    ServeCounts c = serve.stop();
+    EXPECT_EQ(c.faults, 6);
+  }
+  const std::string run = root + "/failing";
+  ASSERT_TRUE(completed(run)) << out;
+  std::vector<json> recs = records_of(run);
+  std::vector<json> measurements = of_kind(recs, "measurement");
+  int failed = 0, failed_policy = 0;
+  for (const json& c : of_kind(recs, "llmReply")) {
+    const json& l = c["llmReply"];
+    std::string failure = l.value("failure", "");
+    if (failure.empty()) continue;
+    ++failed;
+    EXPECT_TRUE(starts_with(failure, "HTTP 500 after 2 attempts")) << failure;
+    if (l.value("role", "") != "policy") continue;
+    ++failed_policy;
+    // The turn is there, measured as "no candidate", with the reason the model is told.
+    int found = 0;
+    for (const json& m : measurements) {
+      if (!same_place(m, c)) continue;
+      ++found;
+      EXPECT_EQ(m["measurement"].value("evaluator", ""), "reply") << m.dump();
+      std::string error = m["measurement"].value("error", "");
+      EXPECT_TRUE(starts_with(error, "no candidate: the model call failed: HTTP 500")) << error;
+      EXPECT_FALSE(m["measurement"].value("compiled", true));
+    }
+    EXPECT_EQ(found, 1) << c.dump();
+  }
+  EXPECT_EQ(failed, 3);
+  EXPECT_GE(failed_policy, 1);
+  EXPECT_EQ(sh(kReplay + " verify " + run, &out), 0) << out;
+  for (const char* f : {"summary.md", "metrics.csv"}) EXPECT_TRUE(exists(run + "/" + f)) << f;
+}
+
+TEST(LlmRun, KillAndResumeReasksNothingRecorded) {
+  TempDir tmp;
+  std::string root = tmp.path(), out;
+  // Long enough that the log's first buffer of records reaches the file well before the end.
+  const std::string settings = " --set loop.steps=8 --set backbone.retries=1";
+  int port = 0;
+  {
+    Serve first(root, 0);
+    ASSERT_TRUE(first.up()) << first.log();
+    port = first.port();
+    pid_t pid = spawn(run_cmd(first.url(), root, "killed", settings), root + "/killed.log");
+    ASSERT_TRUE(kill_once_logged(pid, root + "/killed")) << slurp(root + "/killed.log");
+    first.stop();
+  }
+  const std::string killed = root + "/killed";
+  ASSERT_TRUE(exists(killed + "/manifest.bin"));
+  ASSERT_FALSE(completed(killed)) << "the run ended before it was killed";
+  ServeCounts resumed;
+  {
+    Serve second(root, port);
+    ASSERT_TRUE(second.up()) << second.log();
+    ASSERT_EQ(sh(kHarness + " run --resume " + killed, &out), 0) << out;
+    EXPECT_TRUE(contains(out, "re-derived and matched")) << out;
+    resumed = second.stop();
+  }
+  ServeCounts whole;
+  {
+    Serve third(root, port);
+    ASSERT_TRUE(third.up()) << third.log();
+    ASSERT_EQ(sh(run_cmd(third.url(), root, "whole", settings), &out), 0) << out;
+    whole = third.stop();
+  }
+  const std::string want = digest_of(root + "/whole");
+  EXPECT_EQ(want.size(), 32u) << want;
+  EXPECT_EQ(digest_of(killed), want);
+  // The resumed run's server answered only what the log did not hold.
+  EXPECT_GT(resumed.requests, 0);
+  EXPECT_LT(resumed.requests, whole.requests);
+  EXPECT_EQ(sh(kReplay + " verify " + killed, &out), 0) << out;
+
+  // Resuming while the server is down: the recorded prefix is re-derived from the log, then the
+  // first call it does not hold stops the run, which stays resumable.
+  {
+    Serve fourth(root, port);
+    ASSERT_TRUE(fourth.up()) << fourth.log();
+    pid_t pid = spawn(run_cmd(fourth.url(), root, "down", settings), root + "/down.log");
+    ASSERT_TRUE(kill_once_logged(pid, root + "/down")) << slurp(root + "/down.log");
+    fourth.stop();
+  }
+  const std::string down = root + "/down";
+  ASSERT_FALSE(completed(down));
+  std::string before;
+  ASSERT_EQ(sh(kReplay + " cat " + down + " --no-manifest | wc -l", &before), 0) << before;
+  EXPECT_NE(sh(kHarness + " run --resume " + down, &out), 0) << out;
+  EXPECT_TRUE(contains(out, "resuming " + down + " after")) << out;
+  EXPECT_TRUE(contains(out, "cannot be reached")) << out;
+  EXPECT_TRUE(contains(out, "--resume " + down)) << out;
+  EXPECT_FALSE(contains(out, "mismatch")) << out;
+  ASSERT_TRUE(exists(down + "/manifest.bin"));
+  EXPECT_FALSE(completed(down));
+  std::string after;
+  ASSERT_EQ(sh(kReplay + " cat " + down + " --no-manifest | wc -l", &after), 0) << after;
+  EXPECT_GE(std::stol(after), std::stol(before));
+  for (const json& c : of_kind(records_of(down), "llmReply")) {
+    EXPECT_EQ(c["llmReply"].value("failure", "?"), "") << "a call the server never got is not recorded: " << c.dump();
+  }
+  {
+    Serve fifth(root, port);
+    ASSERT_TRUE(fifth.up()) << fifth.log();
+    ASSERT_EQ(sh(kHarness + " run --resume " + down, &out), 0) << out;
+    fifth.stop();
+  }
+  EXPECT_EQ(digest_of(down), want);
+}
+
+TEST(LlmRun, ApiKey) {
+  TempDir tmp;
+  std::string dir = tmp.path(), out;
+  const std::string runs = dir + "/runs";  // server logs stay outside it
+  const std::string var = "VINCI_LLM_TEST_KEY";
+  const std::string key = "sk-vinci-test-7d41c0a9e2b35f86";
+  const std::string wrong = "sk-vinci-test-wrong-00c3b1";
+  const std::string settings = " --set backbone.api_key_env=" + var;
+  {
+    Serve serve(dir, 0, {"--api-key-env", var}, {var + "=" + key});
+    ASSERT_TRUE(serve.up()) << serve.log();
+    ASSERT_EQ(sh(var + "=" + key + " " + run_cmd(serve.url(), runs, "keyed", settings), &out), 0) << out;
+    EXPECT_FALSE(contains(out, key)) << out;
+    serve.stop();
+  }
+  const std::string keyed = runs + "/keyed";
+  for (const json& c : of_kind(records_of(keyed), "llmReply")) {
+    EXPECT_EQ(c["llmReply"].value("failure", "?"), "") << c.dump();
+  }
+  EXPECT_EQ(sh(kReplay + " verify " + keyed, &out), 0) << out;
+
+  ServeCounts refused;
+  {
+    Serve serve(dir, 0, {"--api-key-env", var}, {var + "=" + key});
+    ASSERT_TRUE(serve.up()) << serve.log();
+    ASSERT_EQ(sh(var + "=" + wrong + " " + run_cmd(serve.url(), runs, "refused", settings), &out), 0) << out;
+    EXPECT_FALSE(contains(out, wrong)) << out;
+    refused = serve.stop();
+  }
+  const std::string bad = runs + "/refused";
+  ASSERT_TRUE(completed(bad)) << out;
+  std::vector<json> calls = of_kind(records_of(bad), "llmReply");
+  ASSERT_FALSE(calls.empty());
+  for (const json& c : calls) {
+    std::string failure = c["llmReply"].value("failure", "");
+    EXPECT_TRUE(starts_with(failure, "HTTP 401 (not retried)")) << failure;
+  }
+  // Not retried: one request a call.
+  EXPECT_EQ(refused.requests, static_cast<long long>(calls.size()));
+  EXPECT_EQ(sh(kReplay + " verify " + bad, &out), 0) << out;
+  for (const char* f : {"summary.md", "metrics.csv"}) EXPECT_TRUE(exists(bad + "/" + f)) << f;
+
+  // Neither key is written anywhere: records, manifests, objects, reports.
+  for (const std::string& run : {keyed, bad}) {
+    ASSERT_EQ(sh(kReplay + " cat " + run + " --objects", &out), 0);
+    EXPECT_FALSE(contains(out, key));
+    EXPECT_FALSE(contains(out, wrong));
+    EXPECT_TRUE(contains(out, var)) << "the manifest names the variable";
+  }
+  EXPECT_EQ(sh("grep -rlF -e " + key + " -e " + wrong + " " + runs, &out), 1) << out;
+  EXPECT_TRUE(exists(runs + "/objects")) << "the objects folder was searched";
+}
+
+// ---- the language-model agents in process
+
+PromptTemplates bundled_templates() {
+  auto t = PromptTemplates::load(std::string(VINCI_SOURCE_DIR) + "/prompts");
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  return t.ok() ? *t : PromptTemplates();
+}
+
+TEST(LlmAgents, PromptTemplateMissingFileIsNamed) {
+  TempDir tmp;
+  std::string dir = tmp.path(), out;
+  ASSERT_EQ(sh("cp " + std::string(VINCI_SOURCE_DIR) + "/prompts/*.md " + dir + " && rm " + dir +
+                   "/policy_feedback.md",
+               &out),
+            0)
+      << out;
+  auto t = PromptTemplates::load(dir);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(contains(t.status().message(), dir + "/policy_feedback.md")) << t.status().to_string();
+}
+
+TEST(LlmAgents, PromptTemplateRenderSubstitutesEveryPlaceholder) {
+  TempDir tmp;
+  std::string dir = tmp.path(), out;
+  ASSERT_EQ(sh("cp " + std::string(VINCI_SOURCE_DIR) + "/prompts/*.md " + dir, &out), 0) << out;
+  {
+    std::ofstream f(dir + "/policy_feedback.md", std::ios::trunc);
+    f << "Result:\n{feedback}\nagain {feedback}; {unknown} stays; {feedback\n\n";
+  }
+  auto t = PromptTemplates::load(dir);
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  // Trailing newlines are dropped; every occurrence is replaced; a value holding its own
+  // placeholder is not expanded again.
+  EXPECT_EQ(t->render("policy_feedback.md", {{"feedback", "x={feedback}"}}),
+            "Result:\nx={feedback}\nagain x={feedback}; {unknown} stays; {feedback");
+  EXPECT_EQ(t->render("policy_feedback.md"), "Result:\n{feedback}\nagain {feedback}; {unknown} stays; {feedback");
+  PromptTemplates bundled = bundled_templates();
+  std::string sel = bundled.render("selection_system.md", {{"max_skills", "7"}});
+  EXPECT_FALSE(contains(sel, "{max_skills}")) << sel;
+  EXPECT_TRUE(contains(sel, "7")) << sel;
+}
+
+TEST(LlmAgents, UnparseablePolicyReplyIsATurnWithoutAPlan) {
+  auto suite = load_task_suite(default_task_dir());
+  ASSERT_TRUE(suite.ok()) << suite.status().to_string();
+  ASSERT_FALSE(suite->tasks.empty());
+  const Task& task = suite->tasks.front();
+  // A reply whose launch block breaks off in the argument list of line 9, column 28.
+  const std::string reply =
+      "Here is a kernel.\n"
+      "\n"
+      "```cuda\n"
+      "extern \"C\" __global__ void k(float* y) {\n"
+      "}\n"
+      "```\n"
+      "\n"
+      "```launch\n"
+      "k<<<1, 32>>>(" + task.output + ", ]\n"
+      "```\n";
+  const int line = 9;
+  const int column = static_cast<int>(std::string("k<<<1, 32>>>(" + task.output + ", ").size()) + 1;
+  std::mutex mu;
+  json asked;
+  ChatServer server(
+      [&](const json& request) -> Result<ChatAnswer> {
+        std::lock_guard<std::mutex> lock(mu);
+        asked = request;
+        return ChatAnswer{reply, "", {}, "stop"};
+      },
+      ChatServerOptions{});
+  ASSERT_TRUE(server.start().ok());
+  std::printf("chat server on port %d, task %s\n", server.port(), task.id.c_str());
+  ChatSettings cs;
+  cs.base_url = server.base_url();
+  cs.model = "vinci-test";
+  cs.retries = 0;
+  cs.timeout_s = 30;
+  HttpChatTransport transport(cs, 1);
+  LlmSettings ls;
+  ls.endpoint = cs.base_url;
+  ls.model = cs.model;
+  LlmAgentModel model(ls, bundled_templates(), transport);
+  PolicyQuestion q;
+  q.task = &task;
+  q.size = SizeName::kSmall;
+  q.key = RngKey::root(kSmokeSeed).with("test", "unparseable");
+  auto turn = model.write_plan(q);
+  ASSERT_TRUE(turn.ok()) << turn.status().to_string();
+  EXPECT_FALSE(turn->plan.has_value());
+  ASSERT_TRUE(turn->call.has_value());
+  EXPECT_EQ(turn->call->failure, "") << "the call succeeded; its reply did not parse";
+  EXPECT_EQ(turn->reply_text, reply);
+  std::string where = "launch block, line " + std::to_string(line) + ", column " + std::to_string(column);
+  EXPECT_TRUE(contains(turn->reply_error, where)) << turn->reply_error << "\n(expected " << where << ")";
+  // The next turn tells the model exactly that.
+  std::string feedback = turn_feedback_text(*turn);
+  EXPECT_TRUE(starts_with(feedback, "Your answer held no kernel that could be run: ")) << feedback;
+  EXPECT_TRUE(contains(feedback, where)) << feedback;
+  // The request was the policy's: its system prompt and the task.
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_TRUE(asked.contains("messages")) << asked.dump();
+  EXPECT_EQ(asked["messages"][0]["role"], "system");
+  EXPECT_TRUE(contains(asked["messages"][1]["content"].get<std::string>(), task.id));
+  EXPECT_EQ(asked["model"], "vinci-test");
+}
+
+TEST(LlmAgents, RecordedTransportAnswersRebuiltRequestsAndNamesTheKeyOfAChangedOne) {
+  TempDir tmp;
+  std::string root = tmp.path(), out;
+  // Evaluation only: the held-out tasks' selections and policy turns.
+  {
+    Serve serve(root, 0);
+    ASSERT_TRUE(serve.up()) << serve.log();
+    ASSERT_EQ(sh(run_cmd(serve.url(), root, "rec", " --set loop.steps=0"), &out), 0) << out;
+    serve.stop();
+  }
+  const std::string run = root + "/rec";
+  auto seeds = SkillLibrary::load(std::string(VINCI_SOURCE_DIR) + "/experiments/seed_skills.jsonl");
+  ASSERT_TRUE(seeds.ok()) << seeds.status().to_string();
+  auto suite = load_task_suite(default_task_dir());
+  ASSERT_TRUE(suite.ok()) << suite.status().to_string();
+
+  // The first evaluated task's selection and its first policy call, from the log.
+  auto reader = RunReader::open(run);
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  std::string task_id;
+  std::vector<std::string> selected;
+  Digest recorded_request, recorded_reply, recorded_key;
+  while (RecordView* view = (*reader)->next()) {
+    auto r = view->message().getRoot<schema::Record>();
+    if (r.getPhase() != schema::Record::Phase::EVAL) continue;
+    if (r.isSelection() && task_id.empty()) {
+      task_id = r.getTask();
+      for (auto name : r.getSelection().getSelected()) selected.push_back(name);
+    }
+    if (r.isLlmReply() && std::string(r.getTask().cStr()) == task_id && r.getTurn() == 0 &&
+        r.getLlmReply().getRole() == schema::Role::POLICY) {
+      recorded_request = address_of(r.getLlmReply().getPrompt());
+      recorded_reply = address_of(r.getLlmReply().getReply());
+      recorded_key = address_of(r.getLlmReply().getKey());
+      break;
+    }
+  }
+  ASSERT_FALSE(task_id.empty());
+  ASSERT_FALSE(recorded_key.is_zero()) << "no policy call of task " << task_id;
+  const Task* task = suite->find(task_id);
+  ASSERT_NE(task, nullptr) << task_id;
+  std::vector<const Skill*> skills;
+  for (const auto& n : selected) {
+    const Skill* s = seeds->find(n);
+    ASSERT_NE(s, nullptr) << n;
+    skills.push_back(s);
+  }
+
+  auto transport = RecordedChatTransport::open(run);
+  ASSERT_TRUE(transport.ok()) << transport.status().to_string();
+  EXPECT_GT((*transport)->calls(), 0u);
+  auto templates = PromptTemplates::recorded(run);
+  ASSERT_TRUE(templates.ok()) << templates.status().to_string();
+
+  // The question the loop asked: evaluation is greedy, keyed by phase, step, task, rollout, turn.
+  LlmSettings ls;
+  ls.endpoint = "http://127.0.0.1:1/v1";  // never reached: every answer comes from the log
+  ls.model = "vinci-sim";
+  PolicyQuestion q;
+  q.task = task;
+  q.size = SizeName::kSmall;
+  q.skills = skills;
+  q.greedy = true;
+  q.key = RngKey::root(kSmokeSeed).with("phase", "eval").with("step", 0).with("task", task_id)
+              .with("rollout", 0).with("turn", 0);
+  ASSERT_EQ(q.key.digest().hex(), recorded_key.hex());
+  {
+    LlmAgentModel model(ls, *templates, **transport);
+    auto turn = model.write_plan(q);
+    ASSERT_TRUE(turn.ok()) << turn.status().to_string();
+    ASSERT_TRUE(turn->call.has_value());
+    EXPECT_EQ(chat_request_address(turn->call->request).hex(), recorded_request.hex());
+    ObjectStore store(RunLocation::of(run).store_dir);
+    auto reply = store.get(recorded_reply);
+    ASSERT_TRUE(reply.ok()) << reply.status().to_string();
+    EXPECT_EQ(turn->call->reply, reply->bytes);
+    EXPECT_EQ(turn->call->attempts, 0u) << "answered from the log";
+    EXPECT_TRUE(turn->plan.has_value()) << turn->reply_error;
+  }
+  {
+    // An edited template rebuilds other request bytes for the same key: a mismatch naming it.
+    PromptTemplates edited = *templates;
+    edited.text["policy_format.md"] += "\n\nAlso: prefer fewer launches.";
+    LlmAgentModel model(ls, edited, **transport);
+    auto turn = model.write_plan(q);
+    ASSERT_FALSE(turn.ok());
+    EXPECT_EQ(turn.status().code(), StatusCode::kMismatch);
+    EXPECT_TRUE(contains(turn.status().message(), recorded_key.hex())) << turn.status().to_string();
+    EXPECT_TRUE(contains(turn.status().message(), recorded_request.hex())) << turn.status().to_string();
+  }
+  {
+    // A call the run never made, with no server to fall back on.
+    PolicyQuestion other = q;
+    other.key = q.key.with("test", "unrecorded");
+    LlmAgentModel model(ls, *templates, **transport);
+    auto turn = model.write_plan(other);
+    ASSERT_FALSE(turn.ok());
+    EXPECT_TRUE(contains(turn.status().message(), other.key.digest().hex())) << turn.status().to_string();
+  }
+}
+
+}  // namespace
+}  // namespace vinci
