@@ -87,6 +87,23 @@ Status check_chat_settings(const ChatSettings& s) {
     return invalid_argument("chat base_url must start with http:// or https://, got \"" +
                             s.base_url + "\"");
   }
+  // host[:port] up to the path: a port, when written, is a number (a script whose port lookup came
+  // back empty writes "http://127.0.0.1:/v1", which would otherwise be retried forever).
+  size_t host_at = s.base_url.find("//") + 2;
+  std::string authority = s.base_url.substr(host_at, s.base_url.find('/', host_at) - host_at);
+  size_t colon = authority.rfind(':');
+  if (authority.empty() || authority[0] == ':') {
+    return invalid_argument("chat base_url names no host: \"" + s.base_url + "\"");
+  }
+  if (colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
+    std::string port = authority.substr(colon + 1);
+    bool digits = !port.empty() && port.size() <= 5 &&
+                  port.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(port) < 1 || std::stoi(port) > 65535) {
+      return invalid_argument("chat base_url: expected a port from 1 to 65535 after ':', found \"" + port +
+                              "\" in \"" + s.base_url + "\"");
+    }
+  }
   if (!(s.timeout_s > 0)) return invalid_argument("chat timeout_s must be > 0");
   if (!(s.deadline_s > 0)) return invalid_argument("chat deadline_s must be > 0");
   if (s.retries < 0) return invalid_argument("chat retries must be >= 0");

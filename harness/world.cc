@@ -109,7 +109,8 @@ Result<ChatSettings> chat_settings(const Experiment& exp) {
     }
     cs.api_key = key;
   }
-  VINCI_RETURN_IF_ERROR(check_chat_settings(cs));
+  Status ok = check_chat_settings(cs);
+  if (!ok.ok()) return Status(ok.code(), "backbone: " + ok.message());
   return cs;
 }
 

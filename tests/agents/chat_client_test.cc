@@ -517,6 +517,19 @@ TEST_F(ChatHttp, UnusableSettingsAreAStatusError) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(server_->requests(), 0);
+  // A port lookup that came back empty, a port out of range, no host: refused before any request.
+  for (const char* url : {"http://127.0.0.1:/v1", "http://127.0.0.1:70000/v1", "http://:8000/v1",
+                          "http://127.0.0.1:80a/v1"}) {
+    s.base_url = url;
+    Status st = check_chat_settings(s);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << url;
+    EXPECT_NE(st.message().find(url), std::string::npos) << st.message();
+  }
+  for (const char* url : {"http://127.0.0.1:8000/v1", "https://api.example.com/v1", "http://[::1]:8000/v1",
+                          "http://localhost/v1"}) {
+    s.base_url = url;
+    EXPECT_TRUE(check_chat_settings(s).ok()) << url << ": " << check_chat_settings(s).to_string();
+  }
 }
 
 }  // namespace
