@@ -201,6 +201,7 @@ Status CudaEvaluator::start_locked() {
                                    "--fd", "3",
                                    "--launch-timeout", format_number("%.6g", options_.launch_timeout_s),
                                    "--norm-tolerance", format_number("%.6g", options_.norm_tolerance),
+                                   "--reference-precision", options_.reference_precision,
                                    "--warmups", std::to_string(options_.warmups),
                                    "--timing-budget-ms", format_number("%.6g", options_.timing_budget_s * 1000)};
   if (!options_.task_dir.empty()) args.insert(args.end(), {"--tasks", options_.task_dir});

@@ -38,6 +38,7 @@ struct CudaEvaluatorOptions {
   double timeout_s = 600;       // an evaluation not answered by then is a hang: the worker is killed
   double launch_timeout_s = 10; // the worker's limit for one launch
   double norm_tolerance = 1e-2;
+  std::string reference_precision = kReferencePrecisionDefault;  // gpu/eval_result.h
   int warmups = 3;
   double timing_budget_s = 0;   // > 0: a slow candidate's sampling stops after this (>= 5 samples)
 };

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     else if (a == "--profile") options.profile_path = v;
     else if (a == "--launch-timeout") options.launch_timeout_s = std::atof(v.c_str());
     else if (a == "--norm-tolerance") options.norm_tolerance = std::atof(v.c_str());
+    else if (a == "--reference-precision") options.reference_precision = v;
     else if (a == "--warmups") options.warmups = std::atoi(v.c_str());
     else if (a == "--timing-budget-ms") options.timing_budget_ms = std::atof(v.c_str());
     else return usage();

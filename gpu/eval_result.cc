@@ -193,6 +193,12 @@ void add_unreached_trials(EvalResult* r, const std::string& task_id, const EvalR
   }
 }
 
+Status check_reference_precision(const std::string& name) {
+  if (name == "kernelbench" || name == "fp32") return Status();
+  return invalid_argument("reference precision: expected kernelbench (PyTorch's defaults: cuDNN may use TF32, "
+                          "matmul FP32) or fp32 (TF32 off everywhere), found '" + name + "'");
+}
+
 Tolerance tolerance_for(const Task& task, const EvalRequest& request) {
   // Strict mode: current KernelBench's fp32 tolerance (REFERENCE.md, "Evaluation"); a task that
   // already asks for less keeps its own.

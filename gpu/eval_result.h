@@ -103,6 +103,14 @@ struct Tolerance {
 };
 Tolerance tolerance_for(const Task& task, const EvalRequest& request);
 
+// The reference's precision policy on a GPU (it also governs a plan's library steps, which run
+// in the same process): "kernelbench" is PyTorch's default and KernelBench's baseline, cuDNN
+// convolutions may use TF32 while matrix products stay FP32; "fp32" turns TF32 off in cuBLAS and
+// cuDNN. Recorded in every live measurement's settings ("reference_precision").
+constexpr const char* kReferencePrecisionDefault = "kernelbench";
+// OK for "kernelbench" and "fp32"; otherwise an error naming what was found.
+Status check_reference_precision(const std::string& name);
+
 // Every evaluator: sim (gpu/sim_evaluator.h), cuda (live), recorded (answers from a log).
 // A candidate's failure (does not compile, wrong, crashes) is a successful evaluation whose record
 // says so; a non-ok Result means the evaluation itself could not be done (bad plan for the task,

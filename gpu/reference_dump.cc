@@ -73,9 +73,13 @@ Status dump_reference(const Task& task, SizeName size, InputDistribution dist, u
                       {"kernelbench_globals", nlohmann::json::object()}};
   ExprEnv env;
   env.symbols = inst.sizes();
-  for (const auto& [name, e] : task.kernelbench_globals) {
-    VINCI_ASSIGN_OR_RETURN(int64_t v, eval_expr(e, env));
-    meta["kernelbench_globals"][name] = v;
+  for (const auto& [name, g] : task.kernelbench_globals) {
+    nlohmann::json values = nlohmann::json::array();
+    for (const auto& e : g.values) {
+      VINCI_ASSIGN_OR_RETURN(int64_t v, eval_expr(e, env));
+      values.push_back(v);
+    }
+    meta["kernelbench_globals"][name] = g.list ? values : values[0];
   }
   nlohmann::json ins = nlohmann::json::array();
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -124,14 +124,26 @@ Status parse_provenance(const toml::table& t, const std::string& where, Task* ta
     if (!gt) return invalid_argument(kw + ".globals: expected a table of name = size expression");
     for (const auto& [k, v] : *gt) {
       std::string name(k.str());
-      if (auto s = v.value<std::string>()) {
-        VINCI_RETURN_IF_ERROR(check_expr_syntax(*s));
-        task->kernelbench_globals[name] = *s;
-      } else if (auto i = v.as_integer()) {
-        task->kernelbench_globals[name] = std::to_string(i->get());
+      Task::KernelBenchGlobal global;
+      global.list = v.is_array();
+      auto add = [&](const toml::node& e) -> Status {
+        if (auto s = e.value<std::string>()) {
+          VINCI_RETURN_IF_ERROR(check_expr_syntax(*s));
+          global.values.push_back(*s);
+        } else if (auto i = e.as_integer()) {
+          global.values.push_back(std::to_string(i->get()));
+        } else {
+          return invalid_argument(kw + ".globals." + name +
+                                  ": expected a size expression, an integer or a list of them");
+        }
+        return Status();
+      };
+      if (global.list) {
+        for (const auto& e : *v.as_array()) VINCI_RETURN_IF_ERROR(add(e));
       } else {
-        return invalid_argument(kw + ".globals." + name + ": expected a size expression or an integer");
+        VINCI_RETURN_IF_ERROR(add(v));
       }
+      task->kernelbench_globals[name] = std::move(global);
     }
   }
   return Status();
@@ -295,11 +307,13 @@ Status check_task(const Task& task) {
   for (const auto& [size_key, sizes] : task.sizes) {
     ExprEnv env;
     env.symbols = sizes;
-    for (const auto& [name, e] : task.kernelbench_globals) {
-      Result<int64_t> r = eval_expr(e, env);
-      if (!r.ok())
-        return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key +
-                                ": " + r.status().message());
+    for (const auto& [name, g] : task.kernelbench_globals) {
+      for (const auto& e : g.values) {
+        Result<int64_t> r = eval_expr(e, env);
+        if (!r.ok())
+          return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key +
+                                  ": " + r.status().message());
+      }
     }
   }
   // Every shape must resolve at both sizes: catches a symbol missing from one size table.

@@ -75,7 +75,11 @@ struct Task {
   // expression giving its value (the cross-check sets them before building KernelBench's module).
   // Empty: a task of vinci's own, left out of KernelBench scores.
   std::string kernelbench_problem;
-  std::map<std::string, std::string> kernelbench_globals;
+  struct KernelBenchGlobal {
+    std::vector<std::string> values;  // size expressions
+    bool list = false;                // a list constant (layer_sizes = [H, H]), else one value
+  };
+  std::map<std::string, KernelBenchGlobal> kernelbench_globals;
   // Non-empty: KernelBench flags the problem, or it is degenerate; the reason. Scores can leave
   // flagged tasks out (`replay score --exclude-flagged`).
   std::string flag;

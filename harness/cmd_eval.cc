@@ -3,7 +3,7 @@
 //   harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim|cuda]
 //                        [--size full|small] [--seed N] [--trials N] [--samples N] [--strict]
 //                        [--noise X] [--profile FILE] [--tasks DIR] [--explain]
-//                        [--timeout S] [--launch-timeout S] [--nvrtc-cache DIR]
+//                        [--timeout S] [--launch-timeout S] [--nvrtc-cache DIR] [--reference-precision P]
 //
 // prints the EvalResult as one line of JSON (the Measurement's field names). Without --plan the
 // plan is the code generator's: its default setting, or the --knob values over it. --explain adds
@@ -45,6 +45,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   uint64_t seed = 0;
   int trials = 5, samples = 100;
   double noise = 0, timeout = 600, launch_timeout = 10;
+  std::string reference_precision;
   std::string nvrtc_cache;
   std::vector<std::string> knobs;
   po::options_description named(
@@ -68,7 +69,9 @@ int cmd_eval(const std::vector<std::string>& args) {
       ("explain", "sim: print the per-step time breakdown on stderr")
       ("timeout", po::value<double>(&timeout)->default_value(600), "cuda: seconds before an unanswered evaluation counts as a hang")
       ("launch-timeout", po::value<double>(&launch_timeout)->default_value(10), "cuda: seconds one kernel launch may run")
-      ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder shared across processes");
+      ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder shared across processes")
+      ("reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
+       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 (TF32 off)");
   po::variables_map vm;
   if (auto stop = parse_options("harness eval", args, named, {{"task", 1}}, &vm)) return *stop;
   if (!vm.count("task")) {
@@ -81,6 +84,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   else if (size == "small") request.size = SizeName::kSmall;
   else return fail("--size: expected full or small, found '" + size + "'");
   if (device != "sim" && device != "cuda") return fail("--device: expected sim or cuda, found '" + device + "'");
+  if (Status st = check_reference_precision(reference_precision); !st.ok()) return fail("--reference-precision: " + st.message());
   if (!plan_path.empty() && !knobs.empty()) return fail("--plan and --knob exclude each other");
   request.seed = seed;
   request.trials = trials;
@@ -119,6 +123,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     co.profile_path = profile_file;
     co.timeout_s = timeout;
     co.launch_timeout_s = launch_timeout;
+    co.reference_precision = reference_precision;
     co.nvrtc_cache_dir = nvrtc_cache;
     CudaEvaluator evaluator(co);
     Result<EvalResult> r = evaluator.evaluate(*task, plan, request);

@@ -150,6 +150,7 @@ FamilyCorrelation correlate(const std::vector<const Row*>& rows,
 
 int cmd_measure(const std::vector<std::string>& args) {
   std::string device = "cuda", size = "full", out_dir = "measure-out", task_dir, nvrtc_cache, profile_file;
+  std::string reference_precision;
   std::vector<std::string> only, from_files;
   std::string from;
   int plans_per_task = 8, level = 0, trials = 5, samples = 30, repeat = 0;
@@ -171,6 +172,8 @@ int cmd_measure(const std::vector<std::string>& args) {
       ("out", po::value<std::string>(&out_dir)->default_value("measure-out"), "output folder")
       ("timeout", po::value<double>(&timeout)->default_value(600), "cuda: seconds before an evaluation counts as a hang")
       ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder; kernels are compiled into it in parallel first")
+      ("reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
+       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 (TF32 off)")
       ("budget", po::value<double>(&budget)->default_value(0), "stop starting new tasks after this many seconds (0: none)")
       ("timing-budget", po::value<double>(&timing_budget)->default_value(2), "cuda: seconds of timed runs per candidate at most (>= 5 samples)")
       ("profile", po::value<std::string>(&profile_file), "device profile for the sim predictions (default h200)")
@@ -183,6 +186,7 @@ int cmd_measure(const std::vector<std::string>& args) {
   if (device != "cuda" && device != "sim") return fail("--device: expected cuda or sim, found '" + device + "'");
   if (size != "full" && size != "small") return fail("--size: expected full or small, found '" + size + "'");
   if (plans_per_task < 0 || trials < 1 || samples < 1) return fail("--plans >= 0, --trials >= 1, --samples >= 1");
+  if (Status st = check_reference_precision(reference_precision); !st.ok()) return fail("--reference-precision: " + st.message());
   SizeName size_name_v = size == "full" ? SizeName::kFull : SizeName::kSmall;
 
   Result<TaskSuite> suite = load_task_suite(task_dir.empty() ? default_task_dir() : task_dir);
@@ -200,6 +204,7 @@ int cmd_measure(const std::vector<std::string>& args) {
     co.nvrtc_cache_dir = nvrtc_cache;
     co.profile_path = profile_file;
     co.timing_budget_s = timing_budget;
+    co.reference_precision = reference_precision;
     cuda = std::make_unique<CudaEvaluator>(co);
     Status st = cuda->start();
     if (!st.ok()) return fail(st.to_string());

@@ -206,6 +206,12 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   RunSummaryInfo info{exp.name, exp.config_path, writer->digest().hex(), writer->record_count(), seconds, ""};
   if (world.call_log) info.model_calls = model_calls_line(world.call_log->stats());
+  std::vector<std::string> sets;
+  for (const auto& id : out->eval_tasks) {
+    const Task* t = world.suite.find(id);
+    sets.push_back(t ? t->set_name() : "not in the suite");
+  }
+  info.scored = scored_set_line(sets, "all", false);
   st = write_report(run_dir, *out, info);
   if (!st.ok()) return fail(st.to_string());
   if (!out->eval.empty()) {

@@ -29,7 +29,16 @@ ConfigSchema build_schema() {
   s.add({"tasks.eval_share", T::kFloat, F(0.25),
          "Share of each level's tasks held out for evaluation (picked by a keyed hash of the id).", {}, 0, 1});
   s.add({"tasks.split_seed", T::kInt, I(0), "Seed of the train/eval split (independent of run.seed).", {}, 0, 9.2e18});
-  s.add({"tasks.max_per_level", T::kInt, I(0), "Use at most this many tasks per level (0: all).", {}, 0, 1e6});
+  s.add({"tasks.max_per_level", T::kInt, I(0), "Use at most this many tasks per level, the first by id (0: all).", {}, 0, 1e6});
+  s.add({"tasks.sample_per_level", T::kInt, I(0),
+         "Use this many tasks per level, picked by a keyed hash of the id with tasks.split_seed (0: all);\n"
+         "a sample that stays put as the suite grows only where it is drawn from the same tasks.", {}, 0, 1e6});
+  s.add({"tasks.set", T::kString, S("all"),
+         "Which tasks: all, kernelbench (KernelBench problems, flagged ones included) or unflagged\n"
+         "(KernelBench problems neither flagged by KernelBench nor degenerate).",
+         {"all", "kernelbench", "unflagged"}});
+  s.add({"tasks.ids", T::kStringList, ConfigValue(std::vector<std::string>{}),
+         "Exactly these task ids (of the levels listed); empty: every task the keys above select.", {}});
   // [loop]
   s.add({"loop.steps", T::kInt, I(20), "Training steps.", {}, 0, 1e6});
   s.add({"loop.batch_tasks", T::kInt, I(16), "Training tasks per step (paper: 16).", {}, 1, 1e4});
@@ -131,6 +140,11 @@ ConfigSchema build_schema() {
   s.add({"device.noise", T::kFloat, F(0.0), "Relative spread of simulated timing noise (0: exact).", {}, 0, 1});
   s.add({"device.timing_samples", T::kInt, I(10), "Timing samples per candidate.", {}, 1, 10000});
   s.add({"device.trials", T::kInt, I(5), "Correctness trials per candidate.", {}, 1, 100});
+  s.add({"device.reference_precision", T::kString, S("kernelbench"),
+         "cuda: the reference's precision policy: kernelbench (PyTorch's defaults, as KernelBench times its\n"
+         "baseline: cuDNN convolutions may use TF32, matrix products stay FP32) or fp32 (TF32 off everywhere).\n"
+         "Recorded in every measurement's settings.",
+         {"kernelbench", "fp32"}});
   // [eval]
   s.add({"eval.every", T::kInt, I(5), "Evaluate on the held-out tasks every this many steps (and after the last).", {}, 1, 1e6});
   s.add({"eval.greedy", T::kBool, B(true), "Greedy decoding at evaluation (false: sampled).", {}});
@@ -194,6 +208,9 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.eval_share = c.get_float("tasks.eval_share");
   e.split_seed = static_cast<uint64_t>(c.get_int("tasks.split_seed"));
   e.max_tasks_per_level = c.get_int("tasks.max_per_level");
+  e.sample_per_level = c.get_int("tasks.sample_per_level");
+  e.task_set = c.get_string("tasks.set");
+  e.task_ids = c.get_string_list("tasks.ids");
   e.steps = static_cast<int32_t>(c.get_int("loop.steps"));
   e.batch_tasks = static_cast<int32_t>(c.get_int("loop.batch_tasks"));
   e.schemes = static_cast<int32_t>(c.get_int("loop.schemes"));
@@ -230,6 +247,7 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.train_summary = c.get_bool("backbone.train_summary");
   e.device = c.get_string("device.kind");
   e.device_profile = c.get_string("device.profile");
+  e.reference_precision = c.get_string("device.reference_precision");
   e.noise = c.get_float("device.noise");
   e.timing_samples = static_cast<int32_t>(c.get_int("device.timing_samples"));
   e.trials = static_cast<int32_t>(c.get_int("device.trials"));

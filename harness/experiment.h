@@ -32,6 +32,9 @@ struct Experiment {
   double eval_share = 0.25;  // share of each level held out for evaluation
   uint64_t split_seed = 0;
   int64_t max_tasks_per_level = 0;  // 0: all
+  int64_t sample_per_level = 0;     // 0: all
+  std::string task_set = "all";     // all | kernelbench | unflagged
+  std::vector<std::string> task_ids;  // empty: all
 
   // [loop]
   int32_t steps = 0;
@@ -75,6 +78,7 @@ struct Experiment {
   // [device]
   std::string device;  // "sim"
   std::string device_profile;  // empty: the built-in H200 profile
+  std::string reference_precision = "kernelbench";  // cuda: gpu/eval_result.h
   double noise = 0.0;
   int32_t timing_samples = 10;
   int32_t trials = 5;

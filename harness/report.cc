@@ -145,6 +145,16 @@ std::string metrics_csv(const TrainerOutput& out) {
   return csv;
 }
 
+std::string scored_set_line(const std::vector<std::string>& task_sets, const std::string& selection,
+                            bool strict) {
+  std::map<std::string, int> counts;
+  for (const auto& s : task_sets) ++counts[s];
+  std::string parts;
+  for (const auto& [s, n] : counts) parts += (parts.empty() ? "" : ", ") + std::to_string(n) + " " + s;
+  return "Scored tasks (" + selection + "): " + std::to_string(task_sets.size()) + " held-out (" + parts +
+         "); fast_p counts " + (strict ? "speedup > p" : "speedup >= p") + ".\n\n";
+}
+
 std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& info) {
   std::string md = "# Run " + info.name + "\n\n";
   md += "- config: `" + info.config_path + "`\n";
@@ -160,7 +170,7 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
   if (!out.eval.empty()) {
     const EvalPoint& last = out.eval.back();
     md += "## Final evaluation (after step " + std::to_string(last.step) + ")\n\n";
-    md += fast_p_report(last, TableFormat::kMarkdown) + "\n";
+    md += info.scored + fast_p_report(last, TableFormat::kMarkdown) + "\n";
     md += "## fast_1.2 over training (last turn, all held-out tasks, %)\n\n| step | L1 | L2 | L3 | all |\n|---|---|---|---|---|\n";
     for (const EvalPoint& e : out.eval) {
       md += "| " + std::to_string(e.step) + " |";

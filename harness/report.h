@@ -33,7 +33,14 @@ struct RunSummaryInfo {
   uint64_t records = 0;
   double seconds = 0;
   std::string model_calls;  // a language model's calls, one line ("" for the sim backbone)
+  std::string scored;       // which task set the fast_p tables score (scored_set_line)
 };
+
+// One line saying which held-out tasks a fast_p report scores: how many of each set
+// (kernelbench, kernelbench-flagged, vinci; Task::set_name) under the selection `selection`
+// (all, kernelbench, unflagged), and the comparison fast_p uses.
+std::string scored_set_line(const std::vector<std::string>& task_sets, const std::string& selection,
+                            bool strict);
 std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& info);
 
 // Writes metrics.csv, summary.md, reward.svg, fast_p.svg, library.svg, fast_p_final.svg into dir.

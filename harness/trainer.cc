@@ -623,8 +623,27 @@ Status write_start_checkpoint(Backbone& backbone, RecordSink& sink, const std::s
 TaskSplit split_tasks(const TaskSuite& suite, const Experiment& exp) {
   TaskSplit split;
   for (int64_t level : exp.levels) {
-    std::vector<const Task*> tasks = suite.at_level(static_cast<int>(level));
+    std::vector<const Task*> tasks;
+    for (const Task* t : suite.at_level(static_cast<int>(level))) {
+      std::string set = t->set_name();
+      if (exp.task_set == "kernelbench" && set.rfind("kernelbench", 0) != 0) continue;
+      if (exp.task_set == "unflagged" && set != "kernelbench") continue;
+      if (!exp.task_ids.empty() && std::find(exp.task_ids.begin(), exp.task_ids.end(), t->id) == exp.task_ids.end())
+        continue;
+      tasks.push_back(t);
+    }
     std::sort(tasks.begin(), tasks.end(), [](const Task* a, const Task* b) { return a->id < b->id; });
+    if (exp.sample_per_level > 0 && static_cast<int64_t>(tasks.size()) > exp.sample_per_level) {
+      std::vector<std::pair<uint64_t, const Task*>> keyed;
+      for (const Task* t : tasks)
+        keyed.emplace_back(Stream(RngKey::root(exp.split_seed).with("sample", t->id)).next_u64(), t);
+      std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+        return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
+      });
+      tasks.clear();
+      for (int64_t i = 0; i < exp.sample_per_level; ++i) tasks.push_back(keyed[static_cast<size_t>(i)].second);
+      std::sort(tasks.begin(), tasks.end(), [](const Task* a, const Task* b) { return a->id < b->id; });
+    }
     if (exp.max_tasks_per_level > 0 && static_cast<int64_t>(tasks.size()) > exp.max_tasks_per_level) {
       tasks.resize(static_cast<size_t>(exp.max_tasks_per_level));
     }

@@ -156,6 +156,10 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
   World w;
   std::string task_dir = exp.task_dir.empty() ? default_task_dir() : resolve(exp.task_dir);
   VINCI_ASSIGN_OR_RETURN(w.suite, load_task_suite(task_dir));
+  for (const std::string& id : exp.task_ids) {
+    if (!w.suite.find(id))
+      return invalid_argument(exp.config_path + ": key 'tasks.ids': no task '" + id + "' in " + task_dir);
+  }
   std::string profile_path = exp.device_profile.empty() ? default_profile_dir() + "/h200.toml"
                                                         : resolve(exp.device_profile);
   VINCI_ASSIGN_OR_RETURN(DeviceProfile profile, load_device_profile(profile_path));
@@ -164,6 +168,7 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
     CudaEvaluatorOptions co;
     co.task_dir = task_dir;
     co.profile_path = profile_path;
+    co.reference_precision = exp.reference_precision;
     auto cuda = std::make_unique<CudaEvaluator>(co);
     VINCI_RETURN_IF_ERROR(cuda->start());
     inner = std::move(cuda);

@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "core/cli.h"
+#include "gpu/eval_result.h"
 #include "replay/commands.h"
 #include "replay/rescore.h"
 
@@ -30,6 +31,8 @@ int cmd_rescore(const std::vector<std::string>& args) {
       "timing-budget", po::value<double>(&o.timing_budget_s)->default_value(0),
       "cuda: at most this many seconds of timed runs per plan (>= 5 samples; 0: no cap)")(
       "nvrtc-cache", po::value<std::string>(&o.nvrtc_cache_dir), "cuda: NVRTC cache folder (kernels compiled in parallel first)")(
+      "reference-precision", po::value<std::string>(&o.reference_precision)->default_value("kernelbench"),
+      "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 (TF32 off)")(
       "reuse", po::value<std::string>(&o.reuse), "an earlier rescore's measurements.jsonl: plans it measured are not measured again")(
       "force", "rescore even under numeric settings that differ from the run's");
   po::variables_map vm;
@@ -47,6 +50,10 @@ int cmd_rescore(const std::vector<std::string>& args) {
   }
   if (o.device.empty()) {
     std::cerr << "replay rescore: say where to measure: --live (this GPU) or --device sim --profile FILE\n";
+    return 2;
+  }
+  if (Status st = check_reference_precision(o.reference_precision); !st.ok()) {
+    std::cerr << "replay rescore: --reference-precision: " << st.message() << "\n";
     return 2;
   }
   o.force = vm.count("force") > 0;

@@ -1,12 +1,14 @@
 // `replay score RUN [--thresholds 1,1.2,1.5,2] [--turn last|best] [--format md|csv|json]
-//                   [--step N] [--strict]`
+//                   [--step N] [--strict] [--tasks all|kernelbench|unflagged]`
 // fast_p of a run's held-out evaluation, from its log alone. With the defaults it prints the
-// tables of the run's final evaluation exactly as summary.md has them.
+// tables of the run's final evaluation as summary.md has them, after a line saying which task set
+// it scored (KernelBench problems, flagged ones, vinci's own).
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <sstream>
 
 #include "core/cli.h"
+#include "gpu/task.h"
 #include "harness/experiment.h"
 #include "harness/report.h"
 #include "replay/commands.h"
@@ -22,7 +24,10 @@ int cmd_score(const std::vector<std::string>& args) {
       "turn", po::value<std::string>(), "last or best (default: both)")(
       "format", po::value<std::string>()->default_value("md"), "md, csv or json")(
       "step", po::value<int>(), "the evaluation before this step (default: the final one)")(
-      "strict", "count speedup > p (KernelBench) instead of >= p");
+      "strict", "count speedup > p (KernelBench) instead of >= p")(
+      "tasks", po::value<std::string>()->default_value("all"),
+      "which held-out tasks to score: all, kernelbench (KernelBench problems, flagged ones included) or\n"
+      "unflagged (KernelBench problems that KernelBench does not flag and that are not degenerate)");
   po::variables_map vm;
   if (auto stop = parse_options("replay score", args, opts, {{"run", 1}}, &vm)) return *stop;
   if (!vm.count("run")) {
@@ -80,11 +85,40 @@ int cmd_score(const std::vector<std::string>& args) {
     return 2;
   }
   bool strict = vm.count("strict") > 0;
+  std::string set = vm["tasks"].as<std::string>();
+  if (set != "all" && set != "kernelbench" && set != "unflagged") {
+    std::cerr << "replay score: --tasks: expected all, kernelbench or unflagged, found '" << set << "'\n";
+    return 2;
+  }
+  // Which set each task belongs to comes from the run's task suite.
+  auto exp_for_suite = experiment_from_text(data->manifest.config_text, "the run's config");
+  std::string task_dir = exp_for_suite.ok() && !exp_for_suite->task_dir.empty() ? exp_for_suite->task_dir
+                                                                                 : default_task_dir();
+  Result<TaskSuite> suite = load_task_suite(task_dir);
+  if (!suite.ok()) {
+    std::cerr << "replay score: " << suite.status().to_string() << "\n";
+    return 2;
+  }
+  std::vector<std::string> sets;
+  std::vector<TaskTurns> scored;
+  for (const TaskTurns& t : it->second) {
+    const Task* task = suite->find(t.task);
+    std::string s = task ? task->set_name() : "not in the suite";
+    bool keep = set == "all" || (set == "kernelbench" && s.rfind("kernelbench", 0) == 0) ||
+                (set == "unflagged" && s == "kernelbench");
+    if (!keep) continue;
+    sets.push_back(s);
+    scored.push_back(t);
+  }
+  if (scored.empty()) {
+    std::cerr << "replay score: --tasks " << set << ": no held-out task of the run is in that set\n";
+    return 2;
+  }
   EvalPoint point;
   point.step = step;
   for (TurnMode m : {TurnMode::kLast, TurnMode::kBest}) {
     for (Denominator d : {Denominator::kAll, Denominator::kCorrect}) {
-      for (const FastP& fp : fast_p(it->second, thresholds, m, d, strict)) point.fast_p.push_back(fp);
+      for (const FastP& fp : fast_p(scored, thresholds, m, d, strict)) point.fast_p.push_back(fp);
     }
   }
   if (vm.count("turn")) {
@@ -100,6 +134,7 @@ int cmd_score(const std::vector<std::string>& args) {
     }
     return 0;
   }
+  if (format == TableFormat::kMarkdown) std::cout << scored_set_line(sets, set, strict);
   std::cout << fast_p_report(point, format);
   return 0;
 }

@@ -299,6 +299,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     co.timeout_s = options.timeout_s;
     co.timing_budget_s = options.timing_budget_s;
     co.nvrtc_cache_dir = options.nvrtc_cache_dir;
+    co.reference_precision = options.reference_precision;
     auto c = std::make_unique<CudaEvaluator>(co);
     VINCI_RETURN_IF_ERROR(c->start());
     device_name = c->device_name();

@@ -38,6 +38,7 @@ struct RescoreOptions {
   double timeout_s = 600;
   double timing_budget_s = 0;
   std::string nvrtc_cache_dir;
+  std::string reference_precision = "kernelbench";  // cuda: gpu/eval_result.h
   bool force = false;           // re-drive under numeric settings that differ from the run's
   // An earlier rescore's <out>/measurements.jsonl: its measurements of this run's plans on the
   // same device with the same request are used instead of measuring again.

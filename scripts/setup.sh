@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   libcurl4-openssl-dev libcpp-httplib-dev
+  python3-torch python3-numpy
 )
 
 missing=()
