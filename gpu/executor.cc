@@ -343,10 +343,14 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
       auto p = attr_ints_or(ma, "padding", rank, 0);
       auto d = attr_ints_or(ma, "dilation", rank, 1);
       int64_t g = attr_int_or(ma, "groups", 1);
+      if (ma.contains("groups") && ma["groups"].is_string()) {  // a size expression (depthwise)
+        VINCI_ASSIGN_OR_RETURN(g, eval_size(ma["groups"].get<std::string>(), impl_->sizes));
+      }
       if (n == "conv1d") return one(torch::conv1d(x, W("weight"), W("bias"), s, p, d, g));
       if (n == "conv2d") return one(torch::conv2d(x, W("weight"), W("bias"), s, p, d, g));
       if (n == "conv3d") return one(torch::conv3d(x, W("weight"), W("bias"), s, p, d, g));
       auto op_ = attr_ints_or(ma, "output_padding", rank, 0);
+      if (n == "conv_transpose1d") return one(torch::conv_transpose1d(x, W("weight"), W("bias"), s, p, op_, g, d));
       if (n == "conv_transpose2d") return one(torch::conv_transpose2d(x, W("weight"), W("bias"), s, p, op_, g, d));
       if (n == "conv_transpose3d") return one(torch::conv_transpose3d(x, W("weight"), W("bias"), s, p, op_, g, d));
     }

@@ -54,6 +54,7 @@ const OpInfo kOps[] = {
     {"conv1d", OpKind::kLibrary, 1, "conv1d"},
     {"conv2d", OpKind::kLibrary, 1, "conv2d"},
     {"conv3d", OpKind::kLibrary, 1, "conv3d"},
+    {"conv_transpose1d", OpKind::kLibrary, 1, "conv_transpose1d"},
     {"conv_transpose2d", OpKind::kLibrary, 1, "conv_transpose2d"},
     {"conv_transpose3d", OpKind::kLibrary, 1, "conv_transpose3d"},
     {"max_pool1d", OpKind::kLibrary, 1, ""},

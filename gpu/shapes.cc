@@ -71,7 +71,13 @@ Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
       VINCI_ASSIGN_OR_RETURN(std::string in, attr_expr(m.attrs, "in", where));
       VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(m.attrs, "out", where));
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(m.attrs, "kernel", rank, where));
-      std::string g = std::to_string(attr_int_or(m.attrs, "groups", 1));
+      // Per-dim lists must have one entry a spatial dim (a wrong length is an error, not the default).
+      for (const char* key : {"stride", "padding", "dilation", "output_padding"})
+        if (m.attrs.contains(key)) VINCI_RETURN_IF_ERROR(attr_ints(m.attrs, key, rank, where).status());
+      std::string g = "1";  // groups: an integer or a size expression (depthwise: groups = "C")
+      if (m.attrs.contains("groups")) {
+        VINCI_ASSIGN_OR_RETURN(g, attr_expr(m.attrs, "groups", where));
+      }
       SymShape w = transposed ? SymShape{in, expr_div(o, g)} : SymShape{o, expr_div(in, g)};
       for (int64_t ki : k) w.push_back(std::to_string(ki));
       add("weight", w);

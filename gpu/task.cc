@@ -17,7 +17,7 @@ namespace {
 const char* const kModuleTypes[] = {"linear",     "conv1d",           "conv2d",
                                     "conv3d",     "conv_transpose2d", "conv_transpose3d",
                                     "batch_norm", "layer_norm",       "group_norm",
-                                    "parameter",  "mha"};
+                                    "parameter",  "mha",              "conv_transpose1d"};
 
 bool known_module_type(const std::string& t) {
   for (const char* m : kModuleTypes)
@@ -168,7 +168,8 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
       if (!known_module_type(m.type))
         return invalid_argument(where + ": module '" + m.name + "' key 'type': unknown type '" + m.type +
                                 "' (expected linear, conv1d, conv2d, conv3d, conv_transpose2d, "
-                                "conv_transpose3d, batch_norm, layer_norm, group_norm, parameter, mha)");
+                                "conv_transpose3d, batch_norm, layer_norm, group_norm, parameter, mha, "
+                                "conv_transpose1d)");
       m.attrs = nlohmann::json::object();
       for (const auto& [k, v] : *mt) {
         std::string key(k.str());

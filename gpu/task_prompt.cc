@@ -37,7 +37,8 @@ const char* const kModuleAttributes[] = {
 
 const char* const kConvClasses[][2] = {
     {"conv1d", "nn.Conv1d"}, {"conv2d", "nn.Conv2d"}, {"conv3d", "nn.Conv3d"},
-    {"conv_transpose2d", "nn.ConvTranspose2d"}, {"conv_transpose3d", "nn.ConvTranspose3d"}};
+    {"conv_transpose2d", "nn.ConvTranspose2d"}, {"conv_transpose3d", "nn.ConvTranspose3d"},
+    {"conv_transpose1d", "nn.ConvTranspose1d"}};
 
 // The nn class of a conv module type, nullptr for other types.
 const char* conv_class(const std::string& type) {
@@ -353,7 +354,10 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
       if (!a.contains(key) || (!transposed && std::string(key) == "output_padding")) continue;
       s += std::string(", ") + key + "=" + py_ints(attr_ints_or(a, key, rank, dflt));
     }
-    if (a.contains("groups")) s += ", groups=" + std::to_string(attr_int_or(a, "groups", 1));
+    if (a.contains("groups")) {
+      VINCI_ASSIGN_OR_RETURN(std::string g, size("groups"));  // an integer or a size expression
+      s += ", groups=" + g;
+    }
     return s + no_bias + ")";
   }
   if (m.type == "batch_norm") {
@@ -465,7 +469,8 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
   if (n == "rms_norm")
     return x + " / torch.sqrt((" + x + " * " + x + ").mean(dim=" + dim + ", keepdim=True) + " + num("eps", 1e-5) + ")";
   if (n == "linear" || n == "layer_norm" || n == "batch_norm" || n == "group_norm" || n == "conv1d" ||
-      n == "conv2d" || n == "conv3d" || n == "conv_transpose2d" || n == "conv_transpose3d") {
+      n == "conv2d" || n == "conv3d" || n == "conv_transpose2d" || n == "conv_transpose3d" ||
+      n == "conv_transpose1d") {
     VINCI_ASSIGN_OR_RETURN(std::string m, module());
     return m + "(" + x + ")";
   }
