@@ -117,7 +117,7 @@ std::vector<Task> extra_tasks() {
 
 TEST(TaskPrompt, EveryTaskRendersAsValidPythonAtBothSizes) {
   TaskSuite suite = load_suite();
-  ASSERT_EQ(suite.tasks.size(), 126u);
+  ASSERT_EQ(suite.tasks.size(), 146u);
   std::vector<std::pair<std::string, std::string>> sources;
   for (const Task& t : suite.tasks) {
     for (SizeName size : {SizeName::kFull, SizeName::kSmall}) {
@@ -270,7 +270,7 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
   expect_contains(render(suite, "L1_100"), {"t = torch.randint(0, 2, (B, D), dtype=torch.float32) * 2 - 1",
                                             "torch.clamp(1 - p * t, min=0).mean()"}, "L1_100");
   expect_contains(render(suite, "L1_097"), {"(1 - F.cosine_similarity(p, t, dim=1)).mean()"}, "L1_097");
-  expect_contains(render(suite, "L2_009"), {"s = h - 0.5", "m = s * 2.0"}, "L2_009");
+  expect_contains(render(suite, "L2_009"), {"s = h - 2.0", "m = s * 1.5"}, "L2_009");
   expect_contains(render(suite, "L2_033"), {"self.scale = nn.Parameter(torch.randn(Out))",
                                             "self.bn = nn.BatchNorm1d(Out, eps=1e-05)", "s = h * self.scale"},
                   "L2_033");

@@ -35,9 +35,14 @@ TEST(TaskSuite, HasTheLevelsIssueThreeAsksFor) {
   }
 }
 
-TEST(TaskSuite, DegenerateKernelBenchTasksAreLeftOut) {
+TEST(TaskSuite, DegenerateKernelBenchTasksAreFlagged) {
   TaskSuite suite = load_suite();
-  for (const char* id : {"L2_014", "L2_018"}) EXPECT_EQ(suite.find(id), nullptr) << id;
+  for (const char* id : {"L2_014", "L2_018", "L2_023"}) {
+    const Task* t = suite.find(id);
+    ASSERT_NE(t, nullptr) << id;
+    EXPECT_FALSE(t->flag.empty()) << id;
+    EXPECT_STREQ(t->set_name(), "kernelbench-flagged") << id;
+  }
 }
 
 TEST(TaskSuite, IdsAreUniqueAndSorted) {
