@@ -89,7 +89,7 @@ TEST(TaskFile, KernelBenchGlobalsMayBeTuplesOfSizes) {
   Result<std::vector<Task>> bad = parse_task_file("bad.toml", std::string(kGoodTask) +
       "kernelbench = { problem = \"level2/82_X.py\", globals = { bias_shape = [\"N\", 1.5] } }\n");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("kernelbench.globals.bias_shape"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("globals.bias_shape: expected an array"), std::string::npos) << bad.status().message();
 }
 
 void expect_error(const std::string& text, const std::string& needle1, const std::string& needle2) {
