@@ -54,6 +54,7 @@ const OpInfo kOps[] = {
     {"conv1d", OpKind::kLibrary, 1, "conv1d"},
     {"conv2d", OpKind::kLibrary, 1, "conv2d"},
     {"conv3d", OpKind::kLibrary, 1, "conv3d"},
+    {"conv_transpose1d", OpKind::kLibrary, 1, "conv_transpose1d"},
     {"conv_transpose2d", OpKind::kLibrary, 1, "conv_transpose2d"},
     {"conv_transpose3d", OpKind::kLibrary, 1, "conv_transpose3d"},
     {"max_pool1d", OpKind::kLibrary, 1, ""},
@@ -76,6 +77,11 @@ const OpInfo kOps[] = {
     {"kl_div", OpKind::kLibrary, 2, ""},
     {"hinge_loss", OpKind::kLibrary, 2, ""},
     {"cosine_similarity_loss", OpKind::kLibrary, 2, ""},
+    // library only: pooling and normalisation of KernelBench level 2 (63-100)
+    {"avg_pool1d", OpKind::kLibrary, 1, ""},  // kernel, stride = kernel, padding 0
+    {"avg_pool3d", OpKind::kLibrary, 1, ""},  // kernel, stride = kernel, padding 0
+    {"adaptive_avg_pool3d", OpKind::kLibrary, 1, ""},  // output
+    {"instance_norm", OpKind::kLibrary, 1, ""},  // eps; nn.InstanceNorm*d's default: no weights, batch statistics
 };
 
 }  // namespace

@@ -702,7 +702,9 @@ class PlanCoster {
       flops = x_elems * 8;
     } else if (n.rfind("conv", 0) == 0) {
       // 2 x output elements x (input channels / groups) x kernel volume; the weight's shape is
-      // [out, in/groups, k...] (transposed: [in, out/groups, k...]).
+      // [out, in/groups, k...] (transposed: [in, out/groups, k...]). A transposed convolution
+      // scatters each input element into (out/groups) x kernel volume outputs: 2 x input elements
+      // x that (a strided one reaches each output from only 1/prod(stride) of the taps).
       const std::vector<int64_t>* w = ctx_.shape(op.module + ".weight");
       if (!w) return invalid_argument("sim: conv op '" + op.outputs.at(0) + "' has no weight shape");
       bool transposed = n.find("transpose") != std::string::npos;
@@ -710,6 +712,7 @@ class PlanCoster {
       double per_out = transposed ? static_cast<double>((*w)[0]) * kvol / std::max<int64_t>(1, attr_int_or(mod ? mod->attrs : nlohmann::json::object(), "groups", 1))
                                   : static_cast<double>((*w)[1]) * kvol;
       flops = 2 * out_elems * per_out;
+      if (transposed) flops = 2 * x_elems * static_cast<double>((*w)[1]) * kvol;
       rate = p_.fp32_library_flops * kConvOfGemm;
     } else if (n.find("pool") != std::string::npos) {
       flops = x_elems;
@@ -764,6 +767,11 @@ class PlanCoster {
       extra_bytes = 2 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 6;
+    } else if (n == "instance_norm") {
+      launches = 2;  // statistics per (sample, channel), then normalise, as batch_norm
+      extra_bytes = x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 8;
     } else {
       return invalid_argument("sim: no cost model for library op '" + n + "'");
     }

@@ -37,7 +37,8 @@ const char* const kModuleAttributes[] = {
 
 const char* const kConvClasses[][2] = {
     {"conv1d", "nn.Conv1d"}, {"conv2d", "nn.Conv2d"}, {"conv3d", "nn.Conv3d"},
-    {"conv_transpose2d", "nn.ConvTranspose2d"}, {"conv_transpose3d", "nn.ConvTranspose3d"}};
+    {"conv_transpose2d", "nn.ConvTranspose2d"}, {"conv_transpose3d", "nn.ConvTranspose3d"},
+    {"conv_transpose1d", "nn.ConvTranspose1d"}};
 
 // The nn class of a conv module type, nullptr for other types.
 const char* conv_class(const std::string& type) {
@@ -353,7 +354,10 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
       if (!a.contains(key) || (!transposed && std::string(key) == "output_padding")) continue;
       s += std::string(", ") + key + "=" + py_ints(attr_ints_or(a, key, rank, dflt));
     }
-    if (a.contains("groups")) s += ", groups=" + std::to_string(attr_int_or(a, "groups", 1));
+    if (a.contains("groups")) {
+      VINCI_ASSIGN_OR_RETURN(std::string g, size("groups"));  // an integer or a size expression
+      s += ", groups=" + g;
+    }
     return s + no_bias + ")";
   }
   if (m.type == "batch_norm") {
@@ -465,7 +469,8 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
   if (n == "rms_norm")
     return x + " / torch.sqrt((" + x + " * " + x + ").mean(dim=" + dim + ", keepdim=True) + " + num("eps", 1e-5) + ")";
   if (n == "linear" || n == "layer_norm" || n == "batch_norm" || n == "group_norm" || n == "conv1d" ||
-      n == "conv2d" || n == "conv3d" || n == "conv_transpose2d" || n == "conv_transpose3d") {
+      n == "conv2d" || n == "conv3d" || n == "conv_transpose2d" || n == "conv_transpose3d" ||
+      n == "conv_transpose1d") {
     VINCI_ASSIGN_OR_RETURN(std::string m, module());
     return m + "(" + x + ")";
   }
@@ -480,6 +485,24 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
     VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 2, w));
     return functional(n) + "(" + x + ", " + py_ints(o) + ")";
   }
+  if (n == "avg_pool1d" || n == "avg_pool3d") {
+    size_t rank = static_cast<size_t>(n[n.size() - 2] - '0');
+    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a, "kernel", rank, w));
+    std::string s = functional(n) + "(" + x + ", kernel_size=" + py_ints(k);
+    if (a.contains("stride")) {
+      std::vector<int64_t> st = attr_ints_or(a, "stride", rank, 0);
+      for (size_t i = 0; i < rank; ++i)
+        if (st[i] == 0) st[i] = k[i];
+      s += ", stride=" + py_ints(st);
+    }
+    if (a.contains("padding")) s += ", padding=" + py_ints(attr_ints_or(a, "padding", rank, 0));
+    return s + ")";
+  }
+  if (n == "adaptive_avg_pool3d") {
+    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 3, w));
+    return functional(n) + "(" + x + ", " + py_ints(o) + ")";
+  }
+  if (n == "instance_norm") return functional(n) + "(" + x + ", eps=" + num("eps", 1e-5) + ")";
   if (n == "cumsum" || n == "cumprod") return "torch." + n + "(" + x + ", dim=" + dim + ")";
   if (n == "reshape") {
     auto it = a.find("shape");

@@ -106,11 +106,39 @@ TEST(Executor, ConvWeightsEqualTorchDefaultsAfterManualSeed42) {
   expect_equal(weight(inst, "conv2.weight"), c2->weight, "conv2.weight");
   expect_equal(weight(inst, "fc1.weight"), f1->weight, "fc1.weight");
 
-  TaskInstance t = instance("L1_057");  // ConvTranspose2d(4, 6, 3)
+  TaskInstance t = instance("L1_057");  // ConvTranspose2d(4, 6, 3, bias=False)
   torch::manual_seed(42);
-  torch::nn::ConvTranspose2d ct(torch::nn::ConvTranspose2dOptions(4, 6, 3));
-  expect_equal(weight(t, "convt.weight"), ct->weight, "convt.weight");
-  expect_equal(weight(t, "convt.bias"), ct->bias, "convt.bias");
+  torch::nn::ConvTranspose2d ct(torch::nn::ConvTranspose2dOptions(4, 6, 3).bias(false));
+  expect_equal(weight(t, "conv_transpose2d.weight"), ct->weight, "conv_transpose2d.weight");
+  EXPECT_EQ(t.weights().size(), 1u);  // no bias
+
+  TaskInstance t1 = instance("L1_079");  // ConvTranspose1d(5, 7, 3, stride 2, padding 1, dilation 2, bias=False)
+  torch::manual_seed(42);
+  torch::nn::ConvTranspose1d ct1(
+      torch::nn::ConvTranspose1dOptions(5, 7, 3).stride(2).padding(1).dilation(2).bias(false));
+  expect_equal(weight(t1, "conv1d_transpose.weight"), ct1->weight, "conv1d_transpose.weight");
+  auto in = t1.make_inputs(InputDistribution::kSigned, 5);
+  ASSERT_TRUE(in.ok());
+  Result<at::Tensor> y = t1.run(*in);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  expect_equal(*y, ct1->forward((*in)[0]), "L1_079 output");
+
+  // Per-dim lists and a size expression for groups (L1_075: grouped, strided, padded, dilated
+  // ConvTranspose2d; L1_085: depthwise, groups = C).
+  TaskInstance t2 = instance("L1_075");
+  torch::manual_seed(42);
+  torch::nn::ConvTranspose2d ct2(torch::nn::ConvTranspose2dOptions(8, 12, {3, 5})
+                                     .stride({2, 3}).padding({1, 2}).dilation({2, 1}).groups(4).bias(false));
+  expect_equal(weight(t2, "conv_transpose2d.weight"), ct2->weight, "L1_075 weight");
+  in = t2.make_inputs(InputDistribution::kSigned, 5);
+  ASSERT_TRUE(in.ok());
+  y = t2.run(*in);
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  expect_equal(*y, ct2->forward((*in)[0]), "L1_075 output");
+  TaskInstance t3 = instance("L1_085");
+  torch::manual_seed(42);
+  torch::nn::Conv2d dw(torch::nn::Conv2dOptions(5, 5, {3, 7}).groups(5).bias(false));
+  expect_equal(weight(t3, "conv2d.weight"), dw->weight, "L1_085 weight");
 }
 
 TEST(Executor, ParameterModulesDrawRandnInConstructionOrder) {

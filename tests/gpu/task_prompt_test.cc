@@ -117,7 +117,7 @@ std::vector<Task> extra_tasks() {
 
 TEST(TaskPrompt, EveryTaskRendersAsValidPythonAtBothSizes) {
   TaskSuite suite = load_suite();
-  ASSERT_EQ(suite.tasks.size(), 63u);
+  ASSERT_EQ(suite.tasks.size(), 146u);
   std::vector<std::pair<std::string, std::string>> sources;
   for (const Task& t : suite.tasks) {
     for (SizeName size : {SizeName::kFull, SizeName::kSmall}) {
@@ -136,7 +136,7 @@ TEST(TaskPrompt, EveryTaskRendersAsValidPythonAtBothSizes) {
       sources.emplace_back(t.id + "_" + size_name(size), *r);
     }
   }
-  EXPECT_EQ(sources.size(), 126u);
+  EXPECT_EQ(sources.size(), 2 * suite.tasks.size());
   EXPECT_EQ(python_parse_errors(sources), "");
 }
 
@@ -252,8 +252,15 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
   expect_contains(render(suite, "L1_047"), {"y = x.sum(dim=1, keepdim=True)"}, "L1_047");
   expect_contains(render(suite, "L1_049"), {"y = x.amax(dim=1)"}, "L1_049");
   expect_contains(render(suite, "L1_053"), {"y = x.amin(dim=2)"}, "L1_053");
-  expect_contains(render(suite, "L1_082"), {"nn.Conv2d(3, 3, kernel_size=3, groups=3)", "x = torch.rand(N, 3, H, W)"},
-                  "L1_082");
+  expect_contains(render(suite, "L1_082"),
+                  {"nn.Conv2d(C, C, kernel_size=3, groups=C, bias=False)", "x = torch.rand(N, C, H, W)"}, "L1_082");
+  expect_contains(render(suite, "L1_075"),
+                  {"nn.ConvTranspose2d(Cin, Cout, kernel_size=(3, 5), stride=(2, 3), padding=(1, 2), "
+                   "dilation=(2, 1), groups=4, bias=False)"},
+                  "L1_075");
+  expect_contains(render(suite, "L1_079"),
+                  {"nn.ConvTranspose1d(Cin, Cout, kernel_size=3, stride=2, padding=1, dilation=2, bias=False)"},
+                  "L1_079");
   expect_contains(render(suite, "L1_093"), {"mask = torch.randint(0, 2, (B, D))", "y = torch.cumsum(m, dim=1)"},
                   "L1_093");
   expect_contains(render(suite, "L1_095"), {"target = torch.randint(0, C, (B,))", "F.cross_entropy(logits, target)"},
@@ -263,7 +270,7 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
   expect_contains(render(suite, "L1_100"), {"t = torch.randint(0, 2, (B, D), dtype=torch.float32) * 2 - 1",
                                             "torch.clamp(1 - p * t, min=0).mean()"}, "L1_100");
   expect_contains(render(suite, "L1_097"), {"(1 - F.cosine_similarity(p, t, dim=1)).mean()"}, "L1_097");
-  expect_contains(render(suite, "L2_009"), {"s = h - 0.5", "m = s * 2.0"}, "L2_009");
+  expect_contains(render(suite, "L2_009"), {"s = h - 2.0", "m = s * 1.5"}, "L2_009");
   expect_contains(render(suite, "L2_033"), {"self.scale = nn.Parameter(torch.randn(Out))",
                                             "self.bn = nn.BatchNorm1d(Out, eps=1e-05)", "s = h * self.scale"},
                   "L2_033");

@@ -35,9 +35,14 @@ TEST(TaskSuite, HasTheLevelsIssueThreeAsksFor) {
   }
 }
 
-TEST(TaskSuite, DegenerateKernelBenchTasksAreLeftOut) {
+TEST(TaskSuite, DegenerateKernelBenchTasksAreFlagged) {
   TaskSuite suite = load_suite();
-  for (const char* id : {"L2_080", "L2_083", "L2_014", "L2_018"}) EXPECT_EQ(suite.find(id), nullptr) << id;
+  for (const char* id : {"L2_014", "L2_018", "L2_023"}) {
+    const Task* t = suite.find(id);
+    ASSERT_NE(t, nullptr) << id;
+    EXPECT_FALSE(t->flag.empty()) << id;
+    EXPECT_STREQ(t->set_name(), "kernelbench-flagged") << id;
+  }
 }
 
 TEST(TaskSuite, IdsAreUniqueAndSorted) {
@@ -70,6 +75,23 @@ TEST(TaskFile, ParsesAMinimalTask) {
   EXPECT_EQ((*r)[0].id, "T_1");
   EXPECT_EQ((*r)[0].size_map(SizeName::kSmall).at("N"), 4);
   EXPECT_DOUBLE_EQ((*r)[0].atol, 1e-2);
+}
+
+TEST(TaskFile, KernelBenchGlobalsMayBeTuplesOfSizes) {
+  std::string text = std::string(kGoodTask) +
+                     "kernelbench = { problem = \"level2/82_X.py\", globals = { n = \"N\", bias_shape = [\"N\", 1, 1] } }\n";
+  Result<std::vector<Task>> r = parse_task_file("t.toml", text);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const Task& t = (*r)[0];
+  EXPECT_EQ(t.kernelbench_globals.at("n").values, (std::vector<std::string>{"N"}));
+  EXPECT_FALSE(t.kernelbench_globals.at("n").list);
+  EXPECT_EQ(t.kernelbench_globals.at("bias_shape").values, (std::vector<std::string>{"N", "1", "1"}));
+  EXPECT_TRUE(t.kernelbench_globals.at("bias_shape").list);
+  EXPECT_STREQ(t.set_name(), "kernelbench");
+  Result<std::vector<Task>> bad = parse_task_file("bad.toml", std::string(kGoodTask) +
+      "kernelbench = { problem = \"level2/82_X.py\", globals = { bias_shape = [\"N\", 1.5] } }\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("globals.bias_shape: expected a size expression, an integer or a list of them"), std::string::npos) << bad.status().message();
 }
 
 void expect_error(const std::string& text, const std::string& needle1, const std::string& needle2) {
@@ -132,6 +154,46 @@ TEST(Shapes, ConvAndPoolRulesMatchTheirFormulas) {
   Result<std::vector<int64_t>> f = eval_shape(shapes->at("f"), lenet->size_map(SizeName::kFull));
   ASSERT_TRUE(f.ok());
   EXPECT_EQ(*f, (std::vector<int64_t>{4096, 400}));  // 16 x 5 x 5 after two conv+pool stages
+
+  // Per-dim stride, padding, dilation and output_padding of different values, transposed and not.
+  const std::pair<const char*, std::vector<int64_t>> full_outputs[] = {
+      {"L1_072", {8, 32, 24, 48, 96}},  // ConvTranspose3d (3,5,7), stride 2, padding (1,2,3), output_padding 1
+      {"L1_075", {16, 64, 257, 766}},   // ConvTranspose2d (3,5), stride (2,3), padding (1,2), dilation (2,1)
+      {"L1_076", {64, 128, 174758}},    // Conv1d 3, stride 3, dilation 4
+      {"L1_079", {16, 64, 262145}},     // ConvTranspose1d 3, stride 2, padding 1, dilation 2
+      {"L1_080", {8, 64, 508, 496}},    // Conv2d (5,9), padding (2,4), dilation (2,3)
+      {"L1_081", {16, 64, 318, 638}},   // ConvTranspose2d 3, stride 5, padding 1, dilation 2
+  };
+  for (const auto& [id, want] : full_outputs) {
+    const Task* t = suite.find(id);
+    ASSERT_NE(t, nullptr) << id;
+    Result<ShapeMap> s = infer_shapes(*t);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    Result<std::vector<int64_t>> y = eval_shape(s->at(t->output), t->size_map(SizeName::kFull));
+    ASSERT_TRUE(y.ok()) << id;
+    EXPECT_EQ(*y, want) << id;
+  }
+}
+
+TEST(Shapes, ConvListsOfTheWrongLengthAreErrors) {
+  std::string text = replace(kGoodTask, "inputs = [{ name = \"x\", shape = [\"N\"] }]",
+                             "inputs = [{ name = \"x\", shape = [\"N\", 3, 9, 9] }]\n"
+                             "modules = [{ name = \"c\", type = \"conv2d\", in = 3, out = 4, kernel = 3, "
+                             "stride = [2, 2, 2] }]");
+  text = replace(text, "ops = [{ op = \"relu\", in = [\"x\"], out = \"y\" }]",
+                 "ops = [{ op = \"conv2d\", in = [\"x\"], out = \"y\", module = \"c\" }]");
+  expect_error(text, "key 'stride'", "2 integers, found [2,2,2]");
+  // groups may be a size expression (depthwise: groups = C).
+  text = replace(text, "stride = [2, 2, 2]", "groups = \"N/2\"");
+  text = replace(text, "in = 3, out = 4", "in = \"N/2\", out = \"N\"");
+  text = replace(text, "shape = [\"N\", 3, 9, 9]", "shape = [1, \"N/2\", 9, 9]");
+  Result<std::vector<Task>> r = parse_task_file("ok.toml", text);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  Result<std::vector<WeightSpec>> w = weight_specs((*r)[0]);
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  Result<std::vector<int64_t>> ws = eval_shape((*w)[0].shape, (*r)[0].size_map(SizeName::kSmall));
+  ASSERT_TRUE(ws.ok());
+  EXPECT_EQ(*ws, (std::vector<int64_t>{4, 1, 3, 3}));  // N = 4: Conv2d(2, 4, 3, groups=2)
 }
 
 }  // namespace
