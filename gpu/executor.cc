@@ -422,6 +422,27 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
     if (n == "hinge_loss") return one(torch::clamp(1 - x * in.at(1), 0).mean());
     if (n == "cosine_similarity_loss")
       return one((1 - torch::cosine_similarity(x, in.at(1), 1, 1e-8)).mean());
+    if (n == "avg_pool1d" || n == "avg_pool3d") {
+      // nn.AvgPool1d/3d defaults: stride = kernel, padding 0, ceil_mode off, count_include_pad on.
+      size_t rank = static_cast<size_t>(n[n.size() - 2] - '0');
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a, "kernel", rank, where));
+      auto s = attr_ints_or(a, "stride", rank, 0);
+      for (size_t i = 0; i < rank; ++i)
+        if (s[i] == 0) s[i] = k[i];
+      auto p = attr_ints_or(a, "padding", rank, 0);
+      if (n == "avg_pool1d") return one(torch::avg_pool1d(x, k, s, p));
+      return one(torch::avg_pool3d(x, k, s, p));
+    }
+    if (n == "adaptive_avg_pool3d") {
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 3, where));
+      return one(torch::adaptive_avg_pool3d(x, o));
+    }
+    if (n == "instance_norm") {
+      // F.instance_norm as nn.InstanceNorm1d/2d/3d calls it by default (affine off, no running
+      // statistics): each (sample, channel) normalised by its own mean and biased variance.
+      return one(torch::instance_norm(x, {}, {}, {}, {}, true, 0.1, attr_double_or(a, "eps", 1e-5),
+                                      at::globalContext().userEnabledCuDNN()));
+    }
   } catch (const std::exception& e) {
     return invalid_argument(where + ": libtorch refused: " + std::string(e.what()).substr(0, 400));
   }

@@ -76,6 +76,11 @@ const OpInfo kOps[] = {
     {"kl_div", OpKind::kLibrary, 2, ""},
     {"hinge_loss", OpKind::kLibrary, 2, ""},
     {"cosine_similarity_loss", OpKind::kLibrary, 2, ""},
+    // library only: pooling and normalisation of KernelBench level 2 (63-100)
+    {"avg_pool1d", OpKind::kLibrary, 1, ""},  // kernel, stride = kernel, padding 0
+    {"avg_pool3d", OpKind::kLibrary, 1, ""},  // kernel, stride = kernel, padding 0
+    {"adaptive_avg_pool3d", OpKind::kLibrary, 1, ""},  // output
+    {"instance_norm", OpKind::kLibrary, 1, ""},  // eps; nn.InstanceNorm*d's default: no weights, batch statistics
 };
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "gpu/shapes.h"
 
+#include <algorithm>
+
 #include "gpu/expr.h"
 #include "gpu/ops.h"
 
@@ -25,6 +27,19 @@ std::string transposed_out(const std::string& in, int64_t k, int64_t s, int64_t 
                            int64_t op) {
   return expr_add(expr_mul(expr_sub(in, "1"), std::to_string(s)),
                   std::to_string(-2 * p + d * (k - 1) + op + 1));
+}
+
+// PyTorch's broadcast of two shapes, right-aligned: a dim of 1 takes the other's size.
+SymShape broadcast_shape(const SymShape& a, const SymShape& b) {
+  size_t r = std::max(a.size(), b.size());
+  SymShape out(r);
+  for (size_t i = 0; i < r; ++i) {
+    bool in_a = i + a.size() >= r, in_b = i + b.size() >= r;
+    const std::string* da = in_a ? &a[i + a.size() - r] : nullptr;
+    const std::string* db = in_b ? &b[i + b.size() - r] : nullptr;
+    out[i] = !da ? *db : !db ? *da : (*da == "1" ? *db : *da);
+  }
+  return out;
 }
 
 }  // namespace
@@ -146,7 +161,9 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         return invalid_argument(where + ": key 'dim': out of range for rank " + std::to_string(s.size()));
       return d;
     };
-    if (info->kind == OpKind::kUnary || info->kind == OpKind::kBinary ||
+    if (info->kind == OpKind::kBinary) {
+      outs.push_back(broadcast_shape(x, ins[1]));  // bias [1, C, 1, 1] + x [B, 1] is [1, C, B, 1]
+    } else if (info->kind == OpKind::kUnary || info->kind == OpKind::kBinary ||
         info->kind == OpKind::kRowNorm || name == "batch_norm" || name == "group_norm" ||
         name == "cumsum" || name == "cumprod" || name == "causal_mask" || name == "self_attention") {
       outs.push_back(x);
@@ -236,6 +253,22 @@ Result<ShapeMap> infer_shapes(const Task& task) {
     } else if (name == "mse_loss" || name == "cross_entropy" || name == "smooth_l1_loss" ||
                name == "kl_div" || name == "hinge_loss" || name == "cosine_similarity_loss") {
       outs.push_back({});
+    } else if (name == "avg_pool1d" || name == "avg_pool3d") {
+      size_t rank = static_cast<size_t>(name[name.size() - 2] - '0');
+      if (x.size() != rank + 2) return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(op.attrs, "kernel", rank, where));
+      auto s = attr_ints_or(op.attrs, "stride", rank, 0);
+      auto p = attr_ints_or(op.attrs, "padding", rank, 0);
+      SymShape r = {x[0], x[1]};
+      for (size_t i = 0; i < rank; ++i) r.push_back(window_out(x[i + 2], k[i], s[i] == 0 ? k[i] : s[i], p[i], 1));
+      outs.push_back(r);
+    } else if (name == "adaptive_avg_pool3d") {
+      if (x.size() != 5) return invalid_argument(where + ": expected an input of rank 5");
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(op.attrs, "output", 3, where));
+      outs.push_back({x[0], x[1], std::to_string(o[0]), std::to_string(o[1]), std::to_string(o[2])});
+    } else if (name == "instance_norm") {
+      if (x.size() < 3) return invalid_argument(where + ": expected an input of rank 3 to 5 ([N, C, ...])");
+      outs.push_back(x);
     } else {
       return invalid_argument(where + ": no shape rule");
     }

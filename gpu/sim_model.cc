@@ -764,6 +764,11 @@ class PlanCoster {
       extra_bytes = 2 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 6;
+    } else if (n == "instance_norm") {
+      launches = 2;  // statistics per (sample, channel), then normalise, as batch_norm
+      extra_bytes = x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 8;
     } else {
       return invalid_argument("sim: no cost model for library op '" + n + "'");
     }

@@ -480,6 +480,24 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
     VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 2, w));
     return functional(n) + "(" + x + ", " + py_ints(o) + ")";
   }
+  if (n == "avg_pool1d" || n == "avg_pool3d") {
+    size_t rank = static_cast<size_t>(n[n.size() - 2] - '0');
+    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a, "kernel", rank, w));
+    std::string s = functional(n) + "(" + x + ", kernel_size=" + py_ints(k);
+    if (a.contains("stride")) {
+      std::vector<int64_t> st = attr_ints_or(a, "stride", rank, 0);
+      for (size_t i = 0; i < rank; ++i)
+        if (st[i] == 0) st[i] = k[i];
+      s += ", stride=" + py_ints(st);
+    }
+    if (a.contains("padding")) s += ", padding=" + py_ints(attr_ints_or(a, "padding", rank, 0));
+    return s + ")";
+  }
+  if (n == "adaptive_avg_pool3d") {
+    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 3, w));
+    return functional(n) + "(" + x + ", " + py_ints(o) + ")";
+  }
+  if (n == "instance_norm") return functional(n) + "(" + x + ", eps=" + num("eps", 1e-5) + ")";
   if (n == "cumsum" || n == "cumprod") return "torch." + n + "(" + x + ", dim=" + dim + ")";
   if (n == "reshape") {
     auto it = a.find("shape");
