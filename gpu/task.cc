@@ -129,8 +129,21 @@ Status parse_provenance(const toml::table& t, const std::string& where, Task* ta
         task->kernelbench_globals[name] = *s;
       } else if (auto i = v.as_integer()) {
         task->kernelbench_globals[name] = std::to_string(i->get());
+      } else if (const toml::array* arr = v.as_array()) {
+        std::vector<std::string>& tuple = task->kernelbench_tuple_globals[name];
+        for (const auto& e : *arr) {
+          if (auto es = e.value<std::string>()) {
+            VINCI_RETURN_IF_ERROR(check_expr_syntax(*es));
+            tuple.push_back(*es);
+          } else if (auto ei = e.as_integer()) {
+            tuple.push_back(std::to_string(ei->get()));
+          } else {
+            return invalid_argument(kw + ".globals." + name + ": expected an array of size expressions or integers");
+          }
+        }
       } else {
-        return invalid_argument(kw + ".globals." + name + ": expected a size expression or an integer");
+        return invalid_argument(kw + ".globals." + name +
+                                ": expected a size expression, an integer or an array of them (a tuple)");
       }
     }
   }
@@ -301,6 +314,13 @@ Status check_task(const Task& task) {
         return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key +
                                 ": " + r.status().message());
     }
+    for (const auto& [name, tuple] : task.kernelbench_tuple_globals)
+      for (const auto& e : tuple) {
+        Result<int64_t> r = eval_expr(e, env);
+        if (!r.ok())
+          return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key +
+                                  ": " + r.status().message());
+      }
   }
   // Every shape must resolve at both sizes: catches a symbol missing from one size table.
   VINCI_ASSIGN_OR_RETURN(ShapeMap shapes, infer_shapes(task));

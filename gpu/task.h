@@ -76,6 +76,9 @@ struct Task {
   // Empty: a task of vinci's own, left out of KernelBench scores.
   std::string kernelbench_problem;
   std::map<std::string, std::string> kernelbench_globals;
+  // Tuple-valued constants (bias_shape = (out_channels, 1, 1)): one size expression an entry;
+  // the cross-check sets them as Python tuples.
+  std::map<std::string, std::vector<std::string>> kernelbench_tuple_globals;
   // Non-empty: KernelBench flags the problem, or it is degenerate; the reason. Scores can leave
   // flagged tasks out (`replay score --exclude-flagged`).
   std::string flag;

@@ -92,7 +92,7 @@ def check(task_id, harness, dirs, root, size, seed, work):
         for name, value in meta["kernelbench_globals"].items():
             if not hasattr(mod, name):
                 return {"verdict": "error", "why": f"kernelbench.globals: {meta['kernelbench']} has no '{name}'"}
-            setattr(mod, name, value)
+            setattr(mod, name, tuple(value) if isinstance(value, list) else value)
         with torch.no_grad():
             torch.manual_seed(42)
             init = mod.get_init_inputs()
