@@ -411,6 +411,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
       torch::Tensor o = torch::bmm(att, v).transpose(0, 1).contiguous().view({S, B, E});
       return one(torch::linear(o, W("out_proj.weight"), W("out_proj.bias")));
     }
+    if (n == "concat") return one(torch::cat(in, attr_int_or(a, "dim", 0)));
     if (n == "mse_loss") return one(torch::mse_loss(x, in.at(1)));
     if (n == "cross_entropy") return one(torch::nll_loss(torch::log_softmax(x, 1), in.at(1)));
     if (n == "smooth_l1_loss") return one(torch::smooth_l1_loss(x, in.at(1)));

@@ -76,6 +76,8 @@ const OpInfo kOps[] = {
     {"kl_div", OpKind::kLibrary, 2, ""},
     {"hinge_loss", OpKind::kLibrary, 2, ""},
     {"cosine_similarity_loss", OpKind::kLibrary, 2, ""},
+    // level-3 networks
+    {"concat", OpKind::kLibrary, -1, ""},  // dim; any number of inputs (torch.cat)
 };
 
 }  // namespace

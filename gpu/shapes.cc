@@ -233,6 +233,17 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         s[static_cast<size_t>(d)] = expr_div(x[static_cast<size_t>(d)], std::to_string(op.outputs.size()));
         outs.push_back(s);
       }
+    } else if (name == "concat") {
+      // torch.cat: every input has the first one's shape but on dim, where the sizes add.
+      VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, 0));
+      SymShape s = x;
+      for (size_t i = 1; i < ins.size(); ++i) {
+        if (ins[i].size() != x.size())
+          return invalid_argument(where + ": key 'in': '" + op.inputs[i] + "' has rank " +
+                                  std::to_string(ins[i].size()) + ", expected " + std::to_string(x.size()));
+        s[static_cast<size_t>(d)] = expr_add(s[static_cast<size_t>(d)], ins[i][static_cast<size_t>(d)]);
+      }
+      outs.push_back(s);
     } else if (name == "mse_loss" || name == "cross_entropy" || name == "smooth_l1_loss" ||
                name == "kl_div" || name == "hinge_loss" || name == "cosine_similarity_loss") {
       outs.push_back({});

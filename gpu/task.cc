@@ -544,8 +544,9 @@ Status check_task(const Task& task) {
     if (!info)
       return invalid_argument(where + ": key 'op': unknown op '" + op.op + "', expected one of " +
                               known_op_names());
-    if (static_cast<int>(op.inputs.size()) != info->inputs)
-      return invalid_argument(ow + ": key 'in': expected " + std::to_string(info->inputs) +
+    if (info->inputs < 0 ? op.inputs.empty() : static_cast<int>(op.inputs.size()) != info->inputs)
+      return invalid_argument(ow + ": key 'in': expected " +
+                              (info->inputs < 0 ? std::string("at least 1") : std::to_string(info->inputs)) +
                               " inputs, found " + std::to_string(op.inputs.size()));
     for (const auto& in : op.inputs)
       if (!defined.count(in))

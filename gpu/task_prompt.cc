@@ -507,6 +507,7 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
   if (n == "hinge_loss") return "torch.clamp(1 - " + x + " * " + arg(1) + ", min=0).mean()";
   if (n == "cosine_similarity_loss")
     return "(1 - " + functional("cosine_similarity") + "(" + x + ", " + arg(1) + ", dim=1)).mean()";
+  if (n == "concat") return "torch.cat([" + join(in, ", ") + "], dim=" + std::to_string(attr_int_or(a, "dim", 0)) + ")";
   return invalid_argument(w + ": no PyTorch rendering for this op (output '" +
                           (op.outputs.empty() ? std::string("?") : op.outputs[0]) + "')");
 }
@@ -550,7 +551,7 @@ Result<std::string> PyRenderer::forward_body() {
     }
     const OpInfo* info = find_op(op.op);
     if (!info) return invalid_argument(where_ + ": op '" + op.op + "': unknown op, no PyTorch rendering");
-    if (static_cast<int>(in.size()) != info->inputs)
+    if (info->inputs < 0 ? in.empty() : static_cast<int>(in.size()) != info->inputs)
       return invalid_argument(where_ + ": op '" + op.op + "': expected " + std::to_string(info->inputs) +
                               " inputs, found " + std::to_string(in.size()));
     for (const auto& v : op.outputs) out.push_back(value_py_.at(v));

@@ -117,7 +117,7 @@ std::vector<Task> extra_tasks() {
 
 TEST(TaskPrompt, EveryTaskRendersAsValidPythonAtBothSizes) {
   TaskSuite suite = load_suite();
-  ASSERT_EQ(suite.tasks.size(), 63u);
+  ASSERT_GE(suite.tasks.size(), 63u);
   std::vector<std::pair<std::string, std::string>> sources;
   for (const Task& t : suite.tasks) {
     for (SizeName size : {SizeName::kFull, SizeName::kSmall}) {
