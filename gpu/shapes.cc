@@ -71,7 +71,10 @@ Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
       VINCI_ASSIGN_OR_RETURN(std::string in, attr_expr(m.attrs, "in", where));
       VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(m.attrs, "out", where));
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(m.attrs, "kernel", rank, where));
-      std::string g = std::to_string(attr_int_or(m.attrs, "groups", 1));
+      std::string g = "1";  // groups: an integer or a size expression (depthwise: groups = in)
+      if (m.attrs.contains("groups")) {
+        VINCI_ASSIGN_OR_RETURN(g, attr_expr(m.attrs, "groups", where));
+      }
       SymShape w = transposed ? SymShape{in, expr_div(o, g)} : SymShape{o, expr_div(in, g)};
       for (int64_t ki : k) w.push_back(std::to_string(ki));
       add("weight", w);
@@ -195,7 +198,19 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       auto p = attr_ints_or(op.attrs, "padding", rank, 0);
       auto dl = attr_ints_or(op.attrs, "dilation", rank, 1);
       SymShape r = {x[0], x[1]};
-      for (size_t i = 0; i < rank; ++i) r.push_back(window_out(x[i + 2], k[i], s[i], p[i], dl[i]));
+      bool ceil_mode = attr_bool_or(op.attrs, "ceil_mode", false);
+      for (size_t i = 0; i < rank; ++i) {
+        if (!ceil_mode) {
+          r.push_back(window_out(x[i + 2], k[i], s[i], p[i], dl[i]));
+          continue;
+        }
+        // ceil_mode: out = ceil((in + 2p - d(k-1) - 1) / s) + 1, less one when the last window
+        // would start in the right padding; without padding and with s <= d(k-1) + 1 it never does.
+        if (p[i] != 0 || s[i] > dl[i] * (k[i] - 1) + 1)
+          return invalid_argument(where + ": key 'ceil_mode': supported with padding 0 and stride <= the window only");
+        r.push_back(expr_add(expr_ceil_div(expr_add(x[i + 2], std::to_string(-dl[i] * (k[i] - 1) - 1)),
+                                           std::to_string(s[i])), "1"));
+      }
       outs.push_back(r);
     } else if (name == "adaptive_avg_pool2d") {
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(op.attrs, "output", 2, where));

@@ -353,7 +353,10 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
       if (!a.contains(key) || (!transposed && std::string(key) == "output_padding")) continue;
       s += std::string(", ") + key + "=" + py_ints(attr_ints_or(a, key, rank, dflt));
     }
-    if (a.contains("groups")) s += ", groups=" + std::to_string(attr_int_or(a, "groups", 1));
+    if (a.contains("groups")) {
+      VINCI_ASSIGN_OR_RETURN(std::string g, size("groups"));
+      s += ", groups=" + g;
+    }
     return s + no_bias + ")";
   }
   if (m.type == "batch_norm") {
@@ -407,6 +410,7 @@ Result<std::string> PyRenderer::pool_call(const OpSpec& op, const std::string& x
   if (a.contains("padding")) s += ", padding=" + py_ints(attr_ints_or(a, "padding", rank, 0));
   if (a.contains("dilation") && op.op != "avg_pool2d")
     s += ", dilation=" + py_ints(attr_ints_or(a, "dilation", rank, 1));
+  if (attr_bool_or(a, "ceil_mode", false)) s += ", ceil_mode=True";
   return s + ")";
 }
 
@@ -592,6 +596,19 @@ Result<std::string> PyRenderer::render() {
   s += "    def __init__(" + join(params, ", ") + "):\n";
   s += "        super().__init__()\n";
   for (const auto& l : ctor_lines) s += l;
+  for (const auto& m : task_.modules) {  // the constructor's re-initialisation, in module order
+    if (!m.attrs.contains("reinit")) continue;
+    std::string self = "self." + module_py_.at(m.name);
+    std::string how = m.attrs["reinit"].is_string() ? m.attrs["reinit"].get<std::string>() : "";
+    if (how == "kaiming_normal_fan_out") {
+      s += "        nn.init.kaiming_normal_(" + self + ".weight, mode=\"fan_out\")\n";
+    } else if (how == "normal") {
+      s += "        nn.init.normal_(" + self + ".weight, 0, " + py_float(attr_double_or(m.attrs, "reinit_std", 1.0)) + ")\n";
+    } else {
+      return invalid_argument(where_ + ": module '" + m.name + "' key 'reinit': no rendering for " + m.attrs["reinit"].dump());
+    }
+    if (attr_bool_or(m.attrs, "bias", true)) s += "        nn.init.zeros_(" + self + ".bias)\n";
+  }
   s += "\n    def forward(self" + (in_names.empty() ? "" : ", " + join(in_names, ", ")) + "):\n";
   s += forward + "        return " + out_it->second + "\n\n\n";
   for (const auto& sym : symbols_) s += symbol_py_.at(sym) + " = " + std::to_string(sizes_.at(sym)) + "\n";
