@@ -249,5 +249,35 @@ TEST(Shapes, ConvAndPoolRulesMatchTheirFormulas) {
   EXPECT_EQ(*f, (std::vector<int64_t>{4096, 400}));  // 16 x 5 x 5 after two conv+pool stages
 }
 
+TEST(Shapes, ConcatCeilModePoolingAndSymbolicGroups) {
+  TaskSuite suite = load_suite();
+  auto shape_of = [&](const char* id, const char* value, SizeName size) {
+    const Task* t = suite.find(id);
+    EXPECT_NE(t, nullptr) << id;
+    if (!t) return std::vector<int64_t>();
+    Result<ShapeMap> shapes = infer_shapes(*t);
+    EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();
+    Result<std::vector<int64_t>> v = eval_shape(shapes->at(value), t->size_map(size));
+    EXPECT_TRUE(v.ok()) << v.status().to_string();
+    return v.ok() ? *v : std::vector<int64_t>();
+  };
+  // Inception: four branches concatenated on channels, 192 + 208 + 48 + 64.
+  EXPECT_EQ(shape_of("L3_006", "y", SizeName::kFull), (std::vector<int64_t>{10, 512, 224, 224}));
+  // SqueezeNet's ceil_mode pool: 16 x 17 -> ceil(13/2) + 1 = 8, ceil(14/2) + 1 = 8 (floor: 7, 8).
+  EXPECT_EQ(shape_of("L3_018", "p1", SizeName::kSmall), (std::vector<int64_t>{2, 96, 8, 8}));
+  // A depthwise convolution with groups = Cout/4: weight [Cm, 1, 3, 3].
+  const Task* unit = suite.find("L3_025");
+  ASSERT_NE(unit, nullptr);
+  Result<std::vector<WeightSpec>> specs = weight_specs(*unit);
+  ASSERT_TRUE(specs.ok()) << specs.status().to_string();
+  bool found = false;
+  for (const auto& w : *specs)
+    if (w.name == "unit_body_conv2.weight") {
+      found = true;
+      EXPECT_EQ(*eval_shape(w.shape, unit->size_map(SizeName::kSmall)), (std::vector<int64_t>{9, 1, 3, 3}));
+    }
+  EXPECT_TRUE(found);
+}
+
 }  // namespace
 }  // namespace vinci
