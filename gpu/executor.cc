@@ -107,6 +107,28 @@ Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
       w("out_proj.bias").fill_(0);
     }
   }
+  // A constructor's own re-initialisation after building every module (MobileNetV2's loop over
+  // self.modules()): `reinit` draws again, in module order, after all the default draws.
+  for (const auto& m : task.modules) {
+    if (!m.attrs.contains("reinit")) continue;
+    std::string where = task.source_file + ": task '" + task.id + "': module '" + m.name + "' key 'reinit'";
+    auto w = [&](const std::string& p) -> torch::Tensor& { return made[m.name + "." + p]; };
+    std::string how = m.attrs["reinit"].is_string() ? m.attrs["reinit"].get<std::string>() : "";
+    bool conv = m.type.rfind("conv", 0) == 0 && m.type.find("transpose") == std::string::npos;
+    if (how == "kaiming_normal_fan_out" && conv) {
+      // nn.init.kaiming_normal_(w, mode='fan_out'): gain sqrt(2), std = gain / sqrt(fan_out).
+      torch::Tensor& weight = w("weight");
+      int64_t fan_out = weight.size(0);
+      for (int64_t d = 2; d < weight.dim(); ++d) fan_out *= weight.size(d);
+      weight.normal_(0, std::sqrt(2.0) / std::sqrt(static_cast<double>(fan_out)), gen);
+    } else if (how == "normal" && m.type == "linear") {
+      w("weight").normal_(0, attr_double_or(m.attrs, "reinit_std", 1.0), gen);
+    } else {
+      return invalid_argument(where + ": expected kaiming_normal_fan_out (conv) or normal (linear, with reinit_std), found " +
+                              m.attrs["reinit"].dump());
+    }
+    if (attr_bool_or(m.attrs, "bias", true)) w("bias").fill_(0);
+  }
   for (const auto& spec : specs) {
     torch::Tensor t = made[spec.name].to(impl->device);
     impl->weights.emplace_back(spec.name, t);
@@ -342,9 +364,10 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
       auto s = attr_ints_or(ma, "stride", rank, 1);
       auto p = attr_ints_or(ma, "padding", rank, 0);
       auto d = attr_ints_or(ma, "dilation", rank, 1);
-      int64_t g = attr_int_or(ma, "groups", 1);
-      if (ma.contains("groups") && ma["groups"].is_string()) {  // a size expression (depthwise)
-        VINCI_ASSIGN_OR_RETURN(g, eval_size(ma["groups"].get<std::string>(), impl_->sizes));
+      int64_t g = 1;  // groups: an integer or a size expression
+      if (ma.contains("groups")) {
+        VINCI_ASSIGN_OR_RETURN(std::string ge, attr_expr(ma, "groups", where));
+        VINCI_ASSIGN_OR_RETURN(g, eval_size(ge, impl_->sizes));
       }
       if (n == "conv1d") return one(torch::conv1d(x, W("weight"), W("bias"), s, p, d, g));
       if (n == "conv2d") return one(torch::conv2d(x, W("weight"), W("bias"), s, p, d, g));
@@ -362,10 +385,11 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
         if (s[i] == 0) s[i] = k[i];
       auto p = attr_ints_or(a, "padding", rank, 0);
       auto d = attr_ints_or(a, "dilation", rank, 1);
-      if (n == "max_pool1d") return one(torch::max_pool1d(x, k, s, p, d));
-      if (n == "max_pool2d") return one(torch::max_pool2d(x, k, s, p, d));
-      if (n == "max_pool3d") return one(torch::max_pool3d(x, k, s, p, d));
-      return one(torch::avg_pool2d(x, k, s, p));
+      bool ceil_mode = attr_bool_or(a, "ceil_mode", false);
+      if (n == "max_pool1d") return one(torch::max_pool1d(x, k, s, p, d, ceil_mode));
+      if (n == "max_pool2d") return one(torch::max_pool2d(x, k, s, p, d, ceil_mode));
+      if (n == "max_pool3d") return one(torch::max_pool3d(x, k, s, p, d, ceil_mode));
+      return one(torch::avg_pool2d(x, k, s, p, ceil_mode));
     }
     if (n == "adaptive_avg_pool2d") {
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 2, where));
@@ -415,6 +439,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
       torch::Tensor o = torch::bmm(att, v).transpose(0, 1).contiguous().view({S, B, E});
       return one(torch::linear(o, W("out_proj.weight"), W("out_proj.bias")));
     }
+    if (n == "concat") return one(torch::cat(in, attr_int_or(a, "dim", 0)));
     if (n == "mse_loss") return one(torch::mse_loss(x, in.at(1)));
     if (n == "cross_entropy") return one(torch::nll_loss(torch::log_softmax(x, 1), in.at(1)));
     if (n == "smooth_l1_loss") return one(torch::smooth_l1_loss(x, in.at(1)));

@@ -82,6 +82,8 @@ const OpInfo kOps[] = {
     {"avg_pool3d", OpKind::kLibrary, 1, ""},  // kernel, stride = kernel, padding 0
     {"adaptive_avg_pool3d", OpKind::kLibrary, 1, ""},  // output
     {"instance_norm", OpKind::kLibrary, 1, ""},  // eps; nn.InstanceNorm*d's default: no weights, batch statistics
+    // level-3 networks
+    {"concat", OpKind::kLibrary, -1, ""},  // dim; any number of inputs (torch.cat)
 };
 
 }  // namespace

@@ -218,7 +218,19 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       auto p = attr_ints_or(op.attrs, "padding", rank, 0);
       auto dl = attr_ints_or(op.attrs, "dilation", rank, 1);
       SymShape r = {x[0], x[1]};
-      for (size_t i = 0; i < rank; ++i) r.push_back(window_out(x[i + 2], k[i], s[i], p[i], dl[i]));
+      bool ceil_mode = attr_bool_or(op.attrs, "ceil_mode", false);
+      for (size_t i = 0; i < rank; ++i) {
+        if (!ceil_mode) {
+          r.push_back(window_out(x[i + 2], k[i], s[i], p[i], dl[i]));
+          continue;
+        }
+        // ceil_mode: out = ceil((in + 2p - d(k-1) - 1) / s) + 1, less one when the last window
+        // would start in the right padding; without padding and with s <= d(k-1) + 1 it never does.
+        if (p[i] != 0 || s[i] > dl[i] * (k[i] - 1) + 1)
+          return invalid_argument(where + ": key 'ceil_mode': supported with padding 0 and stride <= the window only");
+        r.push_back(expr_add(expr_ceil_div(expr_add(x[i + 2], std::to_string(-dl[i] * (k[i] - 1) - 1)),
+                                           std::to_string(s[i])), "1"));
+      }
       outs.push_back(r);
     } else if (name == "adaptive_avg_pool2d") {
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(op.attrs, "output", 2, where));
@@ -256,6 +268,17 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         s[static_cast<size_t>(d)] = expr_div(x[static_cast<size_t>(d)], std::to_string(op.outputs.size()));
         outs.push_back(s);
       }
+    } else if (name == "concat") {
+      // torch.cat: every input has the first one's shape but on dim, where the sizes add.
+      VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, 0));
+      SymShape s = x;
+      for (size_t i = 1; i < ins.size(); ++i) {
+        if (ins[i].size() != x.size())
+          return invalid_argument(where + ": key 'in': '" + op.inputs[i] + "' has rank " +
+                                  std::to_string(ins[i].size()) + ", expected " + std::to_string(x.size()));
+        s[static_cast<size_t>(d)] = expr_add(s[static_cast<size_t>(d)], ins[i][static_cast<size_t>(d)]);
+      }
+      outs.push_back(s);
     } else if (name == "mse_loss" || name == "cross_entropy" || name == "smooth_l1_loss" ||
                name == "kl_div" || name == "hinge_loss" || name == "cosine_similarity_loss") {
       outs.push_back({});

@@ -720,6 +720,8 @@ class PlanCoster {
       flops = x_elems * 2;
     } else if (n == "permute" || n == "transpose" || n == "split") {
       launches = static_cast<int>(std::max<size_t>(1, op.outputs.size()));  // contiguous copies
+    } else if (n == "concat") {
+      launches = 1;  // one copy kernel: reads every input once, writes the output once
     } else if (n == "causal_mask") {
       launches = 3;  // ones, triu, masked_fill
       const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);

@@ -1,6 +1,7 @@
 #include "gpu/task.h"
 
 #include <algorithm>
+#include <cctype>
 #include <dirent.h>
 #include <set>
 
@@ -149,7 +150,361 @@ Status parse_provenance(const toml::table& t, const std::string& where, Task* ta
   return Status();
 }
 
-Result<Task> parse_task(const toml::table& t, const std::string& path, size_t index) {
+// modules = [...]: one ModuleSpec a table, attributes as JSON. `block` modules (an instance of a
+// [[block]]) are kept here and expanded by expand_blocks.
+Result<std::vector<ModuleSpec>> parse_modules(const toml::array* mods, const std::string& where) {
+  std::vector<ModuleSpec> out;
+  if (!mods) return out;
+  for (const auto& n : *mods) {
+    const toml::table* mt = n.as_table();
+    if (!mt) return invalid_argument(where + ": key 'modules': expected tables");
+    ModuleSpec m;
+    auto name = (*mt)["name"].value<std::string>();
+    auto type = (*mt)["type"].value<std::string>();
+    if (!name || !type)
+      return invalid_argument(where + ": modules entry (line " + line_of(n) + "): expected keys 'name' and 'type'");
+    m.name = *name;
+    m.type = *type;
+    if (!known_module_type(m.type) && m.type != "block")
+      return invalid_argument(where + ": module '" + m.name + "' key 'type': unknown type '" + m.type +
+                              "' (expected linear, conv1d, conv2d, conv3d, conv_transpose2d, "
+                              "conv_transpose3d, batch_norm, layer_norm, group_norm, parameter, mha, block)");
+    m.attrs = nlohmann::json::object();
+    for (const auto& [k, v] : *mt) {
+      std::string key(k.str());
+      if (key == "name" || key == "type") continue;
+      VINCI_ASSIGN_OR_RETURN(m.attrs[key], to_json(v, where + ": module '" + m.name + "' key '" + key + "'"));
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+Result<std::vector<OpSpec>> parse_ops(const toml::array& ops, const std::string& where) {
+  std::vector<OpSpec> out;
+  for (const auto& n : ops) {
+    const toml::table* ot = n.as_table();
+    if (!ot) return invalid_argument(where + ": key 'ops': expected tables");
+    OpSpec op;
+    std::string ow = where + ": op (line " + line_of(n) + ")";
+    auto name = (*ot)["op"].value<std::string>();
+    if (!name) return invalid_argument(ow + ": key 'op' missing");
+    op.op = *name;
+    VINCI_ASSIGN_OR_RETURN(op.inputs, string_list(ot->get("in"), ow + " key 'in'"));
+    VINCI_ASSIGN_OR_RETURN(op.outputs, string_list(ot->get("out"), ow + " key 'out'"));
+    if (auto m = (*ot)["module"].value<std::string>()) op.module = *m;
+    op.attrs = nlohmann::json::object();
+    for (const auto& [k, v] : *ot) {
+      std::string key(k.str());
+      if (key == "op" || key == "in" || key == "out" || key == "module") continue;
+      VINCI_ASSIGN_OR_RETURN(op.attrs[key], to_json(v, ow + " key '" + key + "'"));
+    }
+    out.push_back(std::move(op));
+  }
+  return out;
+}
+
+// ---- Blocks: named sub-graphs a task composes (docs/tasks.md, "Blocks") ----
+//
+// A [[block]] is expanded where a task (or another block) instantiates it: a `block` module
+// becomes the block's modules, named <instance>_<module> (with repeat = N: <instance>_<r>_<module>),
+// in construction order at the instance's place; an op `block` becomes the block's ops, internal
+// values named like the modules, the block's inputs bound to the op's `in` and its outputs to the
+// op's `out`. Parameters are substituted into every string attribute: a string that is exactly a
+// parameter name takes the parameter's value (an integer stays an integer), a parameter inside an
+// expression is replaced by its value in parentheses. `i` is the repeat index (0 without repeat).
+struct BlockDef {
+  std::string name;
+  std::vector<std::string> params;
+  nlohmann::json defaults = nlohmann::json::object();
+  std::vector<std::string> inputs, outputs;
+  std::vector<ModuleSpec> modules;
+  std::vector<OpSpec> ops;
+  std::string where;
+};
+using BlockMap = std::map<std::string, BlockDef>;
+using Params = std::map<std::string, nlohmann::json>;
+
+constexpr int kMaxBlockDepth = 16;
+
+bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+// Substitutes parameters into one string; sets *changed when any name was replaced.
+std::string subst_string(const std::string& s, const Params& params, bool* changed) {
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    if (!is_name_start(s[i])) {
+      out += s[i++];
+      continue;
+    }
+    size_t start = i;
+    while (i < s.size() && is_name_char(s[i])) ++i;
+    std::string name = s.substr(start, i - start);
+    size_t next = s.find_first_not_of(" \t", i);
+    bool call = next != std::string::npos && s[next] == '(';
+    auto it = params.find(name);
+    if (call || it == params.end()) {
+      out += name;
+      continue;
+    }
+    *changed = true;
+    out += "(" + (it->second.is_string() ? it->second.get<std::string>() : it->second.dump()) + ")";
+  }
+  return out;
+}
+
+Result<nlohmann::json> subst(const nlohmann::json& v, const Params& params, const std::string& where) {
+  if (v.is_string()) {
+    const std::string& s = v.get<std::string>();
+    auto it = params.find(s);
+    if (it != params.end()) return it->second;
+    bool changed = false;
+    std::string r = subst_string(s, params, &changed);
+    if (!changed) return v;
+    Status ok = check_expr_syntax(r);
+    if (!ok.ok())
+      return invalid_argument(where + ": '" + s + "' with the parameters substituted is '" + r +
+                              "', not a size expression: " + ok.message());
+    return nlohmann::json(r);
+  }
+  if (v.is_array() || v.is_object()) {
+    nlohmann::json out = v;
+    for (auto it = out.begin(); it != out.end(); ++it) {
+      VINCI_ASSIGN_OR_RETURN(*it, subst(*it, params, where));
+    }
+    return out;
+  }
+  return v;
+}
+
+Result<std::vector<std::string>> block_names(const toml::node* n, const std::string& where) {
+  if (!n) return invalid_argument(where + ": expected an array of names, found nothing");
+  return string_list(n, where);
+}
+
+Result<BlockMap> parse_blocks(const toml::table& root, const std::string& path) {
+  BlockMap out;
+  const toml::node* node = root.get("block");
+  if (!node) return out;
+  const toml::array* arr = node->as_array();
+  if (!arr) return invalid_argument(path + ": key 'block': expected [[block]] tables");
+  for (size_t i = 0; i < arr->size(); ++i) {
+    const toml::table* t = (*arr)[i].as_table();
+    std::string where = path + ": block[" + std::to_string(i) + "]";
+    if (!t) return invalid_argument(where + ": expected a table");
+    BlockDef b;
+    auto name = (*t)["name"].value<std::string>();
+    if (!name) return invalid_argument(where + ": key 'name': expected a string");
+    b.name = *name;
+    where = path + ": block '" + b.name + "'";
+    b.where = where;
+    for (const auto& [k, v] : *t) {
+      std::string key(k.str());
+      if (key != "name" && key != "params" && key != "defaults" && key != "inputs" &&
+          key != "outputs" && key != "modules" && key != "ops")
+        return invalid_argument(where + ": unknown key '" + key +
+                                "' (expected name, params, defaults, inputs, outputs, modules, ops)");
+    }
+    if (t->contains("params")) {
+      VINCI_ASSIGN_OR_RETURN(b.params, string_list(t->get("params"), where + ": key 'params'"));
+    }
+    for (const auto& p : b.params) {
+      if (p.empty() || !is_name_start(p[0]) ||
+          !std::all_of(p.begin(), p.end(), [](char c) { return is_name_char(c); }))
+        return invalid_argument(where + ": key 'params': '" + p + "' is not a name");
+      if (p == "i") return invalid_argument(where + ": key 'params': 'i' is the repeat index, not a parameter");
+    }
+    if (const toml::node* d = t->get("defaults")) {
+      const toml::table* dt = d->as_table();
+      if (!dt) return invalid_argument(where + ": key 'defaults': expected a table");
+      for (const auto& [k, v] : *dt) {
+        std::string key(k.str());
+        if (std::find(b.params.begin(), b.params.end(), key) == b.params.end())
+          return invalid_argument(where + ": key 'defaults." + key + "': not one of the block's params");
+        VINCI_ASSIGN_OR_RETURN(b.defaults[key], to_json(v, where + ": key 'defaults." + key + "'"));
+      }
+    }
+    VINCI_ASSIGN_OR_RETURN(b.inputs, block_names(t->get("inputs"), where + ": key 'inputs'"));
+    VINCI_ASSIGN_OR_RETURN(b.outputs, block_names(t->get("outputs"), where + ": key 'outputs'"));
+    if (b.inputs.empty() || b.outputs.empty())
+      return invalid_argument(where + ": keys 'inputs' and 'outputs': expected at least one name each");
+    VINCI_ASSIGN_OR_RETURN(b.modules, parse_modules((*t)["modules"].as_array(), where));
+    const toml::array* ops = (*t)["ops"].as_array();
+    if (!ops || ops->empty()) return invalid_argument(where + ": key 'ops': expected a non-empty array of tables");
+    VINCI_ASSIGN_OR_RETURN(b.ops, parse_ops(*ops, where));
+    std::string bname = b.name;
+    if (!out.emplace(bname, std::move(b)).second)
+      return invalid_argument(where + ": block defined twice");
+  }
+  return out;
+}
+
+// One instantiated block module: its definition, the name prefix and parameters of each repeat,
+// and the block modules inside each repeat (for the block's own `block` ops).
+struct Instance {
+  const BlockDef* def = nullptr;
+  std::vector<std::string> prefixes;
+  std::vector<Params> params;
+  std::vector<std::map<std::string, Instance>> nested;
+  bool used = false;
+};
+using Scope = std::map<std::string, Instance>;
+
+struct Expanded {
+  std::vector<ModuleSpec> modules;
+  std::vector<OpSpec> ops;
+};
+
+Status expand_modules(const std::vector<ModuleSpec>& mods, const Params& params,
+                      const std::string& prefix, const BlockMap& blocks, const std::string& where,
+                      int depth, std::vector<ModuleSpec>* out, Scope* scope) {
+  for (const auto& m : mods) {
+    std::string mw = where + ": module '" + m.name + "'";
+    VINCI_ASSIGN_OR_RETURN(nlohmann::json attrs, subst(m.attrs, params, mw));
+    std::string full = prefix + m.name;
+    if (m.type != "block") {
+      out->push_back({full, m.type, std::move(attrs)});
+      continue;
+    }
+    auto b = attrs.find("block");
+    if (b == attrs.end() || !b->is_string())
+      return invalid_argument(mw + ": key 'block': expected the name of a [[block]]");
+    auto def_it = blocks.find(b->get<std::string>());
+    if (def_it == blocks.end())
+      return invalid_argument(mw + ": key 'block': no [[block]] named '" + b->get<std::string>() + "' in the file");
+    const BlockDef& def = def_it->second;
+    if (depth >= kMaxBlockDepth)
+      return invalid_argument(mw + ": blocks nested deeper than " + std::to_string(kMaxBlockDepth) +
+                              " (does block '" + def.name + "' use itself?)");
+    int64_t repeat = 1;
+    bool repeated = attrs.contains("repeat");
+    if (repeated) {
+      if (!attrs["repeat"].is_number_integer() || attrs["repeat"].get<int64_t>() < 1)
+        return invalid_argument(mw + ": key 'repeat': expected a positive integer, found " + attrs["repeat"].dump());
+      repeat = attrs["repeat"].get<int64_t>();
+    }
+    Instance inst;
+    inst.def = &def;
+    Params base;
+    for (auto d = def.defaults.begin(); d != def.defaults.end(); ++d) base[d.key()] = d.value();
+    for (auto a = attrs.begin(); a != attrs.end(); ++a) {
+      const std::string& k = a.key();
+      const nlohmann::json& v = a.value();
+      if (k == "block" || k == "repeat") continue;
+      if (std::find(def.params.begin(), def.params.end(), k) == def.params.end())
+        return invalid_argument(mw + ": key '" + k + "': not a parameter of block '" + def.name +
+                                "' (its params: " + [&] {
+                                  std::string s;
+                                  for (const auto& p : def.params) s += (s.empty() ? "" : ", ") + p;
+                                  return s.empty() ? std::string("none") : s;
+                                }() + ")");
+      if (!v.is_string() && !v.is_number_integer())
+        return invalid_argument(mw + ": key '" + k + "': expected an integer or a size expression, found " + v.dump());
+      base[k] = v;
+    }
+    for (const auto& p : def.params)
+      if (!base.count(p))
+        return invalid_argument(mw + ": key '" + p + "' missing: block '" + def.name + "' needs it");
+    for (int64_t r = 0; r < repeat; ++r) {
+      Params p = base;
+      p["i"] = r;
+      std::string rp = full + "_" + (repeated ? std::to_string(r) + "_" : "");
+      inst.prefixes.push_back(rp);
+      inst.params.push_back(p);
+      inst.nested.emplace_back();
+      VINCI_RETURN_IF_ERROR(expand_modules(def.modules, p, rp, blocks,
+                                           mw + " (block '" + def.name + "')", depth + 1, out,
+                                           &inst.nested.back()));
+    }
+    if (!scope->emplace(m.name, std::move(inst)).second) return invalid_argument(mw + ": defined twice");
+  }
+  return Status();
+}
+
+// rename: a name local to the scope -> its name in the task.
+Status expand_ops(const std::vector<OpSpec>& ops, const Params& params, const std::string& prefix,
+                  const std::map<std::string, std::string>& bound, Scope* scope,
+                  const std::string& where, std::vector<OpSpec>* out) {
+  auto rename = [&](const std::string& v) {
+    auto it = bound.find(v);
+    return it != bound.end() ? it->second : prefix + v;
+  };
+  for (const auto& op : ops) {
+    std::string ow = where + ": op '" + op.op + "'" +
+                     (op.outputs.empty() ? std::string() : " (out '" + op.outputs[0] + "')");
+    VINCI_ASSIGN_OR_RETURN(nlohmann::json attrs, subst(op.attrs, params, ow));
+    std::vector<std::string> ins, outs;
+    for (const auto& v : op.inputs) ins.push_back(rename(v));
+    for (const auto& v : op.outputs) outs.push_back(rename(v));
+    if (op.op != "block") {
+      out->push_back({op.op, std::move(ins), std::move(outs), op.module.empty() ? "" : prefix + op.module,
+                      std::move(attrs)});
+      continue;
+    }
+    if (!attrs.empty())
+      return invalid_argument(ow + ": key '" + attrs.begin().key() +
+                              "': a block op takes only in, out and module (parameters go on the block module)");
+    auto it = scope->find(op.module);
+    if (it == scope->end())
+      return invalid_argument(ow + ": key 'module': expected the name of a block module, found '" + op.module + "'");
+    Instance& inst = it->second;
+    const BlockDef& def = *inst.def;
+    std::string bw = ow + " (block '" + def.name + "')";
+    if (inst.used) return invalid_argument(ow + ": key 'module': block module '" + op.module + "' already run by an earlier op");
+    inst.used = true;
+    if (ins.size() != def.inputs.size())
+      return invalid_argument(bw + ": key 'in': expected " + std::to_string(def.inputs.size()) +
+                              " inputs, found " + std::to_string(ins.size()));
+    if (outs.size() != def.outputs.size())
+      return invalid_argument(bw + ": key 'out': expected " + std::to_string(def.outputs.size()) +
+                              " names, found " + std::to_string(outs.size()));
+    size_t repeat = inst.prefixes.size();
+    if (repeat > 1 && def.inputs.size() != def.outputs.size())
+      return invalid_argument(bw + ": repeat needs as many outputs as inputs (each repeat feeds the next)");
+    std::vector<std::string> cur = ins;
+    for (size_t r = 0; r < repeat; ++r) {
+      std::map<std::string, std::string> b;
+      for (size_t k = 0; k < def.inputs.size(); ++k) b[def.inputs[k]] = cur[k];
+      std::vector<std::string> next;
+      for (size_t k = 0; k < def.outputs.size(); ++k) {
+        if (b.count(def.outputs[k]))
+          return invalid_argument(bw + ": output '" + def.outputs[k] + "' is also an input of the block");
+        std::string name = r + 1 == repeat ? outs[k] : inst.prefixes[r] + def.outputs[k];
+        b[def.outputs[k]] = name;
+        next.push_back(name);
+      }
+      VINCI_RETURN_IF_ERROR(expand_ops(def.ops, inst.params[r], inst.prefixes[r], b, &inst.nested[r],
+                                       bw, out));
+      cur = next;
+    }
+  }
+  return Status();
+}
+
+// Every block module is run by exactly one op (its weights would otherwise be drawn for nothing).
+Status check_all_used(const Scope& scope, const std::string& prefix, const std::string& where) {
+  for (const auto& [name, inst] : scope) {
+    if (!inst.used)
+      return invalid_argument(where + ": module '" + prefix + name + "' (block '" + inst.def->name +
+                              "'): never run by an op 'block'");
+    for (size_t r = 0; r < inst.nested.size(); ++r)
+      VINCI_RETURN_IF_ERROR(check_all_used(inst.nested[r], inst.prefixes[r], where));
+  }
+  return Status();
+}
+
+Result<Expanded> expand_blocks(const std::vector<ModuleSpec>& modules, const std::vector<OpSpec>& ops,
+                               const BlockMap& blocks, const std::string& where) {
+  Expanded e;
+  Scope scope;
+  VINCI_RETURN_IF_ERROR(expand_modules(modules, Params(), "", blocks, where, 0, &e.modules, &scope));
+  VINCI_RETURN_IF_ERROR(expand_ops(ops, Params(), "", {}, &scope, where, &e.ops));
+  VINCI_RETURN_IF_ERROR(check_all_used(scope, "", where));
+  return e;
+}
+
+Result<Task> parse_task(const toml::table& t, const std::string& path, size_t index, const BlockMap& blocks) {
   Task task;
   task.source_file = path;
   std::string where = path + ": task[" + std::to_string(index) + "]";
@@ -211,51 +566,15 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
     task.inputs.push_back(std::move(in));
   }
 
-  if (const toml::array* mods = t["modules"].as_array()) {
-    for (const auto& n : *mods) {
-      const toml::table* mt = n.as_table();
-      if (!mt) return invalid_argument(where + ": key 'modules': expected tables");
-      ModuleSpec m;
-      auto name = (*mt)["name"].value<std::string>();
-      auto type = (*mt)["type"].value<std::string>();
-      if (!name || !type)
-        return invalid_argument(where + ": modules entry (line " + line_of(n) + "): expected keys 'name' and 'type'");
-      m.name = *name;
-      m.type = *type;
-      if (!known_module_type(m.type))
-        return invalid_argument(where + ": module '" + m.name + "' key 'type': unknown type '" + m.type +
-                                "' (expected linear, conv1d, conv2d, conv3d, conv_transpose2d, "
-                                "conv_transpose3d, batch_norm, layer_norm, group_norm, parameter, mha)");
-      m.attrs = nlohmann::json::object();
-      for (const auto& [k, v] : *mt) {
-        std::string key(k.str());
-        if (key == "name" || key == "type") continue;
-        VINCI_ASSIGN_OR_RETURN(m.attrs[key], to_json(v, where + ": module '" + m.name + "' key '" + key + "'"));
-      }
-      task.modules.push_back(std::move(m));
-    }
-  }
-
+  VINCI_ASSIGN_OR_RETURN(task.modules, parse_modules(t["modules"].as_array(), where));
   const toml::array* ops = t["ops"].as_array();
   if (!ops || ops->empty()) return invalid_argument(where + ": key 'ops': expected a non-empty array of tables");
-  for (const auto& n : *ops) {
-    const toml::table* ot = n.as_table();
-    if (!ot) return invalid_argument(where + ": key 'ops': expected tables");
-    OpSpec op;
-    std::string ow = where + ": op (line " + line_of(n) + ")";
-    auto name = (*ot)["op"].value<std::string>();
-    if (!name) return invalid_argument(ow + ": key 'op' missing");
-    op.op = *name;
-    VINCI_ASSIGN_OR_RETURN(op.inputs, string_list(ot->get("in"), ow + " key 'in'"));
-    VINCI_ASSIGN_OR_RETURN(op.outputs, string_list(ot->get("out"), ow + " key 'out'"));
-    if (auto m = (*ot)["module"].value<std::string>()) op.module = *m;
-    op.attrs = nlohmann::json::object();
-    for (const auto& [k, v] : *ot) {
-      std::string key(k.str());
-      if (key == "op" || key == "in" || key == "out" || key == "module") continue;
-      VINCI_ASSIGN_OR_RETURN(op.attrs[key], to_json(v, ow + " key '" + key + "'"));
-    }
-    task.ops.push_back(std::move(op));
+  VINCI_ASSIGN_OR_RETURN(task.ops, parse_ops(*ops, where));
+  if (!blocks.empty() || std::any_of(task.modules.begin(), task.modules.end(),
+                                     [](const ModuleSpec& m) { return m.type == "block"; })) {
+    VINCI_ASSIGN_OR_RETURN(Expanded e, expand_blocks(task.modules, task.ops, blocks, where));
+    task.modules = std::move(e.modules);
+    task.ops = std::move(e.ops);
   }
   return task;
 }
@@ -282,8 +601,9 @@ Status check_task(const Task& task) {
     if (!info)
       return invalid_argument(where + ": key 'op': unknown op '" + op.op + "', expected one of " +
                               known_op_names());
-    if (static_cast<int>(op.inputs.size()) != info->inputs)
-      return invalid_argument(ow + ": key 'in': expected " + std::to_string(info->inputs) +
+    if (info->inputs < 0 ? op.inputs.empty() : static_cast<int>(op.inputs.size()) != info->inputs)
+      return invalid_argument(ow + ": key 'in': expected " +
+                              (info->inputs < 0 ? std::string("at least 1") : std::to_string(info->inputs)) +
                               " inputs, found " + std::to_string(op.inputs.size()));
     for (const auto& in : op.inputs)
       if (!defined.count(in))
@@ -377,11 +697,12 @@ Result<std::vector<Task>> parse_task_file(const std::string& path, const std::st
   }
   const toml::array* arr = root["task"].as_array();
   if (!arr) return invalid_argument(path + ": expected [[task]] tables, found none");
+  VINCI_ASSIGN_OR_RETURN(BlockMap blocks, parse_blocks(root, path));
   std::vector<Task> out;
   for (size_t i = 0; i < arr->size(); ++i) {
     const toml::table* t = (*arr)[i].as_table();
     if (!t) return invalid_argument(path + ": task[" + std::to_string(i) + "]: expected a table");
-    VINCI_ASSIGN_OR_RETURN(Task task, parse_task(*t, path, i));
+    VINCI_ASSIGN_OR_RETURN(Task task, parse_task(*t, path, i, blocks));
     VINCI_RETURN_IF_ERROR(check_task(task));
     out.push_back(std::move(task));
   }

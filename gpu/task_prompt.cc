@@ -411,6 +411,7 @@ Result<std::string> PyRenderer::pool_call(const OpSpec& op, const std::string& x
   if (a.contains("padding")) s += ", padding=" + py_ints(attr_ints_or(a, "padding", rank, 0));
   if (a.contains("dilation") && op.op != "avg_pool2d")
     s += ", dilation=" + py_ints(attr_ints_or(a, "dilation", rank, 1));
+  if (attr_bool_or(a, "ceil_mode", false)) s += ", ceil_mode=True";
   return s + ")";
 }
 
@@ -530,6 +531,7 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
   if (n == "hinge_loss") return "torch.clamp(1 - " + x + " * " + arg(1) + ", min=0).mean()";
   if (n == "cosine_similarity_loss")
     return "(1 - " + functional("cosine_similarity") + "(" + x + ", " + arg(1) + ", dim=1)).mean()";
+  if (n == "concat") return "torch.cat([" + join(in, ", ") + "], dim=" + std::to_string(attr_int_or(a, "dim", 0)) + ")";
   return invalid_argument(w + ": no PyTorch rendering for this op (output '" +
                           (op.outputs.empty() ? std::string("?") : op.outputs[0]) + "')");
 }
@@ -573,7 +575,7 @@ Result<std::string> PyRenderer::forward_body() {
     }
     const OpInfo* info = find_op(op.op);
     if (!info) return invalid_argument(where_ + ": op '" + op.op + "': unknown op, no PyTorch rendering");
-    if (static_cast<int>(in.size()) != info->inputs)
+    if (info->inputs < 0 ? in.empty() : static_cast<int>(in.size()) != info->inputs)
       return invalid_argument(where_ + ": op '" + op.op + "': expected " + std::to_string(info->inputs) +
                               " inputs, found " + std::to_string(in.size()));
     for (const auto& v : op.outputs) out.push_back(value_py_.at(v));
@@ -614,6 +616,19 @@ Result<std::string> PyRenderer::render() {
   s += "    def __init__(" + join(params, ", ") + "):\n";
   s += "        super().__init__()\n";
   for (const auto& l : ctor_lines) s += l;
+  for (const auto& m : task_.modules) {  // the constructor's re-initialisation, in module order
+    if (!m.attrs.contains("reinit")) continue;
+    std::string self = "self." + module_py_.at(m.name);
+    std::string how = m.attrs["reinit"].is_string() ? m.attrs["reinit"].get<std::string>() : "";
+    if (how == "kaiming_normal_fan_out") {
+      s += "        nn.init.kaiming_normal_(" + self + ".weight, mode=\"fan_out\")\n";
+    } else if (how == "normal") {
+      s += "        nn.init.normal_(" + self + ".weight, 0, " + py_float(attr_double_or(m.attrs, "reinit_std", 1.0)) + ")\n";
+    } else {
+      return invalid_argument(where_ + ": module '" + m.name + "' key 'reinit': no rendering for " + m.attrs["reinit"].dump());
+    }
+    if (attr_bool_or(m.attrs, "bias", true)) s += "        nn.init.zeros_(" + self + ".bias)\n";
+  }
   s += "\n    def forward(self" + (in_names.empty() ? "" : ", " + join(in_names, ", ")) + "):\n";
   s += forward + "        return " + out_it->second + "\n\n\n";
   for (const auto& sym : symbols_) s += symbol_py_.at(sym) + " = " + std::to_string(sizes_.at(sym)) + "\n";

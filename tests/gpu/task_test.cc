@@ -123,6 +123,121 @@ TEST(TaskFile, ErrorsNameFileKeyAndWhatWasExpected) {
   expect_error("[[task]\n", "bad.toml:", "");
 }
 
+// Blocks: a conv-bn-relu unit used by a residual unit, repeated with a growing channel count.
+const char* kBlockTask = R"(
+[[block]]
+name = "cbr"
+params = ["Cin", "Cout", "stride"]
+defaults = { stride = 1 }
+inputs = ["x"]
+outputs = ["y"]
+modules = [
+  { name = "conv", type = "conv2d", in = "Cin", out = "Cout", kernel = 3, stride = "stride", padding = 1, bias = false },
+  { name = "bn", type = "batch_norm", features = "Cout" },
+]
+ops = [
+  { op = "conv2d", in = ["x"], out = "c", module = "conv" },
+  { op = "batch_norm", in = ["c"], out = "b", module = "bn" },
+  { op = "relu", in = ["b"], out = "y" },
+]
+
+[[block]]
+name = "grow"
+params = ["C", "G"]
+inputs = ["x"]
+outputs = ["y"]
+modules = [{ name = "unit", type = "block", block = "cbr", Cin = "C + i*G", Cout = "C + i*G + G" }]
+ops = [
+  { op = "block", in = ["x"], out = "n", module = "unit" },
+  { op = "sigmoid", in = ["n"], out = "y" },
+]
+
+[[task]]
+id = "T_2"
+level = 3
+name = "blocks"
+family = "network"
+description = "blocks"
+sizes.full = { B = 2, C = 8, G = 4, H = 16 }
+sizes.small = { B = 1, C = 3, G = 2, H = 5 }
+inputs = [{ name = "x", shape = ["B", "C", "H", "H"] }]
+modules = [
+  { name = "stem", type = "block", block = "cbr", Cin = "C", Cout = "C", stride = 2 },
+  { name = "dense", type = "block", block = "grow", C = "C", G = "G", repeat = 3 },
+  { name = "fc", type = "linear", in = "C + 3*G", out = 5 },
+]
+ops = [
+  { op = "block", in = ["x"], out = "s", module = "stem" },
+  { op = "block", in = ["s"], out = "d", module = "dense" },
+  { op = "mean", in = ["d"], out = "m", dim = 3 },
+  { op = "mean", in = ["m"], out = "p", dim = 2 },
+  { op = "linear", in = ["p"], out = "y", module = "fc" },
+]
+output = "y"
+)";
+
+TEST(TaskFile, BlocksExpandIntoFlatModulesAndOps) {
+  Result<std::vector<Task>> r = parse_task_file("b.toml", kBlockTask);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const Task& t = (*r)[0];
+  std::vector<std::string> modules;
+  for (const auto& m : t.modules) modules.push_back(m.name + ":" + m.type);
+  EXPECT_EQ(modules, (std::vector<std::string>{
+                         "stem_conv:conv2d", "stem_bn:batch_norm", "dense_0_unit_conv:conv2d",
+                         "dense_0_unit_bn:batch_norm", "dense_1_unit_conv:conv2d",
+                         "dense_1_unit_bn:batch_norm", "dense_2_unit_conv:conv2d",
+                         "dense_2_unit_bn:batch_norm", "fc:linear"}));
+  // A string that is exactly a parameter takes its value (an integer stays an integer); inside an
+  // expression the value goes in parentheses.
+  EXPECT_EQ(t.modules[0].attrs["stride"], 2);
+  EXPECT_EQ(t.modules[0].attrs["in"], "C");
+  EXPECT_EQ(t.modules[2].attrs["stride"], 1);
+  EXPECT_EQ(t.modules[6].attrs["in"], "(C) + (2)*(G)");
+  std::vector<std::string> ops;
+  for (const auto& op : t.ops) {
+    std::string s = op.op + "(";
+    for (const auto& in : op.inputs) s += in + (&in == &op.inputs.back() ? "" : ",");
+    s += ")->" + op.outputs[0];
+    if (!op.module.empty()) s += "@" + op.module;
+    ops.push_back(s);
+  }
+  EXPECT_EQ(ops, (std::vector<std::string>{
+                     "conv2d(x)->stem_c@stem_conv", "batch_norm(stem_c)->stem_b@stem_bn",
+                     "relu(stem_b)->s",
+                     "conv2d(s)->dense_0_unit_c@dense_0_unit_conv",
+                     "batch_norm(dense_0_unit_c)->dense_0_unit_b@dense_0_unit_bn",
+                     "relu(dense_0_unit_b)->dense_0_n", "sigmoid(dense_0_n)->dense_0_y",
+                     "conv2d(dense_0_y)->dense_1_unit_c@dense_1_unit_conv",
+                     "batch_norm(dense_1_unit_c)->dense_1_unit_b@dense_1_unit_bn",
+                     "relu(dense_1_unit_b)->dense_1_n", "sigmoid(dense_1_n)->dense_1_y",
+                     "conv2d(dense_1_y)->dense_2_unit_c@dense_2_unit_conv",
+                     "batch_norm(dense_2_unit_c)->dense_2_unit_b@dense_2_unit_bn",
+                     "relu(dense_2_unit_b)->dense_2_n", "sigmoid(dense_2_n)->d",
+                     "mean(d)->m", "mean(m)->p", "linear(p)->y@fc"}));
+  Result<ShapeMap> shapes = infer_shapes(t);
+  ASSERT_TRUE(shapes.ok()) << shapes.status().to_string();
+  EXPECT_EQ(*eval_shape(shapes->at("d"), t.size_map(SizeName::kFull)), (std::vector<int64_t>{2, 20, 8, 8}));
+}
+
+TEST(TaskFile, BlockErrorsNameTheBlockAndTheKey) {
+  expect_error(replace(kBlockTask, "Cin = \"C\", Cout = \"C\", stride = 2", "Cin = \"C\", Cout = \"C\", strde = 2"),
+               "module 'stem'", "key 'strde': not a parameter of block 'cbr'");
+  expect_error(replace(kBlockTask, "Cin = \"C\", Cout = \"C\", stride = 2", "Cin = \"C\", stride = 2"),
+               "module 'stem'", "key 'Cout' missing: block 'cbr'");
+  expect_error(replace(kBlockTask, "block = \"grow\"", "block = \"shrink\""), "module 'dense'",
+               "no [[block]] named 'shrink'");
+  expect_error(replace(kBlockTask, "C = \"C\", G = \"G\"", "C = \"C\", G = \"G +\""), "block 'grow'",
+               "not a size expression");
+  expect_error(replace(kBlockTask, "{ op = \"block\", in = [\"x\"], out = \"n\", module = \"unit\" },", ""),
+               "module 'dense_0_unit'", "never run");
+  expect_error(replace(kBlockTask, "in = [\"s\"], out = \"d\"", "in = [\"s\", \"x\"], out = \"d\""),
+               "block 'grow'", "key 'in': expected 1 inputs");
+  expect_error(replace(kBlockTask, "name = \"cbr\"\n", "name = \"cbr\"\nlayers = 3\n"), "block 'cbr'",
+               "unknown key 'layers'");
+  expect_error(replace(kBlockTask, "Cout = \"C + i*G + G\" }]", "Cout = \"C + i*G + G\" }, { name = \"u2\", type = \"block\", block = \"grow\", C = 1, G = 1 }]"),
+               "module 'u2'", "nested deeper");
+}
+
 TEST(Expr, EvaluatesArithmeticFunctionsAndBuffers) {
   ExprEnv env;
   env.symbols = {{"N", 100}, {"M", 7}};
@@ -194,6 +309,36 @@ TEST(Shapes, ConvListsOfTheWrongLengthAreErrors) {
   Result<std::vector<int64_t>> ws = eval_shape((*w)[0].shape, (*r)[0].size_map(SizeName::kSmall));
   ASSERT_TRUE(ws.ok());
   EXPECT_EQ(*ws, (std::vector<int64_t>{4, 1, 3, 3}));  // N = 4: Conv2d(2, 4, 3, groups=2)
+}
+
+TEST(Shapes, ConcatCeilModePoolingAndSymbolicGroups) {
+  TaskSuite suite = load_suite();
+  auto shape_of = [&](const char* id, const char* value, SizeName size) {
+    const Task* t = suite.find(id);
+    EXPECT_NE(t, nullptr) << id;
+    if (!t) return std::vector<int64_t>();
+    Result<ShapeMap> shapes = infer_shapes(*t);
+    EXPECT_TRUE(shapes.ok()) << shapes.status().to_string();
+    Result<std::vector<int64_t>> v = eval_shape(shapes->at(value), t->size_map(size));
+    EXPECT_TRUE(v.ok()) << v.status().to_string();
+    return v.ok() ? *v : std::vector<int64_t>();
+  };
+  // Inception: four branches concatenated on channels, 192 + 208 + 48 + 64.
+  EXPECT_EQ(shape_of("L3_006", "y", SizeName::kFull), (std::vector<int64_t>{10, 512, 224, 224}));
+  // SqueezeNet's ceil_mode pool: 16 x 17 -> ceil(13/2) + 1 = 8, ceil(14/2) + 1 = 8 (floor: 7, 8).
+  EXPECT_EQ(shape_of("L3_018", "p1", SizeName::kSmall), (std::vector<int64_t>{2, 96, 8, 8}));
+  // A depthwise convolution with groups = Cout/4: weight [Cm, 1, 3, 3].
+  const Task* unit = suite.find("L3_025");
+  ASSERT_NE(unit, nullptr);
+  Result<std::vector<WeightSpec>> specs = weight_specs(*unit);
+  ASSERT_TRUE(specs.ok()) << specs.status().to_string();
+  bool found = false;
+  for (const auto& w : *specs)
+    if (w.name == "unit_body_conv2.weight") {
+      found = true;
+      EXPECT_EQ(*eval_shape(w.shape, unit->size_map(SizeName::kSmall)), (std::vector<int64_t>{9, 1, 3, 3}));
+    }
+  EXPECT_TRUE(found);
 }
 
 }  // namespace
