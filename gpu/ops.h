@@ -19,7 +19,7 @@ enum class OpKind {
 struct OpInfo {
   const char* name;
   OpKind kind;
-  int inputs;         // number of inputs
+  int inputs;         // number of inputs; -1: one or more
   const char* module;  // required module type, "" when none
 };
 

@@ -17,7 +17,8 @@ namespace {
 const char* const kModuleTypes[] = {"linear",     "conv1d",           "conv2d",
                                     "conv3d",     "conv_transpose2d", "conv_transpose3d",
                                     "batch_norm", "layer_norm",       "group_norm",
-                                    "parameter",  "mha"};
+                                    "parameter",  "mha",
+                                    "lstm",       "gru"};
 
 bool known_module_type(const std::string& t) {
   for (const char* m : kModuleTypes)
@@ -168,7 +169,7 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
       if (!known_module_type(m.type))
         return invalid_argument(where + ": module '" + m.name + "' key 'type': unknown type '" + m.type +
                                 "' (expected linear, conv1d, conv2d, conv3d, conv_transpose2d, "
-                                "conv_transpose3d, batch_norm, layer_norm, group_norm, parameter, mha)");
+                                "conv_transpose3d, batch_norm, layer_norm, group_norm, parameter, mha, lstm, gru)");
       m.attrs = nlohmann::json::object();
       for (const auto& [k, v] : *mt) {
         std::string key(k.str());
@@ -225,8 +226,8 @@ Status check_task(const Task& task) {
     if (!info)
       return invalid_argument(where + ": key 'op': unknown op '" + op.op + "', expected one of " +
                               known_op_names());
-    if (static_cast<int>(op.inputs.size()) != info->inputs)
-      return invalid_argument(ow + ": key 'in': expected " + std::to_string(info->inputs) +
+    if (info->inputs < 0 ? op.inputs.empty() : static_cast<int>(op.inputs.size()) != info->inputs)
+      return invalid_argument(ow + ": key 'in': expected " + (info->inputs < 0 ? std::string("at least 1") : std::to_string(info->inputs)) +
                               " inputs, found " + std::to_string(op.inputs.size()));
     for (const auto& in : op.inputs)
       if (!defined.count(in))
