@@ -419,7 +419,10 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
       auto split_heads = [&](const torch::Tensor& t) {
         return t.contiguous().view({S, B * heads, hd}).transpose(0, 1);
       };
-      torch::Tensor q = split_heads(qkv[0]) * (1.0 / std::sqrt(static_cast<double>(hd)));
+      // q / math.sqrt(head_dim), a division as torch.nn.functional.multi_head_attention_forward
+      // writes it (a product with the reciprocal differs in the last bit unless head_dim is a
+      // power of 4).
+      torch::Tensor q = split_heads(qkv[0]) / std::sqrt(static_cast<double>(hd));
       torch::Tensor k = split_heads(qkv[1]), v = split_heads(qkv[2]);
       torch::Tensor att = torch::softmax(torch::bmm(q, k.transpose(1, 2)), -1);
       torch::Tensor o = torch::bmm(att, v).transpose(0, 1).contiguous().view({S, B, E});

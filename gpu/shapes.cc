@@ -281,7 +281,14 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       } else {
         VINCI_ASSIGN_OR_RETURN(std::string start, bound("start", "0"));
         VINCI_ASSIGN_OR_RETURN(std::string end, bound("end", len));
-        s[static_cast<size_t>(d)] = expr_sub(end, start);
+        bool neg_start = op.attrs.contains("start") && op.attrs["start"].is_number_integer() &&
+                         op.attrs["start"].get<int64_t>() < 0;
+        if (neg_start && !op.attrs.contains("end"))  // x[..., -n:]: n long
+          s[static_cast<size_t>(d)] = std::to_string(-op.attrs["start"].get<int64_t>());
+        else if (start == "0")
+          s[static_cast<size_t>(d)] = end;
+        else
+          s[static_cast<size_t>(d)] = expr_sub(end, start);
       }
       outs.push_back(s);
     } else if (name == "einsum") {
