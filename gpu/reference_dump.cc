@@ -77,6 +77,14 @@ Status dump_reference(const Task& task, SizeName size, InputDistribution dist, u
     VINCI_ASSIGN_OR_RETURN(int64_t v, eval_expr(e, env));
     meta["kernelbench_globals"][name] = v;
   }
+  for (const auto& [name, list] : task.kernelbench_list_globals) {
+    nlohmann::json values = nlohmann::json::array();
+    for (const auto& e : list) {
+      VINCI_ASSIGN_OR_RETURN(int64_t v, eval_expr(e, env));
+      values.push_back(v);
+    }
+    meta["kernelbench_globals"][name] = values;
+  }
   nlohmann::json ins = nlohmann::json::array();
   for (size_t i = 0; i < inputs.size(); ++i) {
     VINCI_ASSIGN_OR_RETURN(nlohmann::json a,

@@ -130,6 +130,19 @@ Status parse_provenance(const toml::table& t, const std::string& where, Task* ta
         task->kernelbench_globals[name] = *s;
       } else if (auto i = v.as_integer()) {
         task->kernelbench_globals[name] = std::to_string(i->get());
+      } else if (const toml::array* arr = v.as_array()) {
+        std::vector<std::string> list;
+        for (const auto& e : *arr) {
+          if (auto es = e.value<std::string>()) {
+            VINCI_RETURN_IF_ERROR(check_expr_syntax(*es));
+            list.push_back(*es);
+          } else if (auto ei = e.as_integer()) {
+            list.push_back(std::to_string(ei->get()));
+          } else {
+            return invalid_argument(kw + ".globals." + name + ": expected a list of size expressions or integers");
+          }
+        }
+        task->kernelbench_list_globals[name] = std::move(list);
       } else {
         return invalid_argument(kw + ".globals." + name + ": expected a size expression or an integer");
       }
@@ -302,6 +315,13 @@ Status check_task(const Task& task) {
         return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key +
                                 ": " + r.status().message());
     }
+    for (const auto& [name, list] : task.kernelbench_list_globals)
+      for (const auto& e : list) {
+        Result<int64_t> r = eval_expr(e, env);
+        if (!r.ok())
+          return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key +
+                                  ": " + r.status().message());
+      }
   }
   // Every shape must resolve at both sizes: catches a symbol missing from one size table.
   VINCI_ASSIGN_OR_RETURN(ShapeMap shapes, infer_shapes(task));

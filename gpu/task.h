@@ -76,6 +76,8 @@ struct Task {
   // Empty: a task of vinci's own, left out of KernelBench scores.
   std::string kernelbench_problem;
   std::map<std::string, std::string> kernelbench_globals;
+  // Module-level lists of sizes (level3/1_MLP.py's layer_sizes = [H, H]): one expression an entry.
+  std::map<std::string, std::vector<std::string>> kernelbench_list_globals;
   // Non-empty: KernelBench flags the problem, or it is degenerate; the reason. Scores can leave
   // flagged tasks out (`replay score --exclude-flagged`).
   std::string flag;
