@@ -91,6 +91,20 @@ Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
         return invalid_argument(task.source_file + ": task '" + task.id + "': module '" + m.name +
                                 "' key 'init': expected randn|rand|ones|zeros, found '" + init + "'");
       if (scale != 1.0) p.mul_(scale);  // torch.randn(shape) * scale, as KernelBench writes it
+      if (m.attrs.contains("scale_rsqrt")) {
+        // (1 / math.sqrt(n)) * torch.randn(shape): the factor computed in double from a size.
+        VINCI_ASSIGN_OR_RETURN(std::string e, attr_expr(m.attrs, "scale_rsqrt", task.id));
+        VINCI_ASSIGN_OR_RETURN(int64_t v, eval_size(e, impl->sizes));
+        p.mul_(1.0 / std::sqrt(static_cast<double>(v)));
+      }
+    } else if (m.type == "lstm" || m.type == "gru") {
+      // reset_parameters: stdv = 1 / sqrt(hidden) in double; every parameter U(-stdv, stdv) in
+      // registration order (weight_ih, weight_hh, bias_ih, bias_hh per layer and direction).
+      VINCI_ASSIGN_OR_RETURN(std::string hidden, attr_expr(m.attrs, "hidden", task.id));
+      VINCI_ASSIGN_OR_RETURN(int64_t h, eval_size(hidden, impl->sizes));
+      double stdv = 1.0 / std::sqrt(static_cast<double>(h));
+      for (const auto& spec : specs)
+        if (spec.module == m.name) made[spec.name].uniform_(-stdv, stdv, gen);
     } else if (m.type == "mha") {
       // nn.MultiheadAttention: out_proj = Linear(E, E) draws in its constructor, then
       // _reset_parameters: xavier_uniform_(in_proj_weight), in_proj_bias = 0, out_proj.bias = 0.
@@ -433,13 +447,69 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
       auto split_heads = [&](const torch::Tensor& t) {
         return t.contiguous().view({S, B * heads, hd}).transpose(0, 1);
       };
-      torch::Tensor q = split_heads(qkv[0]) * (1.0 / std::sqrt(static_cast<double>(hd)));
+      // q / math.sqrt(head_dim), a division as torch.nn.functional.multi_head_attention_forward
+      // writes it (a product with the reciprocal differs in the last bit unless head_dim is a
+      // power of 4).
+      torch::Tensor q = split_heads(qkv[0]) / std::sqrt(static_cast<double>(hd));
       torch::Tensor k = split_heads(qkv[1]), v = split_heads(qkv[2]);
       torch::Tensor att = torch::softmax(torch::bmm(q, k.transpose(1, 2)), -1);
       torch::Tensor o = torch::bmm(att, v).transpose(0, 1).contiguous().view({S, B, E});
       return one(torch::linear(o, W("out_proj.weight"), W("out_proj.bias")));
     }
     if (n == "concat") return one(torch::cat(in, attr_int_or(a, "dim", 0)));
+    if (n == "expand") {
+      std::vector<int64_t> shape;
+      for (const auto& e : a.at("shape")) {
+        std::string expr = e.is_string() ? e.get<std::string>() : e.dump();
+        VINCI_ASSIGN_OR_RETURN(int64_t v, eval_size(expr, impl_->sizes));
+        shape.push_back(v);
+      }
+      return one(x.expand(shape));
+    }
+    if (n == "slice" || n == "select") {
+      // Python's x[..., start:end] / x[..., index]: views, as the indexing returns them.
+      auto bound = [&](const char* key, int64_t dflt) -> Result<int64_t> {
+        if (!a.contains(key)) return dflt;
+        if (a[key].is_number_integer()) return a[key].get<int64_t>();
+        return eval_size(a[key].get<std::string>(), impl_->sizes);
+      };
+      int64_t d = attr_int_or(a, "dim", 0);
+      if (n == "select") {
+        VINCI_ASSIGN_OR_RETURN(int64_t index, bound("index", 0));
+        return one(x.select(d, index));
+      }
+      VINCI_ASSIGN_OR_RETURN(int64_t start, bound("start", 0));
+      VINCI_ASSIGN_OR_RETURN(int64_t end, bound("end", std::numeric_limits<int64_t>::max()));
+      return one(x.slice(d, start, end));
+    }
+    if (n == "einsum") return one(torch::einsum(a.value("equation", std::string()), in));
+    if (n == "lstm" || n == "gru") {
+      // nn.LSTM / nn.GRU forward: the flat weights in registration order, training mode, no
+      // dropout between layers.
+      std::vector<torch::Tensor> params;
+      for (const auto& [name, t] : impl_->weights)
+        if (name.rfind(op.module + ".", 0) == 0) params.push_back(t);
+      bool bias = attr_bool_or(mod->attrs, "bias", true);
+      int64_t layers = attr_int_or(mod->attrs, "layers", 1);
+      bool bidir = attr_bool_or(mod->attrs, "bidirectional", false);
+      bool batch_first = attr_bool_or(mod->attrs, "batch_first", false);
+      if (n == "lstm") {
+        auto r = torch::lstm(x, {in.at(1), in.at(2)}, params, bias, layers, 0.0, true, bidir, batch_first);
+        return std::vector<at::Tensor>{std::get<0>(r), std::get<1>(r), std::get<2>(r)};
+      }
+      auto r = torch::gru(x, in.at(1), params, bias, layers, 0.0, true, bidir, batch_first);
+      return std::vector<at::Tensor>{std::get<0>(r), std::get<1>(r)};
+    }
+    if (n == "elman_rnn") {
+      // h_t = tanh(Linear(In + H, H)(cat(x_t, h_{t-1}))) for t over dim 0, every h_t stacked.
+      torch::Tensor h = in.at(1);
+      std::vector<torch::Tensor> steps;
+      for (int64_t t = 0; t < x.size(0); ++t) {
+        h = torch::tanh(torch::linear(torch::cat({x[t], h}, 1), W("weight"), W("bias")));
+        steps.push_back(h);
+      }
+      return one(torch::stack(steps, 0));
+    }
     if (n == "mse_loss") return one(torch::mse_loss(x, in.at(1)));
     if (n == "cross_entropy") return one(torch::nll_loss(torch::log_softmax(x, 1), in.at(1)));
     if (n == "smooth_l1_loss") return one(torch::smooth_l1_loss(x, in.at(1)));

@@ -84,6 +84,14 @@ const OpInfo kOps[] = {
     {"instance_norm", OpKind::kLibrary, 1, ""},  // eps; nn.InstanceNorm*d's default: no weights, batch statistics
     // level-3 networks
     {"concat", OpKind::kLibrary, -1, ""},  // dim; any number of inputs (torch.cat)
+    // sequence models and slicing (KernelBench level 3: RNNs, NetVLAD, Mamba-2)
+    {"slice", OpKind::kLibrary, 1, ""},     // dim, start = 0, end = size (negative: from the end)
+    {"select", OpKind::kLibrary, 1, ""},    // dim, index (negative: from the end); drops dim
+    {"einsum", OpKind::kLibrary, -1, ""},   // equation; one or more inputs, contracted left to right
+    {"lstm", OpKind::kLibrary, 3, "lstm"},  // x, h0, c0 -> out, h_n, c_n (nn.LSTM)
+    {"gru", OpKind::kLibrary, 2, "gru"},    // x, h0 -> out, h_n (nn.GRU)
+    {"elman_rnn", OpKind::kLibrary, 2, "linear"},  // x [T, B, In], h0 [B, H] -> every h_t [T, B, H]
+    {"expand", OpKind::kLibrary, 1, ""},    // shape: x.expand(...), a broadcast view (size-1 dims grow)
 };
 
 }  // namespace

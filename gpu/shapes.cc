@@ -1,6 +1,7 @@
 #include "gpu/shapes.h"
 
 #include <algorithm>
+#include <map>
 
 #include "gpu/expr.h"
 #include "gpu/ops.h"
@@ -132,6 +133,26 @@ Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
       add("out_proj.bias", {e});
       add("in_proj_weight", {expr_mul("3", e), e});
       add("in_proj_bias", {expr_mul("3", e)});
+    } else if (m.type == "lstm" || m.type == "gru") {
+      // nn.LSTM / nn.GRU: per layer, per direction (the reverse one suffixed _reverse), weight_ih,
+      // weight_hh, bias_ih, bias_hh, in PyTorch's registration order (the order of the draws).
+      VINCI_ASSIGN_OR_RETURN(std::string in, attr_expr(m.attrs, "input", where));
+      VINCI_ASSIGN_OR_RETURN(std::string h, attr_expr(m.attrs, "hidden", where));
+      int64_t layers = attr_int_or(m.attrs, "layers", 1);
+      int64_t dirs = attr_bool_or(m.attrs, "bidirectional", false) ? 2 : 1;
+      if (layers < 1) return invalid_argument(where + ": key 'layers': expected at least 1");
+      std::string gh = expr_mul(m.type == "lstm" ? "4" : "3", h);
+      for (int64_t l = 0; l < layers; ++l) {
+        for (int64_t d = 0; d < dirs; ++d) {
+          std::string sfx = std::to_string(l) + (d ? "_reverse" : "");
+          add("weight_ih_l" + sfx, {gh, l == 0 ? in : expr_mul(std::to_string(dirs), h)});
+          add("weight_hh_l" + sfx, {gh, h});
+          if (bias) {
+            add("bias_ih_l" + sfx, {gh});
+            add("bias_hh_l" + sfx, {gh});
+          }
+        }
+      }
     } else {
       return invalid_argument(where + ": unknown module type '" + m.type + "'");
     }
@@ -235,7 +256,7 @@ Result<ShapeMap> infer_shapes(const Task& task) {
     } else if (name == "adaptive_avg_pool2d") {
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(op.attrs, "output", 2, where));
       outs.push_back({x[0], x[1], std::to_string(o[0]), std::to_string(o[1])});
-    } else if (name == "reshape") {
+    } else if (name == "reshape" || name == "expand") {
       auto it = op.attrs.find("shape");
       if (it == op.attrs.end() || !it->is_array()) return invalid_argument(where + ": key 'shape': expected an array");
       SymShape s;
@@ -298,6 +319,77 @@ Result<ShapeMap> infer_shapes(const Task& task) {
     } else if (name == "instance_norm") {
       if (x.size() < 3) return invalid_argument(where + ": expected an input of rank 3 to 5 ([N, C, ...])");
       outs.push_back(x);
+    } else if (name == "slice" || name == "select") {
+      // Python's x[..., start:end] and x[..., index]; a negative integer counts from the end.
+      VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, 0));
+      const std::string& len = x[static_cast<size_t>(d)];
+      auto bound = [&](const char* key, const std::string& dflt) -> Result<std::string> {
+        if (!op.attrs.contains(key)) return dflt;
+        VINCI_ASSIGN_OR_RETURN(std::string e, attr_expr(op.attrs, key, where));
+        if (op.attrs[key].is_number_integer() && op.attrs[key].get<int64_t>() < 0) return expr_add(len, e);
+        return e;
+      };
+      SymShape s = x;
+      if (name == "select") {
+        VINCI_RETURN_IF_ERROR(bound("index", "0").status());
+        s.erase(s.begin() + d);
+      } else {
+        VINCI_ASSIGN_OR_RETURN(std::string start, bound("start", "0"));
+        VINCI_ASSIGN_OR_RETURN(std::string end, bound("end", len));
+        bool neg_start = op.attrs.contains("start") && op.attrs["start"].is_number_integer() &&
+                         op.attrs["start"].get<int64_t>() < 0;
+        if (neg_start && !op.attrs.contains("end"))  // x[..., -n:]: n long
+          s[static_cast<size_t>(d)] = std::to_string(-op.attrs["start"].get<int64_t>());
+        else if (start == "0")
+          s[static_cast<size_t>(d)] = end;
+        else
+          s[static_cast<size_t>(d)] = expr_sub(end, start);
+      }
+      outs.push_back(s);
+    } else if (name == "einsum") {
+      // "bij,bjk->bik": every output letter takes its size from the first operand that has it.
+      std::string eq = op.attrs.value("equation", std::string());
+      size_t arrow = eq.find("->");
+      if (arrow == std::string::npos || eq.find("...") != std::string::npos)
+        return invalid_argument(where + ": key 'equation': expected 'ab,bc->ac' (explicit output, no '...'), found '" + eq + "'");
+      std::map<char, std::string> size_of;
+      std::string lhs = eq.substr(0, arrow);
+      size_t operand = 0, pos = 0;
+      for (size_t i = 0; i <= lhs.size(); ++i) {
+        if (i < lhs.size() && lhs[i] != ',') continue;
+        std::string sub = lhs.substr(pos, i - pos);
+        pos = i + 1;
+        if (operand >= ins.size() || sub.size() != ins[operand].size())
+          return invalid_argument(where + ": key 'equation': operand " + std::to_string(operand) +
+                                  " subscripts '" + sub + "' do not match the inputs");
+        for (size_t k = 0; k < sub.size(); ++k) size_of.emplace(sub[k], ins[operand][k]);
+        ++operand;
+      }
+      if (operand != ins.size())
+        return invalid_argument(where + ": key 'equation': " + std::to_string(operand) + " operands for " +
+                                std::to_string(ins.size()) + " inputs");
+      SymShape s;
+      for (char c : eq.substr(arrow + 2)) {
+        auto it = size_of.find(c);
+        if (it == size_of.end()) return invalid_argument(where + ": key 'equation': output letter '" + std::string(1, c) + "' not in any operand");
+        s.push_back(it->second);
+      }
+      outs.push_back(s);
+    } else if (name == "lstm" || name == "gru") {
+      if (x.size() != 3) return invalid_argument(where + ": expected an input of rank 3");
+      VINCI_ASSIGN_OR_RETURN(std::string h, attr_expr(mod->attrs, "hidden", where));
+      int64_t dirs = attr_bool_or(mod->attrs, "bidirectional", false) ? 2 : 1;
+      std::string ld = expr_mul(std::to_string(attr_int_or(mod->attrs, "layers", 1)), std::to_string(dirs));
+      std::string batch = attr_bool_or(mod->attrs, "batch_first", false) ? x[0] : x[1];
+      SymShape o = x;
+      o[2] = expr_mul(std::to_string(dirs), h);
+      outs.push_back(o);
+      outs.push_back({ld, batch, h});
+      if (name == "lstm") outs.push_back({ld, batch, h});
+    } else if (name == "elman_rnn") {
+      if (x.size() != 3) return invalid_argument(where + ": expected an input of rank 3 [T, B, In]");
+      VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(mod->attrs, "out", where));
+      outs.push_back({x[0], x[1], o});
     } else {
       return invalid_argument(where + ": no shape rule");
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "gpu/ops.h"
 #include "gpu/shapes.h"
@@ -739,6 +740,78 @@ class PlanCoster {
       extra_bytes = tokens * E * 4 * (3 + 6 + 2 + 2 + 2) + scores * 4 * 4;
       extra_ws = scores * 4;
       rate = p_.fp32_library_flops;
+    } else if (n == "slice" || n == "select" || n == "expand") {
+      launches = 0;  // Python indexing: a view, no kernel
+      in_bytes = out_bytes = 0;
+      s.family = "view";
+    } else if (n == "einsum") {
+      // Contracted left to right as torch.einsum does without opt_einsum: each step a permuted
+      // copy of the operands and one bmm over the union of the two operands' letters.
+      std::string eq = op.attrs.value("equation", std::string());
+      size_t arrow = eq.find("->");
+      std::vector<std::string> subs;
+      std::string lhs = eq.substr(0, arrow == std::string::npos ? eq.size() : arrow);
+      for (size_t pos = 0, i = 0; i <= lhs.size(); ++i)
+        if (i == lhs.size() || lhs[i] == ',') subs.push_back(lhs.substr(pos, i - pos)), pos = i + 1;
+      std::string out_sub = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
+      std::map<char, double> size_of;
+      for (size_t i = 0; i < subs.size() && i < op.inputs.size(); ++i) {
+        const std::vector<int64_t>* sh = ctx_.shape(op.inputs[i]);
+        for (size_t k = 0; sh && k < subs[i].size() && k < sh->size(); ++k)
+          size_of[subs[i][k]] = static_cast<double>((*sh)[k]);
+      }
+      std::string cur = subs.empty() ? "" : subs[0];
+      for (size_t i = 1; i < subs.size(); ++i) {
+        std::string both = cur;
+        for (char c : subs[i])
+          if (both.find(c) == std::string::npos) both += c;
+        double vol = 1;
+        for (char c : both) vol *= size_of.count(c) ? size_of[c] : 1.0;
+        flops += 2 * vol;
+        std::string later = out_sub;
+        for (size_t j = i + 1; j < subs.size(); ++j) later += subs[j];
+        cur.clear();
+        double kept = 1;
+        for (char c : both)
+          if (later.find(c) != std::string::npos) cur += c, kept *= size_of.count(c) ? size_of[c] : 1.0;
+        extra_bytes += 2 * kept * 4;  // the intermediate written and read back
+      }
+      launches = static_cast<int>(std::max<size_t>(1, 2 * (subs.size() - 1)));
+      extra_ws = extra_bytes / 2;
+      rate = p_.fp32_library_flops;
+    } else if (n == "lstm" || n == "gru" || n == "elman_rnn") {
+      // A recurrence: one step after another. Per step and layer-direction the recurrent GEMM
+      // (weight_hh, L2-resident after the first step) and the gate arithmetic; cuDNN runs the
+      // input projections of a whole layer as one GEMM.
+      const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
+      const auto& ma = mod ? mod->attrs : nlohmann::json::object();
+      bool batch_first = attr_bool_or(ma, "batch_first", false);
+      double T = static_cast<double>(batch_first ? x.at(1) : x.at(0));
+      double B = static_cast<double>(batch_first ? x.at(0) : x.at(1));
+      double chains = 1, gates = 1, recurrent_bytes = 0;
+      flops = 0;
+      if (n == "elman_rnn") {
+        const std::vector<int64_t>* w = ctx_.shape(op.module + ".weight");
+        double h = w ? static_cast<double>((*w)[0]) : 1, k = w ? static_cast<double>((*w)[1]) : 1;
+        flops = T * (2 * B * k * h + 2 * B * h);
+        recurrent_bytes = h * k * 4;
+        launches = static_cast<int>(3 * T);  // cat, linear, tanh per step
+      } else {
+        gates = n == "lstm" ? 4 : 3;
+        chains = static_cast<double>(attr_int_or(ma, "layers", 1) * (attr_bool_or(ma, "bidirectional", false) ? 2 : 1));
+        for (const auto& [name, shape] : ctx_.shapes_) {
+          if (name.rfind(op.module + ".weight_", 0) != 0 || shape.size() != 2) continue;
+          flops += 2 * T * B * static_cast<double>(shape[0] * shape[1]);  // ih and hh GEMMs
+          if (name.find("weight_hh") != std::string::npos) recurrent_bytes += static_cast<double>(shape[0] * shape[1]) * 4;
+        }
+        const std::vector<int64_t>* hh = ctx_.shape(op.module + ".weight_hh_l0");
+        double h = hh ? static_cast<double>((*hh)[1]) : 1;
+        flops += chains * T * B * h * gates * 6;  // gate nonlinearities and state updates
+        launches = static_cast<int>(chains * (T + 1));
+      }
+      extra_bytes = T * recurrent_bytes;  // weight_hh re-read every step
+      extra_ws = recurrent_bytes / std::max(1.0, chains);
+      rate = p_.fp32_library_flops * 0.25;  // small-M GEMMs one step at a time
     } else if (n == "mse_loss") {
       launches = 3;  // sub, pow, mean
       extra_bytes = 3 * x_elems * 4;

@@ -18,7 +18,8 @@ namespace {
 const char* const kModuleTypes[] = {"linear",     "conv1d",           "conv2d",
                                     "conv3d",     "conv_transpose2d", "conv_transpose3d",
                                     "batch_norm", "layer_norm",       "group_norm",
-                                    "parameter",  "mha"};
+                                    "parameter",  "mha",
+                                    "lstm",       "gru"};
 
 bool known_module_type(const std::string& t) {
   for (const char* m : kModuleTypes)
@@ -168,7 +169,7 @@ Result<std::vector<ModuleSpec>> parse_modules(const toml::array* mods, const std
     if (!known_module_type(m.type) && m.type != "block")
       return invalid_argument(where + ": module '" + m.name + "' key 'type': unknown type '" + m.type +
                               "' (expected linear, conv1d, conv2d, conv3d, conv_transpose2d, "
-                              "conv_transpose3d, batch_norm, layer_norm, group_norm, parameter, mha, block)");
+                              "conv_transpose3d, batch_norm, layer_norm, group_norm, parameter, mha, lstm, gru, block)");
     m.attrs = nlohmann::json::object();
     for (const auto& [k, v] : *mt) {
       std::string key(k.str());

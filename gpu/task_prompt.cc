@@ -189,6 +189,7 @@ class PyRenderer {
   bool reserve_f_;
   std::string where_;
   bool uses_f_ = false;
+  mutable bool uses_math_ = false;  // a parameter scaled by 1 / math.sqrt(size)
   std::set<std::string> reserved_;
   std::set<std::string> taken_;  // Python names of symbols and values
   std::vector<std::string> symbols_;  // in symbol_order
@@ -385,12 +386,27 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
       return invalid_argument(where + ": key 'init': expected randn|rand|ones|zeros, found '" + init + "'");
     double scale = attr_double_or(a, "scale", 1.0);
     std::string draw = "torch." + init + "(" + (it->empty() ? "()" : shape) + ")";
+    if (a.contains("scale_rsqrt")) {  // (1 / sqrt(n)) * draw, the factor in double as Python's math.sqrt
+      VINCI_ASSIGN_OR_RETURN(std::string n, size("scale_rsqrt"));
+      uses_math_ = true;
+      draw = "(1 / math.sqrt(" + n + ")) * " + draw;
+    }
     return "nn.Parameter(" + draw + (scale != 1.0 ? " * " + py_float(scale) : "") + ")";
   }
   if (m.type == "mha") {
     VINCI_ASSIGN_OR_RETURN(std::string e, size("embed"));
     VINCI_ASSIGN_OR_RETURN(int64_t heads, attr_int(a, "heads", where));
     return "nn.MultiheadAttention(embed_dim=" + e + ", num_heads=" + std::to_string(heads) + ")";
+  }
+  if (m.type == "lstm" || m.type == "gru") {
+    VINCI_ASSIGN_OR_RETURN(std::string in, size("input"));
+    VINCI_ASSIGN_OR_RETURN(std::string h, size("hidden"));
+    std::string s = std::string(m.type == "lstm" ? "nn.LSTM(" : "nn.GRU(") + in + ", " + h;
+    if (a.contains("layers")) s += ", num_layers=" + std::to_string(attr_int_or(a, "layers", 1));
+    s += no_bias;
+    if (attr_bool_or(a, "batch_first", false)) s += ", batch_first=True";
+    if (attr_bool_or(a, "bidirectional", false)) s += ", bidirectional=True";
+    return s + ")";
   }
   return invalid_argument(where + ": module type '" + m.type + "' has no PyTorch rendering");
 }
@@ -525,6 +541,42 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
     return x + ".chunk(" + std::to_string(op.outputs.size()) + ", dim=" + std::to_string(attr_int_or(a, "dim", 0)) + ")";
   if (n == "causal_mask")  // triu over the last two dims, broadcast over the leading ones
     return x + ".masked_fill(torch.ones_like(" + x + ", dtype=torch.bool).triu(diagonal=1), float(\"-inf\"))";
+  if (n == "expand") {
+    auto it = a.find("shape");
+    if (it == a.end()) return invalid_argument(w + ": key 'shape' missing");
+    VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, w + ": key 'shape'", nullptr));
+    return x + ".expand(" + shape + ")";
+  }
+  if (n == "slice" || n == "select") {
+    // x[:, :, start:end] or x[:, index], the dims before `dim` taken whole.
+    size_t rank = shapes_.at(op.inputs[0]).size();
+    int64_t d = attr_int_or(a, "dim", 0);
+    if (d < 0) d += static_cast<int64_t>(rank);
+    auto bound = [&](const char* key) -> Result<std::string> {
+      if (!a.contains(key)) return std::string();
+      return py_size(a[key], w + ": key '" + key + "'", nullptr);
+    };
+    std::string idx;
+    for (int64_t i = 0; i < d; ++i) idx += ":, ";
+    if (n == "select") {
+      VINCI_ASSIGN_OR_RETURN(std::string i, bound("index"));
+      idx += i.empty() ? "0" : i;
+    } else {
+      VINCI_ASSIGN_OR_RETURN(std::string lo, bound("start"));
+      VINCI_ASSIGN_OR_RETURN(std::string hi, bound("end"));
+      idx += lo + ":" + hi;
+    }
+    return x + "[" + idx + "]";
+  }
+  if (n == "einsum") return "torch.einsum(\"" + a.value("equation", std::string()) + "\", " + join(in, ", ") + ")";
+  if (n == "lstm") {
+    VINCI_ASSIGN_OR_RETURN(std::string m, module());
+    return m + "(" + x + ", (" + arg(1) + ", " + arg(2) + "))";
+  }
+  if (n == "gru") {
+    VINCI_ASSIGN_OR_RETURN(std::string m, module());
+    return m + "(" + x + ", " + arg(1) + ")";
+  }
   if (n == "mse_loss" || n == "cross_entropy" || n == "smooth_l1_loss")
     return functional(n) + "(" + x + ", " + arg(1) + ")";
   if (n == "kl_div") return functional(n) + "(torch.log(" + x + "), " + arg(1) + ", reduction=\"batchmean\")";
@@ -579,8 +631,24 @@ Result<std::string> PyRenderer::forward_body() {
       return invalid_argument(where_ + ": op '" + op.op + "': expected " + std::to_string(info->inputs) +
                               " inputs, found " + std::to_string(in.size()));
     for (const auto& v : op.outputs) out.push_back(value_py_.at(v));
+    if (op.op == "elman_rnn") {
+      // A recurrence is statements, not an expression: the loop over dim 0, every h_t stacked.
+      auto m = module_py_.find(op.module);
+      if (m == module_py_.end())
+        return invalid_argument(where_ + ": op 'elman_rnn': key 'module': '" + op.module + "' is not a module");
+      std::string h = fresh("h_t"), steps = fresh("steps"), t = fresh("t");
+      forward += "        " + h + " = " + in.at(1) + "\n";
+      forward += "        " + steps + " = []\n";
+      forward += "        for " + t + " in range(" + in.at(0) + ".size(0)):\n";
+      forward += "            " + h + " = torch.tanh(self." + m->second + "(torch.cat((" + in.at(0) + "[" + t +
+                 "], " + h + "), dim=1)))\n";
+      forward += "            " + steps + ".append(" + h + ")\n";
+      forward += "        " + out.at(0) + " = torch.stack(" + steps + ", dim=0)\n";
+      continue;
+    }
     VINCI_ASSIGN_OR_RETURN(std::string rhs, op_rhs(op, in));
     std::string lhs = join(out, ", ") + (op.op == "split" && out.size() == 1 ? "," : "");
+    if (op.op == "lstm" && out.size() == 3) lhs = out[0] + ", (" + out[1] + ", " + out[2] + ")";
     forward += "        " + lhs + " = " + rhs + "\n";
   }
   return forward;
@@ -608,7 +676,7 @@ Result<std::string> PyRenderer::render() {
     VINCI_ASSIGN_OR_RETURN(std::string d, input_draw(in));
     draws += "    " + value_py_.at(in.name) + " = " + d + "\n";
   }
-  std::string s = "import torch\nimport torch.nn as nn\n";
+  std::string s = uses_math_ ? "import math\n\nimport torch\nimport torch.nn as nn\n" : "import torch\nimport torch.nn as nn\n";
   if (uses_f_) s += "import torch.nn.functional as F\n";
   s += "\n\nclass Model(nn.Module):\n" + docstring(task_.description) + "\n";
   std::vector<std::string> params = {"self"};

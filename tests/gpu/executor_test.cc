@@ -225,5 +225,37 @@ TEST(Executor, CudaDeviceIsAParameter) {
   EXPECT_FALSE(bad.ok());
 }
 
+// nn.LSTM / nn.GRU: weights drawn as torch's own modules draw them after manual_seed(42), in
+// registration order, and the same outputs (bidirectional, six layers, batch-first LSTM).
+TEST(Executor, RecurrentModulesMatchTorchLstmAndGru) {
+  for (const char* id : {"L3_038", "L3_041"}) {
+    SCOPED_TRACE(id);
+    TaskInstance inst = instance(id);
+    const SizeMap& sz = inst.sizes();
+    bool lstm = std::string(id) == "L3_038";
+    Result<std::vector<at::Tensor>> in = inst.make_inputs(InputDistribution::kSigned, 7);
+    ASSERT_TRUE(in.ok());
+    Result<std::map<std::string, at::Tensor>> values = inst.run_all(*in);
+    ASSERT_TRUE(values.ok()) << values.status().to_string();
+    torch::NoGradGuard no_grad;
+    if (lstm) {
+      torch::manual_seed(42);
+      torch::nn::LSTM ref(torch::nn::LSTMOptions(sz.at("In"), sz.at("H")).num_layers(6).batch_first(true).bidirectional(true));
+      for (const auto& p : ref->named_parameters()) expect_equal(weight(inst, "lstm." + p.key()), p.value(), p.key());
+      auto r = ref->forward((*in)[0], std::make_tuple((*in)[1], (*in)[2]));
+      expect_equal(values->at("out"), std::get<0>(r), "out");
+      expect_equal(values->at("hn"), std::get<0>(std::get<1>(r)), "h_n");
+      expect_equal(values->at("cn"), std::get<1>(std::get<1>(r)), "c_n");
+    } else {
+      torch::manual_seed(42);
+      torch::nn::GRU ref(torch::nn::GRUOptions(sz.at("In"), sz.at("H")).num_layers(6).bidirectional(true));
+      for (const auto& p : ref->named_parameters()) expect_equal(weight(inst, "gru." + p.key()), p.value(), p.key());
+      auto r = ref->forward((*in)[0], (*in)[1]);
+      expect_equal(values->at("out"), std::get<0>(r), "out");
+      expect_equal(values->at("hn"), std::get<1>(r), "h_n");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace vinci
