@@ -15,11 +15,11 @@
 namespace vinci {
 namespace {
 
-const char* const kModuleTypes[] = {"linear",     "conv1d",           "conv2d",
-                                    "conv3d",     "conv_transpose2d", "conv_transpose3d",
-                                    "batch_norm", "layer_norm",       "group_norm",
-                                    "parameter",  "mha",
-                                    "lstm",       "gru"};
+const char* const kModuleTypes[] = {"linear",           "conv1d",           "conv2d",
+                                    "conv3d",           "conv_transpose1d", "conv_transpose2d",
+                                    "conv_transpose3d", "batch_norm",       "layer_norm",
+                                    "group_norm",       "parameter",        "mha",
+                                    "lstm",             "gru"};
 
 bool known_module_type(const std::string& t) {
   for (const char* m : kModuleTypes)

@@ -204,7 +204,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   Status st = writer->finish();
   if (!st.ok()) return fail(st.to_string());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  RunSummaryInfo info{exp.name, exp.config_path, writer->digest().hex(), writer->record_count(), seconds, ""};
+  RunSummaryInfo info{exp.name, exp.config_path, writer->digest().hex(), writer->record_count(), seconds, "", ""};
   if (world.call_log) info.model_calls = model_calls_line(world.call_log->stats());
   std::vector<std::string> sets;
   for (const auto& id : out->eval_tasks) {

@@ -54,8 +54,9 @@ TEST(Executor, EveryTaskRunsAndShapesMatchTheSymbolicRules) {
         ASSERT_TRUE(want.ok());
         EXPECT_EQ(values->at(name).sizes().vec(), *want) << task.id << " value " << name;
       }
-      if (dist == InputDistribution::kUniform01)
+      if (dist == InputDistribution::kUniform01) {
         EXPECT_TRUE(torch::isfinite(values->at(task.output)).all().item<bool>()) << task.id;
+      }
     }
   }
 }

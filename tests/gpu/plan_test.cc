@@ -169,7 +169,9 @@ TEST(Plan, EveryLaunchAndCostExpressionResolvesAtBothSizes) {
         for (const auto& b : s.block) threads *= *eval_expr(b, env);
         EXPECT_LE(threads, 1024) << t.id;
         for (const auto& a : s.args)
-          if (!a.i64.empty()) EXPECT_TRUE(eval_expr(a.i64, env).ok()) << t.id << " arg " << a.i64;
+          if (!a.i64.empty()) {
+            EXPECT_TRUE(eval_expr(a.i64, env).ok()) << t.id << " arg " << a.i64;
+          }
       }
       for (const auto& k : p->kernels)
         for (const auto& e : {k.cost.elements, k.cost.bytes_read, k.cost.bytes_written, k.cost.flops}) {
