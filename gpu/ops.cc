@@ -76,6 +76,19 @@ const OpInfo kOps[] = {
     {"kl_div", OpKind::kLibrary, 2, ""},
     {"hinge_loss", OpKind::kLibrary, 2, ""},
     {"cosine_similarity_loss", OpKind::kLibrary, 2, ""},
+    // KernelBench level 1 (issue 16)
+    {"triu", OpKind::kLibrary, 1, ""},  // diagonal = 0: zero below the diagonal of the last two dims
+    {"tril", OpKind::kLibrary, 1, ""},  // diagonal = 0
+    {"instance_norm", OpKind::kLibrary, 1, ""},  // eps; no affine, no running stats (nn.InstanceNorm defaults)
+    {"frobenius_norm", OpKind::kLibrary, 1, ""},  // torch.norm(x, p='fro') over every element: a scalar
+    {"avg_pool1d", OpKind::kLibrary, 1, ""},  // kernel, stride, padding (count_include_pad)
+    {"avg_pool3d", OpKind::kLibrary, 1, ""},
+    {"argmax", OpKind::kLibrary, 1, ""},  // dim, keepdim; int64 output
+    {"argmin", OpKind::kLibrary, 1, ""},
+    {"cumsum_reverse", OpKind::kLibrary, 1, ""},    // dim: x.flip(dim).cumsum(dim).flip(dim)
+    {"cumsum_exclusive", OpKind::kLibrary, 1, ""},  // dim: 0, x0, x0 + x1, ... (KernelBench's narrow + cat)
+    {"scaled_dot_product_attention", OpKind::kLibrary, 3, ""},  // softmax(Q K^T / sqrt(E)) V, no mask
+    {"triplet_margin_loss", OpKind::kLibrary, 3, ""},  // margin; p = 2, eps 1e-6, mean
 };
 
 }  // namespace

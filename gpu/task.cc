@@ -89,8 +89,11 @@ Result<InputDomain> parse_domain(const std::string& s, const std::string& where)
   if (s == "probability") return InputDomain::kProbability;
   if (s == "index") return InputDomain::kIndex;
   if (s == "sign") return InputDomain::kSign;
-  return invalid_argument(where + ": expected domain real|positive|probability|index|sign, found '" +
-                          s + "'");
+  if (s == "symmetric") return InputDomain::kSymmetric;
+  if (s == "upper_triangular") return InputDomain::kUpperTriangular;
+  if (s == "lower_triangular") return InputDomain::kLowerTriangular;
+  return invalid_argument(where + ": expected domain real|positive|probability|index|sign|symmetric|"
+                          "upper_triangular|lower_triangular, found '" + s + "'");
 }
 
 Result<Task> parse_task(const toml::table& t, const std::string& path, size_t index) {
@@ -151,6 +154,16 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
       else if (auto ci = (*it)["classes"].value<int64_t>()) in.classes = std::to_string(*ci);
       else return invalid_argument(where + ": input '" + in.name + "': domain index needs key 'classes'");
     }
+    if (auto sc = (*it)["scaled"].value<bool>()) in.scaled = *sc;
+    if (in.scaled && (in.domain == InputDomain::kIndex || in.domain == InputDomain::kSign))
+      return invalid_argument(where + ": input '" + in.name + "': key 'scaled': not for index or sign inputs");
+    bool matrix_domain = in.domain == InputDomain::kSymmetric || in.domain == InputDomain::kUpperTriangular ||
+                         in.domain == InputDomain::kLowerTriangular;
+    if (matrix_domain && in.shape.size() != 2)
+      return invalid_argument(where + ": input '" + in.name + "': key 'domain': " + *(*it)["domain"].value<std::string>() +
+                              " needs a rank-2 shape, found rank " + std::to_string(in.shape.size()));
+    if (in.domain == InputDomain::kSymmetric && in.shape[0] != in.shape[1])
+      return invalid_argument(where + ": input '" + in.name + "': key 'domain': symmetric needs a square shape");
     task.inputs.push_back(std::move(in));
   }
 
