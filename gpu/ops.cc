@@ -99,6 +99,8 @@ const OpInfo* find_op(const std::string& name) {
   return nullptr;
 }
 
+bool op_outputs_indices(const std::string& name) { return name == "argmax" || name == "argmin"; }
+
 std::string known_op_names() {
   std::string s;
   for (const auto& op : kOps) {

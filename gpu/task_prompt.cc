@@ -690,7 +690,7 @@ std::string task_prompt_header(const Task& task, SizeName size) {
   bool index_output = false;
   for (const auto& op : task.ops)
     for (const auto& o : op.outputs)
-      if (o == task.output) index_output = op.op == "argmax" || op.op == "argmin";
+      if (o == task.output) index_output = op_outputs_indices(op.op);
   s += "Output " + task.output + ": " + out_shape + (index_output ? ", int64 (indices)\n" : ", float32\n");
   bool index_inputs = false;
   for (const auto& in : task.inputs) index_inputs |= in.domain == InputDomain::kIndex;

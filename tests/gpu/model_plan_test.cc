@@ -75,7 +75,7 @@ Plan round_trip(const Task& t, const Plan& generated, const std::string& what) {
 }
 
 TEST(ModelPlan, EveryTaskDefaultPlanRoundTripsAndMatches) {
-  ASSERT_EQ(suite().tasks.size(), 63u);
+  ASSERT_EQ(suite().tasks.size(), 95u);
   for (const Task& t : suite().tasks) {
     Result<Plan> generated = default_plan(t);
     ASSERT_TRUE(generated.ok()) << t.id;
