@@ -96,6 +96,50 @@ Result<InputDomain> parse_domain(const std::string& s, const std::string& where)
                           "upper_triangular|lower_triangular, found '" + s + "'");
 }
 
+// kernelbench = { problem = "level1/19_ReLU.py", globals = { batch_size = "B", dim = 393216 } },
+// flag = "reason", size_note = "why full differs".
+Status parse_provenance(const toml::table& t, const std::string& where, Task* task) {
+  for (const char* key : {"flag", "size_note"}) {
+    const toml::node* n = t.get(key);
+    if (!n) continue;
+    auto v = n->value<std::string>();
+    if (!v || v->empty())
+      return invalid_argument(where + " (line " + line_of(*n) + "): key '" + key +
+                              "': expected a non-empty string (the reason)");
+    (std::string(key) == "flag" ? task->flag : task->size_note) = *v;
+  }
+  const toml::node* kb = t.get("kernelbench");
+  if (!kb) return Status();
+  std::string kw = where + " (line " + line_of(*kb) + "): key 'kernelbench'";
+  const toml::table* kt = kb->as_table();
+  if (!kt) return invalid_argument(kw + ": expected a table { problem = \"levelN/NN_Name.py\", globals = { ... } }");
+  for (const auto& [k, v] : *kt) {
+    std::string key(k.str());
+    if (key != "problem" && key != "globals")
+      return invalid_argument(kw + ": unknown key '" + key + "' (expected problem, globals)");
+  }
+  auto problem = (*kt)["problem"].value<std::string>();
+  if (!problem || problem->empty() || problem->find("..") != std::string::npos || (*problem)[0] == '/')
+    return invalid_argument(kw + ".problem: expected a relative path such as \"level1/19_ReLU.py\"");
+  task->kernelbench_problem = *problem;
+  if (const toml::node* g = kt->get("globals")) {
+    const toml::table* gt = g->as_table();
+    if (!gt) return invalid_argument(kw + ".globals: expected a table of name = size expression");
+    for (const auto& [k, v] : *gt) {
+      std::string name(k.str());
+      if (auto s = v.value<std::string>()) {
+        VINCI_RETURN_IF_ERROR(check_expr_syntax(*s));
+        task->kernelbench_globals[name] = *s;
+      } else if (auto i = v.as_integer()) {
+        task->kernelbench_globals[name] = std::to_string(i->get());
+      } else {
+        return invalid_argument(kw + ".globals." + name + ": expected a size expression or an integer");
+      }
+    }
+  }
+  return Status();
+}
+
 Result<Task> parse_task(const toml::table& t, const std::string& path, size_t index) {
   Task task;
   task.source_file = path;
@@ -118,6 +162,7 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
   VINCI_RETURN_IF_ERROR(need_str("description", &task.description));
   VINCI_RETURN_IF_ERROR(need_str("output", &task.output));
   if (auto tol = t["tolerance"].value<double>()) task.atol = task.rtol = *tol;
+  VINCI_RETURN_IF_ERROR(parse_provenance(t, where, &task));
 
   const toml::table* sizes = t["sizes"].as_table();
   if (!sizes) return invalid_argument(where + ": key 'sizes': expected a table with full and small");
@@ -260,6 +305,16 @@ Status check_task(const Task& task) {
   }
   if (!defined.count(task.output))
     return invalid_argument(where + ": key 'output': '" + task.output + "' is not defined");
+  for (const auto& [size_key, sizes] : task.sizes) {
+    ExprEnv env;
+    env.symbols = sizes;
+    for (const auto& [name, e] : task.kernelbench_globals) {
+      Result<int64_t> r = eval_expr(e, env);
+      if (!r.ok())
+        return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key +
+                                ": " + r.status().message());
+    }
+  }
   // Every shape must resolve at both sizes: catches a symbol missing from one size table.
   VINCI_ASSIGN_OR_RETURN(ShapeMap shapes, infer_shapes(task));
   for (const auto& [size_key, sizes] : task.sizes) {
@@ -286,6 +341,11 @@ Status check_task(const Task& task) {
 }  // namespace
 
 const char* size_name(SizeName s) { return s == SizeName::kFull ? "full" : "small"; }
+
+const char* Task::set_name() const {
+  if (!is_kernelbench()) return "vinci";
+  return flag.empty() ? "kernelbench" : "kernelbench-flagged";
+}
 
 const SizeMap& Task::size_map(SizeName s) const {
   auto it = sizes.find(size_name(s));

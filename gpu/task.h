@@ -78,6 +78,22 @@ struct Task {
   std::string output;
   std::string source_file;  // where it was read from, for error messages
 
+  // The KernelBench twin: the problem file, relative to a KernelBench checkout's KernelBench/
+  // folder ("level1/19_ReLU.py"), and for each of its module-level size constants the vinci size
+  // expression giving its value (the cross-check sets them before building KernelBench's module).
+  // Empty: a task of vinci's own, left out of KernelBench scores.
+  std::string kernelbench_problem;
+  std::map<std::string, std::string> kernelbench_globals;
+  // Non-empty: KernelBench flags the problem, or it is degenerate; the reason. Scores can leave
+  // flagged tasks out (`replay score --exclude-flagged`).
+  std::string flag;
+  // Non-empty where the full sizes differ from KernelBench's constants: what and why.
+  std::string size_note;
+
+  bool is_kernelbench() const { return !kernelbench_problem.empty(); }
+  // "kernelbench", "kernelbench-flagged" or "vinci": the set the task belongs to.
+  const char* set_name() const;
+
   // REQUIRES: sizes has the entry (checked when the suite loads).
   const SizeMap& size_map(SizeName s) const;
 };
