@@ -74,8 +74,18 @@ Status dump_reference(const Task& task, SizeName size, InputDistribution dist, u
   ExprEnv env;
   env.symbols = inst.sizes();
   for (const auto& [name, e] : task.kernelbench_globals) {
-    VINCI_ASSIGN_OR_RETURN(int64_t v, eval_expr(e, env));
-    meta["kernelbench_globals"][name] = v;
+    std::vector<std::string> items = kernelbench_tuple_items(e);
+    if (items.empty()) {
+      VINCI_ASSIGN_OR_RETURN(int64_t v, eval_expr(e, env));
+      meta["kernelbench_globals"][name] = v;
+      continue;
+    }
+    nlohmann::json tuple = nlohmann::json::array();  // the cross-check makes it a Python tuple
+    for (const auto& item : items) {
+      VINCI_ASSIGN_OR_RETURN(int64_t v, eval_expr(item, env));
+      tuple.push_back(v);
+    }
+    meta["kernelbench_globals"][name] = tuple;
   }
   nlohmann::json ins = nlohmann::json::array();
   for (size_t i = 0; i < inputs.size(); ++i) {

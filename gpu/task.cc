@@ -132,8 +132,13 @@ Status parse_provenance(const toml::table& t, const std::string& where, Task* ta
         task->kernelbench_globals[name] = *s;
       } else if (auto i = v.as_integer()) {
         task->kernelbench_globals[name] = std::to_string(i->get());
+      } else if (v.is_array() && !v.as_array()->empty()) {  // a tuple constant: input_shape = (32768,)
+        VINCI_ASSIGN_OR_RETURN(std::vector<std::string> items, shape_list(&v, kw + ".globals." + name));
+        std::string t = "(";
+        for (size_t j = 0; j < items.size(); ++j) t += (j ? ", " : "") + items[j];
+        task->kernelbench_globals[name] = t + (items.size() == 1 ? ",)" : ")");
       } else {
-        return invalid_argument(kw + ".globals." + name + ": expected a size expression or an integer");
+        return invalid_argument(kw + ".globals." + name + ": expected a size expression, an integer or an array of them");
       }
     }
   }
@@ -309,10 +314,14 @@ Status check_task(const Task& task) {
     ExprEnv env;
     env.symbols = sizes;
     for (const auto& [name, e] : task.kernelbench_globals) {
-      Result<int64_t> r = eval_expr(e, env);
-      if (!r.ok())
-        return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key +
-                                ": " + r.status().message());
+      std::vector<std::string> items = kernelbench_tuple_items(e);
+      if (items.empty()) items.push_back(e);
+      for (const auto& item : items) {
+        Result<int64_t> r = eval_expr(item, env);
+        if (!r.ok())
+          return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key +
+                                  ": " + r.status().message());
+      }
     }
   }
   // Every shape must resolve at both sizes: catches a symbol missing from one size table.
@@ -341,6 +350,34 @@ Status check_task(const Task& task) {
 }  // namespace
 
 const char* size_name(SizeName s) { return s == SizeName::kFull ? "full" : "small"; }
+
+std::vector<std::string> kernelbench_tuple_items(const std::string& e) {
+  if (e.size() < 3 || e.front() != '(' || e.back() != ')') return {};
+  std::vector<std::string> items;
+  std::string cur;
+  int depth = 0;
+  bool comma = false;  // a comma directly inside the outer parentheses: a tuple
+  for (size_t i = 1; i + 1 < e.size(); ++i) {
+    char c = e[i];
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (depth < 0) return {};  // "(a) + (b)": the outer parentheses do not enclose it all
+    if (c == ',' && depth == 0) {
+      comma = true;
+      items.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  if (!comma) return {};
+  if (cur.find_first_not_of(' ') != std::string::npos) items.push_back(cur);
+  for (auto& it : items) {
+    it.erase(0, it.find_first_not_of(' '));
+    it.erase(it.find_last_not_of(' ') + 1);
+  }
+  return items;
+}
 
 const char* Task::set_name() const {
   if (!is_kernelbench()) return "vinci";

@@ -83,7 +83,7 @@ struct Task {
   // expression giving its value (the cross-check sets them before building KernelBench's module).
   // Empty: a task of vinci's own, left out of KernelBench scores.
   std::string kernelbench_problem;
-  std::map<std::string, std::string> kernelbench_globals;
+  std::map<std::string, std::string> kernelbench_globals;  // a tuple constant as (D,) or (C, H)
   // Non-empty: KernelBench flags the problem, or it is degenerate; the reason. Scores can leave
   // flagged tasks out (`replay score --exclude-flagged`).
   std::string flag;
@@ -115,6 +115,10 @@ Result<TaskSuite> load_task_suite(const std::string& dir);
 
 // The task folder of the source tree this binary was built from (gpu/tasks).
 std::string default_task_dir();
+
+// The items of a tuple-valued kernelbench global ("(D,)" -> {"D"}, "(C, H)" -> {"C", "H"}); empty
+// for a plain size expression. TOML writes a tuple constant as an array: input_shape = ["D"].
+std::vector<std::string> kernelbench_tuple_items(const std::string& e);
 
 // Attribute helpers for op and module tables; errors name the task, the op and the key.
 Result<int64_t> attr_int(const nlohmann::json& attrs, const std::string& key, const std::string& where);
