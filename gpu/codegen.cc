@@ -940,7 +940,8 @@ Result<Ctx> analyse(const Task& task) {
   for (const auto& w : weights) c.dtype[w.name] = "f32";
   for (size_t i = 0; i < task.ops.size(); ++i) {
     for (const auto& in : task.ops[i].inputs) c.consumers[in].push_back(i);
-    for (const auto& out : task.ops[i].outputs) c.dtype[out] = "f32";
+    for (const auto& out : task.ops[i].outputs)
+      c.dtype[out] = op_outputs_indices(task.ops[i].op) ? "i64" : "f32";
   }
   for (const auto& m : task.modules) c.modules[m.name] = &m;
   for (const char* fam : {"plan", "elementwise", "row_reduction", "gemm"})

@@ -239,6 +239,9 @@ Result<std::vector<at::Tensor>> draw_inputs(const Task& task, const SizeMap& siz
     } else if (in.domain == InputDomain::kSign) {
       t = torch::randint(0, 2, shape, gen, f32) * 2 - 1;
     } else {
+      // KernelBench draws the scale before the tensor it multiplies (torch.rand(()) first).
+      torch::Tensor scale;
+      if (in.scaled) scale = torch::rand({}, gen, f32);
       switch (dist) {
         case InputDistribution::kUniform01: t = torch::rand(shape, gen, f32); break;
         case InputDistribution::kSigned: t = torch::rand(shape, gen, f32) * 2 - 1; break;
@@ -248,9 +251,13 @@ Result<std::vector<at::Tensor>> draw_inputs(const Task& task, const SizeMap& siz
           break;
         }
       }
+      if (in.scaled) t = t * scale;
       if (in.domain == InputDomain::kPositive && dist != InputDistribution::kUniform01)
         t = t.abs() + 1e-3;
       if (in.domain == InputDomain::kProbability) t = torch::softmax(t, -1);
+      if (in.domain == InputDomain::kSymmetric) t = (t + t.t()) / 2;
+      if (in.domain == InputDomain::kUpperTriangular) t = torch::triu(t);
+      if (in.domain == InputDomain::kLowerTriangular) t = torch::tril(t);
     }
     out.push_back(t.to(device));
   }
@@ -514,15 +521,18 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
     if (n == "cross_entropy") return one(torch::nll_loss(torch::log_softmax(x, 1), in.at(1)));
     if (n == "smooth_l1_loss") return one(torch::smooth_l1_loss(x, in.at(1)));
     if (n == "kl_div") {
-      // F.kl_div(log(p), t, reduction='batchmean') = sum(t * (log t - log p)) / batch.
-      const torch::Tensor& t = in.at(1);
-      return one((t * (torch::log(t) - torch::log(x))).sum() / x.size(0));
+      // F.kl_div(log(p), t, reduction='batchmean') = sum(t * (log t - log p)) / batch, computed as
+      // PyTorch does (kl_div with reduction sum, then divided by the batch size).
+      return one(torch::kl_div(torch::log(x), in.at(1), at::Reduction::Sum, false) / x.size(0));
     }
     if (n == "hinge_loss") return one(torch::clamp(1 - x * in.at(1), 0).mean());
     if (n == "cosine_similarity_loss")
       return one((1 - torch::cosine_similarity(x, in.at(1), 1, 1e-8)).mean());
+    // KernelBench level 1 (issue 16)
+    if (n == "triu") return one(torch::triu(x, attr_int_or(a, "diagonal", 0)));
+    if (n == "tril") return one(torch::tril(x, attr_int_or(a, "diagonal", 0)));
+    if (n == "frobenius_norm") return one(torch::frobenius_norm(x, {}, false));  // torch.norm(x, p='fro')
     if (n == "avg_pool1d" || n == "avg_pool3d") {
-      // nn.AvgPool1d/3d defaults: stride = kernel, padding 0, ceil_mode off, count_include_pad on.
       size_t rank = static_cast<size_t>(n[n.size() - 2] - '0');
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a, "kernel", rank, where));
       auto s = attr_ints_or(a, "stride", rank, 0);
@@ -542,6 +552,25 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
       return one(torch::instance_norm(x, {}, {}, {}, {}, true, 0.1, attr_double_or(a, "eps", 1e-5),
                                       at::globalContext().userEnabledCuDNN()));
     }
+    if (n == "argmax") return one(torch::argmax(x, dim, keepdim));
+    if (n == "argmin") return one(torch::argmin(x, dim, keepdim));
+    if (n == "cumsum_reverse") return one(torch::cumsum(x.flip({dim}), dim).flip({dim}));
+    if (n == "cumsum_exclusive") {
+      // KernelBench's: cat(zeros of one slice, cumsum of all but the last slice) along dim.
+      torch::Tensor cs = torch::cumsum(x.narrow(dim, 0, x.size(dim) - 1), dim);
+      return one(torch::cat({torch::zeros_like(x.select(dim, 0).unsqueeze(dim)), cs}, dim));
+    }
+    if (n == "scaled_dot_product_attention") {
+      // F.scaled_dot_product_attention(Q, K, V) without mask, dropout or causal masking, as
+      // PyTorch's math path computes it: softmax((Q * (1 / sqrt(E))) K^T) V. (Fused kernels
+      // round differently; KernelBench's own output is within 1e-5 of this.)
+      double scale = 1.0 / std::sqrt(static_cast<double>(x.size(-1)));
+      torch::Tensor att = torch::softmax(torch::matmul(x * scale, in.at(1).transpose(-2, -1)), -1);
+      return one(torch::matmul(att, in.at(2)));
+    }
+    if (n == "triplet_margin_loss")
+      return one(torch::triplet_margin_loss(x, in.at(1), in.at(2), attr_double_or(a, "margin", 1.0), 2.0, 1e-6,
+                                            false, at::Reduction::Mean));
   } catch (const std::exception& e) {
     return invalid_argument(where + ": libtorch refused: " + std::string(e.what()).substr(0, 400));
   }

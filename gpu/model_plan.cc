@@ -788,7 +788,7 @@ class LaunchParser {
     for (const auto& v : outs) {
       if (v == task_.output) continue;  // declared from the task
       VINCI_RETURN_IF_ERROR(declare(v, outs_at, s.line, true));
-      buffers_[v] = PlanBuffer{v, "intermediate", "f32", shapes_.at(v)};
+      buffers_[v] = PlanBuffer{v, "intermediate", op_outputs_indices(spec->op) ? "i64" : "f32", shapes_.at(v)};
     }
     library_steps_[s.line] = std::move(step);
     return Status();
@@ -1286,7 +1286,10 @@ Result<std::vector<PlanBuffer>> task_buffers(const Task& task) {
   for (const auto& w : weights) out.push_back({w.name, "weight", "f32", w.shape});
   VINCI_ASSIGN_OR_RETURN(ShapeMap shapes, infer_shapes(task));
   bool declared = std::any_of(out.begin(), out.end(), [&](const PlanBuffer& b) { return b.name == task.output; });
-  if (!declared) out.push_back({task.output, "output", "f32", shapes.at(task.output)});
+  bool indices = false;  // argmax/argmin write int64
+  for (const auto& op : task.ops)
+    if (std::find(op.outputs.begin(), op.outputs.end(), task.output) != op.outputs.end()) indices = op_outputs_indices(op.op);
+  if (!declared) out.push_back({task.output, "output", indices ? "i64" : "f32", shapes.at(task.output)});
   return out;
 }
 

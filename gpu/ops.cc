@@ -92,6 +92,16 @@ const OpInfo kOps[] = {
     {"gru", OpKind::kLibrary, 2, "gru"},    // x, h0 -> out, h_n (nn.GRU)
     {"elman_rnn", OpKind::kLibrary, 2, "linear"},  // x [T, B, In], h0 [B, H] -> every h_t [T, B, H]
     {"expand", OpKind::kLibrary, 1, ""},    // shape: x.expand(...), a broadcast view (size-1 dims grow)
+    // KernelBench level 1 (issue 16)
+    {"triu", OpKind::kLibrary, 1, ""},  // diagonal = 0: zero below the diagonal of the last two dims
+    {"tril", OpKind::kLibrary, 1, ""},  // diagonal = 0
+    {"frobenius_norm", OpKind::kLibrary, 1, ""},  // torch.norm(x, p='fro') over every element: a scalar
+    {"argmax", OpKind::kLibrary, 1, ""},  // dim, keepdim; int64 output
+    {"argmin", OpKind::kLibrary, 1, ""},
+    {"cumsum_reverse", OpKind::kLibrary, 1, ""},    // dim: x.flip(dim).cumsum(dim).flip(dim)
+    {"cumsum_exclusive", OpKind::kLibrary, 1, ""},  // dim: 0, x0, x0 + x1, ... (KernelBench's narrow + cat)
+    {"scaled_dot_product_attention", OpKind::kLibrary, 3, ""},  // softmax(Q K^T / sqrt(E)) V, no mask
+    {"triplet_margin_loss", OpKind::kLibrary, 3, ""},  // margin; p = 2, eps 1e-6, mean
 };
 
 }  // namespace
@@ -101,6 +111,8 @@ const OpInfo* find_op(const std::string& name) {
     if (name == op.name) return &op;
   return nullptr;
 }
+
+bool op_outputs_indices(const std::string& name) { return name == "argmax" || name == "argmin"; }
 
 std::string known_op_names() {
   std::string s;

@@ -29,6 +29,9 @@ const OpInfo* find_op(const std::string& name);
 // All known ops, for error messages ("expected one of ...").
 std::string known_op_names();
 
+// True for ops whose outputs are int64 indices (argmax, argmin); every other op writes float32.
+bool op_outputs_indices(const std::string& name);
+
 }  // namespace vinci
 
 #endif  // VINCI_GPU_OPS_H_

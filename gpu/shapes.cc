@@ -303,6 +303,14 @@ Result<ShapeMap> infer_shapes(const Task& task) {
     } else if (name == "mse_loss" || name == "cross_entropy" || name == "smooth_l1_loss" ||
                name == "kl_div" || name == "hinge_loss" || name == "cosine_similarity_loss") {
       outs.push_back({});
+    } else if (name == "triu" || name == "tril" || name == "cumsum_reverse" ||
+               name == "cumsum_exclusive") {
+      if ((name == "triu" || name == "tril") && x.size() < 2)
+        return invalid_argument(where + ": expected an input of rank >= 2");
+      if (name == "cumsum_reverse" || name == "cumsum_exclusive") VINCI_RETURN_IF_ERROR(need_dim(x, -1).status());
+      outs.push_back(x);
+    } else if (name == "frobenius_norm" || name == "triplet_margin_loss") {
+      outs.push_back({});
     } else if (name == "avg_pool1d" || name == "avg_pool3d") {
       size_t rank = static_cast<size_t>(name[name.size() - 2] - '0');
       if (x.size() != rank + 2) return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
@@ -390,6 +398,26 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       if (x.size() != 3) return invalid_argument(where + ": expected an input of rank 3 [T, B, In]");
       VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(mod->attrs, "out", where));
       outs.push_back({x[0], x[1], o});
+      for (size_t i = 0; i < rank; ++i)
+        if (s[i] == 0) s[i] = k[i];  // PyTorch: stride defaults to the kernel size
+      auto p = attr_ints_or(op.attrs, "padding", rank, 0);
+      SymShape r = {x[0], x[1]};
+      for (size_t i = 0; i < rank; ++i) r.push_back(window_out(x[i + 2], k[i], s[i], p[i], 1));
+      outs.push_back(r);
+    } else if (name == "argmax" || name == "argmin") {
+      VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, -1));
+      SymShape s = x;
+      if (attr_bool_or(op.attrs, "keepdim", false)) s[static_cast<size_t>(d)] = "1";
+      else s.erase(s.begin() + d);
+      outs.push_back(s);
+    } else if (name == "scaled_dot_product_attention") {
+      // Q [..., L, E], K [..., S, E], V [..., S, Ev] -> [..., L, Ev]
+      const SymShape& v = ins[2];
+      if (x.size() < 2 || ins[1].size() != x.size() || v.size() != x.size())
+        return invalid_argument(where + ": expected Q, K and V of the same rank >= 2");
+      SymShape s = x;
+      s.back() = v.back();
+      outs.push_back(s);
     } else {
       return invalid_argument(where + ": no shape rule");
     }

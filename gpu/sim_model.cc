@@ -847,6 +847,40 @@ class PlanCoster {
       extra_bytes = x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 8;
+    } else if (n == "triu" || n == "tril") {
+      flops = x_elems;  // an index compare a element: read once, write once
+    } else if (n == "frobenius_norm" || n == "argmax" || n == "argmin") {
+      flops = x_elems * 2;
+    } else if (n == "cumsum_reverse") {
+      launches = 3;  // flip, cumsum, flip
+      extra_bytes = 4 * x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 2;
+    } else if (n == "cumsum_exclusive") {
+      launches = 3;  // cumsum of the narrowed view, zeros, cat
+      extra_bytes = 2 * x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 2;
+    } else if (n == "scaled_dot_product_attention") {
+      // Q [..., L, E], K [..., S, E], V [..., S, Ev]: scale Q, Q K^T, softmax, A V.
+      const std::vector<int64_t>& q = *ctx_.shape(op.inputs[0]);
+      const std::vector<int64_t>* k = ctx_.shape(op.inputs[1]);
+      const std::vector<int64_t>* v = ctx_.shape(op.inputs[2]);
+      double L = static_cast<double>(q.at(q.size() - 2)), E = static_cast<double>(q.back());
+      double S = k ? static_cast<double>(k->at(k->size() - 2)) : L;
+      double Ev = v ? static_cast<double>(v->back()) : E;
+      double heads = x_elems / std::max(1.0, L * E);
+      double scores = heads * L * S;
+      launches = 4;
+      flops = x_elems + 2 * scores * E + scores * 8 + 2 * scores * Ev;
+      extra_bytes = 2 * x_elems * 4 + scores * 4 * 4;
+      extra_ws = scores * 4;
+      rate = p_.fp32_library_flops;
+    } else if (n == "triplet_margin_loss") {
+      launches = 6;  // two pairwise distances (sub, norm), sub + margin, clamp, mean
+      extra_bytes = 4 * x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 8;
     } else {
       return invalid_argument("sim: no cost model for library op '" + n + "'");
     }

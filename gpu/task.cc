@@ -91,8 +91,11 @@ Result<InputDomain> parse_domain(const std::string& s, const std::string& where)
   if (s == "probability") return InputDomain::kProbability;
   if (s == "index") return InputDomain::kIndex;
   if (s == "sign") return InputDomain::kSign;
-  return invalid_argument(where + ": expected domain real|positive|probability|index|sign, found '" +
-                          s + "'");
+  if (s == "symmetric") return InputDomain::kSymmetric;
+  if (s == "upper_triangular") return InputDomain::kUpperTriangular;
+  if (s == "lower_triangular") return InputDomain::kLowerTriangular;
+  return invalid_argument(where + ": expected domain real|positive|probability|index|sign|symmetric|"
+                          "upper_triangular|lower_triangular, found '" + s + "'");
 }
 
 // kernelbench = { problem = "level1/19_ReLU.py", globals = { batch_size = "B", dim = 393216 } },
@@ -564,6 +567,16 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
       else if (auto ci = (*it)["classes"].value<int64_t>()) in.classes = std::to_string(*ci);
       else return invalid_argument(where + ": input '" + in.name + "': domain index needs key 'classes'");
     }
+    if (auto sc = (*it)["scaled"].value<bool>()) in.scaled = *sc;
+    if (in.scaled && (in.domain == InputDomain::kIndex || in.domain == InputDomain::kSign))
+      return invalid_argument(where + ": input '" + in.name + "': key 'scaled': not for index or sign inputs");
+    bool matrix_domain = in.domain == InputDomain::kSymmetric || in.domain == InputDomain::kUpperTriangular ||
+                         in.domain == InputDomain::kLowerTriangular;
+    if (matrix_domain && in.shape.size() != 2)
+      return invalid_argument(where + ": input '" + in.name + "': key 'domain': " + *(*it)["domain"].value<std::string>() +
+                              " needs a rank-2 shape, found rank " + std::to_string(in.shape.size()));
+    if (in.domain == InputDomain::kSymmetric && in.shape[0] != in.shape[1])
+      return invalid_argument(where + ": input '" + in.name + "': key 'domain': symmetric needs a square shape");
     task.inputs.push_back(std::move(in));
   }
 
@@ -663,6 +676,34 @@ Status check_task(const Task& task) {
 }  // namespace
 
 const char* size_name(SizeName s) { return s == SizeName::kFull ? "full" : "small"; }
+
+std::vector<std::string> kernelbench_tuple_items(const std::string& e) {
+  if (e.size() < 3 || e.front() != '(' || e.back() != ')') return {};
+  std::vector<std::string> items;
+  std::string cur;
+  int depth = 0;
+  bool comma = false;  // a comma directly inside the outer parentheses: a tuple
+  for (size_t i = 1; i + 1 < e.size(); ++i) {
+    char c = e[i];
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    if (depth < 0) return {};  // "(a) + (b)": the outer parentheses do not enclose it all
+    if (c == ',' && depth == 0) {
+      comma = true;
+      items.push_back(cur);
+      cur.clear();
+      continue;
+    }
+    cur += c;
+  }
+  if (!comma) return {};
+  if (cur.find_first_not_of(' ') != std::string::npos) items.push_back(cur);
+  for (auto& it : items) {
+    it.erase(0, it.find_first_not_of(' '));
+    it.erase(it.find_last_not_of(' ') + 1);
+  }
+  return items;
+}
 
 const char* Task::set_name() const {
   if (!is_kernelbench()) return "vinci";

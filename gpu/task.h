@@ -32,6 +32,10 @@ enum class InputDomain {
   kProbability,  // rows on the last dim sum to 1 (KL divergence): softmax of the draw
   kIndex,        // int64 class labels in [0, classes)
   kSign,         // +1 or -1 (hinge loss targets)
+  // Matrices (rank 2) mapped after the draw, as KernelBench's get_inputs() builds them:
+  kSymmetric,        // (A + A^T) / 2
+  kUpperTriangular,  // torch.triu(A)
+  kLowerTriangular,  // torch.tril(A)
 };
 
 struct InputSpec {
@@ -39,6 +43,10 @@ struct InputSpec {
   std::vector<std::string> shape;  // expressions of the size symbols (gpu/expr.h)
   InputDomain domain = InputDomain::kReal;
   std::string classes;  // expression; for kIndex only
+  // KernelBench's `scale = torch.rand(()); x = torch.rand(...) * scale`: a scalar s ~ U[0, 1) is
+  // drawn from the same generator just before the input and multiplies its draw (before the
+  // domain's mapping), for every distribution. Not for index or sign inputs.
+  bool scaled = false;
 };
 
 struct ModuleSpec {
@@ -111,6 +119,10 @@ Result<TaskSuite> load_task_suite(const std::string& dir);
 
 // The task folder of the source tree this binary was built from (gpu/tasks).
 std::string default_task_dir();
+
+// The items of a tuple-valued kernelbench global ("(D,)" -> {"D"}, "(C, H)" -> {"C", "H"}); empty
+// for a plain size expression. TOML writes a tuple constant as an array: input_shape = ["D"].
+std::vector<std::string> kernelbench_tuple_items(const std::string& e);
 
 // Attribute helpers for op and module tables; errors name the task, the op and the key.
 Result<int64_t> attr_int(const nlohmann::json& attrs, const std::string& key, const std::string& where);

@@ -425,7 +425,7 @@ Result<std::string> PyRenderer::pool_call(const OpSpec& op, const std::string& x
     s += ", stride=" + py_ints(st);
   }
   if (a.contains("padding")) s += ", padding=" + py_ints(attr_ints_or(a, "padding", rank, 0));
-  if (a.contains("dilation") && op.op != "avg_pool2d")
+  if (a.contains("dilation") && op.op.rfind("avg_pool", 0) != 0)
     s += ", dilation=" + py_ints(attr_ints_or(a, "dilation", rank, 1));
   if (attr_bool_or(a, "ceil_mode", false)) s += ", ceil_mode=True";
   return s + ")";
@@ -498,22 +498,10 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
     return m + "(" + x + ", " + x + ", " + x + ", need_weights=False)[0]";
   }
   if (n == "max_pool1d" || n == "max_pool2d" || n == "max_pool3d" || n == "avg_pool2d") return pool_call(op, x, w);
+  if (n == "avg_pool1d" || n == "avg_pool3d") return pool_call(op, x, w);
   if (n == "adaptive_avg_pool2d") {
     VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 2, w));
     return functional(n) + "(" + x + ", " + py_ints(o) + ")";
-  }
-  if (n == "avg_pool1d" || n == "avg_pool3d") {
-    size_t rank = static_cast<size_t>(n[n.size() - 2] - '0');
-    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a, "kernel", rank, w));
-    std::string s = functional(n) + "(" + x + ", kernel_size=" + py_ints(k);
-    if (a.contains("stride")) {
-      std::vector<int64_t> st = attr_ints_or(a, "stride", rank, 0);
-      for (size_t i = 0; i < rank; ++i)
-        if (st[i] == 0) st[i] = k[i];
-      s += ", stride=" + py_ints(st);
-    }
-    if (a.contains("padding")) s += ", padding=" + py_ints(attr_ints_or(a, "padding", rank, 0));
-    return s + ")";
   }
   if (n == "adaptive_avg_pool3d") {
     VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 3, w));
@@ -584,6 +572,19 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
   if (n == "cosine_similarity_loss")
     return "(1 - " + functional("cosine_similarity") + "(" + x + ", " + arg(1) + ", dim=1)).mean()";
   if (n == "concat") return "torch.cat([" + join(in, ", ") + "], dim=" + std::to_string(attr_int_or(a, "dim", 0)) + ")";
+  // KernelBench level 1 (issue 16)
+  std::string diagonal = a.contains("diagonal") ? ", diagonal=" + std::to_string(attr_int_or(a, "diagonal", 0)) : "";
+  if (n == "triu" || n == "tril") return "torch." + n + "(" + x + diagonal + ")";
+  if (n == "frobenius_norm") return "torch.norm(" + x + ", p=\"fro\")";
+  if (n == "argmax" || n == "argmin") return "torch." + n + "(" + x + ", dim=" + dim + keepdim + ")";
+  if (n == "cumsum_reverse") return "torch.cumsum(" + x + ".flip(" + dim + "), dim=" + dim + ").flip(" + dim + ")";
+  if (n == "cumsum_exclusive")
+    return "torch.cat((torch.zeros_like(" + x + ".select(" + dim + ", 0).unsqueeze(" + dim + ")), torch.cumsum(" + x +
+           ".narrow(" + dim + ", 0, " + x + ".size(" + dim + ") - 1), dim=" + dim + ")), dim=" + dim + ")";
+  if (n == "scaled_dot_product_attention")
+    return functional(n) + "(" + x + ", " + arg(1) + ", " + arg(2) + ")";
+  if (n == "triplet_margin_loss")
+    return functional(n) + "(" + x + ", " + arg(1) + ", " + arg(2) + ", margin=" + num("margin", 1.0) + ")";
   return invalid_argument(w + ": no PyTorch rendering for this op (output '" +
                           (op.outputs.empty() ? std::string("?") : op.outputs[0]) + "')");
 }
@@ -598,12 +599,20 @@ Result<std::string> PyRenderer::input_draw(const InputSpec& in) const {
   }
   std::string args = join(dims, ", ");
   std::string tuple = dims.size() == 1 ? "(" + args + ",)" : "(" + args + ")";
+  // A scaled input: the scale is drawn first (Python evaluates the left operand first).
+  std::string rand = "torch.rand(" + (dims.empty() ? "()" : args) + ")";
+  if (in.scaled) rand = "torch.rand(()) * " + rand;
   switch (in.domain) {
     case InputDomain::kReal:
     case InputDomain::kPositive:
-      return "torch.rand(" + (dims.empty() ? "()" : args) + ")";
+    case InputDomain::kSymmetric:  // then made symmetric by input_post
+      return rand;
     case InputDomain::kProbability:
-      return "torch.rand(" + (dims.empty() ? "()" : args) + ").softmax(dim=-1)";
+      return (in.scaled ? "(" + rand + ")" : rand) + ".softmax(dim=-1)";
+    case InputDomain::kUpperTriangular:
+      return "torch.triu(" + rand + ")";
+    case InputDomain::kLowerTriangular:
+      return "torch.tril(" + rand + ")";
     case InputDomain::kIndex: {
       VINCI_ASSIGN_OR_RETURN(std::string classes, py_expr(in.classes, nullptr));
       return "torch.randint(0, " + classes + ", " + tuple + ")";
@@ -612,6 +621,12 @@ Result<std::string> PyRenderer::input_draw(const InputSpec& in) const {
       return "torch.randint(0, 2, " + tuple + ", dtype=torch.float32) * 2 - 1";
   }
   return invalid_argument(where + ": unknown input domain");
+}
+
+// A statement after an input's draw, "" when none: (A + A.T) / 2 for a symmetric input.
+std::string input_post(const InputSpec& in, const std::string& py) {
+  if (in.domain == InputDomain::kSymmetric) return "    " + py + " = (" + py + " + " + py + ".T) / 2\n";
+  return "";
 }
 
 // forward's statements: one assignment an op, in graph order.
@@ -675,6 +690,7 @@ Result<std::string> PyRenderer::render() {
     in_names.push_back(value_py_.at(in.name));
     VINCI_ASSIGN_OR_RETURN(std::string d, input_draw(in));
     draws += "    " + value_py_.at(in.name) + " = " + d + "\n";
+    draws += input_post(in, value_py_.at(in.name));
   }
   std::string s = uses_math_ ? "import math\n\nimport torch\nimport torch.nn as nn\n" : "import torch\nimport torch.nn as nn\n";
   if (uses_f_) s += "import torch.nn.functional as F\n";
@@ -729,6 +745,9 @@ std::string domain_text(const InputSpec& in) {
     case InputDomain::kProbability: return "float32, rows on the last dim sum to 1";
     case InputDomain::kIndex: return "int64 in [0, " + in.classes + ")";
     case InputDomain::kSign: return "float32, +1 or -1";
+    case InputDomain::kSymmetric: return "float32, a symmetric matrix";
+    case InputDomain::kUpperTriangular: return "float32, upper triangular (zero below the diagonal)";
+    case InputDomain::kLowerTriangular: return "float32, lower triangular (zero above the diagonal)";
   }
   return "float32";
 }
@@ -760,7 +779,11 @@ std::string task_prompt_header(const Task& task, SizeName size) {
   Result<ShapeMap> shapes = infer_shapes(task);
   std::string out_shape = "unknown shape";
   if (shapes.ok() && shapes->count(task.output)) out_shape = shapes_text(shapes->at(task.output), sizes);
-  s += "Output " + task.output + ": " + out_shape + ", float32\n";
+  bool index_output = false;
+  for (const auto& op : task.ops)
+    for (const auto& o : op.outputs)
+      if (o == task.output) index_output = op_outputs_indices(op.op);
+  s += "Output " + task.output + ": " + out_shape + (index_output ? ", int64 (indices)\n" : ", float32\n");
   bool index_inputs = false;
   for (const auto& in : task.inputs) index_inputs |= in.domain == InputDomain::kIndex;
   s += std::string("dtype: float32") + (index_inputs ? " (index inputs int64)" : "") + "; tolerance: atol = " +

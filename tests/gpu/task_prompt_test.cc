@@ -107,6 +107,18 @@ ops = [
   { op = "reshape", in = ["B"], out = "torch", shape = ["lambda*B"] },
 ]
 output = "torch"
+
+[[task]]
+id = "T_004"
+level = 1
+name = "cosine_loss"
+family = "test"
+description = "mean(1 - cosine_similarity(p, t, dim=1)) (no KernelBench task since problem 97 became attention)."
+sizes.full = { B = 4, D = 8 }
+sizes.small = { B = 2, D = 3 }
+inputs = [{ name = "p", shape = ["B", "D"] }, { name = "t", shape = ["B", "D"] }]
+ops = [{ op = "cosine_similarity_loss", in = ["p", "t"], out = "loss" }]
+output = "loss"
 )";
 
 std::vector<Task> extra_tasks() {
@@ -246,12 +258,12 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
                   {"y = x / torch.sqrt((x * x).mean(dim=1, keepdim=True) + 1e-05)"}, "L1_036");
   expect_contains(render(suite, "L1_040"), {"nn.LayerNorm((C, H, W), eps=1e-05)", "def __init__(self, C, H, W)"},
                   "L1_040");
-  expect_contains(render(suite, "L1_042"), {"F.max_pool2d(x, kernel_size=2, stride=2, padding=1, dilation=3)"},
+  expect_contains(render(suite, "L1_042"), {"F.max_pool2d(x, kernel_size=4, stride=1, padding=1, dilation=1)"},
                   "L1_042");
-  expect_contains(render(suite, "L1_045"), {"F.avg_pool2d(x, kernel_size=3)"}, "L1_045");
+  expect_contains(render(suite, "L1_045"), {"F.avg_pool2d(x, kernel_size=11)"}, "L1_045");
   expect_contains(render(suite, "L1_047"), {"y = x.sum(dim=1, keepdim=True)"}, "L1_047");
   expect_contains(render(suite, "L1_049"), {"y = x.amax(dim=1)"}, "L1_049");
-  expect_contains(render(suite, "L1_053"), {"y = x.amin(dim=2)"}, "L1_053");
+  expect_contains(render(suite, "L1_053"), {"y = x.amin(dim=1)"}, "L1_053");
   expect_contains(render(suite, "L1_082"),
                   {"nn.Conv2d(C, C, kernel_size=3, groups=C, bias=False)", "x = torch.rand(N, C, H, W)"}, "L1_082");
   expect_contains(render(suite, "L1_075"),
@@ -265,11 +277,15 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
                   "L1_093");
   expect_contains(render(suite, "L1_095"), {"target = torch.randint(0, C, (B,))", "F.cross_entropy(logits, target)"},
                   "L1_095");
-  expect_contains(render(suite, "L1_098"), {"p = torch.rand(B, D).softmax(dim=-1)",
+  expect_contains(render(suite, "L1_098"), {"p = (torch.rand(()) * torch.rand(B, D)).softmax(dim=-1)",
                                             "F.kl_div(torch.log(p), t, reduction=\"batchmean\")"}, "L1_098");
-  expect_contains(render(suite, "L1_100"), {"t = torch.randint(0, 2, (B, D), dtype=torch.float32) * 2 - 1",
+  expect_contains(render(suite, "L1_100"), {"t = torch.randint(0, 2, (N,), dtype=torch.float32) * 2 - 1",
                                             "torch.clamp(1 - p * t, min=0).mean()"}, "L1_100");
-  expect_contains(render(suite, "L1_097"), {"(1 - F.cosine_similarity(p, t, dim=1)).mean()"}, "L1_097");
+  expect_contains(render(suite, "L1_097"), {"out = F.scaled_dot_product_attention(Q, K, V)"}, "L1_097");
+  expect_contains(render(suite, "L1_094"), {"p = torch.rand(()) * torch.rand(B, D)\n    t = torch.rand(B, D)\n"}, "L1_094");
+  expect_contains(render(suite, "L1_013"), {"A = torch.rand(N, N)\n    A = (A + A.T) / 2\n"}, "L1_013");
+  expect_contains(render(suite, "L1_014"), {"A = torch.triu(torch.rand(N, N))", "C = torch.triu(P)"}, "L1_014");
+  expect_contains(render(suite, "L1_092"), {"torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), torch.cumsum(x.narrow(1, 0, x.size(1) - 1), dim=1)), dim=1)"}, "L1_092");
   expect_contains(render(suite, "L2_009"), {"s = h - 2.0", "m = s * 1.5"}, "L2_009");
   expect_contains(render(suite, "L2_033"), {"self.scale = nn.Parameter(torch.randn(Out))",
                                             "self.bn = nn.BatchNorm1d(Out, eps=1e-05)", "s = h * self.scale"},
@@ -306,7 +322,7 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
 
 TEST(TaskPrompt, NamesThatArePythonsAreRenamed) {
   std::vector<Task> tasks = extra_tasks();
-  ASSERT_EQ(tasks.size(), 3u);
+  ASSERT_EQ(tasks.size(), 4u);
   Result<std::string> r = task_as_pytorch(tasks[2], SizeName::kFull);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   expect_contains(*r, {"\"\"\"Names that are Python's: a \\\"quoted\\\" word and a back\\\\slash.\"\"\"",
@@ -348,7 +364,9 @@ TEST(TaskPrompt, HeaderNamesShapesDtypeAndTolerance) {
                       "dtype: float32; tolerance: atol = 0.01, rtol = 0.01\n"},
                   "L2_012");
   expect_contains(task_prompt_header(*suite.find("L1_042"), SizeName::kFull),
-                  {"Output y: [N, C, (H - 2)/2 + 1, (W - 2)/2 + 1] = [32, 64, 256, 256], float32\n"}, "L1_042");
+                  {"Output y: [N, C, H - 2 + 1, W - 2 + 1] = [32, 64, 511, 511], float32\n"}, "L1_042");
+  expect_contains(task_prompt_header(*suite.find("L1_051"), SizeName::kFull),
+                  {"Output y: [B, D2] = [128, 4095], int64 (indices)\n"}, "L1_051");
   std::string ce = task_prompt_header(*suite.find("L1_095"), SizeName::kSmall);
   expect_contains(ce, {"Sizes (small): B = 8, C = 5\n", "Input target: [B] = [8], int64 in [0, C)\n",
                        "Output loss: [] (a scalar), float32\n", "dtype: float32 (index inputs int64);"},
