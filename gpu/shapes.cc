@@ -398,12 +398,6 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       if (x.size() != 3) return invalid_argument(where + ": expected an input of rank 3 [T, B, In]");
       VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(mod->attrs, "out", where));
       outs.push_back({x[0], x[1], o});
-      for (size_t i = 0; i < rank; ++i)
-        if (s[i] == 0) s[i] = k[i];  // PyTorch: stride defaults to the kernel size
-      auto p = attr_ints_or(op.attrs, "padding", rank, 0);
-      SymShape r = {x[0], x[1]};
-      for (size_t i = 0; i < rank; ++i) r.push_back(window_out(x[i + 2], k[i], s[i], p[i], 1));
-      outs.push_back(r);
     } else if (name == "argmax" || name == "argmin") {
       VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, -1));
       SymShape s = x;
