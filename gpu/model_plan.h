@@ -36,8 +36,8 @@ constexpr const char* kUnitMarker = "// @unit";
 
 // Bounds on what a reply may ask of the parser; exceeding one is an error naming the limit.
 struct ModelPlanLimits {
-  size_t max_reply_bytes = 256 * 1024;
-  size_t max_kernels = 16;       // extern "C" __global__ entry points (JSON: kernels)
+  size_t max_reply_bytes = 2 * 1024 * 1024;  // a generated ResNet-101 plan is ~400 KiB
+  size_t max_kernels = 256;        // extern "C" __global__ entry points (JSON: kernels)
   size_t max_launch_lines = 1024;  // statements of the launch block (JSON: steps); comments and
                                    // blank lines do not count. DenseNet-201 (L3_016) runs 413
                                    // library steps eagerly

@@ -373,7 +373,7 @@ TEST(ModelPlan, LimitsAreEnforced) {
   ModelPlanLimits small;
   small.max_reply_bytes = 100;
   EXPECT_EQ(error_of(ok, "L1_019", small), "reply: " + std::to_string(ok.size()) + " bytes: the limit is 100");
-  EXPECT_EQ(error_of(std::string(300 * 1024, 'x')), "reply: 307200 bytes: the limit is 262144");
+  EXPECT_EQ(error_of(std::string(3 * 1024 * 1024, 'x')), "reply: 3145728 bytes: the limit is 2097152");
   small = ModelPlanLimits();
   small.max_kernels = 1;
   std::string two = std::string(kReluCuda) + "extern \"C\" __global__ void other(float* y) {}\n";

@@ -61,7 +61,8 @@ inputs = [{ name = "x", shape = ["N", "C", "L"], domain = "positive" }]
 modules = [{ name = "c1", type = "conv1d", in = "C", out = "C", kernel = 3, padding = 1 }]
 ops = [
   { op = "conv1d", in = ["x"], out = "a", module = "c1" },
-  { op = "selu", in = ["a"], out = "b" },
+  { op = "selu", in = ["a"], out = "a1" },
+  { op = "silu", in = ["a1"], out = "b" },
   { op = "softsign", in = ["b"], out = "c" },
   { op = "hardsigmoid", in = ["c"], out = "d" },
   { op = "abs", in = ["d"], out = "e" },
