@@ -571,6 +571,12 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
     if (n == "triplet_margin_loss")
       return one(torch::triplet_margin_loss(x, in.at(1), in.at(2), attr_double_or(a, "margin", 1.0), 2.0, 1e-6,
                                             false, at::Reduction::Mean));
+    if (n == "pad") {
+      // F.pad(x, pad) in constant mode with zeros: torch.constant_pad_nd.
+      std::vector<int64_t> pad;
+      for (const auto& p : a.at("pad")) pad.push_back(p.get<int64_t>());
+      return one(torch::constant_pad_nd(x, pad, 0));
+    }
   } catch (const std::exception& e) {
     return invalid_argument(where + ": libtorch refused: " + std::string(e.what()).substr(0, 400));
   }

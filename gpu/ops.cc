@@ -102,6 +102,8 @@ const OpInfo kOps[] = {
     {"cumsum_exclusive", OpKind::kLibrary, 1, ""},  // dim: 0, x0, x0 + x1, ... (KernelBench's narrow + cat)
     {"scaled_dot_product_attention", OpKind::kLibrary, 3, ""},  // softmax(Q K^T / sqrt(E)) V, no mask
     {"triplet_margin_loss", OpKind::kLibrary, 3, ""},  // margin; p = 2, eps 1e-6, mean
+    // KernelBench level 3 (Swin MLP)
+    {"pad", OpKind::kLibrary, 1, ""},  // pad: F.pad(x, pad) with zeros; (left, right) pairs from the last dim back
 };
 
 }  // namespace

@@ -398,6 +398,18 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       if (x.size() != 3) return invalid_argument(where + ": expected an input of rank 3 [T, B, In]");
       VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(mod->attrs, "out", where));
       outs.push_back({x[0], x[1], o});
+    } else if (name == "pad") {
+      // F.pad(x, pad) in constant mode: (before, after) pairs, the last dim first.
+      if (!op.attrs.contains("pad") || !op.attrs["pad"].is_array() || op.attrs["pad"].size() % 2 != 0 ||
+          op.attrs["pad"].size() / 2 > x.size())
+        return invalid_argument(where + ": key 'pad' must be an even list of at most 2 * rank integers");
+      SymShape s = x;
+      for (size_t i = 0; i < op.attrs["pad"].size() / 2; ++i) {
+        int64_t grow = op.attrs["pad"][2 * i].get<int64_t>() + op.attrs["pad"][2 * i + 1].get<int64_t>();
+        std::string& d = s[x.size() - 1 - i];
+        d = expr_add(d, std::to_string(grow));
+      }
+      outs.push_back(s);
     } else if (name == "argmax" || name == "argmin") {
       VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, -1));
       SymShape s = x;

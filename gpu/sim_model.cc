@@ -876,7 +876,9 @@ class PlanCoster {
       extra_bytes = 2 * x_elems * 4 + scores * 4 * 4;
       extra_ws = scores * 4;
       rate = p_.fp32_library_flops;
-    } else if (n == "triplet_margin_loss") {
+    } else if (n == "pad") {
+      launches = 1;  // one copy kernel into the zero-filled, larger output
+    } else if (n == "triplet_margin_loss") {    } else if (n == "triplet_margin_loss") {
       launches = 6;  // two pairwise distances (sub, norm), sub + margin, clamp, mean
       extra_bytes = 4 * x_elems * 4;
       extra_ws = x_elems * 4;

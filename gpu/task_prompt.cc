@@ -585,6 +585,11 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
     return functional(n) + "(" + x + ", " + arg(1) + ", " + arg(2) + ")";
   if (n == "triplet_margin_loss")
     return functional(n) + "(" + x + ", " + arg(1) + ", " + arg(2) + ", margin=" + num("margin", 1.0) + ")";
+  if (n == "pad") {
+    std::vector<std::string> pad;
+    for (const auto& p : a.at("pad")) pad.push_back(std::to_string(p.get<int64_t>()));
+    return functional(n) + "(" + x + ", [" + join(pad, ", ") + "])";
+  }
   return invalid_argument(w + ": no PyTorch rendering for this op (output '" +
                           (op.outputs.empty() ? std::string("?") : op.outputs[0]) + "')");
 }
