@@ -54,7 +54,10 @@ def problem_root(path):
 
 def list_tasks(harness, level, dirs):
     cmd = [harness, "tasks"] + dirs + (["--level", str(level)] if level else [])
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"kernelbench_crosscheck: {' '.join(cmd)} failed: {r.stderr.strip()}")
+    out = r.stdout
     rows = [line.split("\t") for line in out.splitlines() if line]
     return [(r[0], r[4] if len(r) > 4 else "") for r in rows]
 
