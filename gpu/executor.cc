@@ -418,13 +418,18 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
     }
     if (n == "cumsum") return one(x.cumsum(dim));
     if (n == "cumprod") return one(x.cumprod(dim));
-    if (n == "reshape") {
+    // reshape and expand: the `shape` key's size expressions at this instance's sizes.
+    auto shape_attr = [&]() -> Result<std::vector<int64_t>> {
       std::vector<int64_t> shape;
       for (const auto& e : a.at("shape")) {
         std::string expr = e.is_string() ? e.get<std::string>() : e.dump();
         VINCI_ASSIGN_OR_RETURN(int64_t v, eval_size(expr, impl_->sizes));
         shape.push_back(v);
       }
+      return shape;
+    };
+    if (n == "reshape") {
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shape_attr());
       return one(x.reshape(shape));
     }
     if (n == "flatten") return one(x.flatten(attr_int_or(a, "start_dim", 1)));
@@ -465,12 +470,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
     }
     if (n == "concat") return one(torch::cat(in, attr_int_or(a, "dim", 0)));
     if (n == "expand") {
-      std::vector<int64_t> shape;
-      for (const auto& e : a.at("shape")) {
-        std::string expr = e.is_string() ? e.get<std::string>() : e.dump();
-        VINCI_ASSIGN_OR_RETURN(int64_t v, eval_size(expr, impl_->sizes));
-        shape.push_back(v);
-      }
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> shape, shape_attr());
       return one(x.expand(shape));
     }
     if (n == "slice" || n == "select") {
