@@ -50,6 +50,48 @@ int64_t fan_in_of(const torch::Tensor& w) {
   return w.size(1) * receptive;
 }
 
+// Swin's constant buffers, computed as its constructors compute them (the same ops in the same
+// order, so the values are bit-identical).
+Result<torch::Tensor> make_buffer(const Task& task, const ModuleSpec& m, const SizeMap& sizes) {
+  std::string where = task.source_file + ": task '" + task.id + "': module '" + m.name + "'";
+  auto size = [&](const char* key) -> Result<int64_t> {
+    VINCI_ASSIGN_OR_RETURN(std::string e, attr_expr(m.attrs, key, where));
+    return eval_size(e, sizes);
+  };
+  VINCI_ASSIGN_OR_RETURN(int64_t w, size("window"));
+  if (w < 2) return invalid_argument(where + ": key 'window': expected at least 2, found " + std::to_string(w));
+  std::string init = m.attrs.value("init", std::string());
+  if (init == "relative_coords_log") {
+    // Relative offsets -(W-1)..W-1 on both axes, [1, 2W-1, 2W-1, 2], divided by W-1, times 8,
+    // then sign(t) * log2(|t| + 1) / log2(8).
+    torch::Tensor r = torch::arange(-(w - 1), w, torch::TensorOptions().dtype(torch::kFloat32));
+    torch::Tensor t = torch::stack(torch::meshgrid({r, r}, "ij")).permute({1, 2, 0}).contiguous().unsqueeze(0);
+    t.div_(w - 1);
+    t.mul_(8);
+    return torch::sign(t) * torch::log2(torch::abs(t) + 1.0) / 3.0;
+  }
+  if (init == "shifted_window_mask") {
+    // Label the nine regions a cyclic shift by `shift` brings together, partition the label map
+    // into W x W windows, and give every (query, key) pair of different labels -100, the rest 0.
+    VINCI_ASSIGN_OR_RETURN(int64_t res, size("resolution"));
+    VINCI_ASSIGN_OR_RETURN(int64_t shift, size("shift"));
+    if (shift <= 0 || shift >= w || res % w != 0)
+      return invalid_argument(where + ": expected 0 < shift < window and resolution a multiple of window, found shift " +
+                              std::to_string(shift) + ", window " + std::to_string(w) + ", resolution " +
+                              std::to_string(res));
+    torch::Tensor img = torch::zeros({1, res, res, 1});
+    const int64_t cuts[4] = {0, res - w, res - shift, res};
+    float label = 0;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        img.slice(1, cuts[i], cuts[i + 1]).slice(2, cuts[j], cuts[j + 1]).fill_(label++);
+    torch::Tensor win = img.view({1, res / w, w, res / w, w, 1}).permute({0, 1, 3, 2, 4, 5}).contiguous().view({-1, w * w});
+    torch::Tensor d = win.unsqueeze(1) - win.unsqueeze(2);
+    return d.masked_fill(d != 0, -100.0).masked_fill(d == 0, 0.0);
+  }
+  return invalid_argument(where + ": key 'init': expected relative_coords_log or shifted_window_mask, found '" + init + "'");
+}
+
 Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
   const Task& task = *impl->task;
   VINCI_ASSIGN_OR_RETURN(std::vector<WeightSpec> specs, weight_specs(task));
@@ -87,9 +129,10 @@ Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
       else if (init == "rand") p.uniform_(0, 1, gen);
       else if (init == "ones") p.fill_(1);
       else if (init == "zeros") p.fill_(0);
+      else if (init == "log_full") p.fill_(attr_double_or(m.attrs, "value", 1.0)).log_();  // torch.log(v * ones)
       else
         return invalid_argument(task.source_file + ": task '" + task.id + "': module '" + m.name +
-                                "' key 'init': expected randn|rand|ones|zeros, found '" + init + "'");
+                                "' key 'init': expected randn|rand|ones|zeros|log_full, found '" + init + "'");
       if (scale != 1.0) p.mul_(scale);  // torch.randn(shape) * scale, as KernelBench writes it
       if (m.attrs.contains("scale_rsqrt")) {
         // (1 / math.sqrt(n)) * torch.randn(shape): the factor computed in double from a size.
@@ -97,6 +140,9 @@ Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
         VINCI_ASSIGN_OR_RETURN(int64_t v, eval_size(e, impl->sizes));
         p.mul_(1.0 / std::sqrt(static_cast<double>(v)));
       }
+    } else if (m.type == "buffer") {
+      VINCI_ASSIGN_OR_RETURN(torch::Tensor b, make_buffer(task, m, impl->sizes));
+      made[m.name] = b;
     } else if (m.type == "lstm" || m.type == "gru") {
       // reset_parameters: stdv = 1 / sqrt(hidden) in double; every parameter U(-stdv, stdv) in
       // registration order (weight_ih, weight_hh, bias_ih, bias_hh per layer and direction).
@@ -571,6 +617,29 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
     if (n == "triplet_margin_loss")
       return one(torch::triplet_margin_loss(x, in.at(1), in.at(2), attr_double_or(a, "margin", 1.0), 2.0, 1e-6,
                                             false, at::Reduction::Mean));
+    if (n == "roll") {
+      std::vector<int64_t> shifts, dims;
+      for (const auto& v : a.at("shifts")) shifts.push_back(v.get<int64_t>());
+      for (const auto& v : a.at("dims")) dims.push_back(v.get<int64_t>());
+      return one(torch::roll(x, shifts, dims));
+    }
+    if (n == "normalize") {
+      // F.normalize(x, p=2, dim): x / max(||x||_2, eps), written as PyTorch's Python writes it.
+      return one(x / x.norm(2, {dim}, true).clamp_min(attr_double_or(a, "eps", 1e-12)).expand_as(x));
+    }
+    if (n == "relative_position_bias") {
+      // table[index] for index[i][j] = (yi - yj + W - 1) * (2W - 1) + (xi - xj + W - 1), i = yi * W + xi,
+      // viewed [W*W, W*W, H] and made [H, W*W, W*W] (Swin's relative_position_index gather).
+      VINCI_ASSIGN_OR_RETURN(std::string we, attr_expr(a, "window", where));
+      VINCI_ASSIGN_OR_RETURN(int64_t w, eval_size(we, impl_->sizes));
+      std::vector<int64_t> index;
+      index.reserve(static_cast<size_t>(w * w * w * w));
+      for (int64_t i = 0; i < w * w; ++i)
+        for (int64_t j = 0; j < w * w; ++j)
+          index.push_back((i / w - j / w + w - 1) * (2 * w - 1) + (i % w - j % w + w - 1));
+      torch::Tensor idx = torch::tensor(index, torch::TensorOptions().dtype(torch::kInt64)).to(x.device());
+      return one(x.index_select(0, idx).view({w * w, w * w, -1}).permute({2, 0, 1}).contiguous());
+    }
     if (n == "pad") {
       // F.pad(x, pad) in constant mode with zeros: torch.constant_pad_nd.
       std::vector<int64_t> pad;

@@ -104,6 +104,10 @@ const OpInfo kOps[] = {
     {"triplet_margin_loss", OpKind::kLibrary, 3, ""},  // margin; p = 2, eps 1e-6, mean
     // KernelBench level 3 (Swin MLP)
     {"pad", OpKind::kLibrary, 1, ""},  // pad: F.pad(x, pad) with zeros; (left, right) pairs from the last dim back
+    // KernelBench level 3 (Swin Transformer V2)
+    {"roll", OpKind::kLibrary, 1, ""},       // shifts, dims: torch.roll
+    {"normalize", OpKind::kLibrary, 1, ""},  // dim = -1, eps = 1e-12: F.normalize(x, p=2)
+    {"relative_position_bias", OpKind::kLibrary, 1, ""},  // window: table [(2W-1)^2, H] -> [H, W*W, W*W]
 };
 
 }  // namespace

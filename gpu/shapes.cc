@@ -124,6 +124,22 @@ Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
       SymShape s;
       for (const auto& e : *it) s.push_back(e.is_string() ? e.get<std::string>() : e.dump());
       out.push_back({m.name, m.name, "value", s});
+    } else if (m.type == "buffer") {
+      // A constant tensor the constructor computes (register_buffer): no draws.
+      std::string init = m.attrs.value("init", std::string());
+      VINCI_ASSIGN_OR_RETURN(std::string w, attr_expr(m.attrs, "window", where));
+      if (init == "relative_coords_log") {
+        std::string side = expr_add(expr_mul("2", w), "-1");
+        out.push_back({m.name, m.name, "value", {"1", side, side, "2"}});
+      } else if (init == "shifted_window_mask") {
+        VINCI_ASSIGN_OR_RETURN(std::string r, attr_expr(m.attrs, "resolution", where));
+        VINCI_RETURN_IF_ERROR(attr_expr(m.attrs, "shift", where).status());
+        std::string per_side = expr_div(r, w), area = expr_mul(w, w);
+        out.push_back({m.name, m.name, "value", {expr_mul(per_side, per_side), area, area}});
+      } else {
+        return invalid_argument(where + ": key 'init': expected relative_coords_log or shifted_window_mask, found '" +
+                                init + "'");
+      }
     } else if (m.type == "mha") {
       VINCI_ASSIGN_OR_RETURN(std::string e, attr_expr(m.attrs, "embed", where));
       VINCI_RETURN_IF_ERROR(attr_int(m.attrs, "heads", where).status());
@@ -410,6 +426,38 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         d = expr_add(d, std::to_string(grow));
       }
       outs.push_back(s);
+    } else if (name == "roll") {
+      // torch.roll(x, shifts, dims): one shift per dim, the shape unchanged.
+      auto ints = [&](const char* key) -> Result<std::vector<int64_t>> {
+        if (!op.attrs.contains(key) || !op.attrs[key].is_array() || op.attrs[key].empty())
+          return invalid_argument(where + ": key '" + key + "': expected a non-empty list of integers");
+        std::vector<int64_t> v;
+        for (const auto& e : op.attrs[key]) {
+          if (!e.is_number_integer()) return invalid_argument(where + ": key '" + key + "': expected integers, found " + e.dump());
+          v.push_back(e.get<int64_t>());
+        }
+        return v;
+      };
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> shifts, ints("shifts"));
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ints("dims"));
+      if (shifts.size() != dims.size())
+        return invalid_argument(where + ": keys 'shifts' and 'dims': expected lists of the same length, found " +
+                                std::to_string(shifts.size()) + " and " + std::to_string(dims.size()));
+      for (int64_t d : dims)
+        if (d < -static_cast<int64_t>(x.size()) || d >= static_cast<int64_t>(x.size()))
+          return invalid_argument(where + ": key 'dims': " + std::to_string(d) + " is not a dim of a rank-" +
+                                  std::to_string(x.size()) + " input");
+      outs.push_back(x);
+    } else if (name == "normalize") {
+      VINCI_RETURN_IF_ERROR(need_dim(x, -1).status());
+      outs.push_back(x);
+    } else if (name == "relative_position_bias") {
+      // Swin's table of one bias per relative offset and head, [(2W-1)^2, H], gathered for every
+      // (query, key) pair of a W x W window: [H, W*W, W*W].
+      VINCI_ASSIGN_OR_RETURN(std::string w, attr_expr(op.attrs, "window", where));
+      if (x.size() != 2) return invalid_argument(where + ": expected a table of rank 2 [(2W-1)^2, heads]");
+      std::string area = expr_mul(w, w);
+      outs.push_back({x[1], area, area});
     } else if (name == "argmax" || name == "argmin") {
       VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, -1));
       SymShape s = x;

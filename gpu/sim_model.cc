@@ -878,7 +878,19 @@ class PlanCoster {
       rate = p_.fp32_library_flops;
     } else if (n == "pad") {
       launches = 1;  // one copy kernel into the zero-filled, larger output
-    } else if (n == "triplet_margin_loss") {    } else if (n == "triplet_margin_loss") {
+    } else if (n == "roll") {
+      launches = 1;  // one gather-copy kernel
+    } else if (n == "normalize") {
+      // x.norm(2, dim) (reads x), clamp_min on the norms, x / norm (reads x and the norms).
+      launches = 3;
+      extra_bytes = x_elems * 4;
+      extra_ws = x_elems * 4;
+      flops = x_elems * 3;
+    } else if (n == "relative_position_bias") {
+      launches = 3;  // the index to the device, index_select, the permuted contiguous copy
+      extra_bytes = 2 * out_bytes;
+      extra_ws = out_bytes;
+    } else if (n == "triplet_margin_loss") {
       launches = 6;  // two pairwise distances (sub, norm), sub + margin, clamp, mean
       extra_bytes = 4 * x_elems * 4;
       extra_ws = x_elems * 4;

@@ -19,7 +19,7 @@ const char* const kModuleTypes[] = {"linear",           "conv1d",           "con
                                     "conv3d",           "conv_transpose1d", "conv_transpose2d",
                                     "conv_transpose3d", "batch_norm",       "layer_norm",
                                     "group_norm",       "parameter",        "mha",
-                                    "lstm",             "gru"};
+                                    "lstm",             "gru",              "buffer"};
 
 bool known_module_type(const std::string& t) {
   for (const char* m : kModuleTypes)
@@ -605,8 +605,8 @@ Status check_task(const Task& task) {
   for (const auto& m : task.modules) {
     if (!module_types.emplace(m.name, m.type).second)
       return invalid_argument(where + ": module '" + m.name + "' defined twice");
-    // A parameter module (a bare nn.Parameter) is a value ops can read by its name.
-    if (m.type == "parameter" && !defined.insert(m.name).second)
+    // A parameter module (a bare nn.Parameter) or a buffer is a value ops can read by its name.
+    if ((m.type == "parameter" || m.type == "buffer") && !defined.insert(m.name).second)
       return invalid_argument(where + ": module '" + m.name + "' shadows an input");
   }
   for (const auto& op : task.ops) {

@@ -25,7 +25,37 @@ const char* const kPythonKeywords[] = {
 
 // Names the rendered file itself binds or calls; a task name equal to one gets a trailing '_'.
 const char* const kRenderedNames[] = {"torch", "nn",  "self", "super", "Model", "get_inputs",
-                                      "get_init_inputs", "float", "min", "max"};
+                                      "get_init_inputs", "float", "min", "max", "relative_coords_log",
+                                      "shifted_window_mask", "relative_position_bias"};
+
+// Module-level functions a rendered file defines where it uses them (Swin V2's constant buffers
+// and its relative-position gather), written as the constructors and forward compute them.
+const char kRelativeCoordsLog[] = R"(def relative_coords_log(window):
+    r = torch.arange(-(window - 1), window, dtype=torch.float32)
+    t = torch.stack(torch.meshgrid([r, r], indexing="ij")).permute(1, 2, 0).contiguous().unsqueeze(0)
+    t = t / (window - 1) * 8
+    return torch.sign(t) * torch.log2(torch.abs(t) + 1.0) / 3.0
+)";
+const char kShiftedWindowMask[] = R"(def shifted_window_mask(resolution, window, shift):
+    labels = torch.zeros((1, resolution, resolution, 1))
+    cuts = (0, resolution - window, resolution - shift, resolution)
+    label = 0
+    for i in range(3):
+        for j in range(3):
+            labels[:, cuts[i]:cuts[i + 1], cuts[j]:cuts[j + 1], :] = label
+            label += 1
+    n = resolution // window
+    windows = labels.view(1, n, window, n, window, 1).permute(0, 1, 3, 2, 4, 5).reshape(-1, window * window)
+    d = windows.unsqueeze(1) - windows.unsqueeze(2)
+    return d.masked_fill(d != 0, -100.0).masked_fill(d == 0, 0.0)
+)";
+const char kRelativePositionBias[] = R"(def relative_position_bias(table, window):
+    i = torch.arange(window * window)
+    y, x = i // window, i % window
+    index = (y[:, None] - y[None, :] + window - 1) * (2 * window - 1) + (x[:, None] - x[None, :] + window - 1)
+    pairs = table[index.view(-1).to(table.device)].view(window * window, window * window, -1)
+    return pairs.permute(2, 0, 1).contiguous()
+)";
 
 // nn.Module attributes a submodule must not shadow.
 const char* const kModuleAttributes[] = {
@@ -190,6 +220,7 @@ class PyRenderer {
   std::string where_;
   bool uses_f_ = false;
   mutable bool uses_math_ = false;  // a parameter scaled by 1 / math.sqrt(size)
+  mutable std::set<std::string> helpers_;  // module-level functions used (kRelativeCoordsLog, ...)
   std::set<std::string> reserved_;
   std::set<std::string> taken_;  // Python names of symbols and values
   std::vector<std::string> symbols_;  // in symbol_order
@@ -230,7 +261,7 @@ Status PyRenderer::name_everything() {
     while (attrs.count(py)) py += "_";
     attrs.insert(py);
     module_py_[m.name] = py;
-    if (m.type == "parameter") value_py_[m.name] = "self." + py;
+    if (m.type == "parameter" || m.type == "buffer") value_py_[m.name] = "self." + py;
   }
   for (const auto& op : task_.ops)
     for (const auto& out : op.outputs) {
@@ -382,8 +413,10 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
     if (it == a.end()) return invalid_argument(where + ": key 'shape' missing");
     VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, where + ": key 'shape'", used));
     std::string init = a.value("init", std::string("randn"));
+    if (init == "log_full")
+      return "nn.Parameter(torch.log(" + py_float(attr_double_or(a, "value", 1.0)) + " * torch.ones(" + (it->empty() ? "()" : shape) + ")))";
     if (init != "randn" && init != "rand" && init != "ones" && init != "zeros")
-      return invalid_argument(where + ": key 'init': expected randn|rand|ones|zeros, found '" + init + "'");
+      return invalid_argument(where + ": key 'init': expected randn|rand|ones|zeros|log_full, found '" + init + "'");
     double scale = attr_double_or(a, "scale", 1.0);
     std::string draw = "torch." + init + "(" + (it->empty() ? "()" : shape) + ")";
     if (a.contains("scale_rsqrt")) {  // (1 / sqrt(n)) * draw, the factor in double as Python's math.sqrt
@@ -392,6 +425,21 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
       draw = "(1 / math.sqrt(" + n + ")) * " + draw;
     }
     return "nn.Parameter(" + draw + (scale != 1.0 ? " * " + py_float(scale) : "") + ")";
+  }
+  if (m.type == "buffer") {
+    std::string init = a.value("init", std::string());
+    VINCI_ASSIGN_OR_RETURN(std::string window, size("window"));
+    if (init == "relative_coords_log") {
+      helpers_.insert(init);
+      return init + "(" + window + ")";
+    }
+    if (init == "shifted_window_mask") {
+      VINCI_ASSIGN_OR_RETURN(std::string res, size("resolution"));
+      VINCI_ASSIGN_OR_RETURN(std::string shift, size("shift"));
+      helpers_.insert(init);
+      return init + "(" + res + ", " + window + ", " + shift + ")";
+    }
+    return invalid_argument(where + ": key 'init': expected relative_coords_log or shifted_window_mask, found '" + init + "'");
   }
   if (m.type == "mha") {
     VINCI_ASSIGN_OR_RETURN(std::string e, size("embed"));
@@ -585,6 +633,26 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
     return functional(n) + "(" + x + ", " + arg(1) + ", " + arg(2) + ")";
   if (n == "triplet_margin_loss")
     return functional(n) + "(" + x + ", " + arg(1) + ", " + arg(2) + ", margin=" + num("margin", 1.0) + ")";
+  if (n == "roll") {
+    std::vector<int64_t> shifts, dims;
+    for (const auto& v : a.at("shifts")) shifts.push_back(v.get<int64_t>());
+    for (const auto& v : a.at("dims")) dims.push_back(v.get<int64_t>());
+    auto tuple = [](const std::vector<int64_t>& v) {  // always a tuple: roll pairs shifts with dims
+      std::string t = "(";
+      for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + std::to_string(v[i]);
+      return t + (v.size() == 1 ? ",)" : ")");
+    };
+    return "torch.roll(" + x + ", shifts=" + tuple(shifts) + ", dims=" + tuple(dims) + ")";
+  }
+  if (n == "normalize") {
+    std::string eps = a.contains("eps") ? ", eps=" + num("eps", 1e-12) : "";
+    return functional(n) + "(" + x + ", dim=" + dim + eps + ")";
+  }
+  if (n == "relative_position_bias") {
+    VINCI_ASSIGN_OR_RETURN(std::string window, py_size(a.at("window"), w + ": key 'window'", nullptr));
+    helpers_.insert(n);
+    return n + "(" + x + ", " + window + ")";
+  }
   if (n == "pad") {
     std::vector<std::string> pad;
     for (const auto& p : a.at("pad")) pad.push_back(std::to_string(p.get<int64_t>()));
@@ -680,7 +748,10 @@ Result<std::string> PyRenderer::render() {
   std::vector<std::string> used, init_args, ctor_lines;
   for (const auto& m : task_.modules) {
     VINCI_ASSIGN_OR_RETURN(std::string ctor, module_ctor(m, &used));
-    ctor_lines.push_back("        self." + module_py_.at(m.name) + " = " + ctor + "\n");
+    if (m.type == "buffer")
+      ctor_lines.push_back("        self.register_buffer(\"" + module_py_.at(m.name) + "\", " + ctor + ")\n");
+    else
+      ctor_lines.push_back("        self." + module_py_.at(m.name) + " = " + ctor + "\n");
   }
   std::set<std::string> seen;
   for (const auto& s : used)
@@ -699,6 +770,10 @@ Result<std::string> PyRenderer::render() {
   }
   std::string s = uses_math_ ? "import math\n\nimport torch\nimport torch.nn as nn\n" : "import torch\nimport torch.nn as nn\n";
   if (uses_f_) s += "import torch.nn.functional as F\n";
+  for (const auto& [name, text] : {std::pair<const char*, const char*>{"relative_coords_log", kRelativeCoordsLog},
+                                   {"shifted_window_mask", kShiftedWindowMask},
+                                   {"relative_position_bias", kRelativePositionBias}})
+    if (helpers_.count(name)) s += std::string("\n\n") + text;
   s += "\n\nclass Model(nn.Module):\n" + docstring(task_.description) + "\n";
   std::vector<std::string> params = {"self"};
   params.insert(params.end(), init_args.begin(), init_args.end());

@@ -1,5 +1,5 @@
 // `harness tasks`: lists the task suite, one task a line (id, level, name, op family, set), shows
-// one task's knob space or generated plan, and writes one task's reference inputs and output as
+// one task's knob space, generated plan or PyTorch module (as a language model is shown it), and writes one task's reference inputs and output as
 // .npy files for a cross-check.
 #include <cstdio>
 #include <iostream>
@@ -11,6 +11,7 @@
 #include "gpu/codegen.h"
 #include "gpu/reference_dump.h"
 #include "gpu/task.h"
+#include "gpu/task_prompt.h"
 #include "harness/commands.h"
 
 namespace vinci {
@@ -18,7 +19,7 @@ namespace vinci {
 int cmd_tasks(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   int level = 0;
-  std::string dir = default_task_dir(), knobs_of, plan_of, reference_of, size = "small", out,
+  std::string dir = default_task_dir(), knobs_of, plan_of, reference_of, pytorch_of, size = "small", out,
               distribution = "uniform01", set;
   int64_t seed = 0;
   bool eager = false;
@@ -27,6 +28,7 @@ int cmd_tasks(const std::vector<std::string>& args) {
       "usage: harness tasks [--level N] [--set-of kernelbench|kernelbench-flagged|vinci]\n"
       "       harness tasks --knobs ID | --plan ID [--eager | --set knob=value...]\n"
       "       harness tasks --reference ID --out DIR [--size small|full] [--seed S] [--distribution D]\n"
+      "       harness tasks --pytorch ID [--size small|full]\n"
       "Listing columns: id, level, name, op family, set (kernelbench: a KernelBench problem;\n"
       "kernelbench-flagged: one KernelBench flags or that is degenerate; vinci: vinci's own).");
   opts.add_options()("help,h", "this text")("level", po::value<int>(&level), "only tasks of level 1, 2 or 3")(
@@ -39,7 +41,9 @@ int cmd_tasks(const std::vector<std::string>& args) {
       "reference", po::value<std::string>(&reference_of),
       "write task ID's inputs (input_<i>.npy), reference output (output.npy) and meta.json into --out")(
       "out", po::value<std::string>(&out), "with --reference: the folder to write")(
-      "size", po::value<std::string>(&size), "with --reference: small (default) or full")(
+      "pytorch", po::value<std::string>(&pytorch_of),
+      "print task ID as the PyTorch module (Model, get_inputs, get_init_inputs) a language model is shown")(
+      "size", po::value<std::string>(&size), "with --reference or --pytorch: small (default) or full")(
       "seed", po::value<int64_t>(&seed), "with --reference: the inputs' torch generator seed (default 0)")(
       "distribution", po::value<std::string>(&distribution),
       "with --reference: uniform01 (default: KernelBench's torch.rand), signed or heavy_tailed");
@@ -59,17 +63,26 @@ int cmd_tasks(const std::vector<std::string>& args) {
                  set.c_str());
     return 2;
   }
-  for (const std::string& id : {knobs_of, plan_of, reference_of}) {
+  for (const std::string& id : {knobs_of, plan_of, reference_of, pytorch_of}) {
     if (!id.empty() && !suite->find(id)) {
       std::fprintf(stderr, "harness tasks: no task '%s' in %s\n", id.c_str(), dir.c_str());
       return 2;
     }
   }
-  if (!reference_of.empty()) {
-    if (size != "small" && size != "full") {
-      std::fprintf(stderr, "harness tasks: --size: expected small or full, found '%s'\n", size.c_str());
-      return 2;
+  if ((!reference_of.empty() || !pytorch_of.empty()) && size != "small" && size != "full") {
+    std::fprintf(stderr, "harness tasks: --size: expected small or full, found '%s'\n", size.c_str());
+    return 2;
+  }
+  if (!pytorch_of.empty()) {
+    Result<std::string> py = task_as_pytorch(*suite->find(pytorch_of), size == "full" ? SizeName::kFull : SizeName::kSmall);
+    if (!py.ok()) {
+      std::fprintf(stderr, "harness tasks: %s\n", py.status().to_string().c_str());
+      return 1;
     }
+    std::fputs(py->c_str(), stdout);
+    return 0;
+  }
+  if (!reference_of.empty()) {
     if (seed < 0) {
       std::fprintf(stderr, "harness tasks: --seed: expected a non-negative integer, found %lld\n",
                    static_cast<long long>(seed));

@@ -258,5 +258,54 @@ TEST(Executor, RecurrentModulesMatchTorchLstmAndGru) {
   }
 }
 
+// Swin V2's constant buffers and ops against independent constructions: the coordinate table from
+// its closed form, the shift mask from region counts, the relative-position gather from Swin's own
+// meshgrid recipe, normalize from libtorch's functional API, and the whole first block's attention
+// logits rebuilt by hand.
+TEST(Executor, SwinV2BuffersAndOpsMatchIndependentConstructions) {
+  TaskInstance inst = instance("L3_030");
+  torch::NoGradGuard no_grad;
+  torch::Tensor table = weight(inst, "stage1_even_attn_relative_coords_table");
+  ASSERT_EQ(table.sizes(), (std::vector<int64_t>{1, 13, 13, 2}));
+  for (int64_t a = 0; a < 13; ++a) {
+    double v = (a - 6) * 8.0 / 6.0;
+    double sign = (v > 0) - (v < 0);
+    double want = sign * std::log2(std::abs(v) + 1) / 3.0;
+    EXPECT_NEAR(table[0][a][0][0].item<double>(), want, 1e-6) << a;  // dim 0 follows the row offset
+    EXPECT_NEAR(table[0][0][a][1].item<double>(), want, 1e-6) << a;  // dim 1 the column offset
+  }
+  torch::Tensor mask = weight(inst, "stage1_odd_attn_mask");  // 56 x 56 map, window 7, shift 3
+  ASSERT_EQ(mask.sizes(), (std::vector<int64_t>{64, 49, 49}));
+  EXPECT_EQ(mask[0].abs().sum().item<double>(), 0.0);  // a window inside one region
+  // The bottom-right window holds four regions of 4 x 4, 4 x 3, 3 x 4 and 3 x 3 tokens.
+  EXPECT_EQ((mask[63] == 0).sum().item<int64_t>(), 16 * 16 + 12 * 12 + 12 * 12 + 9 * 9);
+  EXPECT_EQ((mask[63] == -100).sum().item<int64_t>(), 49 * 49 - 625);
+  EXPECT_TRUE(torch::equal(mask, mask.transpose(1, 2)));
+
+  Result<std::vector<at::Tensor>> in = inst.make_inputs(InputDistribution::kSigned, 5);
+  ASSERT_TRUE(in.ok());
+  Result<std::map<std::string, at::Tensor>> v = inst.run_all(*in);
+  ASSERT_TRUE(v.ok()) << v.status().to_string();
+  const std::string p = "stage1_even_attn_";
+  // normalize
+  torch::Tensor q = v->at(p + "q");
+  expect_equal(v->at(p + "qn"),
+               torch::nn::functional::normalize(q, torch::nn::functional::NormalizeFuncOptions().p(2).dim(-1)), "normalize");
+  // relative_position_bias: Swin's index from a meshgrid of window coordinates.
+  torch::Tensor coords = torch::stack(torch::meshgrid({torch::arange(7), torch::arange(7)}, "ij")).flatten(1);
+  torch::Tensor rel = (coords.unsqueeze(2) - coords.unsqueeze(1)).permute({1, 2, 0}).contiguous();
+  torch::Tensor index = (rel.select(2, 0) + 6) * 13 + (rel.select(2, 1) + 6);
+  torch::Tensor t = v->at(p + "table");  // [169, heads]
+  expect_equal(v->at(p + "rpb"), t.index({index.view(-1)}).view({49, 49, -1}).permute({2, 0, 1}), "relative_position_bias");
+  // The first block's attention logits by hand: 10 * cos(q, k) + 16 * sigmoid(bias).
+  torch::Tensor k = v->at(p + "k");
+  torch::Tensor cosine = torch::matmul(q / q.norm(2, {-1}, true), (k / k.norm(2, {-1}, true)).transpose(-2, -1));
+  torch::Tensor want = cosine * 10 + 16 * torch::sigmoid(v->at(p + "rpb"));
+  const torch::Tensor& logits = v->at("stage1_even_logits");  // the block's output, named by its caller
+  EXPECT_TRUE(torch::allclose(logits, want, 1e-5, 1e-5)) << (logits - want).abs().max().item<double>();
+  // roll: the shifted block's first step.
+  expect_equal(v->at("stage1_odd_xs"), torch::roll(v->at("stage1_odd_x4"), {-3, -3}, {1, 2}), "roll");
+}
+
 }  // namespace
 }  // namespace vinci
