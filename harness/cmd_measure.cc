@@ -40,6 +40,7 @@
 #include "core/rng.h"
 #include "core/text.h"
 #include "gpu/calibration.h"
+#include "gpu/sim_agreement.h"
 #include "gpu/codegen.h"
 #include "gpu/cuda_evaluator.h"
 #include "gpu/device_profile.h"
@@ -63,16 +64,6 @@ bool guaranteed(const Plan& p) {
   for (const auto& k : p.kernels)
     if (!k.verdict.guaranteed) return false;
   return true;
-}
-
-// The family a plan's custom work belongs to: the family of its costliest-looking kernel (gemm
-// over row_reduction over elementwise), "library" when it has none.
-std::string plan_family(const Plan& p) {
-  std::string best = "library";
-  auto rank = [](const std::string& f) { return f == "gemm" ? 3 : f == "row_reduction" ? 2 : f == "elementwise" ? 1 : 0; };
-  for (const auto& k : p.kernels)
-    if (rank(k.family) > rank(best) || best == "library") best = k.family;
-  return best;
 }
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }

@@ -8,6 +8,7 @@
 
 namespace vinci {
 
+int cmd_calibrate(const std::vector<std::string>& args);
 int cmd_coldstart(const std::vector<std::string>& args);
 int cmd_config(const std::vector<std::string>& args);
 int cmd_env(const std::vector<std::string>& args);

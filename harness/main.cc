@@ -6,6 +6,8 @@
 int main(int argc, char** argv) {
   // Keep sorted by name.
   const std::vector<vinci::Subcommand> commands = {
+      {"calibrate", "refit the simulated device to measured sweeps; held-out agreement per plan family",
+       vinci::cmd_calibrate},
       {"coldstart", "run an experiment's cold start stage alone (checkpoint and library objects)",
        vinci::cmd_coldstart},
       {"config", "print the config reference, or a config's effective keys", vinci::cmd_config},

@@ -4,13 +4,13 @@
 # a change to either that moves the fit fails here, and the profile must be re-fitted (the command
 # is in the profile's header). The sweeps measured the suite of 2026-12-02 (63 tasks, before the
 # suite became all of KernelBench and some tasks became KernelBench's own problems), kept in
-# tests/gpu/fit_suite/ so the plans they name are generated again.
+# gpu/measurements/suite_2026-12-02/ so the plans they name are generated again.
 set -euo pipefail
 bin=$1
 src=$2
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-"$bin/harness" measure --size full --tasks "$src/tests/gpu/fit_suite" --from-measurements "$src/gpu/measurements/h200_full_l1.jsonl" \
+"$bin/harness" measure --size full --tasks "$src/gpu/measurements/suite_2026-12-02" --from-measurements "$src/gpu/measurements/h200_full_l1.jsonl" \
   --from-measurements "$src/gpu/measurements/h200_full_l1b_l2_l3.jsonl" --out "$out" >/dev/null 2>"$out/err" || {
   cat "$out/err"
   # exit 1 only means some guaranteed plan was wrong live; the fit is still written.

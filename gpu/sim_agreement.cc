@@ -1,0 +1,278 @@
+#include "gpu/sim_agreement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/rng.h"
+#include "gpu/codegen.h"
+#include "gpu/sim_evaluator.h"
+
+namespace vinci {
+namespace {
+
+double median_of(std::vector<double> v) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::string percent(int num, int den) {
+  if (den == 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", 100.0 * num / den);
+  return buf;
+}
+
+std::string fixed(double v, const char* fmt) {
+  if (std::isnan(v)) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, fmt, v);
+  return buf;
+}
+
+std::string threshold_name(double p) { return fixed(p, "%g"); }
+
+// Which half a task falls in: one bit of a keyed hash of its id.
+int half_of(const std::string& task_id, uint64_t seed) {
+  Stream s(RngKey::root(seed).with("purpose", "calibration_split").with("task", task_id));
+  return static_cast<int>(s.next_u64() & 1);
+}
+
+std::vector<CalibrationSample> samples_of(const std::vector<const MeasuredPlan*>& plans) {
+  std::vector<CalibrationSample> out;
+  for (const MeasuredPlan* p : plans) {
+    if (!p->live_correct || !(p->live_kernel_us > 0)) continue;
+    CalibrationSample s;
+    s.task = p->task;
+    s.sizes = p->task->size_map(p->size);
+    s.plan = p->plan;
+    s.measured_us = p->live_kernel_us;
+    s.measured_reference_us = p->live_reference_us > 0 ? p->live_reference_us : 0;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+// Adds `part` (one half's table) into `sum`, row by row; the medians are recomputed by the caller
+// from the pooled errors.
+struct Pool {
+  std::map<std::string, FamilyAgreement> rows;
+  std::map<std::string, std::vector<double>> errors;
+};
+
+Status judge(const DeviceProfile& profile, const std::vector<const MeasuredPlan*>& plans,
+             const std::vector<double>& thresholds, Pool* pool) {
+  SimEvaluator sim(profile);
+  for (const MeasuredPlan* p : plans) {
+    if (!p->live_compiled) continue;
+    EvalRequest req;
+    req.size = p->size;
+    req.samples = 1;
+    Result<EvalResult> r = sim.evaluate(*p->task, p->plan, req);
+    if (!r.ok()) return Status(r.status().code(), p->source + " (sim): " + r.status().message());
+    for (const std::string& family : {p->family, std::string("all")}) {
+      FamilyAgreement& row = pool->rows[family];
+      row.family = family;
+      row.fast_p_agree.resize(thresholds.size());
+      ++row.plans;
+      bool sim_correct = r->correct && r->compiled;
+      if (sim_correct == p->live_correct) ++row.correct_agree;
+      if (sim_correct && p->live_correct && r->speedup > 0 && p->live_speedup > 0) {
+        ++row.timed;
+        pool->errors[family].push_back(std::abs(std::log(r->speedup / p->live_speedup)));
+      }
+      for (size_t i = 0; i < thresholds.size(); ++i) {
+        bool sim_fast = sim_correct && r->speedup > thresholds[i];
+        bool live_fast = p->live_correct && p->live_speedup > thresholds[i];
+        if (sim_fast == live_fast) ++row.fast_p_agree[i];
+      }
+    }
+  }
+  return Status();
+}
+
+AgreementTable table_of(Pool& pool, const std::vector<double>& thresholds) {
+  AgreementTable t;
+  t.thresholds = thresholds;
+  for (auto& [family, row] : pool.rows) {
+    if (family == "all") continue;
+    row.median_log_error = median_of(pool.errors[family]);
+    t.rows.push_back(row);
+  }
+  if (pool.rows.count("all")) {
+    FamilyAgreement all = pool.rows["all"];
+    all.median_log_error = median_of(pool.errors["all"]);
+    t.rows.push_back(all);
+  }
+  return t;
+}
+
+std::string table_markdown(const AgreementTable& t) {
+  std::string s = "| family | plans | timed | median abs ln(sim / measured speedup) | correctness agrees %";
+  for (double p : t.thresholds) s += " | fast_" + threshold_name(p) + " agrees %";
+  s += " |\n|---|---:|---:|---:|---:";
+  for (size_t i = 0; i < t.thresholds.size(); ++i) s += "|---:";
+  s += "|\n";
+  for (const auto& r : t.rows) {
+    s += "| " + r.family + " | " + std::to_string(r.plans) + " | " + std::to_string(r.timed) + " | " +
+         fixed(r.median_log_error, "%.3f") + " | " + percent(r.correct_agree, r.plans);
+    for (size_t i = 0; i < t.thresholds.size(); ++i) s += " | " + percent(r.fast_p_agree.at(i), r.plans);
+    s += " |\n";
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string plan_family(const Plan& plan) {
+  std::string best = "library";
+  auto rank = [](const std::string& f) { return f == "gemm" ? 3 : f == "row_reduction" ? 2 : f == "elementwise" ? 1 : 0; };
+  for (const auto& k : plan.kernels)
+    if (rank(k.family) > rank(best) || best == "library") best = k.family;
+  return best;
+}
+
+Result<MeasuredPlans> load_measured_plans(const std::string& path, const TaskSuite& suite) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return not_found("measurements " + path + ": cannot open");
+  MeasuredPlans out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    std::string where = path + ":" + std::to_string(n);
+    size_t first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) return invalid_argument(where + ": expected a JSON object");
+    MeasuredPlan m;
+    m.source = where;
+    std::string key;
+    try {
+      key = "task";
+      std::string id = j.at(key).get<std::string>();
+      m.task = suite.find(id);
+      if (!m.task) return invalid_argument(where + ": key 'task': no task '" + id + "' in the suite");
+      key = "size";
+      std::string size = j.at(key).get<std::string>();
+      if (size != "full" && size != "small")
+        return invalid_argument(where + ": key 'size': expected full or small, found '" + size + "'");
+      m.size = size == "full" ? SizeName::kFull : SizeName::kSmall;
+      key = "knobs";
+      Result<Plan> p = generate_plan(*m.task, j.at(key).get<std::map<std::string, std::string>>());
+      if (!p.ok()) return invalid_argument(where + ": key 'knobs': " + p.status().message());
+      key = "plan_address";
+      if (plan_address(*p).hex() != j.at(key).get<std::string>()) {
+        ++out.stale;
+        continue;
+      }
+      m.plan = std::move(*p);
+      m.family = plan_family(m.plan);
+      const nlohmann::json& l = j.at("live");
+      key = "live.compiled";
+      m.live_compiled = l.at("compiled").get<bool>();
+      key = "live.correct";
+      m.live_correct = l.at("correct").get<bool>();
+      key = "live.kernel_us";
+      m.live_kernel_us = l.at("kernel_us").get<double>();
+      key = "live.reference_us";
+      m.live_reference_us = l.at("reference_us").get<double>();
+      key = "live.speedup";
+      m.live_speedup = l.at("speedup").get<double>();
+    } catch (const nlohmann::json::exception& e) {
+      return invalid_argument(where + ": key '" + key + "': " + e.what());
+    }
+    if (m.live_correct && !(m.live_kernel_us > 0 && m.live_speedup > 0))
+      return invalid_argument(where + ": key 'live': a correct plan needs kernel_us > 0 and speedup > 0");
+    out.plans.push_back(std::move(m));
+  }
+  if (out.plans.empty() && out.stale == 0) return invalid_argument(path + ": no measured plans");
+  return out;
+}
+
+Result<AgreementTable> sim_agreement(const DeviceProfile& profile, const std::vector<const MeasuredPlan*>& plans,
+                                     const std::vector<double>& thresholds) {
+  Pool pool;
+  VINCI_RETURN_IF_ERROR(judge(profile, plans, thresholds, &pool));
+  return table_of(pool, thresholds);
+}
+
+Result<HeldOutReport> held_out_calibration(const DeviceProfile& start, const std::vector<MeasuredPlan>& plans,
+                                           const HeldOutOptions& options) {
+  HeldOutReport report;
+  const std::vector<double>& thresholds = options.goals.thresholds;
+  std::vector<const MeasuredPlan*> all, half[2];
+  std::set<std::string> tasks[2];
+  for (const MeasuredPlan& p : plans) {
+    all.push_back(&p);
+    int h = half_of(p.task->id, options.split_seed);
+    half[h].push_back(&p);
+    tasks[h].insert(p.task->id);
+  }
+  report.halves[0] = static_cast<int>(tasks[0].size());
+  report.halves[1] = static_cast<int>(tasks[1].size());
+  report.tasks = report.halves[0] + report.halves[1];
+  if (tasks[0].empty() || tasks[1].empty())
+    return invalid_argument("calibration: the split left a half without tasks (" + std::to_string(report.tasks) +
+                            " tasks in all): measure more tasks");
+  VINCI_ASSIGN_OR_RETURN(report.before, sim_agreement(start, all, thresholds));
+  Pool held;
+  for (int h = 0; h < 2; ++h) {
+    std::vector<CalibrationSample> train = samples_of(half[1 - h]);
+    if (train.empty())
+      return invalid_argument("calibration: no correct plan in half " + std::to_string(1 - h) + " to fit to");
+    Result<CalibrationReport> fit = calibrate(start, train, options.fit);
+    if (!fit.ok()) return fit.status();
+    VINCI_RETURN_IF_ERROR(judge(fit->fitted, half[h], thresholds, &held));
+  }
+  report.held_out = table_of(held, thresholds);
+  std::vector<CalibrationSample> every = samples_of(all);
+  if (every.empty()) return invalid_argument("calibration: no correct plan to fit to");
+  VINCI_ASSIGN_OR_RETURN(report.fit_all, calibrate(start, every, options.fit));
+  report.fitted = report.fit_all.fitted;
+  const AgreementGoals& g = options.goals;
+  for (const auto& r : report.held_out.rows) {
+    if (r.plans == 0) continue;
+    if (!(r.median_log_error <= g.median_log_error))
+      report.shortfalls.push_back(r.family + ": median abs ln(speedup ratio) " + fixed(r.median_log_error, "%.3f") +
+                                  " > " + fixed(g.median_log_error, "%.2f"));
+    if (r.correct_agree < g.correct_agreement * r.plans)
+      report.shortfalls.push_back(r.family + ": correctness agrees on " + percent(r.correct_agree, r.plans) + "% < " +
+                                  fixed(100 * g.correct_agreement, "%.0f") + "%");
+    for (size_t i = 0; i < thresholds.size(); ++i)
+      if (r.fast_p_agree[i] < g.fast_p_agreement * r.plans)
+        report.shortfalls.push_back(r.family + ": fast_" + threshold_name(thresholds[i]) + " agrees on " +
+                                    percent(r.fast_p_agree[i], r.plans) + "% < " +
+                                    fixed(100 * g.fast_p_agreement, "%.0f") + "%");
+  }
+  return report;
+}
+
+std::string held_out_report_markdown(const HeldOutReport& r, const AgreementGoals& g) {
+  std::ostringstream os;
+  os << "fast_p counts correct plans with speedup > p (KernelBench's definition). Tasks: " << r.tasks << ", halved by a "
+     << "keyed hash of their ids (" << r.halves[0] << " and " << r.halves[1] << ").\n\n";
+  os << "### Before: the starting profile on every plan\n\n" << table_markdown(r.before) << "\n";
+  os << "### Held out: each half judged by the profile fitted to the other half's correct plans\n\n"
+     << table_markdown(r.held_out) << "\n";
+  os << "Goals on held-out plans, per family: median abs ln <= " << fixed(g.median_log_error, "%.2f")
+     << ", correctness agrees >= " << fixed(100 * g.correct_agreement, "%.0f") << "%, fast_p agrees >= "
+     << fixed(100 * g.fast_p_agreement, "%.0f") << "%.\n";
+  if (r.shortfalls.empty()) {
+    os << "**Every goal met.**\n";
+  } else {
+    os << "**Missed (" << r.shortfalls.size() << "):**\n\n";
+    for (const auto& s : r.shortfalls) os << "- " << s << "\n";
+  }
+  os << "\nThe profile fitted to every correct plan: mean squared log error of times " << fixed(r.fit_all.loss_before, "%.4f")
+     << " -> " << fixed(r.fit_all.loss_after, "%.4f") << ".\n";
+  return os.str();
+}
+
+}  // namespace vinci

@@ -1,0 +1,140 @@
+// `harness calibrate`: refits the simulated device's profile to measured sweeps and says, on
+// tasks the fit never saw, how far the sim world's verdicts are from the GPU's.
+//
+//   harness calibrate [--data FILE] [--profile TOML] [--out TOML] [--report MD] [--split-seed N] [--check]
+//
+// --data names the measurement sets (default gpu/measurements/calibration.toml): each [[set]] is
+// `harness measure` measurements.jsonl files and the task folder they were measured with, paths
+// relative to the data file. The tasks are halved by a keyed hash of their ids; the profile
+// fitted to one half judges the other (gpu/sim_agreement.h). Prints the before and held-out tables
+// per plan family (Markdown; --report also writes them to a file); --out writes the profile fitted
+// to every correct plan. With --check, exits 1 when a held-out goal is missed.
+// Exit 0: done (and with --check, every goal met); 1: a goal missed under --check; 2: bad input.
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include <boost/program_options.hpp>
+#include <toml++/toml.h>
+
+#include "core/atomic_file.h"
+#include "core/cli.h"
+#include "gpu/device_profile.h"
+#include "gpu/sim_agreement.h"
+#include "gpu/task.h"
+#include "harness/commands.h"
+
+namespace vinci {
+namespace {
+
+struct DataSet {
+  std::string tasks;
+  std::vector<std::string> files;
+};
+
+Result<std::vector<DataSet>> read_data_file(const std::string& path) {
+  toml::table t;
+  try {
+    t = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    return invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  auto rel = [&](const std::string& p) { return std::filesystem::path(p).is_absolute() ? p : (dir / p).string(); };
+  const toml::array* sets = t["set"].as_array();
+  if (!sets || sets->empty()) return invalid_argument(path + ": expected one or more [[set]] tables");
+  std::vector<DataSet> out;
+  for (size_t i = 0; i < sets->size(); ++i) {
+    std::string where = path + ": set " + std::to_string(i + 1);
+    const toml::table* s = (*sets)[i].as_table();
+    if (!s) return invalid_argument(where + ": expected a table");
+    for (const auto& [k, v] : *s)
+      if (k != "tasks" && k != "files" && k != "note")
+        return invalid_argument(where + ": unknown key '" + std::string(k.str()) + "' (expected tasks, files, note)");
+    DataSet d;
+    std::optional<std::string> tasks = (*s)["tasks"].value<std::string>();
+    if (!tasks) return invalid_argument(where + ": key 'tasks': expected the task folder (a string)");
+    d.tasks = rel(*tasks);
+    const toml::array* files = (*s)["files"].as_array();
+    if (!files || files->empty()) return invalid_argument(where + ": key 'files': expected a non-empty list of paths");
+    for (const auto& f : *files) {
+      std::optional<std::string> p = f.value<std::string>();
+      if (!p) return invalid_argument(where + ": key 'files': expected strings");
+      d.files.push_back(rel(*p));
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+int cmd_calibrate(const std::vector<std::string>& args) {
+  namespace po = boost::program_options;
+  std::string data = default_task_dir() + "/../measurements/calibration.toml", profile_file, out, report_file;
+  uint64_t split_seed = 0;
+  po::options_description opts(
+      "usage: harness calibrate [--data FILE] [--profile TOML] [--out TOML] [--report MD] [--split-seed N] [--check]\n"
+      "Refits the simulated device to measured sweeps; prints per plan family how the sim world's verdicts\n"
+      "agree with the GPU's on tasks the fit never saw (each half of the tasks judged by the profile fitted\n"
+      "to the other). Exit 1 under --check when a held-out goal is missed");
+  opts.add_options()("help,h", "this text")(
+      "data", po::value<std::string>(&data), "measurement sets (default: gpu/measurements/calibration.toml)")(
+      "profile", po::value<std::string>(&profile_file), "starting profile (default: the h200 profile)")(
+      "out", po::value<std::string>(&out), "write the profile fitted to every correct plan here")(
+      "report", po::value<std::string>(&report_file), "also write the tables (Markdown) here")(
+      "split-seed", po::value<uint64_t>(&split_seed), "key of the hash that halves the tasks (default 0)")(
+      "check", "exit 1 when a held-out goal is missed");
+  po::variables_map vm;
+  if (auto stop = parse_options("harness calibrate", args, opts, {}, &vm)) return *stop;
+  auto fail = [](const std::string& m) {
+    std::fprintf(stderr, "harness calibrate: %s\n", m.c_str());
+    return 2;
+  };
+  Result<std::vector<DataSet>> sets = read_data_file(data);
+  if (!sets.ok()) return fail(sets.status().to_string());
+  Result<DeviceProfile> start = load_device_profile(profile_file.empty() ? profile_path("h200") : profile_file);
+  if (!start.ok()) return fail(start.status().to_string());
+
+  // Each set's suite stays loaded: the measured plans point into it.
+  std::vector<std::unique_ptr<TaskSuite>> suites;
+  std::vector<MeasuredPlan> plans;
+  int stale = 0;
+  for (const DataSet& d : *sets) {
+    Result<TaskSuite> suite = load_task_suite(d.tasks);
+    if (!suite.ok()) return fail(suite.status().to_string());
+    suites.push_back(std::make_unique<TaskSuite>(std::move(*suite)));
+    for (const std::string& f : d.files) {
+      Result<MeasuredPlans> m = load_measured_plans(f, *suites.back());
+      if (!m.ok()) return fail(m.status().to_string());
+      stale += m->stale;
+      for (auto& p : m->plans) plans.push_back(std::move(p));
+    }
+  }
+  HeldOutOptions options;
+  options.split_seed = split_seed;
+  Result<HeldOutReport> rep = held_out_calibration(*start, plans, options);
+  if (!rep.ok()) return fail(rep.status().to_string());
+  std::string md = "## Sim vs measured: " + std::to_string(plans.size()) + " plans from " + data + "\n\n";
+  if (stale > 0)
+    md += std::to_string(stale) + " measured rows left out: their knobs no longer generate the plan they measured.\n\n";
+  md += held_out_report_markdown(*rep, options.goals);
+  std::fputs(md.c_str(), stdout);
+  if (!report_file.empty()) {
+    Status st = write_file_atomic(report_file, md);
+    if (!st.ok()) return fail(st.to_string());
+  }
+  if (!out.empty()) {
+    Status st = write_file_atomic(out, device_profile_to_toml(rep->fitted));
+    if (!st.ok()) return fail(st.to_string());
+    std::fprintf(stderr, "harness calibrate: wrote %s\n", out.c_str());
+  }
+  if (vm.count("check") && !rep->shortfalls.empty()) {
+    std::fprintf(stderr, "harness calibrate: %zu held-out goals missed\n", rep->shortfalls.size());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace vinci
