@@ -211,18 +211,20 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     const Task* t = world.suite.find(id);
     sets.push_back(t ? t->set_name() : "not in the suite");
   }
-  info.scored = scored_set_line(sets, "all", false);
+  info.scored = scored_set_line(sets, "all", exp.fast_p_compare);
+  info.compare = exp.fast_p_compare;
   st = write_report(run_dir, *out, info);
   if (!st.ok()) return fail(st.to_string());
   if (!out->eval.empty()) {
     std::cout << "Final evaluation of " << exp.name << " (held-out tasks, after step "
-              << out->eval.back().step << "):\n\n"
+              << out->eval.back().step << "; " << fast_p_compare_line(exp.fast_p_compare) << "):\n\n"
               << fast_p_table(out->eval.back().fast_p, TurnMode::kLast, Denominator::kAll,
                               TableFormat::kMarkdown);
   }
   if (!out->tts.empty()) {
     std::cout << "\nTest-time scaling (" << exp.tts.iterations << " iterations x " << exp.tts.turns
-              << " turns, window " << exp.tts.window << "), best turn:\n\n"
+              << " turns, window " << exp.tts.window << "; " << fast_p_compare_line(exp.fast_p_compare)
+              << "), best turn:\n\n"
               << fast_p_table(out->tts, TurnMode::kBest, Denominator::kAll, TableFormat::kMarkdown)
               << "\nlast turn:\n\n"
               << fast_p_table(out->tts, TurnMode::kLast, Denominator::kAll, TableFormat::kMarkdown);

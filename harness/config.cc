@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -222,6 +223,77 @@ Status walk(const ConfigSchema& schema, const toml::table& table, const std::str
   return Status();
 }
 
+// One file of a config's `base` chain: its table (without the `base` key) and its name.
+struct Layer {
+  toml::table table;
+  std::string source;
+};
+
+Result<toml::table> parse_toml(std::string_view text, const std::string& source) {
+  try {
+    return toml::parse(text, source);
+  } catch (const toml::parse_error& e) {
+    return invalid_argument(where(source, e.source()) + ": " + std::string(e.description()));
+  }
+}
+
+// A file of a base chain: what identifies it (its canonical path) and how errors name it.
+struct ChainLink {
+  std::string id, name;
+};
+
+ChainLink link_of(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path canon = std::filesystem::weakly_canonical(path, ec);
+  return {ec ? path : canon.string(), path};
+}
+
+std::string chain_text(const std::vector<ChainLink>& chain) {
+  std::string out;
+  for (const auto& c : chain) out += (out.empty() ? "" : " -> ") + c.name;
+  return out;
+}
+
+// The layers of `text` (named source), base first: a top-level `base = "FILE"` names a config
+// (relative to the folder of source) whose keys this one is laid over; a base may have its own.
+// chain holds the files being read, outermost first, to catch cycles.
+Status read_layers(std::string_view text, const std::string& source, std::vector<ChainLink>* chain,
+                   std::vector<Layer>* layers) {
+  VINCI_ASSIGN_OR_RETURN(toml::table table, parse_toml(text, source));
+  if (const toml::node* b = table.get("base")) {
+    std::string at = where(source, b->source());
+    auto name = b->as_string();
+    if (!name) {
+      return invalid_argument(at + ": key 'base' expects a string (a config file, relative to " +
+                              source + "), found " + node_type_name(*b));
+    }
+    namespace fs = std::filesystem;
+    fs::path rel = name->get();
+    fs::path file = rel.is_absolute() ? rel : fs::path(source).parent_path() / rel;
+    std::string path = file.lexically_normal().string();
+    chain->push_back(link_of(path));
+    for (size_t i = 0; i + 1 < chain->size(); ++i) {
+      if ((*chain)[i].id == chain->back().id) {
+        return invalid_argument(at + ": key 'base': \"" + name->get() + "\" makes a cycle (" +
+                                chain_text(*chain) + ")");
+      }
+    }
+    auto base_text = read_file(path);
+    if (!base_text.ok()) {
+      if (base_text.status().code() == StatusCode::kNotFound) {
+        return not_found(at + ": key 'base': base config " + path + " does not exist");
+      }
+      return invalid_argument(at + ": key 'base': cannot read " + path + ": " +
+                              base_text.status().message());
+    }
+    VINCI_RETURN_IF_ERROR(read_layers(*base_text, path, chain, layers));
+    chain->pop_back();
+    table.erase("base");
+  }
+  layers->push_back({std::move(table), source});
+  return Status();
+}
+
 }  // namespace
 
 const char* config_type_name(ConfigType type) {
@@ -291,13 +363,12 @@ Result<Config> Config::parse(const ConfigSchema& schema, std::string_view text,
   Config c;
   c.schema_ = &schema;
   c.source_ = source;
-  toml::table table;
-  try {
-    table = toml::parse(text, source);
-  } catch (const toml::parse_error& e) {
-    return invalid_argument(where(source, e.source()) + ": " + std::string(e.description()));
-  }
-  VINCI_RETURN_IF_ERROR(walk(schema, table, "", source, &c.values_));
+  // The base chain, base first: each file's keys replace its base's, key by key (every key is
+  // "section.key", so this is a deep merge of tables in which arrays and scalars replace).
+  std::vector<Layer> layers;
+  std::vector<ChainLink> chain{link_of(source)};
+  VINCI_RETURN_IF_ERROR(read_layers(text, source, &chain, &layers));
+  for (const Layer& l : layers) VINCI_RETURN_IF_ERROR(walk(schema, l.table, "", l.source, &c.values_));
   for (const auto& o : overrides) {
     auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0) {

@@ -5,7 +5,11 @@
 // documentation cannot drift from the code. Loading a file
 //   - rejects unknown keys and wrong types with FILE:LINE:COLUMN, the key, what was expected and
 //     what was found;
-//   - applies `--set key=value` overrides (the value parsed as the key's type);
+//   - follows a top-level `base = "FILE"` (relative to the file that names it): the base's keys
+//     come first and this file's keys replace them key by key (a deep merge of tables; arrays and
+//     scalars replace); a base may have its own base; a cycle or a missing base is an error
+//     naming the file and the key. The result is one config: nothing downstream sees `base`;
+//   - applies `--set key=value` overrides (the value parsed as the key's type), over the merge;
 //   - fills defaults, and renders the effective config as canonical TOML (every key, in schema
 //     order), which is what a run records and what replay re-reads.
 #ifndef VINCI_HARNESS_CONFIG_H_
@@ -53,7 +57,8 @@ class Config {
   // Reads path, applies overrides ("key=value"), fills defaults.
   static Result<Config> load(const ConfigSchema& schema, const std::string& path,
                              const std::vector<std::string>& overrides = {});
-  // Same, from text; source names it in errors.
+  // Same, from text; source names it in errors (and a `base` in text resolves against the folder
+  // of source).
   static Result<Config> parse(const ConfigSchema& schema, std::string_view text,
                               const std::string& source,
                               const std::vector<std::string>& overrides = {});

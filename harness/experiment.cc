@@ -152,6 +152,12 @@ ConfigSchema build_schema() {
   s.add({"eval.turns", T::kInt, I(3), "Turns per evaluation rollout.", {}, 1, 64});
   s.add({"eval.thresholds", T::kFloatList, ConfigValue(std::vector<double>{1.0, 1.2, 1.5, 2.0}),
          "fast_p thresholds.", {}, 0, 1e6});
+  s.add({"eval.fast_p_inclusive", T::kBool, B(false),
+         "Count speedup >= p in this run's own fast_p reports (summary.md, metrics.csv, the plots,\n"
+         "the final tables and progress lines) instead of KernelBench's speedup > p. Reports only:\n"
+         "what the run records is the same either way (the log's fast_p metric records always count\n"
+         "speedup >= p), and `replay score`/`diff`/`rescore` choose their own comparison\n"
+         "(--fast-p-inclusive).", {}});
   // [library]
   s.add({"library.seed", T::kString, S(""), "A daVinci-format skill library to start from (JSONL); empty: none.", {}});
   // [coldstart]
@@ -256,6 +262,7 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.eval_inject_skills = c.get_bool("eval.inject_skills");
   e.eval_turns = static_cast<int32_t>(c.get_int("eval.turns"));
   e.thresholds = c.get_float_list("eval.thresholds");
+  e.fast_p_compare = c.get_bool("eval.fast_p_inclusive") ? FastPCompare::kInclusive : FastPCompare::kStrict;
   e.seed_library = c.get_string("library.seed");
   e.checkpoints = c.get_bool("backbone.checkpoints");
   auto& llm = e.llm;
@@ -325,6 +332,17 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& non_factor_keys() {
+  static const std::vector<std::string> keys = {"run.name", "run.seed", "run.out", "run.threads",
+                                                "eval.fast_p_inclusive"};
+  return keys;
+}
+
+bool is_non_factor_key(std::string_view path) {
+  const auto& keys = non_factor_keys();
+  return std::find(keys.begin(), keys.end(), path) != keys.end();
+}
 
 const ConfigSchema& experiment_schema() {
   static const ConfigSchema schema = build_schema();

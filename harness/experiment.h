@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "agents/agents.h"
@@ -89,6 +90,7 @@ struct Experiment {
   bool eval_inject_skills = true;
   int32_t eval_turns = 3;
   std::vector<double> thresholds;
+  FastPCompare fast_p_compare = FastPCompare::kStrict;  // of the run's own reports only
 
   // [library]
   std::string seed_library;  // a daVinci JSONL file; empty: start empty
@@ -121,6 +123,13 @@ struct Experiment {
   std::string effective_toml;  // what the run records
   std::string config_path;
 };
+
+// Keys that are not factors of an experiment: they name or place a run (run.name, run.out),
+// pick a replicate (run.seed), change nothing a run records (run.threads) or only how its own
+// reports count (eval.fast_p_inclusive). Two runs whose configs differ only in these compare the
+// same method; `replay diff` counts every other differing key as a factor.
+const std::vector<std::string>& non_factor_keys();
+bool is_non_factor_key(std::string_view path);
 
 // Reads the config file with --set overrides; errors name file, line and key.
 Result<Experiment> load_experiment(const std::string& path, const std::vector<std::string>& overrides);

@@ -145,14 +145,20 @@ std::string metrics_csv(const TrainerOutput& out) {
   return csv;
 }
 
+std::string fast_p_compare_line(FastPCompare compare) {
+  return std::string("fast_p counts ") + fast_p_compare_text(compare) +
+         (compare == FastPCompare::kStrict ? " (KernelBench's definition)"
+                                           : " (inclusive; KernelBench's definition is speedup > p)");
+}
+
 std::string scored_set_line(const std::vector<std::string>& task_sets, const std::string& selection,
-                            bool strict) {
+                            FastPCompare compare) {
   std::map<std::string, int> counts;
   for (const auto& s : task_sets) ++counts[s];
   std::string parts;
   for (const auto& [s, n] : counts) parts += (parts.empty() ? "" : ", ") + std::to_string(n) + " " + s;
   return "Scored tasks (" + selection + "): " + std::to_string(task_sets.size()) + " held-out (" + parts +
-         "); fast_p counts " + (strict ? "speedup > p" : "speedup >= p") + ".\n\n";
+         "); " + fast_p_compare_line(compare) + ".\n\n";
 }
 
 std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& info) {
@@ -171,7 +177,8 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
     const EvalPoint& last = out.eval.back();
     md += "## Final evaluation (after step " + std::to_string(last.step) + ")\n\n";
     md += info.scored + fast_p_report(last, TableFormat::kMarkdown) + "\n";
-    md += "## fast_1.2 over training (last turn, all held-out tasks, %)\n\n| step | L1 | L2 | L3 | all |\n|---|---|---|---|---|\n";
+    md += "## fast_1.2 over training (last turn, all held-out tasks, " +
+          std::string(fast_p_compare_text(info.compare)) + ", %)\n\n| step | L1 | L2 | L3 | all |\n|---|---|---|---|---|\n";
     for (const EvalPoint& e : out.eval) {
       md += "| " + std::to_string(e.step) + " |";
       for (int level : {1, 2, 3, 0}) {
@@ -316,7 +323,9 @@ Status write_report(const std::string& dir, const TrainerOutput& out, const RunS
     fp.push_back(s);
   }
   VINCI_RETURN_IF_ERROR(write_file_atomic(
-      dir + "/fast_p.svg", svg_line_chart("Held-out fast_p (last turn, all levels)", "step", "%", fp)));
+      dir + "/fast_p.svg", svg_line_chart(std::string("Held-out fast_p (last turn, all levels, ") +
+                                                       fast_p_compare_text(info.compare) + ")",
+                                                   "step", "%", fp)));
   if (!out.eval.empty()) {
     std::vector<std::string> groups;
     std::vector<std::vector<double>> values;
@@ -342,7 +351,8 @@ Status write_report(const std::string& dir, const TrainerOutput& out, const RunS
     }
     VINCI_RETURN_IF_ERROR(write_file_atomic(
         dir + "/fast_p_final.svg",
-        svg_bar_chart("Final fast_p (last turn)", groups, bars, values, "%")));
+        svg_bar_chart(std::string("Final fast_p (last turn, ") + fast_p_compare_text(info.compare) + ")",
+                      groups, bars, values, "%")));
   }
   return Status();
 }

@@ -34,13 +34,17 @@ struct RunSummaryInfo {
   double seconds = 0;
   std::string model_calls;  // a language model's calls, one line ("" for the sim backbone)
   std::string scored;       // which task set the fast_p tables score (scored_set_line)
+  FastPCompare compare = FastPCompare::kStrict;  // what the fast_p figures count
 };
 
 // One line saying which held-out tasks a fast_p report scores: how many of each set
 // (kernelbench, kernelbench-flagged, vinci; Task::set_name) under the selection `selection`
 // (all, kernelbench, unflagged), and the comparison fast_p uses.
 std::string scored_set_line(const std::vector<std::string>& task_sets, const std::string& selection,
-                            bool strict);
+                            FastPCompare compare);
+// "fast_p counts speedup > p (KernelBench's definition)" or "fast_p counts speedup >= p
+// (inclusive; KernelBench's definition is speedup > p)".
+std::string fast_p_compare_line(FastPCompare compare);
 std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& info);
 
 // Writes metrics.csv, summary.md, reward.svg, fast_p.svg, library.svg, fast_p_final.svg into dir.

@@ -114,8 +114,17 @@ TurnOutcome pick_turn(const std::vector<TurnOutcome>& turns, TurnMode mode) {
   return best ? *best : turns.back();
 }
 
+const char* fast_p_compare_text(FastPCompare compare) {
+  return compare == FastPCompare::kStrict ? "speedup > p" : "speedup >= p";
+}
+
+bool fast_p_passes(const TurnOutcome& o, double p, FastPCompare compare) {
+  if (!o.compiled || !o.correct || o.decoy) return false;
+  return compare == FastPCompare::kStrict ? o.speedup > p : o.speedup >= p;
+}
+
 std::vector<FastP> fast_p(const std::vector<TaskTurns>& tasks, const std::vector<double>& thresholds,
-                          TurnMode mode, Denominator denominator, bool strict) {
+                          TurnMode mode, Denominator denominator, FastPCompare compare) {
   std::set<int> levels;
   for (const auto& t : tasks) levels.insert(t.level);
   std::vector<int> order(levels.begin(), levels.end());
@@ -133,7 +142,7 @@ std::vector<FastP> fast_p(const std::vector<TaskTurns>& tasks, const std::vector
         TurnOutcome o = pick_turn(t.turns, mode);
         bool ok = o.compiled && o.correct && !o.decoy;
         if (denominator == Denominator::kAll || ok) f.count++;
-        if (ok && (strict ? o.speedup > p : o.speedup >= p)) f.numerator++;
+        if (fast_p_passes(o, p, compare)) f.numerator++;
       }
       out.push_back(f);
     }

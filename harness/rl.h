@@ -61,8 +61,12 @@ std::vector<double> summary_advantages(const std::vector<double>& verified_speed
 double keep_probability(double time_coverage);
 bool keep_turn(double time_coverage, const RngKey& key);
 
-// fast_p (KernelBench; daVinci's metrics): the share of tasks that are correct with speedup >= p
-// (or > p with strict, KernelBench's own comparison).
+// fast_p (KernelBench; daVinci's metrics): the share of tasks that are correct with speedup > p,
+// KernelBench's definition (fastp in KernelBench's eval: correct & speedup > p). Every report
+// uses it unless asked for the inclusive comparison, speedup >= p (which counts a kernel exactly
+// as fast as the reference, speedup 1.0, in fast_1). The fast_p metric records of a run's log
+// are the exception: they count speedup >= p, the log format's fixed definition, so recorded
+// runs keep replaying bit-exactly (docs/log_format.md).
 struct TaskTurns {
   std::string task;
   int level = 0;
@@ -70,6 +74,16 @@ struct TaskTurns {
 };
 
 enum class TurnMode { kLast, kBest };
+// How a task's speedup is compared with p.
+enum class FastPCompare {
+  kStrict,     // speedup > p: KernelBench's definition, the default of every report
+  kInclusive,  // speedup >= p: what the log's fast_p metric records count
+};
+// "speedup > p" or "speedup >= p".
+const char* fast_p_compare_text(FastPCompare compare);
+// Whether a task outcome counts in fast_p at threshold p: compiled, correct, not a decoy, and its
+// speedup compared with p.
+bool fast_p_passes(const TurnOutcome& o, double p, FastPCompare compare);
 enum class Denominator { kAll, kCorrect };
 
 struct FastP {
@@ -88,7 +102,7 @@ TurnOutcome pick_turn(const std::vector<TurnOutcome>& turns, TurnMode mode);
 
 // fast_p for every (level present in tasks, plus 0 = all) x threshold, in that order.
 std::vector<FastP> fast_p(const std::vector<TaskTurns>& tasks, const std::vector<double>& thresholds,
-                          TurnMode mode, Denominator denominator, bool strict = false);
+                          TurnMode mode, Denominator denominator, FastPCompare compare);
 
 }  // namespace vinci
 

@@ -1,7 +1,11 @@
 // `replay diff RUN_A RUN_B`: exit 0 when the runs hold the same records, 1 when they differ, 2 on
 // error (as diff(1)). Prints the first divergence, the final evaluation's fast_p deltas per level
 // with bootstrap 95% intervals over tasks, the tasks whose speedup changed most, and the skills in
-// one final library and not the other. Works between runs of different configs.
+// one final library and not the other. Works between runs of different configs; when the configs
+// differ in more than one factor (a key other than those non_factor_keys() names: run name, seed,
+// output folder, threads, the report-only fast_p comparison), it says so: an effect it shows is
+// then not attributable to any one setting. fast_p counts speedup > p (KernelBench's definition)
+// unless --fast-p-inclusive asks for speedup >= p.
 #include <capnp/message.h>
 
 #include <boost/program_options.hpp>
@@ -17,6 +21,7 @@
 #include "core/rng.h"
 #include "harness/experiment.h"
 #include "harness/record_sink.h"
+#include "harness/report.h"
 #include "recorder/record_json.h"
 #include "replay/commands.h"
 #include "replay/run_data.h"
@@ -26,14 +31,15 @@ namespace {
 
 std::string clip(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n) + "..."; }
 
-double share(const std::vector<TaskTurns>& tasks, const std::vector<size_t>& pick, int level, double p) {
+double share(const std::vector<TaskTurns>& tasks, const std::vector<size_t>& pick, int level, double p,
+             FastPCompare compare) {
   uint32_t num = 0, count = 0;
   for (size_t i : pick) {
     const TaskTurns& t = tasks[i];
     if (level != 0 && t.level != level) continue;
     ++count;
     TurnOutcome o = pick_turn(t.turns, TurnMode::kLast);
-    if (o.compiled && o.correct && !o.decoy && o.speedup >= p) ++num;
+    if (fast_p_passes(o, p, compare)) ++num;
   }
   return count ? static_cast<double>(num) / count : 0.0;
 }
@@ -49,7 +55,8 @@ int cmd_diff(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description opts("usage: replay diff RUN_A RUN_B");
   opts.add_options()("help,h", "show this help")(
-      "resamples", po::value<int>()->default_value(2000), "bootstrap resamples");
+      "resamples", po::value<int>()->default_value(2000), "bootstrap resamples")(
+      "fast-p-inclusive", "count speedup >= p instead of KernelBench's speedup > p");
   po::variables_map vm;
   if (auto stop = parse_options("replay diff", args, opts, {{"runs", 2}}, &vm)) return *stop;
   if (!vm.count("runs") || vm["runs"].as<std::vector<std::string>>().size() != 2) {
@@ -57,6 +64,7 @@ int cmd_diff(const std::vector<std::string>& args) {
     return 2;
   }
   auto runs = vm["runs"].as<std::vector<std::string>>();
+  FastPCompare compare = vm.count("fast-p-inclusive") ? FastPCompare::kInclusive : FastPCompare::kStrict;
   auto a = read_payloads(runs[0], false);
   auto b = read_payloads(runs[1], false);
   for (const auto* r : {&a, &b}) {
@@ -89,6 +97,7 @@ int cmd_diff(const std::vector<std::string>& args) {
     config_diffs.push_back("run.seed: A " + std::to_string(da->manifest.seed) + ", B " +
                            std::to_string(db->manifest.seed));
   }
+  std::vector<std::string> factors;  // keys that differ, other than non_factor_keys()
   {
     auto lines = [](const std::string& text) {
       std::map<std::string, std::string> out;
@@ -106,17 +115,43 @@ int cmd_diff(const std::vector<std::string>& args) {
       return out;
     };
     auto ca = lines(da->manifest.config_text), cb = lines(db->manifest.config_text);
-    for (const auto& [k, v] : ca) {
-      if (k == "run.name" || k == "run.out" || k == "run.threads" || k == "run.seed") continue;
-      auto it = cb.find(k);
-      std::string w = it == cb.end() ? "(unset)" : it->second;
-      if (w != v) config_diffs.push_back(k + ": A " + v + ", B " + w);
+    // A key one run's config lacks (recorded before the key existed) has its default there.
+    auto defaults = Config::parse(experiment_schema(), "", "defaults");
+    std::map<std::string, std::string> dflt;
+    if (defaults.ok()) dflt = lines(defaults->effective_toml());
+    std::set<std::string> keys;
+    for (const auto* c : {&ca, &cb}) for (const auto& [k, v] : *c) keys.insert(k);
+    auto value = [&](const std::map<std::string, std::string>& c, const std::string& k) {
+      auto it = c.find(k);
+      if (it != c.end()) return it->second;
+      auto d = dflt.find(k);
+      return d == dflt.end() ? std::string("(unset)") : d->second;
+    };
+    for (const auto& k : keys) {
+      if (is_non_factor_key(k)) continue;
+      std::string v = value(ca, k), w = value(cb, k);
+      if (w == v) continue;
+      config_diffs.push_back(k + ": A " + v + ", B " + w);
+      factors.push_back(k);
     }
+  }
+  std::string not_attributable;
+  if (factors.size() > 1) {
+    std::string list;
+    for (const auto& f : factors) list += (list.empty() ? "" : ", ") + f;
+    not_attributable = "these runs differ in " + std::to_string(factors.size()) + " settings: " + list +
+                       "; an effect below is not attributable to one of them";
   }
   bool equal = first == n && a->size() == b->size() && config_diffs.empty();
   if (!config_diffs.empty()) {
     std::cout << "configs differ:\n";
     for (const auto& d : config_diffs) std::cout << "  " << d << "\n";
+    if (!not_attributable.empty()) {
+      std::cout << not_attributable << " (compare runs whose configs differ in one factor: "
+                   "`base = \"main.toml\"` plus that factor)\n";
+    } else if (factors.size() == 1) {
+      std::cout << "these runs differ in one setting: " << factors[0] << "\n";
+    }
   }
   if (equal) {
     std::cout << "runs are equal: " << a->size() << " records, digest "
@@ -158,20 +193,22 @@ int cmd_diff(const std::vector<std::string>& args) {
     order.push_back(0);
     int resamples = vm["resamples"].as<int>();
     std::cout << "\nfinal evaluation, fast_p (last turn, all tasks, %): B - A with bootstrap 95% "
-                 "intervals over tasks (" << resamples << " resamples)\n\n| level | p | A | B | B - A | 95% interval |\n|---|---|---|---|---|---|\n";
+                 "intervals over tasks (" << resamples << " resamples); " << fast_p_compare_line(compare) << ".\n";
+    if (!not_attributable.empty()) std::cout << "Warning: " << not_attributable << ".\n";
+    std::cout << "\n| level | p | A | B | B - A | 95% interval |\n|---|---|---|---|---|---|\n";
     std::vector<size_t> ia(ea.size()), ib(eb.size());
     for (size_t i = 0; i < ia.size(); ++i) ia[i] = i;
     for (size_t i = 0; i < ib.size(); ++i) ib[i] = i;
     for (int level : order) {
       for (double p : thresholds) {
-        double va = share(ea, ia, level, p), vb = share(eb, ib, level, p);
+        double va = share(ea, ia, level, p, compare), vb = share(eb, ib, level, p, compare);
         std::vector<double> deltas;
         Stream s(RngKey::root(0).with("bootstrap", level).with("p", static_cast<int64_t>(p * 1000)));
         std::vector<size_t> ra(ea.size()), rb(eb.size());
         for (int k = 0; k < resamples; ++k) {
           for (auto& x : ra) x = s.below(ea.size());
           for (auto& x : rb) x = s.below(eb.size());
-          deltas.push_back(share(eb, rb, level, p) - share(ea, ra, level, p));
+          deltas.push_back(share(eb, rb, level, p, compare) - share(ea, ra, level, p, compare));
         }
         std::sort(deltas.begin(), deltas.end());
         double lo = deltas.empty() ? 0 : deltas[static_cast<size_t>(0.025 * (deltas.size() - 1))];

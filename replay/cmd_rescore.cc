@@ -34,7 +34,8 @@ int cmd_rescore(const std::vector<std::string>& args) {
       "reference-precision", po::value<std::string>(&o.reference_precision)->default_value("kernelbench"),
       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 (TF32 off)")(
       "reuse", po::value<std::string>(&o.reuse), "an earlier rescore's measurements.jsonl: plans it measured are not measured again")(
-      "force", "rescore even under numeric settings that differ from the run's");
+      "force", "rescore even under numeric settings that differ from the run's")(
+      "fast-p-inclusive", "the drift report's fast_p and verdicts count speedup >= p instead of KernelBench's speedup > p");
   po::variables_map vm;
   if (auto stop = parse_options("replay rescore", args, opts, {{"run", 1}}, &vm)) return *stop;
   if (!vm.count("run") || o.out_dir.empty()) {
@@ -57,6 +58,7 @@ int cmd_rescore(const std::vector<std::string>& args) {
     return 2;
   }
   o.force = vm.count("force") > 0;
+  o.fast_p_inclusive = vm.count("fast-p-inclusive") > 0;
   bool tty = isatty(2);
   auto rep = rescore_run(vm["run"].as<std::string>(), o, [&](uint64_t d, uint64_t t, const std::string& line) {
     if (tty) std::fprintf(stderr, "\r[%llu/%llu] %-60s", (unsigned long long)d, (unsigned long long)t, line.c_str());

@@ -1,8 +1,10 @@
 // `replay score RUN [--thresholds 1,1.2,1.5,2] [--turn last|best] [--format md|csv|json]
-//                   [--step N] [--strict] [--tasks all|kernelbench|unflagged]`
+//                   [--step N] [--phase eval|tts] [--fast-p-inclusive]
+//                   [--tasks all|kernelbench|unflagged]`
 // fast_p of a run's held-out evaluation, from its log alone. With the defaults it prints the
 // tables of the run's final evaluation as summary.md has them, after a line saying which task set
-// it scored (KernelBench problems, flagged ones, vinci's own).
+// it scored (KernelBench problems, flagged ones, vinci's own) and which comparison fast_p used:
+// speedup > p (KernelBench's definition) unless --fast-p-inclusive asks for speedup >= p.
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <sstream>
@@ -24,7 +26,11 @@ int cmd_score(const std::vector<std::string>& args) {
       "turn", po::value<std::string>(), "last or best (default: both)")(
       "format", po::value<std::string>()->default_value("md"), "md, csv or json")(
       "step", po::value<int>(), "the evaluation before this step (default: the final one)")(
-      "strict", "count speedup > p (KernelBench) instead of >= p")(
+      "phase", po::value<std::string>()->default_value("eval"),
+      "eval (the held-out evaluations) or tts (the test-time-scaling pass after the final one;\n"
+      "best turn: the best of all its turns)")(
+      "fast-p-inclusive", "count speedup >= p instead of KernelBench's speedup > p")(
+      "strict", "count speedup > p (KernelBench's definition; the default, kept for scripts)")(
       "tasks", po::value<std::string>()->default_value("all"),
       "which held-out tasks to score: all, kernelbench (KernelBench problems, flagged ones included) or\n"
       "unflagged (KernelBench problems that KernelBench does not flag and that are not degenerate)");
@@ -72,6 +78,24 @@ int cmd_score(const std::vector<std::string>& args) {
     }
     thresholds = exp->thresholds;
   }
+  std::string phase = vm["phase"].as<std::string>();
+  if (phase != "eval" && phase != "tts") {
+    std::cerr << "replay score: --phase: expected eval or tts, found '" << phase << "'\n";
+    return 2;
+  }
+  if (phase == "tts") {
+    if (data->tts.empty()) {
+      std::cerr << "replay score: the run holds no test-time scaling (tts.enabled)\n";
+      return 2;
+    }
+    if (vm.count("step")) {
+      std::cerr << "replay score: --step: test-time scaling runs once, after the final evaluation\n";
+      return 2;
+    }
+    // Scored like an evaluation: its outcomes under the final evaluation's step.
+    int32_t final_step = data->eval.empty() ? 0 : data->eval.rbegin()->first;
+    data->eval = {{final_step, data->tts}};
+  }
   if (data->eval.empty()) {
     std::cerr << "replay score: the run holds no evaluation\n";
     return 2;
@@ -84,7 +108,11 @@ int cmd_score(const std::vector<std::string>& args) {
     std::cerr << "replay score: no evaluation before step " << step << " (there are:" << steps << ")\n";
     return 2;
   }
-  bool strict = vm.count("strict") > 0;
+  if (vm.count("strict") && vm.count("fast-p-inclusive")) {
+    std::cerr << "replay score: --strict and --fast-p-inclusive contradict each other\n";
+    return 2;
+  }
+  FastPCompare compare = vm.count("fast-p-inclusive") ? FastPCompare::kInclusive : FastPCompare::kStrict;
   std::string set = vm["tasks"].as<std::string>();
   if (set != "all" && set != "kernelbench" && set != "unflagged") {
     std::cerr << "replay score: --tasks: expected all, kernelbench or unflagged, found '" << set << "'\n";
@@ -118,7 +146,7 @@ int cmd_score(const std::vector<std::string>& args) {
   point.step = step;
   for (TurnMode m : {TurnMode::kLast, TurnMode::kBest}) {
     for (Denominator d : {Denominator::kAll, Denominator::kCorrect}) {
-      for (const FastP& fp : fast_p(scored, thresholds, m, d, strict)) point.fast_p.push_back(fp);
+      for (const FastP& fp : fast_p(scored, thresholds, m, d, compare)) point.fast_p.push_back(fp);
     }
   }
   if (vm.count("turn")) {
@@ -128,13 +156,14 @@ int cmd_score(const std::vector<std::string>& args) {
       return 2;
     }
     TurnMode m = t == "last" ? TurnMode::kLast : TurnMode::kBest;
+    if (format == TableFormat::kMarkdown) std::cout << scored_set_line(sets, set, compare);
     for (Denominator d : {Denominator::kAll, Denominator::kCorrect}) {
       std::cout << fast_p_table(point.fast_p, m, d, format);
       if (format == TableFormat::kJson) std::cout << "\n";
     }
     return 0;
   }
-  if (format == TableFormat::kMarkdown) std::cout << scored_set_line(sets, set, strict);
+  if (format == TableFormat::kMarkdown) std::cout << scored_set_line(sets, set, compare);
   std::cout << fast_p_report(point, format);
   return 0;
 }

@@ -22,6 +22,7 @@
 #include "agents/recorded_backbone.h"
 #include "core/atomic_file.h"
 #include "core/text.h"
+#include "harness/report.h"
 #include "gpu/calibration.h"
 #include "gpu/codegen.h"
 #include "gpu/cuda_evaluator.h"
@@ -147,7 +148,7 @@ struct PlanSeen {
 
 std::string drift_report(const std::string& run_dir, const std::string& out_dir, const Experiment& exp,
                          const std::map<Digest, PlanSeen>& seen, const std::map<Digest, EvalResult>& now,
-                         const std::string& device, uint64_t fallbacks) {
+                         const std::string& device, uint64_t fallbacks, FastPCompare compare) {
   std::ostringstream md;
   md << "# Drift: `" << run_dir << "` re-measured on " << device << "\n\n";
   md << "The new run is `" << out_dir << "`. Speedups are over the plans each task's measurements name; "
@@ -194,11 +195,12 @@ std::string drift_report(const std::string& run_dir, const std::string& out_dir,
   if (before.ok() && after.ok() && !before->eval.empty() && !after->eval.empty()) {
     const auto& b = before->eval.rbegin()->second;
     const auto& a = after->eval.rbegin()->second;
-    md << "## fast_p of the final evaluation (held-out tasks, step " << before->eval.rbegin()->first << ")\n\n";
+    md << "## fast_p of the final evaluation (held-out tasks, step " << before->eval.rbegin()->first << ")\n\n"
+       << fast_p_compare_line(compare) << ".\n\n";
     md << "| turn | level | p | recorded | here | change |\n|---|---|---:|---:|---:|---:|\n";
     for (TurnMode m : {TurnMode::kLast, TurnMode::kBest}) {
-      std::vector<FastP> fb = fast_p(b, exp.thresholds, m, Denominator::kAll);
-      std::vector<FastP> fa = fast_p(a, exp.thresholds, m, Denominator::kAll);
+      std::vector<FastP> fb = fast_p(b, exp.thresholds, m, Denominator::kAll, compare);
+      std::vector<FastP> fa = fast_p(a, exp.thresholds, m, Denominator::kAll, compare);
       for (size_t i = 0; i < fb.size() && i < fa.size(); ++i) {
         md << "| " << (m == TurnMode::kLast ? "last" : "best") << " | "
            << (fb[i].level ? "L" + std::to_string(fb[i].level) : std::string("all")) << " | " << format_number("%g", fb[i].threshold)
@@ -212,7 +214,7 @@ std::string drift_report(const std::string& run_dir, const std::string& out_dir,
       TurnOutcome ob = pick_turn(b[i].turns, TurnMode::kLast);
       TurnOutcome oa = pick_turn(a[i].turns, TurnMode::kLast);
       for (double p : exp.thresholds) {
-        bool pb = ob.correct && ob.speedup >= p, pa = oa.correct && oa.speedup >= p;
+        bool pb = fast_p_passes(ob, p, compare), pa = fast_p_passes(oa, p, compare);
         if (pb == pa) continue;
         ++flips;
         md << "- " << b[i].task << " at p = " << format_number("%g", p) << ": " << (pb ? "pass" : "fail") << " -> "
@@ -425,7 +427,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   rep.fallback_calls = sim_backbone.fallbacks();
   rep.records = writer->record_count();
   rep.digest = writer->digest();
-  rep.drift_markdown = drift_report(run_dir, options.out_dir, exp, seen, results, device_name, rep.fallback_calls);
+  rep.drift_markdown = drift_report(run_dir, options.out_dir, exp, seen, results, device_name, rep.fallback_calls,
+                                    options.fast_p_inclusive ? FastPCompare::kInclusive : FastPCompare::kStrict);
   VINCI_RETURN_IF_ERROR(write_file_atomic(options.out_dir + "/drift.md", rep.drift_markdown));
   rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return rep;

@@ -43,6 +43,9 @@ struct RescoreOptions {
   // An earlier rescore's <out>/measurements.jsonl: its measurements of this run's plans on the
   // same device with the same request are used instead of measuring again.
   std::string reuse;
+  // The comparison of the drift report's fast_p and verdicts: speedup > p (KernelBench's
+  // definition) unless inclusive (speedup >= p).
+  bool fast_p_inclusive = false;
 };
 
 struct RescoreReport {

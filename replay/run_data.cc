@@ -14,16 +14,18 @@ Result<RunData> read_run_data(const std::string& run_dir) {
   RunData data;
   data.manifest = reader->manifest();
   Digest last_library;
-  // (step, task) -> index in data.eval[step]
+  // (step, task) -> index in data.eval[step] (step kTtsStep: in data.tts)
+  constexpr int32_t kTtsStep = -1000000;
   std::map<std::pair<int32_t, std::string>, size_t> where;
   while (RecordView* view = reader->next()) {
     auto r = view->message().getRoot<schema::Record>();
-    if (r.isMeasurement() && r.getPhase() == schema::Record::Phase::EVAL) {
+    bool tts = r.getPhase() == schema::Record::Phase::TTS;
+    if (r.isMeasurement() && (r.getPhase() == schema::Record::Phase::EVAL || tts)) {
       auto m = r.getMeasurement();
-      int32_t step = r.getStep();
+      int32_t step = tts ? kTtsStep : r.getStep();
       std::string task = r.getTask();
       auto key = std::make_pair(step, task);
-      auto& list = data.eval[step];
+      auto& list = tts ? data.tts : data.eval[step];
       auto it = where.find(key);
       if (it == where.end()) {
         it = where.emplace(key, list.size()).first;

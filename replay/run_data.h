@@ -19,6 +19,9 @@ struct RunData {
   // step -> task outcomes of the evaluation before that step (the last: after training), in
   // task order; the turns as the evaluator recorded them.
   std::map<int32_t, std::vector<TaskTurns>> eval;
+  // Test-time scaling's task outcomes (every turn of every iteration, in order), when the run
+  // has them (phase tts, after the final evaluation).
+  std::vector<TaskTurns> tts;
   // The library snapshot recorded last (canonical bytes), and its skill names.
   std::vector<std::string> final_skills;
 };

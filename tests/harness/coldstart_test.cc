@@ -105,8 +105,8 @@ TEST(TestTimeScaling, BestTurnAndLastTurnFastP) {
   tasks[1].task = "L1_002";
   tasks[1].level = 1;
   tasks[1].turns = {{true, true, false, 0.9, 1}, {true, true, false, 1.3, 1}};
-  auto best = fast_p(tasks, {1.2, 1.5}, TurnMode::kBest, Denominator::kAll);
-  auto last = fast_p(tasks, {1.2, 1.5}, TurnMode::kLast, Denominator::kAll);
+  auto best = fast_p(tasks, {1.2, 1.5}, TurnMode::kBest, Denominator::kAll, FastPCompare::kStrict);
+  auto last = fast_p(tasks, {1.2, 1.5}, TurnMode::kLast, Denominator::kAll, FastPCompare::kStrict);
   auto at = [](const std::vector<FastP>& v, double p) {
     for (const auto& f : v) {
       if (f.level == 0 && f.threshold == p) return f.value();

@@ -2,6 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "core/atomic_file.h"
+#include "harness/experiment.h"
+
 namespace vinci {
 namespace {
 
@@ -89,6 +97,144 @@ TEST(Config, ReferenceTomlParsesAndHoldsEveryKey) {
   auto c = Config::parse(s, ref, "reference");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->effective_toml(), Config::parse(s, "", "empty")->effective_toml());
+}
+
+// A folder of config files for the `base` tests.
+class ConfigBase : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/vinci_config_XXXXXX";
+    dir_ = mkdtemp(tmpl);
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  std::string write(const std::string& name, const std::string& text) {
+    std::string path = dir_ + "/" + name;
+    std::system(("mkdir -p \"$(dirname '" + path + "')\"").c_str());
+    EXPECT_TRUE(write_file_atomic(path, text).ok());
+    return path;
+  }
+  std::string dir_;
+};
+
+TEST_F(ConfigBase, KeysAreLaidOverTheBaseKeyByKey) {
+  ConfigSchema s = test_schema();
+  write("main.toml", "[run]\nname = \"main\"\nseed = 5\n[loop]\nlr = 0.5\njoint = true\n"
+                     "[eval]\nthresholds = [1.0, 2.0]\n");
+  std::string abl = write("abl.toml", "base = \"main.toml\"\n[run]\nname = \"abl\"\n[loop]\njoint = false\n"
+                                      "[eval]\nthresholds = [3.0]\n");
+  auto c = Config::load(s, abl);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->get_string("run.name"), "abl");        // replaced
+  EXPECT_EQ(c->get_int("run.seed"), 5);               // same table, kept from the base
+  EXPECT_EQ(c->get_float("loop.lr"), 0.5);            // kept
+  EXPECT_FALSE(c->get_bool("loop.joint"));            // replaced
+  EXPECT_EQ(c->get_float_list("eval.thresholds"), (std::vector<double>{3.0}));  // arrays replace
+  EXPECT_EQ(c->get_string("run.world"), "sim");       // neither sets it: the default
+  // The effective config is the merged one, with no trace of `base`.
+  EXPECT_EQ(c->effective_toml().find("base"), std::string::npos) << c->effective_toml();
+  EXPECT_NE(c->effective_toml().find("seed = 5\n"), std::string::npos);
+}
+
+TEST_F(ConfigBase, ChainsResolveEachBaseAgainstItsOwnFolder) {
+  ConfigSchema s = test_schema();
+  write("root.toml", "[loop]\nlr = 0.25\njoint = false\n[run]\nseed = 3\n");
+  write("sub/mid.toml", "base = \"../root.toml\"\n[loop]\nlr = 0.75\n");
+  std::string top = write("top.toml", "base = \"sub/mid.toml\"\n[run]\nseed = 9\n");
+  auto c = Config::load(s, top);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->get_float("loop.lr"), 0.75);
+  EXPECT_FALSE(c->get_bool("loop.joint"));
+  EXPECT_EQ(c->get_int("run.seed"), 9);
+}
+
+TEST_F(ConfigBase, ACycleIsAnErrorNamingFileAndKey) {
+  ConfigSchema s = test_schema();
+  std::string a = write("a.toml", "base = \"b.toml\"\n");
+  std::string b = write("b.toml", "[run]\nseed = 2\nbase = \"a.toml\"\n");
+  auto c = Config::load(s, a);
+  ASSERT_FALSE(c.ok());
+  // base inside [run] is a key of [run], not a base: an unknown key.
+  EXPECT_NE(c.status().message().find("unknown key 'run.base'"), std::string::npos) << c.status().message();
+  write("b.toml", "base = \"a.toml\"\n");
+  c = Config::load(s, a);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), b + ":1:8: key 'base': \"a.toml\" makes a cycle (" + a + " -> " + b +
+                                      " -> " + a + ")");
+  std::string self = write("self.toml", "base = \"./self.toml\"\n");
+  EXPECT_NE(Config::load(s, self).status().message().find("makes a cycle"), std::string::npos);
+}
+
+TEST_F(ConfigBase, AMissingOrMistypedBaseIsAnError) {
+  ConfigSchema s = test_schema();
+  std::string a = write("a.toml", "base = \"nope.toml\"\n");
+  auto c = Config::load(s, a);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(),
+            a + ":1:8: key 'base': base config " + dir_ + "/nope.toml does not exist");
+  std::string n = write("n.toml", "base = 1\n");
+  EXPECT_EQ(Config::load(s, n).status().message(),
+            n + ":1:8: key 'base' expects a string (a config file, relative to " + n + "), found an integer");
+  // An error inside a base names the base's file.
+  write("bad.toml", "[loop]\nrate = 1\n");
+  std::string u = write("u.toml", "base = \"bad.toml\"\n");
+  EXPECT_EQ(Config::load(s, u).status().message().rfind(dir_ + "/bad.toml:2:1: unknown key 'loop.rate'", 0), 0u)
+      << Config::load(s, u).status().message();
+}
+
+TEST_F(ConfigBase, SetOverridesAnInheritedKey) {
+  ConfigSchema s = test_schema();
+  write("main.toml", "[loop]\nlr = 0.5\njoint = false\n");
+  std::string abl = write("abl.toml", "base = \"main.toml\"\n[run]\nname = \"abl\"\n");
+  auto c = Config::load(s, abl, {"loop.lr=0.125"});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->get_float("loop.lr"), 0.125);
+  EXPECT_FALSE(c->get_bool("loop.joint"));
+  EXPECT_EQ(c->get_string("run.name"), "abl");
+}
+
+// The settings of an effective config, "section.key" -> value text.
+std::map<std::string, std::string> settings(const std::string& toml) {
+  std::map<std::string, std::string> out;
+  std::istringstream in(toml);
+  std::string line, section;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    auto eq = line.find(" = ");
+    out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return out;
+}
+
+// Every ablation of the suite differs from main.toml in its one factor and nothing else.
+TEST(ExperimentConfigs, EachAblationDiffersFromMainInExactlyItsFactor) {
+  const std::string dir = std::string(VINCI_SOURCE_DIR) + "/experiments/";
+  auto main = load_experiment(dir + "main.toml", {});
+  ASSERT_TRUE(main.ok()) << main.status().to_string();
+  auto m = settings(main->effective_toml);
+  const std::map<std::string, std::set<std::string>> factors = {
+      {"drkernel_baseline", {"loop.schemes", "loop.rollouts", "selection.mode", "summary.enabled", "library.seed"}},
+      {"abl1_noskill", {"eval.inject_skills"}},
+      {"abl3_nojoint", {"backbone.train_selection", "backbone.train_summary"}},
+      {"abl4_bm25only", {"selection.mode"}},
+      {"main_nocoldstart", {"coldstart.enabled"}},
+      {"main_coldstart_nodiversity", {"coldstart.diversity"}},
+  };
+  for (const auto& [name, factor] : factors) {
+    auto e = load_experiment(dir + name + ".toml", {});
+    ASSERT_TRUE(e.ok()) << e.status().to_string();
+    EXPECT_EQ(e->name, name);
+    auto a = settings(e->effective_toml);
+    ASSERT_EQ(a.size(), m.size()) << name;
+    std::set<std::string> differ;
+    for (const auto& [k, v] : a) {
+      if (m.at(k) != v && k != "run.name") differ.insert(k);
+    }
+    EXPECT_EQ(differ, factor) << name;
+  }
 }
 
 }  // namespace

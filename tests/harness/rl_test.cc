@@ -1,5 +1,6 @@
 // The RL arithmetic against hand-computed values (each case's arithmetic is in its comment).
 #include "harness/rl.h"
+#include "harness/experiment.h"
 
 #include <gtest/gtest.h>
 
@@ -85,7 +86,7 @@ TEST(Rl, FastP) {
       {"c", 2, {ok(1.2)}},           // exactly 1.2
       {"d", 2, {}},                  // nothing
   };
-  auto last = fast_p(tasks, {1.0, 1.2}, TurnMode::kLast, Denominator::kAll);
+  auto last = fast_p(tasks, {1.0, 1.2}, TurnMode::kLast, Denominator::kAll, FastPCompare::kInclusive);
   ASSERT_EQ(last.size(), 6u);  // levels 1, 2, all x 2 thresholds
   // L1: a passes both (1.3), b fails (last incorrect): 1/2, 1/2
   EXPECT_EQ(last[0].level, 1);
@@ -99,15 +100,40 @@ TEST(Rl, FastP) {
   EXPECT_EQ(last[4].numerator, 2u);
   EXPECT_EQ(last[4].count, 4u);
   // strict (> p, KernelBench): c no longer passes at 1.2
-  auto strict = fast_p(tasks, {1.2}, TurnMode::kLast, Denominator::kAll, true);
+  auto strict = fast_p(tasks, {1.2}, TurnMode::kLast, Denominator::kAll, FastPCompare::kStrict);
   EXPECT_EQ(strict[1].numerator, 0u);
   // best turn: b passes via its first turn; correct-only denominator drops d (and nothing else)
-  auto best = fast_p(tasks, {1.0}, TurnMode::kBest, Denominator::kCorrect);
+  auto best = fast_p(tasks, {1.0}, TurnMode::kBest, Denominator::kCorrect, FastPCompare::kInclusive);
   EXPECT_EQ(best[0].numerator, 2u);
   EXPECT_EQ(best[0].count, 2u);
   EXPECT_EQ(best[2].numerator, 3u);
   EXPECT_EQ(best[2].count, 3u);
   EXPECT_DOUBLE_EQ(best[2].value(), 1.0);
+}
+
+// KernelBench's fast_p counts speedup > p: a kernel exactly as fast as the reference (speedup 1.0)
+// is not in fast_1 unless the inclusive comparison is asked for.
+TEST(Rl, FastOneIsStrictByDefault) {
+  std::vector<TaskTurns> tasks = {{"a", 1, {TurnOutcome{true, true, false, 1.0, 1.0}}},
+                                  {"b", 1, {TurnOutcome{true, true, false, 1.0000001, 1.0}}}};
+  Experiment e;  // what a run's own reports use unless eval.fast_p_inclusive is set
+  EXPECT_EQ(e.fast_p_compare, FastPCompare::kStrict);
+  auto def = fast_p(tasks, {1.0}, TurnMode::kLast, Denominator::kAll, e.fast_p_compare);
+  EXPECT_EQ(def.back().numerator, 1u);  // only b
+  auto inclusive = fast_p(tasks, {1.0}, TurnMode::kLast, Denominator::kAll, FastPCompare::kInclusive);
+  EXPECT_EQ(inclusive.back().numerator, 2u);
+  EXPECT_FALSE(fast_p_passes(tasks[0].turns[0], 1.0, FastPCompare::kStrict));
+  EXPECT_TRUE(fast_p_passes(tasks[0].turns[0], 1.0, FastPCompare::kInclusive));
+  // Incorrect or decoy turns never count, whatever the comparison.
+  EXPECT_FALSE(fast_p_passes(TurnOutcome{true, false, false, 3.0, 1.0}, 1.0, FastPCompare::kInclusive));
+  EXPECT_FALSE(fast_p_passes(TurnOutcome{true, true, true, 3.0, 1.0}, 1.0, FastPCompare::kInclusive));
+  // The config key: strict unless eval.fast_p_inclusive = true.
+  auto strict_cfg = experiment_from_text("", "empty");
+  ASSERT_TRUE(strict_cfg.ok()) << strict_cfg.status().to_string();
+  EXPECT_EQ(strict_cfg->fast_p_compare, FastPCompare::kStrict);
+  auto incl_cfg = experiment_from_text("", "empty", {"eval.fast_p_inclusive=true"});
+  ASSERT_TRUE(incl_cfg.ok()) << incl_cfg.status().to_string();
+  EXPECT_EQ(incl_cfg->fast_p_compare, FastPCompare::kInclusive);
 }
 
 }  // namespace

@@ -100,6 +100,30 @@ TEST(HarnessRun, BadConfigsFailClearly) {
   EXPECT_EQ(digest_of(dir + "/once"), before);
 }
 
+// A config with a base runs as the merged config: the manifest records every merged key (with
+// --set over an inherited key) and no `base`, and the run is the one its merged config makes.
+TEST(HarnessRun, ABaseConfigRunsAndRecordsTheMergedConfig) {
+  std::string root = temp_dir(), out;
+  std::string cfg = root + "/inherit.toml";
+  ASSERT_EQ(sh("printf 'base = \"" + kSmoke + "\"\\n[run]\\nname = \"inherit\"\\n[loop]\\nturns = 1\\n' > " + cfg, &out), 0);
+  ASSERT_EQ(sh(kHarness + " run " + cfg + " --out " + root + " --set loop.steps=1", &out), 0) << out;
+  auto m = read_manifest(root + "/inherit/manifest.bin");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->config_text.find("base = \""), std::string::npos) << m->config_text;  // reward.base is a number
+  EXPECT_NE(m->config_text.find("[loop]\nsteps = 1\nbatch_tasks = 4\n"), std::string::npos) << m->config_text;
+  EXPECT_NE(m->config_text.find("\nturns = 1\n"), std::string::npos) << m->config_text;
+  // The same settings written out in full give the same run.
+  ASSERT_EQ(sh(kHarness + " config " + cfg + " --set loop.steps=1 > " + root + "/flat.toml", &out), 0) << out;
+  ASSERT_EQ(sh(kHarness + " run " + root + "/flat.toml --out " + root + " --name flat", &out), 0) << out;
+  EXPECT_EQ(digest_of(root + "/inherit"), digest_of(root + "/flat"));
+  // A missing base fails before anything is written.
+  ASSERT_EQ(sh("printf 'base = \"nope.toml\"\\n' > " + root + "/bad.toml", &out), 0);
+  EXPECT_EQ(sh(kHarness + " run " + root + "/bad.toml --out " + root, &out), 2) << out;
+  EXPECT_NE(out.find("bad.toml:1:8: key 'base': base config " + root + "/nope.toml does not exist"),
+            std::string::npos)
+      << out;
+}
+
 TEST(HarnessRun, ReferenceConfigDocIsCurrent) {
   std::string out;
   ASSERT_EQ(sh(kHarness + " config --reference", &out), 0);

@@ -11,7 +11,9 @@
 #include <cstring>
 #include <functional>
 #include <regex>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/atomic_file.h"
 #include "recorder/run.h"
@@ -382,6 +384,64 @@ TEST(Replay, ScoreMatchesWhatTheRunPrinted) {
   EXPECT_NE(out.find("best,all,all,3,"), std::string::npos) << out;
   EXPECT_EQ(sh(kBin + "replay score " + kGolden + " --format xml", &out), 2);
   EXPECT_NE(out.find("expected md, csv or json, found 'xml'"), std::string::npos) << out;
+}
+
+// Two runs whose configs differ in more than one factor: diff says an effect is not attributable
+// to one of them. Run name, seed and the report-only fast_p comparison are not factors.
+TEST(Replay, DiffSaysWhenRunsDifferInMoreThanOneSetting) {
+  std::string root = temp_dir(), out;
+  const std::string run = kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root;
+  ASSERT_EQ(sh(run + " --name two --set eval.inject_skills=false --set selection.mode=bm25", &out), 0) << out;
+  ASSERT_EQ(sh(run + " --name one --set eval.inject_skills=false --set eval.fast_p_inclusive=true", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + root + "/two", &out), 1) << out;
+  EXPECT_NE(out.find("these runs differ in 2 settings: eval.inject_skills, selection.mode; an effect "
+                     "below is not attributable to one of them"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("fast_p counts speedup > p (KernelBench's definition)"), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + root + "/one --fast-p-inclusive", &out), 1) << out;
+  EXPECT_EQ(out.find("not attributable"), std::string::npos) << out;
+  EXPECT_NE(out.find("these runs differ in one setting: eval.inject_skills\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("fast_p_inclusive"), std::string::npos) << out;
+  EXPECT_NE(out.find("fast_p counts speedup >= p (inclusive"), std::string::npos) << out;
+  // A run of the same config under another name and seed: no factor differs.
+  ASSERT_EQ(sh(run + " --name reseed --seed 8", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + root + "/reseed", &out), 1) << out;
+  EXPECT_EQ(out.find("not attributable"), std::string::npos) << out;
+  EXPECT_EQ(out.find("differ in one setting"), std::string::npos) << out;
+}
+
+// Test-time scaling scores from the log like an evaluation; with the inclusive comparison it
+// agrees with the run's recorded tts metrics (which count speedup >= p).
+TEST(Replay, ScoreOfTestTimeScaling) {
+  std::string out, records;
+  ASSERT_EQ(sh(kBin + "replay score " + kGolden + " --phase tts --turn best --format csv --fast-p-inclusive", &out), 0)
+      << out;
+  ASSERT_EQ(sh(kBin + "replay cat " + kGolden + " --no-manifest", &records), 0);
+  std::istringstream in(out);
+  std::string line;
+  int checked = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("best,all,", 0) != 0) continue;
+    // best,all,LEVEL,P,VALUE,NUM,COUNT
+    std::vector<std::string> f;
+    std::stringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 7u) << line;
+    std::string level = "\"level\":" + (f[2] == "all" ? std::string("0") : f[2].substr(1)) + ",";
+    std::string want = "\"split\":\"tts\"," + level + "\"threshold\":" + f[3] +
+                       ",\"turnMode\":\"best\",\"denominator\":\"all\"";
+    size_t at = records.find(want);
+    ASSERT_NE(at, std::string::npos) << want;
+    std::string rec = records.substr(at, records.find('\n', at) - at);
+    EXPECT_NE(rec.find("\"numerator\":" + f[5] + ",\"count\":" + f[6] + "}"), std::string::npos) << rec << "\n" << line;
+    ++checked;
+  }
+  EXPECT_GT(checked, 3) << out;
+  EXPECT_EQ(sh(kBin + "replay score " + kGolden + " --phase tts", &out), 0) << out;
+  EXPECT_NE(out.find("fast_p counts speedup > p (KernelBench's definition)."), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay score " + kGolden + " --phase tts --step 1", &out), 2) << out;
+  EXPECT_EQ(sh(kBin + "replay score " + kGolden + " --phase train", &out), 2) << out;
 }
 
 TEST(Replay, DiffErrorsAreExitTwo) {
