@@ -38,8 +38,8 @@ struct Group {
 
 class Fitter {
  public:
-  Fitter(const std::vector<CalibrationSample>& samples, bool fit_reference)
-      : samples_(samples), fit_reference_(fit_reference) {
+  Fitter(const std::vector<CalibrationSample>& samples, bool fit_reference, CalibrationOptions::Objective objective)
+      : samples_(samples), fit_reference_(fit_reference), objective_(objective) {
     for (size_t i = 0; i < samples.size(); ++i) {
       const auto& s = samples[i];
       auto it = std::find_if(groups_.begin(), groups_.end(),
@@ -69,8 +69,15 @@ class Fitter {
     SimModel model(profile);
     Prediction out;
     out.plan_us.assign(samples_.size(), 0);
-    for (const auto& g : groups_) {
-      VINCI_ASSIGN_OR_RETURN(TaskContext ctx, model.prepare(*g.task, g.sizes));
+    if (contexts_.empty())
+      for (const auto& g : groups_) {
+        VINCI_ASSIGN_OR_RETURN(TaskContext c, model.prepare(*g.task, g.sizes));
+        contexts_.push_back(std::move(c));
+      }
+    for (size_t gi = 0; gi < groups_.size(); ++gi) {
+      const Group& g = groups_[gi];
+      TaskContext& ctx = contexts_[gi];
+      VINCI_RETURN_IF_ERROR(model.reprice(&ctx));
       out.reference_us.push_back(ctx.reference().time_us);
       for (size_t i : g.samples) {
         Result<PlanPrediction> p = model.predict(ctx, samples_[i].plan);
@@ -88,10 +95,15 @@ class Fitter {
     VINCI_ASSIGN_OR_RETURN(Prediction p, predict(profile));
     double sum = 0;
     int n = 0;
-    for (size_t i = 0; i < samples_.size(); ++i) {
-      double e = std::log(p.plan_us[i] / samples_[i].measured_us);
-      sum += e * e;
-      ++n;
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      for (size_t i : groups_[g].samples) {
+        const CalibrationSample& s = samples_[i];
+        double e = std::log(p.plan_us[i] / s.measured_us);
+        if (objective_ == CalibrationOptions::Objective::kSpeedups && s.measured_reference_us > 0)
+          e = std::log((p.reference_us[g] / p.plan_us[i]) / (s.measured_reference_us / s.measured_us));
+        sum += e * e;
+        ++n;
+      }
     }
     if (fit_reference_)
       for (size_t g = 0; g < groups_.size(); ++g)
@@ -130,6 +142,8 @@ class Fitter {
  private:
   const std::vector<CalibrationSample>& samples_;
   bool fit_reference_;
+  CalibrationOptions::Objective objective_;
+  mutable std::vector<TaskContext> contexts_;  // one a group, prepared once, repriced per profile
   std::vector<Group> groups_;
   int evaluations_ = 0;
 };
@@ -196,7 +210,7 @@ Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vecto
     if (std::none_of(params.begin(), params.end(), [&](const CalibrationParameter* p) { return p->name == name; }))
       return invalid_argument("calibration: unknown parameter '" + name + "'");
 
-  Fitter fitter(samples, options.fit_reference);
+  Fitter fitter(samples, options.fit_reference, options.objective);
   CalibrationReport report;
   DeviceProfile cur = start;
   for (const auto* p : params) report.before[p->name] = cur.*(p->field);

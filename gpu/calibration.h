@@ -49,6 +49,11 @@ struct CalibrationOptions {
   double initial_step = 0.5;  // in log space: the first tries multiply by e^0.5 and e^-0.5
   double min_step = 1e-3;
   bool fit_reference = true;  // also fit the measured reference times, where given
+  // What the loss compares: each plan's time (and each task's reference time), or each plan's
+  // speedup over its task's reference (log of predicted over measured speedup; samples without a
+  // measured reference compare times), which is what a sim world's verdicts depend on.
+  enum class Objective { kTimes, kSpeedups };
+  Objective objective = Objective::kTimes;
 };
 
 struct TaskFit {

@@ -981,7 +981,16 @@ Result<TaskContext> SimModel::prepare(const Task& task, const SizeMap& sizes) co
   }
   for (const auto& op : task.ops)
     for (const auto& o : op.outputs) ctx.producer_[o] = &op;
+  VINCI_RETURN_IF_ERROR(reprice(&ctx));
+  return ctx;
+}
 
+Status SimModel::reprice(TaskContext* context) const {
+  TaskContext& ctx = *context;
+  const Task& task = *ctx.task_;
+  ctx.reference_ = PlanPrediction();
+  ctx.bound_ = TaskBound();
+  VINCI_ASSIGN_OR_RETURN(std::vector<WeightSpec> weights, weight_specs(task));
   // The eager reference: one library step per op, in order.
   PlanCoster coster(*this, ctx, nullptr, nullptr);
   for (const auto& op : task.ops) {
@@ -1008,7 +1017,7 @@ Result<TaskContext> SimModel::prepare(const Task& task, const SizeMap& sizes) co
   double t = std::max({b.min_bytes / profile_.hbm_peak_bytes_per_s,
                        b.gemm_flops / profile_.tf32_peak_flops + b.other_flops / profile_.fp32_peak_flops});
   b.floor_us = t * 1e6 + profile_.kernel_launch_us;
-  return ctx;
+  return Status();
 }
 
 Result<PlanPrediction> SimModel::predict(const TaskContext& ctx, const Plan& plan) const {

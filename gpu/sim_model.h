@@ -112,6 +112,9 @@ class SimModel {
 
   // REQUIRES: task outlives the context.
   Result<TaskContext> prepare(const Task& task, const SizeMap& sizes) const;
+  // Prices a prepared context's reference and roofline bound again under this model's profile
+  // (the shapes stay): calibration tries many profiles on one preparation.
+  Status reprice(TaskContext* context) const;
 
   // Time of a plan. Errors: an expression that does not evaluate, a buffer without a shape, a
   // library op the model has no cost for. A launch the device would refuse (too many threads or

@@ -74,6 +74,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   std::string data = default_task_dir() + "/../measurements/calibration.toml", profile_file, out, report_file;
   uint64_t split_seed = 0;
+  std::string objective = "speedups";
   po::options_description opts(
       "usage: harness calibrate [--data FILE] [--profile TOML] [--out TOML] [--report MD] [--split-seed N] [--check]\n"
       "Refits the simulated device to measured sweeps; prints per plan family how the sim world's verdicts\n"
@@ -85,6 +86,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "out", po::value<std::string>(&out), "write the profile fitted to every correct plan here")(
       "report", po::value<std::string>(&report_file), "also write the tables (Markdown) here")(
       "split-seed", po::value<uint64_t>(&split_seed), "key of the hash that halves the tasks (default 0)")(
+      "objective", po::value<std::string>(&objective), "what the fit compares: speedups (default) or times")(
       "check", "exit 1 when a held-out goal is missed");
   po::variables_map vm;
   if (auto stop = parse_options("harness calibrate", args, opts, {}, &vm)) return *stop;
@@ -114,6 +116,10 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   }
   HeldOutOptions options;
   options.split_seed = split_seed;
+  if (objective != "speedups" && objective != "times")
+    return fail("--objective: expected speedups or times, found '" + objective + "'");
+  options.fit.objective =
+      objective == "times" ? CalibrationOptions::Objective::kTimes : CalibrationOptions::Objective::kSpeedups;
   Result<HeldOutReport> rep = held_out_calibration(*start, plans, options);
   if (!rep.ok()) return fail(rep.status().to_string());
   std::string md = "## Sim vs measured: " + std::to_string(plans.size()) + " plans from " + data + "\n\n";
