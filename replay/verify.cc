@@ -63,7 +63,9 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   VINCI_RETURN_IF_ERROR(run_experiment(exp, world.suite, *world.evaluator, *world.backbone,
                                        world.seed_library, sink, nullptr, world.model.get())
                             .status());
-  if (manifest.completed) {
+  // A completed run's log ends with its RunEnd record; so may a run stopped after its last record
+  // (while writing its reports), whose manifest is not marked complete yet.
+  if (manifest.completed || sink.position() < n) {
     capnp::MallocMessageBuilder msg;
     init_run_end(msg, sink.position(), sink.digest());
     VINCI_RETURN_IF_ERROR(sink.put(msg));
@@ -76,6 +78,22 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
     return mismatch("the re-derived run digest " + sink.digest().hex() +
                     " differs from the manifest's " + manifest.run_digest.hex());
   }
+  // Records name objects by address, so equal records mean the run stored the same objects; what
+  // remains is that its store still holds each of them whole.
+  VINCI_ASSIGN_OR_RETURN(std::vector<Digest> made, store.list());
+  ObjectStore stored(loc.store_dir);
+  for (const Digest& address : made) {
+    auto obj = stored.get(address);
+    if (obj.ok()) continue;
+    auto want = store.get(address);
+    std::string what = "run " + run_dir + ": object " + address.hex() +
+                       (want.ok() ? " (a '" + want->kind + "' its records name)" : std::string()) + " ";
+    if (obj.status().code() == StatusCode::kNotFound) {
+      return not_found(what + "is missing from its store " + loc.store_dir);
+    }
+    return corruption(what + "is corrupt: " + obj.status().message());
+  }
+  rep->objects = made.size();
   rep->records = sink.position();
   rep->digest = sink.digest();
   return Status();
