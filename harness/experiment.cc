@@ -13,13 +13,14 @@ ConfigSchema build_schema() {
   auto F = [](double v) { return ConfigValue(v); };
   auto B = [](bool v) { return ConfigValue(v); };
   // [run]
-  s.add({"run.name", T::kString, S("run"), "Run name: the run is written to <out>/<name>/.", {}});
+  s.add({"run.name", T::kString, S("run"), "Run name: the run is written to <out>/<name>/ (one folder: not empty, \".\", \"..\" or\n"
+         "\"objects\", no '/').", {}});
   s.add({"run.seed", T::kInt, I(1), "Experiment seed: every random draw is keyed by it.", {}, 0, 9.2e18});
   s.add({"run.threads", T::kInt, I(1),
          "Worker threads for a step's tasks. Results do not depend on it (keyed randomness,\n"
          "records written in task order).", {}, 1, 64});
   s.add({"run.world", T::kString, S("sim"), "Which world: sim (simulated device and backbone).", {"sim"}});
-  s.add({"run.out", T::kString, S("runs"), "Runs root: runs and their shared object store live here.", {}});
+  s.add({"run.out", T::kString, S("runs"), "Runs root: runs and their shared object store live here (not empty).", {}});
   // [tasks]
   s.add({"tasks.dir", T::kString, S(""), "Task suite folder; empty: gpu/tasks of this source tree.", {}});
   s.add({"tasks.size", T::kString, S("small"),
