@@ -269,5 +269,13 @@ TEST(HarnessEval, NonsenseNumbersAreRefused) {
   EXPECT_EQ(sh(eval + " --samples 10000 --trials 100 --noise 0.1", &out), 0) << out;
 }
 
+TEST(HarnessServe, NonsenseNumbersAreRefused) {
+  std::string out;
+  EXPECT_EQ(sh(kHarness + " serve --seed -1", &out), 2) << out;
+  EXPECT_NE(out.find("harness serve: --seed: expected an integer from 0 to"), std::string::npos) << out;
+  EXPECT_EQ(sh(kHarness + " serve --port 70000", &out), 2) << out;
+  EXPECT_NE(out.find("harness serve: --port: expected an integer from 0 to 65535, found '70000'"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace vinci

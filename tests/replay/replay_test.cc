@@ -520,6 +520,14 @@ TEST(Replay, NonsenseNumbersAreRefused) {
               std::string::npos)
         << out;
   }
+  std::string root = temp_dir();
+  for (const char* r : {"--seed -1", "--samples 99999", "--trials -2", "--timeout nan", "--timing-budget -1"}) {
+    EXPECT_EQ(sh(kBin + "replay rescore " + kGolden + " --device sim --out " + root + "/new " + r, &out), 2)
+        << r << "\n" << out;
+    std::string opt = std::string(r).substr(0, std::string(r).find(' '));
+    EXPECT_NE(out.find("replay rescore: " + opt + ": expected"), std::string::npos) << out;
+  }
+  EXPECT_EQ(access((root + "/new").c_str(), F_OK), -1);
 }
 
 }  // namespace
