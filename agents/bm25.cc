@@ -273,7 +273,7 @@ std::vector<Bm25Hit> Bm25Index::top_k(const std::vector<std::string>& query, siz
     return a.score != b.score ? a.score > b.score : a.doc < b.doc;
   };
   std::vector<Bm25Hit> heap;
-  heap.reserve(k);
+  heap.reserve(std::min<size_t>(k, acc_.size()));
   const double* acc = acc_.data();
   const uint32_t n = static_cast<uint32_t>(acc_.size());
   uint32_t d = 0;

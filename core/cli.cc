@@ -1,6 +1,10 @@
 #include "core/cli.h"
 
+#include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -60,6 +64,47 @@ std::optional<int> parse_options(const std::string& what, const std::vector<std:
     return 0;
   }
   return std::nullopt;
+}
+
+namespace {
+
+std::string number_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.15g", v);
+  return buf;
+}
+
+}  // namespace
+
+Result<int64_t> parse_int_option(const std::string& option, const std::string& text, int64_t lo,
+                                 int64_t hi) {
+  auto bad = [&] {
+    return invalid_argument(option + ": expected an integer from " + std::to_string(lo) + " to " +
+                            std::to_string(hi) + ", found '" + text + "'");
+  };
+  size_t i = !text.empty() && text[0] == '-' ? 1 : 0;
+  if (i == text.size()) return bad();
+  for (size_t k = i; k < text.size(); ++k) {
+    if (text[k] < '0' || text[k] > '9') return bad();
+  }
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (errno == ERANGE || *end != 0 || v < lo || v > hi) return bad();
+  return static_cast<int64_t>(v);
+}
+
+Result<double> parse_number_option(const std::string& option, const std::string& text, double lo,
+                                   double hi) {
+  auto bad = [&] {
+    return invalid_argument(option + ": expected a number from " + number_text(lo) + " to " +
+                            number_text(hi) + ", found '" + text + "'");
+  };
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return bad();
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (*end != 0 || !std::isfinite(v) || v < lo || v > hi) return bad();
+  return v;
 }
 
 }  // namespace vinci

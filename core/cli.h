@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/status.h"
+
 namespace vinci {
 
 struct Subcommand {
@@ -33,6 +35,16 @@ std::optional<int> parse_options(const std::string& what, const std::vector<std:
                                  const boost::program_options::options_description& named,
                                  const std::vector<std::pair<std::string, int>>& positional,
                                  boost::program_options::variables_map* vm);
+
+// Reads an option's value as a decimal integer in [lo, hi]. Options are read as text and checked
+// here: an unsigned option would read "-1" as 2^64 - 1, and a large count would be taken at its
+// word. The error names the option, the range and what was found ("--top: expected an integer
+// from 1 to 1000000, found '-1'").
+Result<int64_t> parse_int_option(const std::string& option, const std::string& text, int64_t lo,
+                                 int64_t hi);
+// Reads a finite number in [lo, hi] (never nan or inf); the error names the option likewise.
+Result<double> parse_number_option(const std::string& option, const std::string& text, double lo,
+                                   double hi);
 
 }  // namespace vinci
 

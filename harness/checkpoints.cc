@@ -1,5 +1,7 @@
 #include "harness/checkpoints.h"
 
+#include <sys/stat.h>
+
 #include <map>
 
 #include <capnp/message.h>
@@ -34,7 +36,19 @@ Result<std::string> checked_bytes(ObjectStore& store, const Digest& address, con
   return std::move(obj->bytes);
 }
 
+bool has_manifest(const std::string& run_dir) {
+  struct stat sb;
+  return ::stat(RunLocation::of(run_dir).manifest_path.c_str(), &sb) == 0;
+}
+
 }  // namespace
+
+std::string resolve_init_run(const std::string& init_run, const std::string& out_root) {
+  if (has_manifest(init_run)) return init_run;
+  size_t slash = init_run.find_last_of('/');
+  std::string beside = out_root + "/" + (slash == std::string::npos ? init_run : init_run.substr(slash + 1));
+  return has_manifest(beside) ? beside : init_run;
+}
 
 Result<RunCheckpoint> find_run_checkpoint(const std::string& run_dir, int32_t step) {
   VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));

@@ -31,6 +31,10 @@ struct RunCheckpoint {
   Digest history;
 };
 
+// The folder backbone.init_run names: init_run itself when it holds a run, else the run of that
+// name beside the new one (in out_root), else init_run (whose errors then name it as given).
+std::string resolve_init_run(const std::string& init_run, const std::string& out_root);
+
 // The parameters run_dir had at the start of `step` (-1: its last checkpoint). Fails with
 // kNotFound (naming the steps it has) when the run names no checkpoint for that step, and with
 // kMismatch when the object's bytes do not hash to the recorded parameter digest.

@@ -42,9 +42,7 @@ int fail(const std::string& what) {
 
 int cmd_eval(const std::vector<std::string>& args) {
   std::string task_id, plan_path, device = "sim", size = "full", profile_file, task_dir;
-  uint64_t seed = 0;
-  int trials = 5, samples = 100;
-  double noise = 0, timeout = 600, launch_timeout = 10;
+  std::string seed_text, trials_text, samples_text, noise_text, timeout_text, launch_timeout_text;
   std::string reference_precision;
   std::string nvrtc_cache;
   std::vector<std::string> knobs;
@@ -59,16 +57,16 @@ int cmd_eval(const std::vector<std::string>& args) {
       ("knob", po::value<std::vector<std::string>>(&knobs), "NAME=VALUE: a knob of the generated plan (repeatable)")
       ("device", po::value<std::string>(&device)->default_value("sim"), "evaluator: sim (the analytic H200) or cuda (this machine's GPU)")
       ("size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")
-      ("seed", po::value<uint64_t>(&seed)->default_value(0), "seed of trial inputs and timing noise")
-      ("trials", po::value<int>(&trials)->default_value(5), "correctness trials")
-      ("samples", po::value<int>(&samples)->default_value(100), "timing samples")
+      ("seed", po::value<std::string>(&seed_text)->default_value("0"), "seed of trial inputs and timing noise")
+      ("trials", po::value<std::string>(&trials_text)->default_value("5"), "correctness trials (1 to 100)")
+      ("samples", po::value<std::string>(&samples_text)->default_value("100"), "timing samples (1 to 10000)")
       ("strict", "strict tolerance (1e-4 for fp32)")
-      ("noise", po::value<double>(&noise)->default_value(0), "sim: relative spread of timing samples")
+      ("noise", po::value<std::string>(&noise_text)->default_value("0"), "sim: relative spread of timing samples (0 to 1)")
       ("profile", po::value<std::string>(&profile_file), "sim: device profile TOML (default gpu/device_profiles/h200.toml)")
       ("tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")
       ("explain", "sim: print the per-step time breakdown on stderr")
-      ("timeout", po::value<double>(&timeout)->default_value(600), "cuda: seconds before an unanswered evaluation counts as a hang")
-      ("launch-timeout", po::value<double>(&launch_timeout)->default_value(10), "cuda: seconds one kernel launch may run")
+      ("timeout", po::value<std::string>(&timeout_text)->default_value("600"), "cuda: seconds before an unanswered evaluation counts as a hang")
+      ("launch-timeout", po::value<std::string>(&launch_timeout_text)->default_value("10"), "cuda: seconds one kernel launch may run")
       ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder shared across processes")
       ("reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
        "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 (TF32 off)");
@@ -79,6 +77,20 @@ int cmd_eval(const std::vector<std::string>& args) {
     return 2;
   }
   task_id = vm["task"].as<std::string>();
+  // Numbers are checked before anything runs, with the ranges an experiment's keys allow
+  // (device.trials, device.timing_samples, device.noise): each sample is held in memory.
+  auto seed = parse_int_option("--seed", seed_text, 0, INT64_MAX);
+  if (!seed.ok()) return fail(seed.status().message());
+  auto trials = parse_int_option("--trials", trials_text, 1, 100);
+  if (!trials.ok()) return fail(trials.status().message());
+  auto samples = parse_int_option("--samples", samples_text, 1, 10000);
+  if (!samples.ok()) return fail(samples.status().message());
+  auto noise = parse_number_option("--noise", noise_text, 0, 1);
+  if (!noise.ok()) return fail(noise.status().message());
+  auto timeout = parse_number_option("--timeout", timeout_text, 0.001, 86400);
+  if (!timeout.ok()) return fail(timeout.status().message());
+  auto launch_timeout = parse_number_option("--launch-timeout", launch_timeout_text, 0.001, 86400);
+  if (!launch_timeout.ok()) return fail(launch_timeout.status().message());
   EvalRequest request;
   if (size == "full") request.size = SizeName::kFull;
   else if (size == "small") request.size = SizeName::kSmall;
@@ -86,9 +98,9 @@ int cmd_eval(const std::vector<std::string>& args) {
   if (device != "sim" && device != "cuda") return fail("--device: expected sim or cuda, found '" + device + "'");
   if (Status st = check_reference_precision(reference_precision); !st.ok()) return fail("--reference-precision: " + st.message());
   if (!plan_path.empty() && !knobs.empty()) return fail("--plan and --knob exclude each other");
-  request.seed = seed;
-  request.trials = trials;
-  request.samples = samples;
+  request.seed = static_cast<uint64_t>(*seed);
+  request.trials = static_cast<int>(*trials);
+  request.samples = static_cast<int>(*samples);
   request.strict = vm.count("strict") > 0;
 
   Result<TaskSuite> suite = load_task_suite(task_dir.empty() ? default_task_dir() : task_dir);
@@ -121,8 +133,8 @@ int cmd_eval(const std::vector<std::string>& args) {
     CudaEvaluatorOptions co;
     co.task_dir = task_dir.empty() ? default_task_dir() : task_dir;
     co.profile_path = profile_file;
-    co.timeout_s = timeout;
-    co.launch_timeout_s = launch_timeout;
+    co.timeout_s = *timeout;
+    co.launch_timeout_s = *launch_timeout;
     co.reference_precision = reference_precision;
     co.nvrtc_cache_dir = nvrtc_cache;
     CudaEvaluator evaluator(co);
@@ -140,7 +152,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   Result<DeviceProfile> profile = load_device_profile(profile_file.empty() ? profile_path("h200") : profile_file);
   if (!profile.ok()) return fail(profile.status().to_string());
   SimEvaluatorOptions opts;
-  opts.noise = noise;
+  opts.noise = *noise;
   SimEvaluator evaluator(*profile, opts);
   Result<EvalResult> r = evaluator.evaluate(*task, plan, request);
   if (!r.ok()) return fail(r.status().to_string());

@@ -14,7 +14,9 @@
 
 #include "core/cli.h"
 #include "core/atomic_file.h"
+#include "harness/checkpoints.h"
 #include "harness/commands.h"
+#include "harness/experiment.h"
 #include "harness/record_sink.h"
 #include "harness/report.h"
 #include "harness/trainer.h"
@@ -85,7 +87,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
           ? "usage: harness coldstart CONFIG [options]\n(config keys: docs/config_reference.toml)"
           : "usage: harness run CONFIG [options] | harness run --resume RUN\n(config keys: docs/config_reference.toml)");
   opts.add_options()("help,h", "show this help")(
-      "seed", po::value<uint64_t>(), "run.seed")("out", po::value<std::string>(), "run.out: the runs root")(
+      "seed", po::value<std::string>(), "run.seed")("out", po::value<std::string>(), "run.out: the runs root")(
       "name", po::value<std::string>(), "run.name")("threads", po::value<int>(), "run.threads")(
       "set", po::value<std::vector<std::string>>()->composing(), "override a config key: key=value")(
       "resume", po::value<std::string>(), "continue a stopped run (its folder)");
@@ -103,6 +105,32 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   if (resume == (vm.count("config") > 0)) {
     std::cerr << "harness run: give either an experiment config or --resume RUN\n" << opts;
     return 2;
+  }
+  if (resume) {
+    // A resumed run continues the records it has: only the settings it recorded can do that.
+    std::string given;
+    for (const char* o : {"seed", "set", "out", "name", "threads"}) {
+      if (vm.count(o)) given += std::string(given.empty() ? "" : ", ") + "--" + o;
+    }
+    if (!given.empty()) {
+      return fail("--resume takes the run's recorded settings (its config, seed, folder and name); "
+                  "found " + given + " beside it. Resume without them, or start a new run.");
+    }
+  }
+  int64_t seed = -1;
+  if (vm.count("seed")) {
+    auto parsed = parse_int_option("--seed", vm["seed"].as<std::string>(), 0,
+                                   static_cast<int64_t>(experiment_schema().find("run.seed")->max));
+    if (!parsed.ok()) return fail(parsed.status().message());
+    seed = *parsed;
+  }
+  if (vm.count("out")) {
+    Status st = check_runs_root(vm["out"].as<std::string>(), "--out");
+    if (!st.ok()) return fail(st.message());
+  }
+  if (vm.count("name")) {
+    Status st = check_run_name(vm["name"].as<std::string>(), "--name");
+    if (!st.ok()) return fail(st.message());
   }
 
   Experiment exp;
@@ -139,7 +167,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   } else {
     std::vector<std::string> overrides;
     if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
-    if (vm.count("seed")) overrides.push_back("run.seed=" + std::to_string(vm["seed"].as<uint64_t>()));
+    if (seed >= 0) overrides.push_back("run.seed=" + std::to_string(seed));
     if (vm.count("out")) overrides.push_back("run.out=" + vm["out"].as<std::string>());
     if (vm.count("name")) overrides.push_back("run.name=" + vm["name"].as<std::string>());
     if (vm.count("threads")) overrides.push_back("run.threads=" + std::to_string(vm["threads"].as<int>()));
@@ -166,6 +194,12 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     auto built = build_world(exp, ModelCalls::kLive, "", run_dir + "/llm_calls.jsonl");
     if (!built.ok()) return fail(built.status().to_string());
     world = std::move(built).value();
+    if (!exp.init_run.empty()) {
+      auto source = find_run_checkpoint(resolve_init_run(exp.init_run, exp.out_root), exp.init_step);
+      if (!source.ok()) {
+        return fail(exp.config_path + ": key 'backbone.init_run': " + source.status().to_string());
+      }
+    }
     ManifestInfo m;
     m.name = exp.name;
     m.config_path = exp.config_path;
@@ -197,11 +231,22 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     return fail(out.status().to_string() + "\n(the run so far is kept; `harness run --resume " +
                 run_dir + "` continues it)");
   }
+  // The log's closing record, then the reports, then the manifest marked complete: a run stopped
+  // anywhere before that (a kill, a full disk) is resumed, and the resume writes what is missing.
+  capnp::MallocMessageBuilder end;
+  init_run_end(end, sink->position(), sink->digest());
+  Status st = sink->put(end);
+  if (!st.ok()) return fail(st.to_string());
   if (auto* check = dynamic_cast<CheckSink*>(sink.get())) {
+    if (check->position() < check->expected()) {
+      return fail("run " + run_dir + ": its log holds " + std::to_string(check->expected()) +
+                  " records, but the run ends after " + std::to_string(check->position()) +
+                  ": the log is not this run's");
+    }
     std::cerr << "harness run: re-derived and matched " << check->checked()
               << " recorded records\n";
   }
-  Status st = writer->finish();
+  st = writer->checkpoint();
   if (!st.ok()) return fail(st.to_string());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   RunSummaryInfo info{exp.name, exp.config_path, writer->digest().hex(), writer->record_count(), seconds, "", ""};
@@ -214,6 +259,11 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   info.scored = scored_set_line(sets, "all", exp.fast_p_compare);
   info.compare = exp.fast_p_compare;
   st = write_report(run_dir, *out, info);
+  if (!st.ok()) {
+    return fail(st.to_string() + "\n(the run's records are kept; `harness run --resume " + run_dir +
+                "` writes its reports)");
+  }
+  st = writer->mark_complete();
   if (!st.ok()) return fail(st.to_string());
   if (!out->eval.empty()) {
     std::cout << "Final evaluation of " << exp.name << " (held-out tasks, after step "

@@ -28,9 +28,9 @@ int cmd_serve(const std::vector<std::string>& args) {
   po::options_description opts("usage: harness serve [options]");
   opts.add_options()("help,h", "show this help")(
       "host", po::value<std::string>()->default_value("127.0.0.1"), "address to listen on (loopback by default)")(
-      "port", po::value<int>()->default_value(8000), "port (0: any free port, printed)")(
+      "port", po::value<std::string>()->default_value("8000"), "port (0: any free port, printed)")(
       "model", po::value<std::string>()->default_value("vinci-sim"), "the model name served")(
-      "seed", po::value<uint64_t>()->default_value(0), "seed of the sim backbone's parameters")(
+      "seed", po::value<std::string>()->default_value("0"), "seed of the sim backbone's parameters")(
       "library", po::value<std::string>()->default_value("experiments/seed_skills.jsonl"),
       "skills the server knows by name (their knob recommendations)")(
       "api-key-env", po::value<std::string>()->default_value(""),
@@ -47,7 +47,11 @@ int cmd_serve(const std::vector<std::string>& args) {
   };
   Experiment exp;
   exp.seed_library = vm["library"].as<std::string>();
-  exp.seed = vm["seed"].as<uint64_t>();
+  auto seed = parse_int_option("--seed", vm["seed"].as<std::string>(), 0, INT64_MAX);
+  if (!seed.ok()) return fail(seed.status().message());
+  auto port = parse_int_option("--port", vm["port"].as<std::string>(), 0, 65535);
+  if (!port.ok()) return fail(port.status().message());
+  exp.seed = static_cast<uint64_t>(*seed);
   exp.backbone = "sim";
   auto world = build_world(exp);
   if (!world.ok()) return fail(world.status().to_string());
@@ -64,7 +68,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   so.faults = std::move(faults).value();
   SimChatResponder responder(world->suite, world->seed_library, *world->backbone);
   ChatServer server([&](const nlohmann::json& request) { return responder.answer(request); }, so);
-  Status st = server.start(vm["host"].as<std::string>(), vm["port"].as<int>());
+  Status st = server.start(vm["host"].as<std::string>(), static_cast<int>(*port));
   if (!st.ok()) return fail(st.to_string());
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);

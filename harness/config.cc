@@ -118,6 +118,9 @@ Result<ConfigValue> convert(const ConfigKey& k, const toml::node& n, const std::
     return false;
   };
   auto range_check = [&](double v) -> Status {
+    if (std::isnan(v)) {
+      return invalid_argument(at + ": key '" + k.path + "' expects a number, found nan");
+    }
     if (v < k.min || v > k.max) {
       return invalid_argument(at + ": key '" + k.path + "' must be in [" + format_double(k.min) +
                               ", " + format_double(k.max) + "], found " + format_double(v));
@@ -354,6 +357,15 @@ Result<Config> Config::load(const ConfigSchema& schema, const std::string& path,
       return not_found("experiment config " + path + " does not exist");
     }
     return text.status();
+  }
+  // A file that sets nothing would run every default: most likely the wrong file, or one cut short.
+  auto table = parse_toml(*text, path);
+  if (table.ok() && table->empty()) {
+    return invalid_argument("experiment config " + path + " sets nothing: expected at least one key or a "
+                            "`base = \"FILE\"`, found " +
+                            std::string(text->find_first_not_of(" \t\r\n") == std::string::npos
+                                            ? "an empty file"
+                                            : "only comments"));
   }
   return parse(schema, *text, path, overrides);
 }

@@ -13,13 +13,14 @@ ConfigSchema build_schema() {
   auto F = [](double v) { return ConfigValue(v); };
   auto B = [](bool v) { return ConfigValue(v); };
   // [run]
-  s.add({"run.name", T::kString, S("run"), "Run name: the run is written to <out>/<name>/.", {}});
+  s.add({"run.name", T::kString, S("run"), "Run name: the run is written to <out>/<name>/ (one folder: not empty, \".\", \"..\" or\n"
+         "\"objects\", no '/').", {}});
   s.add({"run.seed", T::kInt, I(1), "Experiment seed: every random draw is keyed by it.", {}, 0, 9.2e18});
   s.add({"run.threads", T::kInt, I(1),
          "Worker threads for a step's tasks. Results do not depend on it (keyed randomness,\n"
          "records written in task order).", {}, 1, 64});
   s.add({"run.world", T::kString, S("sim"), "Which world: sim (simulated device and backbone).", {"sim"}});
-  s.add({"run.out", T::kString, S("runs"), "Runs root: runs and their shared object store live here.", {}});
+  s.add({"run.out", T::kString, S("runs"), "Runs root: runs and their shared object store live here (not empty).", {}});
   // [tasks]
   s.add({"tasks.dir", T::kString, S(""), "Task suite folder; empty: gpu/tasks of this source tree.", {}});
   s.add({"tasks.size", T::kString, S("small"),
@@ -326,12 +327,32 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
     // Requests in flight come from tasks worked on at once (a task's turns are sequential).
     e.threads = std::max(e.threads, llm.concurrency);
   }
+  VINCI_RETURN_IF_ERROR(check_runs_root(e.out_root, path + ": key 'run.out'"));
+  VINCI_RETURN_IF_ERROR(check_run_name(e.name, path + ": key 'run.name'"));
   if (e.levels.empty()) return invalid_argument(path + ": key 'tasks.levels' must name at least one level");
   if (e.thresholds.empty()) return invalid_argument(path + ": key 'eval.thresholds' must not be empty");
   return e;
 }
 
 }  // namespace
+
+Status check_runs_root(const std::string& out, const std::string& what) {
+  if (out.empty()) {
+    return invalid_argument(what + ": expected a folder (the runs root), found an empty string");
+  }
+  return Status();
+}
+
+Status check_run_name(const std::string& name, const std::string& what) {
+  // A run is written to <out>/<name>/ and the runs' objects to <out>/objects/: the name must be one
+  // new folder inside the runs root.
+  if (name.empty() || name == "." || name == ".." || name == "objects" ||
+      name.find('/') != std::string::npos || name.find('\0') != std::string::npos) {
+    return invalid_argument(what + ": expected a folder name inside the runs root (not empty, \".\", "
+                            "\"..\" or \"objects\", no '/'), found \"" + name + "\"");
+  }
+  return Status();
+}
 
 const std::vector<std::string>& non_factor_keys() {
   static const std::vector<std::string> keys = {"run.name", "run.seed", "run.out", "run.threads",

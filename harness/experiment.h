@@ -131,6 +131,12 @@ struct Experiment {
 const std::vector<std::string>& non_factor_keys();
 bool is_non_factor_key(std::string_view path);
 
+// Where a run goes: <out>/<name>/, its objects in <out>/objects/. The runs root must be a folder
+// (not empty); the name one folder inside it (not empty, ".", ".." or "objects", no '/'). Errors
+// start with `what` (the key or option).
+Status check_runs_root(const std::string& out, const std::string& what);
+Status check_run_name(const std::string& name, const std::string& what);
+
 // Reads the config file with --set overrides; errors name file, line and key.
 Result<Experiment> load_experiment(const std::string& path, const std::vector<std::string>& overrides);
 // From effective TOML text (what a recorded run holds), with optional overrides ("key=value").

@@ -52,6 +52,8 @@ class CheckSink : public RecordSink {
   uint64_t position() const override { return position_; }
   Digest digest() const override { return digest_.value(); }
   uint64_t checked() const { return checked_; }
+  // How many records the log held to compare with.
+  uint64_t expected() const { return expected_.size(); }
 
  private:
   std::vector<std::string> expected_;

@@ -593,11 +593,6 @@ Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Inde
   return Status();
 }
 
-bool has_manifest(const std::string& run_dir) {
-  struct stat sb;
-  return ::stat(RunLocation::of(run_dir).manifest_path.c_str(), &sb) == 0;
-}
-
 // The checkpoint record of the parameters step 0 starts from.
 Status write_start_checkpoint(Backbone& backbone, RecordSink& sink, const std::string& origin,
                               const RunCheckpoint* source, const std::string& source_run) {
@@ -717,12 +712,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   out.start_origin = "init";
   std::optional<RunCheckpoint> source;
   if (!exp.init_run.empty()) {
-    std::string dir = exp.init_run;
-    if (!has_manifest(dir)) {
-      size_t slash = dir.find_last_of('/');
-      std::string beside = exp.out_root + "/" + (slash == std::string::npos ? dir : dir.substr(slash + 1));
-      if (has_manifest(beside)) dir = beside;
-    }
+    std::string dir = resolve_init_run(exp.init_run, exp.out_root);
     VINCI_ASSIGN_OR_RETURN(source, find_run_checkpoint(dir, exp.init_step));
     VINCI_RETURN_IF_ERROR(backbone.load_checkpoint(source->bytes));
     if (backbone.parameter_digest() != source->digest) {

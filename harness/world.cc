@@ -155,14 +155,23 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
                           const std::string& call_log_path) {
   World w;
   std::string task_dir = exp.task_dir.empty() ? default_task_dir() : resolve(exp.task_dir);
-  VINCI_ASSIGN_OR_RETURN(w.suite, load_task_suite(task_dir));
+  // Errors name the key that named the file (config_path: key 'K': ...).
+  auto keyed = [&](const char* key, const std::string& value, const Status& st) {
+    if (value.empty()) return st;
+    return Status(st.code(), exp.config_path + ": key '" + key + "': " + st.message());
+  };
+  auto suite = load_task_suite(task_dir);
+  if (!suite.ok()) return keyed("tasks.dir", exp.task_dir, suite.status());
+  w.suite = std::move(suite).value();
   for (const std::string& id : exp.task_ids) {
     if (!w.suite.find(id))
       return invalid_argument(exp.config_path + ": key 'tasks.ids': no task '" + id + "' in " + task_dir);
   }
   std::string profile_path = exp.device_profile.empty() ? default_profile_dir() + "/h200.toml"
                                                         : resolve(exp.device_profile);
-  VINCI_ASSIGN_OR_RETURN(DeviceProfile profile, load_device_profile(profile_path));
+  auto loaded_profile = load_device_profile(profile_path);
+  if (!loaded_profile.ok()) return keyed("device.profile", exp.device_profile, loaded_profile.status());
+  DeviceProfile profile = std::move(loaded_profile).value();
   std::unique_ptr<Evaluator> inner;
   if (exp.device == "cuda") {
     CudaEvaluatorOptions co;
@@ -182,7 +191,9 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
   w.evaluator_seconds = [raw] { return raw->seconds(); };
   w.evaluator = std::move(locked);
   if (!exp.seed_library.empty()) {
-    VINCI_ASSIGN_OR_RETURN(w.seed_library, SkillLibrary::load(resolve(exp.seed_library)));
+    auto library = SkillLibrary::load(resolve(exp.seed_library));
+    if (!library.ok()) return keyed("library.seed", exp.seed_library, library.status());
+    w.seed_library = std::move(library).value();
   }
   if (exp.backbone == "openai") {
     VINCI_RETURN_IF_ERROR(build_llm(exp, calls, run_dir, call_log_path, &w));

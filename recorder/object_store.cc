@@ -1,10 +1,13 @@
 #include "recorder/object_store.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zstd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <memory>
 
@@ -173,6 +176,33 @@ Result<StoredObject> ObjectStore::get(const Digest& address) const {
 bool ObjectStore::contains(const Digest& address) const {
   struct stat sb;
   return ::stat(path_of(address).c_str(), &sb) == 0;
+}
+
+Result<std::vector<Digest>> ObjectStore::list() const {
+  std::vector<Digest> out;
+  DIR* root = ::opendir(root_.c_str());
+  if (!root) {
+    if (errno == ENOENT) return out;
+    return io_error("cannot list the object store at " + root_ + ": " + std::strerror(errno));
+  }
+  std::vector<std::string> prefixes;
+  while (dirent* e = ::readdir(root)) {
+    if (std::strlen(e->d_name) == 2) prefixes.push_back(e->d_name);
+  }
+  ::closedir(root);
+  for (const auto& prefix : prefixes) {
+    DIR* d = ::opendir((root_ + "/" + prefix).c_str());
+    if (!d) continue;
+    while (dirent* e = ::readdir(d)) {
+      Digest address;
+      if (std::strlen(e->d_name) == 30 && Digest::parse_hex(prefix + e->d_name, &address)) {
+        out.push_back(address);
+      }
+    }
+    ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 Status ObjectStore::sync() const {

@@ -21,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "core/hash.h"
 #include "core/status.h"
@@ -59,6 +60,8 @@ class ObjectStore {
   // Reads an object back, checking its address.
   Result<StoredObject> get(const Digest& address) const;
   bool contains(const Digest& address) const;
+  // The addresses of every object in the store (files named like one), in address order.
+  Result<std::vector<Digest>> list() const;
 
   ObjectStoreStats stats() const;
   // Makes every object written so far durable (syncfs on the store's file system).

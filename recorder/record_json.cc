@@ -74,7 +74,8 @@ capnp::JsonCodec& codec() {
 
 }  // namespace
 
-std::string record_to_json(RecordView& record, const ObjectStore* store) {
+std::string record_to_json(RecordView& record, const ObjectStore* store,
+                           std::map<Digest, std::string>* corrupt) {
   auto root = record.message().getRoot<schema::Record>();
   kj::String text = codec().encode(root);
   std::string out(text.cStr());
@@ -85,8 +86,11 @@ std::string record_to_json(RecordView& record, const ObjectStore* store) {
   for (const Digest& d : addresses) {
     auto obj = store->get(d);
     nlohmann::json entry;
-    if (!obj.ok()) {
+    if (!obj.ok() && obj.status().code() == StatusCode::kNotFound) {
       entry["missing"] = true;
+    } else if (!obj.ok()) {
+      entry["corrupt"] = obj.status().message();
+      if (corrupt) (*corrupt)[d] = obj.status().message();
     } else {
       entry["kind"] = obj->kind;
       if (is_utf8(obj->bytes)) {

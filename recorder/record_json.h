@@ -5,6 +5,7 @@
 #ifndef VINCI_RECORDER_RECORD_JSON_H_
 #define VINCI_RECORDER_RECORD_JSON_H_
 
+#include <map>
 #include <string>
 
 #include "recorder/run.h"
@@ -13,8 +14,11 @@ namespace vinci {
 
 // One line of JSON for a decoded record. With store, every object the record names by address
 // is added under "objects": {"<hex>": {"kind": ..., "text": ...}} (bytes that are not UTF-8 text
-// print as "hex"); an address missing from the store prints {"missing": true}.
-std::string record_to_json(RecordView& record, const ObjectStore* store);
+// print as "hex"); an address missing from the store prints {"missing": true} (not every 16-byte
+// field is an object: parameter and run digests are not), and an object that is there but damaged
+// (cut short, altered) prints {"corrupt": "why"} and is added to *corrupt when given.
+std::string record_to_json(RecordView& record, const ObjectStore* store,
+                           std::map<Digest, std::string>* corrupt = nullptr);
 
 // One line of JSON for a manifest, as {"manifest": {...}}.
 std::string manifest_to_json(const ManifestInfo& manifest);

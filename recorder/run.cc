@@ -3,7 +3,10 @@
 #include <capnp/message.h>
 #include <capnp/serialize-packed.h>
 #include <kj/io.h>
+#include <dirent.h>
 #include <sys/stat.h>
+
+#include <cstring>
 
 #include <optional>
 
@@ -204,6 +207,20 @@ Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& run_dir,
     return failed_precondition("run folder " + w->loc_.run_dir +
                                " already holds a run; pick another name or resume it");
   }
+  // A log without its manifest (deleted, or never written): writing a manifest beside it would
+  // pair it with records of another run. Nothing is written.
+  if (DIR* d = ::opendir(w->loc_.log_dir.c_str())) {
+    bool empty = true;
+    while (dirent* e = ::readdir(d)) {
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) empty = false;
+    }
+    ::closedir(d);
+    if (!empty) {
+      return failed_precondition("run folder " + w->loc_.run_dir + " holds a log (" + w->loc_.log_dir +
+                                 ") but no manifest: it is not a run this vinci can resume or "
+                                 "extend; pick another name, or move the folder away");
+    }
+  }
   info.completed = false;
   info.record_count = 0;
   info.run_digest = Digest();
@@ -254,6 +271,10 @@ Status RunWriter::finish() {
   capnp::MallocMessageBuilder msg;
   init_run_end(msg, log_->frame_count(), log_->digest());
   VINCI_RETURN_IF_ERROR(append(msg).status());
+  return mark_complete();
+}
+
+Status RunWriter::mark_complete() {
   VINCI_RETURN_IF_ERROR(checkpoint());
   manifest_.completed = true;
   manifest_.record_count = log_->frame_count();
@@ -272,10 +293,48 @@ Result<std::unique_ptr<RunReader>> RunReader::open(const std::string& run_dir) {
   return r;
 }
 
+std::string log_disagreement(const ManifestInfo& m, uint64_t records, const Digest& digest) {
+  if (!m.completed) return "";
+  if (records != m.record_count) {
+    return "the log holds " + std::to_string(records) + " records, but the manifest records " +
+           std::to_string(m.record_count) + " (a log cut short, extended, or another run's)";
+  }
+  if (digest != m.run_digest) {
+    return "the log's digest is " + digest.hex() + ", but the manifest records " + m.run_digest.hex() +
+           " (a log altered, or another run's)";
+  }
+  return "";
+}
+
 RecordView* RunReader::next() {
-  if (!status_.ok()) return nullptr;
+  if (!status_.ok() || damage_) return nullptr;
   LogFrame f;
-  if (!log_->next(&f)) return nullptr;
+  auto where_end = [&] {
+    LogDamage d;
+    const auto& files = log_->segment_files();
+    d.file = files.empty() ? loc_.log_dir : files.back();
+    struct stat sb;
+    if (!files.empty() && ::stat(files.back().c_str(), &sb) == 0) d.offset = static_cast<uint64_t>(sb.st_size);
+    return d;
+  };
+  if (!log_->next(&f)) {
+    if (log_->damage()) {
+      damage_ = log_->damage();
+    } else if (log_->status().ok()) {
+      std::string what = log_disagreement(manifest_, digest_.count(), digest_.value());
+      if (!what.empty()) {
+        damage_ = where_end();
+        damage_->what = what;
+      }
+    }
+    return nullptr;
+  }
+  if (manifest_.completed && digest_.count() >= manifest_.record_count) {
+    damage_ = LogDamage{log_->segment_files()[f.segment], f.offset,
+                        "the log holds more than the " + std::to_string(manifest_.record_count) +
+                            " records its manifest records (a log extended, or another run's)"};
+    return nullptr;
+  }
   Status st = view_.parse(f.payload);
   if (!st.ok()) {
     status_ = corruption(log_->segment_files()[f.segment] + " at offset " +

@@ -62,6 +62,11 @@ std::string encode_manifest(const ManifestInfo& m);
 Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& path_for_errors);
 Result<ManifestInfo> read_manifest(const std::string& path);
 
+// Where a completed run's log disagrees with its manifest (records and digest; a log cut short at
+// a frame boundary, extended, or another run's), as a sentence for messages; empty when it agrees
+// or the manifest is not completed (its log is still being written: nothing to compare with).
+std::string log_disagreement(const ManifestInfo& manifest, uint64_t records, const Digest& digest);
+
 // The RunEnd record that closes a run: the count and digest of every record before it.
 void init_run_end(capnp::MessageBuilder& message, uint64_t record_count, const Digest& digest);
 
@@ -114,6 +119,9 @@ class RunWriter {
   Status checkpoint();
   // Appends RunEnd, syncs, and marks the manifest completed.
   Status finish();
+  // Syncs and marks the manifest completed (the log ends with its RunEnd record, appended by the
+  // caller): what a run writes after its records (its reports) goes between the two.
+  Status mark_complete();
 
   uint64_t record_count() const { return log_->frame_count(); }
   Digest digest() const { return log_->digest(); }
@@ -137,8 +145,10 @@ class RunReader {
 
   // The next record, decoded; nullptr at the end, at damage (damage()) or on an error (status()).
   // The view is the reader's own and is valid until the next call.
+  // A completed run's log is checked against its manifest: a log that holds other than the
+  // manifest's record count, or whose digest is not the manifest's, is damage too (at its end).
   RecordView* next();
-  const std::optional<LogDamage>& damage() const { return log_->damage(); }
+  const std::optional<LogDamage>& damage() const { return damage_; }
   const Status& status() const { return status_.ok() ? log_->status() : status_; }
   // The digest of the records read so far.
   Digest digest() const { return digest_.value(); }
@@ -152,6 +162,7 @@ class RunReader {
   std::unique_ptr<RunLogReader> log_;
   RunDigest digest_;
   Status status_;
+  std::optional<LogDamage> damage_;
   RecordView view_;
 };
 

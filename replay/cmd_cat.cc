@@ -3,10 +3,13 @@
 // The first line is the manifest ({"manifest": {...}}) unless --no-manifest; then one line per
 // record in log order. --objects inlines the objects each record names (kernel sources, prompts,
 // skills). Damage in the log is reported on stderr with its file and offset after every good
-// record is printed; the exit code is then 1.
+// record is printed; the exit code is then 1. So is an object --objects finds damaged (printed as
+// {"corrupt": "why"}, and named on stderr). A completed run's log that disagrees with its
+// manifest's record count or digest (cut short at a frame boundary, say) is damage too.
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
+#include <map>
 
 #include "core/cli.h"
 #include "recorder/record_json.h"
@@ -34,18 +37,24 @@ int cmd_cat(const std::vector<std::string>& args) {
   RunReader& r = **reader;
   if (!vm.count("no-manifest")) std::cout << manifest_to_json(r.manifest()) << "\n";
   const ObjectStore* store = vm.count("objects") ? &r.store() : nullptr;
-  while (auto rec = r.next()) std::cout << record_to_json(*rec, store) << "\n";
+  std::map<Digest, std::string> corrupt;
+  while (auto rec = r.next()) std::cout << record_to_json(*rec, store, &corrupt) << "\n";
   std::cout.flush();
   if (!r.status().ok()) {
     std::cerr << "replay cat: " << r.status().to_string() << "\n";
     return 2;
   }
+  int rc = 0;
+  for (const auto& [address, why] : corrupt) {
+    std::cerr << "replay cat: object " << address.hex() << " is corrupt: " << why << "\n";
+    rc = 1;
+  }
   if (r.damage()) {
     std::cerr << "replay cat: log damaged after record " << r.records_read() << ": "
               << r.damage()->to_string() << "\n";
-    return 1;
+    rc = 1;
   }
-  return 0;
+  return rc;
 }
 
 }  // namespace vinci

@@ -55,7 +55,7 @@ int cmd_diff(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description opts("usage: replay diff RUN_A RUN_B");
   opts.add_options()("help,h", "show this help")(
-      "resamples", po::value<int>()->default_value(2000), "bootstrap resamples")(
+      "resamples", po::value<std::string>()->default_value("2000"), "bootstrap resamples (1 to 1000000)")(
       "fast-p-inclusive", "count speedup >= p instead of KernelBench's speedup > p");
   po::variables_map vm;
   if (auto stop = parse_options("replay diff", args, opts, {{"runs", 2}}, &vm)) return *stop;
@@ -64,6 +64,11 @@ int cmd_diff(const std::vector<std::string>& args) {
     return 2;
   }
   auto runs = vm["runs"].as<std::vector<std::string>>();
+  auto resamples_value = parse_int_option("--resamples", vm["resamples"].as<std::string>(), 1, 1000000);
+  if (!resamples_value.ok()) {
+    std::cerr << "replay diff: " << resamples_value.status().message() << "\n";
+    return 2;
+  }
   FastPCompare compare = vm.count("fast-p-inclusive") ? FastPCompare::kInclusive : FastPCompare::kStrict;
   auto a = read_payloads(runs[0], false);
   auto b = read_payloads(runs[1], false);
@@ -191,7 +196,7 @@ int cmd_diff(const std::vector<std::string>& args) {
     for (const auto& t : eb) levels.insert(t.level);
     std::vector<int> order(levels.begin(), levels.end());
     order.push_back(0);
-    int resamples = vm["resamples"].as<int>();
+    const int resamples = static_cast<int>(*resamples_value);
     std::cout << "\nfinal evaluation, fast_p (last turn, all tasks, %): B - A with bootstrap 95% "
                  "intervals over tasks (" << resamples << " resamples); " << fast_p_compare_line(compare) << ".\n";
     if (!not_attributable.empty()) std::cout << "Warning: " << not_attributable << ".\n";

@@ -24,11 +24,11 @@ int cmd_rescore(const std::vector<std::string>& args) {
       "device", po::value<std::string>(&o.device), "cuda (this GPU) or sim (the sim device under --profile)")(
       "profile", po::value<std::string>(&o.profile), "sim: the device profile TOML (default: the run's own)")(
       "out", po::value<std::string>(&o.out_dir), "the new run's folder (must not exist)")(
-      "trials", po::value<int>(&o.trials)->default_value(0), "correctness trials per plan (0: the run's)")(
-      "samples", po::value<int>(&o.samples)->default_value(0), "timing samples per plan (0: the run's)")(
-      "seed", po::value<uint64_t>(&o.seed)->default_value(0), "seed of the re-measurement's trial inputs")(
-      "timeout", po::value<double>(&o.timeout_s)->default_value(600), "cuda: seconds before a candidate counts as hung")(
-      "timing-budget", po::value<double>(&o.timing_budget_s)->default_value(0),
+      "trials", po::value<std::string>()->default_value("0"), "correctness trials per plan (0: the run's; at most 100)")(
+      "samples", po::value<std::string>()->default_value("0"), "timing samples per plan (0: the run's; at most 10000)")(
+      "seed", po::value<std::string>()->default_value("0"), "seed of the re-measurement's trial inputs")(
+      "timeout", po::value<std::string>()->default_value("600"), "cuda: seconds before a candidate counts as hung")(
+      "timing-budget", po::value<std::string>()->default_value("0"),
       "cuda: at most this many seconds of timed runs per plan (>= 5 samples; 0: no cap)")(
       "nvrtc-cache", po::value<std::string>(&o.nvrtc_cache_dir), "cuda: NVRTC cache folder (kernels compiled in parallel first)")(
       "reference-precision", po::value<std::string>(&o.reference_precision)->default_value("kernelbench"),
@@ -41,6 +41,25 @@ int cmd_rescore(const std::vector<std::string>& args) {
   if (!vm.count("run") || o.out_dir.empty()) {
     std::cerr << "replay rescore: expected a run folder and --out NEW\n" << opts;
     return 2;
+  }
+  {
+    // Numbers are read as text and checked (an unsigned option would read "-1" as 2^64 - 1).
+    auto trials = parse_int_option("--trials", vm["trials"].as<std::string>(), 0, 100);
+    auto samples = parse_int_option("--samples", vm["samples"].as<std::string>(), 0, 10000);
+    auto seed = parse_int_option("--seed", vm["seed"].as<std::string>(), 0, INT64_MAX);
+    auto timeout = parse_number_option("--timeout", vm["timeout"].as<std::string>(), 0.001, 86400);
+    auto budget = parse_number_option("--timing-budget", vm["timing-budget"].as<std::string>(), 0, 86400);
+    for (const Status& st : {trials.status(), samples.status(), seed.status(), timeout.status(), budget.status()}) {
+      if (!st.ok()) {
+        std::cerr << "replay rescore: " << st.message() << "\n";
+        return 2;
+      }
+    }
+    o.trials = static_cast<int>(*trials);
+    o.samples = static_cast<int>(*samples);
+    o.seed = static_cast<uint64_t>(*seed);
+    o.timeout_s = *timeout;
+    o.timing_budget_s = *budget;
   }
   if (vm.count("live")) {
     if (!o.device.empty() && o.device != "cuda") {

@@ -59,16 +59,18 @@ int cmd_score(const std::vector<std::string>& args) {
     std::stringstream ss(vm["thresholds"].as<std::string>());
     std::string item;
     while (std::getline(ss, item, ',')) {
-      try {
-        size_t used = 0;
-        double p = std::stod(item, &used);
-        if (used != item.size()) throw std::invalid_argument(item);
-        thresholds.push_back(p);
-      } catch (const std::exception&) {
-        std::cerr << "replay score: --thresholds: expected numbers separated by commas, found '"
-                  << item << "'\n";
+      // The range of eval.thresholds.
+      auto p = parse_number_option("--thresholds", item, 0, 1e6);
+      if (!p.ok()) {
+        std::cerr << "replay score: " << p.status().message()
+                  << " (thresholds are numbers separated by commas)\n";
         return 2;
       }
+      thresholds.push_back(*p);
+    }
+    if (thresholds.empty()) {
+      std::cerr << "replay score: --thresholds: expected numbers separated by commas, found none\n";
+      return 2;
     }
   } else {
     auto exp = experiment_from_text(data->manifest.config_text, "the run's config");

@@ -40,6 +40,7 @@ int cmd_verify(const std::vector<std::string>& args) {
                  "its numbers\n";
   }
   std::cout << "verified " << rep->records << " records in " << rep->seconds << " s\n";
+  if (rep->objects) std::cout << "read back " << rep->objects << " objects whole\n";
   if (rep->checkpoints) std::cout << "checked " << rep->checkpoints << " checkpoint objects\n";
   std::cout << "digest: " << rep->digest.hex() << "\n";
   return 0;

@@ -27,7 +27,7 @@ Status with_settings_note(Status st, const std::vector<std::string>& differ) {
 }
 
 Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool recorded_backbone,
-                VerifyReport* rep) {
+                VerifyReport* rep, std::vector<std::pair<Digest, std::string>>* objects) {
   RunLocation loc = RunLocation::of(run_dir);
   VINCI_ASSIGN_OR_RETURN(Experiment exp, experiment_from_text(manifest.config_text,
                                                               loc.manifest_path + " (config)"));
@@ -38,6 +38,14 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   if (measured) exp.device = "sim";
   VINCI_ASSIGN_OR_RETURN(std::vector<std::string> expected, read_payloads(run_dir, false));
   size_t n = expected.size();
+  // A log cut at a frame boundary (or extended) holds only valid frames: its manifest's count
+  // tells. (A log of the right length whose records differ is re-derived: the first differing
+  // record is the useful report.)
+  if (manifest.completed && n != manifest.record_count) {
+    RunDigest digest;
+    for (const auto& p : expected) digest.add(p);
+    return corruption("run " + run_dir + " is damaged: " + log_disagreement(manifest, n, digest.value()));
+  }
   // Objects the re-driven loop stores go to a scratch store, never into the run's: the records
   // name objects by address, so comparing records compares the objects too, and a diverging
   // replay must not leave new objects beside a recorded run.
@@ -63,7 +71,9 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   VINCI_RETURN_IF_ERROR(run_experiment(exp, world.suite, *world.evaluator, *world.backbone,
                                        world.seed_library, sink, nullptr, world.model.get())
                             .status());
-  if (manifest.completed) {
+  // A completed run's log ends with its RunEnd record; so may a run stopped after its last record
+  // (while writing its reports), whose manifest is not marked complete yet.
+  if (manifest.completed || sink.position() < n) {
     capnp::MallocMessageBuilder msg;
     init_run_end(msg, sink.position(), sink.digest());
     VINCI_RETURN_IF_ERROR(sink.put(msg));
@@ -75,6 +85,12 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   if (manifest.completed && sink.digest() != manifest.run_digest) {
     return mismatch("the re-derived run digest " + sink.digest().hex() +
                     " differs from the manifest's " + manifest.run_digest.hex());
+  }
+  // The objects the re-derived run stored, by kind: the run's store must hold each of them whole.
+  VINCI_ASSIGN_OR_RETURN(std::vector<Digest> made, store.list());
+  for (const Digest& address : made) {
+    auto obj = store.get(address);
+    objects->emplace_back(address, obj.ok() ? obj->kind : std::string());
   }
   rep->records = sink.position();
   rep->digest = sink.digest();
@@ -90,9 +106,24 @@ Result<VerifyReport> verify_run(const std::string& run_dir, bool recorded_backbo
   VINCI_ASSIGN_OR_RETURN(ManifestInfo manifest, read_manifest(loc.manifest_path));
   VerifyReport rep;
   rep.settings_differ = numeric_differences(manifest.environment, capture_environment());
-  VINCI_RETURN_IF_ERROR(
-      with_settings_note(rederive(run_dir, manifest, recorded_backbone, &rep), rep.settings_differ));
+  std::vector<std::pair<Digest, std::string>> objects;
+  VINCI_RETURN_IF_ERROR(with_settings_note(rederive(run_dir, manifest, recorded_backbone, &rep, &objects),
+                                           rep.settings_differ));
   VINCI_ASSIGN_OR_RETURN(rep.checkpoints, check_run_checkpoints(run_dir));
+  // Records name objects by address, so equal records mean the run stored the same objects; what
+  // remains is that its store still holds each of them whole (checkpoints were read just above).
+  ObjectStore stored(loc.store_dir);
+  for (const auto& [address, kind] : objects) {
+    auto obj = stored.get(address);
+    if (obj.ok()) continue;
+    std::string what = "run " + run_dir + ": object " + address.hex() +
+                       (kind.empty() ? std::string() : " (a '" + kind + "' its records name)") + " ";
+    if (obj.status().code() == StatusCode::kNotFound) {
+      return not_found(what + "is missing from its store " + loc.store_dir);
+    }
+    return corruption(what + "is corrupt: " + obj.status().message());
+  }
+  rep.objects = objects.size();
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return rep;
 }

@@ -13,6 +13,7 @@ namespace vinci {
 struct VerifyReport {
   uint64_t records = 0;
   uint64_t checkpoints = 0;  // checkpoint objects checked against their recorded digests
+  uint64_t objects = 0;      // objects the records name, read back whole from the run's store
   Digest digest;
   double seconds = 0;
   // The run's numeric settings that differ from this process's ("key: recorded X, here Y"),
@@ -23,7 +24,8 @@ struct VerifyReport {
 
 // Rebuilds the run's world from its recorded config, runs the loop with every record compared
 // against the log (rr-style: the first divergence stops it, with both values), and checks the
-// final RunEnd record and the manifest's digest. Every checkpoint object the log names is then
+// final RunEnd record and the manifest's digest. Every object the re-derived run stores must be in
+// the run's store and read back whole (kNotFound / kCorruption naming it). Every checkpoint object the log names is then
 // read from the run's store and checked against its recorded parameter digest
 // (harness/checkpoints.h): re-derived objects go to a scratch store, so this is what checks the
 // stored ones.

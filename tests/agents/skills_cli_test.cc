@@ -131,5 +131,39 @@ TEST(SkillsCli, ErrorsExitTwoAndSayWhy) {
   EXPECT_EQ(harness(dir, "skills search --help").exit_code, 0);
 }
 
+// --top is a count of at least 1 (one past the library's size prints every skill), --seed is not
+// negative, and a library with no skills says so instead of printing nothing.
+TEST(SkillsCli, CountsAreCheckedAndAnEmptyLibraryIsNamed) {
+  std::string dir = temp_dir();
+  std::string lib = dir + "/lib.jsonl";
+  ASSERT_TRUE(write_file_atomic(lib, kLibrary).ok());
+  for (const char* top : {"-1", "0", "x", "99999999999999999999"}) {
+    CliRun r = harness(dir, "skills search " + lib + " softmax --top " + top);
+    EXPECT_EQ(r.exit_code, 2) << top << "\n" << r.err;
+    EXPECT_NE(r.err.find(std::string("--top: expected an integer from 1 to 9223372036854775807, found '") +
+                         top + "'"),
+              std::string::npos)
+        << r.err;
+  }
+  CliRun all = harness(dir, "skills search " + lib + " softmax --top 2147483647");
+  EXPECT_EQ(all.exit_code, 0) << all.err;
+  EXPECT_EQ(tab_lines(all.out).size(), 1u) << all.out;  // the one skill that scores
+  CliRun sample = harness(dir, "skills search " + lib + " 'zebra quokka' --top 2147483647");
+  EXPECT_EQ(sample.exit_code, 0) << sample.err;
+  EXPECT_EQ(tab_lines(sample.out).size(), 4u) << sample.out;  // every skill, in keyed random order
+  CliRun seed = harness(dir, "skills search " + lib + " softmax --seed -1");
+  EXPECT_EQ(seed.exit_code, 2);
+  EXPECT_NE(seed.err.find("--seed: expected an integer from 0 to"), std::string::npos) << seed.err;
+
+  for (const char* text : {"", "\n\n"}) {
+    std::string empty = dir + "/empty.jsonl";
+    ASSERT_TRUE(write_file_atomic(empty, text).ok());
+    CliRun r = harness(dir, "skills search " + empty + " softmax");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_NE(r.err.find(empty + " holds no skills"), std::string::npos) << r.err;
+  }
+}
+
 }  // namespace
 }  // namespace vinci

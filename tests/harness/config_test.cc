@@ -89,6 +89,53 @@ TEST(Config, BadOverridesAreErrors) {
       << bad.status().message();
 }
 
+// nan passes every range comparison; it is refused wherever a number is read, in files, lists and
+// --set alike. (A key without a declared range takes any other number.)
+TEST(Config, NanIsNeverANumber) {
+  ConfigSchema s = test_schema();
+  s.add({"reward.base", ConfigType::kFloat, 0.5, "No range.", {}});
+  auto a = Config::parse(s, "[reward]\nbase = nan\n", "x.toml");
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().message(), "x.toml:2:8: key 'reward.base' expects a number, found nan");
+  auto b = Config::parse(s, "[eval]\nthresholds = [1.0, -nan]\n", "x.toml");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("key 'eval.thresholds' expects a number, found nan"), std::string::npos)
+      << b.status().message();
+  auto c = Config::parse(s, "", "x", {"loop.lr=nan"});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().message(), "--set loop.lr=nan: key 'loop.lr' expects a number, found nan");
+  EXPECT_TRUE(Config::parse(s, "[reward]\nbase = -3.5\n", "x.toml").ok());
+}
+
+// A config file that sets nothing would run every default; it is refused, naming the file.
+TEST(Config, AFileThatSetsNothingIsRefused) {
+  std::string dir = testing::TempDir();
+  for (const char* text : {"", "\n  \n", "# only a comment\n"}) {
+    std::string path = dir + "/vinci_empty_config.toml";
+    ASSERT_TRUE(write_file_atomic(path, text).ok());
+    auto c = Config::load(test_schema(), path);
+    ASSERT_FALSE(c.ok());
+    EXPECT_EQ(c.status().message().rfind("experiment config " + path + " sets nothing: expected at least one key", 0), 0u)
+        << c.status().message();
+  }
+  // Text that is not a file (a recorded config, the defaults) is not a file that sets nothing.
+  EXPECT_TRUE(Config::parse(test_schema(), "", "defaults").ok());
+}
+
+// run.name is one folder inside run.out; run.out is not empty.
+TEST(ExperimentConfigs, RunNameAndRootStayInsideTheRunsRoot) {
+  for (const char* name : {"../escape", "objects", ".", "..", "a/b", ""}) {
+    auto e = experiment_from_text(std::string("[run]\nname = \"") + name + "\"\n", "x.toml");
+    ASSERT_FALSE(e.ok()) << name;
+    EXPECT_EQ(e.status().message().rfind("x.toml: key 'run.name': expected a folder name inside the runs root", 0), 0u)
+        << e.status().message();
+  }
+  auto out = experiment_from_text("[run]\nout = \"\"\n", "x.toml");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(), "x.toml: key 'run.out': expected a folder (the runs root), found an empty string");
+  EXPECT_TRUE(experiment_from_text("[run]\nname = \"a.b-c_d\"\nout = \"/\"\n", "x.toml").ok());
+}
+
 TEST(Config, ReferenceTomlParsesAndHoldsEveryKey) {
   ConfigSchema s = test_schema();
   std::string ref = s.reference_toml();

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <string>
 
+#include "core/atomic_file.h"
 #include "core/rng.h"
 #include "recorder/run.h"
 #include "tests/cli_test_util.h"
@@ -136,6 +137,144 @@ TEST(HarnessRun, ReferenceConfigDocIsCurrent) {
   fclose(f);
   EXPECT_EQ(doc, out) << "docs/config_reference.toml is stale: regenerate it with "
                          "`build/bin/harness config --reference > docs/config_reference.toml`";
+}
+
+// Files and folders under dir (recursively), for "nothing was written" checks.
+std::string tree(const std::string& dir) {
+  std::string out;
+  sh("cd " + dir + " && find . -mindepth 1 | sort", &out);
+  return out;
+}
+
+// A run goes to <out>/<name>/ and nowhere else: an empty runs root, a name that leaves it or names
+// the object store are refused before anything is written.
+TEST(HarnessRun, ARunIsWrittenInsideItsRunsRootOrNotAtAll) {
+  std::string dir = temp_dir(), out;
+  const std::string in = "cd " + dir + " && " + kHarness + " run " + kSmoke;
+  EXPECT_EQ(sh(in + " --out ''", &out), 2) << out;
+  EXPECT_NE(out.find("--out: expected a folder (the runs root), found an empty string"), std::string::npos) << out;
+  EXPECT_EQ(sh(in + " --set run.out=", &out), 2) << out;
+  EXPECT_NE(out.find("key 'run.out': expected a folder"), std::string::npos) << out;
+  for (const char* name : {"../escape", "objects", "..", "a/b", ""}) {
+    EXPECT_EQ(sh(in + " --out runs --name '" + name + "'", &out), 2) << name << "\n" << out;
+    EXPECT_NE(out.find("--name: expected a folder name inside the runs root"), std::string::npos) << out;
+    EXPECT_EQ(sh(in + " --out runs --set 'run.name=" + name + "'", &out), 2) << name << "\n" << out;
+    EXPECT_NE(out.find("key 'run.name': expected a folder name inside the runs root"), std::string::npos) << out;
+  }
+  EXPECT_EQ(tree(dir), "");
+}
+
+// What a config names is checked before the run's folder exists, so the fixed config runs under
+// the same name.
+TEST(HarnessRun, AConfigNamingAMissingRunCreatesNothing) {
+  std::string dir = temp_dir(), out;
+  const std::string run = kHarness + " run " + kSmoke + " --out " + dir + " --set loop.steps=0";
+  EXPECT_EQ(sh(run + " --set backbone.init_run=" + dir + "/no_such_run", &out), 2) << out;
+  EXPECT_NE(out.find("key 'backbone.init_run'"), std::string::npos) << out;
+  EXPECT_NE(out.find(dir + "/no_such_run/manifest.bin"), std::string::npos) << out;
+  for (const char* key : {"library.seed", "device.profile", "tasks.dir"}) {
+    EXPECT_EQ(sh(run + " --set " + key + "=" + dir + "/missing", &out), 2) << key << "\n" << out;
+    EXPECT_NE(out.find(key), std::string::npos) << out;
+  }
+  EXPECT_EQ(tree(dir), "");
+  EXPECT_EQ(sh(run, &out), 0) << out;
+}
+
+// A folder holding a log but no manifest is refused, and nothing is written beside the log.
+TEST(HarnessRun, ALogWithoutItsManifestIsRefusedAndLeftAlone) {
+  std::string dir = temp_dir(), out;
+  const std::string run = kHarness + " run " + kSmoke + " --out " + dir + " --set loop.steps=0";
+  ASSERT_EQ(sh(run, &out), 0) << out;
+  ASSERT_EQ(::unlink((dir + "/smoke/manifest.bin").c_str()), 0);
+  std::string before = tree(dir);
+  EXPECT_EQ(sh(run, &out), 2) << out;
+  EXPECT_NE(out.find("holds a log (" + dir + "/smoke/log) but no manifest"), std::string::npos) << out;
+  EXPECT_EQ(tree(dir), before);
+}
+
+// The manifest is marked complete only after the reports are written: a run that could not write
+// them (here summary.md is a folder, as a full disk would fail it) resumes and writes them.
+TEST(HarnessRun, AStopBeforeTheReportsResumesAndWritesThem) {
+  std::string dir = temp_dir(), out;
+  const std::string run = kHarness + " run " + kSmoke + " --out " + dir + " --set loop.steps=1";
+  ASSERT_EQ(sh(run + " --name whole", &out), 0) << out;
+  ASSERT_EQ(sh("mkdir -p " + dir + "/stopped/summary.md", &out), 0) << out;
+  EXPECT_EQ(sh(run + " --name stopped", &out), 2) << out;
+  EXPECT_NE(out.find("harness run --resume " + dir + "/stopped"), std::string::npos) << out;
+  auto m = read_manifest(dir + "/stopped/manifest.bin");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_FALSE(m->completed);
+  ASSERT_EQ(sh("rmdir " + dir + "/stopped/summary.md", &out), 0) << out;
+  ASSERT_EQ(sh(kHarness + " run --resume " + dir + "/stopped", &out), 0) << out;
+  EXPECT_EQ(digest_of(dir + "/stopped"), digest_of(dir + "/whole"));
+  for (const char* f : {"summary.md", "metrics.csv", "reward.svg", "fast_p_final.svg"}) {
+    EXPECT_EQ(access((dir + "/stopped/" + f).c_str(), R_OK), 0) << f;
+  }
+  EXPECT_EQ(read_file(dir + "/stopped/metrics.csv").value(), read_file(dir + "/whole/metrics.csv").value());
+}
+
+// --resume continues with the settings the run recorded; others beside it are refused by name.
+TEST(HarnessRun, ResumeRefusesOtherSettings) {
+  std::string dir = temp_dir(), out;
+  for (const char* opt : {"--seed 3", "--set loop.steps=9", "--out /tmp", "--name other", "--threads 2"}) {
+    EXPECT_EQ(sh(kHarness + " run --resume " + dir + "/any " + opt, &out), 2) << opt << "\n" << out;
+    EXPECT_NE(out.find("--resume takes the run's recorded settings"), std::string::npos) << out;
+    std::string flag = std::string(opt).substr(0, std::string(opt).find(' '));
+    EXPECT_NE(out.find("found " + flag + " beside it"), std::string::npos) << out;
+  }
+}
+
+// Numbers and files that make no sense are refused before a run starts, naming the option or key.
+TEST(HarnessRun, NonsenseIsRefusedNamingTheOptionOrKey) {
+  std::string dir = temp_dir(), out;
+  const std::string run = kHarness + " run " + kSmoke + " --out " + dir;
+  EXPECT_EQ(sh(run + " --seed -1", &out), 2) << out;
+  EXPECT_NE(out.find("--seed: expected an integer from 0 to 9200000000000000000, found '-1'"), std::string::npos) << out;
+  EXPECT_EQ(sh(run + " --seed 1x", &out), 2) << out;
+  EXPECT_NE(out.find("--seed: expected an integer"), std::string::npos) << out;
+  EXPECT_EQ(sh(run + " --set reward.base=nan", &out), 2) << out;
+  EXPECT_NE(out.find("key 'reward.base' expects a number, found nan"), std::string::npos) << out;
+  EXPECT_EQ(sh(run + " --set eval.thresholds=[1,nan]", &out), 2) << out;
+  EXPECT_NE(out.find("key 'eval.thresholds' expects a number, found nan"), std::string::npos) << out;
+  ASSERT_EQ(sh(": > " + dir + "/empty.toml && printf '# nothing\\n\\n' > " + dir + "/comments.toml", &out), 0);
+  EXPECT_EQ(sh(kHarness + " run " + dir + "/empty.toml --out " + dir, &out), 2) << out;
+  EXPECT_NE(out.find("experiment config " + dir + "/empty.toml sets nothing"), std::string::npos) << out;
+  EXPECT_EQ(sh(kHarness + " run " + dir + "/comments.toml --out " + dir, &out), 2) << out;
+  EXPECT_NE(out.find("experiment config " + dir + "/comments.toml sets nothing"), std::string::npos) << out;
+  EXPECT_EQ(sh(kHarness + " config " + dir + "/empty.toml", &out), 2) << out;
+  EXPECT_EQ(tree(dir), "./comments.toml\n./empty.toml\n");
+}
+
+// `harness eval` checks its numbers before it evaluates: nan noise, a sample count that would fill
+// memory, and negative counts or seeds are refused, naming the option.
+TEST(HarnessEval, NonsenseNumbersAreRefused) {
+  std::string out;
+  const std::string eval = kHarness + " eval L1_019 --size small";
+  struct Case {
+    const char* args;
+    const char* says;
+  } cases[] = {
+      {"--noise nan", "--noise: expected a number from 0 to 1, found 'nan'"},
+      {"--noise -0.5", "--noise: expected a number from 0 to 1, found '-0.5'"},
+      {"--samples 2000000000", "--samples: expected an integer from 1 to 10000, found '2000000000'"},
+      {"--samples -5", "--samples: expected an integer from 1 to 10000, found '-5'"},
+      {"--trials 0", "--trials: expected an integer from 1 to 100, found '0'"},
+      {"--seed -1", "--seed: expected an integer from 0 to"},
+      {"--timeout nan", "--timeout: expected a number"},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(sh(eval + " " + c.args, &out), 2) << c.args << "\n" << out;
+    EXPECT_NE(out.find(c.says), std::string::npos) << c.args << "\n" << out;
+  }
+  EXPECT_EQ(sh(eval + " --samples 10000 --trials 100 --noise 0.1", &out), 0) << out;
+}
+
+TEST(HarnessServe, NonsenseNumbersAreRefused) {
+  std::string out;
+  EXPECT_EQ(sh(kHarness + " serve --seed -1", &out), 2) << out;
+  EXPECT_NE(out.find("harness serve: --seed: expected an integer from 0 to"), std::string::npos) << out;
+  EXPECT_EQ(sh(kHarness + " serve --port 70000", &out), 2) << out;
+  EXPECT_NE(out.find("harness serve: --port: expected an integer from 0 to 65535, found '70000'"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 #include <capnp/compat/json.h>
 #include <capnp/message.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
 
 #include "recorder/record_json.h"
 #include "recorder/vinci.capnp.h"
@@ -198,6 +202,125 @@ TEST(RecordJson, AddressesPrintAsHexAndObjectsInline) {
   std::string mj = manifest_to_json((*r)->manifest());
   EXPECT_EQ(mj.rfind("{\"manifest\":{", 0), 0u) << mj;
   EXPECT_NE(mj.find("\"seed\":\"1234567890123\""), std::string::npos) << mj;
+}
+
+// A finished run of n sample records (n + 1 with RunEnd) under root/name; returns its log segment.
+std::string finished_run(const std::string& root, const std::string& name, uint64_t n,
+                         uint64_t seed = 4) {
+  auto w = RunWriter::create(root + "/" + name, sample_manifest());
+  EXPECT_TRUE(w.ok()) << w.status().to_string();
+  for (uint64_t i = 0; i < n; ++i) EXPECT_TRUE((*w)->append_encoded(sample_payload(seed, i)).ok());
+  EXPECT_TRUE((*w)->finish().ok());
+  return root + "/" + name + "/log/00000000.vlog";
+}
+
+// Reads a run to its end; returns the damage, or "" when there is none.
+std::string read_to_end(const std::string& run, uint64_t* records) {
+  auto r = RunReader::open(run);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  while ((*r)->next()) {
+  }
+  EXPECT_TRUE((*r)->status().ok()) << (*r)->status().to_string();
+  *records = (*r)->records_read();
+  return (*r)->damage() ? (*r)->damage()->to_string() : "";
+}
+
+// Offsets of the frames of a segment.
+std::vector<size_t> frame_offsets(const std::string& bytes) {
+  std::vector<size_t> out;
+  for (size_t pos = kSegmentHeaderSize; pos + kFrameHeaderSize <= bytes.size();) {
+    out.push_back(pos);
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos, 4);
+    pos += kFrameHeaderSize + len;
+  }
+  return out;
+}
+
+// Every frame is valid, so only the manifest's record count and digest can tell that a log was cut
+// at a frame boundary, extended, or swapped for another run's.
+TEST(Run, AReaderChecksACompletedLogAgainstItsManifest) {
+  std::string root = make_temp_dir("runs");
+  uint64_t records = 0;
+  std::string seg = finished_run(root, "whole", 10);
+  EXPECT_EQ(read_to_end(root + "/whole", &records), "");
+  EXPECT_EQ(records, 11u);
+
+  std::string bytes = read_file(seg).value();
+  auto offsets = frame_offsets(bytes);
+  ASSERT_EQ(offsets.size(), 11u);
+  ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, offsets[8])).ok());
+  std::string damage = read_to_end(root + "/whole", &records);
+  EXPECT_EQ(records, 8u);
+  EXPECT_NE(damage.find("the log holds 8 records, but the manifest records 11"), std::string::npos) << damage;
+
+  // One record too many.
+  std::string extra = bytes + bytes.substr(offsets[3], offsets[4] - offsets[3]);
+  ASSERT_TRUE(write_file_atomic(seg, extra).ok());
+  damage = read_to_end(root + "/whole", &records);
+  EXPECT_EQ(records, 11u);
+  EXPECT_NE(damage.find("more than the 11 records its manifest records"), std::string::npos) << damage;
+
+  // As many records, other ones: another run's log beside this manifest.
+  std::string other = read_file(finished_run(root, "other", 11, 5)).value();
+  auto other_offsets = frame_offsets(other);
+  ASSERT_TRUE(write_file_atomic(seg, other.substr(0, other_offsets[10]) + bytes.substr(offsets[10])).ok());
+  damage = read_to_end(root + "/whole", &records);
+  EXPECT_EQ(records, 11u);
+  EXPECT_NE(damage.find("the log's digest is"), std::string::npos) << damage;
+}
+
+// A run's log whose manifest is gone is not overwritten or paired with a new manifest.
+TEST(Run, CreateRefusesALogWithoutAManifestAndWritesNothing) {
+  std::string root = make_temp_dir("runs");
+  std::string seg = finished_run(root, "orphan", 3);
+  ASSERT_EQ(::unlink((root + "/orphan/manifest.bin").c_str()), 0);
+  std::string before = read_file(seg).value();
+  auto again = RunWriter::create(root + "/orphan", sample_manifest());
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("holds a log"), std::string::npos) << again.status().message();
+  EXPECT_FALSE(read_file(root + "/orphan/manifest.bin").ok());
+  EXPECT_EQ(read_file(seg).value(), before);
+  EXPECT_EQ(list_dir(root + "/orphan/log"), std::vector<std::string>{"00000000.vlog"});
+}
+
+// An object cut short is corrupt, not missing; one that is not there is missing.
+TEST(RecordJson, ACutShortObjectIsCorruptNotMissing) {
+  std::string root = make_temp_dir("runs");
+  auto w = RunWriter::create(root + "/k", sample_manifest());
+  ASSERT_TRUE(w.ok());
+  std::string text(4000, 'x');
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>('a' + (i * 7919) % 26);
+  auto addr = (*w)->store().put("kernel-source", text);
+  ASSERT_TRUE(addr.ok());
+  Digest absent = hash_tagged("kernel-source", "never stored");
+  capnp::MallocMessageBuilder msg;
+  auto m = msg.initRoot<schema::Record>().initMeasurement();
+  uint8_t bytes[16];
+  addr->to_bytes(bytes);
+  m.setPlan(capnp::Data::Reader(bytes, 16));
+  uint8_t other[16];
+  absent.to_bytes(other);
+  m.setCompileLog(capnp::Data::Reader(other, 16));  // 16 bytes: read as an address
+  ASSERT_TRUE((*w)->append(msg).ok());
+  ASSERT_TRUE((*w)->flush().ok());
+  std::string path = (*w)->store().path_of(*addr);
+  std::string file = read_file(path).value();
+  ASSERT_TRUE(write_file_atomic(path, file.substr(0, file.size() - 5)).ok());
+  auto listed = (*w)->store().list();
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(*listed, std::vector<Digest>{*addr});
+
+  auto r = RunReader::open(root + "/k");
+  ASSERT_TRUE(r.ok());
+  auto view = (*r)->next();
+  ASSERT_NE(view, nullptr);
+  std::map<Digest, std::string> corrupt;
+  std::string json = record_to_json(*view, &(*r)->store(), &corrupt);
+  EXPECT_NE(json.find("\"" + addr->hex() + "\":{\"corrupt\":"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"" + absent.hex() + "\":{\"missing\":true}"), std::string::npos) << json;
+  ASSERT_EQ(corrupt.size(), 1u);
+  EXPECT_EQ(corrupt.begin()->first, *addr);
 }
 
 }  // namespace

@@ -451,5 +451,84 @@ TEST(Replay, DiffErrorsAreExitTwo) {
   EXPECT_EQ(sh(kBin + "replay verify /tmp/vinci_no_such_run", &out), 2) << out;
 }
 
+// A finished run's log cut at a frame boundary has only valid frames: every reader checks it
+// against the manifest's record count and says it is damaged, instead of scoring what is left.
+TEST(Replay, ALogCutAtAFrameBoundaryIsDamageToEveryReader) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root);
+  std::string seg = run + "/log/00000000.vlog";
+  std::string bytes = read_file(seg).value();
+  std::vector<size_t> frames;
+  for (size_t pos = kSegmentHeaderSize; pos < bytes.size();) {
+    frames.push_back(pos);
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos, 4);
+    pos += kFrameHeaderSize + len;
+  }
+  ASSERT_GT(frames.size(), 40u);
+  ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[frames.size() - 40])).ok());
+  const std::string says = "but the manifest records " + std::to_string(frames.size());
+  EXPECT_EQ(sh(kBin + "replay score " + run, &out), 2) << out;
+  EXPECT_NE(out.find(says), std::string::npos) << out;
+  EXPECT_EQ(sh("(" + kBin + "replay cat " + run + " > /dev/null)", &out), 1) << out;
+  EXPECT_NE(out.find("replay cat: log damaged after record " + std::to_string(frames.size() - 40)),
+            std::string::npos) << out;
+  EXPECT_NE(out.find(says), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 2) << out;
+  EXPECT_NE(out.find(says), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + run, &out), 2) << out;
+  EXPECT_NE(out.find(says), std::string::npos) << out;
+  EXPECT_NE(sh(kBin + "replay export " + run + " --out " + root + "/x.jsonl", &out), 0) << out;
+  EXPECT_NE(out.find(says), std::string::npos) << out;
+}
+
+// An object the run stores, cut short: verify reads every stored object back and fails naming
+// it; cat --objects calls it corrupt (not missing) and exits 1.
+TEST(Replay, AnObjectCutShortIsCorrupt) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root);
+  // The library object the step-0 snapshot names: its file is compressed, so a cut is caught.
+  ASSERT_EQ(sh(kBin + "replay cat " + run, &out), 0);
+  std::string address = hex_after(out, "\"librarySnapshot\"", "snapshot");
+  ASSERT_EQ(address.size(), 32u) << out.substr(0, 2000);
+  std::string path = root + "/objects/" + address.substr(0, 2) + "/" + address.substr(2);
+  std::string file = read_file(path).value();
+  ASSERT_TRUE(write_file_atomic(path, file.substr(0, file.size() - 5)).ok());
+  EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 2) << out;
+  EXPECT_NE(out.find("object " + address + " (a 'library' its records name) is corrupt"), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay cat " + run + " --objects", &out), 1);
+  EXPECT_NE(out.find("\"" + address + "\":{\"corrupt\":"), std::string::npos);
+  EXPECT_EQ(out.find("\"" + address + "\":{\"missing\""), std::string::npos);
+  EXPECT_NE(out.find("replay cat: object " + address + " is corrupt"), std::string::npos);
+  // Gone altogether, it is missing.
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 2) << out;
+  EXPECT_NE(out.find("object " + address + " (a 'library' its records name) is missing"), std::string::npos) << out;
+}
+
+// Numbers that make no sense are refused, naming the option.
+TEST(Replay, NonsenseNumbersAreRefused) {
+  std::string out;
+  for (const char* t : {"nan", "-1", "1,inf", "1,,2", "x"}) {
+    EXPECT_EQ(sh(kBin + "replay score " + kGolden + " --thresholds '" + t + "'", &out), 2) << t << "\n" << out;
+    EXPECT_NE(out.find("replay score: --thresholds: expected"), std::string::npos) << t << "\n" << out;
+  }
+  for (const char* r : {"-1", "0", "1e9", "many"}) {
+    EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + kGolden + " --resamples " + r, &out), 2) << r << "\n" << out;
+    EXPECT_NE(out.find("replay diff: --resamples: expected an integer from 1 to 1000000, found '" +
+                       std::string(r) + "'"),
+              std::string::npos)
+        << out;
+  }
+  std::string root = temp_dir();
+  for (const char* r : {"--seed -1", "--samples 99999", "--trials -2", "--timeout nan", "--timing-budget -1"}) {
+    EXPECT_EQ(sh(kBin + "replay rescore " + kGolden + " --device sim --out " + root + "/new " + r, &out), 2)
+        << r << "\n" << out;
+    std::string opt = std::string(r).substr(0, std::string(r).find(' '));
+    EXPECT_NE(out.find("replay rescore: " + opt + ": expected"), std::string::npos) << out;
+  }
+  EXPECT_EQ(access((root + "/new").c_str(), F_OK), -1);
+}
+
 }  // namespace
 }  // namespace vinci
