@@ -256,17 +256,25 @@ Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vecto
   return report;
 }
 
-Result<std::vector<CalibrationSample>> load_calibration_samples(const std::string& path, const TaskSuite& suite) {
+Status read_json_lines(const std::string& path, const std::string& what,
+                       const std::function<Status(const std::string& where, const nlohmann::json& j)>& line) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("calibration samples " + path + ": cannot open");
-  std::vector<CalibrationSample> out;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
+  if (!in) return not_found(what + " " + path + ": cannot open");
+  std::string text;
+  for (int n = 1; std::getline(in, text); ++n) {
     std::string where = path + ":" + std::to_string(n);
-    size_t first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    size_t first = text.find_first_not_of(" \t\r");
+    if (first == std::string::npos || text[first] == '#') continue;
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object()) return invalid_argument(where + ": expected a JSON object");
+    VINCI_RETURN_IF_ERROR(line(where, j));
+  }
+  return Status();
+}
+
+Result<std::vector<CalibrationSample>> load_calibration_samples(const std::string& path, const TaskSuite& suite) {
+  std::vector<CalibrationSample> out;
+  VINCI_RETURN_IF_ERROR(read_json_lines(path, "calibration samples", [&](const std::string& where, const nlohmann::json& j) -> Status {
     auto str = [&](const char* key) -> Result<std::string> {
       auto it = j.find(key);
       if (it == j.end() || !it->is_string()) return Status(invalid_argument(where + ": key '" + key + "': expected a string"));
@@ -309,7 +317,8 @@ Result<std::vector<CalibrationSample>> load_calibration_samples(const std::strin
     if (s.plan.task_id != task->id)
       return invalid_argument(where + ": key 'plan': the plan is for task '" + s.plan.task_id + "', not '" + id + "'");
     out.push_back(std::move(s));
-  }
+    return Status();
+  }));
   if (out.empty()) return invalid_argument(path + ": no samples");
   return out;
 }

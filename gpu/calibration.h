@@ -15,9 +15,12 @@
 #ifndef VINCI_GPU_CALIBRATION_H_
 #define VINCI_GPU_CALIBRATION_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "core/status.h"
 #include "gpu/device_profile.h"
@@ -87,6 +90,12 @@ Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vecto
 // when either side is constant or there are fewer than 2 values: a task whose plans the model
 // predicts all equal (launch-bound sizes) says nothing about ranking. REQUIRES: a.size() == b.size().
 double spearman(const std::vector<double>& a, const std::vector<double>& b);
+
+// Calls `line` with "path:N" and the object of every line of a JSON-lines file; blank lines and
+// lines starting with '#' are skipped. Errors: the file cannot be opened ("<what> <path>: cannot
+// open"), a line that is not a JSON object, or the first error `line` returns.
+Status read_json_lines(const std::string& path, const std::string& what,
+                       const std::function<Status(const std::string& where, const nlohmann::json& j)>& line);
 
 // Reads measured plans from a JSON-lines file, one plan per line:
 //   {"task": "L1_001", "size": "full", "knobs": {"gemm.tensor_cores": "tf32"},

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -61,8 +60,8 @@ std::vector<CalibrationSample> samples_of(const std::vector<const MeasuredPlan*>
   return out;
 }
 
-// Adds `part` (one half's table) into `sum`, row by row; the medians are recomputed by the caller
-// from the pooled errors.
+// Verdict counts and log errors per family, pooled over the plans judged (both halves of a
+// held-out judgement pool into one).
 struct Pool {
   std::map<std::string, FamilyAgreement> rows;
   std::map<std::string, std::vector<double>> errors;
@@ -141,16 +140,8 @@ std::string plan_family(const Plan& plan) {
 }
 
 Result<MeasuredPlans> load_measured_plans(const std::string& path, const TaskSuite& suite) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("measurements " + path + ": cannot open");
   MeasuredPlans out;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    std::string where = path + ":" + std::to_string(n);
-    size_t first = line.find_first_not_of(" \t\r");
-    if (first == std::string::npos || line[first] == '#') continue;
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return invalid_argument(where + ": expected a JSON object");
+  VINCI_RETURN_IF_ERROR(read_json_lines(path, "measurements", [&](const std::string& where, const nlohmann::json& j) -> Status {
     MeasuredPlan m;
     m.source = where;
     std::string key;
@@ -170,7 +161,7 @@ Result<MeasuredPlans> load_measured_plans(const std::string& path, const TaskSui
       key = "plan_address";
       if (plan_address(*p).hex() != j.at(key).get<std::string>()) {
         ++out.stale;
-        continue;
+        return Status();
       }
       m.plan = std::move(*p);
       m.family = plan_family(m.plan);
@@ -191,7 +182,8 @@ Result<MeasuredPlans> load_measured_plans(const std::string& path, const TaskSui
     if (m.live_correct && !(m.live_kernel_us > 0 && m.live_speedup > 0))
       return invalid_argument(where + ": key 'live': a correct plan needs kernel_us > 0 and speedup > 0");
     out.plans.push_back(std::move(m));
-  }
+    return Status();
+  }));
   if (out.plans.empty() && out.stale == 0) return invalid_argument(path + ": no measured plans");
   return out;
 }

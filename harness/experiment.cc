@@ -1,6 +1,7 @@
 #include "harness/experiment.h"
 
 #include <algorithm>
+#include <sstream>
 
 namespace vinci {
 namespace {
@@ -363,6 +364,22 @@ const std::vector<std::string>& non_factor_keys() {
 bool is_non_factor_key(std::string_view path) {
   const auto& keys = non_factor_keys();
   return std::find(keys.begin(), keys.end(), path) != keys.end();
+}
+
+std::map<std::string, std::string> effective_settings(const std::string& effective_toml) {
+  std::map<std::string, std::string> out;
+  std::string section, line;
+  std::istringstream in(effective_toml);
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    if (line[0] == '[') {
+      section = line.substr(1, line.find(']') - 1);
+      continue;
+    }
+    auto eq = line.find(" = ");
+    if (eq != std::string::npos) out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
+  }
+  return out;
 }
 
 const ConfigSchema& experiment_schema() {

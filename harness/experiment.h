@@ -4,6 +4,7 @@
 #define VINCI_HARNESS_EXPERIMENT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -130,6 +131,10 @@ struct Experiment {
 // same method; `replay diff` counts every other differing key as a factor.
 const std::vector<std::string>& non_factor_keys();
 bool is_non_factor_key(std::string_view path);
+
+// The settings of an effective config (Config::effective_toml, a manifest's config text):
+// "section.key" -> the value as written.
+std::map<std::string, std::string> effective_settings(const std::string& effective_toml);
 
 // Where a run goes: <out>/<name>/, its objects in <out>/objects/. The runs root must be a folder
 // (not empty); the name one folder inside it (not empty, ".", ".." or "objects", no '/'). Errors

@@ -104,26 +104,11 @@ int cmd_diff(const std::vector<std::string>& args) {
   }
   std::vector<std::string> factors;  // keys that differ, other than non_factor_keys()
   {
-    auto lines = [](const std::string& text) {
-      std::map<std::string, std::string> out;
-      std::string section, line;
-      std::istringstream in(text);
-      while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        if (line[0] == '[') {
-          section = line.substr(1, line.find(']') - 1);
-          continue;
-        }
-        auto eq = line.find(" = ");
-        if (eq != std::string::npos) out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
-      }
-      return out;
-    };
-    auto ca = lines(da->manifest.config_text), cb = lines(db->manifest.config_text);
+    auto ca = effective_settings(da->manifest.config_text), cb = effective_settings(db->manifest.config_text);
     // A key one run's config lacks (recorded before the key existed) has its default there.
     auto defaults = Config::parse(experiment_schema(), "", "defaults");
     std::map<std::string, std::string> dflt;
-    if (defaults.ok()) dflt = lines(defaults->effective_toml());
+    if (defaults.ok()) dflt = effective_settings(defaults->effective_toml());
     std::set<std::string> keys;
     for (const auto* c : {&ca, &cb}) for (const auto& [k, v] : *c) keys.insert(k);
     auto value = [&](const std::map<std::string, std::string>& c, const std::string& k) {

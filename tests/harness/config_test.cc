@@ -239,29 +239,12 @@ TEST_F(ConfigBase, SetOverridesAnInheritedKey) {
   EXPECT_EQ(c->get_string("run.name"), "abl");
 }
 
-// The settings of an effective config, "section.key" -> value text.
-std::map<std::string, std::string> settings(const std::string& toml) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(toml);
-  std::string line, section;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    if (line[0] == '[') {
-      section = line.substr(1, line.find(']') - 1);
-      continue;
-    }
-    auto eq = line.find(" = ");
-    out[section + "." + line.substr(0, eq)] = line.substr(eq + 3);
-  }
-  return out;
-}
-
 // Every ablation of the suite differs from main.toml in its one factor and nothing else.
 TEST(ExperimentConfigs, EachAblationDiffersFromMainInExactlyItsFactor) {
   const std::string dir = std::string(VINCI_SOURCE_DIR) + "/experiments/";
   auto main = load_experiment(dir + "main.toml", {});
   ASSERT_TRUE(main.ok()) << main.status().to_string();
-  auto m = settings(main->effective_toml);
+  auto m = effective_settings(main->effective_toml);
   const std::map<std::string, std::set<std::string>> factors = {
       {"drkernel_baseline", {"loop.schemes", "loop.rollouts", "selection.mode", "summary.enabled", "library.seed"}},
       {"abl1_noskill", {"eval.inject_skills"}},
@@ -274,7 +257,7 @@ TEST(ExperimentConfigs, EachAblationDiffersFromMainInExactlyItsFactor) {
     auto e = load_experiment(dir + name + ".toml", {});
     ASSERT_TRUE(e.ok()) << e.status().to_string();
     EXPECT_EQ(e->name, name);
-    auto a = settings(e->effective_toml);
+    auto a = effective_settings(e->effective_toml);
     ASSERT_EQ(a.size(), m.size()) << name;
     std::set<std::string> differ;
     for (const auto& [k, v] : a) {
