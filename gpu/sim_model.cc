@@ -1060,6 +1060,56 @@ Result<PlanPrediction> SimModel::predict(const TaskContext& ctx, const Plan& pla
   return out;
 }
 
+namespace {
+
+// TF32 rounding: 10 explicit mantissa bits, round to nearest.
+constexpr double kTf32Unit = 1.0 / 2048;
+// The largest of millions of outputs sits about this many standard deviations out: fitted to the
+// H200's library TF32 GEMMs on the evaluator's signed trial (L1_001, K = 4096: max |error| 0.031).
+constexpr double kTf32TailSigmas = 2.0;
+
+// RMS of a GEMM operand on the evaluator's trials: task inputs are uniform in [0, 1] or [-1, 1]
+// (RMS 1/sqrt(3) either way), a Linear's weight is PyTorch's default uniform(+-1/sqrt(fan_in)), and
+// a value computed inside the task (activations, attention scores) is taken as 0.5, fitted to the
+// attention products of L3_043 to L3_047, which pass on the H200 with K = 64 to 128.
+double operand_rms(const TaskContext& ctx, const std::string& value, double fan_in) {
+  if (value.size() > 7 && value.compare(value.size() - 7, 7, ".weight") == 0) return 1 / std::sqrt(3 * fan_in);
+  for (const auto& in : ctx.task().inputs)
+    if (in.name == value) return 1 / std::sqrt(3.0);
+  return 0.5;
+}
+
+}  // namespace
+
+double SimModel::tf32_abs_error(const TaskContext& ctx, const OpSpec& op, bool library) const {
+  const std::vector<int64_t>* a = op.inputs.empty() ? nullptr : ctx.shape(op.inputs[0]);
+  if (!a || a->empty()) return 0;
+  double k = 0, m = 0, n = 0;
+  std::string b_name;
+  if (op.op == "linear") {
+    const std::vector<int64_t>* w = ctx.shape(op.module + ".weight");
+    if (!w || w->empty()) return 0;
+    k = static_cast<double>(a->back());
+    m = product(*a) / std::max(1.0, k);
+    n = static_cast<double>(w->front());
+    b_name = op.module + ".weight";
+  } else if (op.op == "matmul" && op.inputs.size() == 2) {
+    const std::vector<int64_t>* b = ctx.shape(op.inputs[1]);
+    if (!b || b->size() < 2 || a->size() < 2) return 0;
+    bool ta = attr_bool_or(op.attrs, "transpose_a", false), tb = attr_bool_or(op.attrs, "transpose_b", false);
+    m = static_cast<double>((*a)[a->size() - (ta ? 1 : 2)]);
+    k = static_cast<double>((*a)[a->size() - (ta ? 2 : 1)]);
+    n = static_cast<double>((*b)[b->size() - (tb ? 2 : 1)]);
+    b_name = op.inputs[1];
+  } else {
+    return 0;
+  }
+  // cuBLAS runs a matrix-vector product on CUDA cores: exact as FP32.
+  if (library && (m <= 1 || n <= 1)) return 0;
+  // Each product a*b takes two roundings; K of them add up like a random walk.
+  return kTf32TailSigmas * kTf32Unit * std::sqrt(2 * k) * operand_rms(ctx, op.inputs[0], k) * operand_rms(ctx, b_name, k);
+}
+
 Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& ctx, const Plan& plan,
                                                             const Tolerance& tol) const {
   CorrectnessPrediction c;
@@ -1089,10 +1139,15 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
   for (const auto& step : plan.steps) {
     if (step.kind == "library" && step.precision == "tf32") {
       c.rel_error = std::max(c.rel_error, profile_.tf32_rel_error);
+      double abs_error = tf32_abs_error(ctx, step.op, /*library=*/true);
+      char buf[160];
       if (profile_.tf32_rel_error > tolerance) {
-        char buf[160];
         std::snprintf(buf, sizeof buf, "expected relative error %.1e exceeds the tolerance %.1e",
                       profile_.tf32_rel_error, tolerance);
+        fail("library step " + step.op.op + ": tf32 precision: " + buf);
+      } else if (abs_error > tol.atol) {
+        std::snprintf(buf, sizeof buf, "expected largest |error| %.1e near zero outputs exceeds atol %.1e",
+                      abs_error, tol.atol);
         fail("library step " + step.op.op + ": tf32 precision: " + buf);
       }
     }
@@ -1120,6 +1175,15 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
       char buf[160];
       std::snprintf(buf, sizeof buf, "expected relative error %.1e exceeds the tolerance %.1e", err, tolerance);
       fail("kernel " + k->name + ": " + (k->precision == "tf32" || k->tensor_cores ? "tf32 precision: " : "fast math: ") + buf);
+    } else if ((k->precision == "tf32" || k->tensor_cores) && !k->fused_values.empty()) {
+      auto producer = ctx.producer_.find(k->fused_values[0]);
+      double abs_error = producer == ctx.producer_.end() ? 0 : tf32_abs_error(ctx, *producer->second, /*library=*/false);
+      if (abs_error > tol.atol) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "expected largest |error| %.1e near zero outputs exceeds atol %.1e", abs_error,
+                      tol.atol);
+        fail("kernel " + k->name + ": tf32 precision: " + buf);
+      }
     }
     if (k->verdict.guaranteed) continue;
     // The generator joins its reasons with "; " and adds their size conditions into one

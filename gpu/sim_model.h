@@ -123,6 +123,12 @@ class SimModel {
 
   Result<CorrectnessPrediction> predict_correctness(const TaskContext& ctx, const Plan& plan,
                                                     const Tolerance& tol) const;
+  // The largest absolute error TF32 products add to the output of a matrix product (linear,
+  // matmul) on the evaluator's trials: 2 * 2^-11 * sqrt(2K) * rms(A) * rms(B) (two roundings per
+  // product, K products adding up like a random walk, the largest of millions of outputs about 2
+  // standard deviations out); 0 for other ops and, in the library (cuBLAS runs it on CUDA cores),
+  // for a matrix-vector product. An output near zero fails when this exceeds atol.
+  double tf32_abs_error(const TaskContext& ctx, const OpSpec& op, bool library) const;
 
   // Blocks of `threads` threads using `registers` per thread and `shared_bytes` each that fit on
   // one SM (0: the launch is refused).

@@ -19,6 +19,7 @@
 //                       over N evaluations in a row for kernels of at least 100 us.
 // Exit 0 when every guaranteed plan the device evaluated is correct, 1 otherwise, 2 on error.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -302,6 +303,7 @@ int cmd_measure(const std::vector<std::string>& args) {
   }
 
   std::vector<Row> rows;
+  int stale_rows = 0;  // --from-measurements rows naming code the generator no longer writes
   Clock::time_point sweep0 = Clock::now();
   bool out_of_budget = false;
   // --from-measurements: the rows of earlier sweeps instead of a new one (the sim side, the
@@ -323,7 +325,12 @@ int cmd_measure(const std::vector<std::string>& args) {
           return fail(where + ": measured at size '" + j.at("size").get<std::string>() + "', this report is for '" + size + "'");
         Result<Plan> p = plan_of_measurement(*row.task, j.at("knobs").get<std::map<std::string, std::string>>(),
                                              j.at("plan_address").get<std::string>());
-        if (!p.ok()) return fail(where + ": " + p.status().message());
+        if (!p.ok()) {
+          // Code this generator no longer writes (a later sweep re-measured what it writes now).
+          std::fprintf(stderr, "harness measure: %s: skipped: %s\n", where.c_str(), p.status().message().c_str());
+          ++stale_rows;
+          continue;
+        }
         row.plan = *p;
         row.label = j.at("label").get<std::string>();
         row.guaranteed = guaranteed(row.plan);
@@ -464,13 +471,43 @@ int cmd_measure(const std::vector<std::string>& args) {
   if (!from_files.empty()) {
     md << "Size `" << size << "`. Rebuilt from earlier sweeps (the plans, trials and samples they used apply):";
     for (const auto& f : from_files) md << " `" << f << "`";
-    md << ".\n\n";
+    md << ".";
+    if (stale_rows)
+      md << " " << stale_rows << " row(s) skipped: their knobs no longer generate the plan they measured.";
+    md << "\n\n";
   }
   md << "| task | reference us | default us | default x | best generated x | correct / plans | guaranteed wrong |\n";
   md << "|---|---:|---:|---:|---:|---:|---|\n";
   int guaranteed_n = 0, guaranteed_ok = 0, risky_n = 0, risky_ok = 0, agree = 0, compared = 0;
   int sim_says_ok_live_bad = 0, sim_says_bad_live_ok = 0;
   std::map<std::string, std::vector<const Row*>> by_family;
+  // Per level: each task's best correct speedup of the default plan, of every plan but library
+  // GEMMs (gemm.impl = library), and of every plan.
+  const std::vector<double> shares_p = {1.0, 1.2, 1.5};
+  struct LevelBest {
+    int tasks = 0;
+    std::array<std::vector<int>, 3> above{{std::vector<int>(3), std::vector<int>(3), std::vector<int>(3)}};
+  };
+  std::map<int, LevelBest> levels;
+  for (size_t i = 0; i < rows.size();) {
+    const Task* lt = rows[i].task;
+    std::array<double, 3> best_of{{0, 0, 0}};
+    size_t j = i;
+    for (; j < rows.size() && rows[j].task == lt; ++j) {
+      const Row& r = rows[j];
+      if (!r.live.correct) continue;
+      auto impl = r.plan.knobs.find("gemm.impl");
+      bool library_gemm = impl != r.plan.knobs.end() && impl->second == "library";
+      if (r.label == "default") best_of[0] = std::max(best_of[0], r.live.speedup);
+      if (!library_gemm) best_of[1] = std::max(best_of[1], r.live.speedup);
+      best_of[2] = std::max(best_of[2], r.live.speedup);
+    }
+    LevelBest& lb = levels[lt->level];
+    ++lb.tasks;
+    for (size_t c = 0; c < 3; ++c)
+      for (size_t k = 0; k < shares_p.size(); ++k) lb.above[c][k] += best_of[c] > shares_p[k];
+    i = j;
+  }
   for (size_t i = 0; i < rows.size();) {
     size_t j = i;
     const Task* t = rows[i].task;
@@ -510,6 +547,20 @@ int cmd_measure(const std::vector<std::string>& args) {
        << (def_ok ? format_number("%.1f", def_us) : std::string("wrong")) << " | " << (def_ok ? format_number("%.3g", def_x) : "-") << " | "
        << (best > 0 ? format_number("%.3g", best) : "-") << " | " << ok << " / " << n << " | " << bad << " |\n";
     i = j;
+  }
+  md << "\n## Best plan per task, per level\n\n"
+     << "Share of tasks whose plan is correct and faster than the reference by more than p (KernelBench's "
+        "strict `>`): the default plan; the best of every measured plan but library GEMMs "
+        "(`gemm.impl = library`); the best of every measured plan.\n\n"
+     << "| level | tasks | default >1.0 / >1.2 / >1.5 | without library GEMMs | all plans |\n|---|---:|---|---|---|\n";
+  for (const auto& [level, lb] : levels) {
+    md << "| " << level << " | " << lb.tasks;
+    for (size_t c = 0; c < 3; ++c) {
+      md << " |";
+      for (size_t k = 0; k < shares_p.size(); ++k)
+        md << (k ? " /" : "") << format_number(" %.1f%%", lb.tasks ? 100.0 * lb.above[c][k] / lb.tasks : 0);
+    }
+    md << " |\n";
   }
   md << "\n**Guaranteed plans correct: " << guaranteed_ok << " / " << guaranteed_n << "**"
      << format_number(" (%.1f%%)", guaranteed_n ? 100.0 * guaranteed_ok / guaranteed_n : 0) << "; risky plans correct: " << risky_ok

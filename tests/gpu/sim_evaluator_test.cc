@@ -107,7 +107,7 @@ TEST(SimEvaluator, MissingTailHandlingFailsExactlyWhenSizesDoNotDivide) {
 
 TEST(SimEvaluator, Tf32PassesTheDefaultToleranceAndFailsTheStrictOne) {
   SimEvaluator ev(h200());
-  const Task& t = task("L1_001");
+  const Task& t = task("L2_081");  // a Linear: its weights are small, so are the TF32 errors
   Plan tf32 = must_generate(t, {{"gemm.tensor_cores", "tf32"}});
   EvalRequest loose = request(SizeName::kFull);
   EvalRequest strict = loose;
@@ -116,12 +116,31 @@ TEST(SimEvaluator, Tf32PassesTheDefaultToleranceAndFailsTheStrictOne) {
   Result<EvalResult> b = ev.evaluate(t, tf32, strict);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_TRUE(a->correct) << a->error;
-  EXPECT_GT(a->speedup, 1.0);
   EXPECT_FALSE(b->correct);
   EXPECT_NE(b->error.find("tf32"), std::string::npos) << b->error;
   // fp32 CUDA cores pass both.
   Plan fp32 = must_generate(t, {});
   EXPECT_TRUE(ev.evaluate(t, fp32, strict)->correct);
+}
+
+// As on the H200 (gpu/measurements/h200_library_gemm.jsonl): a TF32 product of two unit-scale
+// inputs with K = 4096 misses atol = 1e-2 near zero outputs (max |error| 0.031 there), one with
+// K = 64 passes, and a matrix-vector product runs exact in the library but not in a wmma kernel.
+TEST(SimEvaluator, Tf32AbsoluteErrorGrowsWithK) {
+  SimEvaluator ev(h200());
+  EvalRequest loose = request(SizeName::kFull);
+  for (const char* impl : {"generated", "library"}) {
+    Result<EvalResult> big = ev.evaluate(task("L1_001"), must_generate(task("L1_001"), {{"gemm.impl", impl}, {"gemm.tensor_cores", "tf32"}}), loose);
+    ASSERT_TRUE(big.ok());
+    EXPECT_FALSE(big->correct) << impl;
+    EXPECT_NE(big->error.find("exceeds atol"), std::string::npos) << big->error;
+    Result<EvalResult> small_k = ev.evaluate(task("L1_007"), must_generate(task("L1_007"), {{"gemm.impl", impl}, {"gemm.tensor_cores", "tf32"}}), loose);
+    ASSERT_TRUE(small_k.ok());
+    EXPECT_TRUE(small_k->correct) << impl << ": " << small_k->error;
+    Result<EvalResult> matvec = ev.evaluate(task("L1_004"), must_generate(task("L1_004"), {{"gemm.impl", impl}, {"gemm.tensor_cores", "tf32"}}), loose);
+    ASSERT_TRUE(matvec.ok());
+    EXPECT_EQ(matvec->correct, std::string(impl) == "library") << impl << ": " << matvec->error;
+  }
 }
 
 TEST(SimEvaluator, Tf32LibraryGemmIsFasterAndJudgedAgainstTheTolerance) {
@@ -271,8 +290,7 @@ TEST(SimEvaluator, GeneratedPlansAreCostedAndNeverFlagged) {
       KnobSetting setting = i == 0 ? default_setting(space) : random_setting(space, s);
       Result<Plan> plan = generate_plan(t, setting);
       ASSERT_TRUE(plan.ok()) << t.id << ": " << plan.status().to_string();
-      bool guaranteed = true;
-      for (const auto& k : plan->kernels) guaranteed = guaranteed && k.verdict.guaranteed;
+      bool guaranteed = plan->guaranteed();
       for (SizeName size : {SizeName::kSmall, SizeName::kFull}) {
         EvalRequest req = request(size);
         req.samples = 3;
@@ -282,7 +300,9 @@ TEST(SimEvaluator, GeneratedPlansAreCostedAndNeverFlagged) {
         EXPECT_TRUE(r->compiled) << t.id << ": " << r->compile_log;
         EXPECT_TRUE(r->flags.empty() || r->decoy) << t.id << " " << size_name(size) << ": " << r->flags[0];
         EXPECT_GT(r->reference_us, 0) << t.id;
-        if (guaranteed) EXPECT_TRUE(r->correct) << t.id << ": " << r->error;
+        if (guaranteed) {
+          EXPECT_TRUE(r->correct) << t.id << ": " << r->error;
+        }
         if (r->correct) {
           EXPECT_TRUE(std::isfinite(r->kernel_us) && r->kernel_us > 0) << t.id;
           EXPECT_GE(r->time_coverage, 0.0);
