@@ -1,5 +1,6 @@
 #include "recorder/run.h"
 
+#include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <capnp/serialize-packed.h>
 #include <kj/io.h>
@@ -16,6 +17,31 @@
 
 namespace vinci {
 namespace {
+
+// Reads every field reachable from a value, so that a message whose pointers are garbage (out of
+// bounds, a text without its NUL, past the reader's traversal or nesting limit) throws here rather
+// than in whichever reader of the record touches that field first. Cap'n Proto checks a pointer
+// only when it is followed.
+void touch_value(capnp::DynamicValue::Reader v);
+
+void touch_struct(capnp::DynamicStruct::Reader s) {
+  for (auto field : s.getSchema().getFields()) {
+    if (s.has(field)) touch_value(s.get(field));  // has(): false for a union's other members
+  }
+}
+
+void touch_value(capnp::DynamicValue::Reader v) {
+  switch (v.getType()) {
+    case capnp::DynamicValue::STRUCT:
+      touch_struct(v.as<capnp::DynamicStruct>());
+      break;
+    case capnp::DynamicValue::LIST:
+      for (auto e : v.as<capnp::DynamicList>()) touch_value(e);
+      break;
+    default:  // scalars, and texts and data, which get() has bounds-checked already
+      break;
+  }
+}
 
 std::string parent_folder(const std::string& path) {
   std::string p = path;
@@ -178,8 +204,8 @@ Status RecordView::parse(std::string_view payload) {
     st.in.emplace(kj::ArrayPtr<const kj::byte>(
         reinterpret_cast<const kj::byte*>(st.payload.data()), st.payload.size()));
     st.reader.emplace(*st.in, capnp::ReaderOptions(), st.scratch.asPtr());
-    // Touch the root so a message whose pointers are garbage fails here, not in a caller.
-    st.reader->getRoot<schema::Record>().which();
+    // Touch every field so a message whose pointers are garbage fails here, not in a caller.
+    touch_struct(st.reader->getRoot<schema::Record>());
   } catch (const kj::Exception& e) {
     st.reader.reset();
     st.in.reset();

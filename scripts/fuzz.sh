@@ -45,9 +45,13 @@ export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 if [ -z "${VINCI_FUZZ_SKIP_TESTS:-}" ]; then
   # The unit tests of core, recorder and the parsers under the sanitizers (docs/testing.md).
+  # One test is left out: ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint, a
+  # randomized search of half a minute in build/ and six under the sanitizers, over code the
+  # other model-plan tests and the model_plan fuzz target cover.
   for t in core_tests recorder_tests agents_tests gpu_parser_tests config_tests; do
     echo "fuzz.sh: $t under AddressSanitizer and UndefinedBehaviorSanitizer"
-    build-fuzz/bin/$t --gtest_brief=1
+    build-fuzz/bin/$t --gtest_brief=1 \
+      --gtest_filter=-ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint
   done
 fi
 
@@ -65,7 +69,7 @@ for t in "${targets[@]}"; do
   echo "fuzz.sh: $t for ${seconds}s"
   rc=0
   build-fuzz/bin/fuzz_$t "$work/corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
-    -rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix="$crashes/" \
+    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$crashes/" \
     >"$work/log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
   summary+=("$(printf '%-18s %10s executions in %ss' "$t" "${execs:-?}" "$seconds")")
