@@ -25,7 +25,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!text.ok()) continue;
     vinci::Result<vinci::Plan> again = vinci::parse_model_plan(*text, task);
     VINCI_FUZZ_CHECK(again.ok(), again.status().to_string() + "\n" + *text);
-    VINCI_FUZZ_CHECK(vinci::same_plan_content(*again, *plan), "rendered plan reads back differently");
+    VINCI_FUZZ_CHECK(vinci::same_plan_content(*again, *plan),
+                     std::string("rendered plan reads back differently\n") + *text + "\n---\n" +
+                         vinci::canonical_bytes(vinci::strip_plan_metadata(*plan)) + "\n---\n" +
+                         vinci::canonical_bytes(vinci::strip_plan_metadata(*again)));
   }
   return 0;
 }

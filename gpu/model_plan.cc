@@ -1114,6 +1114,24 @@ Status render_cuda(const Plan& plan, std::string* out) {
     if (!seen) sources.push_back(&k.source);
   }
   if (sources.empty()) return Status();  // library steps only
+  // A reader makes one kernel of every entry point of every unit, in order: the plan's kernels must
+  // be exactly those, or the text would read back as another plan (a source defining an entry
+  // point that is no kernel of the plan, kernels of one source listed out of their order).
+  std::vector<std::string> readable;
+  for (const std::string* source : sources) {
+    Locator loc(*source);
+    std::vector<EntryPoint> entries;
+    VINCI_RETURN_IF_ERROR(UnitScanner(loc, "render: kernel source", ModelPlanLimits().max_kernels, &entries)
+                              .scan(0, source->size(), 0));
+    for (const EntryPoint& e : entries) readable.push_back(e.name);
+  }
+  std::vector<std::string> names;
+  for (const PlanKernel& k : plan.kernels) names.push_back(k.name);
+  if (names != readable)
+    return invalid_argument("render: the plan's kernels are " + join(names, ", ") +
+                            ", but its sources define the entry points " +
+                            (readable.empty() ? std::string("(none)") : join(readable, ", ")) +
+                            ", which a reader would take as the kernels");
   *out += "```cuda\n";
   for (size_t i = 0; i < sources.size(); ++i) *out += (i ? std::string(kUnitMarker) + "\n" : "") + *sources[i];
   *out += "```\n";

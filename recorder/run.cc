@@ -181,33 +181,49 @@ struct RecordView::State {
   // Scratch space for the unpacked message; records larger than this allocate their own.
   kj::Array<capnp::word> scratch = kj::heapArray<capnp::word>(1024);
   std::optional<kj::ArrayInputStream> in;
-  std::optional<capnp::PackedMessageReader> reader;  // destroyed before `in`
+  // Owned; destroyed before `in`, by drop_reader() only. A plain pointer, not an optional: the
+  // reader's destructor reads the rest of a message its segment table promised and throws when the
+  // payload is cut short, and a destructor called from a noexcept one would terminate the process.
+  capnp::PackedMessageReader* reader = nullptr;
+
+  void drop_reader() {
+    capnp::PackedMessageReader* r = reader;
+    reader = nullptr;
+    try {
+      delete r;  // the memory is freed even when the destructor throws
+    } catch (const kj::Exception&) {
+      // The payload was cut short; parse() has said so.
+    }
+  }
 };
 
 RecordView::RecordView() : state_(std::make_unique<State>()) {}
 RecordView::~RecordView() {
-  state_->reader.reset();
+  state_->drop_reader();
   state_->in.reset();
 }
 
 capnp::MessageReader& RecordView::message() {
-  VINCI_REQUIRE(state_->reader.has_value(), "message() of a RecordView that holds no record");
+  VINCI_REQUIRE(state_->reader != nullptr, "message() of a RecordView that holds no record");
   return *state_->reader;
 }
 
 Status RecordView::parse(std::string_view payload) {
   State& st = *state_;
-  st.reader.reset();
+  st.drop_reader();
   st.in.reset();
   st.payload.assign(payload);
   try {
     st.in.emplace(kj::ArrayPtr<const kj::byte>(
         reinterpret_cast<const kj::byte*>(st.payload.data()), st.payload.size()));
-    st.reader.emplace(*st.in, capnp::ReaderOptions(), st.scratch.asPtr());
-    // Touch every field so a message whose pointers are garbage fails here, not in a caller.
+    st.reader = new capnp::PackedMessageReader(*st.in, capnp::ReaderOptions(), st.scratch.asPtr());
+    // Read every segment the segment table names (segments after the first are read lazily; a
+    // table names fewer than 512, or the reader refuses it), then touch every field, so a message
+    // cut short or whose pointers are garbage fails here, not in a caller.
+    for (unsigned id = 0; id < 512; ++id) st.reader->getSegment(id);
     touch_struct(st.reader->getRoot<schema::Record>());
   } catch (const kj::Exception& e) {
-    st.reader.reset();
+    st.drop_reader();
     st.in.reset();
     return corruption(std::string("record does not parse: ") + e.getDescription().cStr());
   }

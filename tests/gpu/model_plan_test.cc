@@ -486,6 +486,13 @@ TEST(ModelPlan, RenderRefusesWhatTheFormatCannotCarry) {
   q = *p;
   q.kernels[0].source += "```\n";
   EXPECT_FALSE(render_model_plan(q).ok());
+  // A source that defines an entry point the plan has no kernel for (a plan written as JSON may):
+  // the cuda block would read back with one kernel more.
+  q = *p;
+  q.kernels[0].source += "extern \"C\" __global__ void spare(float* y) { y[0] = 0.f; }\n";
+  EXPECT_EQ(render_model_plan(q).status().message(),
+            "render: the plan's kernels are " + q.kernels[0].name + ", but its sources define the entry "
+            "points " + q.kernels[0].name + ", spare, which a reader would take as the kernels");
   // The rendered text: the hint, then the launch of the one kernel.
   std::string text = *render_model_plan(*p);
   EXPECT_NE(text.find("```launch\n# knobs: ew.block=256 ew.items_per_thread=1 ew.math=precise ew.tail=guarded "

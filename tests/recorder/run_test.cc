@@ -118,6 +118,25 @@ TEST(Run, ARecordWithABadNestedPointerDoesNotParse) {
   EXPECT_NE(s.message().find("record does not parse"), std::string::npos) << s.to_string();
 }
 
+// A message of several segments cut anywhere: the segments after the first are read lazily, and a
+// reader of a cut message throws when it is destroyed. parse() reads them all and fails cleanly.
+TEST(Run, AMultiSegmentRecordCutShortDoesNotParse) {
+  capnp::MallocMessageBuilder msg(1, capnp::AllocationStrategy::FIXED_SIZE);
+  auto rec = msg.initRoot<schema::Record>();
+  rec.setTask("L2_012");
+  rec.initBlob().setName(std::string(200, 'n'));
+  ASSERT_GT(msg.getSegmentsForOutput().size(), 1u);
+  const std::string payload = encode_message(msg);
+  RecordView view;
+  ASSERT_TRUE(view.parse(payload).ok());
+  for (size_t cut = 0; cut < payload.size(); ++cut) {
+    Status s = view.parse(payload.substr(0, cut));
+    EXPECT_FALSE(s.ok()) << "cut at " << cut;
+  }
+  ASSERT_TRUE(view.parse(payload).ok());
+  EXPECT_EQ(view.message().getRoot<schema::Record>().getBlob().getName().size(), 200u);
+}
+
 TEST(Run, ManifestRoundTripsAndFinishCompletesIt) {
   std::string root = make_temp_dir("runs");
   ManifestInfo m = sample_manifest();
