@@ -1158,8 +1158,22 @@ Result<std::string> render_step(const Plan& plan, const PlanStep& s) {
 Status render_launch(const Plan& plan, std::string* out) {
   *out += "```launch\n";
   if (!plan.knobs.empty()) {
+    // The hint reads back as whitespace-separated key=value pairs on one line: a key or value with
+    // whitespace or a control byte, an empty one, or a key holding '=' would read back as other
+    // knobs or as launch statements (a plan written as JSON may hold any strings).
+    auto carried = [](const std::string& w, bool key) {
+      if (w.empty() || (key && w.find('=') != std::string::npos)) return false;
+      for (unsigned char c : w)
+        if (c <= ' ' || c == 0x7f) return false;
+      return true;
+    };
     *out += "# knobs:";
-    for (const auto& [k, v] : plan.knobs) *out += " " + k + "=" + v;
+    for (const auto& [k, v] : plan.knobs) {
+      if (!carried(k, true) || !carried(v, false))
+        return invalid_argument("render: knob " + quote(k) + " = " + quote(v) +
+                                " cannot be written as a key=value pair of the `# knobs:` line");
+      *out += " " + k + "=" + v;
+    }
     *out += "\n";
   }
   std::set<std::string> by_library;

@@ -493,6 +493,13 @@ TEST(ModelPlan, RenderRefusesWhatTheFormatCannotCarry) {
   EXPECT_EQ(render_model_plan(q).status().message(),
             "render: the plan's kernels are " + q.kernels[0].name + ", but its sources define the entry "
             "points " + q.kernels[0].name + ", spare, which a reader would take as the kernels");
+  // A knob value the `# knobs:` line cannot hold (a JSON plan's knobs are any strings): a newline
+  // would start a launch statement.
+  q = *p;
+  q.knobs["ew.block"] = "256\nk0_elementwise<<<1, 1>>>(x, y, 1)";
+  ASSERT_FALSE(render_model_plan(q).ok());
+  EXPECT_EQ(render_model_plan(q).status().message().rfind("render: knob 'ew.block'", 0), 0u)
+      << render_model_plan(q).status().message();
   // The rendered text: the hint, then the launch of the one kernel.
   std::string text = *render_model_plan(*p);
   EXPECT_NE(text.find("```launch\n# knobs: ew.block=256 ew.items_per_thread=1 ew.math=precise ew.tail=guarded "
