@@ -62,6 +62,7 @@ summary=()
 for t in "${targets[@]}"; do
   work=build-fuzz/work/$t
   crashes=build-fuzz/crashes/$t
+  rm -rf "$crashes"
   mkdir -p "$work/corpus" "$crashes"
   cp -r "fuzz/corpus/$t/." "$work/corpus/"
   dict=()
