@@ -3,6 +3,7 @@
 #include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <capnp/serialize-packed.h>
+#include <kj/debug.h>
 #include <kj/io.h>
 #include <dirent.h>
 #include <sys/stat.h>
@@ -18,30 +19,60 @@
 namespace vinci {
 namespace {
 
-// Reads every field reachable from a value, so that a message whose pointers are garbage (out of
-// bounds, a text without its NUL, past the reader's traversal or nesting limit) throws here rather
-// than in whichever reader of the record touches that field first. Cap'n Proto checks a pointer
-// only when it is followed.
-void touch_value(capnp::DynamicValue::Reader v);
+// Reads every struct and pointer reachable from a record, so that a message whose pointers are
+// garbage (out of bounds, a text without its NUL, past the reader's traversal or nesting limit)
+// throws here rather than in whichever reader of the record touches that field first: Cap'n Proto
+// checks a pointer only when it is followed. Lists of scalars are checked when their pointer is
+// read and are not walked. A record a writer made holds at least one word per struct and per list
+// element it walks, so one that names more than its words (lists of empty structs, which cost no
+// bytes) is refused before the walk can take long.
+class Toucher {
+ public:
+  explicit Toucher(uint64_t words) : budget_(words) {}
 
-void touch_struct(capnp::DynamicStruct::Reader s) {
-  for (auto field : s.getSchema().getFields()) {
-    if (s.has(field)) touch_value(s.get(field));  // has(): false for a union's other members
+  void touch_struct(capnp::DynamicStruct::Reader s) {
+    spend();
+    for (auto field : s.getSchema().getFields()) {
+      if (s.has(field)) touch_value(s.get(field));  // has(): false for a union's other members
+    }
   }
-}
 
-void touch_value(capnp::DynamicValue::Reader v) {
-  switch (v.getType()) {
-    case capnp::DynamicValue::STRUCT:
-      touch_struct(v.as<capnp::DynamicStruct>());
-      break;
-    case capnp::DynamicValue::LIST:
-      for (auto e : v.as<capnp::DynamicList>()) touch_value(e);
-      break;
-    default:  // scalars, and texts and data, which get() has bounds-checked already
-      break;
+ private:
+  void spend() {
+    KJ_REQUIRE(budget_ > 0, "record names more structs and list elements than it has words");
+    --budget_;
   }
-}
+
+  void touch_value(capnp::DynamicValue::Reader v) {
+    switch (v.getType()) {
+      case capnp::DynamicValue::STRUCT:
+        touch_struct(v.as<capnp::DynamicStruct>());
+        break;
+      case capnp::DynamicValue::LIST: {
+        auto list = v.as<capnp::DynamicList>();
+        switch (list.getSchema().whichElementType()) {
+          case capnp::schema::Type::STRUCT:
+          case capnp::schema::Type::LIST:
+          case capnp::schema::Type::TEXT:
+          case capnp::schema::Type::DATA:
+          case capnp::schema::Type::ANY_POINTER:
+            for (auto e : list) {
+              spend();
+              touch_value(e);
+            }
+            break;
+          default:  // scalars: bounds-checked with the list pointer
+            break;
+        }
+        break;
+      }
+      default:  // scalars, and texts and data, which get() has bounds-checked already
+        break;
+    }
+  }
+
+  uint64_t budget_;
+};
 
 std::string parent_folder(const std::string& path) {
   std::string p = path;
@@ -220,8 +251,9 @@ Status RecordView::parse(std::string_view payload) {
     // Read every segment the segment table names (segments after the first are read lazily; a
     // table names fewer than 512, or the reader refuses it), then touch every field, so a message
     // cut short or whose pointers are garbage fails here, not in a caller.
-    for (unsigned id = 0; id < 512; ++id) st.reader->getSegment(id);
-    touch_struct(st.reader->getRoot<schema::Record>());
+    uint64_t words = 0;
+    for (unsigned id = 0; id < 512; ++id) words += st.reader->getSegment(id).size();
+    Toucher(words).touch_struct(st.reader->getRoot<schema::Record>());
   } catch (const kj::Exception& e) {
     st.drop_reader();
     st.in.reset();
