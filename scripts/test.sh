@@ -16,5 +16,5 @@ if (($# == 0)); then
   # Every parser under the fuzzers, and the torch-free unit tests under AddressSanitizer and
   # UndefinedBehaviorSanitizer, in build-fuzz/ (docs/testing.md). VINCI_FUZZ_SECONDS sets the time
   # per fuzz target; the default keeps CI on two cores within its budget.
-  bash scripts/fuzz.sh "${VINCI_FUZZ_SECONDS:-30}"
+  bash scripts/fuzz.sh "${VINCI_FUZZ_SECONDS:-20}"
 fi
