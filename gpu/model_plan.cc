@@ -1054,6 +1054,15 @@ Result<Plan> parse_json_plan(const Locator& loc, const std::string& label, size_
                             "): the limit is " + std::to_string(limits.max_launch_lines));
   Plan p = strip_plan_metadata(*parsed);
   p.knobs = parsed->knobs;  // the hint, as a `# knobs:` line
+  // The task's own buffers are the task's, as in the launch block, which never declares them.
+  VINCI_ASSIGN_OR_RETURN(std::vector<PlanBuffer> declared, task_buffers(task));
+  auto describe = [](const PlanBuffer& b) { return b.role + " " + b.dtype + " [" + join(b.shape, ", ") + "]"; };
+  for (const PlanBuffer& want : declared) {
+    const PlanBuffer* got = p.find_buffer(want.name);
+    if (got != nullptr && (got->role != want.role || got->dtype != want.dtype || got->shape != want.shape))
+      return invalid_argument(label + ": buffer " + quote(want.name) + ": the task declares it " + describe(want) +
+                              ", found " + describe(*got));
+  }
   Status st = validate_plan(p, task);
   if (!st.ok()) return invalid_argument(label + ": " + st.message());
   VINCI_RETURN_IF_ERROR(check_json_kernels(p, label, limits));

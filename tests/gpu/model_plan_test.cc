@@ -395,6 +395,12 @@ TEST(ModelPlan, JsonPlansAreAccepted) {
             "reply, kernel 'k0_gemm' source, line 1, column 17: __global__ function 'k0_gemm' is not declared "
             "extern \"C\": the plan launches entry points by their C name; write extern \"C\" __global__ void "
             "k0_gemm(...)");
+  // The task's own buffers are the task's: a JSON plan may not give them other shapes.
+  j = plan_to_json(*generated);
+  for (auto& b : j["buffers"])
+    if (b["name"] == "fc.bias") b["shape"] = {"_ut"};
+  EXPECT_EQ(error_of(j.dump(), "L2_012"),
+            "reply: buffer 'fc.bias': the task declares it weight f32 [Out], found weight f32 [_ut]");
 }
 
 TEST(ModelPlan, LimitsAreEnforced) {
