@@ -1013,6 +1013,8 @@ Result<nlohmann::json> read_json(const Locator& loc, const std::string& label, s
     std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
     size_t off = begin + std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
     return Status(loc.at(label, off, "not valid JSON: " + reason));
+  } catch (const nlohmann::json::exception& e) {  // a number past double's range ("1e999")
+    return Status(invalid_argument(label + ": not valid JSON: " + e.what()));
   }
 }
 
