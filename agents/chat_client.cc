@@ -206,6 +206,8 @@ Result<json> parse_body_json(std::string_view body) {
     }
     return corruption("reply body is not JSON (error at byte " + std::to_string(e.byte) + " of " +
                       std::to_string(body.size()) + "): " + excerpt(body, 120));
+  } catch (const json::exception& e) {  // a number past double's range ("1e999")
+    return corruption(std::string("reply body holds a value JSON cannot hold: ") + e.what());
   }
 }
 

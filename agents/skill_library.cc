@@ -58,6 +58,9 @@ Result<Skill> parse_line(std::string_view text, const std::string& origin, size_
   } catch (const nlohmann::json::parse_error& e) {
     return invalid_argument(where(origin, line) + ": expected one JSON object per line, found " +
                             "text that does not parse (" + e.what() + ")");
+  } catch (const nlohmann::json::exception& e) {  // a number past double's range ("1e999")
+    return invalid_argument(where(origin, line) + ": expected one JSON object per line, found " +
+                            "a value JSON cannot hold (" + e.what() + ")");
   }
   if (!obj.is_object()) {
     return invalid_argument(where(origin, line) + ": expected a JSON object, found " +

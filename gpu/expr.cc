@@ -53,7 +53,12 @@ class Parser {
     bool over = op == '+' ? __builtin_add_overflow(a, b, &r)
                 : op == '-' ? __builtin_sub_overflow(a, b, &r)
                             : __builtin_mul_overflow(a, b, &r);
-    if (over) return error("overflows 64 bits");
+    if (over) {
+      // A syntax check skips '/' and '%' and resolves no name, so its values are not the
+      // expression's: an overflow among them says nothing about the text.
+      if (!env_) return int64_t{0};
+      return error("overflows 64 bits");
+    }
     return r;
   }
   Result<int64_t> expr() {

@@ -1013,6 +1013,8 @@ Result<nlohmann::json> read_json(const Locator& loc, const std::string& label, s
     std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
     size_t off = begin + std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
     return Status(loc.at(label, off, "not valid JSON: " + reason));
+  } catch (const nlohmann::json::exception& e) {  // a number past double's range ("1e999")
+    return Status(invalid_argument(label + ": not valid JSON: " + e.what()));
   }
 }
 
@@ -1054,6 +1056,15 @@ Result<Plan> parse_json_plan(const Locator& loc, const std::string& label, size_
                             "): the limit is " + std::to_string(limits.max_launch_lines));
   Plan p = strip_plan_metadata(*parsed);
   p.knobs = parsed->knobs;  // the hint, as a `# knobs:` line
+  // The task's own buffers are the task's, as in the launch block, which never declares them.
+  VINCI_ASSIGN_OR_RETURN(std::vector<PlanBuffer> declared, task_buffers(task));
+  auto describe = [](const PlanBuffer& b) { return b.role + " " + b.dtype + " [" + join(b.shape, ", ") + "]"; };
+  for (const PlanBuffer& want : declared) {
+    const PlanBuffer* got = p.find_buffer(want.name);
+    if (got != nullptr && (got->role != want.role || got->dtype != want.dtype || got->shape != want.shape))
+      return invalid_argument(label + ": buffer " + quote(want.name) + ": the task declares it " + describe(want) +
+                              ", found " + describe(*got));
+  }
   Status st = validate_plan(p, task);
   if (!st.ok()) return invalid_argument(label + ": " + st.message());
   VINCI_RETURN_IF_ERROR(check_json_kernels(p, label, limits));
@@ -1129,6 +1140,24 @@ Status render_cuda(const Plan& plan, std::string* out) {
     if (!seen) sources.push_back(&k.source);
   }
   if (sources.empty()) return Status();  // library steps only
+  // A reader makes one kernel of every entry point of every unit, in order: the plan's kernels must
+  // be exactly those, or the text would read back as another plan (a source defining an entry
+  // point that is no kernel of the plan, kernels of one source listed out of their order).
+  std::vector<std::string> readable;
+  for (const std::string* source : sources) {
+    Locator loc(*source);
+    std::vector<EntryPoint> entries;
+    VINCI_RETURN_IF_ERROR(UnitScanner(loc, "render: kernel source", ModelPlanLimits().max_kernels, &entries)
+                              .scan(0, source->size(), 0));
+    for (const EntryPoint& e : entries) readable.push_back(e.name);
+  }
+  std::vector<std::string> names;
+  for (const PlanKernel& k : plan.kernels) names.push_back(k.name);
+  if (names != readable)
+    return invalid_argument("render: the plan's kernels are " + join(names, ", ") +
+                            ", but its sources define the entry points " +
+                            (readable.empty() ? std::string("(none)") : join(readable, ", ")) +
+                            ", which a reader would take as the kernels");
   *out += "```cuda\n";
   for (size_t i = 0; i < sources.size(); ++i) *out += (i ? std::string(kUnitMarker) + "\n" : "") + *sources[i];
   *out += "```\n";
@@ -1156,8 +1185,22 @@ Result<std::string> render_step(const Plan& plan, const PlanStep& s) {
 Status render_launch(const Plan& plan, std::string* out) {
   *out += "```launch\n";
   if (!plan.knobs.empty()) {
+    // The hint reads back as whitespace-separated key=value pairs on one line: a key or value with
+    // whitespace or a control byte, an empty one, or a key holding '=' would read back as other
+    // knobs or as launch statements (a plan written as JSON may hold any strings).
+    auto carried = [](const std::string& w, bool key) {
+      if (w.empty() || (key && w.find('=') != std::string::npos)) return false;
+      for (unsigned char c : w)
+        if (c <= ' ' || c == 0x7f) return false;
+      return true;
+    };
     *out += "# knobs:";
-    for (const auto& [k, v] : plan.knobs) *out += " " + k + "=" + v;
+    for (const auto& [k, v] : plan.knobs) {
+      if (!carried(k, true) || !carried(v, false))
+        return invalid_argument("render: knob " + quote(k) + " = " + quote(v) +
+                                " cannot be written as a key=value pair of the `# knobs:` line");
+      *out += " " + k + "=" + v;
+    }
     *out += "\n";
   }
   std::set<std::string> by_library;

@@ -18,6 +18,8 @@ namespace {
 
 constexpr char kMagic[4] = {'V', 'O', 'B', '1'};
 constexpr size_t kHeaderSize = 16;
+// The most one zstd frame can expand: a block makes at most 128 KiB and takes at least 4 bytes.
+constexpr uint64_t kMaxZstdExpansion = (128u << 10) / 4;
 // Seed of the second hash kept for known addresses; any constant other than 0 will do.
 constexpr uint64_t kCheckSeed = 0x76696e6369636b31ull;  // "vincick1"
 
@@ -93,8 +95,16 @@ Result<StoredObject> decode_object_file(std::string_view file, const std::string
     obj.bytes.assign(payload);
   } else {
     unsigned long long content = ZSTD_getFrameContentSize(payload.data(), payload.size());
-    if (content != raw_size) {
+    if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR ||
+        content != raw_size) {
       return corruption("object file " + path + ": zstd frame does not hold " +
+                        std::to_string(raw_size) + " bytes");
+    }
+    // No zstd frame expands more than kMaxZstdExpansion times (a 4-byte RLE block makes at most
+    // 128 KiB): a header claiming more is damage, refused before the output is allocated.
+    if (raw_size / kMaxZstdExpansion > payload.size()) {
+      return corruption("object file " + path + ": zstd frame of " +
+                        std::to_string(payload.size()) + " bytes cannot hold " +
                         std::to_string(raw_size) + " bytes");
     }
     thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),

@@ -1,7 +1,9 @@
 #include "recorder/run.h"
 
+#include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <capnp/serialize-packed.h>
+#include <kj/debug.h>
 #include <kj/io.h>
 #include <dirent.h>
 #include <sys/stat.h>
@@ -16,6 +18,61 @@
 
 namespace vinci {
 namespace {
+
+// Reads every struct and pointer reachable from a record, so that a message whose pointers are
+// garbage (out of bounds, a text without its NUL, past the reader's traversal or nesting limit)
+// throws here rather than in whichever reader of the record touches that field first: Cap'n Proto
+// checks a pointer only when it is followed. Lists of scalars are checked when their pointer is
+// read and are not walked. A record a writer made holds at least one word per struct and per list
+// element it walks, so one that names more than its words (lists of empty structs, which cost no
+// bytes) is refused before the walk can take long.
+class Toucher {
+ public:
+  explicit Toucher(uint64_t words) : budget_(words) {}
+
+  void touch_struct(capnp::DynamicStruct::Reader s) {
+    spend();
+    for (auto field : s.getSchema().getFields()) {
+      if (s.has(field)) touch_value(s.get(field));  // has(): false for a union's other members
+    }
+  }
+
+ private:
+  void spend() {
+    KJ_REQUIRE(budget_ > 0, "record names more structs and list elements than it has words");
+    --budget_;
+  }
+
+  void touch_value(capnp::DynamicValue::Reader v) {
+    switch (v.getType()) {
+      case capnp::DynamicValue::STRUCT:
+        touch_struct(v.as<capnp::DynamicStruct>());
+        break;
+      case capnp::DynamicValue::LIST: {
+        auto list = v.as<capnp::DynamicList>();
+        switch (list.getSchema().whichElementType()) {
+          case capnp::schema::Type::STRUCT:
+          case capnp::schema::Type::LIST:
+          case capnp::schema::Type::TEXT:
+          case capnp::schema::Type::DATA:
+          case capnp::schema::Type::ANY_POINTER:
+            for (auto e : list) {
+              spend();
+              touch_value(e);
+            }
+            break;
+          default:  // scalars: bounds-checked with the list pointer
+            break;
+        }
+        break;
+      }
+      default:  // scalars, and texts and data, which get() has bounds-checked already
+        break;
+    }
+  }
+
+  uint64_t budget_;
+};
 
 std::string parent_folder(const std::string& path) {
   std::string p = path;
@@ -155,33 +212,50 @@ struct RecordView::State {
   // Scratch space for the unpacked message; records larger than this allocate their own.
   kj::Array<capnp::word> scratch = kj::heapArray<capnp::word>(1024);
   std::optional<kj::ArrayInputStream> in;
-  std::optional<capnp::PackedMessageReader> reader;  // destroyed before `in`
+  // Owned; destroyed before `in`, by drop_reader() only. A plain pointer, not an optional: the
+  // reader's destructor reads the rest of a message its segment table promised and throws when the
+  // payload is cut short, and a destructor called from a noexcept one would terminate the process.
+  capnp::PackedMessageReader* reader = nullptr;
+
+  void drop_reader() {
+    capnp::PackedMessageReader* r = reader;
+    reader = nullptr;
+    try {
+      delete r;  // the memory is freed even when the destructor throws
+    } catch (const kj::Exception&) {
+      // The payload was cut short; parse() has said so.
+    }
+  }
 };
 
 RecordView::RecordView() : state_(std::make_unique<State>()) {}
 RecordView::~RecordView() {
-  state_->reader.reset();
+  state_->drop_reader();
   state_->in.reset();
 }
 
 capnp::MessageReader& RecordView::message() {
-  VINCI_REQUIRE(state_->reader.has_value(), "message() of a RecordView that holds no record");
+  VINCI_REQUIRE(state_->reader != nullptr, "message() of a RecordView that holds no record");
   return *state_->reader;
 }
 
 Status RecordView::parse(std::string_view payload) {
   State& st = *state_;
-  st.reader.reset();
+  st.drop_reader();
   st.in.reset();
   st.payload.assign(payload);
   try {
     st.in.emplace(kj::ArrayPtr<const kj::byte>(
         reinterpret_cast<const kj::byte*>(st.payload.data()), st.payload.size()));
-    st.reader.emplace(*st.in, capnp::ReaderOptions(), st.scratch.asPtr());
-    // Touch the root so a message whose pointers are garbage fails here, not in a caller.
-    st.reader->getRoot<schema::Record>().which();
+    st.reader = new capnp::PackedMessageReader(*st.in, capnp::ReaderOptions(), st.scratch.asPtr());
+    // Read every segment the segment table names (segments after the first are read lazily; a
+    // table names fewer than 512, or the reader refuses it), then touch every field, so a message
+    // cut short or whose pointers are garbage fails here, not in a caller.
+    uint64_t words = 0;
+    for (unsigned id = 0; id < 512; ++id) words += st.reader->getSegment(id).size();
+    Toucher(words).touch_struct(st.reader->getRoot<schema::Record>());
   } catch (const kj::Exception& e) {
-    st.reader.reset();
+    st.drop_reader();
     st.in.reset();
     return corruption(std::string("record does not parse: ") + e.getDescription().cStr());
   }

@@ -82,7 +82,8 @@ class RecordView {
   RecordView(const RecordView&) = delete;
   RecordView& operator=(const RecordView&) = delete;
 
-  // Fails with kCorruption when payload is not a valid packed message of a Record.
+  // Fails with kCorruption when payload is not a valid packed message of a Record; every pointer
+  // of the message is followed and checked here, so reading any field of a parsed record is safe.
   Status parse(std::string_view payload);
   static Result<std::unique_ptr<RecordView>> decode(std::string_view payload);
 

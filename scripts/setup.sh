@@ -16,6 +16,7 @@ packages=(
   libbenchmark-dev
   libcurl4-openssl-dev libcpp-httplib-dev
   python3-torch python3-numpy
+  clang libclang-rt-dev  # the fuzz targets and sanitized tests (scripts/fuzz.sh): libFuzzer, ASan, UBSan
 )
 
 missing=()

@@ -246,5 +246,16 @@ TEST(SkillText, Utf8Validity) {
   EXPECT_FALSE(has_valid_utf8(t));
 }
 
+// A number past double's range is an error naming the line, not an exception.
+TEST(SkillLibrary, ANumberPastDoubleRangeIsAnError) {
+  auto r = SkillLibrary::parse_jsonl(
+      "{\"name\":\"a\",\"description\":\"d\",\"scope\":\"general\",\"tags\":[\"t\"],"
+      "\"content\":\"c\",\"verify_speedup\":77e7777}\n",
+      "lib.jsonl");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message().rfind("lib.jsonl:1: expected one JSON object per line", 0), 0u)
+      << r.status().to_string();
+}
+
 }  // namespace
 }  // namespace vinci

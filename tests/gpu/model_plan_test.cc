@@ -395,6 +395,12 @@ TEST(ModelPlan, JsonPlansAreAccepted) {
             "reply, kernel 'k0_gemm' source, line 1, column 17: __global__ function 'k0_gemm' is not declared "
             "extern \"C\": the plan launches entry points by their C name; write extern \"C\" __global__ void "
             "k0_gemm(...)");
+  // The task's own buffers are the task's: a JSON plan may not give them other shapes.
+  j = plan_to_json(*generated);
+  for (auto& b : j["buffers"])
+    if (b["name"] == "fc.bias") b["shape"] = {"_ut"};
+  EXPECT_EQ(error_of(j.dump(), "L2_012"),
+            "reply: buffer 'fc.bias': the task declares it weight f32 [Out], found weight f32 [_ut]");
 }
 
 TEST(ModelPlan, LimitsAreEnforced) {
@@ -517,6 +523,20 @@ TEST(ModelPlan, RenderRefusesWhatTheFormatCannotCarry) {
   q = *p;
   q.kernels[0].source += "```\n";
   EXPECT_FALSE(render_model_plan(q).ok());
+  // A source that defines an entry point the plan has no kernel for (a plan written as JSON may):
+  // the cuda block would read back with one kernel more.
+  q = *p;
+  q.kernels[0].source += "extern \"C\" __global__ void spare(float* y) { y[0] = 0.f; }\n";
+  EXPECT_EQ(render_model_plan(q).status().message(),
+            "render: the plan's kernels are " + q.kernels[0].name + ", but its sources define the entry "
+            "points " + q.kernels[0].name + ", spare, which a reader would take as the kernels");
+  // A knob value the `# knobs:` line cannot hold (a JSON plan's knobs are any strings): a newline
+  // would start a launch statement.
+  q = *p;
+  q.knobs["ew.block"] = "256\nk0_elementwise<<<1, 1>>>(x, y, 1)";
+  ASSERT_FALSE(render_model_plan(q).ok());
+  EXPECT_EQ(render_model_plan(q).status().message().rfind("render: knob 'ew.block'", 0), 0u)
+      << render_model_plan(q).status().message();
   // The rendered text: the hint, then the launch of the one kernel.
   std::string text = *render_model_plan(*p);
   EXPECT_NE(text.find("```launch\n# knobs: ew.block=256 ew.items_per_thread=1 ew.math=precise ew.tail=guarded "

@@ -289,6 +289,11 @@ TEST(Expr, EvaluatesArithmeticFunctionsAndBuffers) {
   EXPECT_FALSE(eval_expr("dim(x, 3)", env).ok());
   EXPECT_FALSE(eval_expr("numel(y)", env).ok());
   EXPECT_FALSE(check_expr_syntax("N +").ok());
+  // The syntax check does not evaluate '/' and '%': it must not find an overflow the expression
+  // does not have.
+  EXPECT_EQ(*eval_expr("9922357268 % 48 * 3685477036851", env), 20 * 3685477036851);
+  EXPECT_TRUE(check_expr_syntax("9922357268 % 48 * 3685477036851").ok());
+  EXPECT_FALSE(check_expr_syntax("99999999999999999999").ok());  // a literal past int64
   EXPECT_EQ(expr_mul("1", "N"), "N");
   EXPECT_EQ(expr_mul("3", "4"), "12");
   EXPECT_EQ(*eval_expr(expr_ceil_div(expr_add("N", "M"), "8"), env), 14);

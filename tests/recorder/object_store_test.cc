@@ -86,6 +86,35 @@ TEST(ObjectStore, GarbageFileIsCorruptionNotCrash) {
   }
 }
 
+// A zstd object's header and frame that claim a size no frame of that length can hold (the frame
+// header's "unknown" or "error" size, or more than 32768 bytes per compressed byte) are damage,
+// refused before any output is allocated.
+TEST(ObjectStore, ImpossibleZstdSizeIsCorruptionNotAllocation) {
+  auto file = [](uint64_t raw_size, std::string frame) {
+    std::string f = std::string("VOB1") + '\x01' + '\x05' + std::string(2, '\0');
+    for (int i = 0; i < 8; ++i) f.push_back(static_cast<char>(raw_size >> (8 * i)));
+    return f + "reply" + frame;
+  };
+  // A frame header without a content size (ZSTD_CONTENTSIZE_UNKNOWN), and bytes that are no frame
+  // (ZSTD_CONTENTSIZE_ERROR), each with the raw size that equals that marker.
+  const std::string no_size("\x28\xb5\x2f\xfd\x00\x00\x01\x00\x00", 9);
+  for (auto [raw, frame] : {std::pair<uint64_t, std::string>{~0ull, no_size},
+                            std::pair<uint64_t, std::string>{~0ull - 1, "not zstd"}}) {
+    auto r = decode_object_file(file(raw, frame), "f");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().to_string();
+  }
+  // A single-segment frame header claiming 2^40 bytes (frame content size field of 8 bytes).
+  std::string huge("\x28\xb5\x2f\xfd\xe0", 5);
+  for (int i = 0; i < 8; ++i) huge.push_back(static_cast<char>((1ull << 40) >> (8 * i)));
+  huge += std::string("\x01\x00\x00", 3);
+  auto r = decode_object_file(file(1ull << 40, huge), "f");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(r.status().message().find("cannot hold 1099511627776 bytes"), std::string::npos)
+      << r.status().to_string();
+}
+
 TEST(ObjectStore, MissingObjectIsNotFound) {
   ObjectStore store(make_temp_dir("store") + "/objects");
   auto r = store.get(hash_tagged("plan", "never stored"));
