@@ -120,6 +120,23 @@ Result<Plan> parse_plan(const std::string& text);
 // the output is produced.
 Status validate_plan(const Plan& plan, const Task& task);
 
+// The bytes a buffer of this shape and dtype (f32: 4, i64: 8) takes: an error naming the shape
+// when a dimension is negative or the element count or byte size overflows 64 bits.
+Result<int64_t> buffer_bytes(const std::vector<int64_t>& shape, const std::string& dtype);
+
+// CUDA's launch limits (every architecture vinci targets): grid x <= 2^31 - 1, y and z <= 65535;
+// block x and y <= 1024, z <= 64, x*y*z <= 1024; every dimension >= 1.
+constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxGridYZ = 65535;
+constexpr int64_t kMaxBlockXY = 1024;
+constexpr int64_t kMaxBlockZ = 64;
+constexpr int64_t kMaxBlockThreads = 1024;
+
+// Why CUDA would refuse a launch of this grid and block, checked on the 64-bit values (before
+// anything narrows them to the driver's unsigned ints): "" when it would not. The sim and the
+// live evaluator both reject a launch with this reason.
+std::string launch_dims_error(const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block);
+
 }  // namespace vinci
 
 #endif  // VINCI_GPU_PLAN_H_

@@ -133,6 +133,7 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
   VINCI_ASSIGN_OR_RETURN(CorrectnessPrediction c, model_.predict_correctness(*ctx, plan, tol));
   r.correct = c.correct;
   r.error = c.error;
+  if (!c.rejected.empty()) r.flags.push_back("rejected: " + c.rejected);
   for (int t = 0; t < request.trials; ++t) {
     InputDistribution d = trial_distribution(t);
     TrialResult tr;

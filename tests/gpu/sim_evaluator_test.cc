@@ -6,6 +6,10 @@
 #include <capnp/message.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/rng.h"
 #include "tests/gpu/sim_test_util.h"
@@ -189,6 +193,97 @@ TEST(SimEvaluator, MalformedPlansDoNotCompile) {
   EXPECT_FALSE(r->reference_times_us.empty());
   // A plan for another task is the caller's error, not the candidate's.
   EXPECT_FALSE(ev.evaluate(task("L1_020"), must_generate(t, {}), request(SizeName::kFull)).ok());
+}
+
+// The hostile plans the live evaluator must refuse to launch or cannot allocate
+// (tests/gpu/hostile/): the sim refuses them in the same words.
+TEST(SimEvaluator, RefusesLaunchesAndBuffersTheDeviceWouldRefuse) {
+  std::ifstream in(std::string(VINCI_SOURCE_DIR) + "/tests/gpu/hostile/hostile_plans.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str());
+  SimEvaluator ev(h200());
+  int checked = 0;
+  for (const auto& e : j) {
+    std::string expect = e.at("expect").get<std::string>();
+    if (expect != "launch_refused" && expect != "out_of_memory") continue;
+    std::string name = e.at("name").get<std::string>();
+    Result<Plan> p = plan_from_json(e.at("plan"));
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status().to_string();
+    p->origin = "codegen";  // no compile: the launch and the buffers are what is judged here
+    const Task& t = task(p->task_id);
+    Result<EvalResult> r = ev.evaluate(t, *p, request(SizeName::kSmall));
+    if (name == "grid_overflows_64_bits") {  // the grid's size expression cannot be evaluated
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find("size expression 'B*D*B*D*B*D*B*D*B*D': overflows 64 bits at B=8, D=1001"),
+                std::string::npos) << r.status().message();
+      ++checked;
+      continue;
+    }
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().to_string();
+    EXPECT_FALSE(r->correct) << name;
+    EXPECT_TRUE(r->kernel_times_us.empty()) << name;
+    if (expect == "launch_refused") {
+      EXPECT_NE(r->error.find("launch refused: "), std::string::npos) << name << ": " << r->error;
+    } else {
+      EXPECT_NE(std::find(r->flags.begin(), r->flags.end(), "rejected: out_of_memory"), r->flags.end())
+          << name << ": " << r->error;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7);
+}
+
+TEST(SimEvaluator, LaunchDimensionsAreCheckedBeforeNarrowing) {
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{1, 1, 1}}), "");
+  EXPECT_EQ(launch_dims_error({{kMaxGridX, 65535, 65535}}, {{1024, 1, 1}}), "");
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{16, 1, 64}}), "");
+  EXPECT_EQ(launch_dims_error({{int64_t{1} << 32, 1, 1}}, {{256, 1, 1}}),
+            "grid x = 4294967296 is outside CUDA's limits [1, 2147483647] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{(int64_t{1} << 32) + 1, 1, 1}}, {{256, 1, 1}}),
+            "grid x = 4294967297 is outside CUDA's limits [1, 2147483647] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{kMaxGridX + 1, 1, 1}}, {{256, 1, 1}}).substr(0, 18), "grid x = 214748364");
+  EXPECT_EQ(launch_dims_error({{1, 65536, 1}}, {{1, 1, 1}}),
+            "grid y = 65536 is outside CUDA's limits [1, 65535] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{1, 1, 0}}, {{1, 1, 1}}),
+            "grid z = 0 is outside CUDA's limits [1, 65535] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{1025, 1, 1}}),
+            "block x = 1025 is outside CUDA's limits [1, 1024] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{1, 1, 65}}),
+            "block z = 65 is outside CUDA's limits [1, 64] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{-(int64_t{1} << 32) + 256, 1, 1}}).substr(0, 10), "block x = ");
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{64, 32, 1}}),
+            "block 64x32x1 = 2048 threads, more than CUDA's 1024 per block (invalid configuration argument)");
+}
+
+TEST(SimEvaluator, BuffersPastTheDeviceMemoryAreOutOfMemory) {
+  SimEvaluator ev(h200());
+  const Task& t = task("L1_019");
+  Plan plan = must_generate(t, {});
+  PlanBuffer huge;
+  huge.name = "scratch";
+  huge.role = "intermediate";
+  huge.dtype = "f32";
+  // 10^22 elements: each dimension fits in 64 bits, their product does not.
+  huge.shape = {"100000000000", "100000000000"};
+  plan.buffers.push_back(huge);
+  Result<EvalResult> r = ev.evaluate(t, plan, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->correct);
+  EXPECT_EQ(r->error,
+            "buffer scratch: out of memory: shape [100000000000, 100000000000]: the element count overflows 64 bits");
+  EXPECT_NE(std::find(r->flags.begin(), r->flags.end(), "rejected: out_of_memory"), r->flags.end());
+  // In 64 bits but past the profile's memory.
+  plan.buffers.back().shape = {"B", "40000000000"};
+  r = ev.evaluate(t, plan, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->correct);
+  EXPECT_EQ(r->error, "buffer scratch: out of memory: 1280000000000 bytes, more than the device's 150754820096");
+  // Within it: the plan is as correct as without the buffer.
+  plan.buffers.back().shape = {"B", "1000"};
+  r = ev.evaluate(t, plan, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->correct) << r->error;
 }
 
 TEST(EvalResult, RoundTripsThroughMeasurement) {
