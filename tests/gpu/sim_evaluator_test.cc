@@ -286,6 +286,54 @@ TEST(SimEvaluator, BuffersPastTheDeviceMemoryAreOutOfMemory) {
   EXPECT_TRUE(r->correct) << r->error;
 }
 
+// The sim compiles every plan that is not the generator's own: a kernel that does not compile is
+// not scored correct and fast.
+TEST(SimEvaluator, CompilesPlansThatAreNotTheGeneratorsOwn) {
+  SimEvaluator ev(h200());
+  const Task& t = task("L1_019");
+  Plan own = must_generate(t, {});
+  Result<EvalResult> r = ev.evaluate(t, own, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->compiled);
+  EXPECT_TRUE(r->correct) << r->error;
+  EXPECT_EQ(r->settings.count("nvrtc"), 0u) << "the generator's own plans are not compiled again";
+
+  // The same kernel with a syntax error, claiming to be the generator's: compiled, and refused.
+  Plan broken = own;
+  std::string& src = broken.kernels[0].source;
+  size_t brace = src.rfind('}');
+  ASSERT_NE(brace, std::string::npos);
+  src.insert(brace, "  this is not C++;\n");
+  r = ev.evaluate(t, broken, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->compiled);
+  EXPECT_FALSE(r->correct);
+  EXPECT_EQ(r->speedup, 0);
+  EXPECT_TRUE(r->kernel_times_us.empty());
+  EXPECT_NE(r->compile_log.find("kernel " + own.kernels[0].name + ": " + own.kernels[0].name +
+                                ".cu does not compile for sm_90"), std::string::npos) << r->compile_log;
+  EXPECT_EQ(r->error.rfind("compile: kernel ", 0), 0u) << r->error;
+  EXPECT_EQ(r->settings.at("nvrtc"), nvrtc_version() + " sm_90");
+  // Deterministic: a second evaluation (the failure cached) gives the same record.
+  Result<EvalResult> again = ev.evaluate(t, broken, request(SizeName::kSmall));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *r);
+  SimEvaluator fresh(h200());
+  Result<EvalResult> other = fresh.evaluate(t, broken, request(SizeName::kSmall));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(*other, *r);
+
+  // A hand-written plan that compiles is priced as before, with the NVRTC version recorded.
+  Plan hand = own;
+  hand.origin = "hand";
+  hand.kernels[0].source = "// written by hand\n" + hand.kernels[0].source;
+  r = ev.evaluate(t, hand, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->compiled) << r->compile_log;
+  EXPECT_TRUE(r->correct) << r->error;
+  EXPECT_EQ(r->settings.at("nvrtc"), nvrtc_version() + " sm_90");
+}
+
 TEST(EvalResult, RoundTripsThroughMeasurement) {
   SimEvaluator ev(h200());
   const Task& t = task("L1_019");
