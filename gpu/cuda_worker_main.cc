@@ -4,6 +4,8 @@
 //
 //   vinci-cuda-worker --fd N [--tasks DIR] [--nvrtc-cache DIR] [--profile FILE]
 //                     [--launch-timeout S] [--norm-tolerance X] [--warmups N] [--timing-budget-ms X]
+//                     [--max-kernel-source-bytes N] [--max-plan-source-bytes N] [--max-kernels N]
+//                     [--max-steps N]
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
@@ -120,6 +122,10 @@ int main(int argc, char** argv) {
     else if (a == "--reference-precision") options.reference_precision = v;
     else if (a == "--warmups") options.warmups = std::atoi(v.c_str());
     else if (a == "--timing-budget-ms") options.timing_budget_ms = std::atof(v.c_str());
+    else if (a == "--max-kernel-source-bytes") options.limits.max_kernel_source_bytes = std::atoll(v.c_str());
+    else if (a == "--max-plan-source-bytes") options.limits.max_plan_source_bytes = std::atoll(v.c_str());
+    else if (a == "--max-kernels") options.limits.max_kernels = std::atoll(v.c_str());
+    else if (a == "--max-steps") options.limits.max_steps = std::atoll(v.c_str());
     else return usage();
   }
   if (fd < 0) return usage();

@@ -463,6 +463,9 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
                 {"warmups", std::to_string(options.warmups)}};
   if (options.timing_budget_ms > 0) r.settings["timing_budget_ms"] = format_number("%.6g", options.timing_budget_ms);
 
+  add_limit_settings(options.limits, &r.settings);
+  if (!record_limit_verdict(&r, plan, options.limits)) return r;
+
   // 1. Compile and load.
   Status valid = validate_plan(plan, task);
   LoadedPlan loaded;

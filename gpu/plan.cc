@@ -370,6 +370,36 @@ Status validate_plan(const Plan& plan, const Task& task) {
   return Status();
 }
 
+std::string plan_limit_error(const Plan& plan, const PlanLimits& limits) {
+  auto over = [](const std::string& what, int64_t value, const char* limit, int64_t max) {
+    return what + " " + std::to_string(value) + " is over the limit " + limit + " = " + std::to_string(max);
+  };
+  if (static_cast<int64_t>(plan.kernels.size()) > limits.max_kernels)
+    return over("kernels:", static_cast<int64_t>(plan.kernels.size()), "max_kernels", limits.max_kernels);
+  if (static_cast<int64_t>(plan.steps.size()) > limits.max_steps)
+    return over("steps:", static_cast<int64_t>(plan.steps.size()), "max_steps", limits.max_steps);
+  int64_t total = 0;
+  for (const auto& k : plan.kernels) {
+    int64_t n = static_cast<int64_t>(k.source.size());
+    if (n > limits.max_kernel_source_bytes)
+      return over("kernel '" + k.name + "': source bytes:", n, "max_kernel_source_bytes", limits.max_kernel_source_bytes);
+    total += n;
+  }
+  if (total > limits.max_plan_source_bytes)
+    return over("source bytes of all kernels:", total, "max_plan_source_bytes", limits.max_plan_source_bytes);
+  return "";
+}
+
+void add_limit_settings(const PlanLimits& limits, std::map<std::string, std::string>* settings) {
+  PlanLimits d;
+  if (limits.max_kernel_source_bytes != d.max_kernel_source_bytes)
+    (*settings)["max_kernel_source_bytes"] = std::to_string(limits.max_kernel_source_bytes);
+  if (limits.max_plan_source_bytes != d.max_plan_source_bytes)
+    (*settings)["max_plan_source_bytes"] = std::to_string(limits.max_plan_source_bytes);
+  if (limits.max_kernels != d.max_kernels) (*settings)["max_kernels"] = std::to_string(limits.max_kernels);
+  if (limits.max_steps != d.max_steps) (*settings)["max_steps"] = std::to_string(limits.max_steps);
+}
+
 Result<int64_t> buffer_bytes(const std::vector<int64_t>& shape, const std::string& dtype) {
   auto text = [&] {
     std::string t;

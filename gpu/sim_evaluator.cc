@@ -57,6 +57,17 @@ bool record_compile_verdict(EvalResult* r, const Plan& plan, const Task& task, b
   return true;
 }
 
+bool record_limit_verdict(EvalResult* r, const Plan& plan, const PlanLimits& limits) {
+  std::string over = plan_limit_error(plan, limits);
+  if (over.empty()) return true;
+  r->flags.push_back("rejected: over_limit");
+  r->compile_log = "plan over a limit: " + over;
+  r->compiled = false;
+  r->error = "compile: " + r->compile_log;
+  r->finalize();
+  return false;
+}
+
 SimEvaluator::SimEvaluator(DeviceProfile profile, SimEvaluatorOptions options)
     : model_(std::move(profile)), options_(options) {}
 
@@ -106,6 +117,18 @@ Result<const TaskContext*> SimEvaluator::context(const Task& task, SizeName size
 
 Result<EvalResult> SimEvaluator::evaluate_model_plan(const Task& task, const Plan& plan,
                                                      const EvalRequest& request) {
+  if (!plan_limit_error(plan, options_.limits).empty()) {
+    EvalResult r;
+    r.evaluator = name();
+    r.device = model_.profile().name;
+    r.plan = plan_address(plan);
+    r.size = size_name(request.size);
+    add_limit_settings(options_.limits, &r.settings);
+    record_limit_verdict(&r, plan, options_.limits);
+    add_unreached_trials(&r, task.id, request);
+    r.finalize();
+    return r;
+  }
   std::optional<Plan> generated = match_generated_plan(task, plan);
   if (generated) {
     VINCI_ASSIGN_OR_RETURN(EvalResult r, evaluate(task, *generated, request));
@@ -156,6 +179,9 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
                       .with("plan", r.plan.hex());
   r.reference_times_us = samples(ctx->reference().time_us, request.samples, options_.noise,
                                  timing.with("series", "reference"));
+
+  add_limit_settings(options_.limits, &r.settings);
+  if (!record_limit_verdict(&r, plan, options_.limits)) return r;
 
   // "Compile": the plan must be well formed for the task and name its entry points.
   Status valid = validate_plan(plan, task);

@@ -42,6 +42,7 @@ struct SimEvaluatorOptions {
   // processes (empty: memory only).
   std::string nvrtc_arch = "sm_90";
   std::string nvrtc_cache_dir;
+  PlanLimits limits;  // gpu/plan.h; those not at their default are recorded in settings
 };
 
 class SimEvaluator : public Evaluator {
@@ -86,6 +87,11 @@ bool task_wants_kernels(const Task& task);
 // is marked compiled and, with no kernel of its own on a task that wants kernels, flagged a decoy.
 // log becomes the record's compile log either way.
 bool record_compile_verdict(EvalResult* r, const Plan& plan, const Task& task, bool compiled, const std::string& log);
+
+// The limits check, as every evaluator records it: a plan over a limit ends its evaluation
+// (compiled = false, flag "rejected: over_limit", error "compile: plan over a limit: <reason>";
+// returns false).
+bool record_limit_verdict(EvalResult* r, const Plan& plan, const PlanLimits& limits);
 
 }  // namespace vinci
 

@@ -334,6 +334,90 @@ TEST(SimEvaluator, CompilesPlansThatAreNotTheGeneratorsOwn) {
   EXPECT_EQ(r->settings.at("nvrtc"), nvrtc_version() + " sm_90");
 }
 
+TEST(SimEvaluator, PlansOverALimitAreRejectedUncompiled) {
+  const Task& t = task("L1_019");
+  Plan plan = must_generate(t, {});
+  SimEvaluator defaults(h200());
+  Result<EvalResult> r = defaults.evaluate(t, plan, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->correct);
+  EXPECT_EQ(r->settings.count("max_steps"), 0u) << "limits at their default are not recorded";
+
+  auto with = [&](PlanLimits limits, const Plan& p) {
+    SimEvaluatorOptions o;
+    o.limits = limits;
+    SimEvaluator ev(h200(), o);
+    Result<EvalResult> e = ev.evaluate(t, p, request(SizeName::kSmall));
+    EXPECT_TRUE(e.ok()) << e.status().to_string();
+    return e.ok() ? *e : EvalResult();
+  };
+  PlanLimits steps;
+  steps.max_steps = 1;
+  Plan two = plan;
+  two.steps.push_back(two.steps[0]);
+  EvalResult e = with(steps, plan);
+  EXPECT_TRUE(e.correct) << e.error;
+  EXPECT_EQ(e.settings.at("max_steps"), "1");
+  e = with(steps, two);
+  EXPECT_FALSE(e.compiled);
+  EXPECT_FALSE(e.correct);
+  EXPECT_EQ(e.flags, std::vector<std::string>{"rejected: over_limit"});
+  EXPECT_EQ(e.compile_log, "plan over a limit: steps: 2 is over the limit max_steps = 1");
+  EXPECT_EQ(e.error, "compile: plan over a limit: steps: 2 is over the limit max_steps = 1");
+
+  PlanLimits kernels;
+  kernels.max_kernels = 1;
+  Plan extra = plan;
+  extra.kernels.push_back(extra.kernels[0]);
+  extra.kernels.back().name += "_copy";
+  EXPECT_EQ(with(kernels, extra).compile_log, "plan over a limit: kernels: 2 is over the limit max_kernels = 1");
+
+  PlanLimits source;
+  source.max_kernel_source_bytes = 64;
+  e = with(source, plan);
+  EXPECT_EQ(e.compile_log, "plan over a limit: kernel '" + plan.kernels[0].name + "': source bytes: " +
+                               std::to_string(plan.kernels[0].source.size()) +
+                               " is over the limit max_kernel_source_bytes = 64");
+  PlanLimits total;
+  total.max_plan_source_bytes = static_cast<int64_t>(plan.kernels[0].source.size()) + 1;
+  EXPECT_TRUE(with(total, plan).correct);
+  EXPECT_EQ(with(total, extra).compile_log.rfind("plan over a limit: source bytes of all kernels: ", 0), 0u);
+
+  // A model's plan is checked before it is matched to the generator's.
+  Plan llm = two;
+  llm.origin = "llm";
+  e = with(steps, llm);
+  EXPECT_FALSE(e.correct);
+  EXPECT_EQ(e.flags, std::vector<std::string>{"rejected: over_limit"});
+  EXPECT_EQ(e.trials.size(), 5u);
+}
+
+// The default limits admit every plan the generator writes and every eager-equivalent plan.
+TEST(SimEvaluator, DefaultLimitsAdmitEveryGeneratedAndEagerPlan) {
+  PlanLimits defaults;
+  size_t most_steps = 0, most_kernels = 0, most_source = 0;
+  for (const Task& t : simtest::suite().tasks) {
+    std::vector<std::map<std::string, std::string>> settings = {{}};
+    KnobSpace space = knob_space(t);
+    for (const auto& k : space.knobs)
+      if (k.name == "fusion")
+        for (const auto& c : k.choices) settings.push_back({{"fusion", c}});
+    for (size_t which = 0; which <= settings.size(); ++which) {
+      Result<Plan> p = which == settings.size() ? eager_plan(t)
+                       : settings[which].empty() ? default_plan(t)
+                                                 : generate_plan(t, settings[which]);
+      if (!p.ok()) continue;
+      EXPECT_EQ(plan_limit_error(*p, defaults), "") << t.id;
+      size_t source = 0;
+      for (const auto& k : p->kernels) source += k.source.size();
+      most_steps = std::max(most_steps, p->steps.size());
+      most_kernels = std::max(most_kernels, p->kernels.size());
+      most_source = std::max(most_source, source);
+    }
+  }
+  std::printf("largest plans: %zu steps, %zu kernels, %zu source bytes\n", most_steps, most_kernels, most_source);
+}
+
 TEST(EvalResult, RoundTripsThroughMeasurement) {
   SimEvaluator ev(h200());
   const Task& t = task("L1_019");
