@@ -172,6 +172,7 @@ const std::vector<CalibrationParameter>& calibration_parameters() {
     v.push_back({"memory.inflight_bytes_per_sm", &P::inflight_bytes_per_sm, 256, 1 << 20});
     v.push_back({"memory.l2_bytes_per_s", &P::l2_bytes_per_s, 1e12, 1e14});
     v.push_back({"compute.wmma_fraction", &P::wmma_fraction, 0.05, 1});
+    v.push_back({"compute.library_tf32_fraction", &P::library_tf32_fraction, 0.05, 1});
     return v;
   }();
   return kParams;

@@ -418,11 +418,14 @@ const char* kHeader =
 
 // --- elementwise -----------------------------------------------------------------------------
 
+// first > 0: the kernel is the epilogue of g, whose ops before `first` ran elsewhere (a library
+// GEMM) and left their result in `head_value`, which the kernel reads and does not write.
 void emit_elementwise(const Ctx& c, const Group& g, const std::string& kname, PlanKernel* k,
-                      PlanStep* step) {
+                      PlanStep* step, size_t first = 0, const std::string& head_value = "") {
   const OpSpec& head = c.op(g.ops[0]);
-  const std::string& x = head.inputs[0];
+  const std::string& x = first == 0 ? head.inputs[0] : head_value;
   std::vector<std::string> mat = materialized(c, g);
+  if (first > 0) mat.erase(std::remove(mat.begin(), mat.end(), x), mat.end());
   SymShape main = c.shapes.at(head.outputs[0]);
   int64_t B = c.knob_int("ew.block"), I = c.knob_int("ew.items_per_thread");
   int64_t V = c.knob_int("ew.vector_width");
@@ -430,7 +433,7 @@ void emit_elementwise(const Ctx& c, const Group& g, const std::string& kname, Pl
   bool fast = c.knob("ew.math") == "fast";
   std::string xdt = c.dtype.at(x);
   if (xdt != "f32") V = 1;  // vector loads are float2/float4 only
-  Elem el = make_elem(c, g, 0, x, mat, main, kname, fast);
+  Elem el = make_elem(c, g, first, x, mat, main, kname, fast);
   Params p;
   p.in(x, "x", xdt);
   std::string fill = ext_params(el, kname, &p);
@@ -1002,6 +1005,25 @@ Result<Plan> generate_plan(const Task& task, const KnobSetting& setting) {
       const OpSpec& op = c.op(g.ops[0]);
       for (const auto& out : op.outputs) declare_value(c, out, &plan);
       plan.steps.push_back(library_step(op));
+      continue;
+    }
+    if (g.family == "gemm" && c.knob("gemm.impl") == "library") {
+      // The product as the library's GEMM, then the epilogue as one elementwise kernel.
+      const OpSpec& op = c.op(g.ops[0]);
+      for (const auto& out : op.outputs) declare_value(c, out, &plan);
+      PlanStep ls = library_step(op);
+      ls.precision = c.knob("gemm.tensor_cores") == "tf32" ? "tf32" : "fp32";
+      plan.steps.push_back(std::move(ls));
+      std::vector<std::string> outs = materialized(c, g);
+      outs.erase(std::remove(outs.begin(), outs.end(), op.outputs[0]), outs.end());
+      if (g.ops.size() == 1 || outs.empty()) continue;
+      for (const auto& v : outs) declare_value(c, v, &plan);
+      std::string kname = "k" + std::to_string(counter++) + "_elementwise";
+      PlanKernel k;
+      PlanStep step;
+      emit_elementwise(c, g, kname, &k, &step, /*first=*/1, op.outputs[0]);
+      plan.kernels.push_back(std::move(k));
+      plan.steps.push_back(std::move(step));
       continue;
     }
     std::vector<std::string> outs = materialized(c, g);

@@ -80,6 +80,7 @@ const std::vector<Field>& fields() {
       d("compute", "fp32_library_flops", &P::fp32_library_flops, 1e9, 1e18),
       d("compute", "tf32_peak_flops", &P::tf32_peak_flops, 1e9, 1e18),
       d("compute", "wmma_fraction", &P::wmma_fraction, 0.01, 1),
+      d("compute", "library_tf32_fraction", &P::library_tf32_fraction, 0.01, 1),
       d("compute", "bf16_peak_flops", &P::bf16_peak_flops, 1e9, 1e18),
       d("compute", "bf16_measured_flops", &P::bf16_measured_flops, 1e9, 1e18),
       d("compute", "fast_math_factor", &P::fast_math_factor, 0.01, 1),

@@ -11,6 +11,7 @@
 //                 l2_bytes_per_s, shared_bytes_per_clock, inflight_bytes_per_sm, bytes (optional:
 //                 the device memory; absent or 0, buffers are checked only against 64 bits)
 //   [compute]     fp32_peak_flops, fp32_library_flops, tf32_peak_flops, wmma_fraction,
+//                 library_tf32_fraction,
 //                 bf16_peak_flops, bf16_measured_flops, fast_math_factor
 //   [launch]      kernel_us, library_dispatch_us, kernel_floor_us
 //   [latency]     shuffle_cycles, sync_cycles, shared_cycles
@@ -65,6 +66,7 @@ struct DeviceProfile {
   double fp32_library_flops = 0;  // measured libtorch fp32 matmul rate (CUDA cores, TF32 off)
   double tf32_peak_flops = 0;
   double wmma_fraction = 0;       // share of the tensor peak that wmma (mma.sync) reaches
+  double library_tf32_fraction = 0;  // share of the tensor peak cuBLAS' TF32 GEMMs reach
   double bf16_peak_flops = 0;
   double bf16_measured_flops = 0;
   double fast_math_factor = 0;    // instruction cost of fast-math transcendentals vs precise

@@ -37,6 +37,10 @@ const std::vector<Knob> kGemmKnobs = {
     {"gemm.tensor_cores", {"off", "tf32"}, 0, "tf32: wmma m16n16k8 on tensor cores"},
     {"gemm.bounds", {"checked", "unchecked"}, 0, "unchecked: no edge handling (wrong unless tiles divide)"},
     {"gemm.unroll", {"1", "4"}, 1, "unroll factor of the inner k loop"},
+    {"gemm.impl", {"generated", "library"}, 0,
+     "generated: vinci's tiled GEMM kernel with the epilogue fused in; library: the library's GEMM "
+     "(cuBLAS through libtorch; TF32 when gemm.tensor_cores says so) and one fused elementwise "
+     "kernel for the whole epilogue"},
 };
 
 }  // namespace

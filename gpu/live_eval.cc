@@ -235,7 +235,16 @@ struct LiveDevice::Impl {
           if (it == values.end()) fail("bad_plan", "step " + std::to_string(si) + ": no value '" + n + "'");
           in.push_back(it->second);
         }
-        Result<std::vector<at::Tensor>> out = inst.run_op(step.op, in);
+        // A library step may let cuBLAS use TF32 for its product; the reference's policy (matrix
+        // products in FP32) is restored right after.
+        Result<std::vector<at::Tensor>> out = [&] {
+          struct Tf32 {
+            explicit Tf32(bool on) : on(on) { if (on) at::globalContext().setAllowTF32CuBLAS(true); }
+            ~Tf32() { if (on) at::globalContext().setAllowTF32CuBLAS(false); }
+            bool on;
+          } guard(step.precision == "tf32");
+          return inst.run_op(step.op, in);
+        }();
         if (!out.ok()) fail("bad_plan", "step " + std::to_string(si) + ": " + out.status().message());
         for (size_t i = 0; i < out->size(); ++i) values[step.op.outputs[i]] = (*out)[i].contiguous();
       } else {

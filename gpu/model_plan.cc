@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -769,7 +770,20 @@ class LaunchParser {
     size_t op_at = c.pos();
     std::string op = c.name();
     if (op.empty()) return c.expected("an op name after 'library'");
-    if (!find_op(op)) return c.error_at(op_at, "unknown op " + quote(op));
+    const OpInfo* info = find_op(op);
+    if (!info) return c.error_at(op_at, "unknown op " + quote(op));
+    // Optional precision of a matrix product: `library linear tf32 -> h`.
+    std::string precision = "fp32";
+    c.peek();
+    size_t precision_at = c.pos();
+    std::string word = c.name();
+    if (!word.empty() && word != "tf32")
+      return c.error_at(precision_at, "expected '->' or the precision tf32 after the op, found " + quote(word));
+    if (!word.empty()) {
+      if (info->kind != OpKind::kGemm)
+        return c.error_at(precision_at, "tf32 applies to matrix products (linear, matmul) only, not " + quote(op));
+      precision = "tf32";
+    }
     if (!c.eat("->")) return c.expected("'->' and the values the op produces");
     c.peek();
     size_t outs_at = c.pos();
@@ -784,6 +798,7 @@ class LaunchParser {
     PlanStep step;
     step.kind = "library";
     step.op = *spec;
+    step.precision = precision;
     if (step.op.attrs.is_null()) step.op.attrs = nlohmann::json::object();
     for (const auto& v : outs) {
       if (v == task_.output) continue;  // declared from the task
@@ -1126,7 +1141,8 @@ std::string render_dims(const std::array<std::string, 3>& d) {
 }
 
 Result<std::string> render_step(const Plan& plan, const PlanStep& s) {
-  if (s.kind == "library") return "library " + s.op.op + " -> " + join(s.op.outputs, ", ");
+  if (s.kind == "library")
+    return "library " + s.op.op + (s.precision == "fp32" ? "" : " " + s.precision) + " -> " + join(s.op.outputs, ", ");
   std::vector<std::string> args;
   for (const PlanArg& a : s.args) {
     bool bare = !a.buffer.empty() || is_name(a.i64);
@@ -1182,16 +1198,8 @@ class Matcher {
   std::optional<Plan> run() {
     if (plan_.task_id != task_.id) return std::nullopt;
     if (std::optional<Plan> p = from_hint()) return p;
-    int32_t f = space_.index_of("fusion");
-    if (f < 0) return search(default_setting(space_));
-    KnobSetting base = default_setting(space_);
-    std::vector<int32_t> order = {base[f]};
-    for (int32_t i = 0; i < static_cast<int32_t>(space_.knobs[f].choices.size()); ++i)
-      if (i != base[f]) order.push_back(i);
-    for (int32_t choice : order) {
-      base[f] = choice;
+    for (const KnobSetting& base : structures())
       if (std::optional<Plan> p = search(base)) return p;
-    }
     return std::nullopt;
   }
 
@@ -1213,7 +1221,37 @@ class Matcher {
     return p;
   }
 
-  // With fusion fixed in base: each family's knobs on their own, the others as chosen so far.
+  // The knobs that change a plan's steps rather than a kernel's code, in the order tried, each
+  // from its default: fusion; gemm.impl; with gemm.impl = library, gemm.tensor_cores (the library
+  // step's precision). Every other knob is searched per family.
+  std::vector<KnobSetting> structures() const {
+    std::vector<KnobSetting> out = {default_setting(space_)};
+    auto vary = [&](const std::string& knob, const std::function<bool(const KnobSetting&)>& applies) {
+      int32_t i = space_.index_of(knob);
+      if (i < 0) return;
+      std::vector<KnobSetting> next;
+      for (const KnobSetting& s : out) {
+        next.push_back(s);
+        if (!applies(s)) continue;
+        for (int32_t c = 0; c < static_cast<int32_t>(space_.knobs[static_cast<size_t>(i)].choices.size()); ++c) {
+          if (c == s[static_cast<size_t>(i)]) continue;
+          next.push_back(s);
+          next.back()[static_cast<size_t>(i)] = c;
+        }
+      }
+      out = std::move(next);
+    };
+    auto always = [](const KnobSetting&) { return true; };
+    vary("fusion", always);
+    vary("gemm.impl", always);
+    int32_t impl = space_.index_of("gemm.impl");
+    vary("gemm.tensor_cores", [&](const KnobSetting& s) {
+      return impl >= 0 && space_.knobs[static_cast<size_t>(impl)].choices[static_cast<size_t>(s[static_cast<size_t>(impl)])] == "library";
+    });
+    return out;
+  }
+
+  // With the structure fixed in base: each family's knobs on their own, the others as chosen so far.
   std::optional<Plan> search(KnobSetting base) {
     std::optional<Plan> d = generate(base);
     if (!d || skeleton_bytes(*d) != skeleton_) return std::nullopt;
@@ -1229,7 +1267,8 @@ class Matcher {
   // Odometer over the family's knobs in index order, the defaults (already tried) skipped.
   bool search_family(const std::string& family, KnobSetting* base) {
     std::vector<size_t> idx;
-    for (const Knob& k : family_knobs(family)) idx.push_back(static_cast<size_t>(space_.index_of(k.name)));
+    for (const Knob& k : family_knobs(family))
+      if (k.name != "gemm.impl") idx.push_back(static_cast<size_t>(space_.index_of(k.name)));
     KnobSetting s = *base, defaults = *base;
     for (size_t i : idx) s[i] = 0;
     for (;;) {

@@ -78,13 +78,16 @@ struct MatchStats {
 // knob_space(task); this returns that generator plan (with its metadata), or nullopt ("not
 // priceable in the sim world"). plan.knobs, when set, is tried first as a hint; only the byte
 // comparison decides. Otherwise the search is per family, since a kernel's code and launch depend
-// on fusion and its own family's knobs only: for each fusion choice (default first), the plan at
-// the defaults must have the target's buffers, kernel names and steps; then each family whose
-// kernels differ is searched alone (its sub-space in index order, the others fixed) and the
-// setting so assembled is generated and compared whole. Where several settings give one content,
-// the hint's wins, else the first in that order. At most 1 + F * (2 + sum over the task's
-// families of (|family space| - 1)) generate_plan calls, F = 2 with a fusion knob, else 1: 2191
-// for the largest space (fusion, elementwise 192, row_reduction 256, gemm 648; 63.7M settings).
+// on the plan's structure and its own family's knobs only. The structure is the knobs that change
+// the steps: fusion, gemm.impl and, with gemm.impl = library, gemm.tensor_cores (the library
+// step's precision); S structures are tried, each knob's default first. For each, the plan at the
+// defaults must have the target's buffers, kernel names and steps; then each family whose kernels
+// differ is searched alone (its sub-space in index order without gemm.impl, the others fixed) and
+// the setting so assembled is generated and compared whole. Where several settings give one
+// content, the hint's wins, else the first in that order. At most 1 + sum over structures of
+// (2 + sum over the families it has kernels of (|family space| - 1)) generate_plan calls:
+// 3983 for the largest space (fusion, elementwise 192, row_reduction 256, gemm 648 without
+// gemm.impl; a library GEMM has no gemm kernel to search).
 std::optional<Plan> match_generated_plan(const Task& task, const Plan& plan,
                                          MatchStats* stats = nullptr);
 

@@ -58,6 +58,7 @@ json step_to_json(const PlanStep& s) {
     j["out"] = s.op.outputs;
     j["module"] = s.op.module;
     j["attrs"] = s.op.attrs.is_null() ? json::object() : s.op.attrs;
+    if (s.precision != "fp32") j["precision"] = s.precision;
   }
   return j;
 }
@@ -232,6 +233,9 @@ Result<PlanStep> step_from_json(const json& j, const std::string& path) {
     auto it = j.find("attrs");
     s.op.attrs = it == j.end() ? json::object() : *it;
     if (!s.op.attrs.is_object()) return r.error("attrs", "an object");
+    VINCI_ASSIGN_OR_RETURN(s.precision, r.str("precision", false));
+    if (s.precision.empty()) s.precision = "fp32";
+    if (!is_library_precision(s.precision)) return r.error("precision", "fp32 or tf32");
   } else {
     return invalid_argument("plan: " + path + ".kind: expected kernel or library, found '" + s.kind + "'");
   }
@@ -240,9 +244,19 @@ Result<PlanStep> step_from_json(const json& j, const std::string& path) {
 
 }  // namespace
 
+bool is_library_precision(const std::string& p) { return p == "fp32" || p == "tf32"; }
+
 bool Plan::library_only() const {
   for (const auto& s : steps)
     if (s.kind == "kernel") return false;
+  return true;
+}
+
+bool Plan::guaranteed() const {
+  for (const auto& k : kernels)
+    if (!k.verdict.guaranteed) return false;
+  for (const auto& s : steps)
+    if (s.kind == "library" && s.precision != "fp32") return false;
   return true;
 }
 
@@ -357,7 +371,13 @@ Status validate_plan(const Plan& plan, const Task& task) {
         ready.insert(a.buffer);
       }
     } else {
-      if (!find_op(s.op.op)) return invalid_argument(path + ".op: unknown op '" + s.op.op + "'");
+      const OpInfo* info = find_op(s.op.op);
+      if (!info) return invalid_argument(path + ".op: unknown op '" + s.op.op + "'");
+      if (!is_library_precision(s.precision))
+        return invalid_argument(path + ".precision: expected fp32 or tf32, found '" + s.precision + "'");
+      if (s.precision != "fp32" && info->kind != OpKind::kGemm)
+        return invalid_argument(path + ".precision: " + s.precision + " applies to matrix products only; op '" +
+                                s.op.op + "' runs in fp32");
       for (const auto& in : s.op.inputs)
         if (!ready.count(in)) return invalid_argument(path + ".in: '" + in + "' is not ready at this step");
       for (const auto& out : s.op.outputs) {

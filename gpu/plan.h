@@ -88,7 +88,14 @@ struct PlanStep {
   std::vector<PlanArg> args;
   // kind == library: one op of the task vocabulary, run by the harness's library (libtorch)
   OpSpec op;
+  // kind == library, matrix products only (kLibraryPrecisions): "fp32" (cuBLAS in full FP32, as
+  // the reference) or "tf32" (cuBLAS may use TF32 tensor cores for this step). Written to JSON
+  // only when not fp32, so plans from before the field keep their addresses.
+  std::string precision = "fp32";
 };
+
+// The precisions a library step may ask for.
+bool is_library_precision(const std::string& p);
 
 struct Plan {
   std::string task_id;
@@ -101,6 +108,9 @@ struct Plan {
 
   // True when no step launches a kernel of the plan's own (an eager-equivalent plan).
   bool library_only() const;
+  // True when the generator vouches for the whole plan: every kernel's verdict is guaranteed and
+  // every library step keeps the reference's FP32 products (a tf32 step is a precision risk).
+  bool guaranteed() const;
   const PlanKernel* find_kernel(const std::string& name) const;
   const PlanBuffer* find_buffer(const std::string& name) const;
 };

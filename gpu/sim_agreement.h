@@ -29,6 +29,14 @@ namespace vinci {
 // over row_reduction over elementwise), "library" when it has none.
 std::string plan_family(const Plan& plan);
 
+// The generator's plan a measurement row names: generate_plan(task, knobs), accepted when its
+// address is the row's, or when it is without the knobs of today's space that the row does not
+// list, in plan.knobs and in every kernel's knobs (a row recorded before those knobs were added,
+// whose defaults leave every kernel and step as they were).
+// An error names what differs: the row measured code this generator no longer writes.
+Result<Plan> plan_of_measurement(const Task& task, const std::map<std::string, std::string>& knobs,
+                                 const std::string& address_hex);
+
 // One measured plan with the live verdict.
 struct MeasuredPlan {
   const Task* task = nullptr;  // REQUIRES: the suite outlives the plan

@@ -628,7 +628,8 @@ class PlanCoster {
   }
 
   // --- library steps -------------------------------------------------------------------------
-  Result<StepPrediction> library_step(const OpSpec& op) {
+  // precision "tf32": a matrix product that cuBLAS may run on TF32 tensor cores.
+  Result<StepPrediction> library_step(const OpSpec& op, const std::string& precision = "fp32") {
     StepPrediction s;
     s.what = "library:" + op.op;
     s.family = "library_other";
@@ -931,7 +932,8 @@ class PlanCoster {
       double work = tiles * split;
       double waves = std::ceil(work / static_cast<double>(p_.sms));
       double wave_eff = work / (waves * static_cast<double>(p_.sms));
-      b.compute_us = flops / (p_.fp32_library_flops * wave_eff);
+      double library_rate = precision == "tf32" ? p_.tf32_peak_flops * p_.library_tf32_fraction : p_.fp32_library_flops;
+      b.compute_us = flops / (library_rate * wave_eff);
       blocks = static_cast<int64_t>(work);
       occ = est_.occupancy({256, 128, 32768});
       auto [td, tl] = est_.memory_s(b.dram_bytes, b.l2_bytes, blocks, occ, 2048);
@@ -1056,7 +1058,7 @@ Result<PlanPrediction> SimModel::predict(const TaskContext& ctx, const Plan& pla
   out.steps.reserve(plan.steps.size());
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& step = plan.steps[i];
-    Result<StepPrediction> s = step.kind == "kernel" ? coster.kernel_step(step, env) : coster.library_step(step.op);
+    Result<StepPrediction> s = step.kind == "kernel" ? coster.kernel_step(step, env) : coster.library_step(step.op, step.precision);
     if (!s.ok())
       return Status(s.status().code(), "sim: plan step " + std::to_string(i) + ": " + s.status().message());
     out.time_us += s->time_us;
@@ -1105,6 +1107,15 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
     fail("buffer " + b.name + ": out of memory: " + why);
   }
   for (const auto& step : plan.steps) {
+    if (step.kind == "library" && step.precision == "tf32") {
+      c.rel_error = std::max(c.rel_error, profile_.tf32_rel_error);
+      if (profile_.tf32_rel_error > tolerance) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "expected relative error %.1e exceeds the tolerance %.1e",
+                      profile_.tf32_rel_error, tolerance);
+        fail("library step " + step.op.op + ": tf32 precision: " + buf);
+      }
+    }
     if (step.kind != "kernel") continue;
     const PlanKernel* k = plan.find_kernel(step.kernel);
     if (!k) return invalid_argument("sim: plan step names unknown kernel '" + step.kernel + "'");

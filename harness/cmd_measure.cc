@@ -42,6 +42,7 @@
 #include "gpu/calibration.h"
 #include "gpu/sim_agreement.h"
 #include "gpu/codegen.h"
+#include "gpu/knobs.h"
 #include "gpu/cuda_evaluator.h"
 #include "gpu/device_profile.h"
 #include "gpu/eval_result.h"
@@ -60,11 +61,7 @@ int fail(const std::string& what) {
   return 2;
 }
 
-bool guaranteed(const Plan& p) {
-  for (const auto& k : p.kernels)
-    if (!k.verdict.guaranteed) return false;
-  return true;
-}
+bool guaranteed(const Plan& p) { return p.guaranteed(); }
 
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
@@ -142,7 +139,7 @@ FamilyCorrelation correlate(const std::vector<const Row*>& rows,
 int cmd_measure(const std::vector<std::string>& args) {
   std::string device = "cuda", size = "full", out_dir = "measure-out", task_dir, nvrtc_cache, profile_file;
   std::string reference_precision;
-  std::vector<std::string> only, from_files;
+  std::vector<std::string> only, from_files, variants;
   std::string from;
   int plans_per_task = 8, level = 0, trials = 5, samples = 30, repeat = 0;
   uint64_t seed = 1;
@@ -154,6 +151,9 @@ int cmd_measure(const std::vector<std::string>& args) {
       ("size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")
       ("plans", po::value<int>(&plans_per_task)->default_value(8), "generated plans per task beside the default plan")
       ("task", po::value<std::vector<std::string>>(&only), "only these tasks (repeatable)")
+      ("variant", po::value<std::vector<std::string>>(&variants),
+       "KNOB=VALUE[,KNOB=VALUE...]: also the default plan with these knobs set (repeatable; a task whose "
+       "space lacks every one of the knobs is skipped for it)")
       ("level", po::value<int>(&level)->default_value(0), "only tasks of this level (0: all)")
       ("from", po::value<std::string>(&from), "only tasks whose id sorts at or after this one (resume a sweep)")
       ("seed", po::value<uint64_t>(&seed)->default_value(1), "seed of the generated settings and the trial inputs")
@@ -226,6 +226,34 @@ int cmd_measure(const std::vector<std::string>& args) {
   EvalRequest sim_req = req;
   sim_req.samples = 1;
 
+  std::vector<std::map<std::string, std::string>> variant_knobs;
+  for (const std::string& v : variants) {
+    std::map<std::string, std::string> kv;
+    std::vector<std::string> items;
+    for (size_t at = 0; at <= v.size();) {
+      size_t comma = std::min(v.find(',', at), v.size());
+      items.push_back(v.substr(at, comma - at));
+      at = comma + 1;
+    }
+    for (const std::string& item : items) {
+      size_t eq = item.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+        return fail("--variant '" + v + "': expected KNOB=VALUE[,KNOB=VALUE...], found '" + item + "'");
+      std::string knob = item.substr(0, eq);
+      bool known = false;
+      for (const char* fam : {"plan", "elementwise", "row_reduction", "gemm"})
+        for (const Knob& k : family_knobs(fam))
+          if (k.name == knob) {
+            known = true;
+            if (std::find(k.choices.begin(), k.choices.end(), item.substr(eq + 1)) == k.choices.end())
+              return fail("--variant '" + v + "': knob " + knob + " has no choice '" + item.substr(eq + 1) + "'");
+          }
+      if (!known) return fail("--variant '" + v + "': no knob '" + knob + "'");
+      kv[knob] = item.substr(eq + 1);
+    }
+    variant_knobs.push_back(std::move(kv));
+  }
+
   // Every task's plans first, so their kernels can be compiled in parallel before the sweep.
   std::vector<std::pair<const Task*, std::vector<std::pair<std::string, Plan>>>> work;
   for (const Task* t : tasks) {
@@ -236,6 +264,15 @@ int cmd_measure(const std::vector<std::string>& args) {
     plans.emplace_back("default", *d);
     seen.insert(plan_address(*d));
     KnobSpace space = knob_space(*t);
+    for (size_t vi = 0; vi < variant_knobs.size(); ++vi) {
+      std::map<std::string, std::string> values;
+      for (const auto& [k, v] : variant_knobs[vi])
+        if (space.index_of(k) >= 0) values[k] = v;
+      if (values.empty()) continue;
+      Result<Plan> p = generate_plan(*t, values);
+      if (!p.ok()) return fail(t->id + ": --variant '" + variants[vi] + "': " + p.status().to_string());
+      if (seen.insert(plan_address(*p)).second) plans.emplace_back("v:" + variants[vi], *p);
+    }
     for (int i = 0, tries = 0; !space.knobs.empty() && i < plans_per_task && tries < plans_per_task * 20; ++tries) {
       Stream s(RngKey::root(seed).with("purpose", "measure").with("task", t->id).with("try", tries));
       Result<Plan> p = generate_plan(*t, random_setting(space, s));
@@ -284,11 +321,9 @@ int cmd_measure(const std::vector<std::string>& args) {
         if (!row.task) return fail(where + ": no task '" + j.at("task").get<std::string>() + "' in the suite");
         if (j.at("size").get<std::string>() != size)
           return fail(where + ": measured at size '" + j.at("size").get<std::string>() + "', this report is for '" + size + "'");
-        Result<Plan> p = generate_plan(*row.task, j.at("knobs").get<std::map<std::string, std::string>>());
-        if (!p.ok()) return fail(where + ": " + p.status().to_string());
-        if (plan_address(*p).hex() != j.at("plan_address").get<std::string>())
-          return fail(where + ": the knobs generate plan " + plan_address(*p).hex() + ", the row measured " +
-                      j.at("plan_address").get<std::string>() + " (another code generator?)");
+        Result<Plan> p = plan_of_measurement(*row.task, j.at("knobs").get<std::map<std::string, std::string>>(),
+                                             j.at("plan_address").get<std::string>());
+        if (!p.ok()) return fail(where + ": " + p.status().message());
         row.plan = *p;
         row.label = j.at("label").get<std::string>();
         row.guaranteed = guaranteed(row.plan);

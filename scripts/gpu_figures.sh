@@ -7,6 +7,9 @@
 #   bash scripts/gpu_figures.sh STAGE...
 #     STAGE: hostile | cudarun | measure[:ARGS] | rescore[:ARGS] | llm[:ARGS] | eval:ARGS | sh:CMD
 #
+# sh:CMD runs CMD with bash after the build, with build-gpu/env.sh sourced, VINCI_FIGS (the folder
+# packed into figures.tar.gz) and VINCI_T0 (the script's start, in seconds) exported.
+#
 # measure:ARGS passes ARGS (comma-separated) to `harness measure`, e.g. measure:--level,1,--plans,8;
 # with VINCI_DEADLINE=S (seconds from the start of this script) a measure stage gets a --budget
 # that ends it in time. rescore:ARGS records a short sim run of experiments/main.toml (ARGS are
@@ -25,6 +28,8 @@ figs=$out/f
 pack() { tar -C "$out" -czf "$out/figures.tar.gz" f 2>/dev/null; }
 trap pack EXIT
 t0=$(date +%s)
+# For sh: stages: where figures go, and when the script started (VINCI_DEADLINE counts from it).
+export VINCI_FIGS=$figs VINCI_T0=$t0
 if ! VINCI_GPU_CTEST=0 bash scripts/build_gpu.sh -DVINCI_BUILD_BENCH=OFF >"$figs/build.log" 2>&1; then
   tail -n 40 "$figs/build.log"
   exit 1

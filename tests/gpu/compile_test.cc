@@ -91,6 +91,20 @@ TEST(Compile, TwentyRandomSettingsPerFamilyCompile) {
   }
 }
 
+TEST(Compile, EveryLibraryGemmEpilogueCompiles) {
+  NvrtcCompiler nvrtc;
+  int kernels = 0;
+  for (const Task& t : suite().tasks) {
+    if (knob_space(t).index_of("gemm.impl") < 0) continue;
+    Result<Plan> p = generate_plan(t, std::map<std::string, std::string>{{"gemm.impl", "library"}});
+    ASSERT_TRUE(p.ok()) << t.id << ": " << p.status().to_string();
+    compile_all(nvrtc, *p, t.id + " gemm.impl=library");
+    kernels += static_cast<int>(p->kernels.size());
+  }
+  std::printf("library GEMM plans: %d kernels\n", kernels);
+  EXPECT_GT(kernels, 20);
+}
+
 TEST(Compile, CacheHitsBySourceAddress) {
   NvrtcCompiler nvrtc;
   Result<Plan> p = default_plan(*suite().find("L1_019"));

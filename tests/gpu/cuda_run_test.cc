@@ -91,7 +91,10 @@ Result<torch::Tensor> run_plan(const Plan& plan, const TaskInstance& gpu, const 
     if (step.kind == "library") {
       std::vector<at::Tensor> in;
       for (const auto& n : step.op.inputs) in.push_back(values.at(n));
-      VINCI_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, gpu.run_op(step.op, in));
+      if (step.precision == "tf32") at::globalContext().setAllowTF32CuBLAS(true);
+      Result<std::vector<at::Tensor>> run = gpu.run_op(step.op, in);
+      at::globalContext().setAllowTF32CuBLAS(false);
+      VINCI_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, std::move(run));
       for (size_t i = 0; i < out.size(); ++i) values[step.op.outputs[i]] = out[i].contiguous();
       continue;
     }
@@ -150,11 +153,7 @@ Check compare(const Plan& plan, const Task& task, InputDistribution dist, uint64
   return {close, "max abs error " + std::to_string(err)};
 }
 
-bool all_guaranteed(const Plan& p) {
-  for (const auto& k : p.kernels)
-    if (!k.verdict.guaranteed) return false;
-  return true;
-}
+bool all_guaranteed(const Plan& p) { return p.guaranteed(); }
 
 TEST(CudaRun, DefaultPlansMatchTheReference) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA driver or no CUDA libtorch here";
@@ -169,6 +168,29 @@ TEST(CudaRun, DefaultPlansMatchTheReference) {
     ++n;
   }
   std::printf("default plans checked on the GPU: %d\n", n);
+}
+
+TEST(CudaRun, LibraryGemmPlansMatchTheReference) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA driver or no CUDA libtorch here";
+  int fp32 = 0, tf32 = 0, tf32_ok = 0;
+  for (const Task& t : suite().tasks) {
+    if (knob_space(t).index_of("gemm.impl") < 0) continue;
+    for (const char* tc : {"off", "tf32"}) {
+      Result<Plan> p = generate_plan(t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", tc}});
+      ASSERT_TRUE(p.ok()) << t.id;
+      EXPECT_EQ(p->guaranteed(), std::string(tc) == "off") << t.id;
+      Check c = compare(*p, t, InputDistribution::kSigned, 11);
+      if (std::string(tc) == "off") {
+        ++fp32;
+        EXPECT_TRUE(c.ok) << t.id << " library GEMM: " << c.detail;
+      } else {
+        ++tf32;
+        tf32_ok += c.ok;
+      }
+    }
+  }
+  std::printf("library GEMM plans on the GPU: %d fp32 (all must pass), tf32 %d of %d within tolerance\n", fp32,
+              tf32_ok, tf32);
 }
 
 TEST(CudaRun, GuaranteedRandomSettingsMatchTheReference) {

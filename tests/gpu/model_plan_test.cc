@@ -38,17 +38,22 @@ uint64_t test_seed() {
   return seed;
 }
 
-// The documented bound on generate_plan calls of one match: 1 + F * (2 + sum of (|family| - 1)).
+// The documented bound on generate_plan calls of one match: 1 + the sum over structures (fusion x
+// gemm.impl, and the library step's precision) of 2 + the sizes - 1 of the families searched.
 int64_t search_bound(const Task& t) {
   KnobSpace space = knob_space(t);
-  int64_t per_fusion = 2;
+  int64_t all = 2, without_gemm = 2;
   for (const char* family : {"elementwise", "row_reduction", "gemm"}) {
     if (space.index_of(family_knobs(family)[0].name) < 0) continue;
     int64_t n = 1;
-    for (const Knob& k : family_knobs(family)) n *= static_cast<int64_t>(k.choices.size());
-    per_fusion += n - 1;
+    for (const Knob& k : family_knobs(family))
+      if (k.name != "gemm.impl") n *= static_cast<int64_t>(k.choices.size());
+    all += n - 1;
+    if (std::string(family) != "gemm") without_gemm += n - 1;
   }
-  return 1 + (space.index_of("fusion") >= 0 ? 2 : 1) * per_fusion;
+  int64_t fusions = space.index_of("fusion") >= 0 ? 2 : 1;
+  bool library_gemm = space.index_of("gemm.impl") >= 0;  // two more structures: fp32 and tf32
+  return 1 + fusions * (all + (library_gemm ? 2 * without_gemm : 0));
 }
 
 // render -> parse -> match for one generated plan; returns the parsed plan.
@@ -125,7 +130,7 @@ TEST(ModelPlan, RandomSettingsRoundTripAndMatchWithAndWithoutTheHint) {
 TEST(ModelPlan, SearchBoundIsTheDocumentedOne) {
   int64_t largest = 0;
   for (const Task& t : suite().tasks) largest = std::max(largest, search_bound(t));
-  EXPECT_EQ(largest, 2191);
+  EXPECT_EQ(largest, 3983);
   EXPECT_EQ(search_bound(task("L1_019")), 1 + 1 * (2 + 191));
   EXPECT_EQ(search_bound(task("L1_033")), 1 + 2);
 }
@@ -224,6 +229,30 @@ TEST(ModelPlan, TriplesUnitsAndExternCBlocks) {
   ASSERT_TRUE(two.ok()) << two.status().to_string();
   EXPECT_EQ(two->find_kernel("a")->source, shared);
   EXPECT_EQ(two->find_kernel("b")->source, shared);
+}
+
+TEST(ModelPlan, Tf32LibraryStepsParseRenderAndMatch) {
+  const Task& t = task("L2_081");
+  Result<Plan> gen = generate_plan(
+      t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", "tf32"}});
+  ASSERT_TRUE(gen.ok());
+  Result<std::string> text = render_model_plan(*gen);
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  EXPECT_NE(text->find("library linear tf32 -> "), std::string::npos) << *text;
+  Result<Plan> parsed = parse_model_plan(*text, t);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+  EXPECT_TRUE(same_plan_content(*parsed, *gen));
+  // Matched without the hint: the structure search finds the library GEMM and its precision.
+  Plan stripped = strip_plan_metadata(*parsed);
+  MatchStats stats;
+  std::optional<Plan> m = match_generated_plan(t, stripped, &stats);
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(plan_address(*m), plan_address(*gen));
+  EXPECT_LE(stats.generated, search_bound(t));
+  EXPECT_EQ(error_of("```launch\nlibrary batch_norm tf32 -> y\n```\n", "L1_033"),
+            "launch block, line 2, column 20: tf32 applies to matrix products (linear, matmul) only, not 'batch_norm'");
+  EXPECT_EQ(error_of("```launch\nlibrary batch_norm bf16 -> y\n```\n", "L1_033"),
+            "launch block, line 2, column 20: expected '->' or the precision tf32 after the op, found 'bf16'");
 }
 
 TEST(ModelPlan, LibraryStepsParseAndRender) {
@@ -433,7 +462,9 @@ TEST(ModelPlan, ChangedKernelsAreNotMatched) {
   Result<Plan> r = parse_model_plan(text, t);
   ASSERT_TRUE(r.ok());
   Plan other = *r;
-  other.steps[0].block[0] = "32";
+  auto launch = std::find_if(other.steps.begin(), other.steps.end(), [](const PlanStep& st) { return st.kind == "kernel"; });
+  ASSERT_NE(launch, other.steps.end());
+  launch->block[0] = "32";
   EXPECT_FALSE(match_generated_plan(t, other).has_value());
   EXPECT_FALSE(match_generated_plan(task("L2_012"), *r).has_value());
   EXPECT_TRUE(match_generated_plan(t, *r).has_value());

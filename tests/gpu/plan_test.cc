@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/rng.h"
 #include "gpu/codegen.h"
 #include "gpu/expr.h"
@@ -127,6 +129,69 @@ TEST(Plan, FusionPutsTheEpilogueIntoTheGemmKernel) {
   int intermediates = 0;
   for (const auto& b : fused->buffers) intermediates += b.role == "intermediate";
   EXPECT_EQ(intermediates, 0);
+}
+
+TEST(Plan, LibraryGemmRunsTheProductInTheLibraryAndOneEpilogueKernel) {
+  const Task& t = task("L2_081");  // linear + 6 elementwise ops
+  Result<Plan> lib = generate_plan(t, std::map<std::string, std::string>{{"gemm.impl", "library"}});
+  ASSERT_TRUE(lib.ok()) << lib.status().to_string();
+  ASSERT_EQ(lib->steps.size(), 2u);
+  EXPECT_EQ(lib->steps[0].kind, "library");
+  EXPECT_EQ(lib->steps[0].op.op, "linear");
+  EXPECT_EQ(lib->steps[0].precision, "fp32");
+  ASSERT_EQ(lib->kernels.size(), 1u);
+  EXPECT_EQ(lib->kernels[0].family, "elementwise");
+  EXPECT_EQ(lib->kernels[0].fused_ops,
+            (std::vector<std::string>{"sigmoid", "mul", "div_scalar", "clamp", "tanh", "clamp"}));
+  // The epilogue reads the product and writes only the output.
+  const std::string& product = lib->steps[0].op.outputs[0];
+  std::vector<std::string> args;
+  for (const PlanArg& a : lib->steps[1].args)
+    if (!a.buffer.empty()) args.push_back(a.buffer);
+  EXPECT_EQ(args.front(), product);
+  EXPECT_EQ(std::count(args.begin(), args.end(), product), 1);
+  EXPECT_EQ(args.back(), t.output);
+  EXPECT_FALSE(lib->library_only());
+  EXPECT_TRUE(validate_plan(*lib, t).ok());
+  // fp32 is the default and stays out of the JSON, so the address of every earlier plan holds.
+  EXPECT_FALSE(plan_to_json(*lib)["steps"][0].contains("precision"));
+
+  Result<Plan> tf32 = generate_plan(
+      t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", "tf32"}});
+  ASSERT_TRUE(tf32.ok());
+  EXPECT_EQ(tf32->steps[0].precision, "tf32");
+  EXPECT_EQ(plan_to_json(*tf32)["steps"][0]["precision"], "tf32");
+  EXPECT_NE(plan_address(*tf32), plan_address(*lib));
+  Result<Plan> back = parse_plan(canonical_bytes(*tf32));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->steps[0].precision, "tf32");
+  EXPECT_EQ(plan_address(*back), plan_address(*tf32));
+
+  // A GEMM with nothing after it is one library step.
+  Result<Plan> bare = generate_plan(task("L1_001"), std::map<std::string, std::string>{{"gemm.impl", "library"}});
+  ASSERT_TRUE(bare.ok());
+  EXPECT_TRUE(bare->library_only());
+  EXPECT_EQ(bare->steps.size(), 1u);
+}
+
+TEST(Plan, LibraryPrecisionIsCheckedWhereItIsRead) {
+  const Task& t = task("L2_081");
+  Result<Plan> lib = generate_plan(
+      t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", "tf32"}});
+  ASSERT_TRUE(lib.ok());
+  nlohmann::json j = plan_to_json(*lib);
+  j["steps"][0]["precision"] = "bf16";
+  Result<Plan> bad = plan_from_json(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("steps[0].precision"), std::string::npos) << bad.status().message();
+  // tf32 on an op that is not a matrix product.
+  Result<Plan> eager = eager_plan(t);
+  ASSERT_TRUE(eager.ok());
+  eager->steps[1].precision = "tf32";  // sigmoid
+  Status st = validate_plan(*eager, t);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("steps[1].precision: tf32 applies to matrix products only"), std::string::npos)
+      << st.message();
 }
 
 TEST(Plan, ResidualValuesStayInRegistersWhenFused) {

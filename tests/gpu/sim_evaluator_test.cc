@@ -128,6 +128,27 @@ TEST(SimEvaluator, Tf32PassesTheDefaultToleranceAndFailsTheStrictOne) {
   EXPECT_TRUE(ev.evaluate(t, fp32, strict)->correct);
 }
 
+TEST(SimEvaluator, Tf32LibraryGemmIsFasterAndJudgedAgainstTheTolerance) {
+  SimEvaluator ev(h200());
+  const Task& t = task("L2_081");  // linear + 6 elementwise ops
+  Plan fp32 = must_generate(t, {{"gemm.impl", "library"}});
+  Plan tf32 = must_generate(t, {{"gemm.impl", "library"}, {"gemm.tensor_cores", "tf32"}});
+  EvalRequest loose = request(SizeName::kFull);
+  EvalRequest strict = loose;
+  strict.strict = true;
+  Result<EvalResult> a = ev.evaluate(t, fp32, loose);
+  Result<EvalResult> b = ev.evaluate(t, tf32, loose);
+  Result<EvalResult> c = ev.evaluate(t, tf32, strict);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_TRUE(a->correct) << a->error;
+  EXPECT_TRUE(b->correct) << b->error;
+  EXPECT_FALSE(a->decoy);  // the epilogue is the plan's own kernel
+  EXPECT_GT(b->speedup, a->speedup);
+  EXPECT_FALSE(c->correct);
+  EXPECT_NE(c->error.find("library step linear: tf32 precision"), std::string::npos) << c->error;
+  EXPECT_TRUE(ev.evaluate(t, fp32, strict)->correct);
+}
+
 TEST(SimEvaluator, RacesFail) {
   SimEvaluator ev(h200());
   const Task& t = task("L1_023");
