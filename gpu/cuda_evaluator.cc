@@ -204,6 +204,10 @@ Status CudaEvaluator::start_locked() {
                                    "--reference-precision", options_.reference_precision,
                                    "--warmups", std::to_string(options_.warmups),
                                    "--timing-budget-ms", format_number("%.6g", options_.timing_budget_s * 1000)};
+  args.insert(args.end(), {"--max-kernel-source-bytes", std::to_string(options_.limits.max_kernel_source_bytes),
+                           "--max-plan-source-bytes", std::to_string(options_.limits.max_plan_source_bytes),
+                           "--max-kernels", std::to_string(options_.limits.max_kernels),
+                           "--max-steps", std::to_string(options_.limits.max_steps)});
   if (!options_.task_dir.empty()) args.insert(args.end(), {"--tasks", options_.task_dir});
   if (!options_.nvrtc_cache_dir.empty()) args.insert(args.end(), {"--nvrtc-cache", options_.nvrtc_cache_dir});
   if (!options_.profile_path.empty()) args.insert(args.end(), {"--profile", options_.profile_path});

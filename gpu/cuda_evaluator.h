@@ -41,6 +41,7 @@ struct CudaEvaluatorOptions {
   std::string reference_precision = kReferencePrecisionDefault;  // gpu/eval_result.h
   int warmups = 3;
   double timing_budget_s = 0;   // > 0: a slow candidate's sampling stops after this (>= 5 samples)
+  PlanLimits limits;            // gpu/plan.h: passed to the worker
 };
 
 // Wall-clock figures of the last evaluation and of the evaluator's life: for people, never for

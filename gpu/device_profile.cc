@@ -23,6 +23,7 @@ struct Field {
   // Allowed range [lo, hi] for numbers; every figure is positive.
   double lo = 0;
   double hi = 0;
+  bool optional = false;  // absent: the member keeps its default (0: not known)
 };
 
 Field s(const char* sec, const char* key, std::string DeviceProfile::*m) {
@@ -35,6 +36,10 @@ Field i(const char* sec, const char* key, int64_t DeviceProfile::*m, double lo, 
   f.i64 = m;
   f.lo = lo;
   f.hi = hi;
+  return f;
+}
+Field optional(Field f) {
+  f.optional = true;
   return f;
 }
 Field d(const char* sec, const char* key, double DeviceProfile::*m, double lo, double hi) {
@@ -70,6 +75,7 @@ const std::vector<Field>& fields() {
       d("memory", "l2_bytes_per_s", &P::l2_bytes_per_s, 1e9, 1e16),
       d("memory", "shared_bytes_per_clock", &P::shared_bytes_per_clock, 1, 1e5),
       d("memory", "inflight_bytes_per_sm", &P::inflight_bytes_per_sm, 1, 1e9),
+      optional(i("memory", "bytes", &P::memory_bytes, 0, 1e15)),
       d("compute", "fp32_peak_flops", &P::fp32_peak_flops, 1e9, 1e18),
       d("compute", "fp32_library_flops", &P::fp32_library_flops, 1e9, 1e18),
       d("compute", "tf32_peak_flops", &P::tf32_peak_flops, 1e9, 1e18),
@@ -131,6 +137,7 @@ Result<DeviceProfile> parse_device_profile(const std::string& path, const std::s
       p.*f.str = n->as_string()->get();
       continue;
     }
+    if (!n && f.optional) continue;
     double v = 0;
     if (n && n->is_integer()) {
       v = static_cast<double>(n->as_integer()->get());

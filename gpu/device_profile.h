@@ -2,13 +2,14 @@
 // from a TOML data file (gpu/device_profiles/*.toml) whose comments cite the source of every
 // figure. docs/sim_model.md gives the equations each figure enters.
 //
-// File grammar (every key required, every number finite; integers where the key is a count):
+// File grammar (every key required but memory.bytes, every number finite; integers where the key is a count):
 //   [device]      name, description
 //   [sm]          count, warp_size, max_threads, max_warps, max_blocks, max_threads_per_block,
 //                 registers, max_registers_per_thread, register_granularity, shared_bytes,
 //                 shared_bytes_per_block, shared_reserved_per_block, clock_hz
 //   [memory]      hbm_peak_bytes_per_s, hbm_bytes_per_s, l2_bytes, l2_usable_fraction,
-//                 l2_bytes_per_s, shared_bytes_per_clock, inflight_bytes_per_sm
+//                 l2_bytes_per_s, shared_bytes_per_clock, inflight_bytes_per_sm, bytes (optional:
+//                 the device memory; absent or 0, buffers are checked only against 64 bits)
 //   [compute]     fp32_peak_flops, fp32_library_flops, tf32_peak_flops, wmma_fraction,
 //                 library_tf32_fraction,
 //                 bf16_peak_flops, bf16_measured_flops, fast_math_factor
@@ -58,6 +59,7 @@ struct DeviceProfile {
   double l2_bytes_per_s = 0;
   double shared_bytes_per_clock = 0;  // per SM
   double inflight_bytes_per_sm = 0;   // bytes outstanding per SM for 1 - 1/e of bandwidth
+  int64_t memory_bytes = 0;           // device memory; a larger buffer is out of memory (0: unknown)
 
   // [compute]
   double fp32_peak_flops = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "gpu/executor.h"
 #include "recorder/address.h"
@@ -49,7 +50,8 @@ bool operator==(const EvalResult& a, const EvalResult& b) {
          same_double(a.kernel_us, b.kernel_us) && same_double(a.reference_us, b.reference_us) &&
          same_double(a.speedup, b.speedup) && same_double(a.time_coverage, b.time_coverage) &&
          a.decoy == b.decoy && a.flags == b.flags && a.error == b.error &&
-         a.settings == b.settings && a.size == b.size;
+         a.settings == b.settings && a.size == b.size && a.kernel_output == b.kernel_output &&
+         a.kernel_output_dropped == b.kernel_output_dropped;
 }
 
 double median(std::vector<double> samples) {
@@ -104,9 +106,12 @@ void to_measurement(const EvalResult& r, schema::Measurement::Builder b) {
   auto flags = b.initFlags(static_cast<unsigned>(r.flags.size()));
   for (size_t i = 0; i < r.flags.size(); ++i) flags.set(static_cast<unsigned>(i), r.flags[i]);
   b.setError(r.error);
-  auto kv = b.initSettings(static_cast<unsigned>(r.settings.size()));
+  std::map<std::string, std::string> settings = r.settings;
+  if (!r.kernel_output.empty() || r.kernel_output_dropped > 0) settings[kKernelOutputKey] = r.kernel_output;
+  if (r.kernel_output_dropped > 0) settings[kKernelOutputDroppedKey] = std::to_string(r.kernel_output_dropped);
+  auto kv = b.initSettings(static_cast<unsigned>(settings.size()));
   unsigned i = 0;
-  for (const auto& [k, v] : r.settings) {  // std::map: sorted by key, as the schema asks
+  for (const auto& [k, v] : settings) {  // std::map: sorted by key, as the schema asks
     kv[i].setKey(k);
     kv[i].setValue(v);
     ++i;
@@ -142,6 +147,16 @@ Result<EvalResult> from_measurement(schema::Measurement::Reader r,
   for (auto f : r.getFlags()) e.flags.push_back(f);
   e.error = r.getError();
   for (auto kv : r.getSettings()) e.settings[kv.getKey()] = kv.getValue();
+  auto out = e.settings.find(kKernelOutputKey);
+  if (out != e.settings.end()) {
+    e.kernel_output = out->second;
+    e.settings.erase(out);
+  }
+  auto dropped = e.settings.find(kKernelOutputDroppedKey);
+  if (dropped != e.settings.end()) {
+    e.kernel_output_dropped = std::strtoll(dropped->second.c_str(), nullptr, 10);
+    e.settings.erase(dropped);
+  }
   e.size = r.getSize();
   return e;
 }
@@ -161,7 +176,7 @@ nlohmann::json eval_result_to_json(const EvalResult& r) {
   };
   nlohmann::json settings = nlohmann::json::array();
   for (const auto& [k, v] : r.settings) settings.push_back({{"key", k}, {"value", v}});
-  return {{"evaluator", r.evaluator},
+  nlohmann::json j = {{"evaluator", r.evaluator},
           {"device", r.device},
           {"plan", r.plan.hex()},
           {"compiled", r.compiled},
@@ -180,6 +195,11 @@ nlohmann::json eval_result_to_json(const EvalResult& r) {
           {"error", r.error},
           {"settings", settings},
           {"size", r.size}};
+  if (!r.kernel_output.empty() || r.kernel_output_dropped > 0) {
+    j["kernelOutput"] = r.kernel_output;
+    j["kernelOutputDroppedBytes"] = r.kernel_output_dropped;
+  }
+  return j;
 }
 
 void add_unreached_trials(EvalResult* r, const std::string& task_id, const EvalRequest& request) {

@@ -23,6 +23,11 @@
 
 namespace vinci {
 
+// Kernel output a record keeps (the rest is counted), and the settings keys it travels under.
+constexpr size_t kKernelOutputKept = 4096;
+constexpr const char* kKernelOutputKey = "kernel_output";
+constexpr const char* kKernelOutputDroppedKey = "kernel_output_dropped_bytes";
+
 // The object kind a compile log's text is stored under.
 constexpr const char* kCompileLogKind = "compile_log";
 
@@ -58,6 +63,13 @@ struct EvalResult {
   std::string error;               // why the candidate failed, for the user; "" when it did not
   std::map<std::string, std::string> settings;  // the evaluator's own settings (sorted by key)
   std::string size;                // "full" or "small"
+  // What the candidate's kernels printed (device printf) during the evaluation, captured by the
+  // live evaluator's worker instead of reaching any terminal: the first kKernelOutputKept bytes,
+  // and how many more there were. The Measurement has no field of its own for it: it travels in
+  // the settings list under the reserved keys kKernelOutputKey and kKernelOutputDroppedKey, only
+  // when there was output (so the records of silent candidates are what they always were).
+  std::string kernel_output;
+  int64_t kernel_output_dropped = 0;
 
   // Sorts and de-duplicates flags, sets compile_log_address from compile_log, the statistic from
   // the samples and the speedup from the statistic and correctness: the invariants every

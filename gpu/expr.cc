@@ -1,6 +1,9 @@
 #include "gpu/expr.h"
 
 #include <cctype>
+#include <cerrno>
+#include <cstdint>
+#include <map>
 #include <cstdlib>
 
 namespace vinci {
@@ -25,6 +28,13 @@ class Parser {
   Status error(const std::string& what) const {
     return invalid_argument("expression '" + text_ + "' at column " + std::to_string(pos_ + 1) +
                             ": " + what);
+  }
+  // An overflow names the expression and the values of the names it used, so a size that
+  // overflows reads "size expression 'N*N*N*N': overflows 64 bits at N=65536".
+  Status overflow() const {
+    std::string at;
+    for (const auto& [n, v] : used_) at += (at.empty() ? " at " : ", ") + n + "=" + v;
+    return invalid_argument("size expression '" + text_ + "': overflows 64 bits" + at);
   }
   void skip_ws() {
     while (pos_ < text_.size() && std::isspace(static_cast<unsigned char>(text_[pos_]))) ++pos_;
@@ -57,7 +67,7 @@ class Parser {
       // A syntax check skips '/' and '%' and resolves no name, so its values are not the
       // expression's: an overflow among them says nothing about the text.
       if (!env_) return int64_t{0};
-      return error("overflows 64 bits");
+      return overflow();
     }
     return r;
   }
@@ -128,6 +138,7 @@ class Parser {
     if (!env_) return int64_t{0};
     auto it = env_->symbols.find(id);
     if (it == env_->symbols.end()) return error("unknown name '" + id + "'");
+    used_[id] = std::to_string(it->second);
     return it->second;
   }
   Result<std::vector<int64_t>> shape_of(const std::string& buf) {
@@ -149,6 +160,9 @@ class Parser {
       if (!env_) return int64_t{1};
       if (fn == "rank") return static_cast<int64_t>(shape.size());
       if (fn == "numel") {
+        std::string dims;
+        for (int64_t d : shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+        used_["shape(" + buf + ")"] = "[" + dims + "]";
         int64_t n = 1;
         for (int64_t d : shape) {
           VINCI_ASSIGN_OR_RETURN(n, checked('*', n, d));
@@ -170,6 +184,7 @@ class Parser {
       if (fn == "min") return a < b ? a : b;
       if (fn == "max") return a > b ? a : b;
       if (b == 0) return env_ ? Result<int64_t>(error("ceil_div by zero")) : Result<int64_t>(int64_t{0});
+      if (a >= 0 && b > 0) return a / b + (a % b != 0 ? 1 : 0);  // never overflows
       VINCI_ASSIGN_OR_RETURN(int64_t b1, checked('-', b, 1));
       VINCI_ASSIGN_OR_RETURN(int64_t sum, checked('+', a, b1));
       return sum / b;
@@ -181,6 +196,7 @@ class Parser {
   const ExprEnv* env_;
   size_t pos_ = 0;
   int depth_ = 0;
+  std::map<std::string, std::string> used_;  // names resolved so far and their values
 };
 
 bool is_int(const std::string& s, int64_t* v) {
@@ -189,8 +205,9 @@ bool is_int(const std::string& s, int64_t* v) {
   if (i == s.size()) return false;
   for (size_t j = i; j < s.size(); ++j)
     if (!std::isdigit(static_cast<unsigned char>(s[j]))) return false;
+  errno = 0;
   *v = std::strtoll(s.c_str(), nullptr, 10);
-  return true;
+  return errno == 0;  // a literal past 64 bits is left to eval_expr, which reports it
 }
 
 // Parenthesizes a non-atomic operand.
@@ -216,7 +233,8 @@ Status check_expr_syntax(const std::string& text) {
 std::string expr_mul(const std::string& a, const std::string& b) {
   int64_t x, y;
   bool ia = is_int(a, &x), ib = is_int(b, &y);
-  if (ia && ib) return std::to_string(x * y);
+  int64_t r;
+  if (ia && ib && !__builtin_mul_overflow(x, y, &r)) return std::to_string(r);
   if (ia && x == 1) return b;
   if (ib && y == 1) return a;
   return wrap(a) + "*" + wrap(b);
@@ -224,7 +242,8 @@ std::string expr_mul(const std::string& a, const std::string& b) {
 std::string expr_add(const std::string& a, const std::string& b) {
   int64_t x, y;
   bool ia = is_int(a, &x), ib = is_int(b, &y);
-  if (ia && ib) return std::to_string(x + y);
+  int64_t r;
+  if (ia && ib && !__builtin_add_overflow(x, y, &r)) return std::to_string(r);
   if (ia && x == 0) return b;
   if (ib && y == 0) return a;
   return a + " + " + b;
@@ -232,20 +251,23 @@ std::string expr_add(const std::string& a, const std::string& b) {
 std::string expr_sub(const std::string& a, const std::string& b) {
   int64_t x, y;
   bool ia = is_int(a, &x), ib = is_int(b, &y);
-  if (ia && ib) return std::to_string(x - y);
+  int64_t r;
+  if (ia && ib && !__builtin_sub_overflow(x, y, &r)) return std::to_string(r);
   if (ib && y == 0) return a;
   return a + " - " + wrap(b);
 }
 std::string expr_div(const std::string& a, const std::string& b) {
   int64_t x, y;
   bool ia = is_int(a, &x), ib = is_int(b, &y);
-  if (ia && ib && y != 0) return std::to_string(x / y);
+  if (ia && ib && y != 0 && !(y == -1 && x == INT64_MIN)) return std::to_string(x / y);
   if (ib && y == 1) return a;
   return wrap(a) + "/" + wrap(b);
 }
 std::string expr_ceil_div(const std::string& a, const std::string& b) {
   int64_t x, y;
-  if (is_int(a, &x) && is_int(b, &y) && y != 0) return std::to_string((x + y - 1) / y);
+  int64_t sum;
+  if (is_int(a, &x) && is_int(b, &y) && y > 0 && !__builtin_add_overflow(x, y - 1, &sum))
+    return std::to_string(sum / y);
   return "ceil_div(" + a + ", " + b + ")";
 }
 std::string expr_product(const std::vector<std::string>& factors) {

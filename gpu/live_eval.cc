@@ -3,6 +3,7 @@
 #include <cuda.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -194,9 +195,10 @@ struct LiveDevice::Impl {
       if (b.role != "intermediate" && b.role != "output") continue;
       Result<std::vector<int64_t>> shape = eval_shape(b.shape, sizes);
       if (!shape.ok()) fail("bad_plan", "buffer " + b.name + ": " + shape.status().message());
-      int64_t n = 1;
-      for (int64_t d : *shape) n *= d;
-      if (n < 0 || n > (int64_t{1} << 38))
+      // Sizes with overflow checks: 10^22 elements must not wrap to a small allocation.
+      Result<int64_t> bytes = buffer_bytes(*shape, b.dtype);
+      if (!bytes.ok()) fail("out_of_memory", "buffer " + b.name + ": out of memory: " + bytes.status().message());
+      if (*bytes > (int64_t{1} << 40))
         fail("out_of_memory", "buffer " + b.name + " " + shape_text(*shape) + " is larger than any GPU");
       try {
         v[b.name] = poisoned(*shape, b.dtype);
@@ -268,14 +270,25 @@ struct LiveDevice::Impl {
           }
           params.push_back(&storage[i]);
         }
-        unsigned grid[3], block[3];
-        for (int i = 0; i < 3; ++i) {
+        // Every dimension is checked against CUDA's limits on its 64-bit value before it is
+        // narrowed to the driver's unsigned int (2^32 blocks must not launch as 0, nor 2^32 + 1
+        // as 1).
+        std::array<int64_t, 3> grid64{}, block64{};
+        for (size_t i = 0; i < 3; ++i) {
+          static const char* kAxis[3] = {"x", "y", "z"};
           Result<int64_t> g = eval_expr(step.grid[i], env);
+          if (!g.ok()) fail("launch_refused", what + ": grid " + kAxis[i] + ": " + g.status().message());
           Result<int64_t> b = eval_expr(step.block[i], env);
-          if (!g.ok() || !b.ok() || *g < 1 || *b < 1 || *g > (int64_t{1} << 31) - 1 || *b > 1024)
-            fail("launch_refused", what + ": grid/block dimension " + std::to_string(i) + " is not a valid size");
-          grid[i] = static_cast<unsigned>(*g);
-          block[i] = static_cast<unsigned>(*b);
+          if (!b.ok()) fail("launch_refused", what + ": block " + kAxis[i] + ": " + b.status().message());
+          grid64[i] = *g;
+          block64[i] = *b;
+        }
+        std::string refused = launch_dims_error(grid64, block64);
+        if (!refused.empty()) fail("launch_refused", what + ": launch refused: " + refused);
+        unsigned grid[3], block[3];
+        for (size_t i = 0; i < 3; ++i) {
+          grid[i] = static_cast<unsigned>(grid64[i]);
+          block[i] = static_cast<unsigned>(block64[i]);
         }
         CUresult r = cuLaunchKernel(fn->second, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, nullptr,
                                     params.data(), nullptr);
@@ -458,6 +471,9 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
                 {"trials", std::to_string(request.trials)},
                 {"warmups", std::to_string(options.warmups)}};
   if (options.timing_budget_ms > 0) r.settings["timing_budget_ms"] = format_number("%.6g", options.timing_budget_ms);
+
+  add_limit_settings(options.limits, &r.settings);
+  if (!record_limit_verdict(&r, plan, options.limits)) return r;
 
   // 1. Compile and load.
   Status valid = validate_plan(plan, task);

@@ -390,4 +390,78 @@ Status validate_plan(const Plan& plan, const Task& task) {
   return Status();
 }
 
+std::string plan_limit_error(const Plan& plan, const PlanLimits& limits) {
+  auto over = [](const std::string& what, int64_t value, const char* limit, int64_t max) {
+    return what + " " + std::to_string(value) + " is over the limit " + limit + " = " + std::to_string(max);
+  };
+  if (static_cast<int64_t>(plan.kernels.size()) > limits.max_kernels)
+    return over("kernels:", static_cast<int64_t>(plan.kernels.size()), "max_kernels", limits.max_kernels);
+  if (static_cast<int64_t>(plan.steps.size()) > limits.max_steps)
+    return over("steps:", static_cast<int64_t>(plan.steps.size()), "max_steps", limits.max_steps);
+  int64_t total = 0;
+  for (const auto& k : plan.kernels) {
+    int64_t n = static_cast<int64_t>(k.source.size());
+    if (n > limits.max_kernel_source_bytes)
+      return over("kernel '" + k.name + "': source bytes:", n, "max_kernel_source_bytes", limits.max_kernel_source_bytes);
+    total += n;
+  }
+  if (total > limits.max_plan_source_bytes)
+    return over("source bytes of all kernels:", total, "max_plan_source_bytes", limits.max_plan_source_bytes);
+  return "";
+}
+
+void add_limit_settings(const PlanLimits& limits, std::map<std::string, std::string>* settings) {
+  PlanLimits d;
+  if (limits.max_kernel_source_bytes != d.max_kernel_source_bytes)
+    (*settings)["max_kernel_source_bytes"] = std::to_string(limits.max_kernel_source_bytes);
+  if (limits.max_plan_source_bytes != d.max_plan_source_bytes)
+    (*settings)["max_plan_source_bytes"] = std::to_string(limits.max_plan_source_bytes);
+  if (limits.max_kernels != d.max_kernels) (*settings)["max_kernels"] = std::to_string(limits.max_kernels);
+  if (limits.max_steps != d.max_steps) (*settings)["max_steps"] = std::to_string(limits.max_steps);
+}
+
+Result<int64_t> buffer_bytes(const std::vector<int64_t>& shape, const std::string& dtype) {
+  auto text = [&] {
+    std::string t;
+    for (int64_t d : shape) t += (t.empty() ? "" : ", ") + std::to_string(d);
+    return "[" + t + "]";
+  };
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return invalid_argument("shape " + text() + ": a negative dimension");
+    if (__builtin_mul_overflow(n, d, &n))
+      return invalid_argument("shape " + text() + ": the element count overflows 64 bits");
+  }
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(n, int64_t{dtype == "i64" ? 8 : 4}, &bytes))
+    return invalid_argument("shape " + text() + ": " + std::to_string(n) + " elements of " + dtype +
+                        ": the byte size overflows 64 bits");
+  return bytes;
+}
+
+std::string launch_dims_error(const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block) {
+  static const char* kAxis[3] = {"x", "y", "z"};
+  for (int i = 0; i < 3; ++i) {
+    int64_t g = grid[static_cast<size_t>(i)];
+    int64_t limit = i == 0 ? kMaxGridX : kMaxGridYZ;
+    if (g < 1 || g > limit)
+      return std::string("grid ") + kAxis[i] + " = " + std::to_string(g) + " is outside CUDA's limits [1, " +
+             std::to_string(limit) + "] (invalid configuration argument)";
+  }
+  int64_t threads = 1;
+  for (int i = 0; i < 3; ++i) {
+    int64_t b = block[static_cast<size_t>(i)];
+    int64_t limit = i == 2 ? kMaxBlockZ : kMaxBlockXY;
+    if (b < 1 || b > limit)
+      return std::string("block ") + kAxis[i] + " = " + std::to_string(b) + " is outside CUDA's limits [1, " +
+             std::to_string(limit) + "] (invalid configuration argument)";
+    threads *= b;  // at most 1024 * 1024 * 64: no overflow
+  }
+  if (threads > kMaxBlockThreads)
+    return "block " + std::to_string(block[0]) + "x" + std::to_string(block[1]) + "x" + std::to_string(block[2]) +
+           " = " + std::to_string(threads) + " threads, more than CUDA's " + std::to_string(kMaxBlockThreads) +
+           " per block (invalid configuration argument)";
+  return "";
+}
+
 }  // namespace vinci

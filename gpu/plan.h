@@ -130,6 +130,50 @@ Result<Plan> parse_plan(const std::string& text);
 // the output is produced.
 Status validate_plan(const Plan& plan, const Task& task);
 
+// Limits on a candidate's size, settings of every evaluator (sim and live): a plan over one is
+// rejected before anything is compiled (compiled = false, flag "rejected: over_limit", the reason
+// naming the limit and the value). Defaults are generous: the code generator's largest plans are
+// a few kernels of a few KiB. docs/plan_format.md lists them.
+struct PlanLimits {
+  // The generator's largest plans (every task, every fusion choice, and the eager plans): 572
+  // steps, 240 kernels, 583 KiB of source; a model's reply holds at most 2 MiB.
+  int64_t max_kernel_source_bytes = int64_t{256} << 10;  // one kernel's source
+  int64_t max_plan_source_bytes = int64_t{2} << 20;      // all kernels' sources together
+  int64_t max_kernels = 1024;
+  int64_t max_steps = 4096;                              // steps (launches and library ops)
+
+  friend bool operator==(const PlanLimits& a, const PlanLimits& b) {
+    return a.max_kernel_source_bytes == b.max_kernel_source_bytes &&
+           a.max_plan_source_bytes == b.max_plan_source_bytes && a.max_kernels == b.max_kernels &&
+           a.max_steps == b.max_steps;
+  }
+};
+
+// Why the plan is over a limit ("" when it is not): "kernel 'k': source of 300000 bytes is over
+// the limit max_kernel_source_bytes = 262144".
+std::string plan_limit_error(const Plan& plan, const PlanLimits& limits);
+
+// The limits an evaluator records in a measurement's settings: only those not at their default,
+// so the records of runs with default limits are what they were before limits existed.
+void add_limit_settings(const PlanLimits& limits, std::map<std::string, std::string>* settings);
+
+// The bytes a buffer of this shape and dtype (f32: 4, i64: 8) takes: an error naming the shape
+// when a dimension is negative or the element count or byte size overflows 64 bits.
+Result<int64_t> buffer_bytes(const std::vector<int64_t>& shape, const std::string& dtype);
+
+// CUDA's launch limits (every architecture vinci targets): grid x <= 2^31 - 1, y and z <= 65535;
+// block x and y <= 1024, z <= 64, x*y*z <= 1024; every dimension >= 1.
+constexpr int64_t kMaxGridX = (int64_t{1} << 31) - 1;
+constexpr int64_t kMaxGridYZ = 65535;
+constexpr int64_t kMaxBlockXY = 1024;
+constexpr int64_t kMaxBlockZ = 64;
+constexpr int64_t kMaxBlockThreads = 1024;
+
+// Why CUDA would refuse a launch of this grid and block, checked on the 64-bit values (before
+// anything narrows them to the driver's unsigned ints): "" when it would not. The sim and the
+// live evaluator both reject a launch with this reason.
+std::string launch_dims_error(const std::array<int64_t, 3>& grid, const std::array<int64_t, 3>& block);
+
 }  // namespace vinci
 
 #endif  // VINCI_GPU_PLAN_H_

@@ -7,6 +7,7 @@
 
 #include "core/rng.h"
 #include "core/text.h"
+#include "gpu/codegen.h"
 #include "gpu/executor.h"
 #include "gpu/ops.h"
 
@@ -56,8 +57,50 @@ bool record_compile_verdict(EvalResult* r, const Plan& plan, const Task& task, b
   return true;
 }
 
+bool record_limit_verdict(EvalResult* r, const Plan& plan, const PlanLimits& limits) {
+  std::string over = plan_limit_error(plan, limits);
+  if (over.empty()) return true;
+  r->flags.push_back("rejected: over_limit");
+  r->compile_log = "plan over a limit: " + over;
+  r->compiled = false;
+  r->error = "compile: " + r->compile_log;
+  r->finalize();
+  return false;
+}
+
 SimEvaluator::SimEvaluator(DeviceProfile profile, SimEvaluatorOptions options)
     : model_(std::move(profile)), options_(options) {}
+
+bool SimEvaluator::generators_own(const Task& task, const Plan& plan, const Digest& address) {
+  if (plan.origin != "codegen") return false;
+  auto it = generators_own_.find(address);
+  if (it != generators_own_.end()) return it->second;
+  Result<Plan> generated = generate_plan(task, plan.knobs);
+  bool own = generated.ok() && plan_address(*generated) == address;
+  generators_own_.emplace(address, own);
+  return own;
+}
+
+std::string SimEvaluator::compile_kernels(const Plan& plan, std::string* warnings) {
+  if (!nvrtc_) {
+    NvrtcOptions no;
+    no.arch = options_.nvrtc_arch;
+    no.cache_dir = options_.nvrtc_cache_dir;
+    nvrtc_ = std::make_unique<NvrtcCompiler>(no);
+  }
+  for (const auto& k : plan.kernels) {
+    Digest source = kernel_source_address(k.source);
+    auto failed = compile_failures_.find(source);
+    if (failed != compile_failures_.end()) return "kernel " + k.name + ": " + failed->second;
+    Result<std::shared_ptr<const CompiledKernel>> bin = nvrtc_->compile(k.source, k.name + ".cu");
+    if (!bin.ok()) {
+      compile_failures_.emplace(source, bin.status().message());
+      return "kernel " + k.name + ": " + bin.status().message();
+    }
+    if (!(*bin)->log.empty()) *warnings += "kernel " + k.name + ": " + (*bin)->log;
+  }
+  return "";
+}
 
 Result<const TaskContext*> SimEvaluator::context(const Task& task, SizeName size) {
   auto key = std::make_pair(task.id, static_cast<int>(size));
@@ -74,6 +117,18 @@ Result<const TaskContext*> SimEvaluator::context(const Task& task, SizeName size
 
 Result<EvalResult> SimEvaluator::evaluate_model_plan(const Task& task, const Plan& plan,
                                                      const EvalRequest& request) {
+  if (!plan_limit_error(plan, options_.limits).empty()) {
+    EvalResult r;
+    r.evaluator = name();
+    r.device = model_.profile().name;
+    r.plan = plan_address(plan);
+    r.size = size_name(request.size);
+    add_limit_settings(options_.limits, &r.settings);
+    record_limit_verdict(&r, plan, options_.limits);
+    add_unreached_trials(&r, task.id, request);
+    r.finalize();
+    return r;
+  }
   std::optional<Plan> generated = match_generated_plan(task, plan);
   if (generated) {
     VINCI_ASSIGN_OR_RETURN(EvalResult r, evaluate(task, *generated, request));
@@ -125,14 +180,28 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
   r.reference_times_us = samples(ctx->reference().time_us, request.samples, options_.noise,
                                  timing.with("series", "reference"));
 
+  add_limit_settings(options_.limits, &r.settings);
+  if (!record_limit_verdict(&r, plan, options_.limits)) return r;
+
   // "Compile": the plan must be well formed for the task and name its entry points.
   Status valid = validate_plan(plan, task);
   std::string log = valid.ok() ? compile_check(plan) : valid.message();
-  if (!record_compile_verdict(&r, plan, task, log.empty(), log)) return r;
+  bool compiled = log.empty();
+  if (compiled && !plan.kernels.empty() && !generators_own(task, plan, r.plan)) {
+    // Not the generator's own: compile it, as the live evaluator does.
+    r.settings["nvrtc"] = nvrtc_version() + " " + options_.nvrtc_arch;
+    std::string failure = compile_kernels(plan, &log);
+    if (!failure.empty()) {
+      compiled = false;
+      log += failure;
+    }
+  }
+  if (!record_compile_verdict(&r, plan, task, compiled, log)) return r;
 
   VINCI_ASSIGN_OR_RETURN(CorrectnessPrediction c, model_.predict_correctness(*ctx, plan, tol));
   r.correct = c.correct;
   r.error = c.error;
+  if (!c.rejected.empty()) r.flags.push_back("rejected: " + c.rejected);
   for (int t = 0; t < request.trials; ++t) {
     InputDistribution d = trial_distribution(t);
     TrialResult tr;

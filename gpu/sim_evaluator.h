@@ -12,6 +12,13 @@
 // the reference series alike (the live evaluator times the reference beside each candidate), so
 // the median stays near t and the same key always gives the same sample. sigma = 0 gives
 // bit-identical samples.
+//
+// Compiling: a plan of origin "codegen" whose address is the address of generate_plan(task,
+// plan.knobs) is the generator's own (CI compiles every kernel the generator writes) and is not
+// compiled again. Every other plan's kernels are compiled with NVRTC (no GPU needed; cached by
+// source address); one that does not compile gives compiled = false, correct = false and NVRTC's
+// message, as the live evaluator would. The verdict depends only on the source and the NVRTC
+// version, which such a record carries in its settings ("nvrtc"), so recorded runs replay.
 #ifndef VINCI_GPU_SIM_EVALUATOR_H_
 #define VINCI_GPU_SIM_EVALUATOR_H_
 
@@ -20,6 +27,7 @@
 #include <string>
 
 #include "gpu/eval_result.h"
+#include "gpu/nvrtc.h"
 #include "gpu/sim_model.h"
 
 namespace vinci {
@@ -29,6 +37,12 @@ struct SimEvaluatorOptions {
   // Speedups above this multiple of the roofline bound are flagged (the bound is an ideal; a
   // small margin keeps rounding from flagging an honest plan that reaches it).
   double roofline_margin = 1.05;
+  // Kernels of plans that are not the code generator's own are compiled with NVRTC for this
+  // architecture (the profile's GPU: sm_90 for the H200); the cache folder is shared with other
+  // processes (empty: memory only).
+  std::string nvrtc_arch = "sm_90";
+  std::string nvrtc_cache_dir;
+  PlanLimits limits;  // gpu/plan.h; those not at their default are recorded in settings
 };
 
 class SimEvaluator : public Evaluator {
@@ -50,9 +64,18 @@ class SimEvaluator : public Evaluator {
   Result<const TaskContext*> context(const Task& task, SizeName size);
 
  private:
+  // True when the plan is the code generator's own (see above); cached by plan address.
+  bool generators_own(const Task& task, const Plan& plan, const Digest& address);
+  // NVRTC's verdict on every kernel of the plan: "" when all compile, else the failure, named by
+  // kernel. warnings gets NVRTC's logs of the kernels that compiled.
+  std::string compile_kernels(const Plan& plan, std::string* warnings);
+
   SimModel model_;
   SimEvaluatorOptions options_;
   std::map<std::pair<std::string, int>, std::unique_ptr<TaskContext>> contexts_;
+  std::unique_ptr<NvrtcCompiler> nvrtc_;            // made on the first plan that needs it
+  std::map<Digest, bool> generators_own_;           // plan address -> the generator's own
+  std::map<Digest, std::string> compile_failures_;  // kernel source address -> NVRTC's error
 };
 
 // True when the task has an op the code generator writes kernels for (elementwise, products,
@@ -64,6 +87,11 @@ bool task_wants_kernels(const Task& task);
 // is marked compiled and, with no kernel of its own on a task that wants kernels, flagged a decoy.
 // log becomes the record's compile log either way.
 bool record_compile_verdict(EvalResult* r, const Plan& plan, const Task& task, bool compiled, const std::string& log);
+
+// The limits check, as every evaluator records it: a plan over a limit ends its evaluation
+// (compiled = false, flag "rejected: over_limit", error "compile: plan over a limit: <reason>";
+// returns false).
+bool record_limit_verdict(EvalResult* r, const Plan& plan, const PlanLimits& limits);
 
 }  // namespace vinci
 

@@ -297,11 +297,19 @@ class PlanCoster {
     const PlanKernel* k = plan_->find_kernel(step.kernel);
     if (!k) return invalid_argument("plan step: kernel '" + step.kernel + "' not in the plan");
     Grid g;
-    for (int i = 0; i < 3; ++i) {
-      VINCI_ASSIGN_OR_RETURN(int64_t gv, eval(step.grid[static_cast<size_t>(i)], env));
-      VINCI_ASSIGN_OR_RETURN(int64_t bv, eval(step.block[static_cast<size_t>(i)], env));
-      g.blocks *= std::max<int64_t>(gv, 0);
-      g.threads *= std::max<int64_t>(bv, 0);
+    std::array<int64_t, 3> grid{}, block{};
+    for (size_t i = 0; i < 3; ++i) {
+      VINCI_ASSIGN_OR_RETURN(grid[i], eval(step.grid[i], env));
+      VINCI_ASSIGN_OR_RETURN(block[i], eval(step.block[i], env));
+    }
+    // A launch CUDA refuses is priced as an empty one (correctness reports it); a valid one's
+    // products fit in 64 bits.
+    if (launch_dims_error(grid, block).empty()) {
+      g.blocks = grid[0] * grid[1] * grid[2];
+      g.threads = block[0] * block[1] * block[2];
+    } else {
+      g.blocks = 0;
+      g.threads = 0;
     }
     std::vector<std::string> reads, writes;
     for (const auto& a : step.args) {
@@ -1136,6 +1144,18 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
     if (c.correct) c.error = why;  // the first failure is the one reported
     c.correct = false;
   };
+  // Buffers the device cannot hold fail as the live allocation would: out of memory. Sizes are
+  // computed with overflow checks (10^22 elements is not a small buffer wrapped around).
+  for (const auto& b : plan.buffers) {
+    Result<int64_t> bytes = buffer_bytes(shapes[b.name], b.dtype);
+    std::string why;
+    if (!bytes.ok()) why = bytes.status().message();
+    else if (profile_.memory_bytes > 0 && *bytes > profile_.memory_bytes)
+      why = std::to_string(*bytes) + " bytes, more than the device's " + std::to_string(profile_.memory_bytes);
+    if (why.empty()) continue;
+    if (c.correct) c.rejected = "out_of_memory";
+    fail("buffer " + b.name + ": out of memory: " + why);
+  }
   for (const auto& step : plan.steps) {
     if (step.kind == "library" && step.precision == "tf32") {
       c.rel_error = std::max(c.rel_error, profile_.tf32_rel_error);
@@ -1155,17 +1175,21 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
     const PlanKernel* k = plan.find_kernel(step.kernel);
     if (!k) return invalid_argument("sim: plan step names unknown kernel '" + step.kernel + "'");
     // A launch the device refuses fails the candidate, as cuLaunchKernel would.
-    int64_t threads = 1, blocks = 1;
-    for (int i = 0; i < 3; ++i) {
-      VINCI_ASSIGN_OR_RETURN(int64_t t, eval_expr(step.block[static_cast<size_t>(i)], env));
-      VINCI_ASSIGN_OR_RETURN(int64_t gsz, eval_expr(step.grid[static_cast<size_t>(i)], env));
-      threads *= t;
-      blocks *= gsz;
+    // Each dimension is checked against CUDA's limits on its 64-bit value, as the live evaluator
+    // checks it before narrowing it for cuLaunchKernel.
+    std::array<int64_t, 3> grid{}, block{};
+    for (size_t i = 0; i < 3; ++i) {
+      VINCI_ASSIGN_OR_RETURN(block[i], eval_expr(step.block[i], env));
+      VINCI_ASSIGN_OR_RETURN(grid[i], eval_expr(step.grid[i], env));
     }
-    if (blocks <= 0) fail("kernel " + k->name + ": launch with an empty grid (invalid configuration argument)");
-    if (threads <= 0 || threads > profile_.max_threads_per_block || k->shared_bytes > profile_.shared_bytes_per_block)
+    std::string refused = launch_dims_error(grid, block);
+    int64_t threads = block[0] * block[1] * block[2];
+    if (!refused.empty()) {
+      fail("kernel " + k->name + ": launch refused: " + refused);
+    } else if (threads > profile_.max_threads_per_block || k->shared_bytes > profile_.shared_bytes_per_block) {
       fail("kernel " + k->name + ": too many resources requested for launch (" + std::to_string(threads) +
            " threads, " + std::to_string(k->shared_bytes) + " bytes of shared memory)");
+    }
     // Precision is physics, whatever the verdict says: tf32 products and fast-math intrinsics.
     double err = profile_.fp32_rel_error;
     if (k->precision == "tf32" || k->tensor_cores) err = std::max(err, profile_.tf32_rel_error);

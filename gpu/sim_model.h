@@ -78,6 +78,9 @@ struct CorrectnessPrediction {
   bool correct = true;
   std::string error;       // why not, in the words the live evaluator would use
   double rel_error = 0;    // the arithmetic's expected relative error (a 3-sigma figure)
+  // The live evaluator's rejection tag where the first failure is one it tags the same way
+  // ("out_of_memory"); the sim evaluator flags it "rejected: <tag>". Empty otherwise.
+  std::string rejected;
 };
 
 // A task at concrete sizes, prepared once: every value's and weight's shape, the expression

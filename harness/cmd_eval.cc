@@ -4,6 +4,8 @@
 //                        [--size full|small] [--seed N] [--trials N] [--samples N] [--strict]
 //                        [--noise X] [--profile FILE] [--tasks DIR] [--explain]
 //                        [--timeout S] [--launch-timeout S] [--nvrtc-cache DIR] [--reference-precision P]
+//                        [--max-kernel-source-bytes N] [--max-plan-source-bytes N] [--max-kernels N]
+//                        [--max-steps N]
 //
 // prints the EvalResult as one line of JSON (the Measurement's field names). Without --plan the
 // plan is the code generator's: its default setting, or the --knob values over it. --explain adds
@@ -45,6 +47,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   std::string seed_text, trials_text, samples_text, noise_text, timeout_text, launch_timeout_text;
   std::string reference_precision;
   std::string nvrtc_cache;
+  std::string max_kernel_source_text, max_plan_source_text, max_kernels_text, max_steps_text;
   std::vector<std::string> knobs;
   po::options_description named(
       "usage: harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim|cuda]\n"
@@ -68,6 +71,12 @@ int cmd_eval(const std::vector<std::string>& args) {
       ("timeout", po::value<std::string>(&timeout_text)->default_value("600"), "cuda: seconds before an unanswered evaluation counts as a hang")
       ("launch-timeout", po::value<std::string>(&launch_timeout_text)->default_value("10"), "cuda: seconds one kernel launch may run")
       ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder shared across processes")
+      ("max-kernel-source-bytes", po::value<std::string>(&max_kernel_source_text)->default_value("262144"),
+       "largest source of one kernel (a plan over a limit is rejected uncompiled)")
+      ("max-plan-source-bytes", po::value<std::string>(&max_plan_source_text)->default_value("2097152"),
+       "largest source of all kernels together")
+      ("max-kernels", po::value<std::string>(&max_kernels_text)->default_value("1024"), "most kernels in a plan")
+      ("max-steps", po::value<std::string>(&max_steps_text)->default_value("4096"), "most steps in a plan")
       ("reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
        "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 (TF32 off)");
   po::variables_map vm;
@@ -91,6 +100,20 @@ int cmd_eval(const std::vector<std::string>& args) {
   if (!timeout.ok()) return fail(timeout.status().message());
   auto launch_timeout = parse_number_option("--launch-timeout", launch_timeout_text, 0.001, 86400);
   if (!launch_timeout.ok()) return fail(launch_timeout.status().message());
+  // The ranges of the experiment's device.max_* keys.
+  PlanLimits limits;
+  auto max_kernel_source = parse_int_option("--max-kernel-source-bytes", max_kernel_source_text, 1, 1000000000000);
+  if (!max_kernel_source.ok()) return fail(max_kernel_source.status().message());
+  auto max_plan_source = parse_int_option("--max-plan-source-bytes", max_plan_source_text, 1, 1000000000000);
+  if (!max_plan_source.ok()) return fail(max_plan_source.status().message());
+  auto max_kernels = parse_int_option("--max-kernels", max_kernels_text, 1, 1000000);
+  if (!max_kernels.ok()) return fail(max_kernels.status().message());
+  auto max_steps = parse_int_option("--max-steps", max_steps_text, 1, 1000000);
+  if (!max_steps.ok()) return fail(max_steps.status().message());
+  limits.max_kernel_source_bytes = *max_kernel_source;
+  limits.max_plan_source_bytes = *max_plan_source;
+  limits.max_kernels = *max_kernels;
+  limits.max_steps = *max_steps;
   EvalRequest request;
   if (size == "full") request.size = SizeName::kFull;
   else if (size == "small") request.size = SizeName::kSmall;
@@ -137,6 +160,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     co.launch_timeout_s = *launch_timeout;
     co.reference_precision = reference_precision;
     co.nvrtc_cache_dir = nvrtc_cache;
+    co.limits = limits;
     CudaEvaluator evaluator(co);
     Result<EvalResult> r = evaluator.evaluate(*task, plan, request);
     if (!r.ok()) return fail(r.status().to_string());
@@ -153,6 +177,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   if (!profile.ok()) return fail(profile.status().to_string());
   SimEvaluatorOptions opts;
   opts.noise = *noise;
+  opts.limits = limits;
   SimEvaluator evaluator(*profile, opts);
   Result<EvalResult> r = evaluator.evaluate(*task, plan, request);
   if (!r.ok()) return fail(r.status().to_string());

@@ -147,6 +147,14 @@ ConfigSchema build_schema() {
          "baseline: cuDNN convolutions may use TF32, matrix products stay FP32) or fp32 (TF32 off everywhere).\n"
          "Recorded in every measurement's settings.",
          {"kernelbench", "fp32"}});
+  s.add({"device.max_kernel_source_bytes", T::kInt, I(262144),
+         "Largest source of one kernel of a candidate, bytes; a plan over a limit is rejected uncompiled\n"
+         "(flag \"rejected: over_limit\"). Limits not at their default are recorded in measurement settings.",
+         {}, 1, 1e12});
+  s.add({"device.max_plan_source_bytes", T::kInt, I(2097152), "Largest source of all of a candidate's kernels together, bytes.",
+         {}, 1, 1e12});
+  s.add({"device.max_kernels", T::kInt, I(1024), "Most kernels in a candidate plan.", {}, 1, 1e6});
+  s.add({"device.max_steps", T::kInt, I(4096), "Most steps (launches and library ops) in a candidate plan.", {}, 1, 1e6});
   // [eval]
   s.add({"eval.every", T::kInt, I(5), "Evaluate on the held-out tasks every this many steps (and after the last).", {}, 1, 1e6});
   s.add({"eval.greedy", T::kBool, B(true), "Greedy decoding at evaluation (false: sampled).", {}});
@@ -257,6 +265,10 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.device_profile = c.get_string("device.profile");
   e.reference_precision = c.get_string("device.reference_precision");
   e.noise = c.get_float("device.noise");
+  e.limits.max_kernel_source_bytes = c.get_int("device.max_kernel_source_bytes");
+  e.limits.max_plan_source_bytes = c.get_int("device.max_plan_source_bytes");
+  e.limits.max_kernels = c.get_int("device.max_kernels");
+  e.limits.max_steps = c.get_int("device.max_steps");
   e.timing_samples = static_cast<int32_t>(c.get_int("device.timing_samples"));
   e.trials = static_cast<int32_t>(c.get_int("device.trials"));
   e.eval_every = static_cast<int32_t>(c.get_int("eval.every"));

@@ -11,6 +11,7 @@
 
 #include "agents/agents.h"
 #include "core/status.h"
+#include "gpu/plan.h"
 #include "harness/config.h"
 #include "harness/rl.h"
 
@@ -82,6 +83,7 @@ struct Experiment {
   std::string device_profile;  // empty: the built-in H200 profile
   std::string reference_precision = "kernelbench";  // cuda: gpu/eval_result.h
   double noise = 0.0;
+  PlanLimits limits;  // device.max_*: gpu/plan.h
   int32_t timing_samples = 10;
   int32_t trials = 5;
 

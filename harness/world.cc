@@ -178,12 +178,14 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
     co.task_dir = task_dir;
     co.profile_path = profile_path;
     co.reference_precision = exp.reference_precision;
+    co.limits = exp.limits;
     auto cuda = std::make_unique<CudaEvaluator>(co);
     VINCI_RETURN_IF_ERROR(cuda->start());
     inner = std::move(cuda);
   } else {
     SimEvaluatorOptions opts;
     opts.noise = exp.noise;
+    opts.limits = exp.limits;
     inner = std::make_unique<SimEvaluator>(std::move(profile), opts);
   }
   auto locked = std::make_unique<LockedEvaluator>(std::move(inner));

@@ -120,6 +120,32 @@ TEST(CudaProtocol, ResultRoundTripsBitExactly) {
   EXPECT_FALSE(decode_eval_result("short", "").ok());
 }
 
+// Kernel output travels with the record (in its settings list, under reserved keys) and only
+// when there was some: a silent candidate's Measurement is what it always was.
+TEST(CudaProtocol, KernelOutputTravelsWithTheRecordOnlyWhenThereIsSome) {
+  SimEvaluator sim(h200());
+  Result<Plan> p = default_plan(task("L1_019"));
+  ASSERT_TRUE(p.ok());
+  Result<EvalResult> r = sim.evaluate(task("L1_019"), *p, small_request());
+  ASSERT_TRUE(r.ok());
+  std::string silent = encode_eval_result(*r);
+  r->kernel_output = "line 0\nline 1\n";
+  r->kernel_output_dropped = 1234567;
+  std::string loud = encode_eval_result(*r);
+  EXPECT_NE(loud, silent);
+  Result<EvalResult> back = decode_eval_result(loud, r->compile_log);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(*back, *r);
+  EXPECT_EQ(back->kernel_output, "line 0\nline 1\n");
+  EXPECT_EQ(back->kernel_output_dropped, 1234567);
+  EXPECT_EQ(back->settings.count(kKernelOutputKey), 0u);
+  r->kernel_output.clear();
+  r->kernel_output_dropped = 0;
+  EXPECT_EQ(encode_eval_result(*r), silent);
+  nlohmann::json j = eval_result_to_json(*back);
+  EXPECT_EQ(j.at("kernelOutputDroppedBytes"), 1234567);
+}
+
 TEST(CudaProtocol, FramesCrossASocketAndTimeOut) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
@@ -221,6 +247,74 @@ TEST(CudaEvaluator, RejectsEveryHostilePlanAndSurvives) {
   CudaEvaluatorStats s = ev.stats();
   std::printf("workers started %d, lost %d\n", s.workers_started, s.workers_lost);
   EXPECT_GE(s.workers_lost, 3);  // the hang, the trap and the illegal access each cost one
+}
+
+// A candidate whose kernel prints 100000 lines (device printf): the evaluation succeeds, the
+// record keeps the first 4 KiB and counts the rest, and nothing reaches this process's stdout or
+// stderr (the worker's fd 1 is a pipe it drains; the protocol is another descriptor).
+TEST(CudaEvaluator, KernelPrintfIsCapturedCappedAndKeptOffTheTerminal) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA driver here";
+  Plan plan;
+  plan.task_id = "L1_019";
+  plan.origin = "hand";
+  plan.buffers = {{"x", "input", "f32", {"B", "D"}}, {"y", "output", "f32", {"B", "D"}}};
+  plan.output = "y";
+  PlanKernel k;
+  k.name = "chatty_relu";
+  k.family = "custom";
+  k.source = R"(extern "C" __global__ void chatty_relu(const float* x, float* y, long long n) {
+  long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = fmaxf(x[i], 0.f);
+  // 100000 lines in all, spread over the first threads.
+  const long long per = 100000 / n + 1;
+  for (long long l = i * per; l < (i + 1) * per && l < 100000 && i < n; ++l)
+    printf("chatty_relu line %lld of 100000\n", l);
+}
+)";
+  plan.kernels = {k};
+  PlanStep step;
+  step.kind = "kernel";
+  step.kernel = "chatty_relu";
+  step.grid = {"ceil_div(B*D, 256)", "1", "1"};
+  step.block = {"256", "1", "1"};
+  step.args = {{"x", ""}, {"y", ""}, {"", "B*D"}};
+  plan.steps = {step};
+  ASSERT_TRUE(validate_plan(plan, task("L1_019")).ok());
+
+  // Everything this process and its worker write to fd 1 and 2 goes to a file meanwhile.
+  char path[] = "/tmp/vinci_printf_XXXXXX";
+  int file = mkstemp(path);
+  ASSERT_GE(file, 0);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int saved_out = dup(1), saved_err = dup(2);
+  dup2(file, 1);
+  dup2(file, 2);
+  Result<EvalResult> r = [&] {
+    CudaEvaluator ev(options());
+    return ev.evaluate(task("L1_019"), plan, small_request());
+  }();
+  std::fflush(stdout);
+  std::fflush(stderr);
+  dup2(saved_out, 1);
+  dup2(saved_err, 2);
+  close(saved_out);
+  close(saved_err);
+  off_t leaked = lseek(file, 0, SEEK_END);
+  close(file);
+  unlink(path);
+
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->compiled) << r->compile_log;
+  EXPECT_TRUE(r->correct) << r->error;
+  EXPECT_FALSE(r->kernel_times_us.empty());
+  EXPECT_GT(r->kernel_output.size(), 0u);
+  EXPECT_LE(r->kernel_output.size(), kKernelOutputKept);
+  EXPECT_EQ(r->kernel_output.rfind("chatty_relu line ", 0), 0u) << r->kernel_output.substr(0, 200);
+  EXPECT_GT(r->kernel_output_dropped, 100000) << "every run prints; the device's printf buffer holds ~1 MiB";
+  EXPECT_LT(leaked, 16384) << "kernel output reached the terminal";
+  std::printf("kernel output: %zu bytes kept, %lld more counted; %lld bytes reached fd 1/2\n", r->kernel_output.size(),
+              static_cast<long long>(r->kernel_output_dropped), static_cast<long long>(leaked));
 }
 
 }  // namespace

@@ -6,6 +6,10 @@
 #include <capnp/message.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "core/rng.h"
 #include "tests/gpu/sim_test_util.h"
@@ -229,6 +233,229 @@ TEST(SimEvaluator, MalformedPlansDoNotCompile) {
   EXPECT_FALSE(r->reference_times_us.empty());
   // A plan for another task is the caller's error, not the candidate's.
   EXPECT_FALSE(ev.evaluate(task("L1_020"), must_generate(t, {}), request(SizeName::kFull)).ok());
+}
+
+// The hostile plans the live evaluator must refuse to launch or cannot allocate
+// (tests/gpu/hostile/): the sim refuses them in the same words.
+TEST(SimEvaluator, RefusesLaunchesAndBuffersTheDeviceWouldRefuse) {
+  std::ifstream in(std::string(VINCI_SOURCE_DIR) + "/tests/gpu/hostile/hostile_plans.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json j = nlohmann::json::parse(text.str());
+  SimEvaluator ev(h200());
+  int checked = 0;
+  for (const auto& e : j) {
+    std::string expect = e.at("expect").get<std::string>();
+    if (expect != "launch_refused" && expect != "out_of_memory") continue;
+    std::string name = e.at("name").get<std::string>();
+    Result<Plan> p = plan_from_json(e.at("plan"));
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status().to_string();
+    p->origin = "codegen";  // no compile: the launch and the buffers are what is judged here
+    const Task& t = task(p->task_id);
+    Result<EvalResult> r = ev.evaluate(t, *p, request(SizeName::kSmall));
+    if (name == "grid_overflows_64_bits") {  // the grid's size expression cannot be evaluated
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.status().message().find("size expression 'B*D*B*D*B*D*B*D*B*D': overflows 64 bits at B=8, D=1001"),
+                std::string::npos) << r.status().message();
+      ++checked;
+      continue;
+    }
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().to_string();
+    EXPECT_FALSE(r->correct) << name;
+    EXPECT_TRUE(r->kernel_times_us.empty()) << name;
+    if (expect == "launch_refused") {
+      EXPECT_NE(r->error.find("launch refused: "), std::string::npos) << name << ": " << r->error;
+    } else {
+      EXPECT_NE(std::find(r->flags.begin(), r->flags.end(), "rejected: out_of_memory"), r->flags.end())
+          << name << ": " << r->error;
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 7);
+}
+
+TEST(SimEvaluator, LaunchDimensionsAreCheckedBeforeNarrowing) {
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{1, 1, 1}}), "");
+  EXPECT_EQ(launch_dims_error({{kMaxGridX, 65535, 65535}}, {{1024, 1, 1}}), "");
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{16, 1, 64}}), "");
+  EXPECT_EQ(launch_dims_error({{int64_t{1} << 32, 1, 1}}, {{256, 1, 1}}),
+            "grid x = 4294967296 is outside CUDA's limits [1, 2147483647] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{(int64_t{1} << 32) + 1, 1, 1}}, {{256, 1, 1}}),
+            "grid x = 4294967297 is outside CUDA's limits [1, 2147483647] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{kMaxGridX + 1, 1, 1}}, {{256, 1, 1}}).substr(0, 18), "grid x = 214748364");
+  EXPECT_EQ(launch_dims_error({{1, 65536, 1}}, {{1, 1, 1}}),
+            "grid y = 65536 is outside CUDA's limits [1, 65535] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{1, 1, 0}}, {{1, 1, 1}}),
+            "grid z = 0 is outside CUDA's limits [1, 65535] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{1025, 1, 1}}),
+            "block x = 1025 is outside CUDA's limits [1, 1024] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{1, 1, 65}}),
+            "block z = 65 is outside CUDA's limits [1, 64] (invalid configuration argument)");
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{-(int64_t{1} << 32) + 256, 1, 1}}).substr(0, 10), "block x = ");
+  EXPECT_EQ(launch_dims_error({{1, 1, 1}}, {{64, 32, 1}}),
+            "block 64x32x1 = 2048 threads, more than CUDA's 1024 per block (invalid configuration argument)");
+}
+
+TEST(SimEvaluator, BuffersPastTheDeviceMemoryAreOutOfMemory) {
+  SimEvaluator ev(h200());
+  const Task& t = task("L1_019");
+  Plan plan = must_generate(t, {});
+  PlanBuffer huge;
+  huge.name = "scratch";
+  huge.role = "intermediate";
+  huge.dtype = "f32";
+  // 10^22 elements: each dimension fits in 64 bits, their product does not.
+  huge.shape = {"100000000000", "100000000000"};
+  plan.buffers.push_back(huge);
+  Result<EvalResult> r = ev.evaluate(t, plan, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->correct);
+  EXPECT_EQ(r->error,
+            "buffer scratch: out of memory: shape [100000000000, 100000000000]: the element count overflows 64 bits");
+  EXPECT_NE(std::find(r->flags.begin(), r->flags.end(), "rejected: out_of_memory"), r->flags.end());
+  // In 64 bits but past the profile's memory.
+  plan.buffers.back().shape = {"B", "40000000000"};
+  r = ev.evaluate(t, plan, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->correct);
+  EXPECT_EQ(r->error, "buffer scratch: out of memory: 1280000000000 bytes, more than the device's 150754820096");
+  // Within it: the plan is as correct as without the buffer.
+  plan.buffers.back().shape = {"B", "1000"};
+  r = ev.evaluate(t, plan, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->correct) << r->error;
+}
+
+// The sim compiles every plan that is not the generator's own: a kernel that does not compile is
+// not scored correct and fast.
+TEST(SimEvaluator, CompilesPlansThatAreNotTheGeneratorsOwn) {
+  SimEvaluator ev(h200());
+  const Task& t = task("L1_019");
+  Plan own = must_generate(t, {});
+  Result<EvalResult> r = ev.evaluate(t, own, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->compiled);
+  EXPECT_TRUE(r->correct) << r->error;
+  EXPECT_EQ(r->settings.count("nvrtc"), 0u) << "the generator's own plans are not compiled again";
+
+  // The same kernel with a syntax error, claiming to be the generator's: compiled, and refused.
+  Plan broken = own;
+  std::string& src = broken.kernels[0].source;
+  size_t brace = src.rfind('}');
+  ASSERT_NE(brace, std::string::npos);
+  src.insert(brace, "  this is not C++;\n");
+  r = ev.evaluate(t, broken, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->compiled);
+  EXPECT_FALSE(r->correct);
+  EXPECT_EQ(r->speedup, 0);
+  EXPECT_TRUE(r->kernel_times_us.empty());
+  EXPECT_NE(r->compile_log.find("kernel " + own.kernels[0].name + ": " + own.kernels[0].name +
+                                ".cu does not compile for sm_90"), std::string::npos) << r->compile_log;
+  EXPECT_EQ(r->error.rfind("compile: kernel ", 0), 0u) << r->error;
+  EXPECT_EQ(r->settings.at("nvrtc"), nvrtc_version() + " sm_90");
+  // Deterministic: a second evaluation (the failure cached) gives the same record.
+  Result<EvalResult> again = ev.evaluate(t, broken, request(SizeName::kSmall));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *r);
+  SimEvaluator fresh(h200());
+  Result<EvalResult> other = fresh.evaluate(t, broken, request(SizeName::kSmall));
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(*other, *r);
+
+  // A hand-written plan that compiles is priced as before, with the NVRTC version recorded.
+  Plan hand = own;
+  hand.origin = "hand";
+  hand.kernels[0].source = "// written by hand\n" + hand.kernels[0].source;
+  r = ev.evaluate(t, hand, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_TRUE(r->compiled) << r->compile_log;
+  EXPECT_TRUE(r->correct) << r->error;
+  EXPECT_EQ(r->settings.at("nvrtc"), nvrtc_version() + " sm_90");
+}
+
+TEST(SimEvaluator, PlansOverALimitAreRejectedUncompiled) {
+  const Task& t = task("L1_019");
+  Plan plan = must_generate(t, {});
+  SimEvaluator defaults(h200());
+  Result<EvalResult> r = defaults.evaluate(t, plan, request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->correct);
+  EXPECT_EQ(r->settings.count("max_steps"), 0u) << "limits at their default are not recorded";
+
+  auto with = [&](PlanLimits limits, const Plan& p) {
+    SimEvaluatorOptions o;
+    o.limits = limits;
+    SimEvaluator ev(h200(), o);
+    Result<EvalResult> e = ev.evaluate(t, p, request(SizeName::kSmall));
+    EXPECT_TRUE(e.ok()) << e.status().to_string();
+    return e.ok() ? *e : EvalResult();
+  };
+  PlanLimits steps;
+  steps.max_steps = 1;
+  Plan two = plan;
+  two.steps.push_back(two.steps[0]);
+  EvalResult e = with(steps, plan);
+  EXPECT_TRUE(e.correct) << e.error;
+  EXPECT_EQ(e.settings.at("max_steps"), "1");
+  e = with(steps, two);
+  EXPECT_FALSE(e.compiled);
+  EXPECT_FALSE(e.correct);
+  EXPECT_EQ(e.flags, std::vector<std::string>{"rejected: over_limit"});
+  EXPECT_EQ(e.compile_log, "plan over a limit: steps: 2 is over the limit max_steps = 1");
+  EXPECT_EQ(e.error, "compile: plan over a limit: steps: 2 is over the limit max_steps = 1");
+
+  PlanLimits kernels;
+  kernels.max_kernels = 1;
+  Plan extra = plan;
+  extra.kernels.push_back(extra.kernels[0]);
+  extra.kernels.back().name += "_copy";
+  EXPECT_EQ(with(kernels, extra).compile_log, "plan over a limit: kernels: 2 is over the limit max_kernels = 1");
+
+  PlanLimits source;
+  source.max_kernel_source_bytes = 64;
+  e = with(source, plan);
+  EXPECT_EQ(e.compile_log, "plan over a limit: kernel '" + plan.kernels[0].name + "': source bytes: " +
+                               std::to_string(plan.kernels[0].source.size()) +
+                               " is over the limit max_kernel_source_bytes = 64");
+  PlanLimits total;
+  total.max_plan_source_bytes = static_cast<int64_t>(plan.kernels[0].source.size()) + 1;
+  EXPECT_TRUE(with(total, plan).correct);
+  EXPECT_EQ(with(total, extra).compile_log.rfind("plan over a limit: source bytes of all kernels: ", 0), 0u);
+
+  // A model's plan is checked before it is matched to the generator's.
+  Plan llm = two;
+  llm.origin = "llm";
+  e = with(steps, llm);
+  EXPECT_FALSE(e.correct);
+  EXPECT_EQ(e.flags, std::vector<std::string>{"rejected: over_limit"});
+  EXPECT_EQ(e.trials.size(), 5u);
+}
+
+// The default limits admit every plan the generator writes and every eager-equivalent plan.
+TEST(SimEvaluator, DefaultLimitsAdmitEveryGeneratedAndEagerPlan) {
+  PlanLimits defaults;
+  size_t most_steps = 0, most_kernels = 0, most_source = 0;
+  for (const Task& t : simtest::suite().tasks) {
+    std::vector<std::map<std::string, std::string>> settings = {{}};
+    KnobSpace space = knob_space(t);
+    for (const auto& k : space.knobs)
+      if (k.name == "fusion")
+        for (const auto& c : k.choices) settings.push_back({{"fusion", c}});
+    for (size_t which = 0; which <= settings.size(); ++which) {
+      Result<Plan> p = which == settings.size() ? eager_plan(t)
+                       : settings[which].empty() ? default_plan(t)
+                                                 : generate_plan(t, settings[which]);
+      if (!p.ok()) continue;
+      EXPECT_EQ(plan_limit_error(*p, defaults), "") << t.id;
+      size_t source = 0;
+      for (const auto& k : p->kernels) source += k.source.size();
+      most_steps = std::max(most_steps, p->steps.size());
+      most_kernels = std::max(most_kernels, p->kernels.size());
+      most_source = std::max(most_source, source);
+    }
+  }
+  std::printf("largest plans: %zu steps, %zu kernels, %zu source bytes\n", most_steps, most_kernels, most_source);
 }
 
 TEST(EvalResult, RoundTripsThroughMeasurement) {

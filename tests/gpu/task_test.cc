@@ -299,6 +299,38 @@ TEST(Expr, EvaluatesArithmeticFunctionsAndBuffers) {
   EXPECT_EQ(*eval_expr(expr_ceil_div(expr_add("N", "M"), "8"), env), 14);
 }
 
+TEST(Expr, OverflowIsAnErrorNamingTheExpressionAndItsValues) {
+  ExprEnv env;
+  env.symbols = {{"N", 65536}, {"M", 3}};
+  env.buffer_shape = [](const std::string& b) -> Result<std::vector<int64_t>> {
+    if (b == "x") return std::vector<int64_t>{int64_t{1} << 40, int64_t{1} << 30};
+    return not_found("no buffer " + b);
+  };
+  // 65536^4 = 2^64: one past int64, which would wrap to 0 (a launch of no blocks).
+  Result<int64_t> r = eval_expr("N*N*N*N", env);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "size expression 'N*N*N*N': overflows 64 bits at N=65536");
+  EXPECT_EQ(*eval_expr("N*N*N*M", env), int64_t{3} << 48);  // just below: exact
+  r = eval_expr("M*N*N*N*N - N", env);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "size expression 'M*N*N*N*N - N': overflows 64 bits at M=3, N=65536");
+  r = eval_expr("9223372036854775807 + 1", env);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "size expression '9223372036854775807 + 1': overflows 64 bits");
+  EXPECT_FALSE(eval_expr("0 - 9223372036854775807 - 2", env).ok());
+  EXPECT_FALSE(eval_expr("-(0 - 9223372036854775807 - 1)", env).ok());
+  EXPECT_FALSE(eval_expr("(0 - 9223372036854775807 - 1) / (0 - 1)", env).ok());
+  r = eval_expr("numel(x)", env);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "size expression 'numel(x)': overflows 64 bits at shape(x)=[1099511627776,1073741824]");
+  // ceil_div near the top of the range is exact, not an overflow of its a + b - 1.
+  EXPECT_EQ(*eval_expr("ceil_div(9223372036854775807, 2)", env), int64_t{4611686018427387904});
+  // The builders do not fold constants past 64 bits: the evaluation reports them.
+  EXPECT_FALSE(eval_expr(expr_mul("4294967296", "4294967296"), env).ok());
+  EXPECT_FALSE(eval_expr(expr_add("9223372036854775807", "1"), env).ok());
+  EXPECT_FALSE(eval_expr(expr_mul("99999999999999999999", "1"), env).ok());
+}
+
 TEST(Shapes, ConvAndPoolRulesMatchTheirFormulas) {
   TaskSuite suite = load_suite();
   const Task* lenet = suite.find("L3_004");

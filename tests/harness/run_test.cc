@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "core/atomic_file.h"
 #include "core/rng.h"
 #include "recorder/run.h"
@@ -267,6 +269,36 @@ TEST(HarnessEval, NonsenseNumbersAreRefused) {
     EXPECT_NE(out.find(c.says), std::string::npos) << c.args << "\n" << out;
   }
   EXPECT_EQ(sh(eval + " --samples 10000 --trials 100 --noise 0.1", &out), 0) << out;
+}
+
+// Plan limits are evaluator settings: a plan over one is rejected uncompiled, naming the limit
+// and the value; a limit not at its default is recorded in the settings, a default one is not.
+TEST(HarnessEval, PlanOverALimitIsRejectedNamingTheLimit) {
+  std::string out;
+  const std::string eval = kHarness + " eval L1_019 --size small --samples 3 --trials 1";
+  EXPECT_EQ(sh(eval + " --max-steps 0", &out), 2) << out;
+  EXPECT_NE(out.find("--max-steps: expected an integer from 1 to 1000000, found '0'"), std::string::npos) << out;
+  EXPECT_EQ(sh(eval + " --max-kernels x", &out), 2) << out;
+  EXPECT_NE(out.find("--max-kernels: expected an integer"), std::string::npos) << out;
+
+  ASSERT_EQ(sh(eval + " 2>/dev/null", &out), 0) << out;
+  EXPECT_EQ(out.find("max_kernel"), std::string::npos) << out;
+  EXPECT_EQ(out.find("max_steps"), std::string::npos) << out;
+
+  ASSERT_EQ(sh(eval + " --max-kernel-source-bytes 100 2>/dev/null", &out), 1) << out;
+  nlohmann::json j = nlohmann::json::parse(out);
+  EXPECT_FALSE(j.at("compiled").get<bool>());
+  EXPECT_FALSE(j.at("correct").get<bool>());
+  EXPECT_EQ(j.at("flags"), nlohmann::json::array({"rejected: over_limit"}));
+  std::string log = j.at("compileLog").get<std::string>();
+  EXPECT_NE(log.find("plan over a limit: kernel '"), std::string::npos) << log;
+  EXPECT_NE(log.find("is over the limit max_kernel_source_bytes = 100"), std::string::npos) << log;
+  EXPECT_NE(out.find("{\"key\":\"max_kernel_source_bytes\",\"value\":\"100\"}"), std::string::npos) << out;
+
+  ASSERT_EQ(sh(eval + " --max-plan-source-bytes 100 2>/dev/null", &out), 1) << out;
+  EXPECT_NE(out.find("is over the limit max_plan_source_bytes = 100"), std::string::npos) << out;
+  // The generated plan of L1_019 has one kernel and one step.
+  ASSERT_EQ(sh(eval + " --max-kernels 1 --max-steps 1 2>/dev/null", &out), 0) << out;
 }
 
 TEST(HarnessServe, NonsenseNumbersAreRefused) {

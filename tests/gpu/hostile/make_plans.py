@@ -119,6 +119,22 @@ add("idle_kernel_library_output", "kernel_idle",
     plan(RELU, [k], [{"kind": "library", "op": "relu", "in": ["x"], "out": ["y"]},
                      ew_step("idle")]))
 
+# Launch dimensions past CUDA's limits: checked on their 64-bit values, so 2^32 blocks is not
+# launched as 0 blocks, nor 2^32 + 1 as one.
+relu = ew_kernel("relu_dims", "  if (i < n) y[i] = fmaxf(x[i], 0.f);")
+for name, grid, block, what in [
+        ("grid_x_2pow32", ["4294967296", "1", "1"], ["256", "1", "1"], "a grid of 2^32 blocks (0 when narrowed)"),
+        ("grid_x_2pow32_plus_1", ["4294967297", "1", "1"], ["256", "1", "1"],
+         "a grid of 2^32 + 1 blocks (1 when narrowed)"),
+        ("grid_y_65536", ["ceil_div(B*D, 256)", "65536", "1"], ["256", "1", "1"], "grid y past 65535"),
+        ("block_z_65", ["ceil_div(B*D, 256)", "1", "1"], ["1", "1", "65"], "block z past 64"),
+        ("block_2048_threads", ["ceil_div(B*D, 256)", "1", "1"], ["1024", "2", "1"], "2048 threads per block"),
+        ("grid_overflows_64_bits", ["B*D*B*D*B*D*B*D*B*D", "1", "1"], ["256", "1", "1"],
+         "a grid size past 64 bits")]:
+    add(name, "launch_refused", what,
+        plan(RELU, [relu], [{"kind": "kernel", "kernel": "relu_dims", "grid": grid, "block": block,
+                             "args": [{"buffer": "x"}, {"buffer": "y"}, {"i64": "B*D"}]}]))
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_plans.json")
 with open(out, "w") as f:
     json.dump(entries, f, indent=1, sort_keys=True)
