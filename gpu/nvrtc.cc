@@ -88,6 +88,20 @@ Result<std::shared_ptr<const CompiledKernel>> NvrtcCompiler::compile(const std::
   std::string log(log_size, '\0');
   if (log_size) nvrtcGetProgramLog(prog, &log[0]);
   while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  // NVRTC's automatic precompiled headers name a per-process folder in the log ("using
+  // precompiled header file /tmp/__nvrtc_auto_pch_PID_N/..."): those lines say nothing about the
+  // source, and a log recorded in a run must not depend on the process that compiled it.
+  {
+    std::string kept;
+    size_t at = 0;
+    while (at < log.size()) {
+      size_t end = std::min(log.find('\n', at), log.size());
+      std::string line = log.substr(at, end - at);
+      if (line.find("precompiled header") == std::string::npos) kept += (kept.empty() ? "" : "\n") + line;
+      at = end + 1;
+    }
+    log = std::move(kept);
+  }
   if (rc != NVRTC_SUCCESS) {
     nvrtcDestroyProgram(&prog);
     return invalid_argument(name + " does not compile for " + options_.arch + ": " +

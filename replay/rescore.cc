@@ -421,14 +421,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     return Status(out.status().code(), "rescore: re-driving the run failed: " + out.status().message() +
                                            " (the partial run is in " + options.out_dir + ")");
   }
-  // The log ends with its RunEnd record, then drift.md is written, and only then is the run
-  // marked complete: a run killed in between is not complete, never a complete run without its
-  // drift report.
-  {
-    capnp::MallocMessageBuilder end;
-    init_run_end(end, writer->record_count(), writer->digest());
-    VINCI_RETURN_IF_ERROR(writer->append(end).status());
-  }
+  VINCI_RETURN_IF_ERROR(writer->finish());
   rep.measured = plans.size() - reused + evaluator.new_plans();
   rep.reused = reused;
   rep.fallback_calls = sim_backbone.fallbacks();
@@ -437,7 +430,6 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   rep.drift_markdown = drift_report(run_dir, options.out_dir, exp, seen, results, device_name, rep.fallback_calls,
                                     options.fast_p_inclusive ? FastPCompare::kInclusive : FastPCompare::kStrict);
   VINCI_RETURN_IF_ERROR(write_file_atomic(options.out_dir + "/drift.md", rep.drift_markdown));
-  VINCI_RETURN_IF_ERROR(writer->mark_complete());
   rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return rep;
 }

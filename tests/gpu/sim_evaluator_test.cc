@@ -361,7 +361,7 @@ TEST(SimEvaluator, CompilesPlansThatAreNotTheGeneratorsOwn) {
   SimEvaluator fresh(h200());
   Result<EvalResult> other = fresh.evaluate(t, broken, request(SizeName::kSmall));
   ASSERT_TRUE(other.ok());
-  EXPECT_EQ(*other, *r);
+  EXPECT_EQ(*other, *r) << other->compile_log << "\n---\n" << r->compile_log << "\n" << other->error << "\n" << r->error;
 
   // A hand-written plan that compiles is priced as before, with the NVRTC version recorded.
   Plan hand = own;
