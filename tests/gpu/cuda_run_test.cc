@@ -139,6 +139,9 @@ struct Check {
 };
 
 Check compare(const Plan& plan, const Task& task, InputDistribution dist, uint64_t seed) {
+  // The reference here is the CPU's FP32: cuDNN must not use TF32 for the plan's convolutions
+  // either (the live evaluator compares against a GPU reference under one policy instead).
+  at::globalContext().setAllowTF32CuDNN(false);
   Result<TaskInstance> cpu = TaskInstance::create(task, SizeName::kSmall, "cpu");
   Result<TaskInstance> gpu = TaskInstance::create(task, SizeName::kSmall, "cuda");
   if (!cpu.ok() || !gpu.ok()) return {false, "instance: " + cpu.status().to_string() + gpu.status().to_string()};
