@@ -165,33 +165,36 @@ std::string encode_manifest(const ManifestInfo& m) {
 }
 
 Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& path) {
+  ManifestInfo m;
+  // Nothing returns from inside the reader's scope: its destructor may throw (a truncated stream
+  // it skips to the end of), which would leak a return value already built.
   try {
     kj::ArrayInputStream in(kj::ArrayPtr<const kj::byte>(
         reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
     capnp::PackedMessageReader reader(in);
     auto r = reader.getRoot<schema::Manifest>();
-    ManifestInfo m;
     m.format_version = r.getFormatVersion();
-    if (m.format_version == 0 || m.format_version > schema::FORMAT_VERSION) {
-      return invalid_argument("manifest " + path + ": format version " +
-                              std::to_string(m.format_version) + " is not one this vinci reads (1.." +
-                              std::to_string(schema::FORMAT_VERSION) + ")");
+    if (m.format_version != 0 && m.format_version <= schema::FORMAT_VERSION) {
+      m.name = r.getName();
+      m.config_path = r.getConfigPath();
+      m.config_text = r.getConfigText();
+      m.seed = r.getSeed();
+      m.world = r.getWorld();
+      m.environment = read_env(r.getEnvironment());
+      m.completed = r.getCompleted();
+      m.record_count = r.getRecordCount();
+      m.run_digest = address_of(r.getRunDigest());
+      m.parent_run = r.getParentRun();
+      for (auto kv : r.getAnnotations()) m.annotations[kv.getKey()] = kv.getValue();
     }
-    m.name = r.getName();
-    m.config_path = r.getConfigPath();
-    m.config_text = r.getConfigText();
-    m.seed = r.getSeed();
-    m.world = r.getWorld();
-    m.environment = read_env(r.getEnvironment());
-    m.completed = r.getCompleted();
-    m.record_count = r.getRecordCount();
-    m.run_digest = address_of(r.getRunDigest());
-    m.parent_run = r.getParentRun();
-    for (auto kv : r.getAnnotations()) m.annotations[kv.getKey()] = kv.getValue();
-    return m;
   } catch (const kj::Exception& e) {
     return corruption("manifest " + path + " does not parse: " + e.getDescription().cStr());
   }
+  if (m.format_version == 0 || m.format_version > schema::FORMAT_VERSION) {
+    return invalid_argument("manifest " + path + ": format version " + std::to_string(m.format_version) +
+                            " is not one this vinci reads (1.." + std::to_string(schema::FORMAT_VERSION) + ")");
+  }
+  return m;
 }
 
 Result<ManifestInfo> read_manifest(const std::string& path) {

@@ -69,7 +69,7 @@ for t in "${targets[@]}"; do
   if [ -f "fuzz/dict/$t.dict" ]; then dict=(-dict="fuzz/dict/$t.dict"); fi
   echo "fuzz.sh: $t for ${seconds}s"
   rc=0
-  build-fuzz/bin/fuzz_$t "$work/corpus" "${dict[@]}" -max_total_time="$seconds" -timeout=10 \
+  build-fuzz/bin/fuzz_$t "$work/corpus" "${dict[@]}" -max_total_time="$seconds" -seed=1 -timeout=10 \
     -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$crashes/" \
     >"$work/log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
