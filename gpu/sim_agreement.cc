@@ -147,7 +147,9 @@ std::string plan_family(const Plan& plan) {
 
 Result<Plan> plan_of_measurement(const Task& task, const std::map<std::string, std::string>& knobs,
                                  const std::string& address_hex) {
-  VINCI_ASSIGN_OR_RETURN(Plan p, generate_plan(task, knobs));
+  Result<Plan> made = generate_plan(task, knobs);
+  if (!made.ok()) return invalid_argument(made.status().message());
+  Plan p = std::move(*made);
   if (plan_address(p).hex() == address_hex) return p;
   // The knobs of today's space the row does not list: added since it was recorded.
   std::set<std::string> added;
@@ -182,14 +184,13 @@ Result<MeasuredPlans> load_measured_plans(const std::string& path, const TaskSui
       m.size = size == "full" ? SizeName::kFull : SizeName::kSmall;
       key = "knobs";
       std::map<std::string, std::string> knobs = j.at(key).get<std::map<std::string, std::string>>();
-      Result<Plan> made = generate_plan(*m.task, knobs);
-      if (!made.ok()) return invalid_argument(where + ": key 'knobs': " + made.status().message());
       key = "plan_address";
       Result<Plan> p = plan_of_measurement(*m.task, knobs, j.at(key).get<std::string>());
-      if (!p.ok()) {
+      if (!p.ok() && p.status().code() == StatusCode::kFailedPrecondition) {
         ++out.stale;
         return Status();
       }
+      if (!p.ok()) return invalid_argument(where + ": key 'knobs': " + p.status().message());
       m.plan = std::move(*p);
       m.family = plan_family(m.plan);
       const nlohmann::json& l = j.at("live");

@@ -33,7 +33,8 @@ std::string plan_family(const Plan& plan);
 // address is the row's, or when it is without the knobs of today's space that the row does not
 // list, in plan.knobs and in every kernel's knobs (a row recorded before those knobs were added,
 // whose defaults leave every kernel and step as they were).
-// An error names what differs: the row measured code this generator no longer writes.
+// Errors: invalid_argument when the knobs generate no plan; failed_precondition (a stale row)
+// when the row measured code this generator no longer writes.
 Result<Plan> plan_of_measurement(const Task& task, const std::map<std::string, std::string>& knobs,
                                  const std::string& address_hex);
 

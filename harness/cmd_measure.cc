@@ -62,8 +62,6 @@ int fail(const std::string& what) {
   return 2;
 }
 
-bool guaranteed(const Plan& p) { return p.guaranteed(); }
-
 double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 double percentile(std::vector<double> v, double q) {
@@ -333,7 +331,7 @@ int cmd_measure(const std::vector<std::string>& args) {
         }
         row.plan = *p;
         row.label = j.at("label").get<std::string>();
-        row.guaranteed = guaranteed(row.plan);
+        row.guaranteed = row.plan.guaranteed();
         row.family = plan_family(row.plan);
         const nlohmann::json& l = j.at("live");
         row.live.evaluator = device;
@@ -375,7 +373,7 @@ int cmd_measure(const std::vector<std::string>& args) {
       row.task = t;
       row.plan = plan;
       row.label = label;
-      row.guaranteed = guaranteed(plan);
+      row.guaranteed = plan.guaranteed();
       row.family = plan_family(plan);
       Clock::time_point t0 = Clock::now();
       Result<EvalResult> live = ev->evaluate(*t, plan, req);
