@@ -82,7 +82,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
       "to the other). Exit 1 under --check when a held-out goal is missed");
   opts.add_options()("help,h", "this text")(
       "data", po::value<std::string>(&data), "measurement sets (default: gpu/measurements/calibration.toml)")(
-      "profile", po::value<std::string>(&profile_file), "starting profile (default: the h200 profile)")(
+      "profile", po::value<std::string>(&profile_file), "starting profile (default: h200_datasheet, the figures before any fit)")(
       "out", po::value<std::string>(&out), "write the profile fitted to every correct plan here")(
       "report", po::value<std::string>(&report_file), "also write the tables (Markdown) here")(
       "plans", po::value<std::string>(&plans_file),
@@ -102,7 +102,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   };
   Result<std::vector<DataSet>> sets = read_data_file(data);
   if (!sets.ok()) return fail(sets.status().to_string());
-  Result<DeviceProfile> start = load_device_profile(profile_file.empty() ? profile_path("h200") : profile_file);
+  Result<DeviceProfile> start = load_device_profile(profile_file.empty() ? profile_path("h200_datasheet") : profile_file);
   if (!start.ok()) return fail(start.status().to_string());
 
   // Each set's suite stays loaded: the measured plans point into it.

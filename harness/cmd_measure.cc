@@ -451,7 +451,12 @@ int cmd_measure(const std::vector<std::string>& args) {
   std::unique_ptr<SimEvaluator> fitted_sim;
   std::string cal_text;
   if (!vm.count("no-calibrate") && cal.size() >= 3) {
-    Result<CalibrationReport> rep = calibrate(*profile, cal);
+    // The fit starts from the datasheet figures unless a profile was named: the default profile
+    // is itself a fit, and a fit started from it would not be reproducible from the data alone.
+    Result<DeviceProfile> start =
+        profile_file.empty() ? load_device_profile(profile_path("h200_datasheet")) : Result<DeviceProfile>(*profile);
+    if (!start.ok()) return fail(start.status().to_string());
+    Result<CalibrationReport> rep = calibrate(*start, cal);
     if (!rep.ok()) return fail("calibration: " + rep.status().to_string());
     cal_text = calibration_report_text(*rep);
     w = write_file_atomic(out_dir + "/fitted_profile.toml", device_profile_to_toml(rep->fitted));

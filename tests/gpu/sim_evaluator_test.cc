@@ -40,7 +40,7 @@ TEST(SimEvaluator, NoiseOffRepeatsBitIdentically) {
   EXPECT_TRUE(*x == *y);
   EXPECT_EQ(x->kernel_times_us, z->kernel_times_us);
   EXPECT_EQ(x->evaluator, "sim");
-  EXPECT_EQ(x->device, "h200");
+  EXPECT_EQ(x->device, "h200-datasheet");
   EXPECT_EQ(x->plan, plan_address(plan));
   EXPECT_TRUE(x->compiled);
   EXPECT_TRUE(x->correct);

@@ -1,4 +1,5 @@
 // Device profiles: the H200 file, error messages that name file and key, and the writer.
+#include "gpu/calibration.h"
 #include "gpu/device_profile.h"
 
 #include <gtest/gtest.h>
@@ -10,7 +11,7 @@ namespace {
 
 TEST(DeviceProfile, H200HasTheMeasuredAndDatasheetFigures) {
   const DeviceProfile& p = simtest::h200();
-  EXPECT_EQ(p.name, "h200");
+  EXPECT_EQ(p.name, "h200-datasheet");
   EXPECT_EQ(p.sms, 132);
   EXPECT_EQ(p.warp_size, 32);
   EXPECT_EQ(p.max_threads_per_sm, 2048);
@@ -20,8 +21,24 @@ TEST(DeviceProfile, H200HasTheMeasuredAndDatasheetFigures) {
   EXPECT_DOUBLE_EQ(p.fp32_peak_flops, 67e12);
   // The fp32 peak is the SM count x 128 lanes x an FMA x the clock.
   EXPECT_NEAR(static_cast<double>(p.sms) * 128 * 2 * p.clock_hz / p.fp32_peak_flops, 1.0, 0.01);
-  // The measured libtorch rate: 4096^3 in 2.72 ms (../shared/DEVICE.md).
+  // The measured libtorch rate: 4096^3 in 2.72 ms.
   EXPECT_NEAR(2.0 * 4096 * 4096 * 4096 / p.fp32_library_flops * 1e3, 2.72, 0.01);
+}
+
+// The default profile is the datasheet's with only the figures calibration fits changed: a fit
+// never moves a fact about the hardware.
+TEST(DeviceProfile, TheDefaultDiffersFromTheDatasheetOnlyInFittedFigures) {
+  Result<DeviceProfile> def = load_device_profile(profile_path("h200"));
+  ASSERT_TRUE(def.ok()) << def.status().to_string();
+  EXPECT_EQ(def->name, "h200");
+  DeviceProfile fitted_back = simtest::h200();
+  for (const auto& c : calibration_parameters()) fitted_back.*(c.field) = (*def).*(c.field);
+  fitted_back.name = def->name;
+  fitted_back.source_file = def->source_file;
+  EXPECT_EQ(device_profile_to_toml(fitted_back), device_profile_to_toml(*def));
+  int moved = 0;
+  for (const auto& c : calibration_parameters()) moved += (*def).*(c.field) != simtest::h200().*(c.field);
+  EXPECT_GE(moved, 5);
 }
 
 TEST(DeviceProfile, WritesAndReadsBackTheSameValues) {
