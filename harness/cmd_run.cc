@@ -224,7 +224,9 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   Progress progress;
   auto start = std::chrono::steady_clock::now();
   auto out = run_experiment(exp, world.suite, *world.evaluator, *world.backbone, world.seed_library, *sink,
-                            [&](int64_t d, int64_t t, const std::string& l) { progress(d, t, l); },
+                            [&](int64_t d, int64_t t, const std::string& l) {
+                              progress(d, t, world.evaluator_progress ? l + " | " + world.evaluator_progress() : l);
+                            },
                             world.model.get());
   if (!out.ok()) {
     (void)writer->flush();
