@@ -231,6 +231,8 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
 
   const double claim_ms = std::max(1.0, options.claim_idle_s * 1000);
   const double beat = options.heartbeat_s > 0 ? options.heartbeat_s : std::min(5.0, std::max(0.1, options.claim_idle_s / 4));
+  // New requests are waited for at most this long before stale ones are looked at again.
+  const std::string block_ms = std::to_string(static_cast<long long>(std::min(1000.0, std::max(50.0, claim_ms / 2))));
   const long long ttl_ms = std::max<long long>(1000, static_cast<long long>(beat * 3000));
 
   // The heartbeat: the worker's key with a TTL, and the request it is evaluating kept fresh.
@@ -313,7 +315,7 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
       if (p.ok() && p->is_array() && !p->elements.empty() && p->elements[0].elements.size() == 4)
         deliveries = p->elements[0].elements[3].integer;
     } else {
-      Result<RedisReply> r = call({"XREADGROUP", "GROUP", kQueueGroup, options.name, "COUNT", "1", "BLOCK", "1000",
+      Result<RedisReply> r = call({"XREADGROUP", "GROUP", kQueueGroup, options.name, "COUNT", "1", "BLOCK", block_ms,
                                    "STREAMS", stream, ">"});
       if (!r.ok()) {
         if (stop) break;
