@@ -118,6 +118,38 @@ Result<std::unique_ptr<Redis>> Redis::connect(const QueueUrl& url, double timeou
   return r;
 }
 
+Result<std::vector<RedisReply>> Redis::pipeline(const std::vector<std::vector<std::string>>& commands) {
+  auto* c = static_cast<redisContext*>(context_);
+  if (!c || c->err) return io_error("queue " + url_.text + ": the connection is lost");
+  for (const auto& argv : commands) {
+    std::vector<const char*> args;
+    std::vector<size_t> lens;
+    for (const auto& a : argv) {
+      args.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(c, static_cast<int>(args.size()), args.data(), lens.data()) != REDIS_OK)
+      return io_error("queue " + url_.text + ": cannot queue a command: " + c->errstr);
+  }
+  std::vector<RedisReply> out;
+  Status first;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(c, &raw) != REDIS_OK || !raw)
+      return io_error("queue " + url_.text + ": " + commands[i][0] + ": the connection to the Redis server was lost: " +
+                      c->errstr);
+    out.push_back(convert(static_cast<redisReply*>(raw)));
+    freeReplyObject(raw);
+    if (out.back().type == RedisReply::Type::kError && first.ok()) {
+      const std::string& text = out.back().str;
+      first = text.rfind("LOADING", 0) == 0 ? io_error("queue " + url_.text + ": " + commands[i][0] + ": " + text)
+                                            : failed_precondition("queue " + url_.text + ": " + commands[i][0] + ": " + text);
+    }
+  }
+  if (!first.ok()) return first;
+  return out;
+}
+
 Result<RedisReply> Redis::command(const std::vector<std::string>& argv) {
   auto* c = static_cast<redisContext*>(context_);
   if (!c || c->err) return io_error("queue " + url_.text + ": the connection is lost");

@@ -59,6 +59,10 @@ class Redis {
   // error reply from the server is kFailedPrecondition with the server's text.
   Result<RedisReply> command(const std::vector<std::string>& argv);
 
+  // Several commands in one round trip (pipelined, not atomic); the replies in order. The first
+  // error (a lost connection, or an error reply) is returned.
+  Result<std::vector<RedisReply>> pipeline(const std::vector<std::vector<std::string>>& commands);
+
   const QueueUrl& url() const { return url_; }
 
  private:

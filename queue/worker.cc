@@ -280,6 +280,7 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
 
   Evaluators evaluators(options, redis.get(), keys);
   double idle_since = now_s();
+  double next_claim = 0;
   long long done = 0;
   // A command on the worker's connection; a lost server is waited for.
   auto call = [&](const std::vector<std::string>& argv) -> Result<RedisReply> {
@@ -303,17 +304,26 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
     std::string id;
     std::map<std::string, std::string> f;
     long long deliveries = 1;
-    Result<RedisReply> claimed = call({"XAUTOCLAIM", stream, kQueueGroup, options.name,
-                                       std::to_string(static_cast<long long>(claim_ms)), "0-0", "COUNT", "1"});
-    if (!claimed.ok()) {
-      if (stop) break;
-      return claimed.status();
+    // Stale requests are looked for every claim_idle_s / 2 (and after a request could not be
+    // evaluated here); between, new ones are read.
+    Result<RedisReply> claimed = RedisReply();
+    if (now_s() >= next_claim) {
+      claimed = call({"XAUTOCLAIM", stream, kQueueGroup, options.name,
+                      std::to_string(static_cast<long long>(claim_ms)), "0-0", "COUNT", "1"});
+      if (!claimed.ok()) {
+        if (stop) break;
+        return claimed.status();
+      }
+      bool found = claimed->is_array() && claimed->elements.size() >= 2 && !claimed->elements[1].elements.empty();
+      if (!found) next_claim = now_s() + claim_ms / 2000;
     }
     if (claimed->is_array() && claimed->elements.size() >= 2 && !claimed->elements[1].elements.empty() &&
         entry_fields(claimed->elements[1].elements[0], &id, &f)) {
       Result<RedisReply> p = call({"XPENDING", stream, kQueueGroup, id, id, "1"});
       if (p.ok() && p->is_array() && !p->elements.empty() && p->elements[0].elements.size() == 4)
         deliveries = p->elements[0].elements[3].integer;
+      std::fprintf(stderr, "%s: claimed request %s (delivery %lld): its worker kept it %.3g s without a heartbeat\n",
+                   who.c_str(), f["addr"].c_str(), deliveries, options.claim_idle_s);
     } else {
       Result<RedisReply> r = call({"XREADGROUP", "GROUP", kQueueGroup, options.name, "COUNT", "1", "BLOCK", block_ms,
                                    "STREAMS", stream, ">"});
@@ -330,15 +340,25 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
     idle_since = now_s();
     Digest address;
     std::string reply = f["reply"];
+    // The answer first, then the acknowledgement, in one round trip: a worker lost in between
+    // leaves the request pending, and its second answer is taken once.
     auto answer = [&](std::vector<std::string> fields) -> Status {
       std::vector<std::string> argv = {"XADD", reply, "*", "addr", f["addr"]};
       argv.insert(argv.end(), fields.begin(), fields.end());
-      VINCI_RETURN_IF_ERROR(call(argv).status());
-      VINCI_RETURN_IF_ERROR(call({"INCR", keys.done()}).status());
-      VINCI_RETURN_IF_ERROR(call({"XACK", stream, kQueueGroup, id}).status());
-      VINCI_RETURN_IF_ERROR(call({"XDEL", stream, id}).status());
-      if (Digest::parse_hex(f["addr"], &address)) (void)call({"DEL", keys.why(address)});
-      return Status();
+      std::vector<std::vector<std::string>> cmds = {argv, {"INCR", keys.done()}, {"XACK", stream, kQueueGroup, id},
+                                                    {"XDEL", stream, id}};
+      if (Digest::parse_hex(f["addr"], &address)) cmds.push_back({"DEL", keys.why(address)});
+      for (;;) {
+        if (stop) return failed_precondition("stopping");
+        if (!redis) {
+          redis = connect_retrying(url, keys, stop, who);
+          if (!redis) return failed_precondition("stopping");
+          evaluators.set_redis(redis.get());
+        }
+        Result<std::vector<RedisReply>> r = redis->pipeline(cmds);
+        if (r.ok() || r.status().code() != StatusCode::kIoError) return r.status();
+        redis.reset();
+      }
     };
     Result<QueueRequest> q = decode_queue_request(f["body"]);
     if (!q.ok() || !Digest::parse_hex(f["addr"], &address) || reply.empty()) {

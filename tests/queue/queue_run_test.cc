@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/rng.h"
+#include "queue/redis.h"
 #include "recorder/run.h"
 #include "tests/cli_test_util.h"
 #include "tests/queue/redis_fixture.h"
@@ -97,26 +98,51 @@ TEST(QueueRun, SameDigestAsInProcessWithOneTwoAndFourWorkers) {
   ASSERT_EQ(sh(kReplay + " diff " + root + "/n1 " + root + "/n2", &out), 0) << out;
 }
 
+// A connection for watching the queue from the test.
+std::unique_ptr<Redis> watch(const std::string& url) {
+  Result<QueueUrl> u = parse_queue_url(url);
+  VINCI_REQUIRE(u.ok(), u.status().to_string());
+  for (int i = 0; i < 100; ++i) {
+    auto r = Redis::connect(*u, 1, 5);
+    if (r.ok()) return std::move(r).value();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return nullptr;
+}
+
 TEST(QueueRun, AWorkerKilledAtRandomPointsLosesNothing) {
   VINCI_NEED_REDIS();
   testing_redis::RedisServer server;
   ASSERT_TRUE(server.start());
   std::string root = clitest::temp_dir("vinci_queue_kill_"), out;
+  int total_kills = 0;
   for (int round = 0; round < 3; ++round) {
-    std::string url = server.url("k" + std::to_string(round));
+    std::string name = "k" + std::to_string(round);
+    std::string url = server.url(name);
     pid_t steady = start_worker(url, "steady", root + "/workers.log");
     std::atomic<bool> done{false};
     int kills = 0;
-    // The victim is killed (SIGKILL) at keyed random delays and started again, until the run ends.
+    // The victim is killed (SIGKILL) while it holds a fresh request (taken, not acknowledged), after a
+    // keyed random delay of up to 2 ms (inside or just after the evaluation), then started again;
+    // three kill points a round.
     std::thread killer([&] {
+      std::unique_ptr<Redis> redis = watch(url);
+      ASSERT_TRUE(redis);
       Stream s(RngKey::root(41).with("queue_kill", round));
-      int n = 0;
-      while (!done) {
-        pid_t victim = start_worker(url, "victim" + std::to_string(n++), root + "/workers.log");
-        int ms = 50 + static_cast<int>(s.next_u64() % 400);
-        for (int t = 0; t < ms && !done; t += 5) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        stop_worker(victim, SIGKILL);
-        ++kills;
+      for (int n = 0; n < 3 && !done; ++n) {
+        std::string victim = "victim" + std::to_string(n);
+        pid_t pid = start_worker(url, victim, root + "/workers.log");
+        while (!done) {
+          auto p = redis->command({"XPENDING", name + ":requests:sim", "workers", "-", "+", "1", victim});
+          // A request on its first delivery: none is lost more often than the attempts allow.
+          if (p.ok() && p->is_array() && !p->elements.empty() && p->elements[0].elements.size() == 4 &&
+              p->elements[0].elements[3].integer == 1)
+            break;
+          std::this_thread::sleep_for(std::chrono::microseconds(300));
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(s.next_u64() % 2000));
+        stop_worker(pid, SIGKILL);
+        if (!done) ++kills;
       }
     });
     std::string d = queued_run(url, root, "r" + std::to_string(round), &out);
@@ -124,8 +150,11 @@ TEST(QueueRun, AWorkerKilledAtRandomPointsLosesNothing) {
     killer.join();
     stop_worker(steady, SIGTERM);
     EXPECT_EQ(d, in_process_digest()) << "round " << round << " with " << kills << " kills";
-    EXPECT_GE(kills, 1);
+    total_kills += kills;
   }
+  EXPECT_GE(total_kills, 3);
+  // Requests a killed worker held were taken over (the test exercised what it is about).
+  ASSERT_EQ(sh("grep -c 'claimed request' " + root + "/workers.log", &out), 0) << "no request was ever claimed";
 }
 
 TEST(QueueRun, ARestartedServerLosesNothing) {
@@ -134,22 +163,40 @@ TEST(QueueRun, ARestartedServerLosesNothing) {
   ASSERT_TRUE(server.start());
   std::string root = clitest::temp_dir("vinci_queue_restart_"), out;
   for (int round = 0; round < 2; ++round) {
-    std::string url = server.url("s" + std::to_string(round));
+    std::string name = "s" + std::to_string(round);
+    std::string url = server.url(name);
     std::vector<pid_t> pids = {start_worker(url, "a", root + "/workers.log"),
                                start_worker(url, "b", root + "/workers.log")};
     std::atomic<bool> done{false};
+    bool restarted = false;
+    // The server is stopped (SIGKILL, then SIGTERM) after a keyed random number of answers, and
+    // started again half a second later on the same port and append-only file.
     std::thread restarter([&] {
       Stream s(RngKey::root(43).with("queue_restart", round));
-      int ms = 100 + static_cast<int>(s.next_u64() % 300);
-      std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+      long long at = 20 + static_cast<long long>(s.next_u64() % 150);
+      {
+        std::unique_ptr<Redis> redis = watch(url);
+        ASSERT_TRUE(redis);
+        while (!done) {
+          auto v = redis->command({"GET", name + ":done"});
+          if (v.ok() && !v->is_nil() && std::atoll(v->str.c_str()) >= at) break;
+          std::this_thread::sleep_for(std::chrono::microseconds(500));
+        }
+      }
+      if (done) return;
       server.stop(round == 0 ? SIGKILL : SIGTERM);
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
       ASSERT_TRUE(server.start());
+      restarted = true;
     });
     std::string d = queued_run(url, root, "r" + std::to_string(round), &out);
+    done = true;
     restarter.join();
     for (pid_t p : pids) stop_worker(p, SIGTERM);
+    EXPECT_TRUE(restarted) << "the run ended before the server was stopped";
     EXPECT_EQ(d, in_process_digest()) << "round " << round << "\n" << out;
+    // The server went away during the run, and the run waited for it.
+    EXPECT_NE(out.find("waiting for the server"), std::string::npos) << out;
   }
 }
 
