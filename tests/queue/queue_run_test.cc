@@ -88,6 +88,13 @@ TEST(QueueRun, SameDigestAsInProcessWithOneTwoAndFourWorkers) {
       EXPECT_NE(out.find("in progress: 0"), std::string::npos) << out;
       EXPECT_NE(out.find("workers alive: 2"), std::string::npos) << out;
       EXPECT_NE(out.find("  w0: "), std::string::npos) << out;
+      // A rescore through the queue re-derives the run as one in process does.
+      std::string run = root + "/n2";
+      ASSERT_EQ(sh(kReplay + " rescore " + run + " --device sim --out " + root + "/rescored_here", &out), 0) << out;
+      ASSERT_EQ(sh(kReplay + " rescore " + run + " --device sim --out " + root + "/rescored_queued --queue " + url, &out),
+                0)
+          << out;
+      EXPECT_EQ(digest_of(root + "/rescored_queued"), digest_of(root + "/rescored_here"));
     }
     for (pid_t p : pids) stop_worker(p, SIGTERM);
   }
