@@ -113,7 +113,7 @@ Result<std::unique_ptr<Redis>> Redis::connect(const QueueUrl& url, double timeou
     if (!ok.ok())
       return Status(ok.status().code(), "queue " + url.text + ": authentication with " + kRedisPasswordEnv +
                                             (user && *user ? std::string(" as user ") + user : std::string()) +
-                                            " failed: " + ok.status().message());
+                                            " failed: " + ok.status().message().substr(r->url_.text.size() + 8));
   }
   return r;
 }
@@ -171,8 +171,7 @@ Result<RedisReply> Redis::command(const std::vector<std::string>& argv) {
     std::string text = out.str;
     // A server still loading its append-only file answers LOADING: as good as not there yet.
     if (text.rfind("LOADING", 0) == 0) return io_error("queue " + url_.text + ": " + argv[0] + ": " + text);
-    if (text.rfind("NOAUTH", 0) == 0 || text.rfind("WRONGPASS", 0) == 0)
-      text += std::string(" (set ") + kRedisPasswordEnv + ")";
+    if (text.rfind("NOAUTH", 0) == 0) text += std::string(" (set ") + kRedisPasswordEnv + ")";
     return failed_precondition("queue " + url_.text + ": " + argv[0] + ": " + text);
   }
   return out;

@@ -345,7 +345,10 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
     auto answer = [&](std::vector<std::string> fields) -> Status {
       std::vector<std::string> argv = {"XADD", reply, "*", "addr", f["addr"]};
       argv.insert(argv.end(), fields.begin(), fields.end());
-      std::vector<std::vector<std::string>> cmds = {argv, {"INCR", keys.done()}, {"XACK", stream, kQueueGroup, id},
+      // The reply stream expires a day after its last answer (a requester that is gone, or a late
+      // duplicate answer, leaves nothing behind for good).
+      std::vector<std::vector<std::string>> cmds = {argv, {"EXPIRE", reply, "86400"}, {"INCR", keys.done()},
+                                                    {"XACK", stream, kQueueGroup, id},
                                                     {"XDEL", stream, id}};
       if (Digest::parse_hex(f["addr"], &address)) cmds.push_back({"DEL", keys.why(address)});
       for (;;) {

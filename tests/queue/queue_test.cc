@@ -163,6 +163,36 @@ struct Workers {
   }
 };
 
+TEST(QueueEvaluatorTest, APasswordComesFromTheEnvironmentOnly) {
+  VINCI_NEED_REDIS();
+  testing_redis::RedisServer server({"--requirepass", "s3cret-for-the-test"});
+  ASSERT_TRUE(server.start());
+  ::unsetenv(kRedisPasswordEnv);
+  ::unsetenv(kRedisUserEnv);
+  QueueEvaluator without({server.url()}, sim_spec(profile_text(), 0, PlanLimits()));
+  Status st = without.start();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("NOAUTH"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(kRedisPasswordEnv), std::string::npos) << st.message();
+  ::setenv(kRedisPasswordEnv, "wrong", 1);
+  QueueEvaluator wrong({server.url()}, sim_spec(profile_text(), 0, PlanLimits()));
+  st = wrong.start();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("authentication with VINCI_REDIS_PASSWORD failed"), std::string::npos) << st.message();
+  EXPECT_EQ(st.message().find("wrong"), std::string::npos) << "the password is never printed: " << st.message();
+  ::setenv(kRedisPasswordEnv, "s3cret-for-the-test", 1);
+  {
+    Workers workers(server.url(), 1, 5);
+    QueueEvaluator with({server.url()}, sim_spec(profile_text(), 0, PlanLimits()));
+    ASSERT_TRUE(with.start().ok());
+    const Task& t = task("L1_019");
+    Result<EvalResult> r = with.evaluate(t, must_generate(t, {}), small_request(2));
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(r->compiled);
+  }
+  ::unsetenv(kRedisPasswordEnv);
+}
+
 TEST(QueueEvaluatorTest, AnswersWhatTheSimAnswersInProcess) {
   VINCI_NEED_REDIS();
   testing_redis::RedisServer server;

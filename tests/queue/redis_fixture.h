@@ -14,6 +14,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "queue/redis.h"
 #include "tests/cli_test_util.h"
@@ -39,7 +40,9 @@ inline int free_port() {
 
 class RedisServer {
  public:
-  RedisServer() : dir_(clitest::temp_dir("vinci_redis_")), port_(free_port()) {}
+  // extra: one more server option and its value (e.g. {"--requirepass", "secret"}).
+  explicit RedisServer(std::vector<std::string> extra = {})
+      : dir_(clitest::temp_dir("vinci_redis_")), port_(free_port()), extra_(std::move(extra)) {}
   ~RedisServer() {
     stop(SIGKILL);
     std::system(("rm -rf '" + dir_ + "'").c_str());
@@ -50,9 +53,15 @@ class RedisServer {
     pid_ = ::fork();
     if (pid_ == 0) {
       std::string port = std::to_string(port_);
-      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "",
-               "--appendonly", "yes", "--appendfsync", "always", "--dir", dir_.c_str(), "--logfile",
-               (dir_ + "/redis.log").c_str(), (char*)nullptr);
+      std::string log = dir_ + "/redis.log";
+      std::vector<std::string> args = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
+                                       "--appendonly", "yes", "--appendfsync", "always", "--dir", dir_,
+                                       "--logfile", log};
+      args.insert(args.end(), extra_.begin(), extra_.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(&a[0]);
+      argv.push_back(nullptr);
+      ::execvp("redis-server", argv.data());
       ::_exit(127);
     }
     QueueUrl u;
@@ -61,7 +70,11 @@ class RedisServer {
     u.text = url();
     for (int i = 0; i < 200; ++i) {
       auto r = Redis::connect(u, 1, 1);
-      if (r.ok() && (*r)->command({"PING"}).ok()) return true;
+      if (r.ok()) {
+        auto ping = (*r)->command({"PING"});
+        // A server that wants a password answers NOAUTH: it is up.
+        if (ping.ok() || ping.status().message().find("NOAUTH") != std::string::npos) return true;
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
     return false;
@@ -82,6 +95,7 @@ class RedisServer {
  private:
   std::string dir_;
   int port_;
+  std::vector<std::string> extra_;
   pid_t pid_ = -1;
 };
 
