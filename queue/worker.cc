@@ -228,6 +228,12 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
   // fix, said at once.
   VINCI_ASSIGN_OR_RETURN(std::unique_ptr<Redis> redis, Redis::connect(url));
   VINCI_RETURN_IF_ERROR(ensure_queue_group(*redis, keys));
+  Evaluators evaluators(options, redis.get(), keys);
+  if (options.device == "cuda") {
+    // A worker without a usable GPU takes no request (it would only fail them).
+    std::string why;
+    if (evaluators.gpu_lost(&why)) return failed_precondition(who + ": the live evaluator does not start: " + why);
+  }
 
   const double claim_ms = std::max(1.0, options.claim_idle_s * 1000);
   const double beat = options.heartbeat_s > 0 ? options.heartbeat_s : std::min(5.0, std::max(0.1, options.claim_idle_s / 4));
@@ -278,7 +284,6 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
     }
   } join{&hb_stop, &heartbeat};
 
-  Evaluators evaluators(options, redis.get(), keys);
   double idle_since = now_s();
   double next_claim = 0;
   long long done = 0;

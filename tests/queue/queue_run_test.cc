@@ -105,6 +105,26 @@ TEST(QueueRun, SameDigestAsInProcessWithOneTwoAndFourWorkers) {
   ASSERT_EQ(sh(kReplay + " diff " + root + "/n1 " + root + "/n2", &out), 0) << out;
 }
 
+TEST(QueueRun, NoServerOrABadUrlIsAClearErrorNamingTheUrl) {
+  std::string root = clitest::temp_dir("vinci_queue_bad_"), out;
+  std::string url = "redis://127.0.0.1:" + std::to_string(testing_redis::free_port());
+  EXPECT_EQ(sh(kHarness + " run " + kSmoke + " --out " + root + " --name r --set device.queue=" + url, &out), 2) << out;
+  EXPECT_NE(out.find("key 'device.queue'"), std::string::npos) << out;
+  EXPECT_NE(out.find(url + ": cannot reach the Redis server"), std::string::npos) << out;
+  EXPECT_NE(access((root + "/r").c_str(), F_OK), 0) << "a run that cannot start leaves nothing";
+  EXPECT_EQ(sh(kHarness + " run " + kSmoke + " --out " + root + " --name r --set device.queue=redis://host-without-port", &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("queue URL 'redis://host-without-port': no port"), std::string::npos) << out;
+  EXPECT_EQ(sh(kHarness + " worker --queue " + url, &out), 2) << out;
+  EXPECT_NE(out.find(url + ": cannot reach the Redis server"), std::string::npos) << out;
+  EXPECT_EQ(sh(kHarness + " queue status --queue " + url, &out), 2) << out;
+  EXPECT_NE(out.find(url + ": cannot reach the Redis server"), std::string::npos) << out;
+  EXPECT_EQ(sh(kHarness + " queue status --queue redis://:pw@127.0.0.1:1", &out), 2) << out;
+  EXPECT_NE(out.find("VINCI_REDIS_PASSWORD"), std::string::npos) << out;
+  EXPECT_EQ(sh(kReplay + " rescore " + root + "/none --device sim --out " + root + "/x --queue " + url, &out), 2) << out;
+}
+
 // A connection for watching the queue from the test.
 std::unique_ptr<Redis> watch(const std::string& url) {
   Result<QueueUrl> u = parse_queue_url(url);
