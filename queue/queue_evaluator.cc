@@ -244,6 +244,7 @@ void QueueEvaluator::reader_loop() {
         broken_ = Status();
       }
       if (lost) {
+        std::fprintf(stderr, "queue %s: reconnected; sending the requests in flight again\n", url_.text.c_str());
         // The server may have come back without what it held (no append-only file): the requests
         // still in flight go again. A request it kept is answered twice and taken once.
         std::vector<EncodedRequest> again;
@@ -265,6 +266,8 @@ void QueueEvaluator::reader_loop() {
     Result<RedisReply> r = conn->command({"XREAD", "COUNT", "256", "BLOCK", "200", "STREAMS", stream, last});
     if (!r.ok()) {
       conn.reset();
+      if (!lost)
+        std::fprintf(stderr, "queue %s: %s; waiting for the server\n", url_.text.c_str(), r.status().message().c_str());
       lost = true;
       if (down_since < 0) down_since = now_s();
       if (r.status().code() != StatusCode::kIoError) sleep_s(0.5);
