@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,12 +42,13 @@ bool entry_fields(const RedisReply& e, std::string* id, std::map<std::string, st
 // The evaluators a worker keeps, by their settings, and the objects it has fetched.
 class Evaluators {
  public:
-  Evaluators(const WorkerOptions& o, Redis* redis, const QueueKeys& keys) : options_(o), redis_(redis), keys_(keys) {}
+  using Call = std::function<Result<RedisReply>(const std::vector<std::string>&)>;
+  // call: a command on the worker's connection, reconnecting while the server is away.
+  Evaluators(const WorkerOptions& o, Call call, const QueueKeys& keys) : options_(o), call_(std::move(call)), keys_(keys) {}
   ~Evaluators() {
     cudas_.clear();
     if (!dir_.empty()) std::system(("rm -rf '" + dir_ + "'").c_str());
   }
-  void set_redis(Redis* r) { redis_ = r; }
 
   // The evaluation's result, or why it could not be done.
   Result<EvalResult> evaluate(const QueueRequest& q) {
@@ -82,7 +84,7 @@ class Evaluators {
   Result<std::string> object(const Digest& d, const char* what) {
     auto it = objects_.find(d);
     if (it != objects_.end()) return it->second;
-    VINCI_ASSIGN_OR_RETURN(RedisReply r, redis_->command({"GET", keys_.object(d)}));
+    VINCI_ASSIGN_OR_RETURN(RedisReply r, call_({"GET", keys_.object(d)}));
     if (r.is_nil())
       return not_found(std::string("the ") + what + " object " + d.hex() +
                        " is not on the queue (expired, or the server lost it)");
@@ -178,7 +180,7 @@ class Evaluators {
   }
 
   const WorkerOptions& options_;
-  Redis* redis_;
+  Call call_;
   QueueKeys keys_;
   std::map<Digest, std::string> objects_;
   std::map<Digest, std::vector<Task>> tasks_;
@@ -228,11 +230,11 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
   // fix, said at once.
   VINCI_ASSIGN_OR_RETURN(std::unique_ptr<Redis> redis, Redis::connect(url));
   VINCI_RETURN_IF_ERROR(ensure_queue_group(*redis, keys));
-  Evaluators evaluators(options, redis.get(), keys);
+  Evaluators probe_only(options, nullptr, keys);
   if (options.device == "cuda") {
     // A worker without a usable GPU takes no request (it would only fail them).
     std::string why;
-    if (evaluators.gpu_lost(&why)) return failed_precondition(who + ": the live evaluator does not start: " + why);
+    if (probe_only.gpu_lost(&why)) return failed_precondition(who + ": the live evaluator does not start: " + why);
   }
 
   const double claim_ms = std::max(1.0, options.claim_idle_s * 1000);
@@ -294,13 +296,13 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
       if (!redis) {
         redis = connect_retrying(url, keys, stop, who);
         if (!redis) return failed_precondition("stopping");
-        evaluators.set_redis(redis.get());
       }
       Result<RedisReply> r = redis->command(argv);
       if (r.ok() || r.status().code() != StatusCode::kIoError) return r;
       redis.reset();
     }
   };
+  Evaluators evaluators(options, call, keys);
 
   while (!stop) {
     if (options.max_requests > 0 && done >= options.max_requests) break;
@@ -361,7 +363,6 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
         if (!redis) {
           redis = connect_retrying(url, keys, stop, who);
           if (!redis) return failed_precondition("stopping");
-          evaluators.set_redis(redis.get());
         }
         Result<std::vector<RedisReply>> r = redis->pipeline(cmds);
         if (r.ok() || r.status().code() != StatusCode::kIoError) return r.status();
