@@ -78,7 +78,19 @@ TEST(QueueRun, SameDigestAsInProcessWithOneTwoAndFourWorkers) {
   for (int n : {1, 2, 4}) {
     std::string url = server.url("w" + std::to_string(n));
     std::vector<pid_t> pids;
-    for (int i = 0; i < n; ++i) pids.push_back(start_worker(url, "w" + std::to_string(i), root + "/workers.log"));
+    if (n < 4) {
+      for (int i = 0; i < n; ++i) pids.push_back(start_worker(url, "w" + std::to_string(i), root + "/workers.log"));
+    } else {
+      // Four at once, through `harness workers`, which stops them all on SIGTERM.
+      pid_t pid = fork();
+      if (pid == 0) {
+        freopen((root + "/workers.log").c_str(), "a", stderr);
+        execl(kHarness.c_str(), "harness", "workers", "--queue", url.c_str(), "--sim", "4", "--claim-idle-s", "0.5",
+              (char*)nullptr);
+        _exit(127);
+      }
+      pids.push_back(pid);
+    }
     EXPECT_EQ(queued_run(url, root, "n" + std::to_string(n), &out), in_process_digest()) << n << " workers";
     if (n == 2) {
       // The queue's state while its workers are alive.
@@ -95,6 +107,15 @@ TEST(QueueRun, SameDigestAsInProcessWithOneTwoAndFourWorkers) {
                 0)
           << out;
       EXPECT_EQ(digest_of(root + "/rescored_queued"), digest_of(root + "/rescored_here"));
+    }
+    if (n == 4) {
+      ASSERT_EQ(sh(kHarness + " queue status --queue " + url, &out), 0) << out;
+      EXPECT_NE(out.find("workers alive: 4"), std::string::npos) << out;
+      kill(pids[0], SIGTERM);
+      int st = 0;
+      waitpid(pids[0], &st, 0);
+      EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "harness workers ends cleanly on SIGTERM";
+      continue;
     }
     for (pid_t p : pids) stop_worker(p, SIGTERM);
   }
