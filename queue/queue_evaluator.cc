@@ -138,7 +138,7 @@ Status QueueEvaluator::with_connection(std::unique_ptr<Redis>* conn, const std::
       return Status(st.code(), st.message() + " (no server for " + format_number("%.0f", options_.give_up_s) +
                                    " s: giving up)");
     if (!said) {
-      std::fprintf(stderr, "queue %s: %s; waiting for the server\n", url_.text.c_str(), st.message().c_str());
+      std::fprintf(stderr, "%s; waiting for the server\n", st.message().c_str());
       said = true;
     }
     sleep_s(wait);
@@ -267,7 +267,7 @@ void QueueEvaluator::reader_loop() {
     if (!r.ok()) {
       conn.reset();
       if (!lost)
-        std::fprintf(stderr, "queue %s: %s; waiting for the server\n", url_.text.c_str(), r.status().message().c_str());
+        std::fprintf(stderr, "%s; waiting for the server\n", r.status().message().c_str());
       lost = true;
       if (down_since < 0) down_since = now_s();
       if (r.status().code() != StatusCode::kIoError) sleep_s(0.5);

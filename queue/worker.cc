@@ -298,6 +298,12 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
         if (!redis) return failed_precondition("stopping");
       }
       Result<RedisReply> r = redis->command(argv);
+      if (!r.ok() && r.status().message().find("NOGROUP") != std::string::npos) {
+        // The stream went away (a server that came back empty, a flushed database): make it again.
+        Status made = ensure_queue_group(*redis, keys);
+        if (made.ok()) continue;
+        r = made;
+      }
       if (r.ok() || r.status().code() != StatusCode::kIoError) return r;
       redis.reset();
     }
@@ -311,8 +317,7 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
     std::string id;
     std::map<std::string, std::string> f;
     long long deliveries = 1;
-    // Stale requests are looked for every claim_idle_s / 2 (and after a request could not be
-    // evaluated here); between, new ones are read.
+    // Stale requests are looked for every claim_idle_s / 2; between, new ones are read.
     Result<RedisReply> claimed = RedisReply();
     if (now_s() >= next_claim) {
       claimed = call({"XAUTOCLAIM", stream, kQueueGroup, options.name,

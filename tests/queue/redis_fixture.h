@@ -86,6 +86,8 @@ class RedisServer {
     ::waitpid(pid_, &st, 0);
     pid_ = -1;
   }
+  // Removes what the server stored (while it is stopped): it comes back empty.
+  void wipe() { std::system(("rm -rf '" + dir_ + "'/appendonlydir '" + dir_ + "'/*.aof '" + dir_ + "'/*.rdb").c_str()); }
   std::string url(const std::string& name = "") const {
     return "redis://127.0.0.1:" + std::to_string(port_) + (name.empty() ? "" : "/" + name);
   }
