@@ -146,6 +146,40 @@ TEST(QueueRun, NoServerOrABadUrlIsAClearErrorNamingTheUrl) {
   EXPECT_EQ(sh(kReplay + " rescore " + root + "/none --device sim --out " + root + "/x --queue " + url, &out), 2) << out;
 }
 
+TEST(QueueRun, APasswordFromTheEnvironmentIsNeverRecorded) {
+  VINCI_NEED_REDIS();
+  const std::string secret = "pw-4c1d-never-in-a-run";
+  testing_redis::RedisServer server({"--requirepass", secret});
+  ASSERT_TRUE(server.start());
+  std::string root = clitest::temp_dir("vinci_queue_pw_"), out;
+  std::string env = "VINCI_REDIS_PASSWORD=" + secret + " ";
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv("VINCI_REDIS_PASSWORD", secret.c_str(), 1);
+    freopen((root + "/worker.log").c_str(), "a", stderr);
+    execl(kHarness.c_str(), "harness", "worker", "--queue", server.url().c_str(), "--name", "pw", (char*)nullptr);
+    _exit(127);
+  }
+  ASSERT_EQ(sh(env + kHarness + " run " + kSmoke + " --out " + root + " --name r --threads 4 --set device.queue=" +
+                   server.url(),
+               &out),
+            0)
+      << out;
+  stop_worker(pid, SIGTERM);
+  EXPECT_EQ(digest_of(root + "/r"), in_process_digest());
+  // Not in the manifest, the log, the objects, the reports or anything printed.
+  EXPECT_NE(sh("grep -r -l -a '" + secret + "' " + root + "/r", &out), 0) << out;
+  EXPECT_EQ(sh(kReplay + " cat " + root + "/r | grep -c -a '" + secret + "'", &out), 1) << out;
+  // Without it, the run stops at once, saying what to set.
+  EXPECT_EQ(sh("env -u VINCI_REDIS_PASSWORD " + kHarness + " run " + kSmoke + " --out " + root +
+                   " --name s --set device.queue=" + server.url(),
+               &out),
+            2)
+      << out;
+  EXPECT_NE(out.find("NOAUTH"), std::string::npos) << out;
+  EXPECT_NE(out.find("VINCI_REDIS_PASSWORD"), std::string::npos) << out;
+}
+
 // A connection for watching the queue from the test.
 std::unique_ptr<Redis> watch(const std::string& url) {
   Result<QueueUrl> u = parse_queue_url(url);
