@@ -56,7 +56,7 @@ class Evaluators {
     if (task_file_address(file_text) != q.task_file)
       return corruption("the task file object " + q.task_file.hex() + " does not match its address");
     VINCI_ASSIGN_OR_RETURN(const Task* task, find_task(q, file_text));
-    VINCI_ASSIGN_OR_RETURN(std::string plan_bytes, object(q.plan, "plan"));
+    VINCI_ASSIGN_OR_RETURN(std::string plan_bytes, object(q.plan, "plan", /*keep=*/false));
     if (hash_tagged("plan", plan_bytes) != q.plan)
       return corruption("the plan object " + q.plan.hex() + " does not match its address");
     VINCI_ASSIGN_OR_RETURN(Plan plan, parse_plan(plan_bytes));
@@ -81,14 +81,16 @@ class Evaluators {
   }
 
  private:
-  Result<std::string> object(const Digest& d, const char* what) {
+  // keep: cache the object here (task files and profiles, which every request of a run names;
+  // plans, nearly all different, are fetched each time so a long-lived worker does not grow).
+  Result<std::string> object(const Digest& d, const char* what, bool keep = true) {
     auto it = objects_.find(d);
     if (it != objects_.end()) return it->second;
     VINCI_ASSIGN_OR_RETURN(RedisReply r, call_({"GET", keys_.object(d)}));
     if (r.is_nil())
       return not_found(std::string("the ") + what + " object " + d.hex() +
                        " is not on the queue (expired, or the server lost it)");
-    objects_[d] = r.str;
+    if (keep) objects_[d] = r.str;
     return r.str;
   }
 
