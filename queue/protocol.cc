@@ -97,7 +97,7 @@ EncodedRequest encode_queue_request(const Task& task, const std::string& task_fi
   Digest profile = spec.profile_text.empty() ? Digest() : hash_tagged("device_profile", spec.profile_text);
   e.address = queue_request_address(file, task.id, plan_addr, request, spec);
   e.objects[file] = task_file_text;
-  e.objects[plan_addr] = std::move(plan_bytes);
+  e.plan = std::move(plan_bytes);
   if (!spec.profile_text.empty()) e.objects[profile] = spec.profile_text;
   nlohmann::json settings = nlohmann::json::object();
   for (const auto& [k, v] : spec.settings) settings[k] = v;

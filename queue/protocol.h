@@ -3,9 +3,11 @@
 // A request names everything an evaluation depends on by content address: the task (the text of
 // the task file it was read from, and its id there), the plan (its canonical bytes), the
 // EvalRequest fields and the evaluator's settings (for the sim world the device profile's text
-// too). The task file, the plan and the profile travel as objects beside the request, so a worker
-// on another machine needs nothing but the queue. The request's address hashes all of it: equal
-// addresses are equal evaluations, and a result delivered twice is stored once.
+// too). All of it travels with the request, so a worker on another machine needs nothing but the
+// queue: the plan, nearly always new, inside the request (gone with it once answered); the task
+// file and the profile, which every request of a run names, stored once as objects. The request's
+// address hashes all of it: equal addresses are equal evaluations, and a result delivered twice
+// is stored once.
 //
 // A result is the evaluator's Measurement (Cap'n Proto, flat) and the compile log's text, keyed by
 // the request's address; or, for a request that failed on `attempts` deliveries in a row, the
@@ -13,7 +15,7 @@
 //
 // Keys under the queue's name P (redis://HOST:PORT/P, default "vinci"):
 //   P:requests:KIND     stream of requests for the sim or cuda evaluator; consumer group "workers"
-//   P:obj:<hex>         an object's bytes (task file, plan, device profile), with a TTL
+//   P:obj:<hex>         an object's bytes (task file, device profile), with a TTL
 //   P:why:<hex>         a request's failure reasons so far (list)
 //   P:worker:<name>     a worker's heartbeat (JSON), with a TTL: the worker is alive
 //   P:reply:<client>    a harness's stream of results
@@ -74,6 +76,7 @@ Digest task_address(const Digest& file_address, const std::string& task_id);
 struct EncodedRequest {
   Digest address;                  // the request's content address
   std::string body;                // JSON
+  std::string plan;                // the plan's canonical bytes, sent inside the request
   std::map<Digest, std::string> objects;  // address -> bytes, to store before the request is sent
 };
 

@@ -158,7 +158,7 @@ Status QueueEvaluator::submit_locked(const EncodedRequest& e) {
       uploaded_[address] = t;
     }
     return r.command({"XADD", keys_.requests(spec_.kind), "*", "addr", e.address.hex(), "reply",
-                      keys_.reply(client_), "body", e.body})
+                      keys_.reply(client_), "body", e.body, "plan", e.plan})
         .status();
   });
 }

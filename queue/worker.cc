@@ -51,14 +51,13 @@ class Evaluators {
   }
 
   // The evaluation's result, or why it could not be done.
-  Result<EvalResult> evaluate(const QueueRequest& q) {
+  Result<EvalResult> evaluate(const QueueRequest& q, const std::string& plan_bytes) {
     VINCI_ASSIGN_OR_RETURN(std::string file_text, object(q.task_file, "task file"));
     if (task_file_address(file_text) != q.task_file)
       return corruption("the task file object " + q.task_file.hex() + " does not match its address");
     VINCI_ASSIGN_OR_RETURN(const Task* task, find_task(q, file_text));
-    VINCI_ASSIGN_OR_RETURN(std::string plan_bytes, object(q.plan, "plan", /*keep=*/false));
     if (hash_tagged("plan", plan_bytes) != q.plan)
-      return corruption("the plan object " + q.plan.hex() + " does not match its address");
+      return corruption("the plan in the request does not match its address " + q.plan.hex() + "");
     VINCI_ASSIGN_OR_RETURN(Plan plan, parse_plan(plan_bytes));
     std::string profile_text;
     if (q.profile != Digest()) {
@@ -81,16 +80,15 @@ class Evaluators {
   }
 
  private:
-  // keep: cache the object here (task files and profiles, which every request of a run names;
-  // plans, nearly all different, are fetched each time so a long-lived worker does not grow).
-  Result<std::string> object(const Digest& d, const char* what, bool keep = true) {
+  // Task files and profiles: every request of a run names the same few.
+  Result<std::string> object(const Digest& d, const char* what) {
     auto it = objects_.find(d);
     if (it != objects_.end()) return it->second;
     VINCI_ASSIGN_OR_RETURN(RedisReply r, call_({"GET", keys_.object(d)}));
     if (r.is_nil())
       return not_found(std::string("the ") + what + " object " + d.hex() +
                        " is not on the queue (expired, or the server lost it)");
-    if (keep) objects_[d] = r.str;
+    objects_[d] = r.str;
     return r.str;
   }
 
@@ -407,7 +405,7 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
       std::lock_guard<std::mutex> lock(hb_mu);
       current = id;
     }
-    Result<EvalResult> r = evaluators.evaluate(*q);
+    Result<EvalResult> r = evaluators.evaluate(*q, f["plan"]);
     {
       std::lock_guard<std::mutex> lock(hb_mu);
       current.clear();

@@ -82,8 +82,10 @@ TEST(QueueCodec, RequestRoundTripsAndItsAddressIsStable) {
   EXPECT_EQ(q->spec.settings, spec.settings);
   EXPECT_EQ(q->attempts, 3);
   // The objects are what the addresses name: a worker needs nothing else.
-  ASSERT_EQ(e.objects.size(), 3u);
-  EXPECT_EQ(e.objects.at(q->plan), canonical_bytes(plan));
+  ASSERT_EQ(e.objects.size(), 2u);
+  EXPECT_EQ(e.objects.at(q->task_file), file_of(t));
+  EXPECT_EQ(e.objects.at(q->profile), spec.profile_text);
+  EXPECT_EQ(e.plan, canonical_bytes(plan));
   EXPECT_EQ(queue_request_address(q->task_file, q->task_id, q->plan, q->request, spec), e.address);
 
   // Equal inputs, equal address; where it is sent from (attempts, the task file's path) is no part
