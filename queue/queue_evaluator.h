@@ -30,7 +30,7 @@ struct QueueOptions {
   std::string url;           // redis://HOST:PORT[/NAME]
   int attempts = 3;          // deliveries before a request is recorded as failed
   double give_up_s = 600;    // without a server this long, evaluations fail
-  double object_ttl_s = 7 * 24 * 3600;  // objects (task files, plans, profiles) expire after this
+  double object_ttl_s = 7 * 24 * 3600;  // objects (task files, profiles) expire after this
 };
 
 // What the queue looks like now: for `harness queue status` and the progress line.
