@@ -1,11 +1,13 @@
 // The evaluation queue's codec, addresses and URLs, and the queue end to end in one process: a
 // QueueEvaluator and workers (run_worker on threads) against a real redis-server on loopback.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <thread>
 
 #include "core/atomic_file.h"
+#include "gpu/cuda_evaluator.h"
 #include "gpu/sim_evaluator.h"
 #include "queue/protocol.h"
 #include "queue/queue_evaluator.h"
@@ -148,13 +150,16 @@ struct Workers {
   std::atomic<bool> stop{false};
   std::vector<std::thread> threads;
   std::vector<Status> status;
-  Workers(const std::string& url, int n, double claim_idle_s) : status(n) {
+  Workers(const std::string& url, int n, double claim_idle_s, const std::string& device = "sim") : status(n) {
     for (int i = 0; i < n; ++i) {
-      threads.emplace_back([this, url, i, claim_idle_s] {
+      threads.emplace_back([this, url, i, claim_idle_s, device] {
         WorkerOptions o;
         o.url = url;
         o.name = "t" + std::to_string(i);
         o.claim_idle_s = claim_idle_s;
+        o.device = device;
+        o.cuda_worker_path = std::string(VINCI_BINARY_DIR) + "/bin/vinci-cuda-worker";
+        o.cuda_timeout_s = 120;
         status[i] = run_worker(o, stop);
       });
     }
@@ -259,6 +264,46 @@ TEST(QueueEvaluatorTest, APoisonedRequestBecomesAFailedRecordWithItsReasons) {
   Result<EvalResult> ok = q.evaluate(t, must_generate(t, {}), small_request(1));
   ASSERT_TRUE(ok.ok()) << ok.status().to_string();
   EXPECT_TRUE(ok->compiled);
+  for (const auto& st : workers.status) EXPECT_TRUE(st.ok()) << st.to_string();
+}
+
+bool have_gpu() {
+  void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return false;
+  dlclose(h);
+  return true;
+}
+
+// On a GPU machine: a live evaluation through a cuda worker is the live evaluator's record, and
+// says which GPU made it.
+TEST(QueueEvaluatorTest, ALiveEvaluationThroughTheQueueIsTheLiveEvaluatorsRecord) {
+  VINCI_NEED_REDIS();
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA driver here: the live worker runs on a GPU machine";
+  testing_redis::RedisServer server;
+  ASSERT_TRUE(server.start());
+  Workers workers(server.url(), 1, 30, "cuda");
+  QueueEvaluator q({server.url()}, cuda_spec(profile_text(), "kernelbench", PlanLimits()));
+  ASSERT_TRUE(q.start().ok());
+  const Task& t = task("L1_019");
+  Plan plan = must_generate(t, {});
+  Result<EvalResult> got = q.evaluate(t, plan, small_request(5));
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_EQ(got->evaluator, "cuda");
+  EXPECT_TRUE(got->compiled) << got->compile_log;
+  EXPECT_TRUE(got->correct) << got->error;
+  EXPECT_EQ(got->settings["gpu_uuid"].rfind("GPU-", 0), 0u);
+  EXPECT_EQ(got->settings["reference_precision"], "kernelbench");
+  CudaEvaluatorOptions co;
+  co.worker_path = std::string(VINCI_BINARY_DIR) + "/bin/vinci-cuda-worker";
+  co.task_dir = default_task_dir();
+  CudaEvaluator here(co);
+  Result<EvalResult> want = here.evaluate(t, plan, small_request(5));
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  // Timings are measurements; everything else is the same record.
+  EXPECT_EQ(got->device, want->device);
+  EXPECT_EQ(got->trials, want->trials);
+  EXPECT_EQ(got->flags, want->flags);
+  EXPECT_EQ(got->settings, want->settings);
   for (const auto& st : workers.status) EXPECT_TRUE(st.ok()) << st.to_string();
 }
 
