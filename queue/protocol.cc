@@ -119,46 +119,6 @@ EncodedRequest encode_queue_request(const Task& task, const std::string& task_fi
   return e;
 }
 
-Result<QueueRequest> decode_queue_request(const std::string& body) {
-  QueueRequest q;
-  auto digest = [](const nlohmann::json& j, const char* key, Digest* out) -> Status {
-    std::string hex = j.at(key).get<std::string>();
-    if (hex.empty()) {
-      *out = Digest();
-      return Status();
-    }
-    if (!Digest::parse_hex(hex, out))
-      return invalid_argument(std::string("queue request: '") + key + "' is not an address: '" + hex + "'");
-    return Status();
-  };
-  try {
-    nlohmann::json j = nlohmann::json::parse(body);
-    VINCI_RETURN_IF_ERROR(digest(j, "address", &q.address));
-    q.task_id = j.at("task").get<std::string>();
-    q.task_path = j.at("task_path").get<std::string>();
-    VINCI_RETURN_IF_ERROR(digest(j, "task_file", &q.task_file));
-    VINCI_RETURN_IF_ERROR(digest(j, "plan", &q.plan));
-    VINCI_RETURN_IF_ERROR(digest(j, "profile", &q.profile));
-    std::string size = j.at("size").get<std::string>();
-    if (size == "full") q.request.size = SizeName::kFull;
-    else if (size == "small") q.request.size = SizeName::kSmall;
-    else return invalid_argument("queue request: size must be full or small, found '" + size + "'");
-    q.request.seed = j.at("seed").get<uint64_t>();
-    q.request.trials = j.at("trials").get<int>();
-    q.request.samples = j.at("samples").get<int>();
-    q.request.strict = j.at("strict").get<bool>();
-    q.spec.kind = j.at("evaluator").get<std::string>();
-    if (q.spec.kind != "sim" && q.spec.kind != "cuda")
-      return invalid_argument("queue request: evaluator must be sim or cuda, found '" + q.spec.kind + "'");
-    for (const auto& [k, v] : j.at("settings").items()) q.spec.settings[k] = v.get<std::string>();
-    q.attempts = j.at("attempts").get<int>();
-    if (q.attempts < 1) return invalid_argument("queue request: attempts must be >= 1");
-  } catch (const nlohmann::json::exception& e) {
-    return invalid_argument(std::string("queue request: ") + e.what());
-  }
-  return q;
-}
-
 std::string encode_queue_result(const EvalResult& r) { return encode_eval_result(r); }
 
 Result<EvalResult> decode_queue_result(const std::string& measurement, const std::string& compile_log) {

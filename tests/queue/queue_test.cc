@@ -120,6 +120,29 @@ TEST(QueueCodec, RequestRoundTripsAndItsAddressIsStable) {
             "b5add4a48ab1cf50a9f83c23d266960b");
 }
 
+TEST(QueueCodec, ABadRequestIsRefusedNamingTheField) {
+  const Task& t = task("L1_019");
+  EncodedRequest e = encode_queue_request(t, file_of(t), must_generate(t, {}), small_request(7),
+                                          sim_spec(profile_text(), 0, PlanLimits()), 3);
+  nlohmann::json good = nlohmann::json::parse(e.body);
+  auto refused = [&](const char* key, nlohmann::json value) {
+    nlohmann::json j = good;
+    j[key] = value;
+    Result<QueueRequest> q = decode_queue_request(j.dump());
+    EXPECT_FALSE(q.ok()) << key << " = " << value.dump();
+    if (!q.ok()) EXPECT_NE(q.status().message().find(key), std::string::npos) << q.status().message();
+  };
+  refused("seed", 1.5e19);  // a float where an integer belongs is refused, not converted
+  refused("seed", -1);
+  refused("trials", 0);
+  refused("samples", 1e12);
+  refused("attempts", 0);
+  refused("size", "medium");
+  refused("evaluator", "tpu");
+  refused("plan", "not hex");
+  EXPECT_FALSE(decode_queue_request(e.body.substr(0, e.body.size() / 2)).ok());
+}
+
 TEST(QueueCodec, ResultRoundTripsWithItsCompileLog) {
   const Task& t = task("L1_019");
   SimEvaluator sim(simtest::h200());
