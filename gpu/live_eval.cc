@@ -549,7 +549,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
     }
     loaded.functions[k.name] = fn;
   }
-  if (!record_compile_verdict(&r, plan, task, compiled, log)) return r;
+  if (!record_compile_verdict(&r, plan, compiled, log)) return r;
 
   VINCI_ASSIGN_OR_RETURN(TaskInstance * inst, instance(task, request.size));
   std::map<std::string, torch::Tensor> weights;

@@ -36,15 +36,7 @@ std::vector<double> samples(double t, int n, double sigma, const RngKey& key) {
 
 }  // namespace
 
-bool task_wants_kernels(const Task& task) {
-  for (const auto& op : task.ops) {
-    const OpInfo* info = find_op(op.op);
-    if (info && info->kind != OpKind::kLibrary) return true;
-  }
-  return false;
-}
-
-bool record_compile_verdict(EvalResult* r, const Plan& plan, const Task& task, bool compiled, const std::string& log) {
+bool record_compile_verdict(EvalResult* r, const Plan& plan, bool compiled, const std::string& log) {
   r->compile_log = log;
   r->compiled = compiled;
   if (!compiled) {
@@ -52,7 +44,7 @@ bool record_compile_verdict(EvalResult* r, const Plan& plan, const Task& task, b
     r->finalize();
     return false;
   }
-  r->decoy = plan.library_only() && task_wants_kernels(task);
+  r->decoy = plan.library_only();
   if (r->decoy) r->flags.push_back("decoy: no kernel of its own");
   return true;
 }
@@ -196,7 +188,7 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
       log += failure;
     }
   }
-  if (!record_compile_verdict(&r, plan, task, compiled, log)) return r;
+  if (!record_compile_verdict(&r, plan, compiled, log)) return r;
 
   VINCI_ASSIGN_OR_RETURN(CorrectnessPrediction c, model_.predict_correctness(*ctx, plan, tol));
   r.correct = c.correct;

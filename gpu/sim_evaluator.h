@@ -4,7 +4,7 @@
 // the live evaluator's record with evaluator = "sim". What the sim can know it checks as the live
 // evaluator does: a plan that fails validation does not "compile"; a launch the device refuses,
 // missing tail handling at this size, precision below the tolerance and races fail every trial; a
-// plan with no kernel of its own on a task the generator can write kernels for is a decoy; a
+// plan with no kernel of its own is a decoy; a
 // speedup past the task's roofline bound is flagged.
 //
 // Timing noise (optional): sample i of a series is t * exp(sigma * z_i), z_i a standard normal
@@ -78,15 +78,13 @@ class SimEvaluator : public Evaluator {
   std::map<Digest, std::string> compile_failures_;  // kernel source address -> NVRTC's error
 };
 
-// True when the task has an op the code generator writes kernels for (elementwise, products,
-// reductions, normalisations): a plan without a kernel of its own is then a decoy.
-bool task_wants_kernels(const Task& task);
-
 // The compile verdict, as every evaluator (sim and live) records it: a plan that did not compile
 // ends its evaluation (error "compile: <log>", the record finalized; returns false); one that did
-// is marked compiled and, with no kernel of its own on a task that wants kernels, flagged a decoy.
+// is marked compiled and, with no kernel of its own, flagged a decoy: a plan that launches only
+// library kernels is no solution on any task (KernelGYM's rule), even where the generator has no
+// kernel for the task's ops (a convolution): returning the reference's own calls earns nothing.
 // log becomes the record's compile log either way.
-bool record_compile_verdict(EvalResult* r, const Plan& plan, const Task& task, bool compiled, const std::string& log);
+bool record_compile_verdict(EvalResult* r, const Plan& plan, bool compiled, const std::string& log);
 
 // The limits check, as every evaluator records it: a plan over a limit ends its evaluation
 // (compiled = false, flag "rejected: over_limit", error "compile: plan over a limit: <reason>";

@@ -233,7 +233,15 @@ class PlanCoster {
   PlanCoster(const SimModel& model, const TaskContext& ctx, const Plan* plan,
              std::map<std::string, std::vector<int64_t>>* plan_shapes)
       : p_(model.profile()), est_(model.profile(), model), ctx_(ctx), plan_(plan),
-        plan_shapes_(plan_shapes) {}
+        plan_shapes_(plan_shapes) {
+    if (plan_)
+      for (const auto& b : plan_->buffers) buffers_.emplace(b.name, &b);  // the first of a name, as find_buffer
+  }
+
+  const PlanBuffer* find_buffer(const std::string& name) const {
+    auto it = buffers_.find(name);
+    return it == buffers_.end() ? nullptr : it->second;
+  }
 
   Result<int64_t> eval(const std::string& text, const ExprEnv& env) const {
     bool pure = text.find('(') == std::string::npos ||
@@ -255,18 +263,27 @@ class PlanCoster {
   }
 
   // --- L2 residency: an LRU stack distance over the bytes the plan has touched so far --------
+  // A buffer's size depends only on the plan and the task context: computed once a prediction.
   double buffer_bytes(const std::string& name) const {
-    if (plan_) {
-      const PlanBuffer* b = plan_->find_buffer(name);
+    auto cached = bytes_.find(name);
+    if (cached != bytes_.end()) return cached->second;
+    double bytes = 0;
+    const PlanBuffer* b = plan_ && plan_shapes_ ? find_buffer(name) : nullptr;
+    const std::vector<int64_t>* shape = nullptr;
+    if (b) {
       auto it = plan_shapes_->find(name);
-      if (b && it != plan_shapes_->end()) return product(it->second) * (b->dtype == "i64" ? 8 : 4);
+      if (it != plan_shapes_->end()) shape = &it->second;
     }
-    const std::vector<int64_t>* s = ctx_.shape(name);
-    if (!s) return 0;
-    double elem = 4;
-    for (const auto& in : ctx_.task().inputs)
-      if (in.name == name && in.domain == InputDomain::kIndex) elem = 8;
-    return product(*s) * elem;
+    if (shape) {
+      bytes = product(*shape) * (b->dtype == "i64" ? 8 : 4);
+    } else if (const std::vector<int64_t>* s = ctx_.shape(name)) {
+      double elem = 4;
+      for (const auto& in : ctx_.task().inputs)
+        if (in.name == name && in.domain == InputDomain::kIndex) elem = 8;
+      bytes = product(*s) * elem;
+    }
+    bytes_.emplace(name, bytes);
+    return bytes;
   }
 
   bool produced(const std::string& name) const { return touched_.count(name) > 0; }
@@ -315,7 +332,7 @@ class PlanCoster {
     for (const auto& a : step.args) {
       if (a.buffer.empty()) continue;
       bool fused_out = std::find(k->fused_values.begin(), k->fused_values.end(), a.buffer) != k->fused_values.end();
-      const PlanBuffer* b = plan_->find_buffer(a.buffer);
+      const PlanBuffer* b = find_buffer(a.buffer);
       bool fresh_temp = b && (b->role == "intermediate" || b->role == "output") && !produced(a.buffer) &&
                         !ctx_.shape(a.buffer);
       bool is_output = b && b->role == "output" && !produced(a.buffer);
@@ -637,9 +654,11 @@ class PlanCoster {
     const ModuleSpec* mod = nullptr;
     for (const auto& m : ctx_.task().modules)
       if (m.name == op.module) mod = &m;
-    if (mod)
-      for (const auto& [name, shape] : ctx_.shapes_)
-        if (name.rfind(op.module + ".", 0) == 0) reads.push_back(name);
+    if (mod) {
+      const std::string prefix = op.module + ".";
+      for (auto it = ctx_.shapes_.lower_bound(prefix); it != ctx_.shapes_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+        reads.push_back(it->first);
+    }
     double resident = resident_fraction(reads);
     auto bytes_of = [&](const std::vector<std::string>& names) {
       double t = 0;
@@ -970,6 +989,8 @@ class PlanCoster {
   const Plan* plan_;
   std::map<std::string, std::vector<int64_t>>* plan_shapes_;
   std::map<std::string, double> touched_;
+  std::map<std::string, const PlanBuffer*> buffers_;    // the plan's buffers by name
+  mutable std::map<std::string, double> bytes_;          // buffer_bytes, once a name
   double clock_ = 0;
 };
 

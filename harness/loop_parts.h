@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "agents/agents.h"
+#include "core/parallel.h"
 #include "harness/agent_model.h"
 #include "agents/bm25.h"
 #include "gpu/codegen.h"
@@ -329,26 +330,6 @@ inline std::vector<const Skill*> skills_named(const SkillLibrary& lib, const std
     if (const Skill* s = lib.find(n)) out.push_back(s);
   }
   return out;
-}
-
-inline Status parallel_for(int32_t threads, size_t n, const std::function<Status(size_t)>& fn) {
-  std::vector<Status> status(n);
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (;;) {
-      size_t i = next.fetch_add(1);
-      if (i >= n) return;
-      status[i] = fn(i);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int32_t t = 1; t < threads && static_cast<size_t>(t) < n; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  for (auto& s : status) {
-    if (!s.ok()) return s;
-  }
-  return Status();
 }
 
 inline Bm25Index build_index(const SkillLibrary& lib, const Experiment& exp) {

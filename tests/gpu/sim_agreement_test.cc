@@ -97,6 +97,79 @@ TEST(SimAgreement, TheSimAgreesWithItselfAndSeesADistortion) {
   EXPECT_NE(md.find("Missed"), std::string::npos);
 }
 
+// A plan that launches none of its own kernels is a decoy in both worlds, on every task (a bare
+// library GEMM here): it never counts toward fast_p, however fast it measured.
+TEST(SimAgreement, DecoysNeverPassFastPInEitherWorld) {
+  const Task& t = simtest::task("L1_001");
+  Result<Plan> p = generate_plan(t, {{"gemm.impl", "library"}});
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ASSERT_TRUE(p->library_only());
+  SimEvaluator sim(simtest::h200());
+  EvalRequest req;
+  req.samples = 1;
+  Result<EvalResult> r = sim.evaluate(t, *p, req);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->decoy);
+  EXPECT_TRUE(r->correct);
+  // Measured at 1.5x with no decoy flag (a row recorded before the rule covered every task).
+  nlohmann::json row = {{"task", "L1_001"}, {"size", "full"}, {"knobs", p->knobs}, {"plan_address", plan_address(*p).hex()}};
+  row["live"] = {{"compiled", true}, {"correct", true}, {"kernel_us", r->reference_us / 1.5},
+                 {"reference_us", r->reference_us}, {"speedup", 1.5}, {"flags", nlohmann::json::array()}};
+  std::string dir = make_temp_dir("agreement_decoy");
+  Result<MeasuredPlans> m = load_measured_plans(write(dir, "d.jsonl", row.dump() + "\n"), simtest::suite());
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  ASSERT_EQ(m->plans.size(), 1u);
+  EXPECT_TRUE(m->plans[0].live_decoy);
+  Result<AgreementTable> a = sim_agreement(simtest::h200(), pointers(*m), {1.0, 1.2});
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->rows.back().fast_p_agree, (std::vector<int>{1, 1}));
+  EXPECT_FALSE(fast_p_verdict(true, true, 9.0, 1.0));
+  EXPECT_FALSE(fast_p_verdict(true, false, 1.0, 1.0));  // strictly greater, as KernelBench
+  EXPECT_TRUE(fast_p_verdict(true, false, 1.0000001, 1.0));
+  std::string jl = plan_verdicts_jsonl(a->plans);
+  nlohmann::json back = nlohmann::json::parse(jl.substr(0, jl.find('\n')));
+  EXPECT_EQ(back["task"], "L1_001");
+  EXPECT_EQ(back["sim"]["decoy"], true);
+  EXPECT_EQ(back["live"]["speedup"], 1.5);
+}
+
+TEST(SimAgreement, AllowancesAcceptKnownShortfallsAndCatchRegressions) {
+  AgreementTable t;
+  t.thresholds = {1.0, 1.2};
+  FamilyAgreement ew;
+  ew.family = "elementwise";
+  ew.plans = 200;
+  ew.timed = 190;
+  ew.median_log_error = 0.0751;
+  ew.correct_agree = 199;                 // 99.5%: met
+  ew.fast_p_agree = {136, 180};           // 68.0%, 90.0%
+  t.rows = {ew};
+  AgreementGoals g;
+  GoalCheck none = check_goals(t, g, {});
+  EXPECT_EQ(none.missed.size(), 2u);  // fast_1 and fast_1.2
+  EXPECT_TRUE(none.allowed.empty());
+
+  Result<std::vector<ShortfallAllowance>> a = parse_shortfall_allowances(
+      "exp.txt", "# known gaps\nelementwise fast_1 68.0   # noise-bound ties\n\nelementwise fast_1.2 90.1\nelementwise correct 98\n");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  ASSERT_EQ(a->size(), 3u);
+  EXPECT_EQ((*a)[0].where, "exp.txt:2");
+  GoalCheck c = check_goals(t, g, *a);
+  ASSERT_EQ(c.allowed.size(), 1u);
+  EXPECT_NE(c.allowed[0].find("fast_1 agrees on 68.0%"), std::string::npos) << c.allowed[0];
+  ASSERT_EQ(c.missed.size(), 1u);  // 90.0 is below the 90.1 allowed
+  EXPECT_NE(c.missed[0].find("exp.txt:4"), std::string::npos) << c.missed[0];
+  ASSERT_EQ(c.now_met.size(), 1u);  // correctness meets its goal: its allowance can go
+  EXPECT_NE(c.now_met[0].find("exp.txt:5"), std::string::npos);
+
+  for (const char* bad : {"elementwise fast_1\n", "elementwise speed 3\n", "gemm log_error x\n",
+                          "gemm correct 101\n", "gemm log_error 0.1 extra\n"}) {
+    Result<std::vector<ShortfallAllowance>> b = parse_shortfall_allowances("e.txt", bad);
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_NE(b.status().message().find("e.txt:1"), std::string::npos) << b.status().message();
+  }
+}
+
 TEST(SimAgreement, BadRowsNameFileLineAndKeyAndStaleRowsAreCounted) {
   std::string dir = make_temp_dir("agreement");
   std::string rows = sweep(1.0);
