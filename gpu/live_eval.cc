@@ -156,6 +156,10 @@ struct LiveDevice::Impl {
   std::string name;
   std::string arch;
   int64_t l2_bytes = 0;
+  // Which GPU made a measurement, recorded in each one's settings (a queue's workers span many
+  // GPUs): its UUID as nvidia-smi prints it, the kernel driver's version, the CUDA driver API's
+  // version, and the SM and memory clocks the device reports (kHz; the peak, not a reading).
+  std::map<std::string, std::string> identity;
   std::unique_ptr<NvrtcCompiler> nvrtc;
   std::unique_ptr<SimEvaluator> sim;  // for the roofline floor
   std::map<std::pair<std::string, int>, std::unique_ptr<TaskInstance>> instances;
@@ -413,6 +417,38 @@ Result<std::unique_ptr<LiveDevice>> LiveDevice::open(const LiveOptions& options)
   cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, impl->device);
   impl->arch = "sm_" + std::to_string(major) + std::to_string(minor);
   impl->l2_bytes = l2;
+  {
+    CUuuid uuid;
+    if (cuDeviceGetUuid(&uuid, impl->device) == CUDA_SUCCESS) {
+      char text[64];
+      const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+      std::snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+      impl->identity["gpu_uuid"] = text;
+    }
+    int version = 0;
+    if (cuDriverGetVersion(&version) == CUDA_SUCCESS)
+      impl->identity["cuda_driver"] = std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.82.07  ..." -> 580.82.07
+    if (FILE* f = std::fopen("/proc/driver/nvidia/version", "r")) {
+      char line[512] = {0};
+      if (std::fgets(line, sizeof line, f)) {
+        std::string l = line;
+        size_t at = l.find("Kernel Module");
+        if (at != std::string::npos) {
+          at = l.find_first_not_of(' ', at + 13);
+          size_t end = l.find(' ', at);
+          if (at != std::string::npos) impl->identity["driver"] = l.substr(at, end - at);
+        }
+      }
+      std::fclose(f);
+    }
+    int sm_khz = 0, mem_khz = 0;
+    if (cuDeviceGetAttribute(&sm_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, impl->device) == CUDA_SUCCESS && sm_khz > 0)
+      impl->identity["sm_clock_khz"] = std::to_string(sm_khz);
+    if (cuDeviceGetAttribute(&mem_khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, impl->device) == CUDA_SUCCESS && mem_khz > 0)
+      impl->identity["memory_clock_khz"] = std::to_string(mem_khz);
+  }
   NvrtcOptions no;
   no.arch = impl->arch;
   no.cache_dir = options.nvrtc_cache_dir;
@@ -471,6 +507,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
                 {"trials", std::to_string(request.trials)},
                 {"warmups", std::to_string(options.warmups)}};
   if (options.timing_budget_ms > 0) r.settings["timing_budget_ms"] = format_number("%.6g", options.timing_budget_ms);
+  for (const auto& [k, v] : identity) r.settings[k] = v;
 
   add_limit_settings(options.limits, &r.settings);
   if (!record_limit_verdict(&r, plan, options.limits)) return r;

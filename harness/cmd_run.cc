@@ -221,10 +221,16 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     if (!built.ok()) return fail(built.status().to_string());
     world = std::move(built).value();
   }
+  if (!exp.queue.empty() && exp.threads < 2) {
+    std::cerr << "harness run: device.queue with run.threads = " << exp.threads
+              << " keeps one evaluation in flight; --threads N keeps N (records do not depend on it)\n";
+  }
   Progress progress;
   auto start = std::chrono::steady_clock::now();
   auto out = run_experiment(exp, world.suite, *world.evaluator, *world.backbone, world.seed_library, *sink,
-                            [&](int64_t d, int64_t t, const std::string& l) { progress(d, t, l); },
+                            [&](int64_t d, int64_t t, const std::string& l) {
+                              progress(d, t, world.evaluator_progress ? l + " | " + world.evaluator_progress() : l);
+                            },
                             world.model.get());
   if (!out.ok()) {
     (void)writer->flush();
@@ -289,13 +295,21 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
                  c.before.mean[1], c.before.mean[2], c.after.mean[0], c.after.mean[1], c.after.mean[2]);
   }
   double eval_seconds = world.evaluator_seconds ? world.evaluator_seconds() : 0.0;
-  std::fprintf(stdout,
-               "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn "
-               "evaluations/s; %.1f s inside the evaluator, %.1f s outside)\n",
-               static_cast<unsigned long long>(out->rollouts),
-               static_cast<unsigned long long>(out->turn_evals), seconds,
-               seconds > 0 ? out->rollouts / seconds : 0.0,
-               seconds > 0 ? out->turn_evals / seconds : 0.0, eval_seconds, seconds - eval_seconds);
+  if (world.evaluator_progress) {
+    std::fprintf(stdout, "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn evaluations/s), "
+                 "evaluated through the queue %s\n",
+                 static_cast<unsigned long long>(out->rollouts), static_cast<unsigned long long>(out->turn_evals),
+                 seconds, seconds > 0 ? out->rollouts / seconds : 0.0, seconds > 0 ? out->turn_evals / seconds : 0.0,
+                 exp.queue.c_str());
+  } else {
+    std::fprintf(stdout,
+                 "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn "
+                 "evaluations/s; %.1f s inside the evaluator, %.1f s outside)\n",
+                 static_cast<unsigned long long>(out->rollouts),
+                 static_cast<unsigned long long>(out->turn_evals), seconds,
+                 seconds > 0 ? out->rollouts / seconds : 0.0,
+                 seconds > 0 ? out->turn_evals / seconds : 0.0, eval_seconds, seconds - eval_seconds);
+  }
   if (!info.model_calls.empty()) std::cout << "model calls: " << info.model_calls << "\n";
   std::cout << "run: " << run_dir << "\nrecords: " << writer->record_count()
             << "\ndigest: " << writer->digest().hex() << "\n";

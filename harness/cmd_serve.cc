@@ -53,6 +53,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   if (!port.ok()) return fail(port.status().message());
   exp.seed = static_cast<uint64_t>(*seed);
   exp.backbone = "sim";
+  exp.queue.clear();  // the server answers model calls; it evaluates nothing
   auto world = build_world(exp);
   if (!world.ok()) return fail(world.status().to_string());
   ChatServerOptions so;

@@ -14,10 +14,13 @@ int cmd_config(const std::vector<std::string>& args);
 int cmd_env(const std::vector<std::string>& args);
 int cmd_eval(const std::vector<std::string>& args);
 int cmd_measure(const std::vector<std::string>& args);
+int cmd_queue(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
 int cmd_skills(const std::vector<std::string>& args);
 int cmd_tasks(const std::vector<std::string>& args);
+int cmd_worker(const std::vector<std::string>& args);
+int cmd_workers(const std::vector<std::string>& args);
 
 }  // namespace vinci
 

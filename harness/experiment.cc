@@ -155,6 +155,13 @@ ConfigSchema build_schema() {
          {}, 1, 1e12});
   s.add({"device.max_kernels", T::kInt, I(1024), "Most kernels in a candidate plan.", {}, 1, 1e6});
   s.add({"device.max_steps", T::kInt, I(4096), "Most steps (launches and library ops) in a candidate plan.", {}, 1, 1e6});
+  s.add({"device.queue", T::kString, S(""),
+         "Evaluate through a queue of workers (`harness worker`, docs/distributed.md): redis://HOST:PORT or\n"
+         "redis://HOST:PORT/NAME; empty: in this process. Where, not what: records do not depend on it.\n"
+         "A password comes from the environment (VINCI_REDIS_PASSWORD), never from here.", {}});
+  s.add({"device.queue_attempts", T::kInt, I(3),
+         "queue: deliveries of one request before it is recorded as a failed evaluation (with every\n"
+         "worker's reason); a worker killed mid-evaluation counts as one.", {}, 1, 100});
   // [eval]
   s.add({"eval.every", T::kInt, I(5), "Evaluate on the held-out tasks every this many steps (and after the last).", {}, 1, 1e6});
   s.add({"eval.greedy", T::kBool, B(true), "Greedy decoding at evaluation (false: sampled).", {}});
@@ -265,6 +272,8 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.device_profile = c.get_string("device.profile");
   e.reference_precision = c.get_string("device.reference_precision");
   e.noise = c.get_float("device.noise");
+  e.queue = c.get_string("device.queue");
+  e.queue_attempts = static_cast<int32_t>(c.get_int("device.queue_attempts"));
   e.limits.max_kernel_source_bytes = c.get_int("device.max_kernel_source_bytes");
   e.limits.max_plan_source_bytes = c.get_int("device.max_plan_source_bytes");
   e.limits.max_kernels = c.get_int("device.max_kernels");
@@ -369,7 +378,8 @@ Status check_run_name(const std::string& name, const std::string& what) {
 
 const std::vector<std::string>& non_factor_keys() {
   static const std::vector<std::string> keys = {"run.name", "run.seed", "run.out", "run.threads",
-                                                "eval.fast_p_inclusive"};
+                                                "eval.fast_p_inclusive", "device.queue",
+                                                "device.queue_attempts"};
   return keys;
 }
 

@@ -83,6 +83,8 @@ struct Experiment {
   std::string device_profile;  // empty: the built-in H200 profile
   std::string reference_precision = "kernelbench";  // cuda: gpu/eval_result.h
   double noise = 0.0;
+  std::string queue;  // device.queue: "" (in process) or redis://HOST:PORT[/NAME]
+  int32_t queue_attempts = 3;
   PlanLimits limits;  // device.max_*: gpu/plan.h
   int32_t timing_samples = 10;
   int32_t trials = 5;
@@ -128,7 +130,8 @@ struct Experiment {
 };
 
 // Keys that are not factors of an experiment: they name or place a run (run.name, run.out),
-// pick a replicate (run.seed), change nothing a run records (run.threads) or only how its own
+// pick a replicate (run.seed), change nothing a run records (run.threads, device.queue and
+// device.queue_attempts: where evaluations run) or only how its own
 // reports count (eval.fast_p_inclusive). Two runs whose configs differ only in these compare the
 // same method; `replay diff` counts every other differing key as a factor.
 const std::vector<std::string>& non_factor_keys();

@@ -257,12 +257,26 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
   }
   if (exp.null_scheme || schemes.empty()) schemes.push_back(Scheme{});
 
-  // Policy rollouts.
+  // Policy rollouts. They are independent (each keyed by its scheme and rollout) and their
+  // records are written below in (scheme, rollout) order, so when evaluations go to a queue of
+  // workers (device.queue) a task's rollouts run at once: run.threads x schemes x rollouts
+  // evaluations in flight instead of run.threads, and not one record changes.
+  const size_t n_rollouts = schemes.size() * static_cast<size_t>(exp.rollouts);
+  std::vector<std::vector<PolicyTurn>> done(n_rollouts);
+  VINCI_RETURN_IF_ERROR(parallel_for(exp.queue.empty() ? 1 : static_cast<int32_t>(n_rollouts), n_rollouts,
+                                     [&](size_t i) -> Status {
+                                       size_t j = i / static_cast<size_t>(exp.rollouts);
+                                       int32_t r = static_cast<int32_t>(i % static_cast<size_t>(exp.rollouts));
+                                       RngKey key = task_key.with("scheme", static_cast<int64_t>(j)).with("rollout", r);
+                                       VINCI_ASSIGN_OR_RETURN(done[i], rollout(ctx, task, schemes[j].skills, exp.turns,
+                                                                               key, false));
+                                       return Status();
+                                     }));
   std::vector<std::vector<std::vector<PolicyTurn>>> rollouts(schemes.size());
   for (size_t j = 0; j < schemes.size(); ++j) {
     for (int32_t r = 0; r < exp.rollouts; ++r) {
       RngKey key = task_key.with("scheme", static_cast<int64_t>(j)).with("rollout", r);
-      VINCI_ASSIGN_OR_RETURN(auto turns, rollout(ctx, task, schemes[j].skills, exp.turns, key, false));
+      auto turns = std::move(done[j * static_cast<size_t>(exp.rollouts) + static_cast<size_t>(r)]);
       for (size_t t = 0; t < turns.size(); ++t) {
         int32_t sj = static_cast<int32_t>(j), tt = static_cast<int32_t>(t);
         VINCI_RETURN_IF_ERROR(write_policy_turn(work->records, *ctx.store, backbone, step, task.id, sj, r, tt,

@@ -11,6 +11,8 @@
 #include "gpu/nvrtc.h"
 #include "gpu/cuda_evaluator.h"
 #include "gpu/sim_evaluator.h"
+#include "core/atomic_file.h"
+#include "queue/queue_evaluator.h"
 #include "harness/sim_world.h"
 
 namespace vinci {
@@ -172,8 +174,27 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
   auto loaded_profile = load_device_profile(profile_path);
   if (!loaded_profile.ok()) return keyed("device.profile", exp.device_profile, loaded_profile.status());
   DeviceProfile profile = std::move(loaded_profile).value();
+  if (!exp.queue.empty()) {
+    // Evaluations go to the queue's workers; nothing is evaluated here. The request carries the
+    // profile's text (the sim prices with the run's profile wherever the worker runs).
+    auto profile_text = read_file(profile_path);
+    if (!profile_text.ok()) return keyed("device.profile", exp.device_profile, profile_text.status());
+    QueueOptions qo;
+    qo.url = exp.queue;
+    qo.attempts = exp.queue_attempts;
+    EvaluatorSpec spec = exp.device == "cuda" ? cuda_spec(*profile_text, exp.reference_precision, exp.limits)
+                                              : sim_spec(*profile_text, exp.noise, exp.limits);
+    auto queue = std::make_unique<QueueEvaluator>(qo, std::move(spec));
+    Status started = queue->start();
+    if (!started.ok()) return Status(started.code(), exp.config_path + ": key 'device.queue': " + started.message());
+    QueueEvaluator* raw = queue.get();
+    w.evaluator_progress = [raw] { return raw->progress_line(); };
+    w.evaluator = std::move(queue);
+  }
   std::unique_ptr<Evaluator> inner;
-  if (exp.device == "cuda") {
+  if (!exp.queue.empty()) {
+    // built above
+  } else if (exp.device == "cuda") {
     CudaEvaluatorOptions co;
     co.task_dir = task_dir;
     co.profile_path = profile_path;
@@ -188,10 +209,12 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
     opts.limits = exp.limits;
     inner = std::make_unique<SimEvaluator>(std::move(profile), opts);
   }
-  auto locked = std::make_unique<LockedEvaluator>(std::move(inner));
-  LockedEvaluator* raw = locked.get();
-  w.evaluator_seconds = [raw] { return raw->seconds(); };
-  w.evaluator = std::move(locked);
+  if (inner) {
+    auto locked = std::make_unique<LockedEvaluator>(std::move(inner));
+    LockedEvaluator* raw = locked.get();
+    w.evaluator_seconds = [raw] { return raw->seconds(); };
+    w.evaluator = std::move(locked);
+  }
   if (!exp.seed_library.empty()) {
     auto library = SkillLibrary::load(resolve(exp.seed_library));
     if (!library.ok()) return keyed("library.seed", exp.seed_library, library.status());

@@ -23,6 +23,8 @@ struct World {
   std::unique_ptr<Evaluator> evaluator;
   // Wall time spent inside the evaluator so far (for reports only).
   std::function<double()> evaluator_seconds;
+  // device.queue: the queue's state for the progress line ("queue 3 waiting, ..."); else empty.
+  std::function<std::string()> evaluator_progress;
   // The parameters trained and checkpointed: the sim network, or an external model's identity.
   std::unique_ptr<Backbone> backbone;
   // backbone.kind = "openai": where requests go, and the model that asks them (null for the sim,

@@ -18,7 +18,7 @@ int cmd_rescore(const std::vector<std::string>& args) {
   RescoreOptions o;
   o.device.clear();  // the user must say where: --live or --device
   po::options_description opts(
-      "usage: replay rescore RUN (--live | --device sim [--profile FILE]) --out NEW [--trials N] [--samples N]");
+      "usage: replay rescore RUN (--live | --device sim [--profile FILE]) --out NEW [--queue URL] [--trials N] [--samples N]");
   opts.add_options()("help,h", "show this help")(
       "live", "re-measure on this machine's GPU (the same as --device cuda)")(
       "device", po::value<std::string>(&o.device), "cuda (this GPU) or sim (the sim device under --profile)")(
@@ -34,6 +34,8 @@ int cmd_rescore(const std::vector<std::string>& args) {
       "reference-precision", po::value<std::string>(&o.reference_precision)->default_value("kernelbench"),
       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 (TF32 off)")(
       "reuse", po::value<std::string>(&o.reuse), "an earlier rescore's measurements.jsonl: plans it measured are not measured again")(
+      "queue", po::value<std::string>(&o.queue),
+      "measure through this queue's workers (redis://HOST:PORT[/NAME]; `harness worker --device cuda|sim`)")(
       "force", "rescore even under numeric settings that differ from the run's")(
       "fast-p-inclusive", "the drift report's fast_p and verdicts count speedup >= p instead of KernelBench's speedup > p");
   po::variables_map vm;

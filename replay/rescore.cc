@@ -32,6 +32,7 @@
 #include "harness/record_sink.h"
 #include "harness/trainer.h"
 #include "harness/world.h"
+#include "queue/queue_evaluator.h"
 #include "recorder/object_store.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
@@ -255,6 +256,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
                          experiment_from_text(manifest.config_text, loc.manifest_path + " (config)", overrides));
   Experiment sim_exp = exp;  // the suite, seed library and backbone; no device is started here
   sim_exp.device = "sim";
+  sim_exp.queue.clear();
   // A language model's decisions are kept as recorded: its replies come from the log by call key.
   VINCI_ASSIGN_OR_RETURN(World world, build_world(sim_exp, ModelCalls::kRecordedDecisions, run_dir));
 
@@ -295,7 +297,24 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   std::unique_ptr<Evaluator> device;
   std::string device_name;
   CudaEvaluator* cuda = nullptr;
-  if (options.device == "cuda") {
+  if (!options.queue.empty()) {
+    std::string path = options.device == "sim" && !options.profile.empty() ? options.profile
+                       : !exp.device_profile.empty()                       ? exp.device_profile
+                                                                           : profile_path("h200");
+    VINCI_ASSIGN_OR_RETURN(std::string profile_text, read_file(path));
+    QueueOptions qo;
+    qo.url = options.queue;
+    qo.attempts = exp.queue_attempts;
+    EvaluatorSpec spec = options.device == "cuda" ? cuda_spec(profile_text, options.reference_precision, PlanLimits())
+                                                  : sim_spec(profile_text, exp.noise, PlanLimits());
+    auto q = std::make_unique<QueueEvaluator>(qo, std::move(spec));
+    Status started = q->start();
+    if (!started.ok()) return Status(started.code(), "--queue: " + started.message());
+    // The same name as in process for the sim (the profile is what prices); the GPUs that measured
+    // are in each measurement's settings.
+    device_name = options.device == "sim" ? "sim profile " + path : "cuda workers of queue " + options.queue;
+    device = std::move(q);
+  } else if (options.device == "cuda") {
     CudaEvaluatorOptions co;
     co.task_dir = exp.task_dir.empty() ? default_task_dir() : exp.task_dir;
     co.timeout_s = options.timeout_s;
@@ -379,10 +398,16 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   };
   for (const auto& [a, r] : results) save(seen.at(a).task, r);
   uint64_t done = 0;
-  for (const auto& [task, plan, address] : plans) {
-    ++done;
-    if (results.count(address)) continue;
+  std::mutex done_mu;
+  auto measure = [&](size_t i) -> Status {
+    const auto& [task, plan, address] = plans[i];
+    {
+      std::lock_guard<std::mutex> lock(done_mu);
+      ++done;
+      if (results.count(address)) return Status();
+    }
     VINCI_ASSIGN_OR_RETURN(EvalResult r, device->evaluate(*task, plan, req));
+    std::lock_guard<std::mutex> lock(done_mu);
     save(task->id, r);
     if (progress) {
       char line[200];
@@ -391,6 +416,24 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
       progress(done, plans.size(), line);
     }
     results.emplace(r.plan, std::move(r));
+    return Status();
+  };
+  if (options.queue.empty()) {
+    for (size_t i = 0; i < plans.size(); ++i) VINCI_RETURN_IF_ERROR(measure(i));
+  } else {
+    // Through the queue, many at once: the workers measure in parallel. measurements.jsonl is in
+    // the order answers come; the re-drive below reads the results by plan, so the new run does
+    // not depend on that order.
+    std::atomic<size_t> next{0};
+    std::vector<Status> status(plans.size());
+    std::vector<std::thread> pool;
+    int n = std::max(1, std::min<int>(options.queue_in_flight, static_cast<int>(plans.size())));
+    for (int t = 0; t < n; ++t)
+      pool.emplace_back([&] {
+        for (size_t i; (i = next.fetch_add(1)) < plans.size();) status[i] = measure(i);
+      });
+    for (auto& t : pool) t.join();
+    for (const Status& st : status) VINCI_RETURN_IF_ERROR(st);
   }
   RescoreReport rep;
   rep.distinct_plans = plans.size();

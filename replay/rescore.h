@@ -39,6 +39,11 @@ struct RescoreOptions {
   double timing_budget_s = 0;
   std::string nvrtc_cache_dir;
   std::string reference_precision = "kernelbench";  // cuda: gpu/eval_result.h
+  // Non-empty: measure through this queue's workers (redis://HOST:PORT[/NAME], docs/distributed.md),
+  // many plans at once, instead of in this process. The workers' own settings (--timeout-s,
+  // --nvrtc-cache) apply there; timeout_s, timing_budget_s and nvrtc_cache_dir do not.
+  std::string queue;
+  int queue_in_flight = 64;     // plans sent at once through the queue
   bool force = false;           // re-drive under numeric settings that differ from the run's
   // An earlier rescore's <out>/measurements.jsonl: its measurements of this run's plans on the
   // same device with the same request are used instead of measuring again.

@@ -36,6 +36,8 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   bool measured = manifest.world == "live" || manifest.world == "rescore";
   if (manifest.world == "rescore") recorded_backbone = true;
   if (measured) exp.device = "sim";
+  // A queued sim run is re-derived here: the queue is where its evaluations ran, not what they were.
+  exp.queue.clear();
   VINCI_ASSIGN_OR_RETURN(std::vector<std::string> expected, read_payloads(run_dir, false));
   size_t n = expected.size();
   // A log cut at a frame boundary (or extended) holds only valid frames: its manifest's count

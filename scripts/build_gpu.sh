@@ -120,6 +120,10 @@ else
     sed -i -e "s#=/usr\\b#=$prefix/usr#g" -e "s#-I/usr/#-I$prefix/usr/#g" -e "s#-L/usr/#-L$prefix/usr/#g" \
       -e "s#^libdir=\\\${exec_prefix}/lib\$#libdir=\${exec_prefix}/lib/$arch#" "$pc"
   done
+  # hiredis.pc names libdir=/usr/lib, but Debian installs the library under lib/$arch.
+  if [ -f "$libdir/pkgconfig/hiredis.pc" ]; then
+    sed -i -e "s#^libdir=$prefix/usr/lib\$#libdir=$prefix/usr/lib/$arch#" "$libdir/pkgconfig/hiredis.pc"
+  fi
   # Cap'n Proto's config hard-codes the compiler and the schema include directory (the latter as
   # a plain variable, which a -D on the command line cannot override).
   capnp_cfg=$libdir/cmake/CapnProto/CapnProtoConfig.cmake
@@ -176,8 +180,10 @@ say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
 # For running the built programs later: source $build_dir/env.sh
 cat >"$build_dir/env.sh" <<ENV
-# Written by scripts/build_gpu.sh: the loader path vinci's programs need on this machine.
+# Written by scripts/build_gpu.sh: the loader path vinci's programs need on this machine, and the
+# unpacked programs (redis-server for the evaluation queue).
 export LD_LIBRARY_PATH=$ld_dir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
+export PATH=\$PATH:$prefix/usr/bin
 ENV
 say "wrote $build_dir/env.sh (source it before running $build_dir/bin/* by hand)"
 

@@ -23,6 +23,10 @@ packages=(
   libbenchmark-dev libbenchmark1debian
   libcurl4-openssl-dev
   libcpp-httplib-dev libcpp-httplib0.11
+  libhiredis-dev libhiredis0.14
+  # The evaluation queue's server (docs/distributed.md) and its tests: redis-server is a link to
+  # redis-tools' redis-check-rdb, which needs jemalloc and lzf.
+  redis-server redis-tools libjemalloc2 liblzf1
 )
 # Unpacked on the GPU machine only if it lacks them: CapnProtoConfig.cmake requires OpenSSL's
 # headers and libssl.so (nothing in vinci links it), and find_package(PkgConfig) needs pkg-config.

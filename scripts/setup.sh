@@ -15,6 +15,7 @@ packages=(
   libgtest-dev libgmock-dev
   libbenchmark-dev
   libcurl4-openssl-dev libcpp-httplib-dev
+  libhiredis-dev redis-server  # the evaluation queue (docs/distributed.md) and its tests
   python3-torch python3-numpy
   clang libclang-rt-dev  # the fuzz targets and sanitized tests (scripts/fuzz.sh): libFuzzer, ASan, UBSan
 )

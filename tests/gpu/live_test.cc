@@ -313,6 +313,13 @@ TEST(CudaEvaluator, KernelPrintfIsCapturedCappedAndKeptOffTheTerminal) {
   EXPECT_EQ(r->kernel_output.rfind("chatty_relu line ", 0), 0u) << r->kernel_output.substr(0, 200);
   EXPECT_GT(r->kernel_output_dropped, 100000) << "every run prints; the device's printf buffer holds ~1 MiB";
   EXPECT_LT(leaked, 16384) << "kernel output reached the terminal";
+  // The record says which GPU made it (a queue's workers span many).
+  EXPECT_EQ(r->settings["gpu_uuid"].rfind("GPU-", 0), 0u) << r->settings["gpu_uuid"];
+  EXPECT_EQ(r->settings["gpu_uuid"].size(), 40u) << r->settings["gpu_uuid"];
+  EXPECT_FALSE(r->settings["cuda_driver"].empty());
+  EXPECT_FALSE(r->settings["driver"].empty()) << "no /proc/driver/nvidia/version here?";
+  EXPECT_GT(std::atoll(r->settings["sm_clock_khz"].c_str()), 0);
+  EXPECT_GT(std::atoll(r->settings["memory_clock_khz"].c_str()), 0);
   std::printf("kernel output: %zu bytes kept, %lld more counted; %lld bytes reached fd 1/2\n", r->kernel_output.size(),
               static_cast<long long>(r->kernel_output_dropped), static_cast<long long>(leaked));
 }

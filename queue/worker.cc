@@ -1,0 +1,438 @@
+#include "queue/worker.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/text.h"
+#include "gpu/cuda_evaluator.h"
+#include "gpu/device_profile.h"
+#include "gpu/sim_evaluator.h"
+#include "queue/protocol.h"
+#include "queue/queue_evaluator.h"
+#include "queue/redis.h"
+
+namespace vinci {
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
+
+bool entry_fields(const RedisReply& e, std::string* id, std::map<std::string, std::string>* fields) {
+  if (!e.is_array() || e.elements.size() != 2 || !e.elements[1].is_array()) return false;
+  *id = e.elements[0].str;
+  const auto& kv = e.elements[1].elements;
+  for (size_t i = 0; i + 1 < kv.size(); i += 2) (*fields)[kv[i].str] = kv[i + 1].str;
+  return true;
+}
+
+// The evaluators a worker keeps, by their settings, and the objects it has fetched.
+class Evaluators {
+ public:
+  using Call = std::function<Result<RedisReply>(const std::vector<std::string>&)>;
+  // call: a command on the worker's connection, reconnecting while the server is away.
+  Evaluators(const WorkerOptions& o, Call call, const QueueKeys& keys) : options_(o), call_(std::move(call)), keys_(keys) {}
+  ~Evaluators() {
+    cudas_.clear();
+    if (!dir_.empty()) std::system(("rm -rf '" + dir_ + "'").c_str());
+  }
+
+  // The evaluation's result, or why it could not be done.
+  Result<EvalResult> evaluate(const QueueRequest& q, const std::string& plan_bytes) {
+    VINCI_ASSIGN_OR_RETURN(std::string file_text, object(q.task_file, "task file"));
+    if (task_file_address(file_text) != q.task_file)
+      return corruption("the task file object " + q.task_file.hex() + " does not match its address");
+    VINCI_ASSIGN_OR_RETURN(const Task* task, find_task(q, file_text));
+    if (hash_tagged("plan", plan_bytes) != q.plan)
+      return corruption("the plan in the request does not match its address " + q.plan.hex() + "");
+    VINCI_ASSIGN_OR_RETURN(Plan plan, parse_plan(plan_bytes));
+    std::string profile_text;
+    if (q.profile != Digest()) {
+      VINCI_ASSIGN_OR_RETURN(profile_text, object(q.profile, "device profile"));
+      if (hash_tagged("device_profile", profile_text) != q.profile)
+        return corruption("the device profile object " + q.profile.hex() + " does not match its address");
+    }
+    if (q.spec.kind == "sim") return evaluate_sim(q, *task, plan, profile_text);
+    return evaluate_cuda(q, *task, plan, profile_text, file_text);
+  }
+
+  // True when the GPU cannot be used any more (a fresh evaluator does not start).
+  bool gpu_lost(std::string* why) {
+    if (options_.device != "cuda") return false;
+    CudaEvaluator probe(cuda_options(CudaEvaluatorOptions()));
+    Status st = probe.start();
+    if (st.ok()) return false;
+    *why = st.message();
+    return true;
+  }
+
+ private:
+  // Task files and profiles: every request of a run names the same few.
+  Result<std::string> object(const Digest& d, const char* what) {
+    auto it = objects_.find(d);
+    if (it != objects_.end()) return it->second;
+    VINCI_ASSIGN_OR_RETURN(RedisReply r, call_({"GET", keys_.object(d)}));
+    if (r.is_nil())
+      return not_found(std::string("the ") + what + " object " + d.hex() +
+                       " is not on the queue (expired, or the server lost it)");
+    objects_[d] = r.str;
+    return r.str;
+  }
+
+  Result<const Task*> find_task(const QueueRequest& q, const std::string& text) {
+    auto it = tasks_.find(q.task_file);
+    if (it == tasks_.end()) {
+      VINCI_ASSIGN_OR_RETURN(std::vector<Task> parsed, parse_task_file(q.task_path, text));
+      it = tasks_.emplace(q.task_file, std::move(parsed)).first;
+    }
+    for (const Task& t : it->second)
+      if (t.id == q.task_id) return &t;
+    return not_found("task '" + q.task_id + "' is not in its task file object " + q.task_file.hex() + " (" +
+                     q.task_path + ")");
+  }
+
+  Result<EvalResult> evaluate_sim(const QueueRequest& q, const Task& task, const Plan& plan,
+                                  const std::string& profile_text) {
+    Hasher h("sim_evaluator");
+    h.update_digest(q.profile);
+    for (const auto& [k, v] : q.spec.settings) h.update_str(k).update_str(v);
+    Digest key = h.finish();
+    auto it = sims_.find(key);
+    if (it == sims_.end()) {
+      if (profile_text.empty()) return invalid_argument("a sim request carries no device profile");
+      VINCI_ASSIGN_OR_RETURN(DeviceProfile profile,
+                             parse_device_profile("device profile " + q.profile.hex(), profile_text));
+      SimEvaluatorOptions so;
+      VINCI_ASSIGN_OR_RETURN(so.noise, spec_noise(q.spec));
+      VINCI_ASSIGN_OR_RETURN(so.limits, spec_limits(q.spec));
+      so.nvrtc_cache_dir = options_.nvrtc_cache_dir;
+      it = sims_.emplace(key, std::make_unique<SimEvaluator>(std::move(profile), so)).first;
+    }
+    return it->second->evaluate(task, plan, q.request);
+  }
+
+  CudaEvaluatorOptions cuda_options(CudaEvaluatorOptions co) const {
+    co.worker_path = options_.cuda_worker_path;
+    co.nvrtc_cache_dir = options_.nvrtc_cache_dir;
+    co.timeout_s = options_.cuda_timeout_s;
+    if (co.task_dir.empty()) co.task_dir = default_task_dir();
+    return co;
+  }
+
+  Result<EvalResult> evaluate_cuda(const QueueRequest& q, const Task& task, const Plan& plan,
+                                   const std::string& profile_text, const std::string& file_text) {
+    // The live evaluator's worker reads its tasks from a folder: the task files this worker has
+    // received, one file per object.
+    if (dir_.empty()) {
+      char tmpl[] = "/tmp/vinci_queue_worker_XXXXXX";
+      if (!mkdtemp(tmpl)) return io_error("cannot create a folder in /tmp for the received task files");
+      dir_ = tmpl;
+      VINCI_RETURN_IF_ERROR(make_dirs(dir_ + "/tasks"));
+    }
+    if (!files_.count(q.task_file)) {
+      for (const Task& t : tasks_.at(q.task_file)) {
+        auto [at, fresh] = task_ids_.emplace(t.id, q.task_file);
+        if (!fresh && at->second != q.task_file)
+          return failed_precondition("task '" + t.id + "' arrives in two different task files (" +
+                                     at->second.hex() + " and " + q.task_file.hex() +
+                                     "): one worker serves one task suite; restart it for another");
+      }
+      VINCI_RETURN_IF_ERROR(write_file_atomic(dir_ + "/tasks/" + q.task_file.hex() + ".toml", file_text));
+      files_.insert(q.task_file);
+      cudas_.clear();  // the live evaluator's worker reloads the suite
+    }
+    std::string profile_path;
+    if (!profile_text.empty()) {
+      profile_path = dir_ + "/profile_" + q.profile.hex() + ".toml";
+      VINCI_RETURN_IF_ERROR(write_file_atomic(profile_path, profile_text));
+    }
+    Hasher h("cuda_evaluator");
+    h.update_digest(q.profile);
+    for (const auto& [k, v] : q.spec.settings) h.update_str(k).update_str(v);
+    Digest key = h.finish();
+    auto it = cudas_.find(key);
+    if (it == cudas_.end()) {
+      CudaEvaluatorOptions co;
+      co.task_dir = dir_ + "/tasks";
+      co.profile_path = profile_path;
+      auto rp = q.spec.settings.find("reference_precision");
+      if (rp != q.spec.settings.end()) co.reference_precision = rp->second;
+      VINCI_RETURN_IF_ERROR(check_reference_precision(co.reference_precision));
+      VINCI_ASSIGN_OR_RETURN(co.limits, spec_limits(q.spec));
+      auto c = std::make_unique<CudaEvaluator>(cuda_options(co));
+      VINCI_RETURN_IF_ERROR(c->start());
+      it = cudas_.emplace(key, std::move(c)).first;
+    }
+    return it->second->evaluate(task, plan, q.request);
+  }
+
+  const WorkerOptions& options_;
+  Call call_;
+  QueueKeys keys_;
+  std::map<Digest, std::string> objects_;
+  std::map<Digest, std::vector<Task>> tasks_;
+  std::map<Digest, std::unique_ptr<SimEvaluator>> sims_;
+  std::map<Digest, std::unique_ptr<CudaEvaluator>> cudas_;
+  std::string dir_;
+  std::set<Digest> files_;
+  std::map<std::string, Digest> task_ids_;
+};
+
+// Connects, retrying until the server answers or stop is set. The first failure is said once.
+std::unique_ptr<Redis> connect_retrying(const QueueUrl& url, const QueueKeys& keys, const std::atomic<bool>& stop,
+                                        const std::string& who) {
+  bool said = false;
+  double wait = 0.05;
+  while (!stop) {
+    Result<std::unique_ptr<Redis>> c = Redis::connect(url);
+    if (c.ok()) {
+      Status st = ensure_queue_group(**c, keys);
+      if (st.ok()) {
+        if (said) std::fprintf(stderr, "%s: connected to %s\n", who.c_str(), url.text.c_str());
+        return std::move(c).value();
+      }
+      c = st;
+    }
+    if (!said) {
+      std::fprintf(stderr, "%s: %s; waiting for the server\n", who.c_str(), c.status().message().c_str());
+      said = true;
+    }
+    sleep_s(wait);
+    wait = std::min(1.0, wait * 2);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
+  VINCI_ASSIGN_OR_RETURN(QueueUrl url, parse_queue_url(options.url));
+  if (options.device != "sim" && options.device != "cuda")
+    return invalid_argument("worker: --device must be sim or cuda, found '" + options.device + "'");
+  if (options.name.empty()) return invalid_argument("worker: a worker needs a name");
+  QueueKeys keys(url.name);
+  const std::string stream = keys.requests(options.device);
+  const std::string who = "worker " + options.name;
+  // The first connection must succeed: a bad URL or a server that is not there is the user's to
+  // fix, said at once.
+  VINCI_ASSIGN_OR_RETURN(std::unique_ptr<Redis> redis, Redis::connect(url));
+  VINCI_RETURN_IF_ERROR(ensure_queue_group(*redis, keys));
+  Evaluators probe_only(options, nullptr, keys);
+  if (options.device == "cuda") {
+    // A worker without a usable GPU takes no request (it would only fail them).
+    std::string why;
+    if (probe_only.gpu_lost(&why)) return failed_precondition(who + ": the live evaluator does not start: " + why);
+  }
+
+  const double claim_ms = std::max(1.0, options.claim_idle_s * 1000);
+  const double beat = options.heartbeat_s > 0 ? options.heartbeat_s : std::min(5.0, std::max(0.1, options.claim_idle_s / 4));
+  // New requests are waited for at most this long before stale ones are looked at again.
+  const std::string block_ms = std::to_string(static_cast<long long>(std::min(1000.0, std::max(50.0, claim_ms / 2))));
+  const long long ttl_ms = std::max<long long>(1000, static_cast<long long>(beat * 3000));
+
+  // The heartbeat: the worker's key with a TTL, and the request it is evaluating kept fresh.
+  std::mutex hb_mu;
+  std::string current;  // the stream id being evaluated
+  long long answered = 0;
+  std::atomic<bool> hb_stop{false};
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  std::thread heartbeat([&] {
+    std::unique_ptr<Redis> conn;
+    while (!hb_stop) {
+      if (!conn) {
+        Result<std::unique_ptr<Redis>> c = Redis::connect(url, 2, 5);
+        if (c.ok()) conn = std::move(c).value();
+      }
+      if (conn) {
+        std::string id;
+        long long n;
+        {
+          std::lock_guard<std::mutex> lock(hb_mu);
+          id = current;
+          n = answered;
+        }
+        nlohmann::json j = {{"device", options.device}, {"host", host}, {"pid", ::getpid()},
+                            {"busy", !id.empty()}, {"answered", n}};
+        if (!options.gpu_label.empty()) j["gpu"] = options.gpu_label;
+        Status st = conn->command({"SET", keys.worker(options.name), j.dump(), "PX", std::to_string(ttl_ms)}).status();
+        if (st.ok() && !id.empty())
+          st = conn->command({"XCLAIM", stream, kQueueGroup, options.name, "0", id, "JUSTID"}).status();
+        if (!st.ok()) conn.reset();
+      }
+      for (double t = 0; t < beat && !hb_stop; t += 0.05) sleep_s(0.05);
+    }
+    if (conn) (void)conn->command({"DEL", keys.worker(options.name)});
+  });
+  struct Join {
+    std::atomic<bool>* stop;
+    std::thread* t;
+    ~Join() {
+      *stop = true;
+      t->join();
+    }
+  } join{&hb_stop, &heartbeat};
+
+  double idle_since = now_s();
+  double next_claim = 0;
+  long long done = 0;
+  // A command on the worker's connection; a lost server is waited for.
+  auto call = [&](const std::vector<std::string>& argv) -> Result<RedisReply> {
+    for (;;) {
+      if (stop) return failed_precondition("stopping");
+      if (!redis) {
+        redis = connect_retrying(url, keys, stop, who);
+        if (!redis) return failed_precondition("stopping");
+      }
+      Result<RedisReply> r = redis->command(argv);
+      if (!r.ok() && r.status().message().find("NOGROUP") != std::string::npos) {
+        // The stream went away (a server that came back empty, a flushed database): make it again.
+        Status made = ensure_queue_group(*redis, keys);
+        if (made.ok()) continue;
+        r = made;
+      }
+      if (r.ok() || r.status().code() != StatusCode::kIoError) return r;
+      redis.reset();
+    }
+  };
+  Evaluators evaluators(options, call, keys);
+
+  while (!stop) {
+    if (options.max_requests > 0 && done >= options.max_requests) break;
+    if (options.exit_when_idle_s > 0 && now_s() - idle_since > options.exit_when_idle_s) break;
+    // 1. A request another worker took and stopped answering, else 2. a new one.
+    std::string id;
+    std::map<std::string, std::string> f;
+    long long deliveries = 1;
+    // Stale requests are looked for every claim_idle_s / 2; between, new ones are read.
+    Result<RedisReply> claimed = RedisReply();
+    if (now_s() >= next_claim) {
+      claimed = call({"XAUTOCLAIM", stream, kQueueGroup, options.name,
+                      std::to_string(static_cast<long long>(claim_ms)), "0-0", "COUNT", "1"});
+      if (!claimed.ok()) {
+        if (stop) break;
+        return claimed.status();
+      }
+      bool found = claimed->is_array() && claimed->elements.size() >= 2 && !claimed->elements[1].elements.empty();
+      if (!found) next_claim = now_s() + claim_ms / 2000;
+    }
+    if (claimed->is_array() && claimed->elements.size() >= 2 && !claimed->elements[1].elements.empty() &&
+        entry_fields(claimed->elements[1].elements[0], &id, &f)) {
+      Result<RedisReply> p = call({"XPENDING", stream, kQueueGroup, id, id, "1"});
+      if (p.ok() && p->is_array() && !p->elements.empty() && p->elements[0].elements.size() == 4)
+        deliveries = p->elements[0].elements[3].integer;
+      std::fprintf(stderr, "%s: claimed request %s (delivery %lld): its worker kept it %.3g s without a heartbeat\n",
+                   who.c_str(), f["addr"].c_str(), deliveries, options.claim_idle_s);
+    } else {
+      Result<RedisReply> r = call({"XREADGROUP", "GROUP", kQueueGroup, options.name, "COUNT", "1", "BLOCK", block_ms,
+                                   "STREAMS", stream, ">"});
+      if (!r.ok()) {
+        if (stop) break;
+        return r.status();
+      }
+      if (r->is_nil() || !r->is_array() || r->elements.empty()) continue;
+      const RedisReply& s = r->elements[0];
+      if (!s.is_array() || s.elements.size() != 2 || s.elements[1].elements.empty() ||
+          !entry_fields(s.elements[1].elements[0], &id, &f))
+        continue;
+    }
+    idle_since = now_s();
+    Digest address;
+    std::string reply = f["reply"];
+    // The answer first, then the acknowledgement, in one round trip: a worker lost in between
+    // leaves the request pending, and its second answer is taken once.
+    auto answer = [&](std::vector<std::string> fields) -> Status {
+      std::vector<std::string> argv = {"XADD", reply, "*", "addr", f["addr"]};
+      argv.insert(argv.end(), fields.begin(), fields.end());
+      // The reply stream expires a day after its last answer (a requester that is gone, or a late
+      // duplicate answer, leaves nothing behind for good).
+      std::vector<std::vector<std::string>> cmds = {argv, {"EXPIRE", reply, "86400"}, {"INCR", keys.done()},
+                                                    {"XACK", stream, kQueueGroup, id},
+                                                    {"XDEL", stream, id}};
+      if (Digest::parse_hex(f["addr"], &address)) cmds.push_back({"DEL", keys.why(address)});
+      for (;;) {
+        if (stop) return failed_precondition("stopping");
+        if (!redis) {
+          redis = connect_retrying(url, keys, stop, who);
+          if (!redis) return failed_precondition("stopping");
+        }
+        Result<std::vector<RedisReply>> r = redis->pipeline(cmds);
+        if (r.ok() || r.status().code() != StatusCode::kIoError) return r.status();
+        redis.reset();
+      }
+    };
+    Result<QueueRequest> q = decode_queue_request(f["body"]);
+    if (!q.ok() || !Digest::parse_hex(f["addr"], &address) || reply.empty()) {
+      // A request no worker can read fails at once.
+      std::string why = q.ok() ? "the request has no address or reply stream" : q.status().message();
+      if (!reply.empty()) (void)answer({"failed", "worker " + options.name + ": " + why});
+      else (void)call({"XACK", stream, kQueueGroup, id});
+      continue;
+    }
+    if (deliveries > q->attempts) {
+      Result<RedisReply> reasons = call({"LRANGE", keys.why(address), "0", "-1"});
+      std::string text = "the evaluation failed on " + std::to_string(deliveries - 1) + " deliveries:";
+      long long said = 0;
+      if (reasons.ok())
+        for (const auto& r : reasons->elements) {
+          text += " " + r.str + ";";
+          ++said;
+        }
+      if (deliveries - 1 > said)
+        text += " " + std::to_string(deliveries - 1 - said) +
+                " ended without an answer (the worker was lost or stopped: killed, out of memory, a crashed "
+                "machine);";
+      text.pop_back();
+      std::fprintf(stderr, "%s: request %s: %s\n", who.c_str(), f["addr"].c_str(), text.c_str());
+      Status st = answer({"failed", text});
+      if (!st.ok() && !stop) return st;
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(hb_mu);
+      current = id;
+    }
+    Result<EvalResult> r = evaluators.evaluate(*q, f["plan"]);
+    {
+      std::lock_guard<std::mutex> lock(hb_mu);
+      current.clear();
+    }
+    if (r.ok()) {
+      Status st = answer({"result", encode_queue_result(*r), "log", r->compile_log, "worker", options.name});
+      if (!st.ok()) {
+        if (stop) break;
+        return st;
+      }
+      ++done;
+      std::lock_guard<std::mutex> lock(hb_mu);
+      answered = done;
+      continue;
+    }
+    // The evaluation could not be done here: the reason goes with the request, which stays pending
+    // for another delivery (claimed after claim_idle_s).
+    std::string why = "worker " + options.name + " (delivery " + std::to_string(deliveries) + "): " + r.status().message();
+    std::fprintf(stderr, "%s\n", why.c_str());
+    (void)call({"RPUSH", keys.why(address), why});
+    (void)call({"EXPIRE", keys.why(address), "604800"});
+    std::string lost;
+    if (evaluators.gpu_lost(&lost)) {
+      return failed_precondition(who + ": the GPU is lost (" + lost + "); this worker stops taking work");
+    }
+  }
+  return Status();
+}
+
+}  // namespace vinci
