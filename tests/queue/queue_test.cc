@@ -30,7 +30,7 @@ std::string file_of(const Task& t) {
 }
 
 std::string profile_text() {
-  Result<std::string> text = read_file(profile_path("h200"));
+  Result<std::string> text = read_file(profile_path("h200_datasheet"));
   VINCI_REQUIRE(text.ok(), text.status().to_string());
   return *text;
 }
