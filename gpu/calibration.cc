@@ -172,9 +172,13 @@ const std::vector<CalibrationParameter>& calibration_parameters() {
   static const std::vector<CalibrationParameter> kParams = [] {
     std::vector<CalibrationParameter> v;
     for (const auto& t : efficiency_terms()) v.push_back({std::string("efficiency.") + t.name, t.field, 0.02, 50});
-    v.push_back({"launch.kernel_us", &P::kernel_launch_us, 0.1, 50});
-    v.push_back({"launch.library_dispatch_us", &P::library_dispatch_us, 0.01, 100});
-    v.push_back({"launch.kernel_floor_us", &P::kernel_floor_us, 0.01, 50});
+    // Launch costs are measured facts of the GPU and driver (3-5 us a launch): full-size sweeps,
+    // where a launch is a small share of a plan's time, cannot pin them, and a fit left free
+    // moves them to absorb what the model lacks (to 16 us), which then decides every small-size
+    // run. They stay within what microbenchmarks allow.
+    v.push_back({"launch.kernel_us", &P::kernel_launch_us, 2, 6});
+    v.push_back({"launch.library_dispatch_us", &P::library_dispatch_us, 1, 6});
+    v.push_back({"launch.kernel_floor_us", &P::kernel_floor_us, 0.5, 3});
     v.push_back({"memory.inflight_bytes_per_sm", &P::inflight_bytes_per_sm, 256, 1 << 20});
     v.push_back({"memory.l2_bytes_per_s", &P::l2_bytes_per_s, 1e12, 1e14});
     v.push_back({"compute.wmma_fraction", &P::wmma_fraction, 0.05, 1});
