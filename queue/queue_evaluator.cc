@@ -19,14 +19,6 @@ double now_s() {
 
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
-// An entry of an XREAD/XREADGROUP/XAUTOCLAIM reply: [id, [field, value, ...]].
-bool entry_fields(const RedisReply& e, std::string* id, std::map<std::string, std::string>* fields) {
-  if (!e.is_array() || e.elements.size() != 2 || !e.elements[1].is_array()) return false;
-  *id = e.elements[0].str;
-  const auto& kv = e.elements[1].elements;
-  for (size_t i = 0; i + 1 < kv.size(); i += 2) (*fields)[kv[i].str] = kv[i + 1].str;
-  return true;
-}
 
 }  // namespace
 
@@ -280,7 +272,7 @@ void QueueEvaluator::reader_loop() {
     for (const auto& entry : s.elements[1].elements) {
       std::string id;
       std::map<std::string, std::string> f;
-      if (!entry_fields(entry, &id, &f)) continue;
+      if (!stream_entry_fields(entry, &id, &f)) continue;
       last = id;
       ids.push_back(id);
       Digest address;

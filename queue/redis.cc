@@ -177,4 +177,12 @@ Result<RedisReply> Redis::command(const std::vector<std::string>& argv) {
   return out;
 }
 
+bool stream_entry_fields(const RedisReply& e, std::string* id, std::map<std::string, std::string>* fields) {
+  if (!e.is_array() || e.elements.size() != 2 || !e.elements[1].is_array()) return false;
+  *id = e.elements[0].str;
+  const auto& kv = e.elements[1].elements;
+  for (size_t i = 0; i + 1 < kv.size(); i += 2) (*fields)[kv[i].str] = kv[i + 1].str;
+  return true;
+}
+
 }  // namespace vinci

@@ -10,6 +10,7 @@
 #define VINCI_QUEUE_REDIS_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -70,6 +71,10 @@ class Redis {
   QueueUrl url_;
   void* context_ = nullptr;  // redisContext
 };
+
+// An entry of an XREAD/XREADGROUP/XAUTOCLAIM reply, [id, [field, value, ...]]: its id and fields.
+// False when the reply has another shape.
+bool stream_entry_fields(const RedisReply& e, std::string* id, std::map<std::string, std::string>* fields);
 
 }  // namespace vinci
 

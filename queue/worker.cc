@@ -31,13 +31,6 @@ double now_s() {
 }
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
 
-bool entry_fields(const RedisReply& e, std::string* id, std::map<std::string, std::string>* fields) {
-  if (!e.is_array() || e.elements.size() != 2 || !e.elements[1].is_array()) return false;
-  *id = e.elements[0].str;
-  const auto& kv = e.elements[1].elements;
-  for (size_t i = 0; i + 1 < kv.size(); i += 2) (*fields)[kv[i].str] = kv[i + 1].str;
-  return true;
-}
 
 // The evaluators a worker keeps, by their settings, and the objects it has fetched.
 class Evaluators {
@@ -330,7 +323,7 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
       if (!found) next_claim = now_s() + claim_ms / 2000;
     }
     if (claimed->is_array() && claimed->elements.size() >= 2 && !claimed->elements[1].elements.empty() &&
-        entry_fields(claimed->elements[1].elements[0], &id, &f)) {
+        stream_entry_fields(claimed->elements[1].elements[0], &id, &f)) {
       Result<RedisReply> p = call({"XPENDING", stream, kQueueGroup, id, id, "1"});
       if (p.ok() && p->is_array() && !p->elements.empty() && p->elements[0].elements.size() == 4)
         deliveries = p->elements[0].elements[3].integer;
@@ -346,7 +339,7 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
       if (r->is_nil() || !r->is_array() || r->elements.empty()) continue;
       const RedisReply& s = r->elements[0];
       if (!s.is_array() || s.elements.size() != 2 || s.elements[1].elements.empty() ||
-          !entry_fields(s.elements[1].elements[0], &id, &f))
+          !stream_entry_fields(s.elements[1].elements[0], &id, &f))
         continue;
     }
     idle_since = now_s();

@@ -130,7 +130,9 @@ TEST(QueueCodec, ABadRequestIsRefusedNamingTheField) {
     j[key] = value;
     Result<QueueRequest> q = decode_queue_request(j.dump());
     EXPECT_FALSE(q.ok()) << key << " = " << value.dump();
-    if (!q.ok()) EXPECT_NE(q.status().message().find(key), std::string::npos) << q.status().message();
+    if (!q.ok()) {
+      EXPECT_NE(q.status().message().find(key), std::string::npos) << q.status().message();
+    }
   };
   refused("seed", 1.5e19);  // a float where an integer belongs is refused, not converted
   refused("seed", -1);
