@@ -102,9 +102,9 @@ def main():
         where = ""
         for frame in tb:
             if frame.filename == path:
-                where = "line %d: " % frame.lineno
+                where = "line %d of the module: " % frame.lineno
         if isinstance(e, SyntaxError) and e.lineno:
-            where = "line %d: " % e.lineno
+            where = "line %d of the module: " % e.lineno
         fail("compile_error", "the triton block does not load as a Python module: " + where + short_error(e))
 
     fn = getattr(module, kernel, None)
