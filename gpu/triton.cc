@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -83,12 +85,39 @@ std::vector<std::string> child_env(const std::string& temp) {
 
 void remove_tree(const std::string& dir) {
   if (dir.empty() || dir.find("vinci_triton_") == std::string::npos) return;
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::execlp("rm", "rm", "-rf", "--", dir.c_str(), static_cast<char*>(nullptr));
-    ::_exit(127);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+// Starts argv[0] (searched on PATH) with env, in its own process group, stdin/stdout/stderr from
+// the given descriptors (-1: /dev/null) and cwd as its folder. posix_spawn, not fork: the worker
+// that calls this holds a CUDA context and large mappings that a fork would copy.
+Result<pid_t> spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int in, int out,
+                    int err, const std::string& cwd) {
+  std::vector<char*> cargv, cenv;
+  std::vector<std::string> a = argv, e = env;
+  for (auto& x : a) cargv.push_back(x.data());
+  cargv.push_back(nullptr);
+  for (auto& x : e) cenv.push_back(x.data());
+  cenv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  const int fds[3] = {in, out, err};
+  for (int i = 0; i < 3; ++i) {
+    if (fds[i] >= 0) posix_spawn_file_actions_adddup2(&fa, fds[i], i);
+    else posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == 0 ? O_RDONLY : O_WRONLY, 0);
   }
-  if (pid > 0) ::waitpid(pid, nullptr, 0);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  posix_spawnattr_t at;
+  posix_spawnattr_init(&at);
+  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&at, 0);
+  pid_t pid = -1;
+  int rc = ::posix_spawnp(&pid, cargv[0], &fa, &at, cargv.data(), cenv.data());
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&at);
+  if (rc != 0) return failed_precondition("cannot start '" + argv[0] + "': " + std::strerror(rc));
+  return pid;
 }
 
 }  // namespace
@@ -219,18 +248,9 @@ bool TritonCompiler::network_isolated() {
   }
   bool works = false;
   if (options_.isolate_network) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int devnull = ::open("/dev/null", O_RDWR);
-      if (devnull >= 0) {
-        ::dup2(devnull, 1);
-        ::dup2(devnull, 2);
-      }
-      ::execlp("unshare", "unshare", "-rn", "true", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
+    Result<pid_t> pid = spawn({"unshare", "-rn", "true"}, child_env("/tmp"), -1, -1, -1, "");
     int status = 0;
-    works = pid > 0 && ::waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    works = pid.ok() && ::waitpid(*pid, &status, 0) == *pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
   std::lock_guard<std::mutex> lock(mu_);
   unshare_ = works ? 1 : 0;
@@ -257,26 +277,15 @@ Result<std::string> TritonCompiler::run_script(const std::vector<std::string>& a
     remove_tree(temp);
     return io_error(std::string("triton compile: pipe: ") + std::strerror(errno));
   }
-  std::vector<char*> cargv, cenv;
-  for (auto& a : argv) cargv.push_back(a.data());
-  cargv.push_back(nullptr);
-  for (auto& e : env) cenv.push_back(e.data());
-  cenv.push_back(nullptr);
-  pid_t pid = ::fork();
-  if (pid < 0) {
+  Result<pid_t> spawned = spawn(argv, env, in[0], out[1], err[1], temp);
+  if (!spawned.ok()) {
+    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) ::close(fd);
     remove_tree(temp);
-    return io_error(std::string("triton compile: fork: ") + std::strerror(errno));
+    return failed_precondition("cannot run the Triton compile step '" + options_.python + " " + options_.script +
+                               "': " + spawned.status().message() +
+                               " (set VINCI_TRITON_PYTHON to a python with triton installed)");
   }
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::dup2(in[0], 0);
-    ::dup2(out[1], 1);
-    ::dup2(err[1], 2);
-    if (::chdir(temp.c_str()) != 0) ::_exit(126);
-    ::execvpe(cargv[0], cargv.data(), cenv.data());
-    ::_exit(127);
-  }
-  ::setpgid(pid, pid);
+  pid_t pid = *spawned;
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
