@@ -108,6 +108,10 @@ def main():
         fail("compile_error", "the triton block does not load as a Python module: " + where + short_error(e))
 
     fn = getattr(module, kernel, None)
+    # @triton.autotune and @triton.heuristics wrap the JIT function: vinci launches it with the
+    # launch line's constexprs and options, so the wrapper's configs are not used.
+    while fn is not None and not hasattr(fn, "params") and hasattr(fn, "fn"):
+        fn = fn.fn
     if fn is None or not hasattr(fn, "params") or not hasattr(fn, "arg_names"):
         fail("compile_error", "the module defines no @triton.jit function '%s'" % kernel)
 
@@ -143,10 +147,24 @@ def main():
     options["num_warps"] = num_warps
     options["num_stages"] = num_stages
     try:
+        from triton.compiler.errors import CompilationError
+    except Exception:  # noqa: BLE001
+        CompilationError = SyntaxError  # noqa: N806
+    pointers = "divisible_by_16"
+    try:
         src = ASTSource(fn, sig, constexprs=consts, attrs=attrs)
         k = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
-    except Exception as e:  # noqa: BLE001
+    except CompilationError as e:
         fail("compile_error", short_error(e))
+    except Exception:  # noqa: BLE001
+        # A Triton whose ASTSource takes attributes in another form: compile without the pointer
+        # hints (slower vector access at worst), and say so in the recorded options.
+        try:
+            src = ASTSource(fn, sig, constexprs=consts)
+            k = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
+            pointers = "unspecialised"
+        except Exception as e:  # noqa: BLE001
+            fail("compile_error", short_error(e))
 
     md = k.metadata
     get = (lambda n, d=None: getattr(md, n, d))
@@ -166,9 +184,9 @@ def main():
         "params": signature,
         "triton_version": triton.__version__,
         "options": "arch=sm_%d num_ctas=1 enable_fp_fusion=%s debug=false default_dot_input_precision=%s "
-                   "pointers=divisible_by_16 integers=unspecialised" % (
+                   "pointers=%s integers=unspecialised" % (
                        arch, "true" if get("enable_fp_fusion", True) else "false",
-                       get("default_dot_input_precision", "tf32")),
+                       get("default_dot_input_precision", "tf32"), pointers),
     }
     answer({"ok": True, "meta": meta, "cubin": base64.b64encode(k.asm["cubin"]).decode("ascii")})
     return 0

@@ -136,6 +136,27 @@ TEST(ExperimentConfigs, RunNameAndRootStayInsideTheRunsRoot) {
   EXPECT_TRUE(experiment_from_text("[run]\nname = \"a.b-c_d\"\nout = \"/\"\n", "x.toml").ok());
 }
 
+// policy.languages: cuda by default and then absent from the recorded config (runs from before the
+// key keep their bytes); triton accepted, anything else refused naming the key.
+TEST(ExperimentConfigs, PolicyLanguagesAreCheckedAndRecordedOnlyWhenSet) {
+  auto d = experiment_from_text("[run]\nname = \"a\"\n", "x.toml");
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->languages, (std::vector<std::string>{"cuda"}));
+  EXPECT_EQ(d->effective_toml.find("languages"), std::string::npos) << d->effective_toml;
+  auto t = experiment_from_text("[policy]\nlanguages = [\"cuda\", \"triton\"]\n", "x.toml");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->languages, (std::vector<std::string>{"cuda", "triton"}));
+  EXPECT_NE(t->effective_toml.find("[policy]\nlanguages = [\"cuda\", \"triton\"]"), std::string::npos)
+      << t->effective_toml;
+  auto bad = experiment_from_text("[policy]\nlanguages = [\"cuda\", \"python\"]\n", "x.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("policy.languages"), std::string::npos) << bad.status().message();
+  auto none = experiment_from_text("[policy]\nlanguages = []\n", "x.toml");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("expected at least one of cuda, triton"), std::string::npos)
+      << none.status().message();
+}
+
 TEST(Config, ReferenceTomlParsesAndHoldsEveryKey) {
   ConfigSchema s = test_schema();
   std::string ref = s.reference_toml();
