@@ -1364,10 +1364,15 @@ std::string normalise_newlines(std::string_view reply) {
 // read.
 std::string unread_code_note(const std::vector<Block>& blocks) {
   static const std::set<std::string> kCodeLike = {"", "c", "cpp", "c++", "cxx", "cu", "cuh"};
-  for (const Block& b : blocks)
+  static const std::set<std::string> kPythonLike = {"python", "py", "python3"};
+  for (const Block& b : blocks) {
     if (kCodeLike.count(b.info))
       return " (the ```" + b.info + " block on line " + std::to_string(b.open_line) +
              " is not read: label device code ```cuda)";
+    if (kPythonLike.count(b.info))
+      return " (the ```" + b.info + " block on line " + std::to_string(b.open_line) +
+             " is not read: label Triton kernels ```triton)";
+  }
   return "";
 }
 

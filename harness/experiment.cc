@@ -64,6 +64,11 @@ ConfigSchema build_schema() {
          "(no rerank, nothing trained); none: no skills are ever injected.", {"rerank", "bm25", "none"}});
   s.add({"selection.recall_top", T::kInt, I(20), "BM25 candidates shown to the reranker (paper: 20).", {}, 1, 1000});
   s.add({"selection.max_skills", T::kInt, I(3), "Skills per scheme, at most (paper: 3).", {}, 0, 20});
+  s.add({"selection.advantage_scale", T::kFloat, F(0.3), "Scale of the selection advantages (paper: 0.3).", {}});
+  s.add({"selection.bm25_k1", T::kFloat, F(1.5), "BM25 k1 (rank_bm25 BM25Okapi default).", {}, 0, 100});
+  s.add({"selection.bm25_b", T::kFloat, F(0.75), "BM25 b.", {}, 0, 1});
+  s.add({"selection.bm25_epsilon", T::kFloat, F(0.25), "BM25 epsilon for negative idf.", {}, 0, 100});
+  // [policy]
   {
     ConfigKey languages{"policy.languages", T::kStringList, ConfigValue(std::vector<std::string>{"cuda"}),
                         "Kernel languages the policy may write (cuda, triton): the policy prompt describes these, and\n"
@@ -73,10 +78,6 @@ ConfigSchema build_schema() {
     languages.omit_when_default = true;
     s.add(languages);
   }
-  s.add({"selection.advantage_scale", T::kFloat, F(0.3), "Scale of the selection advantages (paper: 0.3).", {}});
-  s.add({"selection.bm25_k1", T::kFloat, F(1.5), "BM25 k1 (rank_bm25 BM25Okapi default).", {}, 0, 100});
-  s.add({"selection.bm25_b", T::kFloat, F(0.75), "BM25 b.", {}, 0, 1});
-  s.add({"selection.bm25_epsilon", T::kFloat, F(0.25), "BM25 epsilon for negative idf.", {}, 0, 100});
   // [summary]
   s.add({"summary.enabled", T::kBool, B(true), "Summarize triggering rollouts into new skills.", {}});
   s.add({"summary.samples", T::kInt, I(8), "s: summary samples per triggering task (paper: 8).", {}, 1, 64});

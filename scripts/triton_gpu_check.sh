@@ -3,9 +3,9 @@
 # its `triton` stage):
 #   1. the hostile Triton plans, each rejected with its reason, then every Triton plan of
 #      tests/gpu/triton_plans correct at the small size (gpu_live_test's Triton test);
-#   2. every Triton plan beside the code generator's default plan for the same task, both through
-#      `harness eval --device cuda` at the full size (correctness, median times, speedups);
-#   3. Triton compile time per kernel, cold and cached, beside NVRTC's (gpu_triton_bench).
+#   2. Triton compile time per kernel, cold and cached, beside NVRTC's (gpu_triton_bench);
+#   3. every Triton plan beside the code generator's default plan for the same task, both through
+#      `harness eval --device cuda` at the full size (correctness, median times, speedups).
 # Writes triton_hostile.txt, triton_vs_cuda.md (and .jsonl) and triton_compile.txt into $VINCI_FIGS
 # (default: triton-figures) and prints the tables.
 #
@@ -20,6 +20,8 @@ figs=${VINCI_FIGS:-triton-figures}
 mkdir -p "$figs"
 size=${VINCI_TRITON_SIZE:-full}
 samples=${VINCI_TRITON_SAMPLES:-30}
+trials=${VINCI_TRITON_TRIALS:-3}
+t0=${VINCI_T0:-$(date +%s)}
 
 py=""
 for c in "${VINCI_TRITON_PYTHON:-}" python3 /opt/torch/.venv/bin/python3 /usr/bin/python3; do
@@ -36,15 +38,23 @@ echo "triton: $("$py" -c 'import sys, triton; print(triton.__version__, "from", 
 "$bin/gpu_live_test" --gtest_filter='CudaEvaluator.TritonPlansMeetEveryCheckOfACudaPlan' 2>&1 |
   tee "$figs/triton_hostile.txt" | grep -E "^\S+ +.* (yes|NO) |OK \]|FAILED|SKIPPED|Skipped"
 
-# 2. Each Triton plan beside the generator's default plan, full size.
+# 2. Compile times, cold and cached, beside NVRTC's.
+"$bin/gpu_triton_bench" --size "$size" --cache /tmp/vinci-triton-bench 2>&1 | tee "$figs/triton_compile.txt"
+
+# 3. Each Triton plan beside the generator's default plan, full size. With VINCI_DEADLINE (seconds
+# from VINCI_T0, as gpu_figures.sh exports them) the plans left when time runs short are skipped.
 rm -rf /tmp/vinci-triton-cache
 jsonl=$figs/triton_vs_cuda.jsonl
 : >"$jsonl"
 for f in tests/gpu/triton_plans/*.md; do
   name=$(basename "$f" .md)
   task=${name:0:6}
+  if [ -n "${VINCI_DEADLINE:-}" ] && [ $(( $(date +%s) - t0 )) -gt $(( VINCI_DEADLINE - 45 )) ]; then
+    echo "triton: $name skipped: the deadline is near"; continue
+  fi
   for kind in triton cuda; do
-    args=("$task" --device cuda --size "$size" --samples "$samples" --nvrtc-cache /tmp/vinci-triton-cache)
+    args=("$task" --device cuda --size "$size" --trials "$trials" --samples "$samples"
+      --nvrtc-cache /tmp/vinci-triton-cache)
     [ "$kind" = triton ] && args+=(--plan "$f")
     out=$("$bin/harness" eval "${args[@]}" 2>/tmp/vinci-triton-eval.err)
     echo "exit $?" >>/tmp/vinci-triton-eval.err
@@ -85,5 +95,3 @@ for plan, k in sorted(by.items()):
 PY
 cat "$figs/triton_vs_cuda.md"
 
-# 3. Compile times, cold and cached, beside NVRTC's.
-"$bin/gpu_triton_bench" --size "$size" --cache /tmp/vinci-triton-bench 2>&1 | tee "$figs/triton_compile.txt"

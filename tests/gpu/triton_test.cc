@@ -166,6 +166,13 @@ TEST(TritonPlan, ErrorsNameTheLineTheColumnAndTheFix) {
     EXPECT_NE(p.status().message().find(c.expect), std::string::npos) << c.to << ": " << p.status().message();
     EXPECT_NE(p.status().message().find("block"), std::string::npos) << p.status().message();
   }
+  // A module labelled python is not read, and the error says how to label it.
+  std::string python = kRelu;
+  python.replace(python.find("```triton"), 9, "```python");
+  Result<Plan> py = parse_model_plan(python, task("L1_019"));
+  ASSERT_FALSE(py.ok());
+  EXPECT_NE(py.status().message().find("is not read: label Triton kernels ```triton"), std::string::npos)
+      << py.status().message();
   // An unsupported dtype: buffers are f32 or i64.
   std::string reply = kRelu;
   reply.insert(reply.find("relu_kernel<<<"), "buffer h f16 [B, D]\n");
