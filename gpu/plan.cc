@@ -432,6 +432,13 @@ Status validate_plan(const Plan& plan, const Task& task) {
                                   block[0] + ", 1, 1], found [" + s.block[0] + ", " + s.block[1] + ", " +
                                   s.block[2] + "]");
         for (const auto& [name, value] : t.constexprs) {
+          bool ident = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                       std::all_of(name.begin(), name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                       });
+          if (!ident || name == "num_warps" || name == "num_stages")
+            return invalid_argument(path + ".triton.constexprs: '" + name +
+                                    "' is not the name of a tl.constexpr parameter");
           Status st = check_triton_constexpr(value);
           if (!st.ok()) return invalid_argument(path + ".triton.constexprs." + name + ": " + st.message());
         }
