@@ -316,7 +316,12 @@ struct LiveDevice::Impl {
           function = tri->second.function;
           shared = tri->second.shared;
           if (tri->second.global_scratch_size > 0) {
-            int64_t bytes = grid64[0] * grid64[1] * grid64[2] * tri->second.global_scratch_size;
+            double want = static_cast<double>(grid64[0]) * static_cast<double>(grid64[1]) *
+                          static_cast<double>(grid64[2]) * static_cast<double>(tri->second.global_scratch_size);
+            if (want > static_cast<double>(int64_t{1} << 40))
+              fail("out_of_memory", what + ": Triton's global scratch of " + format_number("%.6g", want) +
+                                        " bytes is larger than any GPU");
+            int64_t bytes = static_cast<int64_t>(want);
             try {
               scratch_buffer = torch::empty({bytes}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kUInt8));
             } catch (const c10::Error& e) {
