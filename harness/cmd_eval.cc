@@ -58,7 +58,7 @@ int cmd_eval(const std::vector<std::string>& args) {
       "correct; 1: not compiled or wrong; 2: usage or error.\n\noptions");
   named.add_options()
       ("help,h", "print this help")
-      ("plan", po::value<std::string>(&plan_path), "plan JSON file (docs/plan_format.md); default: the generator's plan")
+      ("plan", po::value<std::string>(&plan_path), "plan JSON, or a reply in the model-facing format (```cuda or ```triton and ```launch blocks; docs/plan_format.md); default: the generator's plan")
       ("knob", po::value<std::vector<std::string>>(&knobs), "NAME=VALUE: a knob of the generated plan (repeatable)")
       ("device", po::value<std::string>(&device)->default_value("sim"), "evaluator: sim (the analytic H200) or cuda (this machine's GPU)")
       ("size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")
