@@ -1,6 +1,7 @@
 #include "gpu/plan.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "gpu/expr.h"
@@ -387,6 +388,60 @@ Status validate_plan(const Plan& plan, const Task& task) {
     }
   }
   if (!ready.count(plan.output)) return invalid_argument("plan: output: '" + plan.output + "' is never produced");
+  return check_plan_expressions(plan, task);
+}
+
+Status check_plan_expressions(const Plan& plan, const Task& task) {
+  for (const auto& [size, symbols] : task.sizes) {
+    std::map<std::string, std::vector<int64_t>> shapes;
+    ExprEnv env;
+    env.symbols = symbols;
+    env.buffer_shape = [&shapes](const std::string& name) -> Result<std::vector<int64_t>> {
+      auto it = shapes.find(name);
+      if (it == shapes.end()) return invalid_argument("no buffer '" + name + "' (declared earlier in buffers)");
+      return it->second;
+    };
+    auto check = [&](const std::string& where, const std::string& text) -> Result<int64_t> {
+      if (text.empty()) return int64_t{0};
+      Result<int64_t> v = eval_expr(text, env);
+      if (!v.ok()) {
+        return invalid_argument("plan: " + where + ": " + v.status().message() + " (at the task's " + size +
+                                " sizes)");
+      }
+      return v;
+    };
+    for (size_t i = 0; i < plan.buffers.size(); ++i) {
+      const PlanBuffer& b = plan.buffers[i];
+      std::vector<int64_t> dims;
+      for (size_t d = 0; d < b.shape.size(); ++d) {
+        VINCI_ASSIGN_OR_RETURN(int64_t v, check("buffers[" + std::to_string(i) + "].shape[" + std::to_string(d) + "]",
+                                                b.shape[d]));
+        dims.push_back(v);
+      }
+      shapes.emplace(b.name, std::move(dims));
+    }
+    for (const auto& k : plan.kernels) {
+      const std::string at = "kernel '" + k.name + "'.cost.";
+      VINCI_RETURN_IF_ERROR(check(at + "elements", k.cost.elements).status());
+      VINCI_RETURN_IF_ERROR(check(at + "bytes_read", k.cost.bytes_read).status());
+      VINCI_RETURN_IF_ERROR(check(at + "bytes_written", k.cost.bytes_written).status());
+      VINCI_RETURN_IF_ERROR(check(at + "flops", k.cost.flops).status());
+    }
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const PlanStep& s = plan.steps[i];
+      if (s.kind != "kernel") continue;
+      const std::string at = "steps[" + std::to_string(i) + "].";
+      for (size_t d = 0; d < 3; ++d) {
+        VINCI_RETURN_IF_ERROR(check(at + "grid[" + std::to_string(d) + "]", s.grid[d]).status());
+        VINCI_RETURN_IF_ERROR(check(at + "block[" + std::to_string(d) + "]", s.block[d]).status());
+      }
+      for (size_t a = 0; a < s.args.size(); ++a) {
+        if (!s.args[a].i64.empty()) {
+          VINCI_RETURN_IF_ERROR(check(at + "args[" + std::to_string(a) + "].i64", s.args[a].i64).status());
+        }
+      }
+    }
+  }
   return Status();
 }
 

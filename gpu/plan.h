@@ -129,6 +129,11 @@ Result<Plan> parse_plan(const std::string& text);
 // declared or made by an earlier step, every expression parses, library ops are known ops, and
 // the output is produced.
 Status validate_plan(const Plan& plan, const Task& task);
+// Part of validate_plan: every expression of the plan (buffer shapes, kernel costs, grid and block
+// sizes, i64 arguments) evaluates at each of the task's sizes: only the task's size symbols and
+// buffers declared before are named, nothing overflows or divides by zero. The error names the
+// field and the size.
+Status check_plan_expressions(const Plan& plan, const Task& task);
 
 // Limits on a candidate's size, settings of every evaluator (sim and live): a plan over one is
 // rejected before anything is compiled (compiled = false, flag "rejected: over_limit", the reason

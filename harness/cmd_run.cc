@@ -139,6 +139,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   std::unique_ptr<RecordSink> sink;
   std::vector<std::string> expected;
   World world;
+  std::string config_shown;  // the config file the run was started with, as its summary names it
   Environment env = capture_environment();
   if (resume) {
     run_dir = vm["resume"].as<std::string>();
@@ -150,6 +151,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     auto e = experiment_from_text(manifest->config_text, run_dir + "/manifest.bin (config)");
     if (!e.ok()) return fail(e.status().to_string());
     exp = std::move(e).value();
+    config_shown = manifest->config_path;
     auto payloads = read_payloads(run_dir, /*allow_damage=*/true);
     if (!payloads.ok()) return fail(payloads.status().to_string());
     expected = std::move(payloads).value();
@@ -190,6 +192,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
       exp = std::move(named).value();
     }
     run_dir = exp.out_root + "/" + exp.name;
+    config_shown = exp.config_path;
     // Everything the config names must be there before the run's folder is made.
     auto built = build_world(exp, ModelCalls::kLive, "", run_dir + "/llm_calls.jsonl");
     if (!built.ok()) return fail(built.status().to_string());
@@ -255,7 +258,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   st = writer->checkpoint();
   if (!st.ok()) return fail(st.to_string());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  RunSummaryInfo info{exp.name, exp.config_path, writer->digest().hex(), writer->record_count(), seconds, "", ""};
+  RunSummaryInfo info{exp.name, config_shown, writer->digest().hex(), writer->record_count(), seconds, "", ""};
   if (world.call_log) info.model_calls = model_calls_line(world.call_log->stats());
   std::vector<std::string> sets;
   for (const auto& id : out->eval_tasks) {

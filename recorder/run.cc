@@ -6,7 +6,10 @@
 #include <kj/debug.h>
 #include <kj/io.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 
@@ -273,7 +276,52 @@ Result<std::unique_ptr<RecordView>> RecordView::decode(std::string_view payload)
 
 // ---------------------------------------------------------------------------------------------
 
-RunWriter::~RunWriter() = default;
+RunWriter::~RunWriter() {
+  // The log and store close first; the lock is released last.
+  log_.reset();
+  store_.reset();
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+namespace {
+
+// An exclusive lock on the run's folder, held as long as the returned descriptor is open: two
+// processes writing one run (a run and its resume, or two resumes) would interleave records.
+Result<int> lock_run_dir(const std::string& run_dir) {
+  int fd = ::open(run_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return io_error("cannot open run folder " + run_dir + ": " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    int err = errno;
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return failed_precondition("run folder " + run_dir +
+                                 " is being written by another process; wait for it to end");
+    }
+    return io_error("cannot lock run folder " + run_dir + ": " + std::strerror(err));
+  }
+  return fd;
+}
+
+// Removes the temporary files of writes a killed writer of this run left unfinished
+// (write_file_atomic's `NAME.tmp.PID.N`). Only the run's own folders: the object store is shared
+// with other runs, and a temporary file there may belong to a live writer.
+Status remove_stale_temps(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return Status();  // a folder the killed writer had not made yet
+  std::vector<std::string> stale;
+  while (dirent* e = ::readdir(d)) {
+    if (std::strstr(e->d_name, ".tmp.") != nullptr) stale.push_back(dir + "/" + e->d_name);
+  }
+  ::closedir(d);
+  for (const auto& path : stale) {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return io_error("cannot remove the unfinished write " + path + ": " + std::strerror(errno));
+    }
+  }
+  return Status();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& run_dir, ManifestInfo info,
                                                      RunLogOptions options) {
@@ -298,12 +346,18 @@ Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& run_dir,
                                  "extend; pick another name, or move the folder away");
     }
   }
+  VINCI_RETURN_IF_ERROR(make_dirs(w->loc_.run_dir));
+  VINCI_ASSIGN_OR_RETURN(w->lock_fd_, lock_run_dir(w->loc_.run_dir));
+  if (::stat(w->loc_.manifest_path.c_str(), &sb) == 0) {  // made while this one waited for the lock
+    return failed_precondition("run folder " + w->loc_.run_dir +
+                               " already holds a run; pick another name or resume it");
+  }
+  VINCI_RETURN_IF_ERROR(remove_stale_temps(w->loc_.run_dir));
   info.completed = false;
   info.record_count = 0;
   info.run_digest = Digest();
   info.format_version = schema::FORMAT_VERSION;
   w->manifest_ = std::move(info);
-  VINCI_RETURN_IF_ERROR(make_dirs(w->loc_.run_dir));
   VINCI_RETURN_IF_ERROR(write_file_atomic(w->loc_.manifest_path, encode_manifest(w->manifest_)));
   w->store_ = std::make_unique<ObjectStore>(w->loc_.store_dir);
   VINCI_ASSIGN_OR_RETURN(w->log_, RunLogWriter::create(w->loc_.log_dir, options));
@@ -316,9 +370,14 @@ Result<std::unique_ptr<RunWriter>> RunWriter::resume(const std::string& run_dir,
   std::unique_ptr<RunWriter> w(new RunWriter());
   w->loc_ = RunLocation::of(run_dir);
   VINCI_ASSIGN_OR_RETURN(w->manifest_, read_manifest(w->loc_.manifest_path));
+  VINCI_ASSIGN_OR_RETURN(w->lock_fd_, lock_run_dir(w->loc_.run_dir));
+  // Read again under the lock: a writer that held it may have finished the run meanwhile.
+  VINCI_ASSIGN_OR_RETURN(w->manifest_, read_manifest(w->loc_.manifest_path));
   if (w->manifest_.completed) {
     return failed_precondition("run " + w->loc_.run_dir + " is complete; nothing to resume");
   }
+  VINCI_RETURN_IF_ERROR(remove_stale_temps(w->loc_.run_dir));
+  VINCI_RETURN_IF_ERROR(remove_stale_temps(w->loc_.log_dir));
   w->store_ = std::make_unique<ObjectStore>(w->loc_.store_dir);
   VINCI_ASSIGN_OR_RETURN(w->log_, RunLogWriter::reopen(w->loc_.log_dir, options, recovery));
   return w;

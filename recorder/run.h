@@ -97,10 +97,12 @@ class RecordView {
 
 class RunWriter {
  public:
-  // Starts a new run in run_dir; fails if it already holds a manifest.
+  // Starts a new run in run_dir; fails if it already holds a manifest. A writer holds an exclusive
+  // lock on the run folder while it lives: a second writer of the same run is refused.
   static Result<std::unique_ptr<RunWriter>> create(const std::string& run_dir, ManifestInfo info,
                                                    RunLogOptions options = {});
-  // Continues a run that was not finished, after its last good record.
+  // Continues a run that was not finished, after its last good record. The temporary files of
+  // writes the stopped writer left unfinished in the run's folder and its log are removed.
   static Result<std::unique_ptr<RunWriter>> resume(const std::string& run_dir,
                                                    LogRecovery* recovery = nullptr,
                                                    RunLogOptions options = {});
@@ -134,6 +136,7 @@ class RunWriter {
   ManifestInfo manifest_;
   std::unique_ptr<ObjectStore> store_;
   std::unique_ptr<RunLogWriter> log_;
+  int lock_fd_ = -1;  // the run folder, locked (flock) while this writer lives
 };
 
 class RunReader {

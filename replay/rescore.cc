@@ -305,7 +305,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     QueueOptions qo;
     qo.url = options.queue;
     qo.attempts = exp.queue_attempts;
-    EvaluatorSpec spec = options.device == "cuda" ? cuda_spec(profile_text, options.reference_precision, PlanLimits())
+    EvaluatorSpec spec = options.device == "cuda" ? cuda_spec(profile_text, options.reference_precision, PlanLimits(), options.timing_budget_s)
                                                   : sim_spec(profile_text, exp.noise, PlanLimits());
     auto q = std::make_unique<QueueEvaluator>(qo, std::move(spec));
     Status started = q->start();
@@ -464,7 +464,15 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     return Status(out.status().code(), "rescore: re-driving the run failed: " + out.status().message() +
                                            " (the partial run is in " + options.out_dir + ")");
   }
-  VINCI_RETURN_IF_ERROR(writer->finish());
+  // The log's closing record, then drift.md (which reads the new run), then the manifest marked
+  // complete: a rescore stopped anywhere before its end leaves an unfinished run, never a
+  // complete one without its report.
+  {
+    capnp::MallocMessageBuilder end;
+    init_run_end(end, writer->record_count(), writer->digest());
+    VINCI_RETURN_IF_ERROR(writer->append(end).status());
+    VINCI_RETURN_IF_ERROR(writer->checkpoint());
+  }
   rep.measured = plans.size() - reused + evaluator.new_plans();
   rep.reused = reused;
   rep.fallback_calls = sim_backbone.fallbacks();
@@ -473,6 +481,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   rep.drift_markdown = drift_report(run_dir, options.out_dir, exp, seen, results, device_name, rep.fallback_calls,
                                     options.fast_p_inclusive ? FastPCompare::kInclusive : FastPCompare::kStrict);
   VINCI_RETURN_IF_ERROR(write_file_atomic(options.out_dir + "/drift.md", rep.drift_markdown));
+  VINCI_RETURN_IF_ERROR(writer->mark_complete());
   rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return rep;
 }

@@ -6,8 +6,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -82,6 +88,151 @@ TEST(HarnessRun, KilledAndResumedRunEndsWithTheUninterruptedDigest) {
   std::printf("killed mid-run in %d of 4 rounds (VINCI seed %llu)\n", killed_midway,
               static_cast<unsigned long long>(seed));
   EXPECT_GT(killed_midway, 0);
+}
+
+// A durable operation of a run, as the system sees it: the nth call (from 1) of a system call.
+struct KillPoint {
+  std::string syscall;
+  int nth = 0;
+  std::string what;  // the file it touches, for the failure message
+};
+
+// The kill points of a run, read from an strace of it (`-e trace=openat,write,rename,fsync`):
+// every rename into the run's own folder (the manifest, then the reports and the manifest marked
+// complete), the first writes of two report files, and evenly spread object writes, fsyncs and log
+// appends: 20 in all.
+std::vector<KillPoint> kill_points(const std::string& trace) {
+  std::map<std::string, int> count;
+  std::map<int, std::string> fd_path;
+  std::vector<KillPoint> run_renames, object_renames, fsyncs, log_writes, report_writes;
+  bool complete = false;  // after the rename that marks the manifest complete: nothing to resume
+  std::set<std::string> reports_seen;
+  std::istringstream in(trace);
+  std::string line;
+  auto quoted = [](const std::string& s, size_t from) {
+    size_t a = s.find('"', from);
+    size_t b = a == std::string::npos ? a : s.find('"', a + 1);
+    return b == std::string::npos ? std::string() : s.substr(a + 1, b - a - 1);
+  };
+  while (std::getline(in, line)) {
+    size_t sp = line.find(' ');
+    size_t paren = line.find('(', sp);
+    if (sp == std::string::npos || paren == std::string::npos) continue;
+    std::string call = line.substr(sp + 1, paren - sp - 1);
+    while (!call.empty() && call[0] == ' ') call.erase(0, 1);
+    if (call != "openat" && call != "write" && call != "rename" && call != "fsync") continue;
+    int nth = ++count[call];
+    if (complete) continue;
+    std::string args = line.substr(paren + 1);
+    if (call == "openat") {
+      size_t eq = line.rfind(" = ");
+      int fd = eq == std::string::npos ? -1 : std::atoi(line.c_str() + eq + 3);
+      if (fd >= 0) fd_path[fd] = quoted(line, paren);
+    } else if (call == "rename") {
+      size_t first_end = line.find('"', line.find('"', paren) + 1);
+      std::string target = quoted(line, first_end + 1);
+      (target.find("/objects/") == std::string::npos ? run_renames : object_renames)
+          .push_back({call, nth, target});
+      complete = target.find("manifest.bin") != std::string::npos && run_renames.size() > 1;
+    } else if (call == "fsync") {
+      fsyncs.push_back({call, nth, "fsync"});
+    } else {
+      const std::string& path = fd_path[std::atoi(args.c_str())];
+      if (path.find("/log/") != std::string::npos) {
+        log_writes.push_back({call, nth, path});
+      } else if (path.find(".tmp.") != std::string::npos && path.find("/objects/") == std::string::npos &&
+                 path.find("manifest") == std::string::npos) {
+        std::string file = path.substr(0, path.find(".tmp."));
+        if (reports_seen.insert(file).second) report_writes.push_back({call, nth, file});
+      }
+    }
+  }
+  auto spread = [](const std::vector<KillPoint>& from, size_t k, std::vector<KillPoint>* to) {
+    for (size_t i = 0; i < k && !from.empty(); ++i) to->push_back(from[i * (from.size() - 1) / std::max<size_t>(k - 1, 1)]);
+  };
+  std::vector<KillPoint> points = run_renames;
+  spread(report_writes, 2, &points);
+  spread(object_renames, 3, &points);
+  spread(fsyncs, 3, &points);
+  spread(log_writes, 20 - points.size(), &points);
+  return points;
+}
+
+// Every file under dir, by relative path. Unfinished writes in the shared object store (a killed
+// writer's `.tmp.` files, which no reader opens) are left out.
+std::map<std::string, std::string> files_under(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::string rel = e.path().string().substr(dir.size() + 1);
+    if (rel.rfind("objects/", 0) == 0 && rel.find(".tmp.") != std::string::npos) continue;
+    std::string bytes = read_file(e.path().string()).value();
+    if (rel.size() >= 10 && rel.compare(rel.size() - 10, 10, "summary.md") == 0) {
+      size_t wall = bytes.find("- wall time: ");  // the one line that measures this process
+      if (wall != std::string::npos) bytes.erase(wall, bytes.find('\n', wall) - wall);
+    }
+    files[rel] = bytes;
+  }
+  return files;
+}
+
+// kill -9 at 20 durable points of a run, from its first manifest to the manifest marked complete
+// and including the writes of its reports; each time, `--resume` (or, killed before its manifest
+// existed, the same command again) ends with the uninterrupted run's digest and every one of its
+// files, and nothing else in the run's folder. The kills are strace's signal injection: a SIGKILL
+// at the entry of the chosen system call, so the call never happens.
+TEST(HarnessRun, KilledAtTwentyDurablePointsResumesToTheSameFiles) {
+  std::string out;
+  if (sh("strace -f -qq -o /dev/null true", &out) != 0) {
+    GTEST_SKIP() << "strace cannot trace here (scripts/setup.sh installs it; ptrace may be "
+                    "forbidden in this container): " << out;
+  }
+  // Every run here is written under one root (its path is part of the recorded config); the
+  // uninterrupted run is moved aside to compare with.
+  const std::string base = temp_dir(), root = base + "/runs";
+  const std::string command = kHarness + " run " + kSmoke + " --out " + root + " --name run";
+  ASSERT_EQ(sh("strace -f -qq -s 256 -o " + base + "/trace -e trace=openat,write,rename,fsync " + command, &out), 0)
+      << out;
+  const std::string want = digest_of(root + "/run");
+  ASSERT_EQ(sh("mv " + root + " " + base + "/whole", &out), 0) << out;
+  const auto want_files = files_under(base + "/whole");
+  std::vector<KillPoint> points = kill_points(read_file(base + "/trace").value());
+  ASSERT_EQ(points.size(), 20u);
+  int reports = 0;
+  for (const auto& p : points) {
+    if (p.what.find("summary.md") != std::string::npos || p.what.find(".svg") != std::string::npos) ++reports;
+  }
+  EXPECT_GE(reports, 4) << "the kill points include the report writes";
+  for (const KillPoint& p : points) std::printf("kill point: %s #%d %s\n", p.syscall.c_str(), p.nth, p.what.c_str());
+  for (const KillPoint& p : points) {
+    const std::string at = p.syscall + " #" + std::to_string(p.nth) + " (" + p.what + ")";
+    int rc = sh("strace -f -qq -o /dev/null -e trace=" + p.syscall + " -e inject=" + p.syscall +
+                    ":signal=KILL:when=" + std::to_string(p.nth) + " " + command,
+                &out);
+    ASSERT_NE(rc, 0) << "not killed at " << at << "\n" << out;
+    const std::string run = root + "/run";
+    auto m = read_manifest(run + "/manifest.bin");
+    EXPECT_FALSE(m.ok() && m->completed) << "killed at " << at << " yet complete";
+    if (m.ok()) {
+      ASSERT_EQ(sh(kHarness + " run --resume " + run, &out), 0) << "killed at " << at << "\n" << out;
+    } else {
+      ASSERT_EQ(sh(command, &out), 0) << "killed at " << at << "\n" << out;
+    }
+    EXPECT_EQ(digest_of(run), want) << "killed at " << at;
+    auto files = files_under(root);
+    for (const auto& [rel, bytes] : want_files) {
+      auto it = files.find(rel);
+      if (it == files.end()) {
+        ADD_FAILURE() << "killed at " << at << ": " << rel << " is missing after the resume";
+      } else {
+        EXPECT_EQ(it->second, bytes) << "killed at " << at << ": " << rel << " differs";
+      }
+    }
+    for (const auto& [rel, bytes] : files) {
+      EXPECT_TRUE(want_files.count(rel)) << "killed at " << at << ": " << rel << " is left over";
+    }
+    ASSERT_EQ(sh("rm -rf " + root, &out), 0) << out;
+  }
 }
 
 TEST(HarnessRun, BadConfigsFailClearly) {

@@ -344,6 +344,54 @@ TEST(Rescore, UnderTheRunsOwnProfileNothingMoves) {
   EXPECT_NE(out.find("--live"), std::string::npos) << out;
 }
 
+// A rescore stopped before its end (here killed at the rename that puts drift.md in place, the
+// last write before its manifest is marked complete) leaves an unfinished run, never a complete
+// one without its report. The kill is strace's: a SIGKILL at the entry of that system call.
+TEST(Rescore, KilledBeforeItsReportLeavesNoCompleteRun) {
+  std::string out;
+  if (sh("strace -f -qq -o /dev/null true", &out) != 0) {
+    GTEST_SKIP() << "strace cannot trace here (scripts/setup.sh installs it; ptrace may be "
+                    "forbidden in this container): " << out;
+  }
+  const std::string whole = temp_dir(), killed = temp_dir();
+  const std::string rescore = kBin + "replay rescore ";
+  ASSERT_EQ(sh("strace -f -qq -s 256 -o " + whole + "/trace -e trace=rename " + rescore + copy_run(kGolden, whole) +
+                   " --device sim --out " + whole + "/new",
+               &out),
+            0)
+      << out;
+  // strace counts a system call per thread: the renames of the thread that renames drift.md.
+  std::string trace = read_file(whole + "/trace").value(), line, pid;
+  std::istringstream lines(trace);
+  std::vector<std::pair<std::string, std::string>> renames;  // (pid, line)
+  while (std::getline(lines, line)) {
+    if (line.find(" rename(") == std::string::npos) continue;
+    renames.emplace_back(line.substr(0, line.find(' ')), line);
+    if (line.find("/drift.md\"") != std::string::npos) pid = renames.back().first;
+  }
+  ASSERT_FALSE(pid.empty()) << trace;
+  int nth = 0;
+  for (const auto& [p, l] : renames) {
+    if (p != pid) continue;
+    ++nth;
+    if (l.find("/drift.md\"") != std::string::npos) break;
+  }
+  EXPECT_TRUE(read_manifest(whole + "/new/manifest.bin").value().completed);
+  int rc = sh("strace -f -qq -o /dev/null -e trace=rename -e inject=rename:signal=KILL:when=" + std::to_string(nth) +
+                  " " + rescore + copy_run(kGolden, killed) + " --device sim --out " + killed + "/new",
+              &out);
+  ASSERT_NE(rc, 0) << out;
+  auto m = read_manifest(killed + "/new/manifest.bin");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_FALSE(m->completed) << "a rescore killed before drift.md was written is marked complete";
+  EXPECT_NE(access((killed + "/new/drift.md").c_str(), F_OK), 0);
+  // Run again, it says how to take up what the stopped one measured.
+  EXPECT_EQ(sh(rescore + killed + "/smoke --device sim --out " + killed + "/new", &out), 2) << out;
+  EXPECT_NE(out.find("already exists (choose a new --out; --reuse " + killed + "/new/measurements.jsonl"),
+            std::string::npos)
+      << out;
+}
+
 // Under another profile (elementwise kernels at a third of their efficiency) speedups move, the
 // new run differs from the old at its first measurement, verifies, and a tampered measurement
 // of it is caught.
