@@ -37,8 +37,8 @@ def main():
         print(f"{ta} {plan[:12]} A={'ok' if ma['correct'] else 'wrong'} B={'ok' if mb['correct'] else 'wrong'} "
               f"tolerance={tol}")
         for name, m in (("A", ma), ("B", mb)):
-            errs = " ".join(f"{t['maxAbsErr']:.3g}" if t.get("maxAbsErr") is not None else "nan"
-                            for t in m.get("trials", []))
+            errs = " ".join(f"{t['maxAbsErr']:.3g}" if isinstance(t.get("maxAbsErr"), (int, float))
+                            else str(t.get("maxAbsErr")) for t in m.get("trials", []))
             print(f"    {name}: trial max errors [{errs}] flags={m.get('flags')} error={m.get('error', '')[:160]!r}")
     print(f"plans in both: {len(set(a) & set(b))}; verdicts differ: {differ}")
 
