@@ -1,8 +1,11 @@
 """vinci.open_run: a recorded run as a manifest, an iterator of records and pandas DataFrames."""
+import gc
 import os
+from operator import itemgetter
 import struct
 import tomllib
 
+import numpy as np
 import pandas as pd
 import xxhash
 
@@ -74,6 +77,7 @@ class Run:
         self._manifest = self.schema.Manifest.from_bytes_packed(data)
         self.store = _format.ObjectStore(os.path.join(os.path.dirname(self.path), "objects"))
         self._tables = None
+        self._measurement_tables = None
         self._config = None
 
     # -- the manifest ---------------------------------------------------------------------------
@@ -148,19 +152,25 @@ class Run:
         payloads() checks them. `kind` (a union member name such as "measurement", or a set of
         them) and `phase` ("train", "eval", ...) filter them."""
         kinds = {kind} if isinstance(kind, str) else (set(kind) if kind is not None else None)
-        parse = self.schema.Record.from_bytes_packed
-        for seq, payload in enumerate(self.payloads()):
-            try:
-                r = parse(payload)
-            except Exception as e:
-                raise DamagedRunError(f"{self.path}: record {seq}: not a packed Record: {e}") from None
-            if r.seq != seq:
-                raise DamagedRunError(f"{self.path}: record {seq}: its seq field is {r.seq}")
+        for seq, r in self._numbered_records():
             if kinds is not None and r._which_str() not in kinds:
                 continue
             if phase is not None and PHASES[r.phase.raw] != phase:
                 continue
             yield r
+
+    def _numbered_records(self):
+        """(seq, record) in log order; a record whose seq field is not its place is damage."""
+        parse = self.schema.Record.from_bytes_packed
+        f_seq = self.schema.Record.schema.fields["seq"]
+        for seq, payload in enumerate(self.payloads()):
+            try:
+                r = parse(payload)
+            except Exception as e:  # pycapnp raises KjException on malformed bytes
+                raise DamagedRunError(f"{self.path}: record {seq}: not a packed Record: {e}") from None
+            if r._get_by_field(f_seq) != seq:
+                raise DamagedRunError(f"{self.path}: record {seq}: its seq field is {r.seq}")
+            yield seq, r
 
     def object(self, address):
         """(kind, bytes) of an object the run names, its address checked."""
@@ -171,6 +181,8 @@ class Run:
         names (present, readable, hashing to its address). Returns the number of records; raises
         DamagedRunError on damage."""
         self._scan(objects=objects)
+        if not objects:  # tables built without the object check are not kept
+            self._tables = self._measurement_tables = None
         return self._record_count
 
     # -- tables ---------------------------------------------------------------------------------
@@ -186,17 +198,25 @@ class Run:
             raise KeyError(f"no table {name!r}; the tables are {', '.join(TABLES)}")
         return self.tables()[name]
 
+    def _measurement_table(self, name):
+        # The measurement tables alone take a lighter pass than every table (docs/python.md).
+        if self._tables is not None:
+            return self._tables[name]
+        if self._measurement_tables is None:
+            self._scan(objects=True, only_measurements=True)
+        return self._measurement_tables[name]
+
     def measurements(self):
         """One row per measurement record (every phase)."""
-        return self.table("measurements")
+        return self._measurement_table("measurements")
 
     def trials(self):
         """One row per correctness trial of every measurement."""
-        return self.table("trials")
+        return self._measurement_table("trials")
 
     def timings(self):
         """One row per timing sample (kernel and reference) of every measurement."""
-        return self.table("timings")
+        return self._measurement_table("timings")
 
     def turns(self):
         """One row per measured turn: the measurement, its turn reward and policy advantage."""
@@ -246,49 +266,98 @@ class Run:
 
     # -- the scan -------------------------------------------------------------------------------
 
-    def _scan(self, objects):
+    def _scan(self, objects, only_measurements=False):
+        """One checked pass over the log. With only_measurements, the measurements, trials and
+        timings tables (and the objects measurements name); else every table."""
+        # The pass makes millions of small tuples and no reference cycles: the cyclic collector
+        # would only re-walk them (a third of the time on a 10^6-record run).
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._scan_log(objects, only_measurements)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _scan_log(self, objects, only_measurements):
         s = self.schema
         R = s.Record
-        rf = dict(zip(("seq", "step", "task", "scheme", "rollout", "turn", "phase"),
-                      _fields(R, ("seq", "step", "task", "scheme", "rollout", "turn", "phase"))))
-        f_seq, f_step, f_task, f_scheme, f_rollout, f_turn, f_phase = rf.values()
+        f_seq, f_step, f_task, f_scheme, f_rollout, f_turn, f_phase = _fields(
+            R, ("seq", "step", "task", "scheme", "rollout", "turn", "phase"))
         union = {name: R.schema.fields[name] for name in R.schema.union_fields}
+        f_meas = union["measurement"]
         m_names = ("evaluator", "device", "size", "plan", "compiled", "correct", "decoy", "speedup",
                    "kernelUs", "referenceUs", "statistic", "timeCoverage", "error")
-        m_fields = _fields(s.Measurement, m_names)
-        f_trials, f_ktimes, f_rtimes, f_flags = _fields(
-            s.Measurement, ("trials", "kernelTimesUs", "referenceTimesUs", "flags"))
-        t_fields = _fields(s.Trial, ("correct", "maxAbsErr", "meanAbsErr", "distribution", "seed"))
-        rw_fields = _fields(s.Reward, ("value", "kind", "speedup", "sampleIndex"))
-        adv_fields = _fields(s.Advantage, ("role", "value", "returnValue", "baseline", "sampleIndex"))
-        smp_fields = _fields(s.BackboneSample, ("role", "logProb", "output"))
+        (mf_evaluator, mf_device, mf_size, mf_plan, mf_compiled, mf_correct, mf_decoy, mf_speedup,
+         mf_kernel, mf_reference, mf_statistic, mf_coverage, mf_error) = _fields(s.Measurement, m_names)
+        f_trials, f_ktimes, f_rtimes, f_flags, f_log = _fields(
+            s.Measurement, ("trials", "kernelTimesUs", "referenceTimesUs", "flags", "compileLog"))
+        tf_correct, tf_max, tf_mean, tf_dist, tf_seed = _fields(
+            s.Trial, ("correct", "maxAbsErr", "meanAbsErr", "distribution", "seed"))
+        rw_fields = _fields(s.Reward, ("value", "kind"))
+        adv_fields = _fields(s.Advantage, ("role", "value", "returnValue"))
+        smp_fields = _fields(s.BackboneSample, ("role", "logProb"))
         met_names = ("name", "split", "level", "threshold", "turnMode", "denominator", "value",
                      "numerator", "count")
         met_fields = _fields(s.Metric, met_names)
         addr_fields = {k: (union[k], _fields(getattr(s, _struct_of(k)), v))
-                       for k, v in _ADDRESS_FIELDS.items()}
+                       for k, v in _ADDRESS_FIELDS.items() if k != "measurement"}
 
-        meas = {k: [] for k in ("seq", "phase", "step", "task", "level", "scheme", "rollout", "turn")
-                + m_names + ("flags", "trials", "kernel_samples", "reference_samples")}
-        mcols = [meas[k] for k in m_names]
-        trials = {k: [] for k in ("seq", "phase", "step", "task", "scheme", "rollout", "turn",
-                                  "trial", "correct", "max_abs_err", "mean_abs_err", "distribution",
-                                  "seed")}
-        tcols = [trials[k] for k in ("correct", "max_abs_err", "mean_abs_err", "distribution", "seed")]
-        tim = {k: [] for k in ("seq", "phase", "step", "task", "scheme", "rollout", "turn", "side",
-                               "sample", "time_us")}
-        # turns: one per measurement; reward, advantage and policy sample joined by position.
-        turn_rows = []
-        turn_at = {}  # position -> index of its latest turn row
-        pending_sample = {}  # position -> (log_prob, output) of the policy sample before it
-        selections, verifications, library, metrics = [], [], [], []
+        pos_names = ("seq", "phase", "step", "task", "scheme", "rollout", "turn")
+        mrows = []  # one tuple per measurement: pos_names, m_names, flags and three counts
+        trows = []  # one tuple per trial
+        times = []  # every timing sample: per measurement its kernel samples, then reference
+        # turns: one per measurement; its turn reward, policy advantage and policy sample joined
+        # by position (phase, step, task, scheme, rollout, turn).
+        turn_reward, turn_adv, turn_ret, turn_logp = [], [], [], []
+        turn_at = {}
+        pending_sample = {}
+        selections, verifications, library = [], [], []
         met = {k: [] for k in ("seq", "phase", "step") + met_names}
         mtcols = [met[k] for k in met_names]
         addresses = set()
         count = 0
-        for r in self.records():
+        for seq, r in self._numbered_records():
             count += 1
             kind = r._which_str()
+            if kind == "measurement":
+                m = r._get_by_field(f_meas)
+                get = m._get_by_field
+                plan = get(mf_plan)
+                kt = get(f_ktimes)
+                rt = get(f_rtimes)
+                ts = get(f_trials)
+                pos = (seq, PHASES[r._get_by_field(f_phase).raw], r._get_by_field(f_step),
+                       r._get_by_field(f_task), r._get_by_field(f_scheme),
+                       r._get_by_field(f_rollout), r._get_by_field(f_turn))
+                mrows.append(pos + (
+                    get(mf_evaluator), get(mf_device), get(mf_size), plan.hex(), get(mf_compiled),
+                    get(mf_correct), get(mf_decoy), get(mf_speedup), get(mf_kernel),
+                    get(mf_reference), get(mf_statistic), get(mf_coverage), get(mf_error),
+                    ",".join(get(f_flags)), len(ts), len(kt), len(rt)))
+                if objects:
+                    if plan:
+                        addresses.add(plan)
+                    log = get(f_log)
+                    if log:
+                        addresses.add(log)
+                trows.extend([(t._get_by_field(tf_correct), t._get_by_field(tf_max),
+                               t._get_by_field(tf_mean), t._get_by_field(tf_dist),
+                               t._get_by_field(tf_seed)) for t in ts])
+                times.extend(kt)
+                times.extend(rt)
+                if only_measurements:
+                    continue
+                key = pos[1:]
+                sample = pending_sample.pop(key, None)
+                turn_at[key] = len(turn_reward)
+                turn_reward.append(None)
+                turn_adv.append(None)
+                turn_ret.append(None)
+                turn_logp.append(sample)
+                continue
+            if only_measurements:
+                continue
             if objects and kind in addr_fields:
                 ufield, afields = addr_fields[kind]
                 body = r._get_by_field(ufield)
@@ -300,89 +369,37 @@ class Run:
                     for c in body.candidates:
                         if c.skill:
                             addresses.add(c.skill)
-            if kind == "measurement":
-                seq = r._get_by_field(f_seq)
-                phase = PHASES[r._get_by_field(f_phase).raw]
-                step = r._get_by_field(f_step)
-                task = r._get_by_field(f_task)
-                scheme = r._get_by_field(f_scheme)
-                rollout = r._get_by_field(f_rollout)
-                turn = r._get_by_field(f_turn)
-                m = r._get_by_field(union["measurement"])
-                vals = [m._get_by_field(f) for f in m_fields]
-                vals[3] = vals[3].hex()
-                for col, v in zip(mcols, vals):
-                    col.append(v)
-                ts = m._get_by_field(f_trials)
-                kt = list(m._get_by_field(f_ktimes))
-                rt = list(m._get_by_field(f_rtimes))
-                meas["seq"].append(seq)
-                meas["phase"].append(phase)
-                meas["step"].append(step)
-                meas["task"].append(task)
-                meas["level"].append(task_level(task))
-                meas["scheme"].append(scheme)
-                meas["rollout"].append(rollout)
-                meas["turn"].append(turn)
-                meas["flags"].append(",".join(m._get_by_field(f_flags)))
-                meas["trials"].append(len(ts))
-                meas["kernel_samples"].append(len(kt))
-                meas["reference_samples"].append(len(rt))
-                n = 0
-                for t in ts:
-                    for col, f in zip(tcols, t_fields):
-                        col.append(t._get_by_field(f))
-                    n += 1
-                if n:
-                    trials["trial"].extend(range(n))
-                    for k, v in (("seq", seq), ("phase", phase), ("step", step), ("task", task),
-                                 ("scheme", scheme), ("rollout", rollout), ("turn", turn)):
-                        trials[k].extend([v] * n)
-                n = len(kt) + len(rt)
-                if n:
-                    tim["side"].extend(["kernel"] * len(kt) + ["reference"] * len(rt))
-                    tim["sample"].extend(list(range(len(kt))) + list(range(len(rt))))
-                    tim["time_us"].extend(kt + rt)
-                    for k, v in (("seq", seq), ("phase", phase), ("step", step), ("task", task),
-                                 ("scheme", scheme), ("rollout", rollout), ("turn", turn)):
-                        tim[k].extend([v] * n)
-                pos = (phase, step, task, scheme, rollout, turn)
-                sample = pending_sample.pop(pos, (None, None))
-                turn_at[pos] = len(turn_rows)
-                turn_rows.append([phase, step, task, task_level(task), scheme, rollout, turn, seq,
-                                  vals[4], vals[5], vals[6], vals[7], vals[11], vals[3],
-                                  None, None, None, sample[0]])
-            elif kind == "reward" or kind == "advantage" or kind == "sample":
+            if kind == "reward" or kind == "advantage" or kind == "sample":
                 body = r._get_by_field(union[kind])
                 if kind == "reward":
-                    value, rkind, _, _ = [body._get_by_field(f) for f in rw_fields]
-                    if rkind.raw != 0:
+                    value, rkind = [body._get_by_field(f) for f in rw_fields]
+                    if rkind.raw != 0:  # turn rewards only
                         continue
                 elif kind == "advantage":
-                    role, value, ret, _, _ = [body._get_by_field(f) for f in adv_fields]
-                    if role.raw != 1:
+                    role, value, ret = [body._get_by_field(f) for f in adv_fields]
+                    if role.raw != 1:  # policy advantages only
                         continue
                 else:
-                    role, logp, out = [body._get_by_field(f) for f in smp_fields]
+                    role, logp = [body._get_by_field(f) for f in smp_fields]
                     if role.raw != 1:
                         continue
-                pos = (PHASES[r._get_by_field(f_phase).raw], r._get_by_field(f_step),
+                key = (PHASES[r._get_by_field(f_phase).raw], r._get_by_field(f_step),
                        r._get_by_field(f_task), r._get_by_field(f_scheme),
                        r._get_by_field(f_rollout), r._get_by_field(f_turn))
                 if kind == "sample":
-                    pending_sample[pos] = (logp, out)
+                    pending_sample[key] = logp
                     continue
-                i = turn_at.get(pos)
+                i = turn_at.get(key)
                 if i is None:
                     continue
                 if kind == "reward":
-                    turn_rows[i][14] = value
+                    turn_reward[i] = value
                 else:
-                    turn_rows[i][15] = value
-                    turn_rows[i][16] = ret
+                    turn_adv[i] = value
+                    turn_ret[i] = ret
             elif kind == "metric":
                 body = r._get_by_field(union["metric"])
-                met["seq"].append(r._get_by_field(f_seq))
+                met["seq"].append(seq)
                 met["phase"].append(PHASES[r._get_by_field(f_phase).raw])
                 met["step"].append(r._get_by_field(f_step))
                 for col, f in zip(mtcols, met_fields):
@@ -409,19 +426,68 @@ class Run:
         if objects:
             for a in sorted(addresses):
                 self.store.get(a)
-        for p in pending_sample:
-            pass  # a policy sample with no measurement (a reply without a plan is measured too)
-        measurements = pd.DataFrame(meas)
-        turns = pd.DataFrame(turn_rows, columns=[
-            "phase", "step", "task", "level", "scheme", "rollout", "turn", "seq", "compiled",
-            "correct", "decoy", "speedup", "time_coverage", "plan", "reward", "advantage",
-            "return", "log_prob"])
-        turns = turns.astype({"reward": "float64", "advantage": "float64", "return": "float64",
-                              "log_prob": "float64"})
-        self._tables = {
-            "measurements": measurements.rename(columns=_SNAKE),
-            "trials": pd.DataFrame(trials).astype({"seed": "uint64"}),
-            "timings": pd.DataFrame(tim),
+
+        # The measurement tables: columns as arrays; trials and timing samples take their
+        # measurement's position by repetition.
+        names = pos_names + m_names + ("flags", "n_trials", "n_kernel", "n_reference")
+        meas = {name: list(map(itemgetter(i), mrows)) for i, name in enumerate(names)}
+        del mrows
+        n_trials, n_kernel, n_reference = meas["n_trials"], meas["n_kernel"], meas["n_reference"]
+        tcols = [list(map(itemgetter(i), trows)) for i in range(5)]
+        del trows
+        n = len(meas["seq"])
+        cat = pd.Categorical
+        measurements = pd.DataFrame({
+            "seq": np.array(meas["seq"], dtype=np.int64),
+            "phase": cat(meas["phase"], categories=PHASES),
+            "step": np.array(meas["step"], dtype=np.int32),
+            "task": cat(meas["task"]),
+            "level": np.array([task_level(t) for t in meas["task"]], dtype=np.int32),
+            "scheme": np.array(meas["scheme"], dtype=np.int32),
+            "rollout": np.array(meas["rollout"], dtype=np.int32),
+            "turn": np.array(meas["turn"], dtype=np.int32),
+            "evaluator": cat(meas["evaluator"]), "device": cat(meas["device"]),
+            "size": cat(meas["size"]),
+            "plan": meas["plan"],
+            "compiled": np.array(meas["compiled"], dtype=bool),
+            "correct": np.array(meas["correct"], dtype=bool),
+            "decoy": np.array(meas["decoy"], dtype=bool),
+            "speedup": np.array(meas["speedup"], dtype=np.float64),
+            "kernel_us": np.array(meas["kernelUs"], dtype=np.float64),
+            "reference_us": np.array(meas["referenceUs"], dtype=np.float64),
+            "statistic": cat(meas["statistic"]),
+            "time_coverage": np.array(meas["timeCoverage"], dtype=np.float64),
+            "error": meas["error"], "flags": meas["flags"],
+            "trials": np.array(n_trials, dtype=np.int32),
+            "kernel_samples": np.array(n_kernel, dtype=np.int32),
+            "reference_samples": np.array(n_reference, dtype=np.int32),
+        }, index=pd.RangeIndex(n))
+        pos_cols = ["seq", "phase", "step", "task", "scheme", "rollout", "turn"]
+        idx = np.repeat(np.arange(n), np.array(n_trials, dtype=np.int64))
+        trials = measurements[pos_cols].take(idx).reset_index(drop=True)
+        trials["trial"] = _ranks(n_trials)
+        for name, col, dtype in zip(("correct", "max_abs_err", "mean_abs_err", "distribution", "seed"),
+                                    tcols, (bool, np.float64, np.float64, None, np.uint64)):
+            trials[name] = np.array(col, dtype=dtype) if dtype is not None else cat(col)
+        groups = np.empty(2 * n, dtype=np.int64)
+        groups[0::2] = n_kernel
+        groups[1::2] = n_reference
+        g = np.repeat(np.arange(2 * n), groups)
+        timings = measurements[pos_cols].take(g // 2).reset_index(drop=True)
+        timings["side"] = pd.Categorical.from_codes(g % 2, ["kernel", "reference"])
+        timings["sample"] = _ranks(groups)
+        timings["time_us"] = np.array(times, dtype=np.float64)
+        tables = {"measurements": measurements, "trials": trials, "timings": timings}
+        if only_measurements:
+            self._measurement_tables = tables
+            return
+        turns = measurements[["phase", "step", "task", "level", "scheme", "rollout", "turn", "seq",
+                              "compiled", "correct", "decoy", "speedup", "time_coverage", "plan"]].copy()
+        turns["reward"] = np.array(turn_reward, dtype=np.float64)
+        turns["advantage"] = np.array(turn_adv, dtype=np.float64)
+        turns["return"] = np.array(turn_ret, dtype=np.float64)
+        turns["log_prob"] = np.array(turn_logp, dtype=np.float64)
+        tables.update({
             "turns": turns,
             "rollouts": _rollouts(turns),
             "selections": pd.DataFrame(selections, columns=[
@@ -435,9 +501,10 @@ class Run:
                 "seq", "phase", "step", "for_step", "snapshot", "size", "added"]),
             "skills": self._skills(library),
             "metrics": pd.DataFrame(met).rename(columns=_SNAKE),
-        }
-        self._tables["fast_p"] = _fast_p_table(self._tables["measurements"], self._thresholds(None),
-                                               self._inclusive(None))
+        })
+        tables["fast_p"] = _fast_p_table(measurements, self._thresholds(None), self._inclusive(None))
+        self._tables = tables
+        self._measurement_tables = {k: tables[k] for k in ("measurements", "trials", "timings")}
 
     def _skills(self, library):
         import json
@@ -499,17 +566,19 @@ def _fast_p_table(measurements, thresholds, inclusive):
     """replay score's fast_p (harness/rl.cc) for every evaluation step and the tts pass."""
     cols = ["phase", "step", "turn_mode", "denominator", "level", "threshold", "value",
             "numerator", "count"]
+    m = measurements
+    # (phase, step) -> {task: [(compiled, correct, decoy, speedup), ...]} in log order.
+    points = {}
+    for phase, step, task, comp, corr, decoy, sp in zip(
+            m["phase"].tolist(), m["step"].tolist(), m["task"].tolist(), m["compiled"].tolist(),
+            m["correct"].tolist(), m["decoy"].tolist(), m["speedup"].tolist()):
+        if phase == "eval" or phase == "tts":
+            points.setdefault((phase, step), {}).setdefault(task, []).append((comp, corr, decoy, sp))
+    eval_steps = [st for ph, st in points if ph == "eval"]
+    final_eval = max(eval_steps) if eval_steps else 0
     rows = []
-    m = measurements[measurements["phase"].isin(["eval", "tts"])]
-    if m.empty:
-        return pd.DataFrame(rows, columns=cols)
-    final_eval = m.loc[m["phase"] == "eval", "step"].max() if (m["phase"] == "eval").any() else 0
-    for (phase, step), group in m.groupby(["phase", "step"], sort=True):
-        # Per task, its turns in log order (the groups keep the first-seen task order).
-        tasks = []
-        for task, tg in group.groupby("task", sort=False):
-            outcomes = list(zip(tg["compiled"], tg["correct"], tg["decoy"], tg["speedup"]))
-            tasks.append((task_level(task), outcomes))
+    for (phase, step) in sorted(points):
+        tasks = [(task_level(t), o) for t, o in points[(phase, step)].items()]
         levels = sorted({lv for lv, _ in tasks}) + [0]
         out_step = final_eval if phase == "tts" else step
         for mode in ("last", "best"):
@@ -529,6 +598,16 @@ def _fast_p_table(measurements, thresholds, inclusive):
                         rows.append((phase, int(out_step), mode, denom, level, float(p),
                                      num / cnt if cnt else 0.0, num, cnt))
     return pd.DataFrame(rows, columns=cols)
+
+
+def _ranks(counts):
+    """0..c-1 for each count c, concatenated."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int32)
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    return (np.arange(total) - starts).astype(np.int32)
 
 
 def _pick(outcomes, mode):
