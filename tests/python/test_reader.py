@@ -204,3 +204,20 @@ def test_missing_run_is_a_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(vinci.RunError, match="has no manifest"):
         vinci.open_run(str(tmp_path / "empty"))
+
+
+def test_language_model_run(replay):
+    # The golden language-model run: model calls, prompt templates and their objects (request and
+    # reply bodies) all read back and checked; its tables agree with replay cat and replay score.
+    path = os.path.join(ROOT, "tests", "golden", "llm_live", "llm_main")
+    records = cat(replay, path)[1:]
+    run = vinci.open_run(path)
+    assert run.manifest["world"] == "live"
+    assert run.verify() == len(records)
+    assert sum(1 for _ in run.records(kind="llmReply")) == sum(1 for r in records if "llmReply" in r) > 0
+    assert len(run.measurements()) == sum(1 for r in records if "measurement" in r)
+    theirs = json.loads(run_cmd([replay, "score", path, "--format", "json"]).stdout)
+    fp = run.fast_p()
+    ours = fp[(fp["phase"] == "eval") & (fp["step"] == theirs["step"])]
+    assert len(ours) == len(theirs["fast_p"])
+    assert sorted(ours["numerator"]) == sorted(r["numerator"] for r in theirs["fast_p"])
