@@ -61,6 +61,7 @@ def draw(c, out_dir, formats=("png", "svg")):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     os.makedirs(out_dir, exist_ok=True)
     s = summarize(c)
@@ -80,15 +81,19 @@ def draw(c, out_dir, formats=("png", "svg")):
                 x = d["step"].to_numpy()
                 y = 100 * d["mean"].to_numpy()
                 sd = 100 * d["std"].to_numpy()
-                ax.plot(x, y, color=color, label=method, linewidth=1.5)
+                # Methods often share a curve (the sim world's ceiling): dashes and markers keep
+                # each one visible.
+                ax.plot(x, y, color=color, label=method, linewidth=1.5,
+                        linestyle=("-", "--", ":", "-.")[i % 4], marker="o", markersize=3)
                 ax.fill_between(x, y - sd, y + sd, color=color, alpha=0.18, linewidth=0)
             ax.set_title("all levels" if level == 0 else f"level {level}")
             ax.set_xlabel("step")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylim(-2, 102)
             ax.grid(alpha=0.3)
         axes[0][0].set_ylabel(f"held-out fast_{p:g} (%)")
         axes[0][-1].legend(fontsize=7, loc="lower right")
-        fig.suptitle(f"fast_{p:g} over training: mean over seeds, band +- 1 sd")
+        fig.suptitle(f"held-out fast_{p:g} over training: mean over seeds, band \u00b1 1 sd")
         fig.tight_layout()
         for ext in formats:
             path = os.path.join(out_dir, f"fast_p_{p:g}.{ext}")
