@@ -6,6 +6,7 @@ missing or corrupt object); 2 any other error.
 import argparse
 import os
 import sys
+import traceback
 
 from ._format import DamagedRunError, RunError
 from .run import TABLES, open_run
@@ -86,6 +87,9 @@ def main(argv=None):
         return 1
     except (RunError, ValueError, OSError) as e:
         print(f"vinci {args.command}: {e}", file=sys.stderr)
+        return 2
+    except Exception:  # a defect: the trace, and exit 2 (1 means a damaged run)
+        traceback.print_exc()
         return 2
     return 0
 

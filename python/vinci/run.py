@@ -334,7 +334,7 @@ class Run:
                     get(mf_evaluator), get(mf_device), get(mf_size), plan.hex(), get(mf_compiled),
                     get(mf_correct), get(mf_decoy), get(mf_speedup), get(mf_kernel),
                     get(mf_reference), get(mf_statistic), get(mf_coverage), get(mf_error),
-                    ",".join(get(f_flags)), len(ts), len(kt), len(rt)))
+                    _joined(get(f_flags)), len(ts), len(kt), len(rt)))
                 if objects:
                     if plan:
                         addresses.add(plan)
@@ -462,21 +462,25 @@ class Run:
             "kernel_samples": np.array(n_kernel, dtype=np.int32),
             "reference_samples": np.array(n_reference, dtype=np.int32),
         }, index=pd.RangeIndex(n))
-        pos_cols = ["seq", "phase", "step", "task", "scheme", "rollout", "turn"]
-        idx = np.repeat(np.arange(n), np.array(n_trials, dtype=np.int64))
-        trials = measurements[pos_cols].take(idx).reset_index(drop=True)
-        trials["trial"] = _ranks(n_trials)
-        for name, col, dtype in zip(("correct", "max_abs_err", "mean_abs_err", "distribution", "seed"),
-                                    tcols, (bool, np.float64, np.float64, None, np.uint64)):
-            trials[name] = np.array(col, dtype=dtype) if dtype is not None else cat(col)
+        # Trials and timing samples name their measurement by seq (merge on it for the rest of
+        # the position): millions of rows, so no repeated columns.
+        seq_arr = measurements["seq"].to_numpy()
+        trials = pd.DataFrame({
+            "seq": np.repeat(seq_arr, np.array(n_trials, dtype=np.int64)), "trial": _ranks(n_trials),
+            "correct": np.array(tcols[0], dtype=bool),
+            "max_abs_err": np.array(tcols[1], dtype=np.float64),
+            "mean_abs_err": np.array(tcols[2], dtype=np.float64),
+            "distribution": cat(tcols[3]),
+            "seed": np.array(tcols[4], dtype=np.uint64)})
         groups = np.empty(2 * n, dtype=np.int64)
         groups[0::2] = n_kernel
         groups[1::2] = n_reference
-        g = np.repeat(np.arange(2 * n), groups)
-        timings = measurements[pos_cols].take(g // 2).reset_index(drop=True)
-        timings["side"] = pd.Categorical.from_codes(g % 2, ["kernel", "reference"])
-        timings["sample"] = _ranks(groups)
-        timings["time_us"] = np.array(times, dtype=np.float64)
+        timings = pd.DataFrame({
+            "seq": np.repeat(seq_arr, groups[0::2] + groups[1::2]),
+            "side": pd.Categorical.from_codes(
+                np.repeat(np.tile(np.array([0, 1], dtype=np.int8), n), groups), ["kernel", "reference"]),
+            "sample": _ranks(groups),
+            "time_us": np.array(times, dtype=np.float64)})
         tables = {"measurements": measurements, "trials": trials, "timings": timings}
         if only_measurements:
             self._measurement_tables = tables
@@ -598,6 +602,10 @@ def _fast_p_table(measurements, thresholds, inclusive):
                         rows.append((phase, int(out_step), mode, denom, level, float(p),
                                      num / cnt if cnt else 0.0, num, cnt))
     return pd.DataFrame(rows, columns=cols)
+
+
+def _joined(texts):
+    return ",".join(texts) if len(texts) else ""
 
 
 def _ranks(counts):

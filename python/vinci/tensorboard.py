@@ -43,14 +43,15 @@ def scalars(run):
     m = m[m["step"] >= 0]
     if len(m):
         t = run.timings()
-        k = t[(t["side"] == "kernel") & (t["step"] >= 0)]
-        per_step = m.groupby("step").size()
-        samples = k.groupby("step")["time_us"].agg(["size", "sum"])
-        for step, n in per_step.items():
-            out.append(("evaluator/measurements", int(step), float(n)))
-            if step in samples.index:
-                out.append(("evaluator/timing_samples", int(step), float(samples.loc[step, "size"])))
-                out.append(("evaluator/kernel_time_us", int(step), float(samples.loc[step, "sum"])))
+        k = t[t["side"] == "kernel"].groupby("seq")["time_us"].sum()
+        per = m[["seq", "step", "kernel_samples"]].assign(
+            kernel_time=m["seq"].map(k).fillna(0.0).to_numpy())
+        by_step = per.groupby("step").agg(n=("seq", "size"), samples=("kernel_samples", "sum"),
+                                          time=("kernel_time", "sum"))
+        for step, row in by_step.iterrows():
+            out.append(("evaluator/measurements", int(step), float(row["n"])))
+            out.append(("evaluator/timing_samples", int(step), float(row["samples"])))
+            out.append(("evaluator/kernel_time_us", int(step), float(row["time"])))
     # One value per (tag, step): a later record of the same step replaces an earlier one.
     last = {}
     for tag, step, value in out:
