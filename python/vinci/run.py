@@ -1,7 +1,6 @@
 """vinci.open_run: a recorded run as a manifest, an iterator of records and pandas DataFrames."""
 import gc
 import os
-from operator import itemgetter
 import struct
 import tomllib
 
@@ -304,8 +303,15 @@ class Run:
                        for k, v in _ADDRESS_FIELDS.items() if k != "measurement"}
 
         pos_names = ("seq", "phase", "step", "task", "scheme", "rollout", "turn")
-        mrows = []  # one tuple per measurement: pos_names, m_names, flags and three counts
-        trows = []  # one tuple per trial
+        # Columns, appended to through bound methods (the fastest way to build them in Python).
+        names = pos_names + m_names + ("flags", "n_trials", "n_kernel", "n_reference")
+        meas = {name: [] for name in names}
+        (a_seq, a_phase, a_step, a_task, a_scheme, a_rollout, a_turn, a_evaluator, a_device, a_size,
+         a_plan, a_compiled, a_correct, a_decoy, a_speedup, a_kernel, a_reference, a_statistic,
+         a_coverage, a_error, a_flags, a_ntrials, a_nkernel, a_nreference) = [
+             meas[name].append for name in names]
+        tcols = [[], [], [], [], []]  # per trial: correct, max, mean, distribution, seed
+        at_correct, at_max, at_mean, at_dist, at_seed = [c.append for c in tcols]
         times = []  # every timing sample: per measurement its kernel samples, then reference
         # turns: one per measurement; its turn reward, policy advantage and policy sample joined
         # by position (phase, step, task, scheme, rollout, turn).
@@ -323,32 +329,54 @@ class Run:
             if kind == "measurement":
                 m = r._get_by_field(f_meas)
                 get = m._get_by_field
+                rget = r._get_by_field
                 plan = get(mf_plan)
                 kt = get(f_ktimes)
                 rt = get(f_rtimes)
                 ts = get(f_trials)
-                pos = (seq, PHASES[r._get_by_field(f_phase).raw], r._get_by_field(f_step),
-                       r._get_by_field(f_task), r._get_by_field(f_scheme),
-                       r._get_by_field(f_rollout), r._get_by_field(f_turn))
-                mrows.append(pos + (
-                    get(mf_evaluator), get(mf_device), get(mf_size), plan.hex(), get(mf_compiled),
-                    get(mf_correct), get(mf_decoy), get(mf_speedup), get(mf_kernel),
-                    get(mf_reference), get(mf_statistic), get(mf_coverage), get(mf_error),
-                    _joined(get(f_flags)), len(ts), len(kt), len(rt)))
+                a_seq(seq)
+                a_phase(PHASES[rget(f_phase).raw])
+                a_step(rget(f_step))
+                a_task(rget(f_task))
+                a_scheme(rget(f_scheme))
+                a_rollout(rget(f_rollout))
+                a_turn(rget(f_turn))
+                a_evaluator(get(mf_evaluator))
+                a_device(get(mf_device))
+                a_size(get(mf_size))
+                a_plan(plan.hex())
+                a_compiled(get(mf_compiled))
+                a_correct(get(mf_correct))
+                a_decoy(get(mf_decoy))
+                a_speedup(get(mf_speedup))
+                a_kernel(get(mf_kernel))
+                a_reference(get(mf_reference))
+                a_statistic(get(mf_statistic))
+                a_coverage(get(mf_coverage))
+                a_error(get(mf_error))
+                a_flags(_joined(get(f_flags)))
+                a_ntrials(len(ts))
+                a_nkernel(len(kt))
+                a_nreference(len(rt))
                 if objects:
                     if plan:
                         addresses.add(plan)
                     log = get(f_log)
                     if log:
                         addresses.add(log)
-                trows.extend([(t._get_by_field(tf_correct), t._get_by_field(tf_max),
-                               t._get_by_field(tf_mean), t._get_by_field(tf_dist),
-                               t._get_by_field(tf_seed)) for t in ts])
+                for t in ts:
+                    tget = t._get_by_field
+                    at_correct(tget(tf_correct))
+                    at_max(tget(tf_max))
+                    at_mean(tget(tf_mean))
+                    at_dist(tget(tf_dist))
+                    at_seed(tget(tf_seed))
                 times.extend(kt)
                 times.extend(rt)
                 if only_measurements:
                     continue
-                key = pos[1:]
+                key = (meas["phase"][-1], meas["step"][-1], meas["task"][-1], meas["scheme"][-1],
+                       meas["rollout"][-1], meas["turn"][-1])
                 sample = pending_sample.pop(key, None)
                 turn_at[key] = len(turn_reward)
                 turn_reward.append(None)
@@ -429,12 +457,7 @@ class Run:
 
         # The measurement tables: columns as arrays; trials and timing samples take their
         # measurement's position by repetition.
-        names = pos_names + m_names + ("flags", "n_trials", "n_kernel", "n_reference")
-        meas = {name: list(map(itemgetter(i), mrows)) for i, name in enumerate(names)}
-        del mrows
         n_trials, n_kernel, n_reference = meas["n_trials"], meas["n_kernel"], meas["n_reference"]
-        tcols = [list(map(itemgetter(i), trows)) for i in range(5)]
-        del trows
         n = len(meas["seq"])
         cat = pd.Categorical
         measurements = pd.DataFrame({

@@ -4,7 +4,6 @@ import collections
 import json
 import os
 import re
-import shutil
 
 import pytest
 
