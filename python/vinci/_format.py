@@ -10,6 +10,7 @@ import os
 import struct
 
 import capnp  # pycapnp
+import numpy as np
 import xxhash
 import zstandard
 
@@ -77,8 +78,10 @@ def segment_names(log_dir):
 
 
 def iter_segments(log_dir):
-    """Yields (path, data, payloads) per segment: the segment's bytes and a list of
-    (offset, payload) for its frames, every header, length and checksum checked."""
+    """Yields (path, payloads, digest_input) per segment: its frames' payloads, every header,
+    length and checksum checked, and the bytes the run digest reads for them (`length:u64 payload`
+    per frame: the segment's frames with each checksum zeroed, since a little-endian u64 length is
+    the u32 length followed by four zero bytes)."""
     first = 0
     for index, name in enumerate(segment_names(log_dir)):
         path = os.path.join(log_dir, name)
@@ -97,6 +100,7 @@ def iter_segments(log_dir):
             raise DamagedRunError(f"{path}: offset 12: segment out of place: expected index {index} "
                                   f"first frame {first}, found index {seg_index} first frame {seg_first}")
         frames = []
+        offsets = []
         pos = SEGMENT_HEADER.size
         end = len(data)
         unpack = FRAME_HEADER.unpack_from
@@ -118,9 +122,14 @@ def iter_segments(log_dir):
                                       f"(recorded {crc:08x}, computed "
                                       f"{checksum(payload, length) & 0xFFFFFFFF:08x})")
             frames.append(payload)
+            offsets.append(pos)
             pos += 8 + length
         first += len(frames)
-        yield path, frames
+        digest_input = np.frombuffer(data, dtype=np.uint8)[SEGMENT_HEADER.size:].copy()
+        at = np.array(offsets, dtype=np.int64) - SEGMENT_HEADER.size + 4
+        for k in range(4):
+            digest_input[at + k] = 0
+        yield path, frames, digest_input
 
 
 class ObjectStore:

@@ -1,7 +1,6 @@
 """vinci.open_run: a recorded run as a manifest, an iterator of records and pandas DataFrames."""
 import gc
 import os
-import struct
 import tomllib
 
 import numpy as np
@@ -14,7 +13,6 @@ from ._format import DamagedRunError, RunError
 PHASES = ("train", "eval", "verify", "coldstart", "tts")
 ROLES = ("selection", "policy", "summary")
 REWARD_KINDS = ("turn", "scheme", "summary")
-_U64 = struct.Struct("<Q")
 
 # The tables open_run builds, in the order export writes them (docs/python.md lists the columns).
 TABLES = ("measurements", "trials", "timings", "turns", "rollouts", "selections", "verifications",
@@ -126,13 +124,8 @@ class Run:
         digest = xxhash.xxh3_128()
         digest.update(b"vinci:run-digest\0")
         count = 0
-        pack = _U64.pack
-        for path, frames in _format.iter_segments(os.path.join(self.path, "log")):
-            pieces = []
-            for payload in frames:
-                pieces.append(pack(len(payload)))
-                pieces.append(payload)
-            digest.update(b"".join(pieces))
+        for path, frames, digest_input in _format.iter_segments(os.path.join(self.path, "log")):
+            digest.update(digest_input)
             count += len(frames)
             yield from frames
         m = self._manifest
