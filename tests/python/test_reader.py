@@ -142,6 +142,21 @@ def test_log_cut_at_a_frame_boundary_raises(golden_copy):
         vinci.open_run(golden_copy).verify()
 
 
+def test_log_not_the_manifests_raises(golden_copy):
+    # Every frame valid and as many as the manifest records, but not the digest it records.
+    schema = vinci.load_schema()
+    path = os.path.join(golden_copy, "manifest.bin")
+    m = schema.Manifest.from_bytes_packed(open(path, "rb").read()).as_builder()
+    recorded = m.runDigest.hex()
+    m.runDigest = bytes(16)
+    os.chmod(path, 0o644)
+    open(path, "wb").write(m.to_bytes_packed())
+    zeros = "0" * 32
+    with pytest.raises(vinci.DamagedRunError, match=f"the log's run digest is {recorded}, the "
+                       f"manifest records {zeros}: the log is not this run's"):
+        vinci.open_run(golden_copy).measurements()
+
+
 def test_flipped_frame_byte_raises(golden_copy):
     path, size = _frames_end(golden_copy)
     with open(path, "r+b") as f:
