@@ -262,7 +262,7 @@ class Run:
         """One checked pass over the log. With only_measurements, the measurements, trials and
         timings tables (and the objects measurements name); else every table."""
         # The pass makes millions of small tuples and no reference cycles: the cyclic collector
-        # would only re-walk them (a third of the time on a 10^6-record run).
+        # would only re-walk them (about a tenth of the time on a 10^6-record run).
         enabled = gc.isenabled()
         gc.disable()
         try:
