@@ -66,7 +66,9 @@ int export_tables(const std::string& run, const std::string& format, const std::
   }
   const std::string module = format == "tensorboard" ? "vinci.tensorboard" : "vinci.export";
   // The imports the format needs: pandas (with vinci), pyarrow for Parquet, tensorboardX.
-  const std::string needs = format == "tensorboard" ? ", tensorboardX" : format == "parquet" ? ", pyarrow" : "";
+  const std::string needs = format == "tensorboard" ? ", tensorboardX"
+                            : format == "parquet"   ? ", pyarrow"
+                                                    : "";
   const std::string probe = "import " + module + needs;
   if (run_child({python, "-c", probe}, true) != 0) {
     std::cerr << "replay export: --format " << format << " is written by vinci's Python package ("
@@ -125,7 +127,8 @@ int cmd_export(const std::vector<std::string>& args) {
     }
     for (const char* o : {"role", "phase"}) {
       if (!vm[o].defaulted()) {
-        std::cerr << "replay export: --" << o << " selects model calls: it applies to --format calls only\n";
+        std::cerr << "replay export: --" << o
+                  << " selects model calls: it applies to --format calls only\n";
         return 2;
       }
     }
@@ -136,7 +139,8 @@ int cmd_export(const std::vector<std::string>& args) {
       }
     }
     if (!vm.count("out")) {
-      std::cerr << "replay export: --format " << format << " writes a folder: --out DIR is required\n";
+      std::cerr << "replay export: --format " << format
+                << " writes a folder: --out DIR is required\n";
       return 2;
     }
     return export_tables(run, format, vm["out"].as<std::string>());
