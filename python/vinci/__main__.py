@@ -85,7 +85,7 @@ def main(argv=None):
     except DamagedRunError as e:
         print(f"vinci {args.command}: damaged run: {e}", file=sys.stderr)
         return 1
-    except (RunError, ValueError, OSError) as e:
+    except (RunError, ValueError, OSError, ImportError) as e:
         print(f"vinci {args.command}: {e}", file=sys.stderr)
         return 2
     except Exception:  # a defect: the trace, and exit 2 (1 means a damaged run)

@@ -58,7 +58,11 @@ def summarize(c):
 
 def draw(c, out_dir, formats=("png", "svg")):
     """Writes one figure per threshold; returns the paths written."""
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError("the matplotlib package is not installed (pip install matplotlib, or "
+                          "pip install './python[plots]')") from None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator

@@ -64,8 +64,8 @@ def write_tensorboard(runs, out_dir):
     try:
         from tensorboardX import SummaryWriter
     except ImportError:
-        raise SystemExit("vinci tensorboard: the tensorboardX package is not installed "
-                         "(pip install tensorboardX, or pip install './python[tensorboard]')")
+        raise ImportError("the tensorboardX package is not installed (pip install tensorboardX, "
+                          "or pip install './python[tensorboard]')") from None
     written = {}
     names = [run.name or os.path.basename(run.path) for run in runs]
     for run, name in zip(runs, names):
