@@ -151,8 +151,10 @@ class Run:
                 continue
             yield r
 
-    def _numbered_records(self):
-        """(seq, record) in log order; a record whose seq field is not its place is damage."""
+    def _numbered_records(self, check_seq=True):
+        """(seq, record) in log order; a record whose seq field is not its place is damage. The
+        table pass leaves that check out (a third of a second on 10^6 records): the run digest
+        covers every byte of every record already, as it does for vinci's own readers."""
         parse = self.schema.Record.from_bytes_packed
         f_seq = self.schema.Record.schema.fields["seq"]
         for seq, payload in enumerate(self.payloads()):
@@ -160,7 +162,7 @@ class Run:
                 r = parse(payload)
             except Exception as e:  # pycapnp raises KjException on malformed bytes
                 raise DamagedRunError(f"{self.path}: record {seq}: not a packed Record: {e}") from None
-            if r._get_by_field(f_seq) != seq:
+            if check_seq and r._get_by_field(f_seq) != seq:
                 raise DamagedRunError(f"{self.path}: record {seq}: its seq field is {r.seq}")
             yield seq, r
 
@@ -316,7 +318,7 @@ class Run:
         mtcols = [met[k] for k in met_names]
         addresses = set()
         count = 0
-        for seq, r in self._numbered_records():
+        for seq, r in self._numbered_records(check_seq=False):
             count += 1
             kind = r._which_str()
             if kind == "measurement":
