@@ -7,6 +7,9 @@ bash scripts/setup.sh
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure --parallel "$(nproc)" "$@"
 if (($# == 0)); then
+  # vinci's Python package against the real binaries (docs/python.md).
+  echo "test.sh: python tests (tests/python)"
+  python3 -m pytest -q -p no:cacheprovider tests/python
   # Replays must not depend on variables a machine happens to set: the replay tests once more with
   # the OpenBLAS variables unset, and once with them set (docs/ARCHITECTURE.md, "Numeric pinning").
   echo "test.sh: replay tests with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset"
