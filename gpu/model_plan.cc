@@ -1301,7 +1301,38 @@ Status check_json_kernels(const Plan& p, const std::string& label, const ModelPl
     if (!language_allowed(limits, k.language))
       return invalid_argument(label + ": kernel " + quote(k.name) + " is in " + k.language +
                               ", which is not accepted here: write kernels in " + allowed_languages(limits));
-    if (k.language == kLanguageTriton) continue;  // compiled (and its launches checked) by Triton
+    if (k.language == kLanguageTriton) {
+      // The launch block's checks: the function is a @triton.jit function of its module, and each
+      // launch passes its non-constexpr parameters and names only (and every required) constexpr.
+      Locator src(k.source);
+      std::string where = label + ", kernel " + quote(k.name) + " source";
+      Result<TritonBlock> tb = scan_triton(src, Block{"triton", 1, 0, k.source.size()}, limits);
+      if (!tb.ok()) return invalid_argument(where + ": " + tb.status().message());
+      const TritonFn* fn = nullptr;
+      for (const TritonFn& f : tb->fns)
+        if (f.name == k.name) fn = &f;
+      if (!fn) return invalid_argument(where + ": defines no @triton.jit function " + quote(k.name));
+      for (size_t i = 0; i < p.steps.size(); ++i) {
+        const PlanStep& s = p.steps[i];
+        if (s.kind != "kernel" || s.kernel != k.name) continue;
+        std::string at = label + ": steps[" + std::to_string(i) + "]: ";
+        if (s.args.size() != fn->positional())
+          return invalid_argument(at + k.name + " takes " + std::to_string(fn->positional()) +
+                                  " arguments that are not tl.constexpr, the step passes " +
+                                  std::to_string(s.args.size()));
+        for (const auto& [name, value] : s.triton.constexprs) {
+          bool known = false;
+          for (const TritonParam& q : fn->params) known = known || (q.constexpr_ && q.name == name);
+          if (!known) return invalid_argument(at + k.name + " has no tl.constexpr parameter " + quote(name));
+          if (value != std::string(trim(value)))
+            return invalid_argument(at + "constexpr " + quote(name) + ": its value has surrounding whitespace");
+        }
+        for (const TritonParam& q : fn->params)
+          if (q.constexpr_ && !q.has_default && !s.triton.constexprs.count(q.name))
+            return invalid_argument(at + k.name + ": constexpr " + quote(q.name) + " has no value");
+      }
+      continue;
+    }
     Locator src(k.source);
     std::vector<EntryPoint> found;
     std::string where = label + ", kernel " + quote(k.name) + " source";

@@ -1,5 +1,7 @@
 #include "queue/protocol.h"
 
+#include <cmath>
+
 #include "core/text.h"
 #include "gpu/cuda_evaluator.h"
 
@@ -38,13 +40,25 @@ EvaluatorSpec sim_spec(const std::string& profile_text, double noise, const Plan
 }
 
 EvaluatorSpec cuda_spec(const std::string& profile_text, const std::string& reference_precision,
-                        const PlanLimits& limits) {
+                        const PlanLimits& limits, double timing_budget_s) {
   EvaluatorSpec s;
   s.kind = "cuda";
   s.profile_text = profile_text;
   s.settings["reference_precision"] = reference_precision;
+  if (timing_budget_s > 0) s.settings["timing_budget_s"] = exact_number(timing_budget_s);
   put_limits(limits, &s.settings);
   return s;
+}
+
+Result<double> spec_timing_budget(const EvaluatorSpec& spec) {
+  auto it = spec.settings.find("timing_budget_s");
+  if (it == spec.settings.end()) return 0.0;
+  char* end = nullptr;
+  double v = std::strtod(it->second.c_str(), &end);
+  if (end == it->second.c_str() || *end != 0 || !(v >= 0) || !std::isfinite(v))
+    return invalid_argument("queue request: evaluator setting 'timing_budget_s': expected a number >= 0, found '" +
+                            it->second + "'");
+  return v;
 }
 
 Result<PlanLimits> spec_limits(const EvaluatorSpec& spec) {

@@ -63,11 +63,14 @@ struct EvaluatorSpec {
 
 // The sim evaluator's spec (noise, limits) and the live evaluator's (reference precision, limits).
 EvaluatorSpec sim_spec(const std::string& profile_text, double noise, const PlanLimits& limits);
+// timing_budget_s > 0: a slow candidate's timed runs stop after that many seconds (>= 5 samples),
+// as `replay rescore --timing-budget` does in process.
 EvaluatorSpec cuda_spec(const std::string& profile_text, const std::string& reference_precision,
-                        const PlanLimits& limits);
+                        const PlanLimits& limits, double timing_budget_s = 0);
 // The spec's options back (errors name the setting).
 Result<PlanLimits> spec_limits(const EvaluatorSpec& spec);
 Result<double> spec_noise(const EvaluatorSpec& spec);
+Result<double> spec_timing_budget(const EvaluatorSpec& spec);  // 0 when the spec sets none
 
 // The address of a task: the text of its task file and its id there.
 Digest task_file_address(const std::string& file_text);

@@ -165,6 +165,7 @@ class Evaluators {
       if (rp != q.spec.settings.end()) co.reference_precision = rp->second;
       VINCI_RETURN_IF_ERROR(check_reference_precision(co.reference_precision));
       VINCI_ASSIGN_OR_RETURN(co.limits, spec_limits(q.spec));
+      VINCI_ASSIGN_OR_RETURN(co.timing_budget_s, spec_timing_budget(q.spec));
       auto c = std::make_unique<CudaEvaluator>(cuda_options(co));
       VINCI_RETURN_IF_ERROR(c->start());
       it = cudas_.emplace(key, std::move(c)).first;

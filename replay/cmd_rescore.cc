@@ -74,6 +74,13 @@ int cmd_rescore(const std::vector<std::string>& args) {
     std::cerr << "replay rescore: say where to measure: --live (this GPU) or --device sim --profile FILE\n";
     return 2;
   }
+  if (!o.queue.empty() && (!o.nvrtc_cache_dir.empty() || !vm["timeout"].defaulted())) {
+    // The workers compile and time: these are theirs (harness worker --nvrtc-cache, --timeout-s).
+    std::cerr << "replay rescore: " << (o.nvrtc_cache_dir.empty() ? "--timeout" : "--nvrtc-cache")
+              << " with --queue: the queue's workers compile and wait for candidates; give it to them "
+                 "(harness worker --nvrtc-cache DIR --timeout-s N)\n";
+    return 2;
+  }
   if (Status st = check_reference_precision(o.reference_precision); !st.ok()) {
     std::cerr << "replay rescore: --reference-precision: " << st.message() << "\n";
     return 2;

@@ -305,7 +305,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     QueueOptions qo;
     qo.url = options.queue;
     qo.attempts = exp.queue_attempts;
-    EvaluatorSpec spec = options.device == "cuda" ? cuda_spec(profile_text, options.reference_precision, PlanLimits())
+    EvaluatorSpec spec = options.device == "cuda" ? cuda_spec(profile_text, options.reference_precision, PlanLimits(), options.timing_budget_s)
                                                   : sim_spec(profile_text, exp.noise, PlanLimits());
     auto q = std::make_unique<QueueEvaluator>(qo, std::move(spec));
     Status started = q->start();

@@ -77,17 +77,20 @@ for stage in "$@"; do
       [ -n "${VINCI_RESCORE_REUSE:-}" ] && r=(--reuse "$VINCI_RESCORE_REUSE")
       lim=()
       [ -n "${VINCI_DEADLINE:-}" ] && lim=(timeout "$(( VINCI_DEADLINE - ($(date +%s) - t0) - 40 ))")
-      "${lim[@]}" "$bin/replay" rescore /tmp/vinci-rescore/main --live --out /tmp/vinci-rescored$n --trials 2 \
+      "${lim[@]}" "$bin/replay" rescore /tmp/vinci-rescore/main --live --out /tmp/vinci-rescore/rescored$n --trials 2 \
         --samples 5 --timing-budget 0.3 --nvrtc-cache /tmp/vinci-nvrtc "${r[@]}" >"$figs/drift$n.txt" \
         2>"$figs/rescore$n.log"
       echo "rescore: exit $?"
       # What it measured comes back even when the deadline stopped it (--reuse takes it up again).
-      cp /tmp/vinci-rescored$n/measurements.jsonl "$figs/rescore${n}_measurements.jsonl" 2>/dev/null
+      cp /tmp/vinci-rescore/rescored$n/measurements.jsonl "$figs/rescore${n}_measurements.jsonl" 2>/dev/null
       tail -n 2 "$figs/rescore$n.log"
       tail -n 3 "$figs/drift$n.txt"
-      cp /tmp/vinci-rescored$n/drift.md "$figs/drift$n.md" 2>/dev/null
-      [ -f /tmp/vinci-rescored$n/manifest.bin ] &&
-        "$bin/replay" verify /tmp/vinci-rescored$n 2>&1 | tee -a "$figs/drift$n.txt" ;;
+      cp /tmp/vinci-rescore/rescored$n/drift.md "$figs/drift$n.md" 2>/dev/null
+      if [ -f /tmp/vinci-rescore/rescored$n/drift.md ]; then
+        "$bin/replay" verify /tmp/vinci-rescore/rescored$n 2>&1 | tee -a "$figs/drift$n.txt"
+        # The sim run, the rescored run and their objects, to rescore again on any machine.
+        tar -C /tmp -czf "$figs/rescore${n}_runs.tar.gz" vinci-rescore/main vinci-rescore/rescored$n vinci-rescore/objects
+      fi ;;
     llm*)
       args=${stage#llm}
       args=${args#:}

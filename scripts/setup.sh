@@ -41,12 +41,17 @@ if [ ! -x /usr/local/cuda/bin/nvcc ] && [ ! -e /usr/local/cuda/lib64/libnvrtc.so
   exit 1
 fi
 
-# pycapnp reads runs from Python (tests/recorder/read_run.py shows how); xxhash is the independent
-# reference for vinci's content addresses in that test.
-if ! python3 -c 'import capnp, xxhash' 2>/dev/null; then
-  echo "setup: installing pycapnp and xxhash for Python"
-  python3 -m pip install -q pycapnp xxhash 2>/dev/null ||
-    python3 -m pip install -q --break-system-packages pycapnp xxhash
+# Python: pycapnp and xxhash read runs independently of vinci's C++ reader
+# (tests/recorder/read_run.py); vinci's Python package (python/, docs/python.md) also needs
+# zstandard, pandas and pyarrow, and its tests tensorboardX, matplotlib, pytest, and tensorboard to
+# read the event files back (tensorboard only: no TensorFlow). The tests import the package from
+# python/, so only its dependencies are installed here; `pip install ./python` installs the
+# package itself.
+python_deps=(pycapnp xxhash zstandard pandas pyarrow tensorboardX matplotlib pytest tensorboard)
+if ! python3 -c 'import capnp, xxhash, zstandard, pandas, pyarrow, tensorboardX, matplotlib, pytest, tensorboard' 2>/dev/null; then
+  echo "setup: installing ${python_deps[*]} for Python"
+  python3 -m pip install -q "${python_deps[@]}" 2>/dev/null ||
+    python3 -m pip install -q --break-system-packages "${python_deps[@]}"
 fi
 # Triton compiles plans whose kernels are Triton (gpu/triton.h, gpu/triton_compile.py) to sm_90
 # cubins; no GPU is needed for that, and gpu_triton_test compiles a few. About 40 s and 1 GB

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -207,6 +208,38 @@ TEST(TritonPlan, TheExperimentChoosesTheLanguages) {
   ASSERT_FALSE(j.ok());
   EXPECT_NE(j.status().message().find("is in triton, which is not accepted here"), std::string::npos)
       << j.status().message();
+}
+
+// A JSON reply's Triton launches get the launch block's checks, so a rendered JSON plan reads back.
+TEST(TritonPlan, JsonRepliesAreCheckedAsTheLaunchBlockIs) {
+  Result<Plan> p = parse_model_plan(kRelu, task("L1_019"));
+  ASSERT_TRUE(p.ok());
+  struct Case {
+    std::function<void(nlohmann::json&)> edit;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {[](nlohmann::json& j) { j["steps"][0]["args"].erase(2); }, "takes 3 arguments that are not tl.constexpr"},
+      {[](nlohmann::json& j) { j["steps"][0]["triton"]["constexprs"]["n"] = "4"; }, "has no tl.constexpr parameter 'n'"},
+      {[](nlohmann::json& j) { j["steps"][0]["triton"]["constexprs"].erase("BLOCK"); }, "constexpr 'BLOCK' has no value"},
+      {[](nlohmann::json& j) { j["steps"][0]["triton"]["constexprs"]["BLOCK"] = " 1024"; }, "surrounding whitespace"},
+      {[](nlohmann::json& j) { j["kernels"][0]["name"] = "helper2"; j["steps"][0]["kernel"] = "helper2"; },
+       "defines no @triton.jit function 'helper2'"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = plan_to_json(*p);
+    c.edit(j);
+    Result<Plan> q = parse_model_plan(j.dump(), task("L1_019"));
+    ASSERT_FALSE(q.ok()) << c.expect;
+    EXPECT_NE(q.status().message().find(c.expect), std::string::npos) << q.status().message();
+  }
+  Result<Plan> fine = parse_model_plan(plan_to_json(*p).dump(), task("L1_019"));
+  ASSERT_TRUE(fine.ok()) << fine.status().to_string();
+  Result<std::string> text = render_model_plan(*fine);
+  ASSERT_TRUE(text.ok());
+  Result<Plan> again = parse_model_plan(*text, task("L1_019"));
+  ASSERT_TRUE(again.ok()) << again.status().to_string();
+  EXPECT_TRUE(same_plan_content(*again, *fine));
 }
 
 TEST(TritonPlan, ValidationKeepsTritonLaunchesConsistent) {
