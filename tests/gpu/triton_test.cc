@@ -223,8 +223,8 @@ TEST(TritonPlan, JsonRepliesAreCheckedAsTheLaunchBlockIs) {
       {[](nlohmann::json& j) { j["steps"][0]["triton"]["constexprs"]["n"] = "4"; }, "has no tl.constexpr parameter 'n'"},
       {[](nlohmann::json& j) { j["steps"][0]["triton"]["constexprs"].erase("BLOCK"); }, "constexpr 'BLOCK' has no value"},
       {[](nlohmann::json& j) { j["steps"][0]["triton"]["constexprs"]["BLOCK"] = " 1024"; }, "surrounding whitespace"},
-      {[](nlohmann::json& j) { j["kernels"][0]["name"] = "helper2"; j["steps"][0]["kernel"] = "helper2"; },
-       "defines no @triton.jit function 'helper2'"},
+      {[](nlohmann::json& j) { j["kernels"][0]["name"] = "mask"; j["steps"][0]["kernel"] = "mask"; },
+       "defines no @triton.jit function 'mask'"},
   };
   for (const Case& c : cases) {
     nlohmann::json j = plan_to_json(*p);
