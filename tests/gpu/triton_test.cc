@@ -312,6 +312,48 @@ TEST(TritonPlan, CommittedPlansParseForTheirTasks) {
   EXPECT_GE(hostile, 8u);
 }
 
+// The fuzz target's promise on Triton replies, over deterministic mutations of the committed plans:
+// a reply that parses passes validate_plan, and its rendering reads back to the same content.
+TEST(TritonPlan, MutatedRepliesParseOrFailCleanlyAndRoundTrip) {
+  const std::vector<std::string> tokens = {"BLOCK=1024", ", num_warps=8", ", num_stages=2", "True", "1e-05",
+                                           ": tl.constexpr", " = 4", "@triton.jit\n", "def k(x):\n", "(x, y)",
+                                           "<<<(2, 3, 4)>>>", ", 256", "```", "\n", " ", "=", ",", ")", "(",
+                                           "numel(x)", "B*D", "-1.5", "x_ptr"};
+  std::vector<std::pair<std::string, std::string>> seeds;
+  for (const auto& [name, text] : replies(plans_dir())) seeds.emplace_back(name.substr(0, 6), text);
+  seeds.emplace_back("L1_019", kRelu);
+  uint64_t state = 20261203;
+  auto next = [&state](uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  int parsed = 0;
+  for (int i = 0; i < 3000; ++i) {
+    const auto& [id, seed] = seeds[next(seeds.size())];
+    std::string text = seed;
+    for (int m = 0, n = 1 + static_cast<int>(next(3)); m < n; ++m) {
+      size_t at = next(text.size() + 1);
+      size_t len = std::min<size_t>(next(8), text.size() - at);
+      switch (next(3)) {
+        case 0: text.erase(at, len); break;
+        case 1: text.insert(at, tokens[next(tokens.size())]); break;
+        default: text.replace(at, len, tokens[next(tokens.size())]); break;
+      }
+    }
+    const Task& t = task(id);
+    Result<Plan> p = parse_model_plan(text, t);
+    if (!p.ok()) continue;
+    ++parsed;
+    ASSERT_TRUE(validate_plan(*p, t).ok()) << text;
+    Result<std::string> rendered = render_model_plan(*p);
+    if (!rendered.ok()) continue;
+    Result<Plan> again = parse_model_plan(*rendered, t);
+    ASSERT_TRUE(again.ok()) << again.status().to_string() << "\n" << *rendered << "\n--- from\n" << text;
+    ASSERT_TRUE(same_plan_content(*again, *p)) << *rendered << "\n--- from\n" << text;
+  }
+  EXPECT_GT(parsed, 300);
+}
+
 TEST(TritonMeta, CodecRoundTripsAndNamesWhatIsWrong) {
   TritonKernelMeta m;
   m.name = "relu_kernel";
