@@ -474,10 +474,11 @@ Status validate_plan(const Plan& plan, const Task& task) {
 }
 
 Status check_plan_expressions(const Plan& plan, const Task& task) {
-  for (const auto& [size, symbols] : task.sizes) {
+  for (const auto& entry : task.sizes) {
+    const std::string& size = entry.first;  // a name a lambda can capture (C++17)
     std::map<std::string, std::vector<int64_t>> shapes;
     ExprEnv env;
-    env.symbols = symbols;
+    env.symbols = entry.second;
     env.buffer_shape = [&shapes](const std::string& name) -> Result<std::vector<int64_t>> {
       auto it = shapes.find(name);
       if (it == shapes.end()) return invalid_argument("no buffer '" + name + "' (declared earlier in buffers)");

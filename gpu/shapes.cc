@@ -17,6 +17,16 @@ const ModuleSpec* find_module(const Task& task, const std::string& name) {
 
 int64_t norm_dim(int64_t dim, size_t rank) { return dim < 0 ? dim + static_cast<int64_t>(rank) : dim; }
 
+// A dimension attribute (negative counts from the end) as an index into a shape of that rank.
+Result<size_t> checked_dim(int64_t dim, size_t rank, const std::string& where, const std::string& key) {
+  int64_t d = norm_dim(dim, rank);
+  if (d < 0 || d >= static_cast<int64_t>(rank)) {
+    return invalid_argument(where + ": key '" + key + "': dimension " + std::to_string(dim) +
+                            " is out of range for rank " + std::to_string(rank));
+  }
+  return static_cast<size_t>(d);
+}
+
 // out = (in + 2p - d(k-1) - 1)/s + 1, the size rule of convolution and pooling.
 std::string window_out(const std::string& in, int64_t k, int64_t s, int64_t p, int64_t d) {
   std::string num = expr_sub(expr_add(in, std::to_string(2 * p - d * (k - 1) - 1)), "0");
@@ -283,20 +293,26 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       }
       outs.push_back(s);
     } else if (name == "flatten") {
-      int64_t sd = norm_dim(attr_int_or(op.attrs, "start_dim", 1), x.size());
-      SymShape s(x.begin(), x.begin() + sd);
-      s.push_back(expr_product(SymShape(x.begin() + sd, x.end())));
+      VINCI_ASSIGN_OR_RETURN(size_t sd, checked_dim(attr_int_or(op.attrs, "start_dim", 1), x.size(), where, "start_dim"));
+      SymShape s(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(sd));
+      s.push_back(expr_product(SymShape(x.begin() + static_cast<std::ptrdiff_t>(sd), x.end())));
       outs.push_back(s);
     } else if (name == "permute") {
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, attr_ints(op.attrs, "dims", x.size(), where));
       SymShape s;
-      for (int64_t d : dims) s.push_back(x.at(static_cast<size_t>(norm_dim(d, x.size()))));
+      std::vector<bool> used(x.size(), false);
+      for (int64_t d : dims) {
+        VINCI_ASSIGN_OR_RETURN(size_t i, checked_dim(d, x.size(), where, "dims"));
+        if (used[i]) return invalid_argument(where + ": key 'dims': dimension " + std::to_string(d) + " appears twice");
+        used[i] = true;
+        s.push_back(x[i]);
+      }
       outs.push_back(s);
     } else if (name == "transpose") {
-      int64_t a = norm_dim(attr_int_or(op.attrs, "dim0", 0), x.size());
-      int64_t b = norm_dim(attr_int_or(op.attrs, "dim1", 1), x.size());
+      VINCI_ASSIGN_OR_RETURN(size_t a, checked_dim(attr_int_or(op.attrs, "dim0", 0), x.size(), where, "dim0"));
+      VINCI_ASSIGN_OR_RETURN(size_t b, checked_dim(attr_int_or(op.attrs, "dim1", 1), x.size(), where, "dim1"));
       SymShape s = x;
-      std::swap(s.at(static_cast<size_t>(a)), s.at(static_cast<size_t>(b)));
+      std::swap(s[a], s[b]);
       outs.push_back(s);
     } else if (name == "split") {
       VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, 0));

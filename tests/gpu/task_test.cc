@@ -153,6 +153,14 @@ TEST(TaskFile, ErrorsNameFileKeyAndWhatWasExpected) {
   expect_error(replace(kGoodTask, "ops = [{ op = \"relu\", in = [\"x\"], out = \"y\" }]",
                        "ops = [{ op = \"linear\", in = [\"x\"], out = \"y\", module = \"fc\" }]"),
                "key 'module'", "linear");
+  // Dimension attributes out of the input's range (a crash the task-file fuzzer found).
+  const std::string relu = "ops = [{ op = \"relu\", in = [\"x\"], out = \"y\" }]";
+  expect_error(replace(kGoodTask, relu, "ops = [{ op = \"permute\", in = [\"x\"], out = \"y\", dims = [1] }]"),
+               "key 'dims'", "dimension 1 is out of range for rank 1");
+  expect_error(replace(kGoodTask, relu, "ops = [{ op = \"transpose\", in = [\"x\"], out = \"y\", dim0 = 0, dim1 = -2 }]"),
+               "key 'dim1'", "out of range");
+  expect_error(replace(kGoodTask, relu, "ops = [{ op = \"flatten\", in = [\"x\"], out = \"y\", start_dim = 5 }]"),
+               "key 'start_dim'", "out of range");
   expect_error("[[task]]\nid = 3\n", "key 'id'", "expected a string");
   expect_error("[[task]\n", "bad.toml:", "");
 }
