@@ -647,7 +647,10 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
   LoadedPlan loaded;
   std::string log;
   bool compiled = valid.ok();
-  if (!valid.ok()) log = valid.message();
+  if (!valid.ok()) {
+    log = valid.message();
+    r.flags.push_back("rejected: invalid_plan");
+  }
   for (size_t i = 0; compiled && i < plan.kernels.size(); ++i) {
     const PlanKernel& k = plan.kernels[i];
     if (k.language == kLanguageTriton) continue;  // compiled per launch below

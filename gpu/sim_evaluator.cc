@@ -183,6 +183,7 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
   // "Compile": the plan must be well formed for the task and name its entry points.
   Status valid = validate_plan(plan, task);
   std::string log = valid.ok() ? compile_check(plan) : valid.message();
+  if (!valid.ok()) r.flags.push_back("rejected: invalid_plan");
   bool compiled = log.empty();
   if (compiled && !plan.kernels.empty() && !generators_own(task, plan, r.plan)) {
     // Not the generator's own: compile it, as the live evaluator does.
