@@ -94,10 +94,46 @@ bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
 }
 
 // The poison a candidate's own buffers start from: NaN for floats, the smallest int64 for indices.
-torch::Tensor poisoned(const std::vector<int64_t>& shape, const std::string& dtype) {
-  auto opts = torch::TensorOptions().device(torch::kCUDA);
-  if (dtype == "i64") return torch::full(shape, std::numeric_limits<int64_t>::min(), opts.dtype(torch::kInt64));
-  return torch::full(shape, std::nan(""), opts.dtype(torch::kFloat32));
+// Every buffer a candidate may write sits between two guard zones of this many bytes, filled with
+// a pattern no kernel computes by chance (a NaN payload). A kernel that writes a little past the
+// end of a buffer (a missing tail check: up to a block's worth of items, 1024 threads x 8 items x
+// 4-wide vectors x 4 bytes = 128 KiB) writes into a zone, and the zones are checked after every
+// run of the candidate: the verdict no longer depends on what the allocator put next to the buffer.
+constexpr int64_t kGuardBytes = 256 << 10;
+int64_t guard_words_of(int64_t elems, int64_t elem_bytes) { return elems * elem_bytes / 4; }
+constexpr int32_t kGuardWord = 0x7fa5a5a5;
+
+struct GuardedBuffer {
+  std::string name;
+  torch::Tensor whole;  // guard, buffer, guard
+  int64_t guard_words = 0, buffer_words = 0;
+};
+
+// A buffer of shape and dtype inside its guard zones; the buffer is filled with fill_from (a copy
+// of it) or with the poison of its dtype. Zones must stay whole: guards_intact().
+torch::Tensor guarded(const std::string& name, const std::vector<int64_t>& shape, torch::ScalarType dtype,
+                      const torch::Tensor& fill_from, std::vector<GuardedBuffer>* guards) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
+  if (elem != 4 && elem != 8) {  // no dtype of vinci's tasks: a plain buffer, unguarded
+    if (fill_from.defined()) return fill_from.clone();
+    return torch::full(shape, 0, torch::TensorOptions().device(torch::kCUDA).dtype(dtype));
+  }
+  const int64_t guard_elems = kGuardBytes / elem;
+  auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(dtype);
+  torch::Tensor whole = torch::empty({numel + 2 * guard_elems}, opts);
+  whole.view(torch::kInt32).fill_(kGuardWord);
+  torch::Tensor buffer = whole.narrow(0, guard_elems, numel).view(shape);
+  if (fill_from.defined()) {
+    buffer.copy_(fill_from);
+  } else if (dtype == torch::kInt64) {
+    buffer.fill_(std::numeric_limits<int64_t>::min());
+  } else {
+    buffer.fill_(std::nan(""));
+  }
+  guards->push_back({name, whole, guard_words_of(guard_elems, elem), numel * elem / 4});
+  return buffer;
 }
 
 bool overlaps(const torch::Tensor& a, const torch::Tensor& b) {
@@ -179,6 +215,27 @@ struct LiveDevice::Impl {
   // Which negative controls pass a trial's check, by (task, trial seed, tolerance, sizes): the
   // controls depend on the inputs and the reference alone, not on the candidate.
   std::map<std::string, std::map<std::string, bool>> control_cache;
+  // The guard zones of the candidate's own buffers (values_for) and of its input copies.
+  std::vector<GuardedBuffer> guards, input_guards;
+
+  // Fails out_of_bounds_write when a run of the candidate wrote into a guard zone.
+  void check_guards(const std::string& what) {
+    for (const auto* list : {&input_guards, &guards}) {
+      for (const GuardedBuffer& g : *list) {
+        torch::Tensor words = g.whole.view(torch::kInt32);
+        torch::Tensor before = words.narrow(0, 0, g.guard_words);
+        torch::Tensor after = words.narrow(0, g.guard_words + g.buffer_words, g.guard_words);
+        bool below = !torch::all(before == kGuardWord).item<bool>();
+        bool above = !torch::all(after == kGuardWord).item<bool>();
+        if (below || above) {
+          fail("out_of_bounds_write", what + ": the candidate wrote " + (above ? "past the end" : "before the start") +
+                                          " of its buffer '" + g.name + "' (into the " +
+                                          std::to_string(kGuardBytes >> 10) + " KiB guard zone " +
+                                          (above ? "after" : "before") + " it)");
+        }
+      }
+    }
+  }
   const Task* input_cache_task = nullptr;
   CUevent start = nullptr, end = nullptr, sync = nullptr;
 
@@ -204,6 +261,7 @@ struct LiveDevice::Impl {
                                                   const std::vector<torch::Tensor>& inputs,
                                                   const std::map<std::string, torch::Tensor>& weights) {
     std::map<std::string, torch::Tensor> v;
+    guards.clear();
     for (size_t i = 0; i < task.inputs.size(); ++i) v[task.inputs[i].name] = inputs[i];
     for (const auto& [n, w] : weights) v[n] = w;
     for (const auto& b : plan.buffers) {
@@ -216,7 +274,8 @@ struct LiveDevice::Impl {
       if (*bytes > (int64_t{1} << 40))
         fail("out_of_memory", "buffer " + b.name + " " + shape_text(*shape) + " is larger than any GPU");
       try {
-        v[b.name] = poisoned(*shape, b.dtype);
+        v[b.name] = guarded(b.name, *shape, b.dtype == "i64" ? torch::kInt64 : torch::kFloat32, torch::Tensor(),
+                            &guards);
       } catch (const c10::Error& e) {
         fail("out_of_memory", "buffer " + b.name + " " + shape_text(*shape) + ": " + e.what_without_backtrace());
       }
@@ -719,13 +778,18 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       // output cached by input address shows there.
       bool same_addresses = t % 2 == 1 && !trial0_candidate_inputs.empty();
       std::vector<torch::Tensor> cx;
+      if (t == 0) input_guards.clear();
       for (size_t i = 0; i < x.size(); ++i) {
-        if (same_addresses) cx.push_back(trial0_candidate_inputs[i].copy_(x[i]));
-        else cx.push_back(x[i].clone());
+        if (same_addresses) {
+          cx.push_back(trial0_candidate_inputs[i].copy_(x[i]));
+        } else {
+          cx.push_back(guarded(task.inputs[i].name, x[i].sizes().vec(), x[i].scalar_type(), x[i], &input_guards));
+        }
       }
       auto values = values_for(task, plan, inst->sizes(), cx, weights);
       // The candidate runs first: nothing of this trial's reference is in memory yet.
       torch::Tensor out = run(plan, loaded, *inst, values, t == 0 ? Mode::kCheck : Mode::kWatch);
+      check_guards("trial " + std::to_string(t));
       for (size_t i = 0; i < x.size(); ++i)
         if (!bitwise_equal(cx[i], x[i]))
           fail("writes_input", "the candidate modified its input '" + task.inputs[i].name + "'");
@@ -783,6 +847,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
         // A second run on the same inputs, at the same addresses, must be bit-identical.
         auto again = values_for(task, plan, inst->sizes(), cx, weights);
         torch::Tensor out2 = run(plan, loaded, *inst, again, Mode::kWatch);
+        check_guards("the repeat of trial 0");
         bool repeatable = bitwise_equal(out, out2);
         if (!repeatable && !plan.library_only() && std::any_of(plan.steps.begin(), plan.steps.end(), [](const PlanStep& s) {
               return s.kind == "library";

@@ -47,6 +47,13 @@ k = ew_kernel("oob", "  if (i < n) y[i + (1LL << 36)] = fmaxf(x[i], 0.f);")
 add("out_of_bounds_write", "illegal_access", "writes 256 GiB past the end of its output",
     plan(RELU, [k], [ew_step("oob")]))
 
+# A missing tail check: a few hundred floats past the end of the output, into whatever the
+# allocator put there (another buffer, or nothing): caught by the guard zone after every buffer.
+k = ew_kernel("tail", "  if (i < n + 300) y[i] = fmaxf(x[i < n ? i : 0], 0.f);")
+add("writes_past_output_end", "out_of_bounds_write", "writes 300 floats past the end of its output",
+    plan(RELU, [k], [{"kind": "kernel", "kernel": "tail", "grid": ["ceil_div(B*D + 300, 256)", "1", "1"],
+                      "block": ["256", "1", "1"], "args": [{"buffer": "x"}, {"buffer": "y"}, {"i64": "B*D"}]}]))
+
 # An empty loop may be deleted by the compiler (C++ forward progress); a sleep in it may not.
 k = ew_kernel("spin", "  for (;;) __nanosleep(1000);")
 add("infinite_loop", "hang", "never returns", plan(RELU, [k], [ew_step("spin")]))
