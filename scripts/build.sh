@@ -5,8 +5,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+# VINCI_WERROR=1 (CI) makes compiler warnings errors when build/ is first configured.
+werror=()
+if [ -n "${VINCI_WERROR:-}" ]; then werror=(-DVINCI_WERROR=ON); fi
 if [ ! -f build/CMakeCache.txt ]; then
-  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@"
+  cmake -S . -B build "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo "${werror[@]}" "$@"
 elif (($#)); then
   cmake -S . -B build "$@"
 fi

@@ -175,7 +175,9 @@ TEST(LogCorruption, WriterContinuesAfterDamagedTail) {
     while ((*r)->next(&f)) ASSERT_EQ(f.payload, lay.payloads[i++]) << "case " << c;
     EXPECT_FALSE((*r)->damage()) << "case " << c;
     EXPECT_EQ(i, n);
-    if (seg == last) EXPECT_EQ(slurp_dir(dir), lay.segments) << "case " << c;
+    if (seg == last) {
+      EXPECT_EQ(slurp_dir(dir), lay.segments) << "case " << c;
+    }
   }
 }
 

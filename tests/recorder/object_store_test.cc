@@ -82,7 +82,9 @@ TEST(ObjectStore, GarbageFileIsCorruptionNotCrash) {
     std::string bad = file;
     bad[i] ^= 0x5a;
     auto r = decode_object_file(bad, "f");
-    if (r.ok()) EXPECT_NE(hash_tagged(r->kind, r->bytes), *a) << "flip at " << i;
+    if (r.ok()) {
+      EXPECT_NE(hash_tagged(r->kind, r->bytes), *a) << "flip at " << i;
+    }
   }
 }
 

@@ -208,7 +208,7 @@ TEST(Golden, LiveLanguageModelRunVerifiesWithoutGpuOrServer) {
 TEST(Golden, GateFailsOnAChangedConstant) {
   std::string root = temp_dir(), out;
   // A reward constant and a BM25 parameter, each changed a little.
-  for (const std::string& set : {"reward.base=0.55", "selection.bm25_k1=1.2"}) {
+  for (const std::string set : {"reward.base=0.55", "selection.bm25_k1=1.2"}) {
     std::string name = set.substr(0, set.find('.'));
     ASSERT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root +
                      " --name " + name + " --set " + set,
