@@ -200,6 +200,7 @@ Status CudaEvaluator::start_locked() {
   std::vector<std::string> args = {options_.worker_path,
                                    "--fd", "3",
                                    "--launch-timeout", format_number("%.6g", options_.launch_timeout_s),
+                                   "--triton-timeout", format_number("%.6g", options_.triton_timeout_s),
                                    "--norm-tolerance", format_number("%.6g", options_.norm_tolerance),
                                    "--reference-precision", options_.reference_precision,
                                    "--warmups", std::to_string(options_.warmups),

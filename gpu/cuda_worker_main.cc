@@ -125,6 +125,7 @@ int main(int argc, char** argv) {
     else if (a == "--max-kernel-source-bytes") options.limits.max_kernel_source_bytes = std::atoll(v.c_str());
     else if (a == "--max-plan-source-bytes") options.limits.max_plan_source_bytes = std::atoll(v.c_str());
     else if (a == "--max-kernels") options.limits.max_kernels = std::atoll(v.c_str());
+    else if (a == "--triton-timeout") options.triton_timeout_s = std::atof(v.c_str());
     else if (a == "--max-steps") options.limits.max_steps = std::atoll(v.c_str());
     else return usage();
   }

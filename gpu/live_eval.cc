@@ -24,6 +24,7 @@
 #include "gpu/nvrtc.h"
 #include "gpu/shapes.h"
 #include "gpu/sim_evaluator.h"
+#include "gpu/triton.h"
 
 namespace vinci {
 
@@ -115,8 +116,17 @@ std::string instance_key(const TaskInstance& inst) {
   return key;
 }
 
+// A step that launches a Triton kernel: its function and what its launch needs beyond the
+// arguments (Triton's convention: the arguments, then the global and the profile scratch pointers).
+struct TritonStep {
+  CUfunction function = nullptr;
+  unsigned shared = 0;              // dynamic shared memory, bytes
+  int64_t global_scratch_size = 0;  // bytes per program
+};
+
 struct LoadedPlan {
   std::map<std::string, CUfunction> functions;
+  std::map<size_t, TritonStep> triton;  // by step index
   std::vector<CUmodule> modules;
   // Set when the context is lost: unloading would wait for a kernel that never ends (a hang);
   // the worker exits instead and the driver reclaims everything.
@@ -161,6 +171,7 @@ struct LiveDevice::Impl {
   // version, and the SM and memory clocks the device reports (kHz; the peak, not a reading).
   std::map<std::string, std::string> identity;
   std::unique_ptr<NvrtcCompiler> nvrtc;
+  std::unique_ptr<TritonCompiler> triton;  // made on the first Triton plan
   std::unique_ptr<SimEvaluator> sim;  // for the roofline floor
   std::map<std::pair<std::string, int>, std::unique_ptr<TaskInstance>> instances;
   torch::Tensor flush;   // the L2 flush buffer
@@ -253,8 +264,9 @@ struct LiveDevice::Impl {
         for (size_t i = 0; i < out->size(); ++i) values[step.op.outputs[i]] = (*out)[i].contiguous();
       } else {
         std::string what = "kernel " + step.kernel + " (step " + std::to_string(si) + ")";
+        auto tri = loaded.triton.find(si);
         auto fn = loaded.functions.find(step.kernel);
-        if (fn == loaded.functions.end()) fail("bad_plan", what + ": not loaded");
+        if (tri == loaded.triton.end() && fn == loaded.functions.end()) fail("bad_plan", what + ": not loaded");
         std::vector<uint64_t> storage(step.args.size());
         std::vector<void*> params;
         std::vector<std::pair<std::string, torch::Tensor>> written;  // kCheck: own buffers before
@@ -274,6 +286,10 @@ struct LiveDevice::Impl {
           }
           params.push_back(&storage[i]);
         }
+        // Triton's trailing parameters: the global scratch (grid * size bytes, when the kernel
+        // asks for any) and the profile scratch (never: such kernels are refused at load).
+        uint64_t scratch[2] = {0, 0};
+        torch::Tensor scratch_buffer;
         // Every dimension is checked against CUDA's limits on its 64-bit value before it is
         // narrowed to the driver's unsigned int (2^32 blocks must not launch as 0, nor 2^32 + 1
         // as 1).
@@ -294,7 +310,32 @@ struct LiveDevice::Impl {
           grid[i] = static_cast<unsigned>(grid64[i]);
           block[i] = static_cast<unsigned>(block64[i]);
         }
-        CUresult r = cuLaunchKernel(fn->second, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, nullptr,
+        CUfunction function = nullptr;
+        unsigned shared = 0;
+        if (tri != loaded.triton.end()) {
+          function = tri->second.function;
+          shared = tri->second.shared;
+          if (tri->second.global_scratch_size > 0) {
+            double want = static_cast<double>(grid64[0]) * static_cast<double>(grid64[1]) *
+                          static_cast<double>(grid64[2]) * static_cast<double>(tri->second.global_scratch_size);
+            if (want > static_cast<double>(int64_t{1} << 40))
+              fail("out_of_memory", what + ": Triton's global scratch of " + format_number("%.6g", want) +
+                                        " bytes is larger than any GPU");
+            int64_t bytes = static_cast<int64_t>(want);
+            try {
+              scratch_buffer = torch::empty({bytes}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kUInt8));
+            } catch (const c10::Error& e) {
+              fail("out_of_memory", what + ": Triton's global scratch of " + std::to_string(bytes) + " bytes: " +
+                                        e.what_without_backtrace());
+            }
+            scratch[0] = reinterpret_cast<uint64_t>(scratch_buffer.data_ptr());
+          }
+          params.push_back(&scratch[0]);
+          params.push_back(&scratch[1]);
+        } else {
+          function = fn->second;
+        }
+        CUresult r = cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, nullptr,
                                     params.data(), nullptr);
         if (r != CUDA_SUCCESS) {
           // Refused launches (too many threads or registers, bad grid) leave the context usable.
@@ -379,6 +420,95 @@ struct LiveDevice::Impl {
   }
 
   Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request, LiveStats* stats);
+
+  // Compiles (Triton, in its own process, cached by content) and loads every Triton launch of the
+  // plan at the instance's sizes. false, with the reason in log, when a kernel does not compile or
+  // cannot be launched as compiled; an error when Triton itself is missing.
+  Result<bool> compile_triton(const Plan& plan, const TaskInstance& inst, LoadedPlan* loaded, std::string* log,
+                              std::map<std::string, std::string>* settings, LiveStats* stats) {
+    if (!triton) {
+      TritonOptions to;
+      to.cache_dir = options.nvrtc_cache_dir;
+      to.timeout_s = options.triton_timeout_s;
+      to.arch = std::atoi(arch.substr(3).c_str());
+      triton = std::make_unique<TritonCompiler>(to);
+    }
+    VINCI_ASSIGN_OR_RETURN(std::string version, triton->version());
+    (*settings)["triton_version"] = version;
+    (*settings)["triton_compile_timeout_s"] = format_number("%.6g", options.triton_timeout_s);
+    ExprEnv env;
+    env.symbols = inst.sizes();
+    env.buffer_shape = [&](const std::string& b) -> Result<std::vector<int64_t>> {
+      const PlanBuffer* pb = plan.find_buffer(b);
+      if (!pb) return not_found("buffer " + b);
+      return eval_shape(pb->shape, inst.sizes());
+    };
+    std::map<Digest, CUmodule> modules;
+    for (size_t si = 0; si < plan.steps.size(); ++si) {
+      const PlanStep& step = plan.steps[si];
+      if (step.kind != "kernel") continue;
+      const PlanKernel* k = plan.find_kernel(step.kernel);
+      if (!k || k->language != kLanguageTriton) continue;
+      std::string what = "kernel " + k->name + " (step " + std::to_string(si) + ")";
+      Result<TritonCompileRequest> req = triton_request(plan, step, env, triton->options().arch);
+      if (!req.ok()) {
+        *log += what + ": " + req.status().message();
+        return false;
+      }
+      int64_t misses = triton->misses();
+      Result<std::shared_ptr<const CompiledTriton>> bin = triton->compile(*req);
+      if (!bin.ok()) {
+        if (bin.status().code() != StatusCode::kInvalidArgument) return bin.status();
+        *log += what + ": " + bin.status().message();
+        return false;
+      }
+      if (triton->misses() > misses) {
+        stats->compile_ms += (*bin)->compile_ms;
+        ++stats->kernels_compiled;
+      }
+      const TritonKernelMeta& meta = (*bin)->meta;
+      (*settings)["triton_options"] = meta.options;
+      std::string unsupported = triton_meta_unsupported(meta);
+      if (unsupported.empty() && meta.num_warps != step.triton.num_warps)
+        unsupported = "it was compiled for " + std::to_string(meta.num_warps) + " warps, the launch asks for " +
+                      std::to_string(step.triton.num_warps);
+      if (!unsupported.empty()) {
+        *log += what + ": vinci cannot launch it: " + unsupported;
+        return false;
+      }
+      CUmodule module = nullptr;
+      auto m = modules.find((*bin)->key);
+      if (m != modules.end()) {
+        module = m->second;
+      } else {
+        CUresult cr = cuModuleLoadData(&module, (*bin)->cubin.data());
+        if (cr != CUDA_SUCCESS) {
+          *log += what + ": the driver refused the Triton module: " + cu_error(cr);
+          return false;
+        }
+        loaded->modules.push_back(module);
+        modules[(*bin)->key] = module;
+      }
+      TritonStep ts;
+      CUresult cr = cuModuleGetFunction(&ts.function, module, meta.name.c_str());
+      if (cr != CUDA_SUCCESS) {
+        *log += what + ": no entry point '" + meta.name + "' in the Triton cubin: " + cu_error(cr);
+        return false;
+      }
+      if (meta.shared > 48 * 1024) {
+        cr = cuFuncSetAttribute(ts.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(meta.shared));
+        if (cr != CUDA_SUCCESS) {
+          *log += what + ": it needs " + std::to_string(meta.shared) + " bytes of shared memory, which the device "
+                  "refuses: " + cu_error(cr);
+          return false;
+        }
+      }
+      ts.shared = static_cast<unsigned>(meta.shared);
+      ts.global_scratch_size = meta.global_scratch_size;
+      loaded->triton[si] = ts;
+    }
+    return true;
+  }
 };
 
 LiveDevice::LiveDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -517,9 +647,13 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
   LoadedPlan loaded;
   std::string log;
   bool compiled = valid.ok();
-  if (!valid.ok()) log = valid.message();
+  if (!valid.ok()) {
+    log = valid.message();
+    r.flags.push_back("rejected: invalid_plan");
+  }
   for (size_t i = 0; compiled && i < plan.kernels.size(); ++i) {
     const PlanKernel& k = plan.kernels[i];
+    if (k.language == kLanguageTriton) continue;  // compiled per launch below
     int64_t misses = nvrtc->misses();
     Result<std::shared_ptr<const CompiledKernel>> bin = nvrtc->compile(k.source, k.name + ".cu");
     if (!bin.ok()) {
@@ -548,6 +682,10 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       break;
     }
     loaded.functions[k.name] = fn;
+  }
+  if (compiled && has_triton_kernels(plan)) {
+    VINCI_ASSIGN_OR_RETURN(TaskInstance * tinst, instance(task, request.size));
+    VINCI_ASSIGN_OR_RETURN(compiled, compile_triton(plan, *tinst, &loaded, &log, &r.settings, stats));
   }
   if (!record_compile_verdict(&r, plan, compiled, log)) return r;
 

@@ -47,6 +47,7 @@ struct LiveOptions {
   double roofline_margin = 1.05;    // flag times below floor / margin
   double timing_budget_ms = 0;      // > 0: stop sampling a candidate after this much timed
                                     // wall time (at least 5 samples each); recorded in settings
+  double triton_timeout_s = 120;    // a Triton compile (gpu/triton.h) past this fails the candidate
   PlanLimits limits;                // gpu/plan.h; those not at their default are recorded
   int64_t cpu_input_limit = int64_t{1} << 24;  // inputs up to this many elements come from the
                                                // CPU generator (KernelBench-identical); larger

@@ -41,6 +41,9 @@ struct ModelPlanLimits {
   size_t max_launch_lines = 1024;  // statements of the launch block (JSON: steps); comments and
                                    // blank lines do not count. DenseNet-201 (L3_016) runs 413
                                    // library steps eagerly
+  // The kernel languages a reply may use: a ```cuda block, a ```triton block (a Python module of
+  // @triton.jit functions, compiled by Triton). An experiment's policy.languages sets it.
+  std::vector<std::string> languages = {"cuda", "triton"};
 };
 
 // The buffers every plan of the task declares without being asked: the task's inputs (i64 for

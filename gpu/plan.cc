@@ -1,6 +1,7 @@
 #include "gpu/plan.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -35,6 +36,7 @@ json kernel_to_json(const PlanKernel& k) {
             {"algorithm", k.algorithm},
             {"shared_bytes", k.shared_bytes},
             {"cost", cost_to_json(k.cost)}};
+  if (k.language != kLanguageCuda) j["language"] = k.language;
   j["verdict"] = {{"status", k.verdict.guaranteed ? "guaranteed" : "risky"},
                   {"reason", k.verdict.reason},
                   {"fails_when", k.verdict.fails_when}};
@@ -53,6 +55,9 @@ json step_to_json(const PlanStep& s) {
       else args.push_back({{"i64", a.i64}});
     }
     j["args"] = args;
+    if (s.triton.num_warps != 0)
+      j["triton"] = {{"constexprs", s.triton.constexprs}, {"num_warps", s.triton.num_warps},
+                     {"num_stages", s.triton.num_stages}};
   } else {
     j["op"] = s.op.op;
     j["in"] = s.op.inputs;
@@ -174,6 +179,9 @@ Result<PlanKernel> kernel_from_json(const json& j, const std::string& path) {
   if (k.reduction.empty()) k.reduction = "none";
   VINCI_ASSIGN_OR_RETURN(k.algorithm, r.str("algorithm", false));
   VINCI_ASSIGN_OR_RETURN(k.shared_bytes, r.i64("shared_bytes", 0));
+  VINCI_ASSIGN_OR_RETURN(k.language, r.str("language", false));
+  if (k.language.empty()) k.language = kLanguageCuda;
+  if (k.language != kLanguageCuda && k.language != kLanguageTriton) return r.error("language", "cuda or triton");
   if (auto it = j.find("cost"); it != j.end()) {
     if (!it->is_object()) return r.error("cost", "an object");
     Reader c(*it, path + ".cost");
@@ -226,6 +234,17 @@ Result<PlanStep> step_from_json(const json& j, const std::string& path) {
       }
       s.args.push_back(std::move(arg));
     }
+    if (auto t = j.find("triton"); t != j.end()) {
+      if (!t->is_object()) return r.error("triton", "an object {constexprs, num_warps, num_stages}");
+      Reader tr(*t, path + ".triton");
+      VINCI_ASSIGN_OR_RETURN(s.triton.constexprs, tr.string_map("constexprs"));
+      VINCI_ASSIGN_OR_RETURN(s.triton.num_warps, tr.i64("num_warps", 0));
+      VINCI_ASSIGN_OR_RETURN(s.triton.num_stages, tr.i64("num_stages", 0));
+      for (const auto& [name, value] : s.triton.constexprs) {
+        Status st = check_triton_constexpr(value);
+        if (!st.ok()) return invalid_argument("plan: " + path + ".triton.constexprs." + name + ": " + st.message());
+      }
+    }
   } else if (s.kind == "library") {
     VINCI_ASSIGN_OR_RETURN(s.op.op, r.str("op"));
     VINCI_ASSIGN_OR_RETURN(s.op.inputs, r.strings("in"));
@@ -244,6 +263,38 @@ Result<PlanStep> step_from_json(const json& j, const std::string& path) {
 }
 
 }  // namespace
+
+bool is_float_literal(const std::string& text) {
+  size_t i = 0, n = text.size();
+  if (i < n && (text[i] == '-' || text[i] == '+')) ++i;
+  size_t digits = 0;
+  bool dot = false, exp = false;
+  while (i < n && std::isdigit(static_cast<unsigned char>(text[i]))) ++i, ++digits;
+  if (i < n && text[i] == '.') {
+    dot = true;
+    ++i;
+    while (i < n && std::isdigit(static_cast<unsigned char>(text[i]))) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < n && (text[i] == 'e' || text[i] == 'E')) {
+    exp = true;
+    ++i;
+    if (i < n && (text[i] == '-' || text[i] == '+')) ++i;
+    size_t e = 0;
+    while (i < n && std::isdigit(static_cast<unsigned char>(text[i]))) ++i, ++e;
+    if (e == 0) return false;
+  }
+  return i == n && (dot || exp);
+}
+
+Status check_triton_constexpr(const std::string& text) {
+  if (text == "True" || text == "False" || is_float_literal(text)) return Status();
+  Status st = check_expr_syntax(text);
+  if (!st.ok())
+    return invalid_argument("expected True, False, a float literal or a size expression, found '" + text +
+                            "': " + st.message());
+  return Status();
+}
 
 bool is_library_precision(const std::string& p) { return p == "fp32" || p == "tf32"; }
 
@@ -358,12 +409,43 @@ Status validate_plan(const Plan& plan, const Task& task) {
     if (!kernel_names.insert(k.name).second) return invalid_argument("plan: kernels: '" + k.name + "' defined twice");
     if (k.source.find(k.name) == std::string::npos)
       return invalid_argument("plan: kernel '" + k.name + "': its source does not mention its entry point");
+    if (k.language != kLanguageCuda && k.language != kLanguageTriton)
+      return invalid_argument("plan: kernel '" + k.name + "': language: expected cuda or triton, found '" +
+                              k.language + "'");
   }
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
     std::string path = "plan: steps[" + std::to_string(i) + "]";
     if (s.kind == "kernel") {
       if (!kernel_names.count(s.kernel)) return invalid_argument(path + ".kernel: no kernel '" + s.kernel + "'");
+      const PlanKernel* k = plan.find_kernel(s.kernel);
+      if (k->language == kLanguageTriton) {
+        const TritonLaunch& t = s.triton;
+        if (t.num_warps < 1 || t.num_warps > 32 || (t.num_warps & (t.num_warps - 1)) != 0)
+          return invalid_argument(path + ".triton.num_warps: expected a power of two from 1 to 32, found " +
+                                  std::to_string(t.num_warps) + " (Triton kernel '" + s.kernel + "')");
+        if (t.num_stages < 1 || t.num_stages > 8)
+          return invalid_argument(path + ".triton.num_stages: expected 1 to 8, found " + std::to_string(t.num_stages));
+        std::array<std::string, 3> block{{std::to_string(32 * t.num_warps), "1", "1"}};
+        if (s.block != block)
+          return invalid_argument(path + ".block: a Triton launch runs 32 * num_warps threads: expected [" +
+                                  block[0] + ", 1, 1], found [" + s.block[0] + ", " + s.block[1] + ", " +
+                                  s.block[2] + "]");
+        for (const auto& [name, value] : t.constexprs) {
+          bool ident = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                       std::all_of(name.begin(), name.end(), [](char c) {
+                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+                       });
+          if (!ident || name == "num_warps" || name == "num_stages")
+            return invalid_argument(path + ".triton.constexprs: '" + name +
+                                    "' is not the name of a tl.constexpr parameter");
+          Status st = check_triton_constexpr(value);
+          if (!st.ok()) return invalid_argument(path + ".triton.constexprs." + name + ": " + st.message());
+        }
+      } else if (s.triton.num_warps != 0 || s.triton.num_stages != 0 || !s.triton.constexprs.empty()) {
+        return invalid_argument(path + ".triton: kernel '" + s.kernel + "' is CUDA: only Triton launches take "
+                                "constexprs, num_warps and num_stages");
+      }
       for (const auto& a : s.args) {
         if (a.buffer.empty()) continue;
         if (!declared.count(a.buffer)) return invalid_argument(path + ".args: buffer '" + a.buffer + "' not declared");
@@ -440,6 +522,10 @@ Status check_plan_expressions(const Plan& plan, const Task& task) {
         if (!s.args[a].i64.empty()) {
           VINCI_RETURN_IF_ERROR(check(at + "args[" + std::to_string(a) + "].i64", s.args[a].i64).status());
         }
+      }
+      for (const auto& [name, value] : s.triton.constexprs) {
+        if (value == "True" || value == "False" || is_float_literal(value)) continue;
+        VINCI_RETURN_IF_ERROR(check(at + "triton.constexprs." + name, value).status());
       }
     }
   }

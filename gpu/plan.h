@@ -53,9 +53,16 @@ struct Verdict {
                             // (empty: wrong regardless of size, or depends on data/tolerance)
 };
 
+// The languages a kernel may be written in.
+constexpr const char* kLanguageCuda = "cuda";
+constexpr const char* kLanguageTriton = "triton";
+
 struct PlanKernel {
-  std::string name;    // the extern "C" __global__ entry point
-  std::string source;  // complete NVRTC translation unit
+  std::string name;    // the extern "C" __global__ entry point (triton: the @triton.jit function)
+  std::string source;  // complete NVRTC translation unit (triton: a Python module)
+  // cuda (NVRTC) | triton (gpu/triton.h). Written to JSON only when not cuda, so plans from before
+  // the field keep their addresses.
+  std::string language = kLanguageCuda;
   std::string family;  // elementwise | row_reduction | gemm | custom
   std::map<std::string, std::string> knobs;  // knob -> chosen value
   std::vector<std::string> fused_ops;     // task op names computed here, in order ("linear", "relu")
@@ -79,6 +86,21 @@ struct PlanArg {
   std::string i64;     // set for a 64-bit integer argument (a size expression)
 };
 
+// A launch of a Triton kernel: what Triton compiles it with. A Triton launch's block is
+// [32 * num_warps, 1, 1].
+struct TritonLaunch {
+  // tl.constexpr parameter -> its value: an integer size expression (evaluated at the task's
+  // sizes), a float literal (1e-05, 0.5) or True / False.
+  std::map<std::string, std::string> constexprs;
+  int64_t num_warps = 0;   // 0: not a Triton launch; else a power of two, 1 to 32
+  int64_t num_stages = 0;  // 1 to 8 (software pipelining depth of loops)
+};
+
+// Checks a constexpr's value text: True, False, a float literal or a size expression.
+Status check_triton_constexpr(const std::string& text);
+// A float literal as Python writes one (1.0, .5, 1e-5, -2.5E3): a constexpr of type float.
+bool is_float_literal(const std::string& text);
+
 struct PlanStep {
   std::string kind;  // kernel | library
   // kind == kernel:
@@ -86,6 +108,7 @@ struct PlanStep {
   std::array<std::string, 3> grid{{"1", "1", "1"}};
   std::array<std::string, 3> block{{"1", "1", "1"}};
   std::vector<PlanArg> args;
+  TritonLaunch triton;  // kind == kernel, a Triton kernel only; written to JSON only then
   // kind == library: one op of the task vocabulary, run by the harness's library (libtorch)
   OpSpec op;
   // kind == library, matrix products only (kLibraryPrecisions): "fp32" (cuBLAS in full FP32, as
@@ -130,7 +153,7 @@ Result<Plan> parse_plan(const std::string& text);
 // the output is produced.
 Status validate_plan(const Plan& plan, const Task& task);
 // Part of validate_plan: every expression of the plan (buffer shapes, kernel costs, grid and block
-// sizes, i64 arguments) evaluates at each of the task's sizes: only the task's size symbols and
+// sizes, i64 arguments, Triton constexprs) evaluates at each of the task's sizes: only the task's size symbols and
 // buffers declared before are named, nothing overflows or divides by zero. The error names the
 // field and the size.
 Status check_plan_expressions(const Plan& plan, const Task& task);

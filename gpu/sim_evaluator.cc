@@ -10,6 +10,7 @@
 #include "gpu/codegen.h"
 #include "gpu/executor.h"
 #include "gpu/ops.h"
+#include "gpu/triton.h"
 
 namespace vinci {
 namespace {
@@ -135,8 +136,11 @@ Result<EvalResult> SimEvaluator::evaluate_model_plan(const Task& task, const Pla
   r.plan = plan_address(plan);
   r.size = size_name(request.size);
   r.flags.push_back("not_priceable");
-  r.error = "not priceable in the sim world: the simulator prices only kernels the code generator "
-            "emits, and this plan is not one of them (evaluate it on a GPU: device.kind = \"cuda\")";
+  r.error = has_triton_kernels(plan)
+                ? "not priceable in the sim world: the simulator prices only kernels the code generator emits, "
+                  "and it emits no Triton (evaluate it on a GPU: device.kind = \"cuda\")"
+                : "not priceable in the sim world: the simulator prices only kernels the code generator "
+                  "emits, and this plan is not one of them (evaluate it on a GPU: device.kind = \"cuda\")";
   add_unreached_trials(&r, task.id, request);
   r.finalize();
   return r;
@@ -148,7 +152,8 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
                             std::to_string(request.trials) + " and " + std::to_string(request.samples));
   if (plan.task_id != task.id)
     return invalid_argument("plan is for task '" + plan.task_id + "', evaluated on '" + task.id + "'");
-  if (plan.origin == "llm") return evaluate_model_plan(task, plan, request);
+  // A model's plan, or any plan with Triton kernels: priced only as the generator plan it equals.
+  if (plan.origin == "llm" || has_triton_kernels(plan)) return evaluate_model_plan(task, plan, request);
   VINCI_ASSIGN_OR_RETURN(const TaskContext* ctx, context(task, request.size));
   const DeviceProfile& p = model_.profile();
   Tolerance tol = tolerance_for(task, request);
@@ -178,6 +183,7 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
   // "Compile": the plan must be well formed for the task and name its entry points.
   Status valid = validate_plan(plan, task);
   std::string log = valid.ok() ? compile_check(plan) : valid.message();
+  if (!valid.ok()) r.flags.push_back("rejected: invalid_plan");
   bool compiled = log.empty();
   if (compiled && !plan.kernels.empty() && !generators_own(task, plan, r.plan)) {
     // Not the generator's own: compile it, as the live evaluator does.

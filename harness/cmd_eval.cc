@@ -7,7 +7,8 @@
 //                        [--max-kernel-source-bytes N] [--max-plan-source-bytes N] [--max-kernels N]
 //                        [--max-steps N]
 //
-// prints the EvalResult as one line of JSON (the Measurement's field names). Without --plan the
+// prints the EvalResult as one line of JSON (the Measurement's field names). FILE holds plan JSON or a reply in the model-facing format
+// (docs/plan_format.md: a ```cuda or ```triton block and a ```launch block). Without --plan the
 // plan is the code generator's: its default setting, or the --knob values over it. --explain adds
 // the simulator's per-step breakdown on stderr. --device cuda evaluates on this machine's GPU in a
 // worker process (gpu/cuda_evaluator.h); the compile and evaluation times go to stderr. Exit status: 0 the candidate compiled and is
@@ -27,6 +28,7 @@
 #include "gpu/cuda_evaluator.h"
 #include "gpu/device_profile.h"
 #include "gpu/eval_result.h"
+#include "gpu/model_plan.h"
 #include "gpu/sim_evaluator.h"
 #include "harness/commands.h"
 
@@ -56,7 +58,7 @@ int cmd_eval(const std::vector<std::string>& args) {
       "correct; 1: not compiled or wrong; 2: usage or error.\n\noptions");
   named.add_options()
       ("help,h", "print this help")
-      ("plan", po::value<std::string>(&plan_path), "plan JSON file (docs/plan_format.md); default: the generator's plan")
+      ("plan", po::value<std::string>(&plan_path), "plan JSON, or a reply in the model-facing format (```cuda or ```triton and ```launch blocks; docs/plan_format.md); default: the generator's plan")
       ("knob", po::value<std::vector<std::string>>(&knobs), "NAME=VALUE: a knob of the generated plan (repeatable)")
       ("device", po::value<std::string>(&device)->default_value("sim"), "evaluator: sim (the analytic H200) or cuda (this machine's GPU)")
       ("size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")
@@ -137,7 +139,10 @@ int cmd_eval(const std::vector<std::string>& args) {
     if (!in) return fail("--plan: cannot open " + plan_path);
     std::ostringstream text;
     text << in.rdbuf();
-    Result<Plan> p = parse_plan(text.str());
+    // Plan JSON, or a reply in the model-facing format (```cuda or ```triton, and ```launch).
+    std::string t = text.str();
+    size_t first = t.find_first_not_of(" \t\r\n");
+    Result<Plan> p = first != std::string::npos && t[first] == '{' ? parse_plan(t) : parse_model_plan(t, *task);
     if (!p.ok()) return fail(plan_path + ": " + p.status().message());
     plan = *p;
   } else {

@@ -436,6 +436,7 @@ std::string Config::effective_toml() const {
   std::string out;
   std::string section;
   for (const auto& k : schema_->keys()) {
+    if (k.omit_when_default && values_.find(k.path)->second == k.default_value) continue;
     auto dot = k.path.rfind('.');
     std::string s = k.path.substr(0, dot);
     if (s != section) {

@@ -38,6 +38,9 @@ struct ConfigKey {
   std::string doc;
   std::vector<std::string> choices;  // for strings: the allowed values (empty = any)
   double min = -1e300, max = 1e300;  // for numbers (and each element of number lists)
+  // Left out of effective_toml() while at its default, so that a key added later does not change
+  // the recorded config (and digest) of runs that do not use it.
+  bool omit_when_default = false;
 };
 
 class ConfigSchema {

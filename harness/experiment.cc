@@ -68,6 +68,16 @@ ConfigSchema build_schema() {
   s.add({"selection.bm25_k1", T::kFloat, F(1.5), "BM25 k1 (rank_bm25 BM25Okapi default).", {}, 0, 100});
   s.add({"selection.bm25_b", T::kFloat, F(0.75), "BM25 b.", {}, 0, 1});
   s.add({"selection.bm25_epsilon", T::kFloat, F(0.25), "BM25 epsilon for negative idf.", {}, 0, 100});
+  // [policy]
+  {
+    ConfigKey languages{"policy.languages", T::kStringList, ConfigValue(std::vector<std::string>{"cuda"}),
+                        "Kernel languages the policy may write (cuda, triton): the policy prompt describes these, and\n"
+                        "a reply in another is rejected. triton needs Triton where kernels are compiled (device.kind =\n"
+                        "\"cuda\"); the sim world prices no Triton. Recorded only when not [\"cuda\"].",
+                        {"cuda", "triton"}};
+    languages.omit_when_default = true;
+    s.add(languages);
+  }
   // [summary]
   s.add({"summary.enabled", T::kBool, B(true), "Summarize triggering rollouts into new skills.", {}});
   s.add({"summary.samples", T::kInt, I(8), "s: summary samples per triggering task (paper: 8).", {}, 1, 64});
@@ -250,6 +260,12 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   VINCI_ASSIGN_OR_RETURN(e.selection.mode, parse_selection_mode(c.get_string("selection.mode")));
   e.selection.recall_top = static_cast<size_t>(c.get_int("selection.recall_top"));
   e.selection.max_skills = static_cast<int32_t>(c.get_int("selection.max_skills"));
+  e.languages = c.get_string_list("policy.languages");
+  if (e.languages.empty())
+    return invalid_argument(path + ": key 'policy.languages': expected at least one of cuda, triton");
+  for (const auto& l : e.languages)
+    if (l != "cuda" && l != "triton")
+      return invalid_argument(path + ": key 'policy.languages': expected cuda or triton, found '" + l + "'");
   e.selection_scale = c.get_float("selection.advantage_scale");
   e.bm25_k1 = c.get_float("selection.bm25_k1");
   e.bm25_b = c.get_float("selection.bm25_b");

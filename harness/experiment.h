@@ -53,6 +53,7 @@ struct Experiment {
   bool rejection_sampling = true;
 
   SelectionParams selection;
+  std::vector<std::string> languages = {"cuda"};  // policy.languages: kernel languages a reply may use
   double selection_scale = 0.3;
   double bm25_k1 = 1.5, bm25_b = 0.75, bm25_epsilon = 0.25;
 

@@ -1,5 +1,7 @@
 #include "harness/llm_agents.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <cstdio>
 
@@ -21,9 +23,11 @@ const char* const PromptTemplates::kFiles[5] = {"selection_system.md", "policy_s
                                                 "policy_format.md", "policy_feedback.md",
                                                 "summary_system.md"};
 
-Result<PromptTemplates> PromptTemplates::load(const std::string& dir) {
+Result<PromptTemplates> PromptTemplates::load(const std::string& dir, const std::vector<std::string>& languages) {
   PromptTemplates t;
-  for (const char* file : kFiles) {
+  std::vector<const char*> files(std::begin(kFiles), std::end(kFiles));
+  if (std::find(languages.begin(), languages.end(), "triton") != languages.end()) files.push_back(kTritonFormat);
+  for (const char* file : files) {
     std::string path = dir + "/" + file;
     auto text = read_file(path);
     if (!text.ok()) {
@@ -310,9 +314,19 @@ std::string turn_feedback_text(const PolicyTurn& turn) {
 }
 
 Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
+  // The answer format: CUDA's (the prompt of every run before languages existed), Triton's when
+  // the experiment accepts it, or Triton's alone.
+  auto allows = [&](const char* l) {
+    return std::find(settings_.languages.begin(), settings_.languages.end(), l) != settings_.languages.end();
+  };
+  std::string format = allows("cuda") ? templates_.render("policy_format.md") : "";
+  if (allows("triton")) {
+    std::string names = allows("cuda") ? "CUDA (a ```cuda block) and Triton (a ```triton block)" : "Triton only";
+    format += (format.empty() ? "" : "\n\n") + templates_.render(PromptTemplates::kTritonFormat, {{"languages", names}});
+  }
   std::vector<ChatMessage> messages = {
       {"system", policy_system_prompt(templates_.render("policy_system.md"), q.skills)},
-      {"user", "# Task\n\n" + task_text(*q.task, q.size) + "\n\n" + templates_.render("policy_format.md")}};
+      {"user", "# Task\n\n" + task_text(*q.task, q.size) + "\n\n" + format}};
   if (q.history) {
     for (const PolicyTurn& h : *q.history) {
       messages.push_back({"assistant", h.reply_text.empty() ? "(no reply)" : h.reply_text});
@@ -331,7 +345,9 @@ Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
     turn.reply_error = "the reply was cut off at the token limit (finish_reason length)";
     return turn;
   }
-  auto plan = parse_model_plan(*text, *q.task);
+  ModelPlanLimits limits;
+  limits.languages = settings_.languages;
+  auto plan = parse_model_plan(*text, *q.task, limits);
   if (!plan.ok()) {
     turn.reply_error = plan.status().message();
     return turn;

@@ -41,8 +41,13 @@ struct PromptTemplates {
   std::map<std::string, std::string> text;  // "policy_system.md" -> its text
 
   static const char* const kFiles[5];
-  // Reads every template file of the folder; a missing one is an error naming it.
-  static Result<PromptTemplates> load(const std::string& dir);
+  // Read only when the experiment's policy.languages holds triton (so runs without it record
+  // what they did before): the answer format's Triton part, {languages} the accepted languages.
+  static constexpr const char* kTritonFormat = "policy_format_triton.md";
+  // Reads every template file of the folder (and kTritonFormat when languages holds triton); a
+  // missing one is an error naming it.
+  static Result<PromptTemplates> load(const std::string& dir,
+                                      const std::vector<std::string>& languages = {"cuda"});
   // The templates a run recorded (its blob records of kind "prompt_template").
   static Result<PromptTemplates> recorded(const std::string& run_dir);
   // `file`'s text with each {name} of vars replaced by its value. REQUIRES: file is loaded.
@@ -127,6 +132,7 @@ struct LlmSettings {
   bool send_seed = true;             // a per-call seed derived from the call's key
   bool send_tools = false;           // offer the tools as structured schemas (tool_choice auto)
   int32_t max_skills = 3;            // selection cap named in the prompt
+  std::vector<std::string> languages = {"cuda"};  // policy.languages: cuda, triton
 };
 
 class LlmAgentModel : public AgentModel {

@@ -122,7 +122,7 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
                  const std::string& call_log_path, World* w) {
   PromptTemplates templates;
   if (calls == ModelCalls::kLive) {
-    VINCI_ASSIGN_OR_RETURN(templates, PromptTemplates::load(resolve(exp.llm.prompts)));
+    VINCI_ASSIGN_OR_RETURN(templates, PromptTemplates::load(resolve(exp.llm.prompts), exp.languages));
   } else {
     VINCI_ASSIGN_OR_RETURN(templates, PromptTemplates::recorded(run_dir));
   }
@@ -145,6 +145,7 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
   ls.send_seed = exp.llm.seed;
   ls.send_tools = exp.llm.tools;
   ls.max_skills = exp.selection.max_skills;
+  ls.languages = exp.languages;
   w->call_log = std::make_unique<LlmCallLog>(call_log_path);
   w->model = std::make_unique<LlmAgentModel>(ls, std::move(templates), *w->transport, w->call_log.get());
   w->backbone = std::make_unique<ExternalModelParameters>(exp.llm.base_url, exp.llm.model);

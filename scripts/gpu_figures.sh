@@ -5,7 +5,10 @@
 # so the device tool brings it back whole). A short table is printed last.
 #
 #   bash scripts/gpu_figures.sh STAGE...
-#     STAGE: hostile | cudarun | measure[:ARGS] | rescore[:ARGS] | llm[:ARGS] | eval:ARGS | sh:CMD
+#     STAGE: hostile | cudarun | triton | measure[:ARGS] | rescore[:ARGS] | llm[:ARGS] | eval:ARGS | sh:CMD
+#
+# triton runs scripts/triton_gpu_check.sh: the hostile Triton plans, every Triton plan of
+# tests/gpu/triton_plans beside the generator's CUDA plan for its task, and Triton's compile times.
 #
 # sh:CMD runs CMD with bash after the build, with build-gpu/env.sh sourced, VINCI_FIGS (the folder
 # packed into figures.tar.gz) and VINCI_T0 (the script's start, in seconds) exported.
@@ -48,6 +51,8 @@ for stage in "$@"; do
       "$bin/gpu_live_test" 2>&1 | tee "$figs/hostile.txt" | grep -E "^\S+ +\S+ +(yes|NO) |OK|FAILED|workers" ;;
     cudarun)
       "$bin/gpu_cuda_run_test" 2>&1 | tee "$figs/cudarun.txt" | tail -n 8 ;;
+    triton)
+      bash scripts/triton_gpu_check.sh "$bin" 2>&1 | tee "$figs/triton.txt" | tail -n 60 ;;
     measure*)
       args=${stage#measure}
       args=${args#:}

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -17,6 +18,8 @@
 
 #include "gpu/codegen.h"
 #include "gpu/device_profile.h"
+#include "gpu/model_plan.h"
+#include "gpu/triton.h"
 #include "gpu/sim_evaluator.h"
 #include "gpu/task.h"
 #include "tests/gpu/sim_test_util.h"
@@ -178,7 +181,8 @@ TEST(CudaProtocol, HostilePlansAreWellFormedPlansForTheirTask) {
   std::vector<Hostile> plans = hostile_plans();
   ASSERT_GE(plans.size(), 8u);
   for (const Hostile& h : plans) {
-    EXPECT_TRUE(validate_plan(h.plan, task(h.plan.task_id)).ok()) << h.name;
+    // A plan refused as invalid fails validate_plan; every other is a well-formed plan.
+    EXPECT_EQ(validate_plan(h.plan, task(h.plan.task_id)).ok(), h.expect != "invalid_plan") << h.name;
     EXPECT_FALSE(h.expect.empty()) << h.name;
   }
 }
@@ -247,6 +251,72 @@ TEST(CudaEvaluator, RejectsEveryHostilePlanAndSurvives) {
   CudaEvaluatorStats s = ev.stats();
   std::printf("workers started %d, lost %d\n", s.workers_started, s.workers_lost);
   EXPECT_GE(s.workers_lost, 3);  // the hang, the trap and the illegal access each cost one
+}
+
+// Triton candidates through the same evaluator: the hostile plans of tests/gpu/triton_plans/hostile
+// (each names its expected rejection in a first line "<!-- expect: rejected: TAG -->" or "<!--
+// expect: compile: TEXT -->"), then every honest plan of tests/gpu/triton_plans at the small size.
+TEST(CudaEvaluator, TritonPlansMeetEveryCheckOfACudaPlan) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA driver here";
+  {
+    TritonCompiler probe;
+    Result<std::string> v = probe.version();
+    if (!v.ok()) GTEST_SKIP() << "Triton is not installed for this python: " << v.status().message();
+  }
+  CudaEvaluatorOptions o = options();
+  o.triton_timeout_s = 20;  // the compile_forever plan
+  CudaEvaluator ev(o);
+  ASSERT_TRUE(ev.start().ok());
+  std::string dir = std::string(VINCI_SOURCE_DIR) + "/tests/gpu/triton_plans";
+  auto files = [](const std::string& d) {
+    std::vector<std::string> out;
+    for (const auto& e : std::filesystem::directory_iterator(d))
+      if (e.path().extension() == ".md") out.push_back(e.path().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto read_text = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream t;
+    t << in.rdbuf();
+    return t.str();
+  };
+  std::printf("%-36s %-40s %-4s %s\n", "triton plan", "expected", "ok", "reason");
+  for (const std::string& path : files(dir + "/hostile")) {
+    std::string name = std::filesystem::path(path).filename().string();
+    std::string text = read_text(path);
+    size_t at = text.find("<!-- expect: ");
+    ASSERT_NE(at, std::string::npos) << name;
+    std::string expect = text.substr(at + 13, text.find(" -->", at) - at - 13);
+    Result<Plan> plan = parse_model_plan(text, task(name.substr(0, 6)));
+    ASSERT_TRUE(plan.ok()) << name << ": " << plan.status().to_string();
+    Result<EvalResult> r = ev.evaluate(task(plan->task_id), *plan, small_request());
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().to_string();
+    bool ok;
+    if (expect.rfind("compile: ", 0) == 0) {
+      ok = !r->compiled && r->error.find(expect.substr(9)) != std::string::npos;
+    } else {
+      ok = !r->correct && has_flag(*r, expect);
+    }
+    std::printf("%-36s %-40s %-4s %s\n", name.c_str(), expect.c_str(), ok ? "yes" : "NO", r->error.substr(0, 160).c_str());
+    EXPECT_TRUE(ok) << name << ": expected " << expect << "; flags " << nlohmann::json(r->flags).dump()
+                    << ", error: " << r->error;
+    EXPECT_FALSE(r->correct) << name;
+    EXPECT_TRUE(r->kernel_times_us.empty()) << name;
+  }
+  // Survived: every honest Triton plan is correct and timed, and says which Triton made it.
+  for (const std::string& path : files(dir)) {
+    std::string name = std::filesystem::path(path).filename().string();
+    Result<Plan> plan = parse_model_plan(read_text(path), task(name.substr(0, 6)));
+    ASSERT_TRUE(plan.ok()) << name << ": " << plan.status().to_string();
+    Result<EvalResult> r = ev.evaluate(task(plan->task_id), *plan, small_request());
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().to_string();
+    std::printf("%-36s %-40s %-4s %s\n", name.c_str(), "correct", r->correct ? "yes" : "NO", r->error.c_str());
+    EXPECT_TRUE(r->correct) << name << ": " << r->error << " " << r->compile_log;
+    EXPECT_EQ(r->kernel_times_us.size(), 10u) << name;
+    EXPECT_TRUE(r->settings.count("triton_version")) << name;
+    EXPECT_NE(r->settings["triton_options"].find("arch=sm_90"), std::string::npos) << name;
+  }
 }
 
 // A candidate whose kernel prints 100000 lines (device printf): the evaluation succeeds, the

@@ -249,17 +249,20 @@ TEST(SimEvaluator, RefusesLaunchesAndBuffersTheDeviceWouldRefuse) {
   int checked = 0;
   for (const auto& e : j) {
     std::string expect = e.at("expect").get<std::string>();
-    if (expect != "launch_refused" && expect != "out_of_memory") continue;
+    if (expect != "launch_refused" && expect != "out_of_memory" && expect != "invalid_plan") continue;
     std::string name = e.at("name").get<std::string>();
     Result<Plan> p = plan_from_json(e.at("plan"));
     ASSERT_TRUE(p.ok()) << name << ": " << p.status().to_string();
     p->origin = "codegen";  // no compile: the launch and the buffers are what is judged here
     const Task& t = task(p->task_id);
     Result<EvalResult> r = ev.evaluate(t, *p, request(SizeName::kSmall));
-    if (name == "grid_overflows_64_bits") {  // the grid's size expression cannot be evaluated
-      ASSERT_FALSE(r.ok());
-      EXPECT_NE(r.status().message().find("size expression 'B*D*B*D*B*D*B*D*B*D': overflows 64 bits at B=8, D=1001"),
-                std::string::npos) << r.status().message();
+    if (expect == "invalid_plan") {  // the grid's size expression cannot be evaluated: refused with the plan
+      ASSERT_TRUE(r.ok()) << name << ": " << r.status().to_string();
+      EXPECT_FALSE(r->compiled) << name;
+      EXPECT_FALSE(r->correct) << name;
+      EXPECT_NE(std::find(r->flags.begin(), r->flags.end(), "rejected: invalid_plan"), r->flags.end()) << name;
+      EXPECT_NE(r->compile_log.find("steps[0].grid[0]: size expression 'B*D*B*D*B*D*B*D*B*D': overflows 64 bits"),
+                std::string::npos) << r->compile_log;
       ++checked;
       continue;
     }

@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "harness/experiment.h"
+#include "harness/llm_agents.h"
 
 namespace vinci {
 namespace {
@@ -134,6 +135,54 @@ TEST(ExperimentConfigs, RunNameAndRootStayInsideTheRunsRoot) {
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().message(), "x.toml: key 'run.out': expected a folder (the runs root), found an empty string");
   EXPECT_TRUE(experiment_from_text("[run]\nname = \"a.b-c_d\"\nout = \"/\"\n", "x.toml").ok());
+}
+
+// policy.languages: cuda by default and then absent from the recorded config (runs from before the
+// key keep their bytes); triton accepted, anything else refused naming the key.
+TEST(ExperimentConfigs, PolicyLanguagesAreCheckedAndRecordedOnlyWhenSet) {
+  auto d = experiment_from_text("[run]\nname = \"a\"\n", "x.toml");
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->languages, (std::vector<std::string>{"cuda"}));
+  EXPECT_EQ(d->effective_toml.find("languages"), std::string::npos) << d->effective_toml;
+  auto t = experiment_from_text("[policy]\nlanguages = [\"cuda\", \"triton\"]\n", "x.toml");
+  ASSERT_TRUE(t.ok()) << t.status().to_string();
+  EXPECT_EQ(t->languages, (std::vector<std::string>{"cuda", "triton"}));
+  EXPECT_NE(t->effective_toml.find("[policy]\nlanguages = [\"cuda\", \"triton\"]"), std::string::npos)
+      << t->effective_toml;
+  auto bad = experiment_from_text("[policy]\nlanguages = [\"cuda\", \"python\"]\n", "x.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("policy.languages"), std::string::npos) << bad.status().message();
+  auto none = experiment_from_text("[policy]\nlanguages = []\n", "x.toml");
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("expected at least one of cuda, triton"), std::string::npos)
+      << none.status().message();
+}
+
+// The Triton answer format is read only where the experiment accepts Triton, so runs without it
+// record the templates they always did.
+TEST(ExperimentConfigs, TheTritonFormatIsLoadedOnlyWhenTritonIsAccepted) {
+  std::string dir = std::string(VINCI_SOURCE_DIR) + "/prompts";
+  auto cuda = PromptTemplates::load(dir);
+  ASSERT_TRUE(cuda.ok()) << cuda.status().to_string();
+  EXPECT_EQ(cuda->text.count(PromptTemplates::kTritonFormat), 0u);
+  EXPECT_EQ(cuda->text.size(), 5u);
+  auto both = PromptTemplates::load(dir, {"cuda", "triton"});
+  ASSERT_TRUE(both.ok()) << both.status().to_string();
+  ASSERT_EQ(both->text.count(PromptTemplates::kTritonFormat), 1u);
+  EXPECT_NE(both->render(PromptTemplates::kTritonFormat, {{"languages", "Triton only"}})
+                .find("This experiment accepts kernels in Triton only."),
+            std::string::npos);
+  // A folder with the five templates but not Triton's: fine for cuda, an error naming it for triton.
+  char tmpl[] = "/tmp/vinci_prompts_XXXXXX";
+  std::string copy = mkdtemp(tmpl);
+  for (const char* f : PromptTemplates::kFiles)
+    ASSERT_TRUE(write_file_atomic(copy + "/" + f, cuda->text.at(f) + "\n").ok());
+  EXPECT_TRUE(PromptTemplates::load(copy).ok());
+  auto missing = PromptTemplates::load(copy, {"triton"});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("policy_format_triton.md"), std::string::npos)
+      << missing.status().message();
+  std::system(("rm -rf '" + copy + "'").c_str());
 }
 
 TEST(Config, ReferenceTomlParsesAndHoldsEveryKey) {

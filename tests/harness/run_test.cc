@@ -422,6 +422,25 @@ TEST(HarnessEval, NonsenseNumbersAreRefused) {
   EXPECT_EQ(sh(eval + " --samples 10000 --trials 100 --noise 0.1", &out), 0) << out;
 }
 
+// `harness eval --plan` reads a reply in the model-facing format as well as plan JSON: a Triton
+// reply parses and the sim world reports it not priceable (exit 1); a broken one is a usage error
+// naming the file and the line.
+TEST(HarnessEval, AModelFacingReplyIsAPlanFile) {
+  std::string out;
+  const std::string plan = std::string(VINCI_SOURCE_DIR) + "/tests/gpu/triton_plans/L1_019_relu.md";
+  EXPECT_EQ(sh(kHarness + " eval L1_019 --size small --samples 3 --trials 1 --plan " + plan, &out), 1) << out;
+  EXPECT_NE(out.find("\"not_priceable\""), std::string::npos) << out;
+  EXPECT_NE(out.find("it emits no Triton"), std::string::npos) << out;
+  std::string dir = temp_dir();
+  FILE* f = fopen((dir + "/bad.md").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("```triton\nimport triton\n```\n\n```launch\nk<<<1>>>(x, y)\n```\n", f);
+  fclose(f);
+  EXPECT_EQ(sh(kHarness + " eval L1_019 --plan " + dir + "/bad.md", &out), 2) << out;
+  EXPECT_NE(out.find(dir + "/bad.md: triton block, line 2: the block defines no @triton.jit function"), std::string::npos)
+      << out;
+}
+
 // Plan limits are evaluator settings: a plan over one is rejected uncompiled, naming the limit
 // and the value; a limit not at its default is recorded in the settings, a default one is not.
 TEST(HarnessEval, PlanOverALimitIsRejectedNamingTheLimit) {
