@@ -214,7 +214,8 @@ def main():
              f"Suite: `{os.path.relpath(suite_path, ROOT)}`; seeds {seeds}; every figure is "
              "`replay score RUN --format json --turn last` (final evaluation, last turn, all "
              "held-out tasks) of the runs listed at the end, as mean ± sample standard deviation "
-             "over seeds, in %. Paper: daVinci-kernel-8B on KernelBench (REFERENCE.md).", "",
+             "over seeds, in %. Paper: daVinci-kernel-8B on KernelBench (docs/method.md, Published "
+             "results).", "",
              f"Comparison: {compare}.", "",
              "The sim world is not the paper's setting: its backbone is a small network choosing "
              "schedule knobs for vinci's code generator and its GPU is an analytic H200 model; the "
@@ -288,7 +289,7 @@ def main():
     # Cold start: final and step-0 fast_p with and without it, and without the diversity filter.
     cold_rows = [n for n in ("main", "main_nocoldstart", "main_coldstart_nodiversity") if n in names]
     if len(cold_rows) > 1:
-        lines += ["## Cold start (seeds, Step 1) and its diversity filter", "",
+        lines += ["## Cold start (Step 1) and its diversity filter", "",
                   "fast_p of the held-out tasks before any RL (step 0: the cold-started backbone and "
                   "library, or fresh parameters and the seed library) and after the last step, all "
                   "levels, last turn, mean ± sd over seeds, in %.", "",
@@ -324,7 +325,7 @@ def main():
     tts = {(r["name"], s): tts_scores(args.build, results[(r["name"], s)]) for r in rows for s in seeds}
     tts_rows = [n for n in names if all(tts[(n, s)] for s in seeds)]
     if tts_rows:
-        lines += ["## Test-time scaling (seeds, Step 3)", "",
+        lines += ["## Test-time scaling (Step 3)", "",
                   "After the final evaluation: I iterations x T turns per held-out task, each iteration "
                   "continuing from the best window of W turns by reward (the rows' configs: 10 x 5, "
                   "window 4, sampled). fast_p over all levels, mean ± sd over seeds, in %; the plain "

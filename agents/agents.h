@@ -122,7 +122,8 @@ struct TriggerParams {
 
 // Best correct turn's speedup (0 when none is correct).
 double best_speedup(const std::vector<TurnResult>& turns);
-// REFERENCE.md: best >= ratio x turn-1, best >= min_best, turn-1 > 0.
+// best >= ratio x turn-1, best >= min_best, turn-1 > 0 (docs/method.md, Summary agent and
+// verification).
 bool summary_triggers(const std::vector<TurnResult>& turns, const TriggerParams& p);
 
 class SkillWriter {

@@ -220,7 +220,7 @@ Status check_reference_precision(const std::string& name) {
 }
 
 Tolerance tolerance_for(const Task& task, const EvalRequest& request) {
-  // Strict mode: current KernelBench's fp32 tolerance (REFERENCE.md, "Evaluation"); a task that
+  // Strict mode: current KernelBench's fp32 tolerance (docs/method.md, Evaluation); a task that
   // already asks for less keeps its own.
   constexpr double kStrictFp32 = 1e-4;
   if (request.strict) return {std::min(task.atol, kStrictFp32), std::min(task.rtol, kStrictFp32)};

@@ -574,7 +574,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
     if (n == "hinge_loss") return one(torch::clamp(1 - x * in.at(1), 0).mean());
     if (n == "cosine_similarity_loss")
       return one((1 - torch::cosine_similarity(x, in.at(1), 1, 1e-8)).mean());
-    // KernelBench level 1 (issue 16)
+    // Ops that KernelBench level 1's problems need (docs/tasks.md)
     if (n == "triu") return one(torch::triu(x, attr_int_or(a, "diagonal", 0)));
     if (n == "tril") return one(torch::tril(x, attr_int_or(a, "diagonal", 0)));
     if (n == "frobenius_norm") return one(torch::frobenius_norm(x, {}, false));  // torch.norm(x, p='fro')

@@ -35,7 +35,7 @@ enum class InputDistribution {
 const char* distribution_name(InputDistribution d);
 
 // The distribution of correctness trial t, for every evaluator: KernelBench's U[0,1) first, then
-// signed and heavy-tailed draws (REFERENCE.md, "Reward hacking"), repeating.
+// signed and heavy-tailed draws (docs/method.md, Reward hacking), repeating.
 InputDistribution trial_distribution(int64_t trial);
 Result<InputDistribution> parse_distribution(const std::string& name);
 
@@ -67,7 +67,8 @@ class TaskInstance {
   // Inputs in the task's order. seed seeds a CPU torch generator; tensors are then moved to the
   // instance's device.
   // TODO(perf): a CUDA-generator path for full sizes, where CPU draws dominate evaluation time
-  // (REFERENCE.md: 79 s for one [4096, 393216] input); it would not be KernelBench-identical.
+  // (docs/method.md, KernelBench task suite: 79 s for one [4096, 393216] input); it would not be
+  // KernelBench-identical.
   Result<std::vector<at::Tensor>> make_inputs(InputDistribution dist, uint64_t seed) const;
   // The same distributions drawn by the device's own generator (torch's CUDA Philox seeded with
   // seed) on a CUDA instance: deterministic for one torch version, not KernelBench-identical, and

@@ -1,8 +1,8 @@
 // How the live evaluator compares a candidate's output with the reference (gpu/live_eval.cc):
-// KernelGYM's allclose, plus the checks a trustworthy evaluator adds (REFERENCE.md): shape,
-// dtype and device; NaN or Inf where the reference is finite (the NaN poison of unwritten
-// elements shows here); and a relative L2 bound. Only the worker and its tests include this
-// header: it brings in ATen.
+// KernelGYM's allclose, plus the checks a trustworthy evaluator adds (docs/method.md, Reward
+// hacking): shape, dtype and device; NaN or Inf where the reference is finite (the NaN poison of
+// unwritten elements shows here); and a relative L2 bound. Only the worker and its tests include
+// this header: it brings in ATen.
 #ifndef VINCI_GPU_LIVE_COMPARE_H_
 #define VINCI_GPU_LIVE_COMPARE_H_
 

@@ -92,7 +92,7 @@ const OpInfo kOps[] = {
     {"gru", OpKind::kLibrary, 2, "gru"},    // x, h0 -> out, h_n (nn.GRU)
     {"elman_rnn", OpKind::kLibrary, 2, "linear"},  // x [T, B, In], h0 [B, H] -> every h_t [T, B, H]
     {"expand", OpKind::kLibrary, 1, ""},    // shape: x.expand(...), a broadcast view (size-1 dims grow)
-    // KernelBench level 1 (issue 16)
+    // Ops that KernelBench level 1's problems need (docs/tasks.md)
     {"triu", OpKind::kLibrary, 1, ""},  // diagonal = 0: zero below the diagonal of the last two dims
     {"tril", OpKind::kLibrary, 1, ""},  // diagonal = 0
     {"frobenius_norm", OpKind::kLibrary, 1, ""},  // torch.norm(x, p='fro') over every element: a scalar

@@ -620,7 +620,7 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
   if (n == "cosine_similarity_loss")
     return "(1 - " + functional("cosine_similarity") + "(" + x + ", " + arg(1) + ", dim=1)).mean()";
   if (n == "concat") return "torch.cat([" + join(in, ", ") + "], dim=" + std::to_string(attr_int_or(a, "dim", 0)) + ")";
-  // KernelBench level 1 (issue 16)
+  // Ops that KernelBench level 1's problems need (docs/tasks.md)
   std::string diagonal = a.contains("diagonal") ? ", diagonal=" + std::to_string(attr_int_or(a, "diagonal", 0)) : "";
   if (n == "triu" || n == "tril") return "torch." + n + "(" + x + diagonal + ")";
   if (n == "frobenius_norm") return "torch.norm(" + x + ", p=\"fro\")";

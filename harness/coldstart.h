@@ -1,7 +1,7 @@
-// The cold start stage (seeds, daVinci-kernel "Step 1"), in the sim world: before RL, collect
-// multi-turn trajectories with a behaviour policy that needs no training, distil the high-speedup
-// ones into an initial skill library through the summary role, build supervised examples for all
-// three roles, filter them for diversity, and fit the shared backbone on them.
+// The cold start stage (daVinci-kernel's Step 1, docs/method.md, Steps), in the sim world: before
+// RL, collect multi-turn trajectories with a behaviour policy that needs no training, distil the
+// high-speedup ones into an initial skill library through the summary role, build supervised
+// examples for all three roles, filter them for diversity, and fit the shared backbone on them.
 //
 //   collect   per training task (id order) and trajectory j: turn 0 is the default setting
 //             (j = 0) or a keyed random one; turn t > 0 changes one keyed-random knob of the best

@@ -189,10 +189,10 @@ ConfigSchema build_schema() {
   s.add({"library.seed", T::kString, S(""), "A daVinci-format skill library to start from (JSONL); empty: none.", {}});
   // [coldstart]
   s.add({"coldstart.enabled", T::kBool, B(false),
-         "Run the cold start stage before step 0 (seeds, Step 1): collect trajectories with an\n"
-         "evaluator-guided knob search, distil the high-speedup ones into skills, filter for\n"
-         "diversity, and fit the backbone on selection/policy/summary examples. `harness\n"
-         "coldstart CONFIG` runs only this stage (and the step-0 evaluation).", {}});
+         "Run the cold start stage before step 0 (Step 1 in docs/method.md): collect\n"
+         "trajectories with an evaluator-guided knob search, distil the high-speedup ones into\n"
+         "skills, filter for diversity, and fit the backbone on selection/policy/summary\n"
+         "examples. `harness coldstart CONFIG` runs only this stage (and the step-0 evaluation).", {}});
   s.add({"coldstart.trajectories", T::kInt, I(2), "Behaviour-policy trajectories per training task.", {}, 1, 64});
   s.add({"coldstart.turns", T::kInt, I(6),
          "Turns per trajectory: turn 0 is the default setting (trajectory 0) or a keyed random one;\n"

@@ -1,4 +1,4 @@
-// The RL arithmetic of daVinci-kernel (REFERENCE.md, "RL"), as pure functions of recorded values:
+// The RL arithmetic of daVinci-kernel (docs/method.md, RL), as pure functions of recorded values:
 // per-turn rewards, TRLOO advantages for the policy, leave-one-out advantages for selection and
 // summary, the profiling-based rejection rule, and fast_p. Replay recomputes every one of these
 // from the log, so they take plain numbers and no state.

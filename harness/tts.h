@@ -1,5 +1,5 @@
-// Sequential test-time scaling (seeds, daVinci-kernel "Step 3": 5 turns x 10 iterations, keeping
-// the best window of 4 turns), as an evaluation mode of the loop ([tts] keys).
+// Sequential test-time scaling (daVinci-kernel's Step 3, docs/method.md, Steps: 5 turns x 10
+// iterations, keeping the best window of 4 turns), as an evaluation mode of the loop ([tts] keys).
 //
 // Per held-out task: one selection (as the ordinary evaluation does), then I iterations of T
 // policy turns, turns numbered g = 0 .. I*T-1 over all iterations. Turn g sees the previous turn's

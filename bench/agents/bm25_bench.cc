@@ -3,7 +3,7 @@
 //   build-agents/bin/agents_bench --benchmark_filter=Top20 --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true   (one command line)
 //
-// Goal (issue 6): <= 1 ms per query at 10^5 skills. A query is a KernelBench-style task prompt
+// Goal: <= 1 ms per query at 10^5 skills. A query is a KernelBench-style task prompt
 // (instructions and a PyTorch model, ~100 tokens), as the selection agent issues it; the benchmark
 // cycles through 8 op families. Index build time is reported separately (BuildIndex).
 #include <benchmark/benchmark.h>

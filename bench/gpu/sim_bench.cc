@@ -1,4 +1,4 @@
-// The simulated device's speed: issue 4's goal is >= 100k plan evaluations per second on one core
+// The simulated device's speed. Goal: >= 100k plan evaluations per second on one core
 // (model time only: predict + predict_correctness of a prepared task). The full evaluator (plan
 // address over the canonical JSON, 100 timing samples, the record) is measured beside it.
 //

@@ -1,6 +1,6 @@
 // Recorder throughput and size, on one core:
 //   build/bin/recorder_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
-// Goals (issue 2): >= 1M small records/s appended, >= 2M/s scanned, and a run's log + objects at
+// Goals: >= 1M small records/s appended, >= 2M/s scanned, and a run's log + objects at
 // most 1/3 the size of the same records as JSON lines (the BM_RunSize counters).
 #include <benchmark/benchmark.h>
 #include <capnp/message.h>

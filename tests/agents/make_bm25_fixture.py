@@ -18,7 +18,7 @@ from rank_bm25 import BM25Okapi
 
 
 def tokenize(text):
-    # daVinci-kernel's tokenizer as REFERENCE.md states it.
+    # daVinci-kernel's tokenizer (docs/method.md, Selection agent).
     text = text.lower()
     for ch in "_-/":
         text = text.replace(ch, " ")

@@ -1,7 +1,8 @@
 // Runs generated plans on a real GPU and compares them with the CPU libtorch reference: the
 // generator's `guaranteed` verdicts must hold. Skips where there is no CUDA driver or no CUDA
 // libtorch (development machines, CI). The runner here is a minimal one for this test only
-// (no isolation, no timing): the hardened evaluator is issue 5's.
+// (no isolation, no timing): the hardened evaluator is gpu/live_eval.cc
+// (docs/live_evaluator.md).
 #include <dlfcn.h>
 
 #include <cmath>

@@ -19,7 +19,7 @@ TaskSuite load_suite() {
   return suite.ok() ? *suite : TaskSuite();
 }
 
-TEST(TaskSuite, HasTheLevelsIssueThreeAsksFor) {
+TEST(TaskSuite, HasThreeLevelsAndEveryOpFamily) {
   TaskSuite suite = load_suite();
   EXPECT_GE(suite.tasks.size(), 40u);
   EXPECT_GE(suite.at_level(1).size(), 20u);
