@@ -147,14 +147,21 @@ std::vector<KillPoint> kill_points(const std::string& trace) {
       }
     }
   }
-  auto spread = [](const std::vector<KillPoint>& from, size_t k, std::vector<KillPoint>* to) {
-    for (size_t i = 0; i < k && !from.empty(); ++i) to->push_back(from[i * (from.size() - 1) / std::max<size_t>(k - 1, 1)]);
+  // k points of from, evenly spread, none taken twice.
+  std::set<std::pair<std::string, int>> taken;
+  auto spread = [&taken](const std::vector<KillPoint>& from, size_t k, std::vector<KillPoint>* to) {
+    for (size_t i = 0; i < k && !from.empty(); ++i) {
+      const KillPoint& p = from[i * (from.size() - 1) / std::max<size_t>(k - 1, 1)];
+      if (taken.insert({p.syscall, p.nth}).second) to->push_back(p);
+    }
   };
-  std::vector<KillPoint> points = run_renames;
+  std::vector<KillPoint> points;
+  spread(run_renames, run_renames.size(), &points);
   spread(report_writes, 2, &points);
-  spread(object_renames, 3, &points);
   spread(fsyncs, 3, &points);
-  spread(log_writes, 20 - points.size(), &points);
+  spread(log_writes, 4, &points);  // the log is written in large buffers: few writes
+  // The rest among the object writes, spread over the whole run.
+  for (size_t k = 3; points.size() < 20 && k <= object_renames.size(); ++k) spread(object_renames, k, &points);
   return points;
 }
 
