@@ -153,6 +153,27 @@ std::string error_of(const std::string& text, const std::string& id = "L1_019",
   return p.ok() ? "(parsed)" : p.status().message();
 }
 
+// A plan is stored as JSON, so a reply must be UTF-8: a stray byte is an error naming its offset
+// (the model_plan fuzz target found one inside a Triton source, which then failed to serialise).
+TEST(ModelPlan, ARepliesBytesMustBeUtf8) {
+  std::string good = reply(kReluCuda, kReluLaunch);
+  ASSERT_TRUE(parse_model_plan(good, task("L1_019")).ok());
+  std::string bad = good;
+  size_t at = bad.find("relu_kernel");
+  bad[at + 2] = static_cast<char>(0x81);
+  Result<Plan> p = parse_model_plan(bad, task("L1_019"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find("byte " + std::to_string(at + 2) + " is not valid UTF-8"), std::string::npos)
+      << p.status().message();
+  // Well-formed multi-byte characters are fine: a comment in another script.
+  std::string accented = reply(std::string(kReluCuda) + "// r\xc3\xa9sum\xc3\xa9 \xe2\x9c\x93\n", kReluLaunch);
+  EXPECT_TRUE(parse_model_plan(accented, task("L1_019")).ok());
+  for (const char* overlong : {"\xc0\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80"}) {
+    EXPECT_FALSE(parse_model_plan(reply(std::string(kReluCuda) + "// " + overlong + "\n", kReluLaunch),
+                                  task("L1_019")).ok()) << "accepted " << overlong;
+  }
+}
+
 TEST(ModelPlan, HandWrittenReluParsesToTheExpectedPlan) {
   std::string text = "I use one thread per element.\n\n" +
                      reply(kReluCuda, "# y = max(x, 0)\n" + std::string(kReluLaunch)) +
