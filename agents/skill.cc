@@ -2,6 +2,8 @@
 
 #include <cstdint>
 
+#include "core/text.h"
+
 namespace vinci {
 
 bool operator==(const Skill& a, const Skill& b) {
@@ -28,51 +30,12 @@ size_t utf8_length(unsigned char lead) {
 
 }  // namespace
 
-namespace {
-
-// RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF.
-bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n;
-    uint32_t cp;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      n = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k) {
-      unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += n;
-  }
-  return true;
-}
-
-}  // namespace
-
 bool has_valid_utf8(const Skill& skill) {
   for (const std::string* f : {&skill.name, &skill.description, &skill.scope, &skill.content}) {
-    if (!valid_utf8(*f)) return false;
+    if (first_invalid_utf8(*f) != std::string_view::npos) return false;
   }
   for (const auto& t : skill.tags) {
-    if (!valid_utf8(t)) return false;
+    if (first_invalid_utf8(t) != std::string_view::npos) return false;
   }
   return true;
 }

@@ -1,5 +1,6 @@
 #include "core/text.h"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 
@@ -47,6 +48,29 @@ bool hex_decode(std::string_view hex, std::string* bytes) {
   }
   *bytes = std::move(out);
   return true;
+}
+
+size_t first_invalid_utf8(std::string_view s) {
+  static const uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};  // below these, a form is overlong
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    size_t n = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 0 || i + n > s.size()) return i;
+    if (n == 1) {
+      ++i;
+      continue;
+    }
+    uint32_t cp = c & (0x7F >> n);
+    for (size_t k = 1; k < n; ++k) {
+      unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return i;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp < kMin[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return i;
+    i += n;
+  }
+  return std::string_view::npos;
 }
 
 }  // namespace vinci

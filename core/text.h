@@ -22,6 +22,11 @@ std::string number_beside(double v, double threshold);
 std::string hex_encode(std::string_view bytes);
 bool hex_decode(std::string_view hex, std::string* bytes);
 
+// The offset of the first byte that is not part of well-formed UTF-8 (RFC 3629: no overlong
+// forms, no surrogates, nothing above U+10FFFF), or std::string_view::npos when s is all UTF-8.
+// JSON carries only UTF-8: what vinci stores as JSON is checked with this first.
+size_t first_invalid_utf8(std::string_view s);
+
 }  // namespace vinci
 
 #endif  // VINCI_CORE_TEXT_H_

@@ -100,7 +100,6 @@ bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
 // 4-wide vectors x 4 bytes = 128 KiB) writes into a zone, and the zones are checked after every
 // run of the candidate: the verdict no longer depends on what the allocator put next to the buffer.
 constexpr int64_t kGuardBytes = 256 << 10;
-int64_t guard_words_of(int64_t elems, int64_t elem_bytes) { return elems * elem_bytes / 4; }
 constexpr int32_t kGuardWord = 0x7fa5a5a5;
 
 struct GuardedBuffer {
@@ -132,7 +131,7 @@ torch::Tensor guarded(const std::string& name, const std::vector<int64_t>& shape
   } else {
     buffer.fill_(std::nan(""));
   }
-  guards->push_back({name, whole, guard_words_of(guard_elems, elem), numel * elem / 4});
+  guards->push_back({name, whole, kGuardBytes / 4, numel * elem / 4});
   return buffer;
 }
 

@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
 
+#include "core/text.h"
 #include "gpu/codegen.h"
 #include "gpu/expr.h"
 #include "gpu/knobs.h"
@@ -1746,27 +1746,6 @@ Result<std::vector<PlanBuffer>> task_buffers(const Task& task) {
     if (std::find(op.outputs.begin(), op.outputs.end(), task.output) != op.outputs.end()) indices = op_outputs_indices(op.op);
   if (!declared) out.push_back({task.output, "output", indices ? "i64" : "f32", shapes.at(task.output)});
   return out;
-}
-
-// The offset of the first byte that is not part of well-formed UTF-8 (RFC 3629: no overlong forms,
-// no surrogates, nothing past U+10FFFF), or npos.
-static size_t first_invalid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return i;
-    uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
-    for (size_t k = 1; k < n; ++k) {
-      unsigned char d = static_cast<unsigned char>(s[i + k]);
-      if ((d >> 6) != 0x2) return i;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    bool overlong = (n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
-    if (overlong || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return i;
-    i += n;
-  }
-  return std::string_view::npos;
 }
 
 Result<Plan> parse_model_plan(std::string_view reply, const Task& task, const ModelPlanLimits& limits) {

@@ -209,10 +209,8 @@ Result<ShapeMap> infer_shapes(const Task& task) {
     std::vector<SymShape> outs;
     const std::string& name = op.op;
     auto need_dim = [&](const SymShape& s, int64_t dflt) -> Result<int64_t> {
-      int64_t d = norm_dim(attr_int_or(op.attrs, "dim", dflt), s.size());
-      if (d < 0 || d >= static_cast<int64_t>(s.size()))
-        return invalid_argument(where + ": key 'dim': out of range for rank " + std::to_string(s.size()));
-      return d;
+      VINCI_ASSIGN_OR_RETURN(size_t d, checked_dim(attr_int_or(op.attrs, "dim", dflt), s.size(), where, "dim"));
+      return static_cast<int64_t>(d);
     };
     if (info->kind == OpKind::kBinary) {
       outs.push_back(broadcast_shape(x, ins[1]));  // bias [1, C, 1, 1] + x [B, 1] is [1, C, B, 1]

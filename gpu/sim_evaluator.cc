@@ -95,6 +95,16 @@ std::string SimEvaluator::compile_kernels(const Plan& plan, std::string* warning
   return "";
 }
 
+const std::string& SimEvaluator::plan_invalid(const Task& task, const Plan& plan, const Digest& address) {
+  auto key = std::make_pair(address, &task);
+  auto it = plan_invalid_.find(key);
+  if (it == plan_invalid_.end()) {
+    Status valid = validate_plan(plan, task);
+    it = plan_invalid_.emplace(key, valid.ok() ? std::string() : valid.message()).first;
+  }
+  return it->second;
+}
+
 Result<const TaskContext*> SimEvaluator::context(const Task& task, SizeName size) {
   auto key = std::make_pair(task.id, static_cast<int>(size));
   auto it = contexts_.find(key);
@@ -181,9 +191,9 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
   if (!record_limit_verdict(&r, plan, options_.limits)) return r;
 
   // "Compile": the plan must be well formed for the task and name its entry points.
-  Status valid = validate_plan(plan, task);
-  std::string log = valid.ok() ? compile_check(plan) : valid.message();
-  if (!valid.ok()) r.flags.push_back("rejected: invalid_plan");
+  const std::string& invalid = plan_invalid(task, plan, r.plan);
+  std::string log = invalid.empty() ? compile_check(plan) : invalid;
+  if (!invalid.empty()) r.flags.push_back("rejected: invalid_plan");
   bool compiled = log.empty();
   if (compiled && !plan.kernels.empty() && !generators_own(task, plan, r.plan)) {
     // Not the generator's own: compile it, as the live evaluator does.

@@ -69,12 +69,16 @@ class SimEvaluator : public Evaluator {
   // NVRTC's verdict on every kernel of the plan: "" when all compile, else the failure, named by
   // kernel. warnings gets NVRTC's logs of the kernels that compiled.
   std::string compile_kernels(const Plan& plan, std::string* warnings);
+  // validate_plan's verdict ("" when valid, else why not), a pure function of the plan and the
+  // task: checked once per plan address and task, as the run evaluates one plan many times.
+  const std::string& plan_invalid(const Task& task, const Plan& plan, const Digest& address);
 
   SimModel model_;
   SimEvaluatorOptions options_;
   std::map<std::pair<std::string, int>, std::unique_ptr<TaskContext>> contexts_;
   std::unique_ptr<NvrtcCompiler> nvrtc_;            // made on the first plan that needs it
   std::map<Digest, bool> generators_own_;           // plan address -> the generator's own
+  std::map<std::pair<Digest, const Task*>, std::string> plan_invalid_;  // -> validate_plan's message
   std::map<Digest, std::string> compile_failures_;  // kernel source address -> NVRTC's error
 };
 

@@ -44,31 +44,32 @@ plans=$(grep -c . "$work/warm/measurements.jsonl" 2>/dev/null || echo 0)
   echo "| workers | seconds | plans/s |"
   echo "|---:|---:|---:|"
 } >"$out/queue_scale.md"
-for n in 1 2 4 8; do
-  ((n > gpus)) && break
-  start_workers "$n"
+# Rescores RUN into $work/NAME through N fresh workers; sets secs (wall) and rc (exit).
+rescore_through() {  # N RUN NAME
+  start_workers "$1"
+  local t0 t1
   t0=$(date +%s.%N)
-  "$bin/replay" rescore "$work/smoke" "${args[@]}" --queue "$url" --out "$work/s$n" >"$out/scale_$n.txt" 2>&1
-  e=$?
+  "$bin/replay" rescore "$2" "${args[@]}" --queue "$url" --out "$work/$3" >"$out/$3.txt" 2>&1
+  rc=$?
   t1=$(date +%s.%N)
   stop_workers
-  awk -v a="$t0" -v b="$t1" -v n="$n" -v p="$plans" -v e="$e" \
-    'BEGIN { printf "| %d | %.2f | %.1f |%s\n", n, b - a, p / (b - a), (e ? " exit " e : "") }' >>"$out/queue_scale.md"
+  secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+}
+for n in 1 2 4 8; do
+  ((n > gpus)) && break
+  rescore_through "$n" "$work/smoke" "scale_$n"
+  awk -v s="$secs" -v n="$n" -v p="$plans" -v e="$rc" \
+    'BEGIN { printf "| %d | %.2f | %.1f |%s\n", n, s, p / s, (e ? " exit " e : "") }' >>"$out/queue_scale.md"
 done
 # The main run, through every GPU.
 "$bin/harness" run experiments/main.toml --set loop.steps=1 --set loop.batch_tasks=4 --set loop.rollouts=2 \
   --set eval.every=1 --out "$work" >"$out/main_run.log" 2>&1 || { tail "$out/main_run.log"; exit 1; }
-start_workers "$gpus"
-t0=$(date +%s.%N)
-"$bin/replay" rescore "$work/main" "${args[@]}" --queue "$url" --out "$work/main_rescored" >"$out/main_rescore.txt" 2>&1
-e=$?
-t1=$(date +%s.%N)
-stop_workers
+rescore_through "$gpus" "$work/main" main_rescored
 mplans=$(grep -c . "$work/main_rescored/measurements.jsonl" 2>/dev/null || echo 0)
 {
   echo
-  awk -v a="$t0" -v b="$t1" -v n="$gpus" -v p="$mplans" -v e="$e" \
-    'BEGIN { printf "main.toml (1 RL step) rescored live through %d workers: exit %d, %d plans in %.1f s (%.2f plans/s)\n", n, e, p, b - a, p / (b - a) }'
+  awk -v s="$secs" -v n="$gpus" -v p="$mplans" -v e="$rc" \
+    'BEGIN { printf "main.toml (1 RL step) rescored live through %d workers: exit %d, %d plans in %.1f s (%.2f plans/s)\n", n, e, p, s, p / s }'
   grep -E '^(records|digest):' "$out/main_run.log" | sed 's/^/sim run /'
   "$bin/replay" verify "$work/main_rescored" 2>&1 | tail -n 1 | sed 's/^/rescored run verify: /'
 } | tee -a "$out/queue_scale.md"

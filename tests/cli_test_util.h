@@ -28,6 +28,15 @@ inline int sh(const std::string& cmd, std::string* out) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+// Empty when strace can trace here (the kill tests inject SIGKILL with it); else why not, for a
+// GTEST_SKIP: some containers forbid ptrace.
+inline std::string strace_unusable() {
+  std::string out;
+  if (sh("strace -f -qq -o /dev/null true", &out) == 0) return "";
+  return "strace cannot trace here (scripts/setup.sh installs it; ptrace may be forbidden in this "
+         "container): " + out;
+}
+
 }  // namespace clitest
 }  // namespace vinci
 

@@ -189,11 +189,8 @@ std::map<std::string, std::string> files_under(const std::string& dir) {
 // files, and nothing else in the run's folder. The kills are strace's signal injection: a SIGKILL
 // at the entry of the chosen system call, so the call never happens.
 TEST(HarnessRun, KilledAtTwentyDurablePointsResumesToTheSameFiles) {
+  if (std::string why = clitest::strace_unusable(); !why.empty()) GTEST_SKIP() << why;
   std::string out;
-  if (sh("strace -f -qq -o /dev/null true", &out) != 0) {
-    GTEST_SKIP() << "strace cannot trace here (scripts/setup.sh installs it; ptrace may be "
-                    "forbidden in this container): " << out;
-  }
   // Every run here is written under one root (its path is part of the recorded config); the
   // uninterrupted run is moved aside to compare with.
   const std::string base = temp_dir(), root = base + "/runs";

@@ -348,11 +348,8 @@ TEST(Rescore, UnderTheRunsOwnProfileNothingMoves) {
 // last write before its manifest is marked complete) leaves an unfinished run, never a complete
 // one without its report. The kill is strace's: a SIGKILL at the entry of that system call.
 TEST(Rescore, KilledBeforeItsReportLeavesNoCompleteRun) {
+  if (std::string why = clitest::strace_unusable(); !why.empty()) GTEST_SKIP() << why;
   std::string out;
-  if (sh("strace -f -qq -o /dev/null true", &out) != 0) {
-    GTEST_SKIP() << "strace cannot trace here (scripts/setup.sh installs it; ptrace may be "
-                    "forbidden in this container): " << out;
-  }
   const std::string whole = temp_dir(), killed = temp_dir();
   const std::string rescore = kBin + "replay rescore ";
   ASSERT_EQ(sh("strace -f -qq -s 256 -o " + whole + "/trace -e trace=rename " + rescore + copy_run(kGolden, whole) +
