@@ -15,6 +15,9 @@
 #include <sstream>
 #include <utility>
 
+#include "core/bytes.h"
+#include "core/check.h"
+
 namespace vinci {
 namespace {
 
@@ -73,101 +76,13 @@ double log_sigmoid(double z) {
   return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z));
 }
 
-// ---- checkpoint bytes ----
+// ---- checkpoint bytes (core/bytes.h) ----
 
-class ByteWriter {
- public:
-  void u32(uint32_t v) { put_le(v, 4); }
-  void i32(int32_t v) { put_le(static_cast<uint32_t>(v), 4); }
-  void i64(int64_t v) { put_le(static_cast<uint64_t>(v), 8); }
-  void str(std::string_view s) {
-    u32(static_cast<uint32_t>(s.size()));
-    out_.append(s.data(), s.size());
-  }
-  void raw(std::string_view s) { out_.append(s.data(), s.size()); }
-  void floats(const torch::Tensor& t) {
-    torch::Tensor c = t.detach().contiguous();
-    const float* p = c.data_ptr<float>();
-    for (int64_t i = 0; i < c.numel(); ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, &p[i], 4);
-      put_le(bits, 4);
-    }
-  }
-  std::string take() { return std::move(out_); }
-
- private:
-  void put_le(uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; ++i) out_.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-  }
-  std::string out_;
-};
-
-class ByteReader {
- public:
-  explicit ByteReader(std::string_view in) : in_(in) {}
-  bool u32(uint32_t* v) {
-    uint64_t x;
-    if (!get_le(4, &x)) return false;
-    *v = static_cast<uint32_t>(x);
-    return true;
-  }
-  bool i32(int32_t* v) {
-    uint32_t x;
-    if (!u32(&x)) return false;
-    *v = static_cast<int32_t>(x);
-    return true;
-  }
-  bool i64(int64_t* v) {
-    uint64_t x;
-    if (!get_le(8, &x)) return false;
-    *v = static_cast<int64_t>(x);
-    return true;
-  }
-  bool bytes(size_t n, std::string_view* out) {
-    if (in_.size() - pos_ < n) return false;
-    *out = in_.substr(pos_, n);
-    pos_ += n;
-    return true;
-  }
-  bool str(std::string* out) {
-    uint32_t n;
-    std::string_view s;
-    if (!u32(&n) || !bytes(n, &s)) return false;
-    *out = std::string(s);
-    return true;
-  }
-  // Fills a fresh float32 tensor of `shape` from numel little-endian floats.
-  bool floats(const std::vector<int64_t>& shape, int64_t numel, torch::Tensor* out) {
-    if (numel < 0 || static_cast<uint64_t>(numel) > (in_.size() - pos_) / 4) return false;
-    torch::Tensor t = torch::empty(shape, torch::kFloat32);
-    float* p = t.data_ptr<float>();
-    for (int64_t i = 0; i < numel; ++i) {
-      uint64_t bits = 0;
-      get_le(4, &bits);  // cannot fail: the size was checked above
-      uint32_t b32 = static_cast<uint32_t>(bits);
-      std::memcpy(&p[i], &b32, 4);
-    }
-    *out = t;
-    return true;
-  }
-  size_t offset() const { return pos_; }
-  bool at_end() const { return pos_ == in_.size(); }
-
- private:
-  bool get_le(int n, uint64_t* v) {
-    if (in_.size() - pos_ < static_cast<size_t>(n)) return false;
-    uint64_t x = 0;
-    for (int i = 0; i < n; ++i) {
-      x |= static_cast<uint64_t>(static_cast<uint8_t>(in_[pos_ + i])) << (8 * i);
-    }
-    pos_ += n;
-    *v = x;
-    return true;
-  }
-  std::string_view in_;
-  size_t pos_ = 0;
-};
+// A tensor's float32 values, by their bit patterns.
+void write_floats(ByteWriter* w, const torch::Tensor& t) {
+  torch::Tensor c = t.detach().contiguous();
+  w->f32s(c.data_ptr<float>(), static_cast<size_t>(c.numel()));
+}
 
 }  // namespace
 
@@ -1007,9 +922,10 @@ Result<ParsedCheckpoint> parse_checkpoint(std::string_view bytes) {
 
 // A fresh float32 tensor of dims from little-endian floats.
 torch::Tensor float_tensor(std::string_view bytes, const std::vector<int64_t>& dims) {
+  torch::Tensor t = torch::empty(dims, torch::kFloat32);
   ByteReader r(bytes);
-  torch::Tensor t;
-  r.floats(dims, static_cast<int64_t>(bytes.size() / 4), &t);  // cannot fail: sized by the parse
+  VINCI_ASSERT_MSG(static_cast<int64_t>(bytes.size() / 4) == t.numel() && r.f32s(t.data_ptr<float>(), bytes.size() / 4),
+                   "checkpoint values do not fill their tensor");  // sized by the parse
   return t;
 }
 
@@ -1035,7 +951,7 @@ Digest SimBackbone::parameter_digest() const {
     h.update_u64(static_cast<uint64_t>(p.value.dim()));
     for (int64_t d : p.value.sizes()) h.update_i64(d);
     ByteWriter w;
-    w.floats(p.value);
+    write_floats(&w, p.value);
     h.update(w.take());
   }
   return h.finish();
@@ -1059,10 +975,10 @@ std::string SimBackbone::save_parameters() const {
     w.str(name);
     w.u32(static_cast<uint32_t>(p.value.dim()));
     for (int64_t d : p.value.sizes()) w.i64(d);
-    w.floats(p.value);
+    write_floats(&w, p.value);
     w.i64(p.step);
-    w.floats(p.exp_avg);
-    w.floats(p.exp_avg_sq);
+    write_floats(&w, p.exp_avg);
+    write_floats(&w, p.exp_avg_sq);
   }
   return w.take();
 }

@@ -46,7 +46,8 @@
 // Thread safety: every public member function may be called from any thread; calls are
 // serialized by one mutex.
 //
-// Checkpoint bytes (save_parameters / load_parameters), little-endian:
+// Checkpoint bytes (save_parameters / load_parameters), in core/bytes.h's codec; docs/log_format.md
+// ("Other binary files") is the reference:
 //
 //   checkpoint := "vinci-sim-backbone" u32:version(=1) shape u32:n param{n}
 //   shape      := i32:task_dim i32:feedback_dim i32:candidate_dim i32:hidden i32:role_dim

@@ -3,6 +3,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "core/bytes.h"
 #include "core/check.h"
 
 namespace vinci {
@@ -94,15 +95,13 @@ Hasher& Hasher::update(const void* data, size_t size) {
 }
 
 Hasher& Hasher::update_u64(uint64_t v) {
-  uint8_t b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+  unsigned char b[8];
+  store_le(b, v, 8);
   return update(b, 8);
 }
 
 Hasher& Hasher::update_f64(double v) {
-  uint64_t bits;
-  std::memcpy(&bits, &v, sizeof bits);
-  return update_u64(bits);
+  return update_u64(f64_bits(v));
 }
 
 Hasher& Hasher::update_str(std::string_view s) {

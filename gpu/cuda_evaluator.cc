@@ -17,6 +17,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
+#include "core/bytes.h"
 #include "core/text.h"
 #include "gpu/executor.h"
 
@@ -41,9 +42,9 @@ std::string exit_text(int status) {
 }  // namespace
 
 Status write_frame(int fd, const std::string& bytes) {
-  std::string frame(8, '\0');
-  uint64_t n = bytes.size();
-  for (int i = 0; i < 8; ++i) frame[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+  std::string frame;
+  frame.reserve(8 + bytes.size());
+  put_le(&frame, bytes.size(), 8);
   frame += bytes;
   size_t off = 0;
   while (off < frame.size()) {
@@ -91,8 +92,7 @@ Result<std::string> read_frame(int fd, double timeout_s) {
       Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(std::max(0.0, timeout_s) * 1000));
   char len[8];
   VINCI_RETURN_IF_ERROR(read_exact(fd, len, 8, has_deadline, deadline));
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(len[i]);
+  uint64_t n = load_u64(len);
   if (n > (uint64_t{1} << 32)) return corruption("worker frame of " + std::to_string(n) + " bytes: the stream is damaged");
   std::string out(n, '\0');
   VINCI_RETURN_IF_ERROR(read_exact(fd, out.data(), n, has_deadline, deadline));

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include "core/atomic_file.h"
+#include "core/bytes.h"
 #include "gpu/expr.h"
 
 namespace vinci {
@@ -24,9 +25,7 @@ std::string npy_bytes(const std::string& dtype, const std::vector<int64_t>& shap
   header.append((64 - unpadded % 64) % 64, ' ');
   header.push_back('\n');
   std::string out("\x93NUMPY\x01\x00", 8);
-  uint16_t len = static_cast<uint16_t>(header.size());
-  out.push_back(static_cast<char>(len & 0xff));
-  out.push_back(static_cast<char>(len >> 8));
+  put_le(&out, header.size(), 2);
   out += header;
   out.append(static_cast<const char*>(data), nbytes);
   return out;

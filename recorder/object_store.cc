@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "core/atomic_file.h"
+#include "core/bytes.h"
 
 namespace vinci {
 namespace {
@@ -26,16 +27,6 @@ constexpr uint64_t kCheckSeed = 0x76696e6369636b31ull;  // "vincick1"
 uint64_t check_hash(std::string_view kind, std::string_view bytes) {
   uint64_t h = hash64(kind.data(), kind.size(), kCheckSeed);
   return hash64(bytes.data(), bytes.size(), h);
-}
-
-void put_u64(std::string* out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-uint64_t get_u64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
 }
 
 }  // namespace
@@ -66,7 +57,7 @@ std::string encode_object_file(std::string_view kind, std::string_view bytes) {
   out.push_back(static_cast<char>(kind.size()));
   out.push_back(0);
   out.push_back(0);
-  put_u64(&out, bytes.size());
+  put_le(&out, bytes.size(), 8);
   out.append(kind);
   out.append(payload);
   return out;
@@ -78,7 +69,7 @@ Result<StoredObject> decode_object_file(std::string_view file, const std::string
   }
   uint8_t encoding = static_cast<uint8_t>(file[4]);
   size_t kind_len = static_cast<uint8_t>(file[5]);
-  uint64_t raw_size = get_u64(file.data() + 8);
+  uint64_t raw_size = load_u64(file.data() + 8);
   if (encoding > 1 || kind_len == 0 || file[6] != 0 || file[7] != 0 ||
       kHeaderSize + kind_len > file.size()) {
     return corruption("object file " + path + ": bad header (encoding " +

@@ -9,31 +9,18 @@
 #include <cstring>
 
 #include "core/atomic_file.h"
+#include "core/bytes.h"
 #include "core/check.h"
 
 namespace vinci {
 namespace {
 
-void put_u32(std::string* out, uint32_t v) {
-  char b[4] = {static_cast<char>(v), static_cast<char>(v >> 8), static_cast<char>(v >> 16),
-               static_cast<char>(v >> 24)};
-  out->append(b, 4);
-}
-
-uint32_t get_u32(const char* p) {
-  return static_cast<uint32_t>(static_cast<uint8_t>(p[0])) |
-         static_cast<uint32_t>(static_cast<uint8_t>(p[1])) << 8 |
-         static_cast<uint32_t>(static_cast<uint8_t>(p[2])) << 16 |
-         static_cast<uint32_t>(static_cast<uint8_t>(p[3])) << 24;
-}
-
 std::string segment_header(uint32_t index, uint64_t first_frame) {
-  std::string h(kLogMagic, 8);
-  put_u32(&h, kLogVersion);
-  put_u32(&h, index);
-  put_u32(&h, static_cast<uint32_t>(first_frame));
-  put_u32(&h, static_cast<uint32_t>(first_frame >> 32));
-  return h;
+  ByteWriter h(std::string(kLogMagic, 8));
+  h.u32(kLogVersion);
+  h.u32(index);
+  h.u64(first_frame);
+  return h.take();
 }
 
 // Segment files in dir, sorted by name. Files that do not look like segments are ignored.
@@ -137,8 +124,8 @@ bool RunLogReader::load_segment(size_t i) {
     damage_ = LogDamage{file, 0, "bad segment magic: expected VINCILOG"};
     return false;
   }
-  uint32_t version = get_u32(data_.data() + 8);
-  uint32_t index = get_u32(data_.data() + 12);
+  uint32_t version = load_u32(data_.data() + 8);
+  uint32_t index = load_u32(data_.data() + 12);
   if (version != kLogVersion) {
     damage_ = LogDamage{file, 8, "unsupported log version " + std::to_string(version) +
                                      " (this reader knows " + std::to_string(kLogVersion) + ")"};
@@ -149,7 +136,7 @@ bool RunLogReader::load_segment(size_t i) {
                                       ", expected " + std::to_string(i)};
     return false;
   }
-  uint64_t first = get_u32(data_.data() + 16) | static_cast<uint64_t>(get_u32(data_.data() + 20)) << 32;
+  uint64_t first = load_u64(data_.data() + 16);
   if (first != next_index_) {
     damage_ = LogDamage{file, 16, "segment starts at frame " + std::to_string(first) +
                                       ", but the segments before it hold " +
@@ -179,8 +166,8 @@ bool RunLogReader::next(LogFrame* frame) {
                                           " of 8 bytes at the end of the file"};
       return false;
     }
-    uint32_t length = get_u32(data_.data() + pos_);
-    uint32_t checksum = get_u32(data_.data() + pos_ + 4);
+    uint32_t length = load_u32(data_.data() + pos_);
+    uint32_t checksum = load_u32(data_.data() + pos_ + 4);
     if (length == 0 || length > kMaxFrame) {
       damage_ = LogDamage{file, pos_, "corrupt frame: length " + std::to_string(length) +
                                           " outside 1.." + std::to_string(kMaxFrame)};
@@ -311,8 +298,8 @@ Status RunLogWriter::append(std::string_view payload) {
   if (segment_size_ > kSegmentHeaderSize && segment_size_ + frame_size > options_.segment_bytes) {
     VINCI_RETURN_IF_ERROR(open_segment(segment_ + 1, /*fresh=*/true, 0));
   }
-  put_u32(&buffer_, static_cast<uint32_t>(payload.size()));
-  put_u32(&buffer_, frame_checksum(payload));
+  put_le(&buffer_, payload.size(), 4);
+  put_le(&buffer_, frame_checksum(payload), 4);
   buffer_.append(payload);
   segment_size_ += frame_size;
   digest_.add(payload);
