@@ -22,6 +22,11 @@ add_compile_options(${VINCI_SANITIZERS} -fsanitize=fuzzer-no-link)
 add_link_options(${VINCI_SANITIZERS})
 
 find_package(CURL REQUIRED)  # the chat client's reply parser lives beside its HTTP code
+# Only the sanitized unit tests that link libtorch need it (fuzz/CMakeLists.txt); no fuzz target does.
+if(VINCI_BUILD_TESTS)
+  find_package(Torch REQUIRED)
+  find_package(CUDAToolkit REQUIRED)  # NVRTC, which the sim evaluator's compile check calls
+endif()
 
 include_directories(${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
 
