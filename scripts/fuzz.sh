@@ -44,15 +44,27 @@ export ASAN_OPTIONS=halt_on_error=1:print_stacktrace=1:detect_leaks=1:abort_on_e
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 if [ -z "${VINCI_FUZZ_SKIP_TESTS:-}" ]; then
-  # The unit tests of core, recorder and the parsers under the sanitizers (docs/testing.md).
-  # One test is left out: ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint, a
-  # randomized search of half a minute in build/ and six under the sanitizers, over code the
-  # other model-plan tests and the model_plan fuzz target cover.
-  for t in core_tests recorder_tests agents_tests gpu_parser_tests config_tests; do
-    echo "fuzz.sh: $t under AddressSanitizer and UndefinedBehaviorSanitizer"
-    build-fuzz/bin/$t --gtest_brief=1 \
-      --gtest_filter=-ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint
-  done
+  # The unit tests under the sanitizers (docs/testing.md): BINARY [GTEST_FILTER].
+  sanitized() {
+    echo "fuzz.sh: $1 under AddressSanitizer and UndefinedBehaviorSanitizer"
+    build-fuzz/bin/$1 --gtest_brief=1 --gtest_filter="${2:-*}"
+  }
+  sanitized core_tests
+  sanitized recorder_tests
+  sanitized agents_tests
+  sanitized agent_rules_tests
+  sanitized backbone_tests
+  sanitized chat_client_tests
+  sanitized harness_tests
+  # Left out, each for its time here, over code the other tests and the fuzz targets cover:
+  # ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint, a randomized search of half a
+  # minute in build/ and six under the sanitizers; SimEvaluator.GeneratedPlansAreCostedAndNeverFlagged,
+  # the sim evaluator on eight plans of every task at both sizes (5 s in build/, 50 here); and two
+  # TritonCompile tests whose time is Triton's Python compiler (uninstrumented, 10 s each anywhere).
+  sanitized gpu_task_test -ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint
+  sanitized sim_tests -SimEvaluator.GeneratedPlansAreCostedAndNeverFlagged
+  sanitized gpu_triton_test \
+    -TritonCompile.CommittedPlansCompileToSm90CubinsAndAreCached:TritonCompile.FailuresAreCleanRejectionsWithTritonsMessage
 fi
 
 rm -rf build-fuzz/work
