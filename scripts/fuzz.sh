@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets and the sanitized torch-free tests into build-fuzz/ (clang, AddressSanitizer
-# and UndefinedBehaviorSanitizer; docs/testing.md) and runs every fuzz target from a copy of its
-# committed corpus (fuzz/corpus/<target>/) for SECONDS_PER_TARGET seconds (default 30).
+# Builds the fuzz targets and the sanitized unit tests into build-fuzz/ (clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer on all of vinci's code; libtorch, prebuilt, is not instrumented;
+# docs/testing.md), runs the unit tests (those of core, recorder, agents, gpu, the sim and the
+# harness's loop parts; not the GPU, CLI or slow ones, and three slow single tests, named below),
+# then every fuzz target from a copy of its committed corpus (fuzz/corpus/<target>/) for
+# SECONDS_PER_TARGET seconds (default 30).
 # Fails on any crash, leak, sanitizer report or broken invariant; the input that caused it is kept
 # in build-fuzz/crashes/<target>/. Prints the executions of every target.
 #
