@@ -27,6 +27,7 @@ find_package(CURL REQUIRED)  # the chat client's reply parser lives beside its H
 # Only the sanitized unit tests that link libtorch need it (fuzz/CMakeLists.txt); no fuzz target does.
 if(VINCI_BUILD_TESTS)
   find_package(Torch REQUIRED)
+  find_package(CUDAToolkit REQUIRED)  # NVRTC, which the sim evaluator's compile check calls
 endif()
 
 include_directories(${CMAKE_SOURCE_DIR} ${CMAKE_BINARY_DIR})
