@@ -1,6 +1,7 @@
 #include "gpu/triton.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
@@ -12,7 +13,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -83,10 +83,14 @@ std::vector<std::string> child_env(const std::string& temp) {
   return env;
 }
 
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+
+// Removes a compile's temporary folder and everything in it. With nftw, not
+// std::filesystem::remove_all: a libtorch build exports its own copy of that function, and the
+// dynamic linker binds the call to it (on the GPU machine's PyTorch it jumps to address 0).
 void remove_tree(const std::string& dir) {
   if (dir.empty() || dir.find("vinci_triton_") == std::string::npos) return;
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
+  ::nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 // Starts argv[0] (searched on PATH) with env, in its own process group, stdin/stdout/stderr from

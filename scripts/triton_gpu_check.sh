@@ -67,7 +67,8 @@ except Exception:
     r = {}
 print(json.dumps({"plan": name, "kind": kind, "correct": r.get("correct"), "kernel_us": r.get("kernelUs"),
                   "reference_us": r.get("referenceUs"), "speedup": r.get("speedup"),
-                  "error": (r.get("error") or "")[:300], "triton_version": r.get("settings", {}).get("triton_version"),
+                  "error": (r.get("error") or "")[:300],
+                  "triton_version": {e["key"]: e["value"] for e in r.get("settings", [])}.get("triton_version"),
                   "stderr": err[-400:]}))
 PY
   done
