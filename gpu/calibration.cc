@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <fstream>
 #include <numeric>
+#include <optional>
+#include <utility>
 #include <sstream>
 
 #include "core/parallel.h"
@@ -58,6 +60,7 @@ class Fitter {
         if (samples_[i].measured_reference_us > 0) logsum += std::log(samples_[i].measured_reference_us), ++n;
       g.measured_reference_us = n ? std::exp(logsum / n) : 0;
     }
+    for (const auto& s : samples_) sample_reads_.push_back(figures_read(s.plan));
   }
 
   // Predicted plan times and each group's reference, under a profile.
@@ -66,7 +69,10 @@ class Fitter {
     std::vector<double> reference_us;  // per group
   };
 
-  Result<Prediction> predict(const DeviceProfile& profile) const {
+  // With `base` (a profile and its prediction), only the plans and references that read a figure
+  // `profile` changes are priced again; the rest are the base's, bit for bit (see figures_read).
+  // REQUIRES: profile and base->profile differ in calibration_parameters() figures alone.
+  Result<Prediction> predict(const DeviceProfile& profile, const std::pair<DeviceProfile, Prediction>* base = nullptr) const {
     SimModel model(profile);
     Prediction out;
     out.plan_us.assign(samples_.size(), 0);
@@ -75,15 +81,24 @@ class Fitter {
         VINCI_ASSIGN_OR_RETURN(TaskContext c, model.prepare(*g.task, g.sizes));
         contexts_.push_back(std::move(c));
       }
+    uint32_t changed = base ? figures_changed(base->first, profile) : kReadsAll;
     // Groups are independent (each owns its context and its samples' slots): priced on every
     // core, the loss then sums them in a fixed order, so the fit is the same for any core count.
     out.reference_us.assign(groups_.size(), 0);
     VINCI_RETURN_IF_ERROR(parallel_for(threads_, groups_.size(), [&](size_t gi) -> Status {
       const Group& g = groups_[gi];
       TaskContext& ctx = contexts_[gi];
-      VINCI_RETURN_IF_ERROR(model.reprice(&ctx));
-      out.reference_us[gi] = ctx.reference().time_us;
+      if (changed & kReferenceReads) {
+        VINCI_RETURN_IF_ERROR(model.reprice(&ctx));
+        out.reference_us[gi] = ctx.reference().time_us;
+      } else {
+        out.reference_us[gi] = base->second.reference_us[gi];  // predict() never reads the reference
+      }
       for (size_t i : g.samples) {
+        if (!(changed & sample_reads_[i])) {
+          out.plan_us[i] = base->second.plan_us[i];
+          continue;
+        }
         Result<PlanPrediction> p = model.predict(ctx, samples_[i].plan);
         if (!p.ok())
           return Status(p.status().code(), "calibration sample " + std::to_string(i) + " (task " + g.task->id +
@@ -95,9 +110,13 @@ class Fitter {
     return out;
   }
 
+  // The loss under `profile`. Every profile after the first must differ from the last accepted
+  // one (accept()) in calibration_parameters() figures alone: the search's trials do.
   Result<double> loss(const DeviceProfile& profile) {
     ++evaluations_;
-    VINCI_ASSIGN_OR_RETURN(Prediction p, predict(profile));
+    VINCI_ASSIGN_OR_RETURN(Prediction p, predict(profile, base_ ? &*base_ : nullptr));
+    last_ = std::make_pair(profile, p);
+    if (!base_) base_ = last_;
     double sum = 0;
     int n = 0;
     for (size_t g = 0; g < groups_.size(); ++g) {
@@ -144,13 +163,64 @@ class Fitter {
 
   int evaluations() const { return evaluations_; }
 
+  // The profile of the last loss() is the search's new point: later trials are priced against it.
+  void accept() { base_ = last_; }
+
  private:
+  // Which calibration figures a prediction can read, as bits. A plan's time reads the efficiency
+  // of its kernels' families alone (gpu/sim_model.cc: kernel_step picks one term by family; a gemm
+  // kernel alone reads the wmma fraction; a custom kernel, a family the model has no term for,
+  // eff_custom), and library_tf32_fraction only in a tf32 library product; the eager reference
+  // (library steps in fp32) reads no kernel term. Every other fitted figure (launch costs, L2
+  // bandwidth, in-flight bytes) is read by every step.
+  static constexpr uint32_t kReadsElementwise = 1, kReadsRowReduction = 2, kReadsGemmKernel = 4, kReadsCustom = 8,
+                            kReadsLibraryTf32 = 16, kReadsLibrary = 32, kReadsEveryStep = 64, kReadsAll = 127;
+  static constexpr uint32_t kReferenceReads = kReadsLibrary | kReadsEveryStep;
+
+  static uint32_t figure_bits(double DeviceProfile::*field) {
+    using P = DeviceProfile;
+    if (field == &P::eff_elementwise) return kReadsElementwise;
+    if (field == &P::eff_row_reduction) return kReadsRowReduction;
+    if (field == &P::eff_gemm_cuda_core || field == &P::eff_gemm_tensor_core || field == &P::wmma_fraction)
+      return kReadsGemmKernel;
+    if (field == &P::eff_custom) return kReadsCustom;
+    if (field == &P::library_tf32_fraction) return kReadsLibraryTf32;
+    if (field == &P::eff_library_gemm || field == &P::eff_library_other) return kReadsLibrary;
+    return kReadsEveryStep;
+  }
+
+  static uint32_t figures_changed(const DeviceProfile& a, const DeviceProfile& b) {
+    uint32_t bits = 0;
+    for (const auto& p : calibration_parameters())
+      if (a.*(p.field) != b.*(p.field)) bits |= figure_bits(p.field);
+    return bits;
+  }
+
+  static uint32_t figures_read(const Plan& plan) {
+    uint32_t bits = kReadsEveryStep;
+    for (const PlanStep& step : plan.steps) {
+      if (step.kind != "kernel") {
+        bits |= kReadsLibrary | (step.precision == "tf32" ? kReadsLibraryTf32 : 0);
+        continue;
+      }
+      const PlanKernel* k = plan.find_kernel(step.kernel);
+      if (!k) return kReadsAll;
+      if (k->family == "gemm") bits |= kReadsGemmKernel;
+      else if (k->family == "row_reduction") bits |= kReadsRowReduction;
+      else if (k->family == "elementwise") bits |= kReadsElementwise;
+      else bits |= kReadsCustom;
+    }
+    return bits;
+  }
+
   const std::vector<CalibrationSample>& samples_;
   bool fit_reference_;
   CalibrationOptions::Objective objective_;
   mutable std::vector<TaskContext> contexts_;  // one a group, prepared once, repriced per profile
   int32_t threads_ = hardware_threads(8);
   std::vector<Group> groups_;
+  std::vector<uint32_t> sample_reads_;  // figures_read of each sample's plan
+  std::optional<std::pair<DeviceProfile, Prediction>> base_, last_;
   int evaluations_ = 0;
 };
 
@@ -245,6 +315,7 @@ Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vecto
           if (!(l < best - 1e-15)) break;
           best = l;
           cur = trial;
+          fitter.accept();
           moved = true;
         }
       }

@@ -988,9 +988,10 @@ class PlanCoster {
   const TaskContext& ctx_;
   const Plan* plan_;
   std::map<std::string, std::vector<int64_t>>* plan_shapes_;
-  std::map<std::string, double> touched_;
-  std::map<std::string, const PlanBuffer*> buffers_;    // the plan's buffers by name
-  mutable std::map<std::string, double> bytes_;          // buffer_bytes, once a name
+  // Looked up by name only (never walked in order): hashed.
+  std::unordered_map<std::string, double> touched_;
+  std::unordered_map<std::string, const PlanBuffer*> buffers_;  // the plan's buffers by name
+  mutable std::unordered_map<std::string, double> bytes_;        // buffer_bytes, once a name
   double clock_ = 0;
 };
 
@@ -1006,8 +1007,8 @@ Result<TaskContext> SimModel::prepare(const Task& task, const SizeMap& sizes) co
   for (const auto& [name, sym] : shapes) {
     VINCI_ASSIGN_OR_RETURN(ctx.shapes_[name], eval_shape(sym, sizes));
   }
-  VINCI_ASSIGN_OR_RETURN(std::vector<WeightSpec> weights, weight_specs(task));
-  for (const auto& w : weights) {
+  VINCI_ASSIGN_OR_RETURN(ctx.weights_, weight_specs(task));
+  for (const auto& w : ctx.weights_) {
     VINCI_ASSIGN_OR_RETURN(ctx.shapes_[w.name], eval_shape(w.shape, sizes));
   }
   for (const auto& op : task.ops)
@@ -1021,7 +1022,7 @@ Status SimModel::reprice(TaskContext* context) const {
   const Task& task = *ctx.task_;
   ctx.reference_ = PlanPrediction();
   ctx.bound_ = TaskBound();
-  VINCI_ASSIGN_OR_RETURN(std::vector<WeightSpec> weights, weight_specs(task));
+  const std::vector<WeightSpec>& weights = ctx.weights_;
   // The eager reference: one library step per op, in order.
   PlanCoster coster(*this, ctx, nullptr, nullptr);
   for (const auto& op : task.ops) {

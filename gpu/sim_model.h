@@ -31,6 +31,7 @@
 #include "gpu/eval_result.h"
 #include "gpu/expr.h"
 #include "gpu/plan.h"
+#include "gpu/shapes.h"
 #include "gpu/task.h"
 
 namespace vinci {
@@ -102,6 +103,7 @@ class TaskContext {
   ExprEnv env_;
   std::map<std::string, std::vector<int64_t>> shapes_;  // values and weights
   std::map<std::string, const OpSpec*> producer_;       // value -> the op that makes it
+  std::vector<WeightSpec> weights_;                      // weight_specs(task), for every repricing
   PlanPrediction reference_;
   TaskBound bound_;
   // Expressions without buffer functions depend on the sizes alone: evaluated once.
