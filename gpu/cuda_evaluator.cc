@@ -212,6 +212,7 @@ Status CudaEvaluator::start_locked() {
   if (!options_.task_dir.empty()) args.insert(args.end(), {"--tasks", options_.task_dir});
   if (!options_.nvrtc_cache_dir.empty()) args.insert(args.end(), {"--nvrtc-cache", options_.nvrtc_cache_dir});
   if (!options_.profile_path.empty()) args.insert(args.end(), {"--profile", options_.profile_path});
+  if (options_.profile_phases) args.insert(args.end(), {"--profile-phases", "1"});
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -349,6 +350,10 @@ Result<EvalResult> CudaEvaluator::evaluate(const Task& task, const Plan& plan, c
   stats_.compile_ms = h.value("compile_ms", 0.0);
   stats_.eval_ms = h.value("eval_ms", 0.0);
   stats_.kernels_compiled = h.value("kernels_compiled", 0);
+  stats_.phase_ms.clear();
+  if (h.contains("phases") && h["phases"].is_object())
+    for (const auto& [k, v] : h["phases"].items())
+      if (v.is_number()) stats_.phase_ms[k] = v.get<double>();
   if (h.value("context_lost", false)) {
     // The worker exits after answering; a fresh one serves the next evaluation.
     stop_locked(false);

@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -43,6 +44,7 @@ struct CudaEvaluatorOptions {
   int warmups = 3;
   double timing_budget_s = 0;   // > 0: a slow candidate's sampling stops after this (>= 5 samples)
   PlanLimits limits;            // gpu/plan.h: passed to the worker
+  bool profile_phases = false;  // the worker times each phase of an evaluation (gpu/live_eval.h)
 };
 
 // Wall-clock figures of the last evaluation and of the evaluator's life: for people, never for
@@ -52,6 +54,7 @@ struct CudaEvaluatorStats {
   double eval_ms = 0;        // the worker's time for the last evaluation
   double round_trip_ms = 0;  // request to answer, as seen here
   int kernels_compiled = 0;
+  std::map<std::string, double> phase_ms;  // with profile_phases: the worker's time per phase
   int workers_started = 0;
   int workers_lost = 0;
 };

@@ -5,7 +5,8 @@
 //   vinci-cuda-worker --fd N [--tasks DIR] [--nvrtc-cache DIR] [--profile FILE]
 //                     [--launch-timeout S] [--norm-tolerance X] [--warmups N] [--timing-budget-ms X]
 //                     [--max-kernel-source-bytes N] [--max-plan-source-bytes N] [--max-kernels N]
-//                     [--max-steps N]
+//                     [--max-steps N] [--triton-timeout S] [--reference-precision P]
+//                     [--profile-phases 0|1]
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
@@ -127,6 +128,7 @@ int main(int argc, char** argv) {
     else if (a == "--max-kernels") options.limits.max_kernels = std::atoll(v.c_str());
     else if (a == "--triton-timeout") options.triton_timeout_s = std::atof(v.c_str());
     else if (a == "--max-steps") options.limits.max_steps = std::atoll(v.c_str());
+    else if (a == "--profile-phases") options.profile_phases = v == "1";
     else return usage();
   }
   if (fd < 0) return usage();
@@ -178,6 +180,7 @@ int main(int argc, char** argv) {
                           {"compile_ms", stats.compile_ms},
                           {"eval_ms", stats.eval_ms},
                           {"kernels_compiled", stats.kernels_compiled}};
+      if (!stats.phase_ms.empty()) h["phases"] = stats.phase_ms;
       if (!say(h) || !write_frame(fd, encode_eval_result(*r)).ok() || !write_frame(fd, r->compile_log).ok()) return 1;
     }
     if (stats.context_lost) {

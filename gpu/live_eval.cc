@@ -36,6 +36,30 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+// LiveOptions::profile_phases: charges the time since the last switch to the phase being left,
+// after a device synchronization. Does nothing when off.
+class PhaseTimer {
+ public:
+  PhaseTimer(bool on, std::map<std::string, double>* out) : on_(on), out_(out) {}
+  ~PhaseTimer() { to(nullptr); }
+  void to(const char* phase) {
+    if (!on_) return;
+    cuCtxSynchronize();
+    Clock::time_point now = Clock::now();
+    if (current_) (*out_)[current_] += std::chrono::duration<double, std::milli>(now - since_).count();
+    current_ = phase;
+    since_ = now;
+  }
+  // After a failure that may have left the context unusable: stop synchronizing.
+  void abandon() { on_ = false; }
+
+ private:
+  bool on_;
+  std::map<std::string, double>* out_;
+  const char* current_ = nullptr;
+  Clock::time_point since_;
+};
+
 std::string cu_error(CUresult r) {
   const char* name = nullptr;
   const char* text = nullptr;
@@ -700,7 +724,9 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
   add_limit_settings(options.limits, &r.settings);
   if (!record_limit_verdict(&r, plan, options.limits)) return r;
 
+  PhaseTimer phase(options.profile_phases, &stats->phase_ms);
   // 1. Compile and load.
+  phase.to("compile");
   Status valid = validate_plan(plan, task);
   LoadedPlan loaded;
   std::string log;
@@ -747,6 +773,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
   }
   if (!record_compile_verdict(&r, plan, compiled, log)) return r;
 
+  phase.to("setup");
   VINCI_ASSIGN_OR_RETURN(TaskInstance * inst, instance(task, request.size));
   std::map<std::string, torch::Tensor> weights;
   for (const auto& [n, w] : inst->weights()) weights[n] = w.clone();
@@ -772,6 +799,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       TrialResult tr;
       tr.distribution = distribution_name(dist);
       tr.seed = input_seed(request.seed, task.id, t, dist);
+      phase.to("inputs");
       VINCI_ASSIGN_OR_RETURN(std::vector<torch::Tensor> x, inputs(*inst, t, request.seed, &input_source));
       // Odd trials write new data into the candidate's inputs of trial 0 (same addresses): an
       // output cached by input address shows there.
@@ -787,7 +815,9 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       }
       auto values = values_for(task, plan, inst->sizes(), cx, weights);
       // The candidate runs first: nothing of this trial's reference is in memory yet.
+      phase.to("candidate");
       torch::Tensor out = run(plan, loaded, *inst, values, t == 0 ? Mode::kCheck : Mode::kWatch);
+      phase.to("checks");
       check_guards("trial " + std::to_string(t));
       for (size_t i = 0; i < x.size(); ++i)
         if (!bitwise_equal(cx[i], x[i]))
@@ -799,8 +829,10 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
           fail("output_aliases_input", "the output shares memory with the input '" + task.inputs[i].name + "'");
       for (const auto& [n, w] : weights)
         if (overlaps(out, w)) fail("output_aliases_input", "the output shares memory with the weight '" + n + "'");
+      phase.to("reference");
       Result<at::Tensor> ref = inst->run(x);
       if (!ref.ok()) return internal_error("task " + task.id + ": the reference failed: " + ref.status().message());
+      phase.to("checks");
       Comparison c = compare_outputs(out, *ref, tol, options.norm_tolerance);
       tr.correct = c.ok;
       tr.max_abs_err = c.max_abs;
@@ -845,7 +877,9 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       if (t == 0) {
         // A second run on the same inputs, at the same addresses, must be bit-identical.
         auto again = values_for(task, plan, inst->sizes(), cx, weights);
+        phase.to("candidate");
         torch::Tensor out2 = run(plan, loaded, *inst, again, Mode::kWatch);
+        phase.to("checks");
         check_guards("the repeat of trial 0");
         bool repeatable = bitwise_equal(out, out2);
         if (!repeatable && !plan.library_only() && std::any_of(plan.steps.begin(), plan.steps.end(), [](const PlanStep& s) {
@@ -879,10 +913,13 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
     // The same data at new addresses must give the same output.
     {
       std::vector<torch::Tensor> x0, moved;
+      phase.to("inputs");
       VINCI_ASSIGN_OR_RETURN(x0, inputs(*inst, 0, request.seed, &input_source));
       for (auto& t : x0) moved.push_back(t.clone());
       auto values = values_for(task, plan, inst->sizes(), moved, weights);
+      phase.to("candidate");
       torch::Tensor out = run(plan, loaded, *inst, values, Mode::kWatch);
+      phase.to("checks");
       bool same = bitwise_equal(out, trial0_output);
       if (!same && library_not_repeatable) same = compare_outputs(out, trial0_reference, tol, options.norm_tolerance).ok;
       if (!same)
@@ -898,6 +935,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
     r.correct = true;
 
     // 3. Timing: candidate and reference interleaved on the same inputs.
+    phase.to("timing");
     std::vector<torch::Tensor> cx;
     for (auto& t : timing_inputs) cx.push_back(t.clone());
     auto values = values_for(task, plan, inst->sizes(), cx, weights);
@@ -951,6 +989,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
     r.finalize();
     return r;
   } catch (const CandidateFailed& e) {
+    phase.abandon();
     r.correct = false;
     r.kernel_times_us.clear();
     r.reference_times_us.clear();
@@ -959,6 +998,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
     stats->context_lost = e.failure().context_lost;
     loaded.abandon = stats->context_lost;
   } catch (const c10::Error& e) {
+    phase.abandon();
     std::string what = e.what_without_backtrace();
     bool oom = what.find("out of memory") != std::string::npos;
     r.correct = false;

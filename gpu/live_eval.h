@@ -26,6 +26,7 @@
 #ifndef VINCI_GPU_LIVE_EVAL_H_
 #define VINCI_GPU_LIVE_EVAL_H_
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -52,7 +53,16 @@ struct LiveOptions {
   int64_t cpu_input_limit = int64_t{1} << 24;  // inputs up to this many elements come from the
                                                // CPU generator (KernelBench-identical); larger
                                                // ones from the device's generator
+  bool profile_phases = false;      // time each phase of an evaluation (LiveStats::phase_ms),
+                                    // synchronizing the device at each phase's end
 };
+
+// The phases of one evaluation, in the order they are reported: compile (NVRTC or Triton, module
+// loads), setup (the task instance and its weights), inputs (generating each trial's inputs and
+// copying them into guarded buffers), candidate (the candidate's correctness runs and repeats),
+// reference (the reference's correctness runs), checks (comparisons, guard zones, input and
+// alias checks, negative controls), timing (the profiled run, warmups and timed samples of both).
+inline constexpr const char* kLivePhases[] = {"compile", "setup", "inputs", "candidate", "reference", "checks", "timing"};
 
 // Wall-clock figures of one evaluation: reported to people, never part of a record.
 struct LiveStats {
@@ -60,6 +70,9 @@ struct LiveStats {
   double eval_ms = 0;      // the whole evaluation
   int kernels_compiled = 0;
   bool context_lost = false;  // the worker must exit: the CUDA context is unusable
+  // With LiveOptions::profile_phases: milliseconds per phase (kLivePhases), each ended by a device
+  // synchronization so that asynchronous work is charged to the phase that queued it.
+  std::map<std::string, double> phase_ms;
 };
 
 class LiveDevice {

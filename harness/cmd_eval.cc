@@ -24,9 +24,11 @@
 #include <boost/program_options.hpp>
 
 #include "core/cli.h"
+#include "core/text.h"
 #include "gpu/codegen.h"
 #include "gpu/cuda_evaluator.h"
 #include "gpu/device_profile.h"
+#include "gpu/live_eval.h"
 #include "gpu/eval_result.h"
 #include "gpu/model_plan.h"
 #include "gpu/sim_evaluator.h"
@@ -66,6 +68,8 @@ int cmd_eval(const std::vector<std::string>& args) {
       ("trials", po::value<std::string>(&trials_text)->default_value("5"), "correctness trials (1 to 100)")
       ("samples", po::value<std::string>(&samples_text)->default_value("100"), "timing samples (1 to 10000)")
       ("strict", "strict tolerance (1e-4 for fp32)")
+      ("profile-phases", "cuda: time each phase of the evaluation in the worker (compile, setup, inputs, candidate, "
+                         "reference, checks, timing), synchronizing the GPU at each phase's end; printed on stderr")
       ("noise", po::value<std::string>(&noise_text)->default_value("0"), "sim: relative spread of timing samples (0 to 1)")
       ("profile", po::value<std::string>(&profile_file), "sim: device profile TOML (default gpu/device_profiles/h200.toml)")
       ("tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")
@@ -121,6 +125,8 @@ int cmd_eval(const std::vector<std::string>& args) {
   else if (size == "small") request.size = SizeName::kSmall;
   else return fail("--size: expected full or small, found '" + size + "'");
   if (device != "sim" && device != "cuda") return fail("--device: expected sim or cuda, found '" + device + "'");
+  if (vm.count("profile-phases") && device != "cuda")
+    return fail("--profile-phases: times the GPU worker's phases, so it needs --device cuda (found --device " + device + ")");
   if (Status st = check_reference_precision(reference_precision); !st.ok()) return fail("--reference-precision: " + st.message());
   if (!plan_path.empty() && !knobs.empty()) return fail("--plan and --knob exclude each other");
   request.seed = static_cast<uint64_t>(*seed);
@@ -166,6 +172,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     co.reference_precision = reference_precision;
     co.nvrtc_cache_dir = nvrtc_cache;
     co.limits = limits;
+    co.profile_phases = vm.count("profile-phases") > 0;
     CudaEvaluator evaluator(co);
     Result<EvalResult> r = evaluator.evaluate(*task, plan, request);
     if (!r.ok()) return fail(r.status().to_string());
@@ -175,6 +182,17 @@ int cmd_eval(const std::vector<std::string>& args) {
                  task->id.c_str(), evaluator.device_name().c_str(),
                  r->correct ? "correct" : ("rejected: " + r->error).c_str(), st.compile_ms, st.kernels_compiled,
                  st.eval_ms, st.round_trip_ms);
+    if (!st.phase_ms.empty()) {
+      std::string line = "phases (ms):";
+      double sum = 0;
+      for (const char* p : kLivePhases) {
+        auto it = st.phase_ms.find(p);
+        double v = it == st.phase_ms.end() ? 0 : it->second;
+        sum += v;
+        line += " " + std::string(p) + " " + format_number("%.1f", v);
+      }
+      std::fprintf(stderr, "%s; sum %.1f\n", line.c_str(), sum);
+    }
     return r->compiled && r->correct ? 0 : 1;
   }
 

@@ -89,6 +89,9 @@ using namespace loop;
 constexpr auto kPhase = schema::Record::Phase::COLDSTART;
 constexpr int32_t kStep = -1;
 
+// A cold-start record of a task.
+RecordPos at(const std::string& task) { return RecordPos::of_task(kStep, task, kPhase); }
+
 struct Trajectory {
   std::vector<KnobSetting> settings;
   std::vector<TurnResult> results;
@@ -117,7 +120,7 @@ void write_search_sample(RecordBuf& buf, const std::string& task, int32_t rollou
                          const std::string& backbone, schema::Role role,
                          const std::vector<uint32_t>& actions, const Digest* output,
                          const RngKey& key) {
-  auto r = buf.add(kStep, task, -1, rollout, turn, kPhase);
+  auto r = buf.add(at(task).at_rollout(rollout).at_turn(turn));
   auto b = r.initSample();
   b.setRole(role);
   b.setBackbone(backbone);
@@ -165,8 +168,8 @@ Status collect_task(const Experiment& exp, const Task& task, Evaluator& evaluato
       std::vector<uint32_t> acts(s.begin(), s.end());
       write_search_sample(out->records, task.id, j, t, "search", schema::Role::POLICY, acts,
                           &env.turns.back().plan, key.with("turn", t));
-      write_measurement(out->records, kStep, task.id, -1, j, t, kPhase, env.turns.back().eval);
-      write_turn_reward(out->records, kStep, task.id, -1, j, t, kPhase, r);
+      write_measurement(out->records, at(task.id).at_rollout(j).at_turn(t), env.turns.back().eval);
+      write_turn_reward(out->records, at(task.id).at_rollout(j).at_turn(t), r);
       tr.settings.push_back(s);
       tr.results.push_back(r);
       if (r.reward > tr.results[tr.best_reward_turn].reward) tr.best_reward_turn = t;
@@ -197,7 +200,7 @@ Status collect_task(const Experiment& exp, const Task& task, Evaluator& evaluato
       s[k] = defaults[k];
       int32_t kk = static_cast<int32_t>(k);
       VINCI_ASSIGN_OR_RETURN(TurnResult r, ablate.run_turn(kk, s));
-      write_measurement(out->records, kStep, task.id, kk, j, -1, kPhase, ablate.turns.back().eval);
+      write_measurement(out->records, at(task.id).at_scheme(kk).at_rollout(j), ablate.turns.back().eval);
       bool matters = !(r.compiled && r.correct && !r.decoy) ||
                      r.speedup < tr.best_speedup * (1.0 - cs.ablation_margin);
       d.teacher.include[k] = matters ? 1 : 0;
@@ -228,11 +231,11 @@ Status collect_task(const Experiment& exp, const Task& task, Evaluator& evaluato
       SimTurnEnv venv(exp, task, space, evaluator, store, key.with("purpose", "verify"));
       VINCI_ASSIGN_OR_RETURN(TurnResult r, venv.run_turn(0, s));
       out->evals += 1;
-      write_measurement(out->records, kStep, task.id, -1, j, -1, kPhase, venv.turns.back().eval);
+      write_measurement(out->records, at(task.id).at_rollout(j), venv.turns.back().eval);
       bool ok = r.compiled && r.correct && !r.decoy;
       d.verified = ok && r.speedup >= exp.verification.min_speedup;
       d.verify_speedup = ok ? r.speedup : 0.0;
-      auto vr = out->records.add(kStep, task.id, -1, j, -1, kPhase);
+      auto vr = out->records.add(at(task.id).at_rollout(j));
       auto vd = vr.initVerification();
       vd.setSkillName(d.skill->name);
       AddressBytes sa(skill_addr);
@@ -317,7 +320,7 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
     std::vector<size_t> order;
     for (size_t c = 0; c < candidates.size(); ++c) {
       const Distilled& d = work[refs[c].task].distilled[refs[c].distilled];
-      auto r = buf.add(kStep, candidates[c].task, -1, d.trajectory, -1, kPhase);
+      auto r = buf.add(at(candidates[c].task).at_rollout(d.trajectory));
       auto vd = r.initVerification();
       vd.setSkillName(candidates[c].skill.name);
       vd.initSpeedups(1).set(0, candidates[c].speedup);
@@ -454,7 +457,7 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
     if (epoch == 0) res.before = ce;
     VINCI_ASSIGN_OR_RETURN(UpdateStats st, backbone.supervised_step(examples, cs.lr));
     RecordBuf buf;
-    auto r = buf.add(kStep, "", -1, -1, -1, kPhase);
+    auto r = buf.add(RecordPos::of_step(kStep, kPhase));
     auto s = r.initSftEpoch();
     s.setEpoch(epoch);
     s.setLoss(st.loss);
@@ -475,7 +478,7 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
   VINCI_ASSIGN_OR_RETURN(Digest lib_addr, store.put("library", res.library.canonical_bytes()));
   {
     RecordBuf buf;
-    auto r = buf.add(kStep, "", -1, -1, -1, kPhase);
+    auto r = buf.add(RecordPos::of_step(kStep, kPhase));
     auto s = r.initColdStart();
     s.setTrajectories(res.trajectories);
     s.setKept(res.kept);

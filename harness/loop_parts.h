@@ -33,23 +33,69 @@ namespace loop {
 using Builder = std::unique_ptr<capnp::MallocMessageBuilder>;
 
 // Records a task's work produces, in order; seq is set when they reach the sink.
-struct RecordBuf {
-  std::vector<Builder> records;
+// Where a record sits in a run: its step and task and, where they apply, its scheme (or sample),
+// rollout and turn, -1 where one does not; and the phase that wrote it. Every writer below takes
+// one, so call sites name a position instead of passing five loose integers.
+struct RecordPos {
+  using Phase = schema::Record::Phase;
 
-  schema::Record::Builder add(int32_t step, const std::string& task, int32_t scheme,
-                              int32_t rollout, int32_t turn, schema::Record::Phase phase) {
-    records.push_back(std::make_unique<capnp::MallocMessageBuilder>(512));
-    auto r = records.back()->initRoot<schema::Record>();
-    r.setStep(step);
-    r.setTask(task);
-    r.setScheme(scheme);
-    r.setRollout(rollout);
-    r.setTurn(turn);
-    r.setPhase(phase);
-    return r;
+  int32_t step = -1;
+  std::string task;  // "" for run-wide records (metrics, library snapshots)
+  int32_t scheme = -1;
+  int32_t rollout = -1;
+  int32_t turn = -1;
+  Phase phase = Phase::TRAIN;
+
+  // A run-wide record of a step.
+  static RecordPos of_step(int32_t step, Phase phase = Phase::TRAIN) {
+    RecordPos p;
+    p.step = step;
+    p.phase = phase;
+    return p;
+  }
+  // A record of one task in a step.
+  static RecordPos of_task(int32_t step, const std::string& task, Phase phase) {
+    RecordPos p = of_step(step, phase);
+    p.task = task;
+    return p;
+  }
+  RecordPos at_scheme(int32_t v) const {
+    RecordPos p = *this;
+    p.scheme = v;
+    return p;
+  }
+  RecordPos at_rollout(int32_t v) const {
+    RecordPos p = *this;
+    p.rollout = v;
+    return p;
+  }
+  RecordPos at_turn(int32_t v) const {
+    RecordPos p = *this;
+    p.turn = v;
+    return p;
+  }
+  RecordPos in_phase(Phase v) const {
+    RecordPos p = *this;
+    p.phase = v;
+    return p;
   }
 };
 
+struct RecordBuf {
+  std::vector<Builder> records;
+
+  schema::Record::Builder add(const RecordPos& pos) {
+    records.push_back(std::make_unique<capnp::MallocMessageBuilder>(512));
+    auto r = records.back()->initRoot<schema::Record>();
+    r.setStep(pos.step);
+    r.setTask(pos.task);
+    r.setScheme(pos.scheme);
+    r.setRollout(pos.rollout);
+    r.setTurn(pos.turn);
+    r.setPhase(pos.phase);
+    return r;
+  }
+};
 
 inline uint64_t eval_seed(const RngKey& key) {
   Stream s(key.with("purpose", "eval-seed"));
@@ -168,18 +214,16 @@ class SimTurnEnv : public TurnEnvironment {
   PlanTurnEvaluator plans_;
 };
 
-inline void write_measurement(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
-                       int32_t rollout, int32_t turn, schema::Record::Phase phase,
-                       const EvalResult& eval) {
-  auto r = buf.add(step, task, scheme, rollout, turn, phase);
+inline void write_measurement(RecordBuf& buf, const RecordPos& pos, const EvalResult& eval) {
+  auto r = buf.add(pos);
   to_measurement(eval, r.initMeasurement());
 }
 
-inline void write_policy_sample(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
-                         int32_t rollout, int32_t turn, schema::Record::Phase phase,
-                         const PolicySample& s, bool greedy, const Digest& plan, const RngKey& key,
-                         const std::string& backbone = "sim", const Digest* request = nullptr) {
-  auto r = buf.add(step, task, scheme, rollout, turn, phase);
+// backbone: the kind of the backbone that made the sample (Backbone::kind()).
+inline void write_policy_sample(RecordBuf& buf, const RecordPos& pos, const PolicySample& s, bool greedy,
+                                const Digest& plan, const RngKey& key, const std::string& backbone,
+                                const Digest* request = nullptr) {
+  auto r = buf.add(pos);
   auto b = r.initSample();
   b.setRole(schema::Role::POLICY);
   b.setBackbone(backbone);
@@ -210,12 +254,10 @@ inline schema::Role schema_role(AgentRole role) {
 
 // The LlmReply record of a model call, its request and reply stored as objects; returns the
 // request's address (the BackboneSample after it names it as its prompt).
-inline Result<Digest> write_llm_call(RecordBuf& buf, ObjectStore& store, int32_t step,
-                                     const std::string& task, int32_t scheme, int32_t rollout,
-                                     int32_t turn, schema::Record::Phase phase, const LlmCall& c,
+inline Result<Digest> write_llm_call(RecordBuf& buf, ObjectStore& store, const RecordPos& pos, const LlmCall& c,
                                      int32_t sample_index = -1) {
   VINCI_ASSIGN_OR_RETURN(Digest request, store.put("llm_request", c.request));
-  auto r = buf.add(step, task, scheme, rollout, turn, phase);
+  auto r = buf.add(pos);
   auto l = r.initLlmReply();
   l.setRole(schema_role(c.role));
   l.setEndpoint(c.endpoint);
@@ -241,14 +283,10 @@ inline Result<Digest> write_llm_call(RecordBuf& buf, ObjectStore& store, int32_t
 // A policy turn's records: the model call (when there was one), the sample, the measurement and
 // the reward.
 inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::string& backbone,
-                                int32_t step, const std::string& task, int32_t scheme,
-                                int32_t rollout, int32_t turn, schema::Record::Phase phase,
-                                const PolicyTurn& t, bool greedy, const RngKey& key);
+                                const RecordPos& pos, const PolicyTurn& t, bool greedy, const RngKey& key);
 
-inline void write_turn_reward(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
-                       int32_t rollout, int32_t turn, schema::Record::Phase phase,
-                       const TurnResult& t) {
-  auto r = buf.add(step, task, scheme, rollout, turn, phase);
+inline void write_turn_reward(RecordBuf& buf, const RecordPos& pos, const TurnResult& t) {
+  auto r = buf.add(pos);
   auto w = r.initReward();
   w.setValue(t.reward);
   w.setKind(schema::Reward::Kind::TURN);
@@ -259,27 +297,24 @@ inline void write_turn_reward(RecordBuf& buf, int32_t step, const std::string& t
 }
 
 inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::string& backbone,
-                                int32_t step, const std::string& task, int32_t scheme,
-                                int32_t rollout, int32_t turn, schema::Record::Phase phase,
-                                const PolicyTurn& t, bool greedy, const RngKey& key) {
+                                const RecordPos& pos, const PolicyTurn& t, bool greedy, const RngKey& key) {
   std::optional<Digest> request;
   if (t.call) {
-    VINCI_ASSIGN_OR_RETURN(request, write_llm_call(buf, store, step, task, scheme, rollout, turn, phase, *t.call));
+    VINCI_ASSIGN_OR_RETURN(request, write_llm_call(buf, store, pos, *t.call));
   }
-  write_policy_sample(buf, step, task, scheme, rollout, turn, phase, t.sample, greedy, t.plan_address,
-                      key, backbone, request ? &*request : nullptr);
-  write_measurement(buf, step, task, scheme, rollout, turn, phase, t.eval);
-  write_turn_reward(buf, step, task, scheme, rollout, turn, phase, t.result);
+  write_policy_sample(buf, pos, t.sample, greedy, t.plan_address, key, backbone, request ? &*request : nullptr);
+  write_measurement(buf, pos, t.eval);
+  write_turn_reward(buf, pos, t.result);
   return Status();
 }
 
-inline void write_selection(RecordBuf& buf, int32_t step, const Task& task, int32_t scheme,
-                     schema::Record::Phase phase, const SchemeDecision& d,
-                     const SkillLibrary& library, const Digest& query, const Digest& snapshot,
-                     const SelectionParams& params, bool greedy, const RngKey& key,
-                     const std::string& backbone = "sim") {
+// pos: the task's position at the scheme (sample) being selected for.
+inline void write_selection(RecordBuf& buf, const RecordPos& pos, const SchemeDecision& d,
+                            const SkillLibrary& library, const Digest& query, const Digest& snapshot,
+                            const SelectionParams& params, bool greedy, const RngKey& key,
+                            const std::string& backbone) {
   if (d.sampled) {
-    auto r = buf.add(step, task.id, scheme, -1, -1, phase);
+    auto r = buf.add(pos);
     auto b = r.initSample();
     b.setRole(schema::Role::SELECTION);
     b.setBackbone(backbone);
@@ -291,7 +326,7 @@ inline void write_selection(RecordBuf& buf, int32_t step, const Task& task, int3
     AddressBytes k(key.digest());
     b.setKey(k.data());
   }
-  auto r = buf.add(step, task.id, scheme, -1, -1, phase);
+  auto r = buf.add(pos);
   auto s = r.initSelection();
   AddressBytes q(query), lib(snapshot);
   s.setQuery(q.data());
@@ -309,18 +344,29 @@ inline void write_selection(RecordBuf& buf, int32_t step, const Task& task, int3
   s.setLibrarySnapshot(lib.data());
 }
 
-inline void write_advantage(RecordBuf& buf, int32_t step, const std::string& task, int32_t scheme,
-                     int32_t rollout, int32_t turn, schema::Role role, double value, double ret,
-                     double baseline, double scale, uint32_t group, int32_t sample_index) {
-  auto r = buf.add(step, task, scheme, rollout, turn, schema::Record::Phase::TRAIN);
+// One agent's advantage for one decision: the value trained on, the return it was computed from,
+// the baseline subtracted and the scale applied (value = scale * (return - baseline), except
+// where rejection sampling zeroes a policy turn), over a group of group_size decisions.
+struct AdvantageRecord {
+  schema::Role role = schema::Role::POLICY;
+  double value = 0;
+  double return_value = 0;
+  double baseline = 0;
+  double scale = 1;
+  uint32_t group_size = 0;
+  int32_t sample_index = -1;  // the selection or summary sample; -1 for policy turns
+};
+
+inline void write_advantage(RecordBuf& buf, const RecordPos& pos, const AdvantageRecord& adv) {
+  auto r = buf.add(pos.in_phase(schema::Record::Phase::TRAIN));
   auto a = r.initAdvantage();
-  a.setRole(role);
-  a.setValue(value);
-  a.setReturnValue(ret);
-  a.setBaseline(baseline);
-  a.setScale(scale);
-  a.setGroupSize(group);
-  a.setSampleIndex(sample_index);
+  a.setRole(adv.role);
+  a.setValue(adv.value);
+  a.setReturnValue(adv.return_value);
+  a.setBaseline(adv.baseline);
+  a.setScale(adv.scale);
+  a.setGroupSize(adv.group_size);
+  a.setSampleIndex(adv.sample_index);
 }
 
 // Everything one task contributes to a training step.
@@ -347,10 +393,9 @@ inline Status flush(RecordBuf& buf, RecordSink& sink) {
 inline void write_metric(RecordBuf& buf, int32_t step, const std::string& name, const std::string& split,
                   int32_t level, double threshold, const std::string& mode,
                   const std::string& denominator, double value, uint32_t num, uint32_t count) {
-  auto r = buf.add(step, "", -1, -1, -1,
-                   split == "eval"  ? schema::Record::Phase::EVAL
-                   : split == "tts" ? schema::Record::Phase::TTS
-                                    : schema::Record::Phase::TRAIN);
+  auto r = buf.add(RecordPos::of_step(step, split == "eval"  ? schema::Record::Phase::EVAL
+                                            : split == "tts" ? schema::Record::Phase::TTS
+                                                             : schema::Record::Phase::TRAIN));
   auto m = r.initMetric();
   m.setName(name);
   m.setSplit(split);

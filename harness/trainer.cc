@@ -85,12 +85,13 @@ Result<Scheme> choose_scheme(const StepContext& ctx, int32_t step, const Task& t
   if (answer) {
     d.input = std::move(answer->input);
     if (answer->call) {
-      VINCI_RETURN_IF_ERROR(write_llm_call(*records, *ctx.store, step, task.id, sample_index, -1, -1,
-                                           phase, *answer->call, sample_index)
+      VINCI_RETURN_IF_ERROR(write_llm_call(*records, *ctx.store,
+                                           RecordPos::of_task(step, task.id, phase).at_scheme(sample_index),
+                                           *answer->call, sample_index)
                                 .status());
     }
   }
-  write_selection(*records, step, task, sample_index, phase, d, *ctx.library, query,
+  write_selection(*records, RecordPos::of_task(step, task.id, phase).at_scheme(sample_index), d, *ctx.library, query,
                   ctx.library_address, exp.selection, greedy, key, ctx.model->kind());
   Scheme s;
   s.skills = skills_named(*ctx.library, d.selected);
@@ -147,12 +148,12 @@ struct Candidate {
 Status write_summary_sample(const StepContext& ctx, int32_t step, const Task& task, int32_t scheme,
                             int32_t rollout, int32_t si, const SummaryAnswer& a, const RngKey& key,
                             RecordBuf* records) {
+  const RecordPos pos = RecordPos::of_task(step, task.id, schema::Record::Phase::TRAIN).at_scheme(scheme).at_rollout(rollout);
   std::optional<Digest> request;
   if (a.call) {
-    VINCI_ASSIGN_OR_RETURN(request, write_llm_call(*records, *ctx.store, step, task.id, scheme, rollout, -1,
-                                                   schema::Record::Phase::TRAIN, *a.call, si));
+    VINCI_ASSIGN_OR_RETURN(request, write_llm_call(*records, *ctx.store, pos, *a.call, si));
   }
-  auto sr = records->add(step, task.id, scheme, rollout, -1, schema::Record::Phase::TRAIN);
+  auto sr = records->add(pos);
   auto sb = sr.initSample();
   sb.setRole(schema::Role::SUMMARY);
   sb.setBackbone(ctx.model->kind());
@@ -186,7 +187,9 @@ Result<VerificationVerdict> verify_skill(const StepContext& ctx, int32_t step, c
                                          const Skill& skill, int32_t scheme, int32_t si,
                                          double turn1_speedup, const RngKey& vkey, TaskWork* work) {
   const Experiment& exp = *ctx.exp;
-  const auto vphase = schema::Record::Phase::VERIFY;
+  // The verification's records sit at the candidate's sample index in the rollout slot.
+  const RecordPos vpos =
+      RecordPos::of_task(step, task.id, schema::Record::Phase::VERIFY).at_scheme(scheme).at_rollout(si);
   SkillLibrary one;
   one.add(skill);
   VINCI_ASSIGN_OR_RETURN(Digest skill_addr, ctx.store->put("skill", one.to_jsonl()));
@@ -212,16 +215,15 @@ Result<VerificationVerdict> verify_skill(const StepContext& ctx, int32_t step, c
   work->evals += runs.size();
   std::optional<Digest> request;
   if (vt.call) {
-    VINCI_ASSIGN_OR_RETURN(request, write_llm_call(work->records, *ctx.store, step, task.id, scheme, si, 0, vphase,
-                                                   *vt.call));
+    VINCI_ASSIGN_OR_RETURN(request, write_llm_call(work->records, *ctx.store, vpos.at_turn(0), *vt.call));
   }
-  write_policy_sample(work->records, step, task.id, scheme, si, 0, vphase, vt.sample, true, vt.plan_address,
-                      vkey, ctx.model->kind(), request ? &*request : nullptr);
+  write_policy_sample(work->records, vpos.at_turn(0), vt.sample, true, vt.plan_address, vkey, ctx.model->kind(),
+                      request ? &*request : nullptr);
   for (int32_t run = 0; run < exp.verification.runs; ++run) {
-    write_measurement(work->records, step, task.id, scheme, si, run, vphase, evals[static_cast<size_t>(run)]);
+    write_measurement(work->records, vpos.at_turn(run), evals[static_cast<size_t>(run)]);
   }
   VerificationVerdict verdict = judge_verification(runs, turn1_speedup, exp.verification);
-  auto vr = work->records.add(step, task.id, scheme, si, -1, vphase);
+  auto vr = work->records.add(vpos);
   auto vd = vr.initVerification();
   vd.setSkillName(skill.name);
   AddressBytes sa(skill_addr);
@@ -279,8 +281,9 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       auto turns = std::move(done[j * static_cast<size_t>(exp.rollouts) + static_cast<size_t>(r)]);
       for (size_t t = 0; t < turns.size(); ++t) {
         int32_t sj = static_cast<int32_t>(j), tt = static_cast<int32_t>(t);
-        VINCI_RETURN_IF_ERROR(write_policy_turn(work->records, *ctx.store, backbone, step, task.id, sj, r, tt,
-                                                phase, turns[t], false, key.with("turn", tt)));
+        VINCI_RETURN_IF_ERROR(write_policy_turn(work->records, *ctx.store, backbone,
+                                                RecordPos::of_task(step, task.id, phase).at_scheme(sj).at_rollout(r).at_turn(tt),
+                                                turns[t], false, key.with("turn", tt)));
         work->reward_sum += turns[t].result.reward;
         work->turns++;
         if (turns[t].result.correct) work->correct_turns++;
@@ -362,7 +365,8 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       work->staged->verify_speedup = c.verdict.worst_speedup;
       // The staged flag goes on a record of its own kind: the verification records above say
       // accepted; which one enters the library is this decision.
-      auto rr = work->records.add(step, task.id, win_scheme, c.sample, -1, schema::Record::Phase::VERIFY);
+      auto rr = work->records.add(
+          RecordPos::of_task(step, task.id, schema::Record::Phase::VERIFY).at_scheme(win_scheme).at_rollout(c.sample));
       auto vd = rr.initVerification();
       vd.setSkillName(work->staged->name);
       vd.setAccepted(true);
@@ -385,7 +389,7 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
         rr.push_back(rs);
       }
       scheme_rewards.push_back(scheme_reward(rr));
-      auto r = work->records.add(step, task.id, j, -1, -1, phase);
+      auto r = work->records.add(RecordPos::of_task(step, task.id, phase).at_scheme(j));
       auto w = r.initReward();
       w.setValue(scheme_rewards.back());
       w.setKind(schema::Reward::Kind::SCHEME);
@@ -394,8 +398,9 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
     std::vector<double> adv = selection_advantages(scheme_rewards, exp.selection_scale);
     for (int32_t j = 0; j < real_schemes; ++j) {
       double base = scheme_rewards[j] - (exp.selection_scale != 0 ? adv[j] / exp.selection_scale : 0);
-      write_advantage(work->records, step, task.id, j, -1, -1, schema::Role::SELECTION, adv[j],
-                      scheme_rewards[j], base, exp.selection_scale, static_cast<uint32_t>(real_schemes), j);
+      write_advantage(work->records, RecordPos::of_task(step, task.id, phase).at_scheme(j),
+                      {schema::Role::SELECTION, adv[j], scheme_rewards[j], base, exp.selection_scale,
+                       static_cast<uint32_t>(real_schemes), j});
       const auto& d = *schemes[j].decision;
       if (d.sampled) {
         Experience e;
@@ -408,21 +413,22 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
     }
   }
 
-  // Summary rewards and advantages.
+  // Summary rewards and advantages, at the winning rollout.
   if (!answers.empty()) {
+    const RecordPos win_pos = RecordPos::of_task(step, task.id, phase).at_scheme(win_scheme).at_rollout(win_rollout);
     std::vector<double> adv = summary_advantages(summary_rewards, exp.summary_scale);
     for (size_t i = 0; i < answers.size(); ++i) {
       int32_t si = static_cast<int32_t>(i);
-      auto r = work->records.add(step, task.id, win_scheme, win_rollout, -1, phase);
+      auto r = work->records.add(win_pos);
       auto w = r.initReward();
       w.setValue(summary_rewards[i]);
       w.setKind(schema::Reward::Kind::SUMMARY);
       w.setSpeedup(summary_rewards[i]);
       w.setSampleIndex(si);
       double base = summary_rewards[i] - (exp.summary_scale != 0 ? adv[i] / exp.summary_scale : 0);
-      write_advantage(work->records, step, task.id, win_scheme, win_rollout, -1, schema::Role::SUMMARY,
-                      adv[i], summary_rewards[i], base, exp.summary_scale,
-                      static_cast<uint32_t>(answers.size()), si);
+      write_advantage(work->records, win_pos,
+                      {schema::Role::SUMMARY, adv[i], summary_rewards[i], base, exp.summary_scale,
+                       static_cast<uint32_t>(answers.size()), si});
       Experience e;
       e.role = AgentRole::kSummary;
       e.advantage = adv[i];
@@ -453,9 +459,9 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
           kept = keep_turn(turn.result.time_coverage,
                            task_key.with("scheme", sj).with("rollout", rr).with("turn", tt));
         }
-        write_advantage(work->records, step, task.id, sj, rr, tt, schema::Role::POLICY,
-                        kept ? adv[flat][t] : 0.0, returns[flat][t], returns[flat][t] - adv[flat][t],
-                        kept ? 1.0 : 0.0, static_cast<uint32_t>(returns.size()), -1);
+        write_advantage(work->records, RecordPos::of_task(step, task.id, phase).at_scheme(sj).at_rollout(rr).at_turn(tt),
+                        {schema::Role::POLICY, kept ? adv[flat][t] : 0.0, returns[flat][t],
+                         returns[flat][t] - adv[flat][t], kept ? 1.0 : 0.0, static_cast<uint32_t>(returns.size()), -1});
         if (!kept) continue;
         Experience e;
         e.role = AgentRole::kPolicy;
@@ -495,8 +501,9 @@ Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Ind
   outcome->level = task.level;
   for (size_t t = 0; t < turns.size(); ++t) {
     int32_t tt = static_cast<int32_t>(t);
-    VINCI_RETURN_IF_ERROR(write_policy_turn(*records, *ctx.store, ctx.model->kind(), step, task.id, 0, 0, tt,
-                                            phase, turns[t], exp.eval_greedy, rkey.with("turn", tt)));
+    VINCI_RETURN_IF_ERROR(write_policy_turn(*records, *ctx.store, ctx.model->kind(),
+                                            RecordPos::of_task(step, task.id, phase).at_scheme(0).at_rollout(0).at_turn(tt),
+                                            turns[t], exp.eval_greedy, rkey.with("turn", tt)));
     const TurnResult& r = turns[t].result;
     outcome->turns.push_back({r.compiled, r.correct, r.decoy, r.speedup, r.time_coverage});
   }
@@ -582,7 +589,7 @@ Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Inde
   for (int32_t it = 0; it < exp.tts.iterations; ++it) {
     if (it > 0) {
       Window w = best_window(rewards, exp.tts.window);
-      auto r = records->add(step, task.id, 0, it - 1, -1, phase);
+      auto r = records->add(RecordPos::of_task(step, task.id, phase).at_scheme(0).at_rollout(it - 1));
       auto tw = r.initTtsWindow();
       tw.setIteration(it - 1);
       tw.setStart(w.start);
@@ -595,8 +602,9 @@ Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Inde
       RngKey tkey = key.with("turn", g);
       VINCI_ASSIGN_OR_RETURN(PolicyTurn turn,
                              policy_turn(ctx, task, skills, history, tkey, exp.tts.greedy, plans, g));
-      VINCI_RETURN_IF_ERROR(write_policy_turn(*records, *ctx.store, ctx.model->kind(), step, task.id, 0, it, g,
-                                              phase, turn, exp.tts.greedy, tkey));
+      VINCI_RETURN_IF_ERROR(write_policy_turn(*records, *ctx.store, ctx.model->kind(),
+                                              RecordPos::of_task(step, task.id, phase).at_scheme(0).at_rollout(it).at_turn(g),
+                                              turn, exp.tts.greedy, tkey));
       const TurnResult& tr = turn.result;
       outcome->turns.push_back({tr.compiled, tr.correct, tr.decoy, tr.speedup, tr.time_coverage});
       rewards.push_back(tr.reward);
@@ -613,7 +621,7 @@ Status write_start_checkpoint(Backbone& backbone, RecordSink& sink, const std::s
   VINCI_ASSIGN_OR_RETURN(std::string bytes, backbone.checkpoint());
   VINCI_ASSIGN_OR_RETURN(Digest addr, sink.store().put("checkpoint", bytes));
   RecordBuf b;
-  auto r = b.add(-1, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+  auto r = b.add(RecordPos::of_step(-1));
   auto c = r.initCheckpoint();
   c.setForStep(0);
   AddressBytes d(backbone.parameter_digest()), a(addr);
@@ -712,7 +720,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   for (const auto& [name, text] : model->attachments()) {
     VINCI_ASSIGN_OR_RETURN(Digest addr, sink.store().put("prompt_template", text));
     RecordBuf b;
-    auto r = b.add(-1, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+    auto r = b.add(RecordPos::of_step(-1));
     auto blob = r.initBlob();
     blob.setName(name);
     blob.setKind("prompt_template");
@@ -771,7 +779,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   auto snapshot = [&](int32_t for_step, const std::vector<std::string>& added) -> Result<Digest> {
     VINCI_ASSIGN_OR_RETURN(Digest addr, ctx.store->put("library", out.library.canonical_bytes()));
     RecordBuf b;
-    auto r = b.add(for_step - 1, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+    auto r = b.add(RecordPos::of_step(for_step - 1));
     auto s = r.initLibrarySnapshot();
     s.setForStep(for_step);
     AddressBytes d(addr);
@@ -824,7 +832,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
 
     {
       RecordBuf b;
-      auto r = b.add(step, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+      auto r = b.add(RecordPos::of_step(step));
       auto sb = r.initStepBegin();
       auto tl = sb.initTasks(static_cast<unsigned>(batch.size()));
       for (size_t i = 0; i < batch.size(); ++i) tl.set(static_cast<unsigned>(i), batch[i]->id);
@@ -859,7 +867,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     VINCI_ASSIGN_OR_RETURN(UpdateStats stats, backbone.update(experiences));
     {
       RecordBuf b;
-      auto r = b.add(step, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+      auto r = b.add(RecordPos::of_step(step));
       auto pd = r.initParameterDigest();
       AddressBytes d(backbone.parameter_digest());
       pd.setDigest(d.data());
@@ -897,7 +905,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       write_metric(b, step, "skills_accepted", "train", -1, 0, "", "", point.accepted, point.accepted, point.triggered);
       write_metric(b, step, "library_size", "train", -1, 0, "", "", point.library_size, point.library_size, 0);
       VINCI_RETURN_IF_ERROR(flush(b, sink));
-      auto r = b.add(step, "", -1, -1, -1, schema::Record::Phase::TRAIN);
+      auto r = b.add(RecordPos::of_step(step));
       AddressBytes so_far(sink.digest());
       r.initStepEnd().setDigestSoFar(so_far.data());
       VINCI_RETURN_IF_ERROR(flush(b, sink));

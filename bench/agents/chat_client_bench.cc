@@ -184,8 +184,8 @@ void PolicyTurnRecorded(benchmark::State& state) {
       continue;
     }
     loop::RecordBuf records;
-    auto request = loop::write_llm_call(records, *f.store, 0, f.task->id, 0, 0, 0,
-                                        schema::Record::Phase::TRAIN, *turn->call);
+    auto pos = loop::RecordPos::of_task(0, f.task->id, schema::Record::Phase::TRAIN).at_scheme(0).at_rollout(0).at_turn(0);
+    auto request = loop::write_llm_call(records, *f.store, pos, *turn->call);
     benchmark::DoNotOptimize(request);
   }
   if (failed > 0) state.SkipWithError("a turn had no plan");

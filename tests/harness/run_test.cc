@@ -418,6 +418,7 @@ TEST(HarnessEval, NonsenseNumbersAreRefused) {
       {"--trials 0", "--trials: expected an integer from 1 to 100, found '0'"},
       {"--seed -1", "--seed: expected an integer from 0 to"},
       {"--timeout nan", "--timeout: expected a number"},
+      {"--profile-phases", "--profile-phases: times the GPU worker's phases, so it needs --device cuda"},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(sh(eval + " " + c.args, &out), 2) << c.args << "\n" << out;
