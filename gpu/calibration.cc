@@ -41,8 +41,9 @@ struct Group {
 
 class Fitter {
  public:
-  Fitter(const std::vector<CalibrationSample>& samples, bool fit_reference, CalibrationOptions::Objective objective)
-      : samples_(samples), fit_reference_(fit_reference), objective_(objective) {
+  Fitter(const std::vector<CalibrationSample>& samples, const CalibrationOptions& options)
+      : samples_(samples), fit_reference_(options.fit_reference), objective_(options.objective),
+        reprice_everything_(options.reprice_everything) {
     for (size_t i = 0; i < samples.size(); ++i) {
       const auto& s = samples[i];
       auto it = std::find_if(groups_.begin(), groups_.end(),
@@ -114,7 +115,7 @@ class Fitter {
   // one (accept()) in calibration_parameters() figures alone: the search's trials do.
   Result<double> loss(const DeviceProfile& profile) {
     ++evaluations_;
-    VINCI_ASSIGN_OR_RETURN(Prediction p, predict(profile, base_ ? &*base_ : nullptr));
+    VINCI_ASSIGN_OR_RETURN(Prediction p, predict(profile, base_ && !reprice_everything_ ? &*base_ : nullptr));
     last_ = std::make_pair(profile, p);
     if (!base_) base_ = last_;
     double sum = 0;
@@ -216,6 +217,7 @@ class Fitter {
   const std::vector<CalibrationSample>& samples_;
   bool fit_reference_;
   CalibrationOptions::Objective objective_;
+  bool reprice_everything_;
   mutable std::vector<TaskContext> contexts_;  // one a group, prepared once, repriced per profile
   int32_t threads_ = hardware_threads(8);
   std::vector<Group> groups_;
@@ -291,7 +293,7 @@ Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vecto
     if (std::none_of(params.begin(), params.end(), [&](const CalibrationParameter* p) { return p->name == name; }))
       return invalid_argument("calibration: unknown parameter '" + name + "'");
 
-  Fitter fitter(samples, options.fit_reference, options.objective);
+  Fitter fitter(samples, options);
   CalibrationReport report;
   DeviceProfile cur = start;
   for (const auto* p : params) report.before[p->name] = cur.*(p->field);
