@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <utility>
@@ -64,19 +65,62 @@ class Fitter {
     for (const auto& s : samples_) sample_reads_.push_back(figures_read(s.plan));
   }
 
-  // Predicted plan times and each group's reference, under a profile.
+  // How one step's time follows from the launch figures and its efficiency term (see
+  // StepPrediction): what a trial of those figures needs to price the step again.
+  struct StepTape {
+    bool library = false;
+    bool empty_launch = false;
+    int launches = 0;
+    double body_us = 0;
+    double DeviceProfile::*efficiency = nullptr;
+  };
+  using Tape = std::shared_ptr<const std::vector<StepTape>>;
+
+  static Tape tape_of(const PlanPrediction& p) {
+    auto t = std::make_shared<std::vector<StepTape>>();
+    for (const StepPrediction& s : p.steps)
+      t->push_back({!s.own_kernel, s.empty_launch, s.launches, s.body_us, s.efficiency});
+    return t;
+  }
+
+  // The time SimModel::predict (or reprice, for a reference) gives under `p`, from a tape of a
+  // profile that differs from `p` in launch figures and efficiency terms alone: the same
+  // arithmetic in the same order as the model's kernel_step and library_step, so the same bits.
+  static double replay(const std::vector<StepTape>& tape, const DeviceProfile& p) {
+    double time_us = 0;
+    for (const StepTape& s : tape) {
+      double launch_us, exec_us;
+      if (!s.library) {
+        launch_us = p.kernel_launch_us;
+        exec_us = s.empty_launch ? 0 : std::max(p.kernel_floor_us, s.body_us / (p.*s.efficiency));
+      } else {
+        launch_us = s.launches * (p.kernel_launch_us + p.library_dispatch_us);
+        exec_us = s.launches == 0 ? 0 : std::max(p.kernel_floor_us, s.body_us / (p.*s.efficiency));
+        if (s.launches > 1) exec_us = std::max(exec_us, s.launches * p.kernel_floor_us);
+      }
+      time_us += launch_us + exec_us;
+    }
+    return time_us;
+  }
+
+  // Predicted plan times and each group's reference, under a profile, with the tapes they came
+  // from.
   struct Prediction {
     std::vector<double> plan_us;
     std::vector<double> reference_us;  // per group
+    std::vector<Tape> plan_tape, reference_tape;
   };
 
-  // With `base` (a profile and its prediction), only the plans and references that read a figure
-  // `profile` changes are priced again; the rest are the base's, bit for bit (see figures_read).
+  // With `base` (a profile and its prediction), a plan or reference that reads none of the
+  // figures `profile` changes keeps the base's time; one whose changed figures are launch figures
+  // and efficiency terms alone is replayed from the base's tape; the rest are priced again. Each
+  // is the time pricing everything again gives, bit for bit (see figures_read and replay).
   // REQUIRES: profile and base->profile differ in calibration_parameters() figures alone.
   Result<Prediction> predict(const DeviceProfile& profile, const std::pair<DeviceProfile, Prediction>* base = nullptr) const {
     SimModel model(profile);
     Prediction out;
     out.plan_us.assign(samples_.size(), 0);
+    out.plan_tape.assign(samples_.size(), nullptr);
     if (contexts_.empty())
       for (const auto& g : groups_) {
         VINCI_ASSIGN_OR_RETURN(TaskContext c, model.prepare(*g.task, g.sizes));
@@ -86,18 +130,24 @@ class Fitter {
     // Groups are independent (each owns its context and its samples' slots): priced on every
     // core, the loss then sums them in a fixed order, so the fit is the same for any core count.
     out.reference_us.assign(groups_.size(), 0);
+    out.reference_tape.assign(groups_.size(), nullptr);
     VINCI_RETURN_IF_ERROR(parallel_for(threads_, groups_.size(), [&](size_t gi) -> Status {
       const Group& g = groups_[gi];
       TaskContext& ctx = contexts_[gi];
-      if (changed & kReferenceReads) {
+      uint32_t ref = changed & kReferenceReads;
+      if (ref & kReadsBody) {
         VINCI_RETURN_IF_ERROR(model.reprice(&ctx));
         out.reference_us[gi] = ctx.reference().time_us;
-      } else {
-        out.reference_us[gi] = base->second.reference_us[gi];  // predict() never reads the reference
+        out.reference_tape[gi] = tape_of(ctx.reference());
+      } else {  // predict() never reads the context's reference: it may stay stale
+        out.reference_tape[gi] = base->second.reference_tape[gi];
+        out.reference_us[gi] = ref ? replay(*out.reference_tape[gi], profile) : base->second.reference_us[gi];
       }
       for (size_t i : g.samples) {
-        if (!(changed & sample_reads_[i])) {
-          out.plan_us[i] = base->second.plan_us[i];
+        uint32_t reads = changed & sample_reads_[i];
+        if (!(reads & kReadsBody)) {
+          out.plan_tape[i] = base->second.plan_tape[i];
+          out.plan_us[i] = reads ? replay(*out.plan_tape[i], profile) : base->second.plan_us[i];
           continue;
         }
         Result<PlanPrediction> p = model.predict(ctx, samples_[i].plan);
@@ -105,6 +155,7 @@ class Fitter {
           return Status(p.status().code(), "calibration sample " + std::to_string(i) + " (task " + g.task->id +
                                                "): " + p.status().message());
         out.plan_us[i] = p->time_us;
+        out.plan_tape[i] = tape_of(*p);
       }
       return Status();
     }));
@@ -116,8 +167,6 @@ class Fitter {
   Result<double> loss(const DeviceProfile& profile) {
     ++evaluations_;
     VINCI_ASSIGN_OR_RETURN(Prediction p, predict(profile, base_ && !reprice_everything_ ? &*base_ : nullptr));
-    last_ = std::make_pair(profile, p);
-    if (!base_) base_ = last_;
     double sum = 0;
     int n = 0;
     for (size_t g = 0; g < groups_.size(); ++g) {
@@ -137,6 +186,8 @@ class Fitter {
           sum += e * e;
           ++n;
         }
+    last_.emplace(profile, std::move(p));
+    if (!base_) base_ = last_;
     return sum / n;
   }
 
@@ -165,29 +216,35 @@ class Fitter {
   int evaluations() const { return evaluations_; }
 
   // The profile of the last loss() is the search's new point: later trials are priced against it.
-  void accept() { base_ = last_; }
+  void accept() { base_ = std::move(last_); }
 
  private:
   // Which calibration figures a prediction can read, as bits. A plan's time reads the efficiency
-  // of its kernels' families alone (gpu/sim_model.cc: kernel_step picks one term by family; a gemm
-  // kernel alone reads the wmma fraction; a custom kernel, a family the model has no term for,
-  // eff_custom), and library_tf32_fraction only in a tf32 library product; the eager reference
-  // (library steps in fp32) reads no kernel term. Every other fitted figure (launch costs, L2
-  // bandwidth, in-flight bytes) is read by every step.
-  static constexpr uint32_t kReadsElementwise = 1, kReadsRowReduction = 2, kReadsGemmKernel = 4, kReadsCustom = 8,
-                            kReadsLibraryTf32 = 16, kReadsLibrary = 32, kReadsEveryStep = 64, kReadsAll = 127;
-  static constexpr uint32_t kReferenceReads = kReadsLibrary | kReadsEveryStep;
+  // term of its kernels' families alone (gpu/sim_model.cc: kernel_step picks one term by family;
+  // a custom kernel, a family the model has no term for, eff_custom), a gemm kernel alone reads
+  // the wmma fraction, and a tf32 library product alone library_tf32_fraction; the eager
+  // reference (library steps in fp32) reads no kernel term. The launch figures and L2 bandwidth
+  // and in-flight bytes are read by every step. Efficiency terms and launch figures enter a
+  // step's time after its body (StepPrediction::body_us): a change of those alone is replayed.
+  static constexpr uint32_t kReadsElementwise = 1, kReadsRowReduction = 2, kReadsGemmEfficiency = 4,
+                            kReadsCustom = 8, kReadsLibraryEfficiency = 16, kReadsLaunch = 32, kReadsWmma = 64,
+                            kReadsLibraryTf32 = 128, kReadsEveryBody = 256, kReadsAll = 511;
+  // Figures a step's body reads: a change of one prices the step again.
+  static constexpr uint32_t kReadsBody = kReadsWmma | kReadsLibraryTf32 | kReadsEveryBody;
+  static constexpr uint32_t kReferenceReads = kReadsLibraryEfficiency | kReadsLaunch | kReadsEveryBody;
 
   static uint32_t figure_bits(double DeviceProfile::*field) {
     using P = DeviceProfile;
     if (field == &P::eff_elementwise) return kReadsElementwise;
     if (field == &P::eff_row_reduction) return kReadsRowReduction;
-    if (field == &P::eff_gemm_cuda_core || field == &P::eff_gemm_tensor_core || field == &P::wmma_fraction)
-      return kReadsGemmKernel;
+    if (field == &P::eff_gemm_cuda_core || field == &P::eff_gemm_tensor_core) return kReadsGemmEfficiency;
     if (field == &P::eff_custom) return kReadsCustom;
+    if (field == &P::eff_library_gemm || field == &P::eff_library_other) return kReadsLibraryEfficiency;
+    if (field == &P::kernel_launch_us || field == &P::library_dispatch_us || field == &P::kernel_floor_us)
+      return kReadsLaunch;
+    if (field == &P::wmma_fraction) return kReadsWmma;
     if (field == &P::library_tf32_fraction) return kReadsLibraryTf32;
-    if (field == &P::eff_library_gemm || field == &P::eff_library_other) return kReadsLibrary;
-    return kReadsEveryStep;
+    return kReadsEveryBody;
   }
 
   static uint32_t figures_changed(const DeviceProfile& a, const DeviceProfile& b) {
@@ -198,15 +255,15 @@ class Fitter {
   }
 
   static uint32_t figures_read(const Plan& plan) {
-    uint32_t bits = kReadsEveryStep;
+    uint32_t bits = kReadsLaunch | kReadsEveryBody;
     for (const PlanStep& step : plan.steps) {
       if (step.kind != "kernel") {
-        bits |= kReadsLibrary | (step.precision == "tf32" ? kReadsLibraryTf32 : 0);
+        bits |= kReadsLibraryEfficiency | (step.precision == "tf32" ? kReadsLibraryTf32 : 0);
         continue;
       }
       const PlanKernel* k = plan.find_kernel(step.kernel);
       if (!k) return kReadsAll;
-      if (k->family == "gemm") bits |= kReadsGemmKernel;
+      if (k->family == "gemm") bits |= kReadsGemmEfficiency | kReadsWmma;
       else if (k->family == "row_reduction") bits |= kReadsRowReduction;
       else if (k->family == "elementwise") bits |= kReadsElementwise;
       else bits |= kReadsCustom;

@@ -48,6 +48,13 @@ struct StepPrediction {
   int launches = 0;
   double launch_us = 0;     // launch and dispatch overhead
   double exec_us = 0;       // execution on the device
+  // How exec_us follows from the profile: max(launch.kernel_floor_us, body_us / efficiency term)
+  // (0 for an empty launch or no launches; a library step of n > 1 launches at least n floors),
+  // and launch_us is launch.kernel_us (a library step: launches x (kernel_us +
+  // library_dispatch_us)). body_us reads no launch figure and no efficiency term.
+  double body_us = 0;
+  double DeviceProfile::*efficiency = nullptr;
+  bool empty_launch = false;  // a kernel launch of no blocks or no threads
   double time_us = 0;       // launch_us + exec_us
   double dram_bytes = 0;
   double l2_bytes = 0;      // bytes served by L2 (re-reads, resident buffers)
