@@ -91,6 +91,18 @@ def score(build, run):
     return out
 
 
+def oracle(build, config, seed, budget):
+    """{(level, p): value in %} of `harness oracle`: the best plan of each held-out task's knob
+    space in the sim world (level 0: all tasks)."""
+    p = sh([f"{build}/bin/harness", "oracle", config, "--set", f"run.seed={seed}", "--budget", str(budget),
+            "--format", "json"] + SCORE_ARGS)
+    out = {}
+    for k, v in json.loads(p.stdout)["fast_p"].items():
+        level, p_ = k.split("_F")
+        out[(0 if level == "all" else int(level[1:]), float(p_))] = v
+    return out
+
+
 def eval_steps(build, run):
     """Steps before which the run evaluated (from `replay score`'s error listing them)."""
     p = sh([f"{build}/bin/replay", "score", run, "--step", "-999"] + SCORE_ARGS, check=False)
@@ -203,8 +215,16 @@ def main():
             print(f"{how:6s} {run}", flush=True)
 
     scores = {(r["name"], s): score(args.build, results[(r["name"], s)]) for r in rows for s in seeds}
+    # The ceiling: the best plan of each held-out task's knob space (`harness oracle`), per seed.
+    ocfg = cfg.get("oracle", {})
+    oracle_config = ocfg.get("config", next((r["config"] for r in rows if r["name"] == "main"), rows[0]["config"]))
+    oracle_budget = int(ocfg.get("budget", 4000))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        done = {s: pool.submit(oracle, args.build, oracle_config, s, oracle_budget) for s in seeds}
+        for s in seeds:
+            scores[("oracle", s)] = done[s].result()
     stats = {}
-    for r in rows:
+    for r in rows + [{"name": "oracle"}]:
         for level in levels + [0]:
             for p in thresholds:
                 xs = [scores[(r["name"], s)].get((level, p), 0.0) for s in seeds]
@@ -220,7 +240,11 @@ def main():
              "The sim world is not the paper's setting: its backbone is a small network choosing "
              "schedule knobs for vinci's code generator and its GPU is an analytic H200 model; the "
              "paper's is a 14B/8B LLM writing Triton, timed on real GPUs. Compare directions, not "
-             "values.", ""]
+             "values.", "",
+             f"Row `oracle` is the ceiling of the sim world: `harness oracle {oracle_config} --set "
+             f"run.seed=S --budget {oracle_budget}`, the best plan of each held-out task's knob space (the "
+             "plans the policy can write) found by search, evaluated as the final evaluation is. A method "
+             "at the oracle's figure has nothing left to gain in this world.", ""]
     for p in thresholds:
         lines += [f"## fast_{p:g}", "", "| row | " + " | ".join(f"L{l} sim | L{l} paper" for l in levels) + " | all sim |",
                   "|---|" + "---|---|" * len(levels) + "---|"]
@@ -232,6 +256,12 @@ def main():
                 cells += [f"{m:.1f} ± {sd:.1f}", "-" if paper is None else f"{paper:.1f}"]
             m, sd, _ = stats[(r["name"], 0, p)]
             lines.append(f"| {r['name']} | " + " | ".join(cells) + f" | {m:.1f} ± {sd:.1f} |")
+        cells = []
+        for l in levels:
+            m, sd, _ = stats[("oracle", l, p)]
+            cells += [f"{m:.1f} ± {sd:.1f}", "-"]
+        m, sd, _ = stats[("oracle", 0, p)]
+        lines.append("| oracle (ceiling) | " + " | ".join(cells) + f" | {m:.1f} ± {sd:.1f} |")
         lines.append("")
 
     names = [r["name"] for r in rows]

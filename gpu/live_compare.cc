@@ -53,46 +53,60 @@ Comparison compare_outputs(const at::Tensor& out, const at::Tensor& ref, const T
   }
   // Few temporaries of the output's size: outputs reach billions of elements, and every extra
   // copy is GPU memory a large task's candidate may need.
+  FloatCounts k;
+  k.n = ref.numel();
   torch::Tensor diff = (out - ref).abs_();
-  int64_t nonfinite = torch::isfinite(out).logical_not_().logical_and_(torch::isfinite(ref)).sum().item<int64_t>();
-  int64_t nan_out = torch::isnan(out).sum().item<int64_t>();
-  c.max_abs = nonfinite ? std::nan("") : diff.max().item<double>();
-  int64_t outside = 0;
+  k.nonfinite = torch::isfinite(out).logical_not_().logical_and_(torch::isfinite(ref)).sum().item<int64_t>();
+  k.nan_out = torch::isnan(out).sum().item<int64_t>();
+  k.max_abs = diff.max().item<double>();
   {
     torch::Tensor bound = ref.abs().mul_(tol.rtol).add_(tol.atol);  // atol + rtol * |ref|
-    outside = (diff > bound).logical_or_(torch::isnan(diff)).logical_and_(torch::isfinite(ref)).sum().item<int64_t>();
+    k.outside = (diff > bound).logical_or_(torch::isnan(diff)).logical_and_(torch::isfinite(ref)).sum().item<int64_t>();
   }
   diff.nan_to_num_(0.0, 0.0, 0.0);  // the mean and the L2 error count finite differences only
-  c.mean_abs = nonfinite ? std::nan("") : torch::sum(diff, torch::kFloat64).item<double>() / std::max<int64_t>(1, ref.numel());
-  c.allclose = nonfinite == 0 && outside == 0;
-  if (nonfinite) {
-    c.tag = nan_out == nonfinite ? "not_written" : "non_finite";
-    c.why = std::to_string(nonfinite) + " of " + std::to_string(ref.numel()) + " output elements are " +
-            (nan_out == nonfinite ? "NaN where the reference is finite (unwritten elements keep the NaN poison)"
-                                  : "NaN or Inf where the reference is finite");
+  k.sum_abs = torch::sum(diff, torch::kFloat64).item<double>();
+  c = judge_elements(k, tol);
+  if (!c.ok || norm_tol <= 0) return c;
+  // Sums of squares in double, without double copies of tensors of billions of elements.
+  double err_sq = torch::sum(diff.square_(), torch::kFloat64).item<double>();
+  diff = torch::Tensor();
+  judge_norm(&c, err_sq, torch::sum(ref.square(), torch::kFloat64).item<double>(), norm_tol);
+  return c;
+}
+
+Comparison judge_elements(const FloatCounts& k, const Tolerance& tol) {
+  Comparison c;
+  c.max_abs = k.nonfinite ? std::nan("") : k.max_abs;
+  c.mean_abs = k.nonfinite ? std::nan("") : k.sum_abs / static_cast<double>(std::max<int64_t>(1, k.n));
+  c.allclose = k.nonfinite == 0 && k.outside == 0;
+  if (k.nonfinite) {
+    c.tag = k.nan_out == k.nonfinite ? "not_written" : "non_finite";
+    c.why = std::to_string(k.nonfinite) + " of " + std::to_string(k.n) + " output elements are " +
+            (k.nan_out == k.nonfinite ? "NaN where the reference is finite (unwritten elements keep the NaN poison)"
+                                      : "NaN or Inf where the reference is finite");
     return c;
   }
-  if (outside) {
+  if (k.outside) {
     c.tag = "wrong_result";
-    c.why = std::to_string(outside) + " of " + std::to_string(ref.numel()) + " elements outside atol=" +
-            format_number("%.6g", tol.atol) + " rtol=" + format_number("%.6g", tol.rtol) + " (max abs error " + format_number("%.6g", c.max_abs) + ")";
+    c.why = std::to_string(k.outside) + " of " + std::to_string(k.n) + " elements outside atol=" +
+            format_number("%.6g", tol.atol) + " rtol=" + format_number("%.6g", tol.rtol) + " (max abs error " +
+            format_number("%.6g", c.max_abs) + ")";
     return c;
-  }
-  if (norm_tol > 0) {
-    // Sums of squares in double, without double copies of tensors of billions of elements.
-    double err_norm = std::sqrt(torch::sum(diff.square_(), torch::kFloat64).item<double>());
-    diff = torch::Tensor();
-    double ref_norm = std::sqrt(torch::sum(ref.square(), torch::kFloat64).item<double>());
-    double rel = ref_norm > 0 ? err_norm / ref_norm : err_norm;
-    if (rel > norm_tol) {
-      c.tag = "wrong_result";
-      c.why = "relative L2 error " + format_number("%.6g", rel) + " > " + format_number("%.6g", norm_tol) +
-              " (allclose passes: the tolerance is loose for this output's scale)";
-      return c;
-    }
   }
   c.ok = true;
   return c;
+}
+
+void judge_norm(Comparison* c, double err_sq, double ref_sq, double norm_tol) {
+  double err_norm = std::sqrt(err_sq);
+  double ref_norm = std::sqrt(ref_sq);
+  double rel = ref_norm > 0 ? err_norm / ref_norm : err_norm;
+  if (rel > norm_tol) {
+    c->ok = false;
+    c->tag = "wrong_result";
+    c->why = "relative L2 error " + format_number("%.6g", rel) + " > " + format_number("%.6g", norm_tol) +
+             " (allclose passes: the tolerance is loose for this output's scale)";
+  }
 }
 
 }  // namespace vinci

@@ -30,6 +30,25 @@ struct Comparison {
 // (int64) outputs must be equal. Allocates at most two temporaries of the output's size at once.
 Comparison compare_outputs(const at::Tensor& out, const at::Tensor& ref, const Tolerance& tol, double norm_tol);
 
+// What the element checks of a float comparison count; compare_outputs (with libtorch) and
+// FusedCompare (gpu/fused_compare.h, one kernel) both judge from these, so their verdicts and
+// messages are the same.
+struct FloatCounts {
+  int64_t n = 0;          // elements compared
+  int64_t nonfinite = 0;  // NaN or Inf in the output where the reference is finite
+  int64_t nan_out = 0;    // NaN in the output anywhere
+  int64_t outside = 0;    // |out - ref| > atol + rtol * |ref| (or NaN) where the reference is finite
+  double max_abs = 0;     // max |out - ref|; NaN when any difference is NaN
+  double sum_abs = 0;     // sum of the finite |out - ref|, in double
+};
+
+// The element checks' verdict: not_written, non_finite or wrong_result, or ok (the relative L2
+// check, judge_norm, follows).
+Comparison judge_elements(const FloatCounts& counts, const Tolerance& tol);
+// The relative L2 check of a comparison the element checks passed: sqrt(err_sq) / sqrt(ref_sq)
+// must not exceed norm_tol (> 0).
+void judge_norm(Comparison* c, double err_sq, double ref_sq, double norm_tol);
+
 // "[2,3,4]".
 std::string shape_text(at::IntArrayRef s);
 

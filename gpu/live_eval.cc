@@ -24,6 +24,7 @@
 #include "gpu/nvrtc.h"
 #include "gpu/shapes.h"
 #include "gpu/sim_evaluator.h"
+#include "gpu/fused_compare.h"
 #include "gpu/triton.h"
 
 namespace vinci {
@@ -230,6 +231,7 @@ struct LiveDevice::Impl {
   // version, and the SM and memory clocks the device reports (kHz; the peak, not a reading).
   std::map<std::string, std::string> identity;
   std::unique_ptr<NvrtcCompiler> nvrtc;
+  std::unique_ptr<FusedCompare> fused;  // the output comparison in one pass (gpu/fused_compare.h)
   std::unique_ptr<TritonCompiler> triton;  // made on the first Triton plan
   std::unique_ptr<SimEvaluator> sim;  // for the roofline floor
   std::map<std::pair<std::string, int>, std::unique_ptr<TaskInstance>> instances;
@@ -665,6 +667,7 @@ Result<std::unique_ptr<LiveDevice>> LiveDevice::open(const LiveOptions& options)
   no.arch = impl->arch;
   no.cache_dir = options.nvrtc_cache_dir;
   impl->nvrtc = std::make_unique<NvrtcCompiler>(no);
+  VINCI_ASSIGN_OR_RETURN(impl->fused, FusedCompare::create(*impl->nvrtc));
   VINCI_ASSIGN_OR_RETURN(DeviceProfile profile,
                          load_device_profile(options.profile_path.empty() ? profile_path("h200") : options.profile_path));
   impl->sim = std::make_unique<SimEvaluator>(std::move(profile));
@@ -833,7 +836,8 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       Result<at::Tensor> ref = inst->run(x);
       if (!ref.ok()) return internal_error("task " + task.id + ": the reference failed: " + ref.status().message());
       phase.to("checks");
-      Comparison c = compare_outputs(out, *ref, tol, options.norm_tolerance);
+      double ref_sum = 0;
+      Comparison c = fused->compare(out, *ref, tol, options.norm_tolerance, &ref_sum);
       tr.correct = c.ok;
       tr.max_abs_err = c.max_abs;
       tr.mean_abs_err = c.mean_abs;
@@ -851,17 +855,16 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
         std::vector<std::pair<std::string, torch::Tensor>> controls = {
             // Broadcast scalars: no memory of the output's size.
             {"zeros", torch::zeros({}, ref->options()).expand(ref->sizes())},
-            {"a constant", torch::full({}, is_float(*ref) ? torch::sum(*ref, torch::kFloat64).item<double>() /
-                                                                std::max<int64_t>(1, ref->numel())
-                                                          : 0.0,
-                                       ref->options())
-                               .expand(ref->sizes())}};
+            {"a constant",
+             torch::full({}, is_float(*ref) ? ref_sum / static_cast<double>(std::max<int64_t>(1, ref->numel())) : 0.0,
+                         ref->options())
+                 .expand(ref->sizes())}};
         for (size_t i = 0; i < x.size(); ++i)
           if (x[i].numel() == ref->numel() && x[i].scalar_type() == ref->scalar_type())
             controls.emplace_back("the input '" + task.inputs[i].name + "'", x[i].reshape(ref->sizes()));
         std::map<std::string, bool>& entry = control_cache[control_key];
         for (const auto& [what, control] : controls) {
-          Comparison cc = compare_outputs(control, *ref, tol, 0);
+          Comparison cc = fused->compare(control, *ref, tol, 0);
           entry[what] = cc.allclose;
           control_passes[what] = (t == 0 ? true : control_passes[what]) && cc.allclose;
         }
@@ -891,7 +894,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
           Result<at::Tensor> ref2 = inst->run(x);
           if (!ref2.ok()) return internal_error("task " + task.id + ": the reference failed: " + ref2.status().message());
           if (!bitwise_equal(*ref, *ref2)) {
-            Comparison again_c = compare_outputs(out2, *ref, tol, options.norm_tolerance);
+            Comparison again_c = fused->compare(out2, *ref, tol, options.norm_tolerance);
             if (again_c.ok) {
               repeatable = true;
               library_not_repeatable = true;
@@ -921,7 +924,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       torch::Tensor out = run(plan, loaded, *inst, values, Mode::kWatch);
       phase.to("checks");
       bool same = bitwise_equal(out, trial0_output);
-      if (!same && library_not_repeatable) same = compare_outputs(out, trial0_reference, tol, options.norm_tolerance).ok;
+      if (!same && library_not_repeatable) same = fused->compare(out, trial0_reference, tol, options.norm_tolerance).ok;
       if (!same)
         fail("caching", "trial 0's inputs at new addresses gave a different output: the output depends on where the "
                         "inputs are, not only what they are");

@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
       {"env", "print the environment a run would record", vinci::cmd_env},
       {"eval", "evaluate one plan on one task and print its result record", vinci::cmd_eval},
       {"measure", "measure the task suite's plans on a device beside the simulator's predictions", vinci::cmd_measure},
+      {"oracle", "the best plan of each held-out task's knob space in an experiment's sim world (fast_p ceiling)",
+       vinci::cmd_oracle},
       {"queue", "an evaluation queue: status (requests waiting and in progress, workers alive)", vinci::cmd_queue},
       {"run", "run an experiment (or --resume a stopped one)", vinci::cmd_run},
       {"serve", "serve the OpenAI chat completions API from the sim backbone (for openai-backbone runs)",

@@ -1,12 +1,18 @@
 #!/usr/bin/env bash
-# Builds the fuzz targets and the sanitized torch-free tests into build-fuzz/ (clang, AddressSanitizer
-# and UndefinedBehaviorSanitizer; docs/testing.md) and runs every fuzz target from a copy of its
-# committed corpus (fuzz/corpus/<target>/) for SECONDS_PER_TARGET seconds (default 30).
+# Builds the fuzz targets and the sanitized unit tests into build-fuzz/ (clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer on all of vinci's code; libtorch, prebuilt, is not instrumented;
+# docs/testing.md), runs the unit tests under them (core, recorder, the parsers, the agents and the
+# sim backbone, the chat client, the reference executor and output comparison, Triton plans; not
+# the GPU, CLI or slow tests, the sim's and the harness loop's tests (their build time), nor three
+# slow single tests named below), then every fuzz target from a copy of its committed corpus (fuzz/corpus/<target>/) for
+# SECONDS_PER_TARGET seconds (default 30).
 # Fails on any crash, leak, sanitizer report or broken invariant; the input that caused it is kept
 # in build-fuzz/crashes/<target>/. Prints the executions of every target.
 #
 #   scripts/fuzz.sh [SECONDS_PER_TARGET] [TARGET...]   TARGET: run_log, manifest, ... (default: all)
 #   VINCI_FUZZ_SKIP_TESTS=1 scripts/fuzz.sh            the fuzzers only, not the sanitized tests
+#   VINCI_FUZZ_MORE_TESTS=1 scripts/fuzz.sh            also sim_tests and harness_tests, and every
+#                                                      test left out below (not in CI: build time)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-30}
@@ -38,21 +44,41 @@ if [ ! -f build-fuzz/CMakeCache.txt ]; then
 fi
 build_targets=(fuzzers)
 if [ -z "${VINCI_FUZZ_SKIP_TESTS:-}" ]; then build_targets+=(sanitized_tests); fi
+if [ -z "${VINCI_FUZZ_SKIP_TESTS:-}" ] && [ -n "${VINCI_FUZZ_MORE_TESTS:-}" ]; then
+  build_targets+=(sanitized_tests_more)
+fi
 cmake --build build-fuzz --parallel "$(nproc)" --target "${build_targets[@]}"
 
 export ASAN_OPTIONS=halt_on_error=1:print_stacktrace=1:detect_leaks=1:abort_on_error=0
 export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 if [ -z "${VINCI_FUZZ_SKIP_TESTS:-}" ]; then
-  # The unit tests of core, recorder and the parsers under the sanitizers (docs/testing.md).
-  # One test is left out: ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint, a
-  # randomized search of half a minute in build/ and six under the sanitizers, over code the
-  # other model-plan tests and the model_plan fuzz target cover.
-  for t in core_tests recorder_tests agents_tests gpu_parser_tests config_tests; do
-    echo "fuzz.sh: $t under AddressSanitizer and UndefinedBehaviorSanitizer"
-    build-fuzz/bin/$t --gtest_brief=1 \
-      --gtest_filter=-ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint
-  done
+  # The unit tests under the sanitizers (docs/testing.md): BINARY [GTEST_FILTER].
+  # With VINCI_FUZZ_MORE_TESTS set, the filter is ignored: every test runs.
+  sanitized() {
+    local filter=${2:-*}
+    if [ -n "${VINCI_FUZZ_MORE_TESTS:-}" ]; then filter='*'; fi
+    echo "fuzz.sh: $1 under AddressSanitizer and UndefinedBehaviorSanitizer"
+    build-fuzz/bin/$1 --gtest_brief=1 --gtest_filter="$filter"
+  }
+  sanitized core_tests
+  sanitized recorder_tests
+  sanitized agents_tests
+  sanitized agent_rules_tests
+  sanitized backbone_tests
+  sanitized chat_client_tests
+  # Left out: ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint, a randomized search of
+  # half a minute in build/ and six under the sanitizers, over code the other model-plan tests and
+  # the model_plan fuzz target cover; two TritonCompile tests whose time is Triton's own compiler in
+  # Python (uninstrumented: 10 s each anywhere); TritonCompile.AMissingTritonIsAClearError runs.
+  sanitized gpu_task_test -ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint
+  sanitized gpu_triton_test \
+    -TritonCompile.CommittedPlansCompileToSm90CubinsAndAreCached:TritonCompile.FailuresAreCleanRejectionsWithTritonsMessage
+  sanitized config_tests
+  if [ -n "${VINCI_FUZZ_MORE_TESTS:-}" ]; then
+    sanitized sim_tests
+    sanitized harness_tests
+  fi
 fi
 
 rm -rf build-fuzz/work

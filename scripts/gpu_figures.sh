@@ -50,7 +50,8 @@ for stage in "$@"; do
     hostile)
       "$bin/gpu_live_test" 2>&1 | tee "$figs/hostile.txt" | grep -E "^\S+ +\S+ +(yes|NO) |OK|FAILED|workers" ;;
     cudarun)
-      "$bin/gpu_cuda_run_test" 2>&1 | tee "$figs/cudarun.txt" | tail -n 8 ;;
+      "$bin/gpu_cuda_run_test" 2>&1 | tee "$figs/cudarun.txt" | tail -n 8
+      "$bin/gpu_fused_compare_test" 2>&1 | tee "$figs/fused_compare.txt" | tail -n 4 ;;
     triton)
       bash scripts/triton_gpu_check.sh "$bin" 2>&1 | tee "$figs/triton.txt" | tail -n 60 ;;
     measure*)

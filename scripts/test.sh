@@ -21,7 +21,7 @@ if (($# == 0)); then
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE build/bin/replay_tests --gtest_brief=1 --gtest_filter="$numeric"
   echo "test.sh: replay tests with OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=1048576"
   env OPENBLAS_CORETYPE=Haswell OPENBLAS_L2_SIZE=1048576 build/bin/replay_tests --gtest_brief=1 --gtest_filter="$numeric"
-  # Every parser under the fuzzers, and the torch-free unit tests under AddressSanitizer and
+  # Every parser under the fuzzers, and the unit tests under AddressSanitizer and
   # UndefinedBehaviorSanitizer, in build-fuzz/ (docs/testing.md). VINCI_FUZZ_SECONDS sets the time
   # per fuzz target; the default keeps CI on two cores within its budget.
   bash scripts/fuzz.sh "${VINCI_FUZZ_SECONDS:-20}"

@@ -5,7 +5,8 @@
 
 1. Every per-run figure in the report's Runs table equals `replay score RUN --format csv --turn
    last` of that run (all-tasks denominator), to the report's one decimal.
-2. Every mean ± sd in the fast_p tables equals the mean and sample sd of those per-run figures.
+2. Every mean ± sd in the fast_p tables equals the mean and sample sd of those per-run figures;
+   the oracle row's, those of `harness oracle` at each seed.
 3. A second invocation reuses every run (nothing re-runs) and writes the same report.
 """
 import csv
@@ -47,6 +48,17 @@ for row, seed, run, cells in runs:
     for name, v in zip(header, values):
         assert f"{scored[name]:.1f}" == f"{v:.1f}", (run, name, scored[name], v)
     per_run.setdefault(row, []).append({name: scored[name] for name in header})
+# The oracle row: `harness oracle CONFIG --set run.seed=S --budget 200` of the first row's config.
+import json
+oracle_runs = []
+for seed in sorted({int(seed) for _, seed, _, _ in runs}):
+    p = subprocess.run([os.path.join(build, "bin", "harness"), "oracle", "experiments/smoke.toml", "--set",
+                        f"run.seed={seed}", "--budget", "200", "--format", "json"],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    fast = json.loads(p.stdout)["fast_p"]
+    oracle_runs.append({f"{k.split('_F')[0]} F{float(k.split('_F')[1]):g}": v for k, v in fast.items()})
+per_run["oracle (ceiling)"] = oracle_runs
 checked = 0
 for section in re.findall(r"## fast_([\d.]+)\n\n(.*?)\n\n", text, re.S):
     p, table = section

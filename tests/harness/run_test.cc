@@ -484,5 +484,84 @@ TEST(HarnessServe, NonsenseNumbersAreRefused) {
   EXPECT_NE(out.find("harness serve: --port: expected an integer from 0 to 65535, found '70000'"), std::string::npos) << out;
 }
 
+// `harness oracle`: the best plan of each held-out task's knob space. It is deterministic; no
+// setting evaluated on its own by `harness eval` beats it; a budget as large as the space searches
+// it whole; and it refuses what it cannot search.
+TEST(HarnessOracle, FindsTheBestOfTheKnobSpaceDeterministically) {
+  std::string dir = temp_dir(), out;
+  const std::string oracle = kHarness + " oracle " + kSmoke + " --format json";
+  ASSERT_EQ(sh("(" + oracle + " --budget 200 2>/dev/null) >" + dir + "/a.json", &out), 0) << out;
+  ASSERT_EQ(sh("(" + oracle + " --budget 200 2>/dev/null) >" + dir + "/b.json", &out), 0) << out;
+  std::string a = read_file(dir + "/a.json").value();
+  EXPECT_EQ(a, read_file(dir + "/b.json").value());
+  nlohmann::json j = nlohmann::json::parse(a);
+  ASSERT_FALSE(j.at("tasks").empty());
+  EXPECT_EQ(j.at("fast_p_definition"), "speedup > p");
+  // The smoke config's noise is 0, so `harness eval` of a setting gives the speedup the oracle saw.
+  std::set<std::string> levels;
+  std::set<int> levels_checked;
+  int searched = 0;
+  for (const auto& t : j.at("tasks")) {
+    std::string id = t.at("task").get<std::string>();
+    double best = t.at("speedup").get<double>();
+    levels.insert("L" + std::to_string(t.at("level").get<int>()));
+    EXPECT_LE(t.at("evaluated").get<int64_t>(), 200) << id;
+    // The oracle's own plan, re-evaluated.
+    std::string knobs;
+    for (const auto& [k, v] : t.at("knobs").items()) knobs += " --knob " + k + "=" + v.get<std::string>();
+    ASSERT_LE(sh("(" + kHarness + " eval " + id + " --size small" + knobs + " 2>/dev/null) >" + dir + "/e.json", &out), 1) << out;
+    nlohmann::json e = nlohmann::json::parse(read_file(dir + "/e.json").value());
+    EXPECT_EQ(e.at("speedup").get<double>(), best) << id;
+    EXPECT_EQ(e.at("plan").get<std::string>(), t.at("plan").get<std::string>()) << id;
+    // The default plan and two keyed random settings of its knob space do no better (one task per
+    // level: each `harness` process loads the whole suite).
+    if (!levels_checked.insert(t.at("level").get<int>()).second) continue;
+    ASSERT_EQ(sh("(" + kHarness + " tasks --knobs " + id + " 2>/dev/null) >" + dir + "/k.txt", &out), 0) << out;
+    std::vector<std::pair<std::string, std::vector<std::string>>> space;
+    std::istringstream lines(read_file(dir + "/k.txt").value());
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream w(line.substr(0, line.find('#')));
+      std::string name, c;
+      if (!(w >> name) || line.find(" settings (") != std::string::npos) continue;  // the summary line
+      std::vector<std::string> choices;
+      while (w >> c) choices.push_back(c.back() == '*' ? c.substr(0, c.size() - 1) : c);
+      if (!choices.empty()) space.emplace_back(name, choices);
+    }
+    ASSERT_FALSE(space.empty()) << id;
+    Stream rng(RngKey::root(5).with("task", id));
+    for (int i = 0; i < 3; ++i) {
+      std::string args;
+      for (const auto& [name, choices] : space)
+        if (i > 0) args += " --knob " + name + "=" + choices[rng.below(choices.size())];
+      int rc = sh("(" + kHarness + " eval " + id + " --size small" + args + " 2>/dev/null) >" + dir + "/r.json", &out);
+      if (rc == 2) continue;  // a setting the generator refuses
+      nlohmann::json r = nlohmann::json::parse(read_file(dir + "/r.json").value());
+      if (r.at("correct").get<bool>()) EXPECT_LE(r.at("speedup").get<double>(), best) << id << args;
+      ++searched;
+    }
+  }
+  EXPECT_GT(searched, 0);
+  EXPECT_EQ(levels.size(), 2u);
+  // A budget as large as a task's space: searched whole, never worse than the sampled search.
+  ASSERT_EQ(sh("(" + oracle + " --budget 1500 2>/dev/null) >" + dir + "/whole.json", &out), 0) << out;
+  nlohmann::json w = nlohmann::json::parse(read_file(dir + "/whole.json").value());
+  ASSERT_EQ(w.at("tasks").size(), j.at("tasks").size());
+  int whole = 0;
+  for (size_t i = 0; i < w.at("tasks").size(); ++i) {
+    const auto& t = w.at("tasks")[i];
+    if (!t.at("exhaustive").get<bool>()) continue;
+    ++whole;
+    EXPECT_EQ(t.at("evaluated").get<double>(), t.at("settings").get<double>()) << t.at("task");
+    EXPECT_GE(t.at("speedup").get<double>(), j.at("tasks")[i].at("speedup").get<double>()) << t.at("task");
+  }
+  EXPECT_GT(whole, 0);
+
+  EXPECT_EQ(sh(kHarness + " oracle " + kSmoke + " --budget 0", &out), 2) << out;
+  EXPECT_NE(out.find("--budget: expected 1 to 100000000, found 0"), std::string::npos) << out;
+  EXPECT_EQ(sh(kHarness + " oracle " + kSmoke + " --set device.kind=cuda", &out), 2) << out;
+  EXPECT_NE(out.find("device.kind: the oracle searches the sim world, found 'cuda'"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace vinci
