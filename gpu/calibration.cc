@@ -4,7 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <numeric>
+#include <optional>
+#include <utility>
 #include <sstream>
 
 #include "core/parallel.h"
@@ -39,8 +42,9 @@ struct Group {
 
 class Fitter {
  public:
-  Fitter(const std::vector<CalibrationSample>& samples, bool fit_reference, CalibrationOptions::Objective objective)
-      : samples_(samples), fit_reference_(fit_reference), objective_(objective) {
+  Fitter(const std::vector<CalibrationSample>& samples, const CalibrationOptions& options)
+      : samples_(samples), fit_reference_(options.fit_reference), objective_(options.objective),
+        reprice_everything_(options.reprice_everything) {
     for (size_t i = 0; i < samples.size(); ++i) {
       const auto& s = samples[i];
       auto it = std::find_if(groups_.begin(), groups_.end(),
@@ -58,46 +62,111 @@ class Fitter {
         if (samples_[i].measured_reference_us > 0) logsum += std::log(samples_[i].measured_reference_us), ++n;
       g.measured_reference_us = n ? std::exp(logsum / n) : 0;
     }
+    for (const auto& s : samples_) sample_reads_.push_back(figures_read(s.plan));
   }
 
-  // Predicted plan times and each group's reference, under a profile.
+  // How one step's time follows from the launch figures and its efficiency term (see
+  // StepPrediction): what a trial of those figures needs to price the step again.
+  struct StepTape {
+    bool library = false;
+    bool empty_launch = false;
+    int launches = 0;
+    double body_us = 0;
+    double DeviceProfile::*efficiency = nullptr;
+  };
+  using Tape = std::shared_ptr<const std::vector<StepTape>>;
+
+  static Tape tape_of(const PlanPrediction& p) {
+    auto t = std::make_shared<std::vector<StepTape>>();
+    for (const StepPrediction& s : p.steps)
+      t->push_back({!s.own_kernel, s.empty_launch, s.launches, s.body_us, s.efficiency});
+    return t;
+  }
+
+  // The time SimModel::predict (or reprice, for a reference) gives under `p`, from a tape of a
+  // profile that differs from `p` in launch figures and efficiency terms alone: the same
+  // arithmetic in the same order as the model's kernel_step and library_step, so the same bits.
+  static double replay(const std::vector<StepTape>& tape, const DeviceProfile& p) {
+    double time_us = 0;
+    for (const StepTape& s : tape) {
+      double launch_us, exec_us;
+      if (!s.library) {
+        launch_us = p.kernel_launch_us;
+        exec_us = s.empty_launch ? 0 : std::max(p.kernel_floor_us, s.body_us / (p.*s.efficiency));
+      } else {
+        launch_us = s.launches * (p.kernel_launch_us + p.library_dispatch_us);
+        exec_us = s.launches == 0 ? 0 : std::max(p.kernel_floor_us, s.body_us / (p.*s.efficiency));
+        if (s.launches > 1) exec_us = std::max(exec_us, s.launches * p.kernel_floor_us);
+      }
+      time_us += launch_us + exec_us;
+    }
+    return time_us;
+  }
+
+  // Predicted plan times and each group's reference, under a profile, with the tapes they came
+  // from.
   struct Prediction {
     std::vector<double> plan_us;
     std::vector<double> reference_us;  // per group
+    std::vector<Tape> plan_tape, reference_tape;
   };
 
-  Result<Prediction> predict(const DeviceProfile& profile) const {
+  // With `base` (a profile and its prediction), a plan or reference that reads none of the
+  // figures `profile` changes keeps the base's time; one whose changed figures are launch figures
+  // and efficiency terms alone is replayed from the base's tape; the rest are priced again. Each
+  // is the time pricing everything again gives, bit for bit (see figures_read and replay).
+  // REQUIRES: profile and base->profile differ in calibration_parameters() figures alone.
+  Result<Prediction> predict(const DeviceProfile& profile, const std::pair<DeviceProfile, Prediction>* base = nullptr) const {
     SimModel model(profile);
     Prediction out;
     out.plan_us.assign(samples_.size(), 0);
+    out.plan_tape.assign(samples_.size(), nullptr);
     if (contexts_.empty())
       for (const auto& g : groups_) {
         VINCI_ASSIGN_OR_RETURN(TaskContext c, model.prepare(*g.task, g.sizes));
         contexts_.push_back(std::move(c));
       }
+    uint32_t changed = base ? figures_changed(base->first, profile) : kReadsAll;
     // Groups are independent (each owns its context and its samples' slots): priced on every
     // core, the loss then sums them in a fixed order, so the fit is the same for any core count.
     out.reference_us.assign(groups_.size(), 0);
+    out.reference_tape.assign(groups_.size(), nullptr);
     VINCI_RETURN_IF_ERROR(parallel_for(threads_, groups_.size(), [&](size_t gi) -> Status {
       const Group& g = groups_[gi];
       TaskContext& ctx = contexts_[gi];
-      VINCI_RETURN_IF_ERROR(model.reprice(&ctx));
-      out.reference_us[gi] = ctx.reference().time_us;
+      uint32_t ref = changed & kReferenceReads;
+      if (ref & kReadsBody) {
+        VINCI_RETURN_IF_ERROR(model.reprice(&ctx));
+        out.reference_us[gi] = ctx.reference().time_us;
+        out.reference_tape[gi] = tape_of(ctx.reference());
+      } else {  // predict() never reads the context's reference: it may stay stale
+        out.reference_tape[gi] = base->second.reference_tape[gi];
+        out.reference_us[gi] = ref ? replay(*out.reference_tape[gi], profile) : base->second.reference_us[gi];
+      }
       for (size_t i : g.samples) {
+        uint32_t reads = changed & sample_reads_[i];
+        if (!(reads & kReadsBody)) {
+          out.plan_tape[i] = base->second.plan_tape[i];
+          out.plan_us[i] = reads ? replay(*out.plan_tape[i], profile) : base->second.plan_us[i];
+          continue;
+        }
         Result<PlanPrediction> p = model.predict(ctx, samples_[i].plan);
         if (!p.ok())
           return Status(p.status().code(), "calibration sample " + std::to_string(i) + " (task " + g.task->id +
                                                "): " + p.status().message());
         out.plan_us[i] = p->time_us;
+        out.plan_tape[i] = tape_of(*p);
       }
       return Status();
     }));
     return out;
   }
 
+  // The loss under `profile`. Every profile after the first must differ from the last accepted
+  // one (accept()) in calibration_parameters() figures alone: the search's trials do.
   Result<double> loss(const DeviceProfile& profile) {
     ++evaluations_;
-    VINCI_ASSIGN_OR_RETURN(Prediction p, predict(profile));
+    VINCI_ASSIGN_OR_RETURN(Prediction p, predict(profile, base_ && !reprice_everything_ ? &*base_ : nullptr));
     double sum = 0;
     int n = 0;
     for (size_t g = 0; g < groups_.size(); ++g) {
@@ -117,6 +186,8 @@ class Fitter {
           sum += e * e;
           ++n;
         }
+    last_.emplace(profile, std::move(p));
+    if (!base_) base_ = last_;
     return sum / n;
   }
 
@@ -144,13 +215,71 @@ class Fitter {
 
   int evaluations() const { return evaluations_; }
 
+  // The profile of the last loss() is the search's new point: later trials are priced against it.
+  void accept() { base_ = std::move(last_); }
+
  private:
+  // Which calibration figures a prediction can read, as bits. A plan's time reads the efficiency
+  // term of its kernels' families alone (gpu/sim_model.cc: kernel_step picks one term by family;
+  // a custom kernel, a family the model has no term for, eff_custom), a gemm kernel alone reads
+  // the wmma fraction, and a tf32 library product alone library_tf32_fraction; the eager
+  // reference (library steps in fp32) reads no kernel term. The launch figures and L2 bandwidth
+  // and in-flight bytes are read by every step. Efficiency terms and launch figures enter a
+  // step's time after its body (StepPrediction::body_us): a change of those alone is replayed.
+  static constexpr uint32_t kReadsElementwise = 1, kReadsRowReduction = 2, kReadsGemmEfficiency = 4,
+                            kReadsCustom = 8, kReadsLibraryEfficiency = 16, kReadsLaunch = 32, kReadsWmma = 64,
+                            kReadsLibraryTf32 = 128, kReadsEveryBody = 256, kReadsAll = 511;
+  // Figures a step's body reads: a change of one prices the step again.
+  static constexpr uint32_t kReadsBody = kReadsWmma | kReadsLibraryTf32 | kReadsEveryBody;
+  static constexpr uint32_t kReferenceReads = kReadsLibraryEfficiency | kReadsLaunch | kReadsEveryBody;
+
+  static uint32_t figure_bits(double DeviceProfile::*field) {
+    using P = DeviceProfile;
+    if (field == &P::eff_elementwise) return kReadsElementwise;
+    if (field == &P::eff_row_reduction) return kReadsRowReduction;
+    if (field == &P::eff_gemm_cuda_core || field == &P::eff_gemm_tensor_core) return kReadsGemmEfficiency;
+    if (field == &P::eff_custom) return kReadsCustom;
+    if (field == &P::eff_library_gemm || field == &P::eff_library_other) return kReadsLibraryEfficiency;
+    if (field == &P::kernel_launch_us || field == &P::library_dispatch_us || field == &P::kernel_floor_us)
+      return kReadsLaunch;
+    if (field == &P::wmma_fraction) return kReadsWmma;
+    if (field == &P::library_tf32_fraction) return kReadsLibraryTf32;
+    return kReadsEveryBody;
+  }
+
+  static uint32_t figures_changed(const DeviceProfile& a, const DeviceProfile& b) {
+    uint32_t bits = 0;
+    for (const auto& p : calibration_parameters())
+      if (a.*(p.field) != b.*(p.field)) bits |= figure_bits(p.field);
+    return bits;
+  }
+
+  static uint32_t figures_read(const Plan& plan) {
+    uint32_t bits = kReadsLaunch | kReadsEveryBody;
+    for (const PlanStep& step : plan.steps) {
+      if (step.kind != "kernel") {
+        bits |= kReadsLibraryEfficiency | (step.precision == "tf32" ? kReadsLibraryTf32 : 0);
+        continue;
+      }
+      const PlanKernel* k = plan.find_kernel(step.kernel);
+      if (!k) return kReadsAll;
+      if (k->family == "gemm") bits |= kReadsGemmEfficiency | kReadsWmma;
+      else if (k->family == "row_reduction") bits |= kReadsRowReduction;
+      else if (k->family == "elementwise") bits |= kReadsElementwise;
+      else bits |= kReadsCustom;
+    }
+    return bits;
+  }
+
   const std::vector<CalibrationSample>& samples_;
   bool fit_reference_;
   CalibrationOptions::Objective objective_;
+  bool reprice_everything_;
   mutable std::vector<TaskContext> contexts_;  // one a group, prepared once, repriced per profile
   int32_t threads_ = hardware_threads(8);
   std::vector<Group> groups_;
+  std::vector<uint32_t> sample_reads_;  // figures_read of each sample's plan
+  std::optional<std::pair<DeviceProfile, Prediction>> base_, last_;
   int evaluations_ = 0;
 };
 
@@ -221,7 +350,7 @@ Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vecto
     if (std::none_of(params.begin(), params.end(), [&](const CalibrationParameter* p) { return p->name == name; }))
       return invalid_argument("calibration: unknown parameter '" + name + "'");
 
-  Fitter fitter(samples, options.fit_reference, options.objective);
+  Fitter fitter(samples, options);
   CalibrationReport report;
   DeviceProfile cur = start;
   for (const auto* p : params) report.before[p->name] = cur.*(p->field);
@@ -245,6 +374,7 @@ Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vecto
           if (!(l < best - 1e-15)) break;
           best = l;
           cur = trial;
+          fitter.accept();
           moved = true;
         }
       }

@@ -57,6 +57,12 @@ struct CalibrationOptions {
   // measured reference compare times), which is what a sim world's verdicts depend on.
   enum class Objective { kTimes, kSpeedups };
   Objective objective = Objective::kTimes;
+  // Each trial changes one figure; by default only the plans and references whose step bodies
+  // read it are priced again, those that read it after the body (efficiency terms, launch
+  // figures) are replayed from the standing point's body times, and the rest keep their times,
+  // bit for bit. true: price everything for every trial, the same result at many times the cost
+  // (a check of the former).
+  bool reprice_everything = false;
 };
 
 struct TaskFit {

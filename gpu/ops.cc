@@ -1,5 +1,7 @@
 #include "gpu/ops.h"
 
+#include <unordered_map>
+
 namespace vinci {
 namespace {
 
@@ -113,9 +115,14 @@ const OpInfo kOps[] = {
 }  // namespace
 
 const OpInfo* find_op(const std::string& name) {
-  for (const auto& op : kOps)
-    if (name == op.name) return &op;
-  return nullptr;
+  // Priced many times a prediction: an index of the table, built once (the first op of a name).
+  static const std::unordered_map<std::string, const OpInfo*> kIndex = [] {
+    std::unordered_map<std::string, const OpInfo*> m;
+    for (const auto& op : kOps) m.emplace(op.name, &op);
+    return m;
+  }();
+  auto it = kIndex.find(name);
+  return it == kIndex.end() ? nullptr : it->second;
 }
 
 bool op_outputs_indices(const std::string& name) { return name == "argmax" || name == "argmin"; }

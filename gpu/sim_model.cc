@@ -349,22 +349,27 @@ class PlanCoster {
     s.blocks = g.blocks;
     Body body;
     Estimator::Occupancy occ;
-    double eff = p_.eff_custom;
+    using P = DeviceProfile;
+    double P::*eff_term = &P::eff_custom;
     if (g.blocks == 0 || g.threads == 0) {
       // An empty launch: CUDA rejects a zero grid; correctness reports it. Time: the launch.
     } else if (k->family == "gemm") {
       VINCI_ASSIGN_OR_RETURN(body, gemm_kernel(*k, g, env, resident, &occ));
-      eff = k->tensor_cores ? p_.eff_gemm_tensor_core : p_.eff_gemm_cuda_core;
+      eff_term = k->tensor_cores ? &P::eff_gemm_tensor_core : &P::eff_gemm_cuda_core;
     } else if (k->family == "row_reduction") {
       VINCI_ASSIGN_OR_RETURN(body, row_kernel(*k, g, env, resident, &occ));
-      eff = p_.eff_row_reduction;
+      eff_term = &P::eff_row_reduction;
     } else {
       // elementwise, and custom kernels (LLM-written): a streaming kernel at its declared cost.
       VINCI_ASSIGN_OR_RETURN(body, stream_kernel(*k, g, env, resident, &occ));
-      if (k->family == "elementwise") eff = p_.eff_elementwise;
+      if (k->family == "elementwise") eff_term = &P::eff_elementwise;
     }
+    double eff = p_.*eff_term;
     double t = body.total() * 1e6;
     if (occ.spills) t *= kSpillSlowdown;
+    s.body_us = t;
+    s.efficiency = eff_term;
+    s.empty_launch = g.blocks == 0 || g.threads == 0;
     s.exec_us = g.blocks == 0 || g.threads == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff);
     s.bound = s.exec_us == p_.kernel_floor_us && t / eff < p_.kernel_floor_us ? "floor" : body.bound;
     if (occ.bps == 0) s.bound = "refused";  // the device would not launch it: correctness fails it
@@ -942,7 +947,7 @@ class PlanCoster {
       blocks = static_cast<int64_t>(row_blocks);
       occ = est_.occupancy({kLibraryRowThreads, 32, 0});
     }
-    double eff = p_.eff_library_other;
+    double DeviceProfile::*eff_term = &DeviceProfile::eff_library_other;
     if (gemm) {
       // cuBLAS fp32: 128 x 128 tiles, split-K when the tiles alone leave SMs idle.
       double tiles = gd.batch * ceil_div(gd.m, kLibraryGemmTile) * ceil_div(gd.n, kLibraryGemmTile);
@@ -958,14 +963,17 @@ class PlanCoster {
       auto [td, tl] = est_.memory_s(b.dram_bytes, b.l2_bytes, blocks, occ, 2048);
       b.mem_us = td;
       b.l2_us = tl;
-      eff = p_.eff_library_gemm;
+      eff_term = &DeviceProfile::eff_library_gemm;
     } else {
       auto [td, tl] = est_.memory_s(b.dram_bytes, b.l2_bytes, blocks, occ, 32.0 * 16);
       b.mem_us = td;
       b.l2_us = tl;
       b.compute_us = flops / rate;
     }
+    double eff = p_.*eff_term;
     double t = b.total() * 1e6;
+    s.body_us = t;
+    s.efficiency = eff_term;
     s.exec_us = launches == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff);
     if (launches > 1) s.exec_us = std::max(s.exec_us, launches * p_.kernel_floor_us);
     s.bound = launches == 0 ? "none" : t / eff < p_.kernel_floor_us ? "floor" : b.bound;
@@ -988,9 +996,10 @@ class PlanCoster {
   const TaskContext& ctx_;
   const Plan* plan_;
   std::map<std::string, std::vector<int64_t>>* plan_shapes_;
-  std::map<std::string, double> touched_;
-  std::map<std::string, const PlanBuffer*> buffers_;    // the plan's buffers by name
-  mutable std::map<std::string, double> bytes_;          // buffer_bytes, once a name
+  // Looked up by name only (never walked in order): hashed.
+  std::unordered_map<std::string, double> touched_;
+  std::unordered_map<std::string, const PlanBuffer*> buffers_;  // the plan's buffers by name
+  mutable std::unordered_map<std::string, double> bytes_;        // buffer_bytes, once a name
   double clock_ = 0;
 };
 
@@ -1006,8 +1015,8 @@ Result<TaskContext> SimModel::prepare(const Task& task, const SizeMap& sizes) co
   for (const auto& [name, sym] : shapes) {
     VINCI_ASSIGN_OR_RETURN(ctx.shapes_[name], eval_shape(sym, sizes));
   }
-  VINCI_ASSIGN_OR_RETURN(std::vector<WeightSpec> weights, weight_specs(task));
-  for (const auto& w : weights) {
+  VINCI_ASSIGN_OR_RETURN(ctx.weights_, weight_specs(task));
+  for (const auto& w : ctx.weights_) {
     VINCI_ASSIGN_OR_RETURN(ctx.shapes_[w.name], eval_shape(w.shape, sizes));
   }
   for (const auto& op : task.ops)
@@ -1021,7 +1030,7 @@ Status SimModel::reprice(TaskContext* context) const {
   const Task& task = *ctx.task_;
   ctx.reference_ = PlanPrediction();
   ctx.bound_ = TaskBound();
-  VINCI_ASSIGN_OR_RETURN(std::vector<WeightSpec> weights, weight_specs(task));
+  const std::vector<WeightSpec>& weights = ctx.weights_;
   // The eager reference: one library step per op, in order.
   PlanCoster coster(*this, ctx, nullptr, nullptr);
   for (const auto& op : task.ops) {

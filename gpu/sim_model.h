@@ -31,6 +31,7 @@
 #include "gpu/eval_result.h"
 #include "gpu/expr.h"
 #include "gpu/plan.h"
+#include "gpu/shapes.h"
 #include "gpu/task.h"
 
 namespace vinci {
@@ -47,6 +48,13 @@ struct StepPrediction {
   int launches = 0;
   double launch_us = 0;     // launch and dispatch overhead
   double exec_us = 0;       // execution on the device
+  // How exec_us follows from the profile: max(launch.kernel_floor_us, body_us / efficiency term)
+  // (0 for an empty launch or no launches; a library step of n > 1 launches at least n floors),
+  // and launch_us is launch.kernel_us (a library step: launches x (kernel_us +
+  // library_dispatch_us)). body_us reads no launch figure and no efficiency term.
+  double body_us = 0;
+  double DeviceProfile::*efficiency = nullptr;
+  bool empty_launch = false;  // a kernel launch of no blocks or no threads
   double time_us = 0;       // launch_us + exec_us
   double dram_bytes = 0;
   double l2_bytes = 0;      // bytes served by L2 (re-reads, resident buffers)
@@ -102,6 +110,7 @@ class TaskContext {
   ExprEnv env_;
   std::map<std::string, std::vector<int64_t>> shapes_;  // values and weights
   std::map<std::string, const OpSpec*> producer_;       // value -> the op that makes it
+  std::vector<WeightSpec> weights_;                      // weight_specs(task), for every repricing
   PlanPrediction reference_;
   TaskBound bound_;
   // Expressions without buffer functions depend on the sizes alone: evaluated once.

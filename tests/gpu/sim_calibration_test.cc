@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <set>
 
 #include "core/rng.h"
 #include "gpu/sim_model.h"
@@ -110,6 +111,50 @@ TEST(Calibration, RecoversHiddenEfficienciesAndImprovesRankCorrelation) {
   Result<CalibrationReport> again = calibrate(simtest::h200(), samples, opts);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(device_profile_to_toml(again->fitted), device_profile_to_toml(r->fitted));
+}
+
+// The search prices each trial again only where the changed figure is read (plans by their
+// kernels' families, references by their library steps): every figure, either objective, the
+// same search as pricing everything for every trial, and a loss that is its fitted profile's.
+TEST(Calibration, PricingOnlyWhatATrialChangesIsTheSameSearch) {
+  DeviceProfile truth = simtest::h200();
+  truth.eff_elementwise = 0.7;
+  truth.eff_row_reduction = 1.3;
+  truth.eff_gemm_tensor_core = 0.15;
+  truth.wmma_fraction = 0.4;
+  truth.library_tf32_fraction = 0.5;
+  truth.eff_library_other = 0.8;
+  truth.kernel_launch_us = 5.0;
+  std::vector<CalibrationSample> samples = synthetic(truth, test_seed());
+  std::set<std::string> moved;
+  for (auto objective : {CalibrationOptions::Objective::kTimes, CalibrationOptions::Objective::kSpeedups}) {
+    CalibrationOptions opts;  // every figure
+    opts.objective = objective;
+    opts.max_rounds = 8;
+    Result<CalibrationReport> r = calibrate(simtest::h200(), samples, opts);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    CalibrationOptions full = opts;
+    full.reprice_everything = true;
+    Result<CalibrationReport> slow = calibrate(simtest::h200(), samples, full);
+    ASSERT_TRUE(slow.ok()) << slow.status().to_string();
+    EXPECT_LT(slow->loss_after, slow->loss_before);
+    EXPECT_EQ(r->loss_after, slow->loss_after);
+    EXPECT_EQ(r->evaluations, slow->evaluations);
+    EXPECT_EQ(r->after, slow->after);
+    EXPECT_EQ(device_profile_to_toml(r->fitted), device_profile_to_toml(slow->fitted));
+    for (const auto& [name, v] : slow->after)
+      if (v != slow->before.at(name)) moved.insert(name);
+    CalibrationOptions frozen = opts;
+    frozen.max_rounds = 0;
+    Result<CalibrationReport> fresh = calibrate(r->fitted, samples, frozen);
+    ASSERT_TRUE(fresh.ok());
+    EXPECT_EQ(fresh->loss_before, r->loss_after);
+  }
+  // Figures whose trials reprice a part of the samples moved, so the comparison reaches them.
+  for (const char* name : {"efficiency.elementwise", "efficiency.row_reduction", "efficiency.gemm_tensor_core",
+                           "compute.wmma_fraction", "compute.library_tf32_fraction", "efficiency.library_other",
+                           "launch.kernel_us"})
+    EXPECT_EQ(moved.count(name), 1u) << name << " never moved: the test does not reach it";
 }
 
 TEST(Calibration, RejectsBadInput) {
