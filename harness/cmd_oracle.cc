@@ -30,6 +30,7 @@
 #include "gpu/knobs.h"
 #include "harness/commands.h"
 #include "harness/experiment.h"
+#include "harness/loop_parts.h"
 #include "harness/trainer.h"
 #include "harness/world.h"
 
@@ -56,8 +57,7 @@ class TaskSearch {
     request_.trials = exp.trials;
     request_.samples = exp.timing_samples;
     key_ = RngKey::root(exp.seed).with("phase", "oracle").with("task", task.id);
-    Stream s(key_.with("purpose", "eval-seed"));
-    request_.seed = s.next_u64();
+    request_.seed = loop::eval_seed(key_);
   }
 
   Result<OracleTask> run() {

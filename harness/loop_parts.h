@@ -59,24 +59,16 @@ struct RecordPos {
     p.task = task;
     return p;
   }
-  RecordPos at_scheme(int32_t v) const {
+  RecordPos at_scheme(int32_t v) const { return with(&RecordPos::scheme, v); }
+  RecordPos at_rollout(int32_t v) const { return with(&RecordPos::rollout, v); }
+  RecordPos at_turn(int32_t v) const { return with(&RecordPos::turn, v); }
+  RecordPos in_phase(Phase v) const { return with(&RecordPos::phase, v); }
+
+ private:
+  template <typename T>
+  RecordPos with(T RecordPos::*field, T v) const {
     RecordPos p = *this;
-    p.scheme = v;
-    return p;
-  }
-  RecordPos at_rollout(int32_t v) const {
-    RecordPos p = *this;
-    p.rollout = v;
-    return p;
-  }
-  RecordPos at_turn(int32_t v) const {
-    RecordPos p = *this;
-    p.turn = v;
-    return p;
-  }
-  RecordPos in_phase(Phase v) const {
-    RecordPos p = *this;
-    p.phase = v;
+    p.*field = v;
     return p;
   }
 };
