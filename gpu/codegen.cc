@@ -569,6 +569,27 @@ template <int BLOCK, class T, class F> __device__ __forceinline__ T block_shuffl
 }
 )";
 
+// row.strategy inner_tile: lane l of every warp owns the block's row l; the warps split the
+// row's length. Each lane's partial results meet in shared memory and warp 0 folds them in warp
+// order (a fixed order: the result does not depend on scheduling); every thread gets its row's.
+const char* kTileReduce = R"(template <int BLOCK, typename T, typename F>
+__device__ __forceinline__ T tile_reduce(T v, F f, T* sm) {
+  const int l = threadIdx.x & 31, w = threadIdx.x >> 5;
+  sm[threadIdx.x] = v;
+  __syncthreads();
+  if (w == 0) {
+    T t = sm[l];
+#pragma unroll
+    for (int k = 1; k < BLOCK / 32; ++k) t = f(t, sm[k * 32 + l]);
+    sm[l] = t;
+  }
+  __syncthreads();
+  T r = sm[l];
+  __syncthreads();
+  return r;
+}
+)";
+
 // One element into a running (max, sum of exp(x - max)) pair: one expf per element. -inf
 // elements (a causal mask's) add nothing, and never form -inf - -inf.
 const char* kOnlineStep =
@@ -610,6 +631,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
     std::string sm = pair ? "smp" : "smf";
     std::string T = pair ? "MS" : "float";
     if (strategy == "thread_per_row") return v;  // the thread saw the whole row
+    if (strategy == "inner_tile") return "tile_reduce<" + std::to_string(B) + ", " + T + ">(" + v + ", " + op + "(), " + sm + ")";
     if (strategy == "warp_shuffle") return "warp_allreduce(" + v + ", " + op + "())";
     if (strategy == "block_tree")
       return std::string(racy ? "block_tree_racy<" : "block_tree<") + std::to_string(B) + ", " + T + ">(" + v + ", " + op + "(), " + sm + ")";
@@ -642,6 +664,9 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
       "float rr[" + std::to_string(nout) + "]; const long long flat = (o * R + r) * inner + ii; elem_" + kname +
       "(flat, h, e, rr);";
   for (size_t o = 0; o < nout; ++o) write_out += " o" + std::to_string(o) + "[flat] = rr[" + std::to_string(o) + "];";
+  // inner_tile: lanes past the last row read a live row's data (in bounds) and write nothing.
+  const bool tile = strategy == "inner_tile";
+  if (tile) write_out = "if (live) { " + write_out + " }";
 
   std::ostringstream b;  // the kernel body after the row set-up
   int passes = 1;
@@ -667,7 +692,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
       result = "acc.m + logf(acc.s)";
       algorithm = "online";
     }
-    b << "  if (tid == 0) { const float h = " << result << "; float rr[" << nout << "]; elem_" << kname
+    b << (tile ? "  if (tid == 0 && live) { const float h = " : "  if (tid == 0) { const float h = ") << result << "; float rr[" << nout << "]; elem_" << kname
       << "(row, h, e, rr);";
     for (size_t o = 0; o < nout; ++o) b << " o" << o << "[row] = rr[" << o << "];";
     b << " }\n";
@@ -708,15 +733,23 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   }
 
   std::ostringstream s;
-  s << kHeader << kRowPrelude << el.source;
+  s << kHeader << kRowPrelude << (tile ? kTileReduce : "") << el.source;
   s << "extern \"C\" __global__ void __launch_bounds__(" << B << ") " << kname << "(" << p.list() << ") {\n";
   bool block = strategy == "block_tree" || strategy == "block_shuffle";
   bool per_thread = strategy == "thread_per_row";
-  if (block) s << "  __shared__ float smf[" << B << "];\n  __shared__ MS smp[" << B << "];\n  (void)smf; (void)smp;\n";
+  if (block || tile) s << "  __shared__ float smf[" << B << "];\n  __shared__ MS smp[" << B << "];\n  (void)smf; (void)smp;\n";
   else s << "  float* smf = nullptr; MS* smp = nullptr; (void)smf; (void)smp;\n";
   s << fill;
   if (block) {
     s << "  const int tid = threadIdx.x; const int nth = " << B << ";\n  const long long row = blockIdx.x;\n";
+  } else if (tile) {
+    s << "  const int tid = threadIdx.x >> 5; const int nth = " << B / 32 << ";\n"
+      << "  const long long tiles = (inner + 31) / 32;\n"
+      << "  const long long o = blockIdx.x / tiles, ii0 = (blockIdx.x % tiles) * 32 + (threadIdx.x & 31);\n"
+      << "  const bool live = ii0 < inner;\n"
+      << "  const long long ii = live ? ii0 : inner - 1;\n"
+      << "  const long long row = o * inner + ii;  // < rows: the grid is outer x tiles\n"
+      << "  (void)rows;\n";
   } else if (per_thread) {
     // One thread per row: neighbouring threads take neighbouring rows, which is coalesced when
     // the reduced dim is strided (inner > 1) and uncoalesced when rows are contiguous.
@@ -728,8 +761,8 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
       << "  const long long row = (long long)blockIdx.x * " << B / 32 << " + (threadIdx.x >> 5);\n"
       << "  if (row >= rows) return;\n";
   }
-  s << "  const long long o = row / inner, ii = row % inner;\n"
-    << "  const float* xr = x + o * R * inner + ii;\n"
+  if (!tile) s << "  const long long o = row / inner, ii = row % inner;\n";
+  s << "  const float* xr = x + o * R * inner + ii;\n"
     << b.str() << "}\n";
 
   k->name = kname;
@@ -744,7 +777,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   k->vector_width = (V == 4 && L.inner == "1") ? 4 : 1;
   k->reduction = per_thread ? "sequential" : strategy;
   k->algorithm = algorithm;
-  k->shared_bytes = block ? B * 12 : 0;
+  k->shared_bytes = block || tile ? B * 12 : 0;
   std::string numel = expr_product(c.shapes.at(x));
   std::string out_n = expr_product(main);
   k->cost.elements = out_n;
@@ -756,7 +789,10 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
     add_reason(&k->verdict, "race: warp-synchronous tree tail without __syncwarp (undefined on sm_70+)", "");
   step->kind = "kernel";
   step->kernel = kname;
-  step->grid = {block ? rows : expr_ceil_div(rows, std::to_string(per_thread ? B : B / 32)), "1", "1"};
+  step->grid = {block  ? rows
+                : tile ? expr_mul(L.outer, expr_ceil_div(L.inner, "32"))
+                       : expr_ceil_div(rows, std::to_string(per_thread ? B : B / 32)),
+                "1", "1"};
   step->block = {std::to_string(B), "1", "1"};
   step->args = p.args;
 }

@@ -17,9 +17,11 @@ const std::vector<Knob> kElementwiseKnobs = {
 };
 
 const std::vector<Knob> kRowKnobs = {
-    {"row.strategy", {"warp_shuffle", "block_tree", "block_shuffle", "thread_per_row"}, 2,
+    {"row.strategy", {"warp_shuffle", "block_tree", "block_shuffle", "thread_per_row", "inner_tile"}, 2,
      "warp per row with shuffles; block per row with a shared-memory tree; block per row with "
-     "warp shuffles and one shared slot per warp; one thread per row (coalesced for strided rows)"},
+     "warp shuffles and one shared slot per warp; one thread per row (coalesced for strided rows); "
+     "a block per 32 neighbouring strided rows, one lane each, the row's length split over the "
+     "block's warps (coalesced and many loads in flight for strided rows)"},
     {"row.block", {"128", "256", "512", "1024"}, 1, "threads per block"},
     {"row.vector_width", {"1", "4"}, 1, "float4 loads on contiguous rows whose length divides"},
     {"row.softmax", {"online", "two_pass"}, 0,

@@ -601,17 +601,25 @@ class PlanCoster {
     else if (name == "layer_norm") passes = 3, reductions = 2;
     bool warp_per_row = k.reduction == "warp_shuffle";
     bool thread_per_row = k.reduction == "sequential";  // the generator's row.strategy thread_per_row
+    // row.strategy inner_tile: a block holds 32 neighbouring rows (one lane each) and splits their
+    // length over its warps.
+    bool tile = k.reduction == "inner_tile";
     Resources r{g.threads, kBaseRegsRow + static_cast<int64_t>(2 * vw * unroll) + (online ? 8 : 0), k.shared_bytes};
     *occ = est_.occupancy(r);
     Body b;
     if (occ->bps == 0) return b;
     double threads = static_cast<double>(g.threads);
-    double lanes_per_row = thread_per_row ? 1.0 : warp_per_row ? p_.warp_size : threads;
+    double lanes_per_row = thread_per_row ? 1.0 : warp_per_row ? p_.warp_size : tile ? threads / p_.warp_size : threads;
     // Threads past the row's end idle: short rows fill only part of a block.
     double busy = std::min(1.0, len / (lanes_per_row * vw));
+    // inner_tile: lanes past the last of fewer than 32 neighbouring rows idle too.
+    if (tile) busy *= std::min(1.0, inner / p_.warp_size);
     double warp_inflight = static_cast<double>(p_.warp_size) * 4 * vw * unroll * busy;
     double concurrent_rows = static_cast<double>(std::min<int64_t>(g.blocks, p_.sms * occ->bps)) *
-                             (thread_per_row ? threads : warp_per_row ? static_cast<double>(occ->warps_per_block) : 1.0);
+                             (thread_per_row ? threads
+                              : warp_per_row ? static_cast<double>(occ->warps_per_block)
+                              : tile         ? p_.warp_size
+                                             : 1.0);
     double cap = p_.l2_bytes * p_.l2_usable_fraction;
     // Passes after the first re-read the row: from L2 while the rows in flight fit.
     double reread = std::min(br, (passes - 1) * numel * 4);
@@ -621,7 +629,9 @@ class PlanCoster {
     // bytes cost a 32-byte sector at L2; neighbouring rows running at the same time reuse the
     // sectors, so DRAM sees the bytes once and L2 serves up to 8x.
     // A thread per row puts neighbouring rows on neighbouring lanes: coalesced when inner > 1.
-    double sector = thread_per_row ? 1.0 : std::min(8.0, inner);
+    // inner_tile's lanes read neighbouring rows too; under 8 live lanes a warp's load is less
+    // than one sector.
+    double sector = thread_per_row ? 1.0 : tile ? (inner >= 8 ? 1.0 : 8.0 / inner) : std::min(8.0, inner);
     b.dram_bytes = first * (1 - resident) + bw + (reread_hits ? 0 : reread);
     b.l2_bytes = first * resident + (reread_hits ? reread : 0) + (sector - 1) * br;
     auto [td, tl] = est_.memory_s(b.dram_bytes, b.l2_bytes, g.blocks, *occ, warp_inflight);
@@ -643,6 +653,7 @@ class PlanCoster {
     double cycles;
     if (thread_per_row) cycles = 0;  // the thread saw the whole row: nothing to exchange
     else if (warp_per_row) cycles = 5 * p_.shuffle_cycles;
+    else if (tile) cycles = 2 * p_.sync_cycles + (threads / p_.warp_size) * p_.shared_cycles;
     else if (k.reduction == "block_tree") cycles = log_threads * (p_.sync_cycles + p_.shared_cycles);
     else cycles = 10 * p_.shuffle_cycles + 2 * p_.sync_cycles + p_.shared_cycles;
     b.latency_us = std::ceil(rows / std::max(1.0, concurrent_rows)) * reductions * cycles / p_.clock_hz;

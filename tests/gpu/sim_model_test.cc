@@ -176,5 +176,28 @@ TEST(SimModel, ThreadPerRowIsCoalescedOnlyForStridedReductions) {
               per_thread, per_block, t_warp, t_thread);
 }
 
+TEST(SimModel, InnerTileReadsAStridedReductionAtTheBandwidthFloor) {
+  SimModel m(simtest::h200());
+  // sum over dim 1 of [128, 4096, 4095]: 8.6 GB read once; lanes take neighbouring rows.
+  const Task& strided = simtest::task("L1_047");
+  const double bytes = 128.0 * 4096 * 4095 * 4;
+  const double floor_us = bytes / simtest::h200().hbm_bytes_per_s * 1e6;
+  auto at = [&](const Task& t, const std::string& strategy) {
+    return simtest::predict_us(m, t, SizeName::kFull, simtest::must_generate(t, {{"row.strategy", strategy}}));
+  };
+  double tile = at(strided, "inner_tile"), per_thread = at(strided, "thread_per_row");
+  EXPECT_LE(tile, 1.25 * floor_us);
+  EXPECT_GE(tile, floor_us);
+  EXPECT_LT(tile, per_thread);
+  // Contiguous rows (inner = 1): one live lane of 32, the rest idle: far slower than a warp per row.
+  Task contiguous = simtest::task("L1_048");
+  contiguous.ops.at(0).attrs["dim"] = 2;
+  double t_tile = at(contiguous, "inner_tile"), t_warp = at(contiguous, "warp_shuffle");
+  EXPECT_LT(t_warp * 4, t_tile);
+  std::printf("strided sum: floor %.0f us, inner tile %.0f us, thread per row %.0f us; contiguous mean: tile %.0f us, "
+              "warp %.0f us\n",
+              floor_us, tile, per_thread, t_tile, t_warp);
+}
+
 }  // namespace
 }  // namespace vinci
