@@ -91,6 +91,30 @@ TEST(Compile, TwentyRandomSettingsPerFamilyCompile) {
   }
 }
 
+TEST(Compile, EveryRowTaskCompilesWithTheInnerTileStrategy) {
+  // inner_tile writes its own set-up, reduction and guarded stores: every row op, fused epilogue
+  // and the float4 and two-pass paths go through NVRTC once.
+  NvrtcCompiler nvrtc;
+  int kernels = 0;
+  for (const Task& t : suite().tasks) {
+    if (knob_space(t).index_of("row.strategy") < 0) continue;
+    for (const char* softmax : {"online", "two_pass"}) {
+      Result<Plan> p = generate_plan(t, {{"row.strategy", "inner_tile"}, {"row.softmax", softmax}});
+      ASSERT_TRUE(p.ok()) << t.id << ": " << p.status().to_string();
+      for (const auto& k : p->kernels) {
+        if (k.family != "row_reduction") continue;
+        EXPECT_EQ(k.reduction, "inner_tile") << t.id;
+        EXPECT_NE(k.source.find("tile_reduce<"), std::string::npos) << t.id;
+        Result<std::shared_ptr<const CompiledKernel>> r = nvrtc.compile(k.source, k.name + ".cu");
+        ASSERT_TRUE(r.ok()) << t.id << " kernel " << k.name << ":\n" << r.status().message() << "\n" << k.source;
+        ++kernels;
+      }
+    }
+  }
+  std::printf("inner_tile: %d row kernels compiled\n", kernels);
+  EXPECT_GT(kernels, 40);
+}
+
 TEST(Compile, EveryLibraryGemmEpilogueCompiles) {
   NvrtcCompiler nvrtc;
   int kernels = 0;
