@@ -19,13 +19,11 @@ Result<SelectionMode> parse_selection_mode(std::string_view text) {
   if (text == "rerank") return SelectionMode::kRerank;
   if (text == "bm25") return SelectionMode::kBm25Only;
   if (text == "none") return SelectionMode::kNone;
-  return invalid_argument("selection mode: expected rerank, bm25 or none, found '" +
-                          std::string(text) + "'");
+  return invalid_argument("selection mode: expected rerank, bm25 or none, found '" + std::string(text) + "'");
 }
 
-Result<SchemeDecision> select_skills(const SkillLibrary& library, Bm25Index& index,
-                                     std::string_view query, const SelectionParams& params,
-                                     const RngKey& key, int32_t sample_index,
+Result<SchemeDecision> select_skills(const SkillLibrary& library, Bm25Index& index, std::string_view query,
+                                     const SelectionParams& params, const RngKey& key, int32_t sample_index,
                                      const SelectionReranker& rerank) {
   VINCI_REQUIRE(index.size() == library.size(),
                 "BM25 index holds " << index.size() << " documents, library " << library.size());
@@ -57,12 +55,10 @@ Result<SchemeDecision> select_skills(const SkillLibrary& library, Bm25Index& ind
   return d;
 }
 
-Result<SchemeDecision> select_skills(Backbone& backbone, const SkillLibrary& library,
-                                     Bm25Index& index, std::string_view query,
-                                     const std::vector<float>& task_features,
-                                     const SkillFeaturizer& featurizer,
-                                     const SelectionParams& params, const RngKey& key,
-                                     bool greedy, int32_t sample_index) {
+Result<SchemeDecision> select_skills(Backbone& backbone, const SkillLibrary& library, Bm25Index& index,
+                                     std::string_view query, const std::vector<float>& task_features,
+                                     const SkillFeaturizer& featurizer, const SelectionParams& params,
+                                     const RngKey& key, bool greedy, int32_t sample_index) {
   SelectionInput input;
   auto rerank = [&](const std::vector<const Skill*>& candidates,
                     const std::vector<double>& scores) -> Result<SelectionSample> {
@@ -73,8 +69,7 @@ Result<SchemeDecision> select_skills(Backbone& backbone, const SkillLibrary& lib
     }
     return backbone.sample_selection(input, key, greedy);
   };
-  VINCI_ASSIGN_OR_RETURN(SchemeDecision d,
-                         select_skills(library, index, query, params, key, sample_index, rerank));
+  VINCI_ASSIGN_OR_RETURN(SchemeDecision d, select_skills(library, index, query, params, key, sample_index, rerank));
   d.input = std::move(input);
   return d;
 }
@@ -92,16 +87,14 @@ std::vector<float> encode_feedback(const TurnResult& r) {
 
 std::vector<float> encode_choices(const BackboneShape& shape, const std::vector<int32_t>& heads,
                                   const std::vector<int32_t>& choices) {
-  VINCI_REQUIRE(heads.size() == choices.size(),
-                heads.size() << " heads but " << choices.size() << " choices");
+  VINCI_REQUIRE(heads.size() == choices.size(), heads.size() << " heads but " << choices.size() << " choices");
   std::vector<int32_t> offset(shape.head_sizes.size() + 1, 0);
   for (size_t i = 0; i < shape.head_sizes.size(); ++i) offset[i + 1] = offset[i] + shape.head_sizes[i];
   std::vector<float> v(static_cast<size_t>(offset.back()), 0.0f);
   for (size_t i = 0; i < heads.size(); ++i) {
     int32_t h = heads[i];
     VINCI_REQUIRE(h >= 0 && static_cast<size_t>(h) < shape.head_sizes.size(), "head " << h);
-    VINCI_REQUIRE(choices[i] >= 0 && choices[i] < shape.head_sizes[h],
-                  "choice " << choices[i] << " of head " << h);
+    VINCI_REQUIRE(choices[i] >= 0 && choices[i] < shape.head_sizes[h], "choice " << choices[i] << " of head " << h);
     v[static_cast<size_t>(offset[h] + choices[i])] = 1.0f;
   }
   return v;
@@ -142,8 +135,8 @@ VerificationVerdict judge_verification(const std::vector<TurnResult>& runs, doub
     std::snprintf(buf, sizeof buf, "speedup %.4g < %.4g", v.worst_speedup, p.min_speedup);
     v.reason = buf;
   } else if (v.worst_speedup < p.min_ratio * turn1_speedup) {
-    std::snprintf(buf, sizeof buf, "speedup %.4g < %.4g x turn-1 speedup %.4g", v.worst_speedup,
-                  p.min_ratio, turn1_speedup);
+    std::snprintf(buf, sizeof buf, "speedup %.4g < %.4g x turn-1 speedup %.4g", v.worst_speedup, p.min_ratio,
+                  turn1_speedup);
     v.reason = buf;
   } else {
     v.accepted = true;

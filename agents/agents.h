@@ -54,33 +54,30 @@ class SkillFeaturizer {
 
 struct SchemeDecision {
   int32_t sample_index = 0;
-  Bm25Recall recall;                   // candidates (library indices) and scores, rank order
-  std::vector<std::string> selected;   // skill names, pick order, <= max_skills
-  bool sampled = false;                // the backbone drew a sample (rerank mode, candidates > 0)
+  Bm25Recall recall;                  // candidates (library indices) and scores, rank order
+  std::vector<std::string> selected;  // skill names, pick order, <= max_skills
+  bool sampled = false;               // the backbone drew a sample (rerank mode, candidates > 0)
   SelectionInput input;
   SelectionSample sample;
 };
 
 // The rerank step: given the BM25 candidates (rank order) and their scores, the picked candidate
 // indices in pick order and their log-probability.
-using SelectionReranker = std::function<Result<SelectionSample>(
-    const std::vector<const Skill*>& candidates, const std::vector<double>& scores)>;
+using SelectionReranker = std::function<Result<SelectionSample>(const std::vector<const Skill*>& candidates,
+                                                                const std::vector<double>& scores)>;
 
 // BM25 recall, then (mode rerank) the reranker's picks, capped at max_skills. The decision's
 // `input` is left empty: the reranker knows what it saw.
 // REQUIRES: index holds library's skills in library order (document i = skill i).
-Result<SchemeDecision> select_skills(const SkillLibrary& library, Bm25Index& index,
-                                     std::string_view query, const SelectionParams& params,
-                                     const RngKey& key, int32_t sample_index,
+Result<SchemeDecision> select_skills(const SkillLibrary& library, Bm25Index& index, std::string_view query,
+                                     const SelectionParams& params, const RngKey& key, int32_t sample_index,
                                      const SelectionReranker& rerank);
 
 // The same with the sim network as the reranker, fed by the featurizer (the cold start's form).
-Result<SchemeDecision> select_skills(Backbone& backbone, const SkillLibrary& library,
-                                     Bm25Index& index, std::string_view query,
-                                     const std::vector<float>& task_features,
-                                     const SkillFeaturizer& featurizer,
-                                     const SelectionParams& params, const RngKey& key,
-                                     bool greedy, int32_t sample_index);
+Result<SchemeDecision> select_skills(Backbone& backbone, const SkillLibrary& library, Bm25Index& index,
+                                     std::string_view query, const std::vector<float>& task_features,
+                                     const SkillFeaturizer& featurizer, const SelectionParams& params,
+                                     const RngKey& key, bool greedy, int32_t sample_index);
 
 // ---------------------------------------------------------------------------------------------
 // Policy
@@ -152,8 +149,8 @@ struct VerificationVerdict {
   std::string reason;  // "accepted", or which condition failed with the numbers
 };
 
-VerificationVerdict judge_verification(const std::vector<TurnResult>& runs,
-                                       double turn1_speedup, const VerificationParams& p);
+VerificationVerdict judge_verification(const std::vector<TurnResult>& runs, double turn1_speedup,
+                                       const VerificationParams& p);
 
 // Index of the verdict to stage: the accepted one with the highest worst-run speedup (ties: the
 // lowest index); nullopt when none is accepted.

@@ -4,12 +4,9 @@ namespace vinci {
 
 const char* agent_role_name(AgentRole role) {
   switch (role) {
-    case AgentRole::kSelection:
-      return "selection";
-    case AgentRole::kPolicy:
-      return "policy";
-    case AgentRole::kSummary:
-      return "summary";
+    case AgentRole::kSelection: return "selection";
+    case AgentRole::kPolicy: return "policy";
+    case AgentRole::kSummary: return "summary";
   }
   return "unknown";
 }

@@ -37,19 +37,19 @@ const char* agent_role_name(AgentRole role);
 
 // The fixed shapes of the sim backbone's inputs and heads.
 struct BackboneShape {
-  int32_t task_dim = 0;                // task feature vector
-  std::vector<int32_t> head_sizes;     // choices of each global knob, in global knob order
-  int32_t feedback_dim = 0;            // previous turn's result vector
-  int32_t candidate_dim = 0;           // one selection candidate's feature vector
-  int32_t choice_dim() const;          // sum of head_sizes: one-hot of a full knob setting
+  int32_t task_dim = 0;             // task feature vector
+  std::vector<int32_t> head_sizes;  // choices of each global knob, in global knob order
+  int32_t feedback_dim = 0;         // previous turn's result vector
+  int32_t candidate_dim = 0;        // one selection candidate's feature vector
+  int32_t choice_dim() const;       // sum of head_sizes: one-hot of a full knob setting
 };
 
 struct PolicyInput {
-  std::vector<float> task;              // task_dim
-  std::vector<float> skill_hint;        // choice_dim: what the injected skills recommend
-  std::vector<float> previous;          // choice_dim: the previous turn's choices (zeros at turn 0)
-  std::vector<float> feedback;          // feedback_dim
-  std::vector<int32_t> active_heads;    // global knob indices of the task's knobs, in its order
+  std::vector<float> task;            // task_dim
+  std::vector<float> skill_hint;      // choice_dim: what the injected skills recommend
+  std::vector<float> previous;        // choice_dim: the previous turn's choices (zeros at turn 0)
+  std::vector<float> feedback;        // feedback_dim
+  std::vector<int32_t> active_heads;  // global knob indices of the task's knobs, in its order
 };
 
 struct PolicySample {
@@ -58,8 +58,8 @@ struct PolicySample {
 };
 
 struct SelectionInput {
-  std::vector<float> task;                       // task_dim
-  std::vector<std::vector<float>> candidates;    // candidate_dim each, in BM25 rank order
+  std::vector<float> task;                     // task_dim
+  std::vector<std::vector<float>> candidates;  // candidate_dim each, in BM25 rank order
   int32_t max_pick = 3;
 };
 
@@ -69,10 +69,10 @@ struct SelectionSample {
 };
 
 struct SummaryInput {
-  std::vector<float> task;              // task_dim
-  std::vector<float> winning;           // choice_dim: the winning rollout's best setting
-  std::vector<float> feedback;          // feedback_dim: its result
-  std::vector<int32_t> active_heads;    // the task's knobs (as for the policy)
+  std::vector<float> task;            // task_dim
+  std::vector<float> winning;         // choice_dim: the winning rollout's best setting
+  std::vector<float> feedback;        // feedback_dim: its result
+  std::vector<int32_t> active_heads;  // the task's knobs (as for the policy)
 };
 
 struct SummarySample {
@@ -113,12 +113,9 @@ class Backbone {
  public:
   virtual ~Backbone() = default;
   virtual std::string kind() const = 0;  // "sim", "openai", "recorded"
-  virtual Result<PolicySample> sample_policy(const PolicyInput& in, const RngKey& key,
-                                             bool greedy) = 0;
-  virtual Result<SelectionSample> sample_selection(const SelectionInput& in, const RngKey& key,
-                                                   bool greedy) = 0;
-  virtual Result<SummarySample> sample_summary(const SummaryInput& in, const RngKey& key,
-                                               bool greedy) = 0;
+  virtual Result<PolicySample> sample_policy(const PolicyInput& in, const RngKey& key, bool greedy) = 0;
+  virtual Result<SelectionSample> sample_selection(const SelectionInput& in, const RngKey& key, bool greedy) = 0;
+  virtual Result<SummarySample> sample_summary(const SummaryInput& in, const RngKey& key, bool greedy) = 0;
   // One optimizer step on -sum(advantage * log_prob) over the experiences whose role is trained.
   virtual Result<UpdateStats> update(const std::vector<Experience>& batch) = 0;
   // Digest of every parameter's bytes, in a fixed order.

@@ -13,19 +13,40 @@ namespace {
 // Python's string.punctuation minus `_ - /`, which become spaces instead.
 bool is_removed_punctuation(unsigned char c) {
   switch (c) {
-    case '!': case '"': case '#': case '$': case '%': case '&': case '\'': case '(': case ')':
-    case '*': case '+': case ',': case '.': case ':': case ';': case '<': case '=': case '>':
-    case '?': case '@': case '[': case '\\': case ']': case '^': case '`': case '{': case '|':
-    case '}': case '~':
-      return true;
-    default:
-      return false;
+    case '!':
+    case '"':
+    case '#':
+    case '$':
+    case '%':
+    case '&':
+    case '\'':
+    case '(':
+    case ')':
+    case '*':
+    case '+':
+    case ',':
+    case '.':
+    case ':':
+    case ';':
+    case '<':
+    case '=':
+    case '>':
+    case '?':
+    case '@':
+    case '[':
+    case '\\':
+    case ']':
+    case '^':
+    case '`':
+    case '{':
+    case '|':
+    case '}':
+    case '~': return true;
+    default: return false;
   }
 }
 
-bool is_ascii_split_space(unsigned char c) {
-  return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
-}
+bool is_ascii_split_space(unsigned char c) { return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F); }
 
 // Byte length of a Python-whitespace code point starting at s[i] (UTF-8), or 0.
 size_t unicode_space_length(std::string_view s, size_t i) {
@@ -37,7 +58,7 @@ size_t unicode_space_length(std::string_view s, size_t i) {
   unsigned char c1 = at(i + 1), c2 = at(i + 2);
   if (c == 0xE1 && c1 == 0x9A && c2 == 0x80) return 3;  // U+1680
   if (c == 0xE2 && c1 == 0x80) {
-    if (c2 >= 0x80 && c2 <= 0x8A) return 3;               // U+2000..U+200A
+    if (c2 >= 0x80 && c2 <= 0x8A) return 3;                // U+2000..U+200A
     if (c2 == 0xA8 || c2 == 0xA9 || c2 == 0xAF) return 3;  // U+2028, U+2029, U+202F
   }
   if (c == 0xE2 && c1 == 0x81 && c2 == 0x9F) return 3;  // U+205F
@@ -85,8 +106,7 @@ Status validate_bm25_params(const Bm25Params& p) {
   auto bad = [](const char* name, const char* expected, double v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.17g", v);
-    return invalid_argument(std::string("BM25 parameter ") + name + ": expected " + expected +
-                            ", found " + buf);
+    return invalid_argument(std::string("BM25 parameter ") + name + ": expected " + expected + ", found " + buf);
   };
   if (!(p.k1 >= 0 && std::isfinite(p.k1))) return bad("k1", "a finite number >= 0", p.k1);
   if (!(p.b >= 0 && p.b <= 1)) return bad("b", "a number in [0, 1]", p.b);
@@ -180,14 +200,12 @@ double Bm25Index::average_document_length() {
   return avgdl_;
 }
 
-std::vector<Bm25Index::QueryTerm> Bm25Index::query_terms(
-    const std::vector<std::string>& query) const {
+std::vector<Bm25Index::QueryTerm> Bm25Index::query_terms(const std::vector<std::string>& query) const {
   std::vector<QueryTerm> terms;  // first-occurrence order; queries are short, so a linear scan
   for (const std::string& tok : query) {
     auto it = term_ids_.find(tok);
     if (it == term_ids_.end()) continue;  // idf 0: adds nothing
-    auto same = std::find_if(terms.begin(), terms.end(),
-                             [&](const QueryTerm& q) { return q.term == it->second; });
+    auto same = std::find_if(terms.begin(), terms.end(), [&](const QueryTerm& q) { return q.term == it->second; });
     if (same != terms.end()) {
       ++same->count;
     } else {
@@ -221,8 +239,7 @@ namespace {
 // adds +0.0 and leaves acc unchanged, bit for bit. count == 1 skips the multiply (exact anyway).
 // Built for AVX2 and baseline x86-64; both give the same bits (no FMA: -ffp-contract=off).
 __attribute__((target_clones("avx2", "default"))) void add_dense(double* __restrict acc, const double* __restrict ratio,
-                                                                 size_t n, double idf,
-                                                                 double count) {
+                                                                 size_t n, double idf, double count) {
   if (count == 1.0) {
     for (size_t d = 0; d < n; ++d) acc[d] += idf * ratio[d];
   } else {
@@ -230,8 +247,7 @@ __attribute__((target_clones("avx2", "default"))) void add_dense(double* __restr
   }
 }
 
-void add_sparse(double* acc, const uint32_t* docs, const double* ratio, size_t n, double idf,
-                double count) {
+void add_sparse(double* acc, const uint32_t* docs, const double* ratio, size_t n, double idf, double count) {
   if (count == 1.0) {
     for (size_t i = 0; i < n; ++i) acc[docs[i]] += idf * ratio[i];
   } else {
@@ -300,16 +316,14 @@ std::vector<Bm25Hit> Bm25Index::top_k(const std::vector<std::string>& query, siz
 }
 
 void index_new_skills(const SkillLibrary& library, Bm25Index* index) {
-  VINCI_REQUIRE(index->size() <= library.size(), "BM25 index holds " << index->size()
-                                                  << " documents, the library only "
-                                                  << library.size() << " skills");
+  VINCI_REQUIRE(index->size() <= library.size(),
+                "BM25 index holds " << index->size() << " documents, the library only " << library.size() << " skills");
   for (size_t i = index->size(); i < library.size(); ++i) {
     index->add_text(skill_document_text(library.at(i)));
   }
 }
 
-Bm25Recall bm25_recall(Bm25Index& index, std::string_view query_text, size_t k,
-                       const RngKey& fallback_key) {
+Bm25Recall bm25_recall(Bm25Index& index, std::string_view query_text, size_t k, const RngKey& fallback_key) {
   Bm25Recall out;
   out.hits = index.top_k(bm25_tokenize(query_text), k);
   if (!out.hits.empty() || index.size() == 0 || k == 0) return out;

@@ -60,9 +60,7 @@ Status validate_bm25_params(const Bm25Params& params);
 struct Bm25Hit {
   uint32_t doc = 0;  // insertion index
   double score = 0;
-  friend bool operator==(const Bm25Hit& a, const Bm25Hit& b) {
-    return a.doc == b.doc && a.score == b.score;
-  }
+  friend bool operator==(const Bm25Hit& a, const Bm25Hit& b) { return a.doc == b.doc && a.score == b.score; }
 };
 
 // An inverted index (per-term postings of (document, term frequency)) that grows by appending.
@@ -150,8 +148,7 @@ struct Bm25Recall {
 // top_k(bm25_tokenize(query_text), k); when that is empty and the index is not, min(k, size())
 // distinct documents drawn without replacement from Stream(fallback_key) (a partial
 // Fisher-Yates shuffle: draw i picks below(size() - i)), in draw order.
-Bm25Recall bm25_recall(Bm25Index& index, std::string_view query_text, size_t k,
-                       const RngKey& fallback_key);
+Bm25Recall bm25_recall(Bm25Index& index, std::string_view query_text, size_t k, const RngKey& fallback_key);
 
 }  // namespace vinci
 

@@ -25,9 +25,7 @@ void ensure_curl_initialized() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string_view trim(std::string_view s) {
   auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
@@ -84,8 +82,7 @@ std::string seconds_text(double s) { return format_number("%.3g", s) + " s"; }
 
 Status check_chat_settings(const ChatSettings& s) {
   if (s.base_url.rfind("http://", 0) != 0 && s.base_url.rfind("https://", 0) != 0) {
-    return invalid_argument("chat base_url must start with http:// or https://, got \"" +
-                            s.base_url + "\"");
+    return invalid_argument("chat base_url must start with http:// or https://, got \"" + s.base_url + "\"");
   }
   // host[:port] up to the path: a port, when written, is a number (a script whose port lookup came
   // back empty writes "http://127.0.0.1:/v1", which would otherwise be retried forever).
@@ -97,11 +94,10 @@ Status check_chat_settings(const ChatSettings& s) {
   }
   if (colon != std::string::npos && authority.find(']', colon) == std::string::npos) {
     std::string port = authority.substr(colon + 1);
-    bool digits = !port.empty() && port.size() <= 5 &&
-                  port.find_first_not_of("0123456789") == std::string::npos;
+    bool digits = !port.empty() && port.size() <= 5 && port.find_first_not_of("0123456789") == std::string::npos;
     if (!digits || std::stoi(port) < 1 || std::stoi(port) > 65535) {
-      return invalid_argument("chat base_url: expected a port from 1 to 65535 after ':', found \"" + port +
-                              "\" in \"" + s.base_url + "\"");
+      return invalid_argument("chat base_url: expected a port from 1 to 65535 after ':', found \"" + port + "\" in \"" +
+                              s.base_url + "\"");
     }
   }
   if (!(s.timeout_s > 0)) return invalid_argument("chat timeout_s must be > 0");
@@ -113,8 +109,8 @@ Status check_chat_settings(const ChatSettings& s) {
   return Status::ok_status();
 }
 
-json chat_request_body(std::string_view model, const std::vector<ChatMessage>& messages,
-                       const std::vector<json>& tools, const ChatSampling& sampling) {
+json chat_request_body(std::string_view model, const std::vector<ChatMessage>& messages, const std::vector<json>& tools,
+                       const ChatSampling& sampling) {
   json body = json::object();
   body["model"] = std::string(model);
   json msgs = json::array();
@@ -201,8 +197,8 @@ Result<json> parse_body_json(std::string_view body) {
     return json::parse(body.begin(), body.end());
   } catch (const json::parse_error& e) {
     if (e.byte >= body.size()) {
-      return corruption("reply body is cut short: JSON ends early at byte " +
-                        std::to_string(body.size()) + " (truncated)");
+      return corruption("reply body is cut short: JSON ends early at byte " + std::to_string(body.size()) +
+                        " (truncated)");
     }
     return corruption("reply body is not JSON (error at byte " + std::to_string(e.byte) + " of " +
                       std::to_string(body.size()) + "): " + excerpt(body, 120));
@@ -235,8 +231,7 @@ Result<ChatReply> parse_chat_reply(std::string_view body) {
   reply.reasoning = string_or_empty(msg, "reasoning_content");
   if (reply.reasoning.empty()) reply.reasoning = string_or_empty(msg, "reasoning");
   split_think(&reply.content, &reply.reasoning);
-  VINCI_ASSIGN_OR_RETURN(reply.tool_calls,
-                         parse_tool_calls(msg.contains("tool_calls") ? msg["tool_calls"] : json()));
+  VINCI_ASSIGN_OR_RETURN(reply.tool_calls, parse_tool_calls(msg.contains("tool_calls") ? msg["tool_calls"] : json()));
   reply.finish_reason = string_or_empty(choice, "finish_reason");
   auto usage = j.find("usage");
   if (usage != j.end() && usage->is_object()) {
@@ -266,8 +261,7 @@ double backoff_delay_s(const ChatSettings& settings, const RngKey& jitter_key, i
   return cap * (0.5 + 0.5 * stream.uniform());
 }
 
-std::vector<double> backoff_schedule(const ChatSettings& settings, const RngKey& jitter_key,
-                                     int count) {
+std::vector<double> backoff_schedule(const ChatSettings& settings, const RngKey& jitter_key, int count) {
   std::vector<double> out;
   for (int i = 1; i <= count; ++i) out.push_back(backoff_delay_s(settings, jitter_key, i));
   return out;
@@ -312,8 +306,8 @@ size_t on_header(char* data, size_t size, size_t n, void* user) {
 }
 
 // One request on `handle`; a POST when body is given, else a GET.
-HttpResult perform(CURL* handle, const std::string& url, const std::string* body,
-                   const std::string& api_key, double timeout_s) {
+HttpResult perform(CURL* handle, const std::string& url, const std::string* body, const std::string& api_key,
+                   double timeout_s) {
   HttpResult r;
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_slist* headers = nullptr;
@@ -362,16 +356,20 @@ bool transport_retryable(CURLcode code) {
     case CURLE_SSL_CERTPROBLEM:
     case CURLE_SSL_CACERT_BADFILE:
     case CURLE_SSL_CIPHER:
-    case CURLE_TOO_MANY_REDIRECTS:
-      return false;
-    default:
-      return true;
+    case CURLE_TOO_MANY_REDIRECTS: return false;
+    default: return true;
   }
 }
 
 bool status_retryable(long status) {
   switch (status) {
-    case 408: case 425: case 429: case 500: case 502: case 503: case 504: return true;
+    case 408:
+    case 425:
+    case 429:
+    case 500:
+    case 502:
+    case 503:
+    case 504: return true;
     default: return false;
   }
 }
@@ -418,9 +416,7 @@ std::string attempts_text(int n) { return std::to_string(n) + (n == 1 ? " attemp
 
 // ----- the client ------------------------------------------------------------------------------
 
-ChatClient::ChatClient(ChatSettings settings) : settings_(std::move(settings)) {
-  ensure_curl_initialized();
-}
+ChatClient::ChatClient(ChatSettings settings) : settings_(std::move(settings)) { ensure_curl_initialized(); }
 
 ChatClient::~ChatClient() {
   for (void* h : idle_handles_) curl_easy_cleanup(static_cast<CURL*>(h));
@@ -454,7 +450,7 @@ Result<ChatOutcome> ChatClient::complete(const std::string& body, const RngKey& 
   CURL* handle = static_cast<CURL*>(acquire_handle());
   if (handle == nullptr) return internal_error("curl_easy_init failed");
   double wait = 0;
-  std::string last;  // "<head>: <detail>" of the last failed attempt
+  std::string last;      // "<head>: <detail>" of the last failed attempt
   bool reached = false;  // some attempt got a connection to the server
   for (int attempt = 1;; ++attempt) {
     if (attempt > 1) {
@@ -463,8 +459,7 @@ Result<ChatOutcome> ChatClient::complete(const std::string& body, const RngKey& 
       if (fits) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
       if (!fits || left() <= 0) {
         out.failure = "deadline of " + seconds_text(settings_.deadline_s) + " reached after " +
-                      attempts_text(out.attempts) + " (next wait " + seconds_text(wait) +
-                      "); last: " + last;
+                      attempts_text(out.attempts) + " (next wait " + seconds_text(wait) + "); last: " + last;
         break;
       }
     }

@@ -39,12 +39,12 @@ namespace vinci {
 struct ChatSettings {
   std::string base_url = "http://127.0.0.1:8000/v1";  // without the trailing /chat/completions
   std::string model;
-  std::string api_key;  // resolved by the caller from an environment variable; never logged
-  double timeout_s = 600;       // per attempt: a long generation can take minutes
-  double deadline_s = 1800;     // per call, across all attempts and waits
-  int retries = 4;              // attempts after the first
-  double backoff_base_s = 1;    // the wait after the first failed attempt is about this
-  double backoff_max_s = 30;    // and no wait is longer (Retry-After aside)
+  std::string api_key;        // resolved by the caller from an environment variable; never logged
+  double timeout_s = 600;     // per attempt: a long generation can take minutes
+  double deadline_s = 1800;   // per call, across all attempts and waits
+  int retries = 4;            // attempts after the first
+  double backoff_base_s = 1;  // the wait after the first failed attempt is about this
+  double backoff_max_s = 30;  // and no wait is longer (Retry-After aside)
 };
 
 // Ok when the settings can be used: an http:// or https:// base_url, positive timeout and deadline,
@@ -63,13 +63,10 @@ struct ChatSampling {
 // not empty, then the sampling fields that are set}. Each tool is an OpenAI function schema
 // ({"type": "function", "function": {...}}, as select_skills_tool_schema() returns).
 nlohmann::json chat_request_body(std::string_view model, const std::vector<ChatMessage>& messages,
-                                 const std::vector<nlohmann::json>& tools = {},
-                                 const ChatSampling& sampling = {});
+                                 const std::vector<nlohmann::json>& tools = {}, const ChatSampling& sampling = {});
 
 // hash_tagged("llm_request", bytes): the content address of a request's canonical bytes.
-inline Digest chat_request_address(std::string_view body_bytes) {
-  return hash_tagged("llm_request", body_bytes);
-}
+inline Digest chat_request_address(std::string_view body_bytes) { return hash_tagged("llm_request", body_bytes); }
 
 // A function call the server returned in choices[0].message.tool_calls.
 struct ChatToolCall {
@@ -128,8 +125,7 @@ struct ChatOutcome {
 // first uniform() of Stream(jitter_key.with("attempt", attempt)).
 double backoff_delay_s(const ChatSettings& settings, const RngKey& jitter_key, int attempt);
 // The waits after failed attempts 1..count.
-std::vector<double> backoff_schedule(const ChatSettings& settings, const RngKey& jitter_key,
-                                     int count);
+std::vector<double> backoff_schedule(const ChatSettings& settings, const RngKey& jitter_key, int count);
 
 // Thread-safe: complete() may run on many threads at once. Finished transfers return their
 // handles (and the connections they keep alive) to a pool that later calls reuse.

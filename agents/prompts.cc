@@ -91,14 +91,14 @@ json update_skill_library_tool_schema() {
 })");
 }
 
-std::vector<ChatMessage> selection_messages(std::string_view task_prompt,
-                                            const std::vector<const Skill*>& candidates,
+std::vector<ChatMessage> selection_messages(std::string_view task_prompt, const std::vector<const Skill*>& candidates,
                                             size_t max_selected) {
   std::string system =
       "You are the skill selection agent of a GPU kernel optimization system. You are given a "
       "kernel optimization task and candidate optimization skills retrieved from a skill "
       "library. Choose the skills that are most likely to make the generated kernel correct and "
-      "faster for this task, at most " + std::to_string(max_selected) +
+      "faster for this task, at most " +
+      std::to_string(max_selected) +
       ". Choose none when no candidate applies.\n\n"
       "Answer with exactly one call of the tool select_skills:\n"
       "<tool_call>\n<function=select_skills>\n<parameter=think>\nyour reasoning\n</parameter>\n"
@@ -108,8 +108,7 @@ std::vector<ChatMessage> selection_messages(std::string_view task_prompt,
   return {{"system", std::move(system)}, {"user", selection_user_message(task_prompt, candidates)}};
 }
 
-std::string selection_user_message(std::string_view task_prompt,
-                                   const std::vector<const Skill*>& candidates) {
+std::string selection_user_message(std::string_view task_prompt, const std::vector<const Skill*>& candidates) {
   std::string user = "# Task\n\n";
   user += task_prompt;
   user += "\n\n# Candidate Skills\n";
@@ -130,8 +129,7 @@ const char* const kDefaultPolicySystem =
     "each attempt you receive the evaluation result (compilation, correctness, runtime, speedup) "
     "and may improve the kernel.";
 
-std::string policy_system_prompt(std::string_view base_system,
-                                 const std::vector<const Skill*>& skills) {
+std::string policy_system_prompt(std::string_view base_system, const std::vector<const Skill*>& skills) {
   std::string out(base_system);
   std::string block = skill_injection_block(skills);
   if (!block.empty()) {
@@ -143,14 +141,11 @@ std::string policy_system_prompt(std::string_view base_system,
 
 std::vector<ChatMessage> policy_messages(std::string_view base_system, std::string_view task_prompt,
                                          const std::vector<const Skill*>& skills) {
-  return {{"system", policy_system_prompt(base_system, skills)},
-          {"user", std::string(task_prompt)}};
+  return {{"system", policy_system_prompt(base_system, skills)}, {"user", std::string(task_prompt)}};
 }
 
-std::vector<ChatMessage> summary_messages(std::string_view task_prompt,
-                                          const std::vector<const Skill*>& injected,
-                                          const std::vector<RolloutTurnText>& turns,
-                                          size_t max_new_skills) {
+std::vector<ChatMessage> summary_messages(std::string_view task_prompt, const std::vector<const Skill*>& injected,
+                                          const std::vector<RolloutTurnText>& turns, size_t max_new_skills) {
   std::string system =
       "You are the skill summary agent of a GPU kernel optimization system. You read a "
       "trajectory in which a kernel was made substantially faster and distill at most " +
@@ -169,8 +164,7 @@ std::vector<ChatMessage> summary_messages(std::string_view task_prompt,
   return {{"system", std::move(system)}, {"user", summary_user_message(task_prompt, injected, turns)}};
 }
 
-std::string summary_user_message(std::string_view task_prompt,
-                                 const std::vector<const Skill*>& injected,
+std::string summary_user_message(std::string_view task_prompt, const std::vector<const Skill*>& injected,
                                  const std::vector<RolloutTurnText>& turns) {
   std::string user = "# Task\n\n";
   user += task_prompt;
@@ -182,8 +176,8 @@ std::string summary_user_message(std::string_view task_prompt,
   }
   user += "\n# Trajectory\n";
   for (const RolloutTurnText& t : turns) {
-    user += "\n## Turn " + std::to_string(t.turn) + " (speedup " + format_speedup(t.speedup) +
-            ")\n\n### Response\n\n" + t.response + "\n\n### Evaluation\n\n" + t.feedback + "\n";
+    user += "\n## Turn " + std::to_string(t.turn) + " (speedup " + format_speedup(t.speedup) + ")\n\n### Response\n\n" +
+            t.response + "\n\n### Evaluation\n\n" + t.feedback + "\n";
   }
   return user;
 }

@@ -31,19 +31,16 @@ nlohmann::json update_skill_library_tool_schema();
 // Selection agent: system message (role, tool, cap) and a user message with the task and, per
 // candidate in recall order, its name, scope, tags and description; never the body, so the agent
 // chooses from what a skill claims, as in daVinci-kernel.
-std::vector<ChatMessage> selection_messages(std::string_view task_prompt,
-                                            const std::vector<const Skill*>& candidates,
+std::vector<ChatMessage> selection_messages(std::string_view task_prompt, const std::vector<const Skill*>& candidates,
                                             size_t max_selected = 3);
 
 // The selection agent's user message alone (the task and the candidates), for a system message of
 // the caller's (a template).
-std::string selection_user_message(std::string_view task_prompt,
-                                   const std::vector<const Skill*>& candidates);
+std::string selection_user_message(std::string_view task_prompt, const std::vector<const Skill*>& candidates);
 
 // Policy agent: the system message is `base_system`, followed, when skills were chosen, by a blank
 // line and skill_injection_block(skills). The user message is the task.
-std::string policy_system_prompt(std::string_view base_system,
-                                 const std::vector<const Skill*>& skills);
+std::string policy_system_prompt(std::string_view base_system, const std::vector<const Skill*>& skills);
 std::vector<ChatMessage> policy_messages(std::string_view base_system, std::string_view task_prompt,
                                          const std::vector<const Skill*>& skills);
 
@@ -52,22 +49,19 @@ extern const char* const kDefaultPolicySystem;
 
 // One turn of a rollout as the summary agent reads it.
 struct RolloutTurnText {
-  int turn = 0;           // 1-based
-  std::string response;   // the policy's reply (kernel source and reasoning)
-  std::string feedback;   // the evaluator's result of that reply, as shown to the policy
-  double speedup = 0;     // 0 when not correct
+  int turn = 0;          // 1-based
+  std::string response;  // the policy's reply (kernel source and reasoning)
+  std::string feedback;  // the evaluator's result of that reply, as shown to the policy
+  double speedup = 0;    // 0 when not correct
 };
 
 // Summary agent: system message (role, tool, cap, skill format) and a user message with the task,
 // the skills the rollout had injected, and every turn with its feedback and speedup.
-std::vector<ChatMessage> summary_messages(std::string_view task_prompt,
-                                          const std::vector<const Skill*>& injected,
-                                          const std::vector<RolloutTurnText>& turns,
-                                          size_t max_new_skills = 2);
+std::vector<ChatMessage> summary_messages(std::string_view task_prompt, const std::vector<const Skill*>& injected,
+                                          const std::vector<RolloutTurnText>& turns, size_t max_new_skills = 2);
 
 // The summary agent's user message alone, for a system message of the caller's.
-std::string summary_user_message(std::string_view task_prompt,
-                                 const std::vector<const Skill*>& injected,
+std::string summary_user_message(std::string_view task_prompt, const std::vector<const Skill*>& injected,
                                  const std::vector<RolloutTurnText>& turns);
 
 }  // namespace vinci

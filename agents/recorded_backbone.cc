@@ -34,8 +34,8 @@ Result<std::unique_ptr<RecordedBackbone>> RecordedBackbone::open(const std::stri
       sample.log_prob = s.getLogProb();
       Digest key = Digest::from_bytes(s.getKey().begin());
       if (!b->samples_.emplace(key, std::move(sample)).second) {
-        return invalid_argument("run " + run_dir + ": two backbone samples share the call key " +
-                                key.hex() + " (record " + std::to_string(r.getSeq()) + ")");
+        return invalid_argument("run " + run_dir + ": two backbone samples share the call key " + key.hex() +
+                                " (record " + std::to_string(r.getSeq()) + ")");
       }
     } else if (r.isCheckpoint()) {
       auto c = r.getCheckpoint();
@@ -77,8 +77,7 @@ Result<std::unique_ptr<RecordedBackbone>> RecordedBackbone::open(const std::stri
   return b;
 }
 
-Result<const RecordedBackbone::Sample*> RecordedBackbone::find(AgentRole role,
-                                                               const RngKey& key) const {
+Result<const RecordedBackbone::Sample*> RecordedBackbone::find(AgentRole role, const RngKey& key) const {
   auto it = samples_.find(key.digest());
   if (it == samples_.end()) {
     return not_found(std::string("the recorded run has no ") + agent_role_name(role) +
@@ -86,8 +85,7 @@ Result<const RecordedBackbone::Sample*> RecordedBackbone::find(AgentRole role,
   }
   if (it->second.role != role) {
     return mismatch(std::string("the recorded sample for key ") + key.digest().hex() + " is a " +
-                    agent_role_name(it->second.role) + " sample, not a " + agent_role_name(role) +
-                    " sample");
+                    agent_role_name(it->second.role) + " sample, not a " + agent_role_name(role) + " sample");
   }
   return &it->second;
 }
@@ -95,8 +93,8 @@ Result<const RecordedBackbone::Sample*> RecordedBackbone::find(AgentRole role,
 Result<PolicySample> RecordedBackbone::sample_policy(const PolicyInput& in, const RngKey& key, bool) {
   VINCI_ASSIGN_OR_RETURN(const Sample* s, find(AgentRole::kPolicy, key));
   if (s->actions.size() != in.active_heads.size()) {
-    return mismatch("recorded policy sample has " + std::to_string(s->actions.size()) +
-                    " choices, the call has " + std::to_string(in.active_heads.size()) + " knobs");
+    return mismatch("recorded policy sample has " + std::to_string(s->actions.size()) + " choices, the call has " +
+                    std::to_string(in.active_heads.size()) + " knobs");
   }
   PolicySample out;
   for (uint32_t a : s->actions) out.choices.push_back(static_cast<int32_t>(a));
@@ -104,8 +102,7 @@ Result<PolicySample> RecordedBackbone::sample_policy(const PolicyInput& in, cons
   return out;
 }
 
-Result<SelectionSample> RecordedBackbone::sample_selection(const SelectionInput& in,
-                                                           const RngKey& key, bool) {
+Result<SelectionSample> RecordedBackbone::sample_selection(const SelectionInput& in, const RngKey& key, bool) {
   VINCI_ASSIGN_OR_RETURN(const Sample* s, find(AgentRole::kSelection, key));
   SelectionSample out;
   for (uint32_t a : s->actions) {
@@ -119,13 +116,12 @@ Result<SelectionSample> RecordedBackbone::sample_selection(const SelectionInput&
   return out;
 }
 
-Result<SummarySample> RecordedBackbone::sample_summary(const SummaryInput& in, const RngKey& key,
-                                                       bool) {
+Result<SummarySample> RecordedBackbone::sample_summary(const SummaryInput& in, const RngKey& key, bool) {
   VINCI_ASSIGN_OR_RETURN(const Sample* s, find(AgentRole::kSummary, key));
   // Actions: one include flag per active head, then the scope.
   if (s->actions.size() != in.active_heads.size() + 1) {
-    return mismatch("recorded summary sample has " + std::to_string(s->actions.size()) +
-                    " actions, expected " + std::to_string(in.active_heads.size() + 1));
+    return mismatch("recorded summary sample has " + std::to_string(s->actions.size()) + " actions, expected " +
+                    std::to_string(in.active_heads.size() + 1));
   }
   SummarySample out;
   for (size_t i = 0; i + 1 < s->actions.size(); ++i) out.include.push_back(s->actions[i] ? 1 : 0);
@@ -180,8 +176,7 @@ Result<std::string> RecordedBackbone::checkpoint() const {
   Digest digest = parameter_digest();
   auto it = checkpoints_.find(digest);
   if (it == checkpoints_.end()) {
-    return not_found("the recorded run names no checkpoint object for parameter digest " +
-                     digest.hex());
+    return not_found("the recorded run names no checkpoint object for parameter digest " + digest.hex());
   }
   ObjectStore store(store_dir_);
   VINCI_ASSIGN_OR_RETURN(StoredObject obj, store.get(it->second));

@@ -31,10 +31,8 @@ class RecordedBackbone : public Backbone {
 
   std::string kind() const override { return "recorded"; }
   Result<PolicySample> sample_policy(const PolicyInput& in, const RngKey& key, bool greedy) override;
-  Result<SelectionSample> sample_selection(const SelectionInput& in, const RngKey& key,
-                                           bool greedy) override;
-  Result<SummarySample> sample_summary(const SummaryInput& in, const RngKey& key,
-                                       bool greedy) override;
+  Result<SelectionSample> sample_selection(const SelectionInput& in, const RngKey& key, bool greedy) override;
+  Result<SummarySample> sample_summary(const SummaryInput& in, const RngKey& key, bool greedy) override;
   Result<UpdateStats> update(const std::vector<Experience>& batch) override;
   Digest parameter_digest() const override;
   Result<RoleCrossEntropy> cross_entropy(const std::vector<Experience>& batch) override;
@@ -62,8 +60,8 @@ class RecordedBackbone : public Backbone {
   std::unordered_map<Digest, Sample, DigestHash> samples_;
   Digest initial_;
   std::vector<Update> updates_;
-  std::vector<Update> sft_steps_;                 // the cold start's supervised steps
-  std::vector<RoleCrossEntropy> sft_ce_;          // before each step, then after the last
+  std::vector<Update> sft_steps_;                               // the cold start's supervised steps
+  std::vector<RoleCrossEntropy> sft_ce_;                        // before each step, then after the last
   std::unordered_map<Digest, Digest, DigestHash> checkpoints_;  // parameter digest -> object
   std::string store_dir_;
   mutable std::mutex mu_;

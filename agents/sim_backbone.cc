@@ -72,9 +72,7 @@ double log_softmax_at(const double* x, int32_t n, int32_t i) {
 }
 
 // log(1 / (1 + exp(-z))) without overflow for either sign of z.
-double log_sigmoid(double z) {
-  return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z));
-}
+double log_sigmoid(double z) { return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z)); }
 
 // ---- checkpoint bytes (core/bytes.h) ----
 
@@ -119,9 +117,8 @@ struct SimBackbone::Net {
   torch::Tensor head_segments;  // [C, heads]: 1 where choice c belongs to head k; a constant
 
   std::map<std::string, Param> params;  // name order is the digest and checkpoint order
-  torch::Tensor role_embedding, trunk1_w, trunk1_b, trunk2_w, trunk2_b, policy_w, policy_b,
-      selection1_w, selection1_b, selection2_w, selection2_b, include_w, include_b, scope_w,
-      scope_b;
+  torch::Tensor role_embedding, trunk1_w, trunk1_b, trunk2_w, trunk2_b, policy_w, policy_b, selection1_w, selection1_b,
+      selection2_w, selection2_b, include_w, include_b, scope_w, scope_b;
 
   // ---- construction ----
 
@@ -167,8 +164,8 @@ struct SimBackbone::Net {
 
   // libtorch's default Linear init: kaiming_uniform(a = sqrt(5)) on the weight is
   // U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and the bias uses the same bound.
-  void linear(const std::string& name, int64_t out, int64_t in, at::Generator& gen,
-              torch::Tensor* w, torch::Tensor* b) {
+  void linear(const std::string& name, int64_t out, int64_t in, at::Generator& gen, torch::Tensor* w,
+              torch::Tensor* b) {
     double bound = 1.0 / std::sqrt(static_cast<double>(in));
     *w = add(name + ".weight", torch::empty({out, in}).uniform_(-bound, bound, gen));
     *b = add(name + ".bias", torch::empty({out}).uniform_(-bound, bound, gen));
@@ -199,8 +196,7 @@ struct SimBackbone::Net {
                                 ": expected a global knob index in [0, " + str(n_heads) + ")");
       }
       if (!seen.insert(heads[i]).second) {
-        return invalid_argument("active_heads[" + str(i) + "] = " + str(heads[i]) +
-                                " appears twice");
+        return invalid_argument("active_heads[" + str(i) + "] = " + str(heads[i]) + " appears twice");
       }
     }
     return Status();
@@ -236,15 +232,14 @@ struct SimBackbone::Net {
   Status check(const PolicyInput& in, const PolicySample& s) const {
     VINCI_RETURN_IF_ERROR(check(in));
     if (s.choices.size() != in.active_heads.size()) {
-      return invalid_argument("policy sample has " + str(s.choices.size()) +
-                              " choices for " + str(in.active_heads.size()) + " active heads");
+      return invalid_argument("policy sample has " + str(s.choices.size()) + " choices for " +
+                              str(in.active_heads.size()) + " active heads");
     }
     for (size_t i = 0; i < s.choices.size(); ++i) {
       int32_t size = shape.head_sizes[in.active_heads[i]];
       if (s.choices[i] < 0 || s.choices[i] >= size) {
-        return invalid_argument("policy choices[" + str(i) + "] = " + str(s.choices[i]) +
-                                ": head " + str(in.active_heads[i]) + " has " + str(size) +
-                                " choices");
+        return invalid_argument("policy choices[" + str(i) + "] = " + str(s.choices[i]) + ": head " +
+                                str(in.active_heads[i]) + " has " + str(size) + " choices");
       }
     }
     return Status();
@@ -255,12 +250,11 @@ struct SimBackbone::Net {
     std::set<int32_t> seen;
     for (size_t t = 0; t < s.picked.size(); ++t) {
       if (s.picked[t] < 0 || static_cast<size_t>(s.picked[t]) >= in.candidates.size()) {
-        return invalid_argument("selection picked[" + str(t) + "] = " + str(s.picked[t]) +
-                                ": there are " + str(in.candidates.size()) + " candidates");
+        return invalid_argument("selection picked[" + str(t) + "] = " + str(s.picked[t]) + ": there are " +
+                                str(in.candidates.size()) + " candidates");
       }
       if (!seen.insert(s.picked[t]).second) {
-        return invalid_argument("selection picked[" + str(t) + "] = " + str(s.picked[t]) +
-                                " was picked twice");
+        return invalid_argument("selection picked[" + str(t) + "] = " + str(s.picked[t]) + " was picked twice");
       }
     }
     return Status();
@@ -269,14 +263,12 @@ struct SimBackbone::Net {
   Status check(const SummaryInput& in, const SummarySample& s) const {
     VINCI_RETURN_IF_ERROR(check(in));
     if (s.include.size() != in.active_heads.size()) {
-      return invalid_argument("summary sample has " + str(s.include.size()) +
-                              " include flags for " + str(in.active_heads.size()) +
-                              " active heads");
+      return invalid_argument("summary sample has " + str(s.include.size()) + " include flags for " +
+                              str(in.active_heads.size()) + " active heads");
     }
     for (size_t i = 0; i < s.include.size(); ++i) {
       if (s.include[i] > 1) {
-        return invalid_argument("summary include[" + str(i) + "] = " + str(s.include[i]) +
-                                ": expected 0 or 1");
+        return invalid_argument("summary include[" + str(i) + "] = " + str(s.include[i]) + ": expected 0 or 1");
       }
     }
     if (s.scope != 0 && s.scope != 1) {
@@ -304,8 +296,7 @@ struct SimBackbone::Net {
 
   static torch::Tensor vector64(std::vector<int64_t>& data) {
     if (data.empty()) return torch::zeros({0}, torch::kInt64);
-    return torch::from_blob(data.data(), {static_cast<int64_t>(data.size())}, torch::kInt64)
-        .clone();
+    return torch::from_blob(data.data(), {static_cast<int64_t>(data.size())}, torch::kInt64).clone();
   }
 
   torch::Tensor trunk(const torch::Tensor& x, AgentRole role) const {
@@ -317,8 +308,7 @@ struct SimBackbone::Net {
 
   // h_rows: [M, H], one trunk row per candidate; candidates: [M, K]. Returns [M].
   torch::Tensor selection_head(const torch::Tensor& h_rows, const torch::Tensor& candidates) const {
-    torch::Tensor z = torch::tanh(
-        torch::linear(torch::cat({h_rows, candidates}, 1), selection1_w, selection1_b));
+    torch::Tensor z = torch::tanh(torch::linear(torch::cat({h_rows, candidates}, 1), selection1_w, selection1_b));
     return torch::linear(z, selection2_w, selection2_b).squeeze(1);
   }
 
@@ -414,8 +404,7 @@ struct SimBackbone::Net {
 
   // ---- objectives: sum over the listed experiences of advantage * log_prob, with gradients ----
 
-  torch::Tensor policy_objective(const std::vector<Experience>& batch,
-                                 const std::vector<size_t>& rows) const {
+  torch::Tensor policy_objective(const std::vector<Experience>& batch, const std::vector<size_t>& rows) const {
     const int64_t n = static_cast<int64_t>(rows.size());
     std::vector<float> x(static_cast<size_t>(n) * input_dim), adv(n), mask(n * n_heads, 0.0f);
     std::vector<int64_t> choice(n * n_heads, 0);
@@ -429,8 +418,7 @@ struct SimBackbone::Net {
         mask[r * n_heads + in.active_heads[a]] = 1;
       }
     }
-    torch::Tensor logits = torch::linear(trunk(matrix(x, n, input_dim), AgentRole::kPolicy),
-                                         policy_w, policy_b);
+    torch::Tensor logits = torch::linear(trunk(matrix(x, n, input_dim), AgentRole::kPolicy), policy_w, policy_b);
     torch::Tensor choices = vector64(choice).view({n, n_heads});
     torch::Tensor masks = matrix(mask, n, n_heads);
     torch::Tensor log_prob = torch::zeros({n}, torch::kFloat32);
@@ -444,8 +432,7 @@ struct SimBackbone::Net {
 
   // Plackett-Luce: each pick adds score(pick) - logsumexp(scores still left). Experiences that
   // picked nothing have log_prob 0 and add nothing.
-  torch::Tensor selection_objective(const std::vector<Experience>& batch,
-                                    const std::vector<size_t>& all_rows) const {
+  torch::Tensor selection_objective(const std::vector<Experience>& batch, const std::vector<size_t>& all_rows) const {
     std::vector<size_t> rows;
     for (size_t i : all_rows) {
       if (!batch[i].selection.picked.empty()) rows.push_back(i);
@@ -475,10 +462,9 @@ struct SimBackbone::Net {
     }
     torch::Tensor h = trunk(matrix(x, n, input_dim), AgentRole::kSelection);
     torch::Tensor scores = selection_head(h.index_select(0, vector64(owner)), matrix(cand, total, K));
-    torch::Tensor padded =
-        torch::cat({scores, torch::full({1}, kMaskedScore, torch::kFloat32)})
-            .index_select(0, vector64(pad_index))
-            .view({n, max_len});
+    torch::Tensor padded = torch::cat({scores, torch::full({1}, kMaskedScore, torch::kFloat32)})
+                               .index_select(0, vector64(pad_index))
+                               .view({n, max_len});
     torch::Tensor log_prob = torch::zeros({n}, torch::kFloat32);
     for (int64_t t = 0; t < max_picks; ++t) {
       std::vector<float> left(n * max_len, 0.0f), valid(n, 0.0f);
@@ -504,11 +490,10 @@ struct SimBackbone::Net {
     return (matrix(adv, 1, n).squeeze(0) * log_prob).sum();
   }
 
-  torch::Tensor summary_objective(const std::vector<Experience>& batch,
-                                  const std::vector<size_t>& rows) const {
+  torch::Tensor summary_objective(const std::vector<Experience>& batch, const std::vector<size_t>& rows) const {
     const int64_t n = static_cast<int64_t>(rows.size());
-    std::vector<float> x(static_cast<size_t>(n) * input_dim), win(n * choice_dim), adv(n),
-        include(n * n_heads, 0.0f), mask(n * n_heads, 0.0f);
+    std::vector<float> x(static_cast<size_t>(n) * input_dim), win(n * choice_dim), adv(n), include(n * n_heads, 0.0f),
+        mask(n * n_heads, 0.0f);
     std::vector<int64_t> scope(n);
     for (int64_t r = 0; r < n; ++r) {
       const Experience& e = batch[rows[r]];
@@ -526,11 +511,9 @@ struct SimBackbone::Net {
     torch::Tensor z = include_head(h, matrix(win, n, choice_dim));
     torch::Tensor y = matrix(include, n, n_heads);
     torch::Tensor lp_include =
-        (matrix(mask, n, n_heads) * (y * torch::log_sigmoid(z) + (1 - y) * torch::log_sigmoid(-z)))
-            .sum(1);
-    torch::Tensor lp_scope = torch::log_softmax(torch::linear(h, scope_w, scope_b), 1)
-                                 .gather(1, vector64(scope).unsqueeze(1))
-                                 .squeeze(1);
+        (matrix(mask, n, n_heads) * (y * torch::log_sigmoid(z) + (1 - y) * torch::log_sigmoid(-z))).sum(1);
+    torch::Tensor lp_scope =
+        torch::log_softmax(torch::linear(h, scope_w, scope_b), 1).gather(1, vector64(scope).unsqueeze(1)).squeeze(1);
     return (matrix(adv, 1, n).squeeze(0) * (lp_include + lp_scope)).sum();
   }
 };
@@ -547,8 +530,7 @@ Result<std::unique_ptr<SimBackbone>> SimBackbone::create(const SimBackboneConfig
   if (s.head_sizes.empty()) return invalid_argument("head_sizes is empty: expected >= 1 head");
   for (size_t k = 0; k < s.head_sizes.size(); ++k) {
     if (s.head_sizes[k] < 1) {
-      return invalid_argument("head_sizes[" + str(k) + "] = " + str(s.head_sizes[k]) +
-                              ": expected >= 1 choice");
+      return invalid_argument("head_sizes[" + str(k) + "] = " + str(s.head_sizes[k]) + ": expected >= 1 choice");
     }
   }
   if (config.hidden < 1) return invalid_argument("hidden = " + str(config.hidden) + ": expected >= 1");
@@ -559,8 +541,7 @@ Result<std::unique_ptr<SimBackbone>> SimBackbone::create(const SimBackboneConfig
     return invalid_argument("lr = " + std::to_string(config.lr) + ": expected a finite value > 0");
   }
   if (!(config.max_grad_norm > 0)) {
-    return invalid_argument("max_grad_norm = " + std::to_string(config.max_grad_norm) +
-                            ": expected > 0");
+    return invalid_argument("max_grad_norm = " + std::to_string(config.max_grad_norm) + ": expected > 0");
   }
   try {
     pin_torch_threads();
@@ -577,8 +558,7 @@ SimBackbone::SimBackbone(const SimBackboneConfig& config, std::unique_ptr<Net> n
 
 SimBackbone::~SimBackbone() = default;
 
-Result<PolicySample> SimBackbone::sample_policy(const PolicyInput& in, const RngKey& key,
-                                                bool greedy) {
+Result<PolicySample> SimBackbone::sample_policy(const PolicyInput& in, const RngKey& key, bool greedy) {
   std::lock_guard<std::mutex> lock(mu_);
   VINCI_RETURN_IF_ERROR(net_->check(in));
   std::vector<double> logits;
@@ -605,8 +585,7 @@ Result<PolicySample> SimBackbone::sample_policy(const PolicyInput& in, const Rng
   return out;
 }
 
-Result<SelectionSample> SimBackbone::sample_selection(const SelectionInput& in, const RngKey& key,
-                                                      bool greedy) {
+Result<SelectionSample> SimBackbone::sample_selection(const SelectionInput& in, const RngKey& key, bool greedy) {
   std::lock_guard<std::mutex> lock(mu_);
   VINCI_RETURN_IF_ERROR(net_->check(in));
   const int32_t n = static_cast<int32_t>(in.candidates.size());
@@ -648,8 +627,7 @@ Result<SelectionSample> SimBackbone::sample_selection(const SelectionInput& in, 
   return out;
 }
 
-Result<SummarySample> SimBackbone::sample_summary(const SummaryInput& in, const RngKey& key,
-                                                  bool greedy) {
+Result<SummarySample> SimBackbone::sample_summary(const SummaryInput& in, const RngKey& key, bool greedy) {
   std::lock_guard<std::mutex> lock(mu_);
   VINCI_RETURN_IF_ERROR(net_->check(in));
   std::vector<double> logits;
@@ -706,20 +684,17 @@ Result<UpdateStats> SimBackbone::update(const std::vector<Experience>& batch) {
         st = net_->check(e.summary_input, e.summary);
         summary_rows.push_back(i);
         break;
-      default:
-        st = invalid_argument("unknown role " + str(static_cast<int>(e.role)));
+      default: st = invalid_argument("unknown role " + str(static_cast<int>(e.role)));
     }
     if (st.ok() && !std::isfinite(e.advantage)) {
       st = invalid_argument("advantage is not finite");
     }
     if (!st.ok()) {
-      return invalid_argument("update: experience " + str(i) + " (" + agent_role_name(e.role) +
-                              "): " + st.message());
+      return invalid_argument("update: experience " + str(i) + " (" + agent_role_name(e.role) + "): " + st.message());
     }
   }
   UpdateStats stats;
-  stats.experiences =
-      static_cast<int64_t>(policy_rows.size() + selection_rows.size() + summary_rows.size());
+  stats.experiences = static_cast<int64_t>(policy_rows.size() + selection_rows.size() + summary_rows.size());
   if (stats.experiences == 0) return stats;  // nothing trained: no optimizer step at all
 
   try {
@@ -746,27 +721,19 @@ namespace {
 
 // Checks every experience of a supervised batch against the network, whatever its role.
 template <typename Net>
-Status check_supervised(const Net& net, const std::vector<Experience>& batch,
-                        std::vector<size_t> rows[3]) {
+Status check_supervised(const Net& net, const std::vector<Experience>& batch, std::vector<size_t> rows[3]) {
   for (size_t i = 0; i < batch.size(); ++i) {
     const Experience& e = batch[i];
     Status st;
     switch (e.role) {
-      case AgentRole::kPolicy:
-        st = net.check(e.policy_input, e.policy);
-        break;
-      case AgentRole::kSelection:
-        st = net.check(e.selection_input, e.selection);
-        break;
-      case AgentRole::kSummary:
-        st = net.check(e.summary_input, e.summary);
-        break;
-      default:
-        st = invalid_argument("unknown role " + str(static_cast<int>(e.role)));
+      case AgentRole::kPolicy: st = net.check(e.policy_input, e.policy); break;
+      case AgentRole::kSelection: st = net.check(e.selection_input, e.selection); break;
+      case AgentRole::kSummary: st = net.check(e.summary_input, e.summary); break;
+      default: st = invalid_argument("unknown role " + str(static_cast<int>(e.role)));
     }
     if (!st.ok()) {
-      return invalid_argument("supervised batch: experience " + str(static_cast<int64_t>(i)) +
-                              " (" + agent_role_name(e.role) + "): " + st.message());
+      return invalid_argument("supervised batch: experience " + str(static_cast<int64_t>(i)) + " (" +
+                              agent_role_name(e.role) + "): " + st.message());
     }
     rows[static_cast<int>(e.role)].push_back(i);
   }
@@ -873,14 +840,13 @@ Result<ParsedCheckpoint> parse_checkpoint(std::string_view bytes) {
   };
   std::string_view magic;
   if (!r.bytes(std::strlen(kCheckpointMagic), &magic) || magic != kCheckpointMagic) {
-    return corruption("sim backbone checkpoint: does not start with \"" +
-                      std::string(kCheckpointMagic) + "\"");
+    return corruption("sim backbone checkpoint: does not start with \"" + std::string(kCheckpointMagic) + "\"");
   }
   uint32_t version;
   if (!r.u32(&version)) return bad("the format version");
   if (version != kCheckpointVersion) {
-    return corruption("sim backbone checkpoint: format version " + str(version) +
-                      ", expected " + str(kCheckpointVersion));
+    return corruption("sim backbone checkpoint: format version " + str(version) + ", expected " +
+                      str(kCheckpointVersion));
   }
   ParsedCheckpoint c;
   for (int i = 0; i < 5; ++i) {
@@ -1014,8 +980,7 @@ Status SimBackbone::load_parameters(std::string_view bytes) {
     for (const auto& [name, p] : net_->params) {
       const ParsedCheckpoint::Param& q = *got++;
       if (q.name != name) {
-        return mismatch("sim backbone checkpoint: parameter \"" + q.name + "\" where \"" + name +
-                        "\" was expected");
+        return mismatch("sim backbone checkpoint: parameter \"" + q.name + "\" where \"" + name + "\" was expected");
       }
       if (q.dims != p.value.sizes().vec()) {
         auto shape_text = [](const std::vector<int64_t>& v) {

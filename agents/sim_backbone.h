@@ -106,12 +106,9 @@ class SimBackbone : public Backbone {
   SimBackbone& operator=(const SimBackbone&) = delete;
 
   std::string kind() const override { return "sim"; }
-  Result<PolicySample> sample_policy(const PolicyInput& in, const RngKey& key,
-                                     bool greedy) override;
-  Result<SelectionSample> sample_selection(const SelectionInput& in, const RngKey& key,
-                                           bool greedy) override;
-  Result<SummarySample> sample_summary(const SummaryInput& in, const RngKey& key,
-                                       bool greedy) override;
+  Result<PolicySample> sample_policy(const PolicyInput& in, const RngKey& key, bool greedy) override;
+  Result<SelectionSample> sample_selection(const SelectionInput& in, const RngKey& key, bool greedy) override;
+  Result<SummarySample> sample_summary(const SummaryInput& in, const RngKey& key, bool greedy) override;
   // Returns InvalidArgument (and changes nothing) when any experience of a trained role does not
   // fit the shape or its action is out of range; names the experience's index.
   Result<UpdateStats> update(const std::vector<Experience>& batch) override;

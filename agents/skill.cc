@@ -7,16 +7,13 @@
 namespace vinci {
 
 bool operator==(const Skill& a, const Skill& b) {
-  return a.name == b.name && a.description == b.description && a.scope == b.scope &&
-         a.tags == b.tags && a.content == b.content && a.verify_speedup == b.verify_speedup &&
-         a.extra == b.extra;
+  return a.name == b.name && a.description == b.description && a.scope == b.scope && a.tags == b.tags &&
+         a.content == b.content && a.verify_speedup == b.verify_speedup && a.extra == b.extra;
 }
 
 namespace {
 
-bool is_ascii_space(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
+bool is_ascii_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 // Length of the UTF-8 sequence a lead byte starts; 1 for a stray continuation or invalid byte,
 // so malformed input still advances one byte at a time.
@@ -62,8 +59,8 @@ std::string normalize_skill_name(std::string_view name) {
 }
 
 std::string skill_text(const Skill& skill) {
-  std::string out = "---\nname: " + skill.name + "\ndescription: " + skill.description +
-                    "\nscope: " + skill.scope + "\ntags: [";
+  std::string out =
+      "---\nname: " + skill.name + "\ndescription: " + skill.description + "\nscope: " + skill.scope + "\ntags: [";
   for (size_t i = 0; i < skill.tags.size(); ++i) {
     if (i) out += ", ";
     out += skill.tags[i];

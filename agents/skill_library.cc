@@ -13,8 +13,7 @@ namespace {
 
 using OrderedJson = nlohmann::ordered_json;
 
-constexpr const char* kKnownKeys[] = {"name", "description", "scope", "tags", "content",
-                                      "verify_speedup"};
+constexpr const char* kKnownKeys[] = {"name", "description", "scope", "tags", "content", "verify_speedup"};
 
 bool is_known_key(const std::string& key) {
   for (const char* k : kKnownKeys) {
@@ -30,20 +29,17 @@ bool is_blank(std::string_view line) {
   return true;
 }
 
-std::string where(const std::string& origin, size_t line) {
-  return origin + ":" + std::to_string(line);
-}
+std::string where(const std::string& origin, size_t line) { return origin + ":" + std::to_string(line); }
 
 // "<origin>:<line>: field '<key>': expected <what>, found <type>"
 Status field_error(const std::string& origin, size_t line, const char* key, const char* expected,
                    const OrderedJson* found) {
   std::string found_text = found ? std::string(found->type_name()) : "nothing (field missing)";
-  return invalid_argument(where(origin, line) + ": field '" + key + "': expected " + expected +
-                          ", found " + found_text);
+  return invalid_argument(where(origin, line) + ": field '" + key + "': expected " + expected + ", found " +
+                          found_text);
 }
 
-Status read_string(const OrderedJson& obj, const char* key, const std::string& origin,
-                   size_t line, std::string* out) {
+Status read_string(const OrderedJson& obj, const char* key, const std::string& origin, size_t line, std::string* out) {
   auto it = obj.find(key);
   if (it == obj.end()) return field_error(origin, line, key, "a string", nullptr);
   if (!it->is_string()) return field_error(origin, line, key, "a string", &*it);
@@ -63,8 +59,7 @@ Result<Skill> parse_line(std::string_view text, const std::string& origin, size_
                             "a value JSON cannot hold (" + e.what() + ")");
   }
   if (!obj.is_object()) {
-    return invalid_argument(where(origin, line) + ": expected a JSON object, found " +
-                            std::string(obj.type_name()));
+    return invalid_argument(where(origin, line) + ": expected a JSON object, found " + std::string(obj.type_name()));
   }
   Skill s;
   VINCI_RETURN_IF_ERROR(read_string(obj, "name", origin, line, &s.name));
@@ -77,8 +72,8 @@ Result<Skill> parse_line(std::string_view text, const std::string& origin, size_
     const auto& t = (*tags)[i];
     if (!t.is_string()) {
       std::string key = "tags[" + std::to_string(i) + "]";
-      return invalid_argument(where(origin, line) + ": field '" + key +
-                              "': expected a string, found " + std::string(t.type_name()));
+      return invalid_argument(where(origin, line) + ": field '" + key + "': expected a string, found " +
+                              std::string(t.type_name()));
     }
     s.tags.push_back(t.get<std::string>());
   }
@@ -94,7 +89,8 @@ Result<Skill> parse_line(std::string_view text, const std::string& origin, size_
   if (normalized.empty()) {
     return invalid_argument(where(origin, line) +
                             ": field 'name': expected a name with at least one character, "
-                            "found \"" + s.name + "\"");
+                            "found \"" +
+                            s.name + "\"");
   }
   s.name = std::move(normalized);
   for (auto it = obj.begin(); it != obj.end(); ++it) {
@@ -152,9 +148,7 @@ std::string SkillLibrary::to_jsonl() const {
   return out;
 }
 
-Status SkillLibrary::save(const std::string& path) const {
-  return write_file_atomic(path, to_jsonl());
-}
+Status SkillLibrary::save(const std::string& path) const { return write_file_atomic(path, to_jsonl()); }
 
 std::string SkillLibrary::add(Skill skill) {
   std::string base = normalize_skill_name(skill.name);
@@ -211,8 +205,7 @@ int64_t snapshot_step_of(const std::string& file_name) {
   if (file_name.compare(file_name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
     return -1;
   }
-  std::string digits =
-      file_name.substr(kPrefix.size(), file_name.size() - kPrefix.size() - kSuffix.size());
+  std::string digits = file_name.substr(kPrefix.size(), file_name.size() - kPrefix.size() - kSuffix.size());
   if (digits.size() > 18) return -1;  // keeps the value inside int64_t
   // Only the spelling snapshot_path writes, so a step names exactly one file.
   if (digits.size() > 1 && digits[0] == '0') return -1;
@@ -239,10 +232,9 @@ Result<int64_t> find_snapshot_step(const std::string& dir, int64_t step) {
   auto upper = std::upper_bound(steps.begin(), steps.end(), step);
   if (upper == steps.begin()) {
     std::string held = steps.empty() ? "no global_step_<N>.jsonl files"
-                                     : "steps " + std::to_string(steps.front()) + ".." +
-                                           std::to_string(steps.back());
-    return not_found("skill snapshot folder " + dir + ": expected a global_step_<N>.jsonl with N <= " +
-                     std::to_string(step) + ", found " + held);
+                                     : "steps " + std::to_string(steps.front()) + ".." + std::to_string(steps.back());
+    return not_found("skill snapshot folder " + dir +
+                     ": expected a global_step_<N>.jsonl with N <= " + std::to_string(step) + ", found " + held);
   }
   return *(upper - 1);
 }

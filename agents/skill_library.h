@@ -72,9 +72,7 @@ class SkillLibrary {
   // nullptr when no skill has this exact (already normalised) name.
   const Skill* find(std::string_view name) const;
   // Names of skills the last parse dropped as duplicates, with their line numbers, for reporting.
-  const std::vector<std::pair<std::string, size_t>>& dropped_duplicates() const {
-    return dropped_duplicates_;
-  }
+  const std::vector<std::pair<std::string, size_t>>& dropped_duplicates() const { return dropped_duplicates_; }
 
   std::string canonical_bytes() const;
   // hash_tagged("skill_library", canonical_bytes()).

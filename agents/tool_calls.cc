@@ -26,9 +26,7 @@ constexpr std::string_view kParamOpen = "<parameter=";
 constexpr std::string_view kParamClose = "</parameter>";
 
 std::string_view trim(std::string_view s) {
-  auto space = [](char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-  };
+  auto space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; };
   while (!s.empty() && space(s.front())) s.remove_prefix(1);
   while (!s.empty() && space(s.back())) s.remove_suffix(1);
   return s;
@@ -61,8 +59,7 @@ std::vector<ToolCall> xml_calls(std::string_view reply) {
       size_t key_begin = p + kParamOpen.size();
       size_t key_end = body.find('>', key_begin);
       if (key_end == std::string_view::npos) break;
-      size_t value_end = min_pos({body.find(kParamClose, key_end), body.find(kParamOpen, key_end),
-                                  body.size()});
+      size_t value_end = min_pos({body.find(kParamClose, key_end), body.find(kParamOpen, key_end), body.size()});
       std::string key(trim(body.substr(key_begin, key_end - key_begin)));
       std::string_view value = trim(body.substr(key_end + 1, value_end - (key_end + 1)));
       if (!call.arguments.contains(key)) call.arguments[key] = std::string(value);
@@ -138,25 +135,22 @@ std::string excerpt(std::string_view s) {
 Result<json> list_argument(const ToolCall& call, const char* key) {
   auto it = call.arguments.find(key);
   if (it == call.arguments.end()) {
-    return invalid_argument(std::string(call.function) + " call (" +
-                            tool_call_format_name(call.format) + "): argument '" + key +
-                            "': expected a list, found nothing (argument missing)");
+    return invalid_argument(std::string(call.function) + " call (" + tool_call_format_name(call.format) +
+                            "): argument '" + key + "': expected a list, found nothing (argument missing)");
   }
   json value = *it;
   if (value.is_string()) {
     std::string text = value.get<std::string>();
     value = parse_json(text);
     if (value.is_discarded()) {
-      return invalid_argument(std::string(call.function) + " call (" +
-                              tool_call_format_name(call.format) + "): argument '" + key +
-                              "': expected a JSON list, found text that does not parse: \"" +
+      return invalid_argument(std::string(call.function) + " call (" + tool_call_format_name(call.format) +
+                              "): argument '" + key + "': expected a JSON list, found text that does not parse: \"" +
                               excerpt(text) + "\"");
     }
   }
   if (!value.is_array()) {
-    return invalid_argument(std::string(call.function) + " call (" +
-                            tool_call_format_name(call.format) + "): argument '" + key +
-                            "': expected a list, found " + value.type_name());
+    return invalid_argument(std::string(call.function) + " call (" + tool_call_format_name(call.format) +
+                            "): argument '" + key + "': expected a list, found " + value.type_name());
   }
   return value;
 }
@@ -196,11 +190,11 @@ Result<ToolCall> find_tool_call(std::string_view reply, std::string_view functio
   }
   return invalid_argument("reply: expected a " + std::string(function) +
                           " tool call (Qwen XML, JSON in <tool_call>, or a ```json block), found "
-                          "none in \"" + excerpt(reply) + "\"");
+                          "none in \"" +
+                          excerpt(reply) + "\"");
 }
 
-Result<SkillSelection> parse_select_skills(std::string_view reply,
-                                           const std::vector<std::string>& candidate_names,
+Result<SkillSelection> parse_select_skills(std::string_view reply, const std::vector<std::string>& candidate_names,
                                            size_t cap) {
   VINCI_ASSIGN_OR_RETURN(ToolCall call, find_tool_call(reply, "select_skills"));
   VINCI_ASSIGN_OR_RETURN(json list, list_argument(call, "selected_skills"));
@@ -233,8 +227,8 @@ Result<SkillSelection> parse_select_skills(std::string_view reply,
       out.dropped.push_back({i, name, "not among the candidates"});
       continue;
     }
-    bool repeated = std::any_of(out.selected.begin(), out.selected.end(),
-                                [&](const SelectedSkill& s) { return s.name == *match; });
+    bool repeated =
+        std::any_of(out.selected.begin(), out.selected.end(), [&](const SelectedSkill& s) { return s.name == *match; });
     if (repeated) {
       out.dropped.push_back({i, name, "selected twice"});
       continue;
@@ -258,8 +252,7 @@ Result<SkillProposal> parse_update_skill_library(std::string_view reply, size_t 
       continue;
     }
     if (!entry.is_object()) {
-      out.dropped.push_back(
-          {i, "", std::string("expected a skill object, found ") + entry.type_name()});
+      out.dropped.push_back({i, "", std::string("expected a skill object, found ") + entry.type_name()});
       continue;
     }
     Skill s;
@@ -299,8 +292,7 @@ Result<SkillProposal> parse_update_skill_library(std::string_view reply, size_t 
           s.tags.push_back(t.get<std::string>());
         }
       } else {
-        problem = std::string("field 'tags': expected a list of strings, found ") +
-                  tags->type_name();
+        problem = std::string("field 'tags': expected a list of strings, found ") + tags->type_name();
       }
     }
     if (!problem.empty()) {
@@ -334,22 +326,47 @@ std::optional<std::string> lazy_skill_reason(const Skill& skill) {
     if (text.find(s) != std::string::npos) return "uses torch.compile (" + std::string(s) + ")";
   }
   if (text.find("cublas") != std::string::npos) return "calls cuBLAS";
-  static const std::string_view kFallbackPhrases[] = {
-      "fall back to torch",  "fall back to pytorch",  "falls back to torch",
-      "falls back to pytorch", "fallback to torch",   "fallback to pytorch",
-      "fall back to the pytorch", "use the pytorch implementation",
-      "call the pytorch implementation", "use the reference implementation"};
+  static const std::string_view kFallbackPhrases[] = {"fall back to torch",
+                                                      "fall back to pytorch",
+                                                      "falls back to torch",
+                                                      "falls back to pytorch",
+                                                      "fallback to torch",
+                                                      "fallback to pytorch",
+                                                      "fall back to the pytorch",
+                                                      "use the pytorch implementation",
+                                                      "call the pytorch implementation",
+                                                      "use the reference implementation"};
   for (std::string_view s : kFallbackPhrases) {
     if (text.find(s) != std::string::npos) {
       return "falls back to PyTorch (\"" + std::string(s) + "\")";
     }
   }
   // PyTorch compute ops: calling one on the hot path hands the work back to PyTorch.
-  static const std::string_view kOps[] = {
-      "matmul", "mm", "bmm", "addmm", "baddbmm", "einsum", "linear", "conv1d", "conv2d", "conv3d",
-      "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "softmax", "log_softmax",
-      "layer_norm", "group_norm", "batch_norm", "instance_norm", "scaled_dot_product_attention",
-      "relu", "gelu", "silu", "sigmoid", "tanh"};
+  static const std::string_view kOps[] = {"matmul",
+                                          "mm",
+                                          "bmm",
+                                          "addmm",
+                                          "baddbmm",
+                                          "einsum",
+                                          "linear",
+                                          "conv1d",
+                                          "conv2d",
+                                          "conv3d",
+                                          "conv_transpose1d",
+                                          "conv_transpose2d",
+                                          "conv_transpose3d",
+                                          "softmax",
+                                          "log_softmax",
+                                          "layer_norm",
+                                          "group_norm",
+                                          "batch_norm",
+                                          "instance_norm",
+                                          "scaled_dot_product_attention",
+                                          "relu",
+                                          "gelu",
+                                          "silu",
+                                          "sigmoid",
+                                          "tanh"};
   for (std::string_view prefix :
        {"torch.", "torch.nn.functional.", "f.", "at::", "torch::", "torch::nn::functional::"}) {
     for (std::string_view op : kOps) {
@@ -357,11 +374,19 @@ std::optional<std::string> lazy_skill_reason(const Skill& skill) {
       if (contains_call(text, call)) return "falls back to PyTorch (" + call + ")";
     }
   }
-  static const std::string_view kSkipPhrases[] = {
-      "skip the computation", "skips the computation", "skipping the computation",
-      "skip computation", "return the input unchanged", "returns the input unchanged",
-      "return zeros", "returns zeros", "hardcode the output", "hard-code the output",
-      "hardcoded output", "cache the output across calls", "reuse the previous output"};
+  static const std::string_view kSkipPhrases[] = {"skip the computation",
+                                                  "skips the computation",
+                                                  "skipping the computation",
+                                                  "skip computation",
+                                                  "return the input unchanged",
+                                                  "returns the input unchanged",
+                                                  "return zeros",
+                                                  "returns zeros",
+                                                  "hardcode the output",
+                                                  "hard-code the output",
+                                                  "hardcoded output",
+                                                  "cache the output across calls",
+                                                  "reuse the previous output"};
   for (std::string_view s : kSkipPhrases) {
     if (text.find(s) != std::string::npos) {
       return "skips the computation (\"" + std::string(s) + "\")";

@@ -80,8 +80,7 @@ struct SkillSelection {
 // a candidate (matched exactly, else after normalize_skill_name), or when it repeats an earlier
 // pick. An entry may be an object {name, reason} or a bare name string. An empty selection is a
 // valid answer (ok, nothing selected); a reply without a parseable call is not.
-Result<SkillSelection> parse_select_skills(std::string_view reply,
-                                           const std::vector<std::string>& candidate_names,
+Result<SkillSelection> parse_select_skills(std::string_view reply, const std::vector<std::string>& candidate_names,
                                            size_t cap = 3);
 
 struct SkillProposal {

@@ -58,8 +58,7 @@ Status write_file_atomic(const std::string& path, std::string_view bytes, bool d
   VINCI_RETURN_IF_ERROR(make_dirs(dir));
   // Unique per process and call, so concurrent writers of one path never share a temp file.
   static std::atomic<uint64_t> counter{0};
-  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." +
-                    std::to_string(counter.fetch_add(1));
+  std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return io_error(errno_text("cannot create", tmp));
   size_t done = 0;

@@ -12,35 +12,32 @@
 
 namespace vinci {
 
-[[noreturn]] void assertion_failed(const char* kind, const char* file, int line,
-                                   const char* expr, const std::string& detail);
+[[noreturn]] void assertion_failed(const char* kind, const char* file, int line, const char* expr,
+                                   const std::string& detail);
 
 }  // namespace vinci
 
-#define VINCI_ASSERT(cond)                                                     \
-  do {                                                                         \
-    if (!(cond)) ::vinci::assertion_failed("assertion", __FILE__, __LINE__,    \
-                                           #cond, std::string());              \
+#define VINCI_ASSERT(cond)                                                                         \
+  do {                                                                                             \
+    if (!(cond)) ::vinci::assertion_failed("assertion", __FILE__, __LINE__, #cond, std::string()); \
   } while (0)
 
-#define VINCI_ASSERT_MSG(cond, ...)                                            \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::ostringstream vinci_os_;                                            \
-      vinci_os_ << __VA_ARGS__;                                                \
-      ::vinci::assertion_failed("assertion", __FILE__, __LINE__, #cond,        \
-                                vinci_os_.str());                              \
-    }                                                                          \
+#define VINCI_ASSERT_MSG(cond, ...)                                                       \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      std::ostringstream vinci_os_;                                                       \
+      vinci_os_ << __VA_ARGS__;                                                           \
+      ::vinci::assertion_failed("assertion", __FILE__, __LINE__, #cond, vinci_os_.str()); \
+    }                                                                                     \
   } while (0)
 
-#define VINCI_REQUIRE(cond, ...)                                               \
-  do {                                                                         \
-    if (!(cond)) {                                                             \
-      std::ostringstream vinci_os_;                                            \
-      vinci_os_ << __VA_ARGS__;                                                \
-      ::vinci::assertion_failed("precondition", __FILE__, __LINE__, #cond,     \
-                                vinci_os_.str());                              \
-    }                                                                          \
+#define VINCI_REQUIRE(cond, ...)                                                             \
+  do {                                                                                       \
+    if (!(cond)) {                                                                           \
+      std::ostringstream vinci_os_;                                                          \
+      vinci_os_ << __VA_ARGS__;                                                              \
+      ::vinci::assertion_failed("precondition", __FILE__, __LINE__, #cond, vinci_os_.str()); \
+    }                                                                                        \
   } while (0)
 
 #endif  // VINCI_CORE_CHECK_H_

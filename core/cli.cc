@@ -11,8 +11,7 @@
 namespace vinci {
 namespace {
 
-void usage(FILE* out, const char* program, const std::vector<Subcommand>& commands,
-           const char* footer) {
+void usage(FILE* out, const char* program, const std::vector<Subcommand>& commands, const char* footer) {
   std::fprintf(out, "usage: %s <command> [options]\n\ncommands:\n", program);
   for (const auto& c : commands) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
   std::fprintf(out, "\n%s\n", footer);
@@ -20,8 +19,8 @@ void usage(FILE* out, const char* program, const std::vector<Subcommand>& comman
 
 }  // namespace
 
-int run_subcommand(const char* program, const std::vector<Subcommand>& commands,
-                   const char* footer, int argc, char** argv) {
+int run_subcommand(const char* program, const std::vector<Subcommand>& commands, const char* footer, int argc,
+                   char** argv) {
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout, program, commands, footer);
     return argc < 2 ? 2 : 0;
@@ -76,11 +75,10 @@ std::string number_text(double v) {
 
 }  // namespace
 
-Result<int64_t> parse_int_option(const std::string& option, const std::string& text, int64_t lo,
-                                 int64_t hi) {
+Result<int64_t> parse_int_option(const std::string& option, const std::string& text, int64_t lo, int64_t hi) {
   auto bad = [&] {
-    return invalid_argument(option + ": expected an integer from " + std::to_string(lo) + " to " +
-                            std::to_string(hi) + ", found '" + text + "'");
+    return invalid_argument(option + ": expected an integer from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                            ", found '" + text + "'");
   };
   size_t i = !text.empty() && text[0] == '-' ? 1 : 0;
   if (i == text.size()) return bad();
@@ -94,11 +92,10 @@ Result<int64_t> parse_int_option(const std::string& option, const std::string& t
   return static_cast<int64_t>(v);
 }
 
-Result<double> parse_number_option(const std::string& option, const std::string& text, double lo,
-                                   double hi) {
+Result<double> parse_number_option(const std::string& option, const std::string& text, double lo, double hi) {
   auto bad = [&] {
-    return invalid_argument(option + ": expected a number from " + number_text(lo) + " to " +
-                            number_text(hi) + ", found '" + text + "'");
+    return invalid_argument(option + ": expected a number from " + number_text(lo) + " to " + number_text(hi) +
+                            ", found '" + text + "'");
   };
   if (text.empty() || std::isspace(static_cast<unsigned char>(text[0]))) return bad();
   char* end = nullptr;

@@ -23,8 +23,8 @@ struct Subcommand {
 // Runs the subcommand argv[1] names with the arguments after it. No subcommand prints the usage
 // to stderr and returns 2; --help or -h prints it to stdout and returns 0; an unknown one is an
 // error naming it (2). `footer` is printed after the command list.
-int run_subcommand(const char* program, const std::vector<Subcommand>& commands,
-                   const char* footer, int argc, char** argv);
+int run_subcommand(const char* program, const std::vector<Subcommand>& commands, const char* footer, int argc,
+                   char** argv);
 
 // Parses one subcommand's arguments. `named` holds its options (its caption is the usage line
 // --help and errors print); each (name, count) of `positional` takes the next bare arguments: one
@@ -40,11 +40,9 @@ std::optional<int> parse_options(const std::string& what, const std::vector<std:
 // here: an unsigned option would read "-1" as 2^64 - 1, and a large count would be taken at its
 // word. The error names the option, the range and what was found ("--top: expected an integer
 // from 1 to 1000000, found '-1'").
-Result<int64_t> parse_int_option(const std::string& option, const std::string& text, int64_t lo,
-                                 int64_t hi);
+Result<int64_t> parse_int_option(const std::string& option, const std::string& text, int64_t lo, int64_t hi);
 // Reads a finite number in [lo, hi] (never nan or inf); the error names the option likewise.
-Result<double> parse_number_option(const std::string& option, const std::string& text, double lo,
-                                   double hi);
+Result<double> parse_number_option(const std::string& option, const std::string& text, double lo, double hi);
 
 }  // namespace vinci
 

@@ -75,9 +75,7 @@ Digest hash_tagged(std::string_view kind, const void* data, size_t size) {
   return Digest{h.high64, h.low64};
 }
 
-uint64_t hash64(const void* data, size_t size, uint64_t seed) {
-  return XXH3_64bits_withSeed(data, size, seed);
-}
+uint64_t hash64(const void* data, size_t size, uint64_t seed) { return XXH3_64bits_withSeed(data, size, seed); }
 
 Hasher::Hasher(std::string_view kind) {
   auto* st = XXH3_createState();
@@ -100,9 +98,7 @@ Hasher& Hasher::update_u64(uint64_t v) {
   return update(b, 8);
 }
 
-Hasher& Hasher::update_f64(double v) {
-  return update_u64(f64_bits(v));
-}
+Hasher& Hasher::update_f64(double v) { return update_u64(f64_bits(v)); }
 
 Hasher& Hasher::update_str(std::string_view s) {
   update_u64(s.size());

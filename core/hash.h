@@ -29,9 +29,7 @@ struct Digest {
 
   friend bool operator==(const Digest& a, const Digest& b) { return a.hi == b.hi && a.lo == b.lo; }
   friend bool operator!=(const Digest& a, const Digest& b) { return !(a == b); }
-  friend bool operator<(const Digest& a, const Digest& b) {
-    return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo;
-  }
+  friend bool operator<(const Digest& a, const Digest& b) { return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo; }
 };
 
 // XXH3-128 of kind-tagged bytes.

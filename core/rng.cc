@@ -56,8 +56,8 @@ Stream::Stream(const RngKey& key) {
 uint64_t Stream::next_u64() {
   uint64_t block = counter_ >> 1;
   if (block != block_index_) {
-    uint32_t ctr[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32),
-                       static_cast<uint32_t>(hi_), static_cast<uint32_t>(hi_ >> 32)};
+    uint32_t ctr[4] = {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), static_cast<uint32_t>(hi_),
+                       static_cast<uint32_t>(hi_ >> 32)};
     philox4x32_10(key_, ctr, block_);
     block_index_ = block;
   }
@@ -68,9 +68,7 @@ uint64_t Stream::next_u64() {
 
 double Stream::uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
-double Stream::uniform_open() {
-  return (static_cast<double>(next_u64() >> 11) + 0.5) * 0x1.0p-53;
-}
+double Stream::uniform_open() { return (static_cast<double>(next_u64() >> 11) + 0.5) * 0x1.0p-53; }
 
 uint64_t Stream::below(uint64_t n) {
   VINCI_REQUIRE(n > 0, "below(n) needs n > 0, got " << n);

@@ -49,16 +49,14 @@ inline Status not_found(std::string m) { return {StatusCode::kNotFound, std::mov
 inline Status corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
 inline Status io_error(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
 inline Status mismatch(std::string m) { return {StatusCode::kMismatch, std::move(m)}; }
-inline Status failed_precondition(std::string m) {
-  return {StatusCode::kFailedPrecondition, std::move(m)};
-}
+inline Status failed_precondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
 // A T, or the Status that says why there is none.
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(T value) : value_(std::move(value)) {}         // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) {  // NOLINT
     VINCI_REQUIRE(!status_.ok(), "Result built from an ok Status without a value");
   }
@@ -90,19 +88,18 @@ class [[nodiscard]] Result {
 }  // namespace vinci
 
 // Returns early from a function returning Status or Result<T> when expr is not ok.
-#define VINCI_RETURN_IF_ERROR(expr)             \
-  do {                                          \
-    ::vinci::Status vinci_st_ = (expr);         \
-    if (!vinci_st_.ok()) return vinci_st_;      \
+#define VINCI_RETURN_IF_ERROR(expr)        \
+  do {                                     \
+    ::vinci::Status vinci_st_ = (expr);    \
+    if (!vinci_st_.ok()) return vinci_st_; \
   } while (0)
 
 #define VINCI_CONCAT_INNER_(a, b) a##b
 #define VINCI_CONCAT_(a, b) VINCI_CONCAT_INNER_(a, b)
 // VINCI_ASSIGN_OR_RETURN(auto x, make_x()); declares x from a Result or returns its Status.
-#define VINCI_ASSIGN_OR_RETURN(decl, expr)                                  \
-  auto VINCI_CONCAT_(vinci_r_, __LINE__) = (expr);                          \
-  if (!VINCI_CONCAT_(vinci_r_, __LINE__).ok())                              \
-    return VINCI_CONCAT_(vinci_r_, __LINE__).status();                      \
+#define VINCI_ASSIGN_OR_RETURN(decl, expr)                                                        \
+  auto VINCI_CONCAT_(vinci_r_, __LINE__) = (expr);                                                \
+  if (!VINCI_CONCAT_(vinci_r_, __LINE__).ok()) return VINCI_CONCAT_(vinci_r_, __LINE__).status(); \
   decl = std::move(VINCI_CONCAT_(vinci_r_, __LINE__)).value()
 
 #endif  // VINCI_CORE_STATUS_H_

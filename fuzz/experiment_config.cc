@@ -24,8 +24,7 @@ std::string& work_dir() {
     const char* made = ::mkdtemp(tmpl);
     if (made == nullptr) std::abort();
     std::string d = made;
-    vinci::Result<std::string> main_toml =
-        vinci::read_file(std::string(VINCI_SOURCE_DIR) + "/experiments/main.toml");
+    vinci::Result<std::string> main_toml = vinci::read_file(std::string(VINCI_SOURCE_DIR) + "/experiments/main.toml");
     if (!main_toml.ok() || !vinci::write_file_atomic(d + "/main.toml", *main_toml).ok()) std::abort();
     return d;
   }();

@@ -14,8 +14,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string text(reinterpret_cast<const char*>(data), size);
   static const vinci::ExprEnv env = [] {
     vinci::ExprEnv e;
-    e.symbols = {{"N", 1024}, {"M", 7}, {"K", 0}, {"B", 3}, {"BIG", int64_t{1} << 62},
-                 {"NEG", -5}};
+    e.symbols = {{"N", 1024}, {"M", 7}, {"K", 0}, {"B", 3}, {"BIG", int64_t{1} << 62}, {"NEG", -5}};
     e.buffer_shape = [](const std::string& name) -> vinci::Result<std::vector<int64_t>> {
       if (name == "x") return std::vector<int64_t>{8, 1001};
       if (name == "s") return std::vector<int64_t>{};

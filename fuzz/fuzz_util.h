@@ -8,13 +8,13 @@
 
 // A broken invariant of a parser's contract (a round trip that does not hold, an accepted input
 // that a later reader refuses): printed and aborted, so libFuzzer keeps the input as a crash.
-#define VINCI_FUZZ_CHECK(cond, what)                                                   \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      std::fprintf(stderr, "fuzz invariant failed at %s:%d: %s: %s\n", __FILE__,       \
-                   __LINE__, #cond, std::string(what).c_str());                         \
-      std::abort();                                                                    \
-    }                                                                                  \
+#define VINCI_FUZZ_CHECK(cond, what)                                                              \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      std::fprintf(stderr, "fuzz invariant failed at %s:%d: %s: %s\n", __FILE__, __LINE__, #cond, \
+                   std::string(what).c_str());                                                    \
+      std::abort();                                                                               \
+    }                                                                                             \
   } while (0)
 
 #endif  // VINCI_FUZZ_FUZZ_UTIL_H_

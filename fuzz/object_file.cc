@@ -15,7 +15,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   vinci::Result<vinci::StoredObject> again =
       vinci::decode_object_file(vinci::encode_object_file(object->kind, object->bytes), "again");
   VINCI_FUZZ_CHECK(again.ok(), again.status().to_string());
-  VINCI_FUZZ_CHECK(again->kind == object->kind && again->bytes == object->bytes,
-                   "re-encoded object differs");
+  VINCI_FUZZ_CHECK(again->kind == object->kind && again->bytes == object->bytes, "re-encoded object differs");
   return 0;
 }

@@ -26,8 +26,8 @@ void fix_checksums(std::string* segment) {
     uint32_t length;
     std::memcpy(&length, segment->data() + pos, sizeof length);
     if (length > segment->size() - pos - vinci::kFrameHeaderSize) break;
-    uint32_t checksum = vinci::frame_checksum(
-        std::string_view(segment->data() + pos + vinci::kFrameHeaderSize, length));
+    uint32_t checksum =
+        vinci::frame_checksum(std::string_view(segment->data() + pos + vinci::kFrameHeaderSize, length));
     std::memcpy(segment->data() + pos + 4, &checksum, sizeof checksum);
     pos += vinci::kFrameHeaderSize + length;
   }

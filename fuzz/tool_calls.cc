@@ -18,8 +18,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   vinci::Result<vinci::ChatReply> body = vinci::parse_chat_reply(bytes);
   const std::string text = body.ok() ? vinci::chat_reply_text(*body) : std::string(bytes);
   std::string_view reply = text;
-  static const std::vector<std::string> candidates = {
-      "warp_shuffle_reduce", "shared_memory_tiling", "vectorized_loads", "kernel_fusion"};
+  static const std::vector<std::string> candidates = {"warp_shuffle_reduce", "shared_memory_tiling", "vectorized_loads",
+                                                      "kernel_fusion"};
   (void)vinci::find_tool_call(reply, "select_skills");
   vinci::Result<vinci::SkillSelection> sel = vinci::parse_select_skills(reply, candidates);
   if (sel.ok()) {

@@ -7,8 +7,8 @@
 #include <memory>
 #include <numeric>
 #include <optional>
-#include <utility>
 #include <sstream>
+#include <utility>
 
 #include "core/parallel.h"
 #include "gpu/codegen.h"
@@ -43,7 +43,9 @@ struct Group {
 class Fitter {
  public:
   Fitter(const std::vector<CalibrationSample>& samples, const CalibrationOptions& options)
-      : samples_(samples), fit_reference_(options.fit_reference), objective_(options.objective),
+      : samples_(samples),
+        fit_reference_(options.fit_reference),
+        objective_(options.objective),
         reprice_everything_(options.reprice_everything) {
     for (size_t i = 0; i < samples.size(); ++i) {
       const auto& s = samples[i];
@@ -116,7 +118,8 @@ class Fitter {
   // and efficiency terms alone is replayed from the base's tape; the rest are priced again. Each
   // is the time pricing everything again gives, bit for bit (see figures_read and replay).
   // REQUIRES: profile and base->profile differ in calibration_parameters() figures alone.
-  Result<Prediction> predict(const DeviceProfile& profile, const std::pair<DeviceProfile, Prediction>* base = nullptr) const {
+  Result<Prediction> predict(const DeviceProfile& profile,
+                             const std::pair<DeviceProfile, Prediction>* base = nullptr) const {
     SimModel model(profile);
     Prediction out;
     out.plan_us.assign(samples_.size(), 0);
@@ -226,9 +229,9 @@ class Fitter {
   // reference (library steps in fp32) reads no kernel term. The launch figures and L2 bandwidth
   // and in-flight bytes are read by every step. Efficiency terms and launch figures enter a
   // step's time after its body (StepPrediction::body_us): a change of those alone is replayed.
-  static constexpr uint32_t kReadsElementwise = 1, kReadsRowReduction = 2, kReadsGemmEfficiency = 4,
-                            kReadsCustom = 8, kReadsLibraryEfficiency = 16, kReadsLaunch = 32, kReadsWmma = 64,
-                            kReadsLibraryTf32 = 128, kReadsEveryBody = 256, kReadsAll = 511;
+  static constexpr uint32_t kReadsElementwise = 1, kReadsRowReduction = 2, kReadsGemmEfficiency = 4, kReadsCustom = 8,
+                            kReadsLibraryEfficiency = 16, kReadsLaunch = 32, kReadsWmma = 64, kReadsLibraryTf32 = 128,
+                            kReadsEveryBody = 256, kReadsAll = 511;
   // Figures a step's body reads: a change of one prices the step again.
   static constexpr uint32_t kReadsBody = kReadsWmma | kReadsLibraryTf32 | kReadsEveryBody;
   static constexpr uint32_t kReferenceReads = kReadsLibraryEfficiency | kReadsLaunch | kReadsEveryBody;
@@ -263,10 +266,14 @@ class Fitter {
       }
       const PlanKernel* k = plan.find_kernel(step.kernel);
       if (!k) return kReadsAll;
-      if (k->family == "gemm") bits |= kReadsGemmEfficiency | kReadsWmma;
-      else if (k->family == "row_reduction") bits |= kReadsRowReduction;
-      else if (k->family == "elementwise") bits |= kReadsElementwise;
-      else bits |= kReadsCustom;
+      if (k->family == KernelFamily::kGemm)
+        bits |= kReadsGemmEfficiency | kReadsWmma;
+      else if (k->family == KernelFamily::kRowReduction)
+        bits |= kReadsRowReduction;
+      else if (k->family == KernelFamily::kElementwise)
+        bits |= kReadsElementwise;
+      else
+        bits |= kReadsCustom;
     }
     return bits;
   }
@@ -386,10 +393,9 @@ Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vecto
   for (const auto* p : params) report.after[p->name] = cur.*(p->field);
   VINCI_ASSIGN_OR_RETURN(std::vector<TaskFit> fits_after, fitter.correlations(cur));
   for (size_t i = 0; i < fits_after.size(); ++i) fits_after[i].spearman_before = fits_before[i].spearman_after;
-  std::sort(fits_after.begin(), fits_after.end(),
-            [](const TaskFit& a, const TaskFit& b) {
-              return a.task_id != b.task_id ? a.task_id < b.task_id : a.sizes < b.sizes;
-            });
+  std::sort(fits_after.begin(), fits_after.end(), [](const TaskFit& a, const TaskFit& b) {
+    return a.task_id != b.task_id ? a.task_id < b.task_id : a.sizes < b.sizes;
+  });
   report.tasks = fits_after;
   report.spearman_before = mean_spearman(report.tasks, false);
   report.spearman_after = mean_spearman(report.tasks, true);
@@ -415,51 +421,56 @@ Status read_json_lines(const std::string& path, const std::string& what,
 
 Result<std::vector<CalibrationSample>> load_calibration_samples(const std::string& path, const TaskSuite& suite) {
   std::vector<CalibrationSample> out;
-  VINCI_RETURN_IF_ERROR(read_json_lines(path, "calibration samples", [&](const std::string& where, const nlohmann::json& j) -> Status {
-    auto str = [&](const char* key) -> Result<std::string> {
-      auto it = j.find(key);
-      if (it == j.end() || !it->is_string()) return Status(invalid_argument(where + ": key '" + key + "': expected a string"));
-      return it->get<std::string>();
-    };
-    auto num = [&](const char* key, bool required) -> Result<double> {
-      auto it = j.find(key);
-      if (it == j.end() && !required) return 0.0;
-      if (it == j.end() || !it->is_number() || !(it->get<double>() > 0))
-        return Status(invalid_argument(where + ": key '" + key + "': expected a positive number"));
-      return it->get<double>();
-    };
-    VINCI_ASSIGN_OR_RETURN(std::string id, str("task"));
-    VINCI_ASSIGN_OR_RETURN(std::string size, str("size"));
-    const Task* task = suite.find(id);
-    if (!task) return invalid_argument(where + ": key 'task': no task '" + id + "' in the suite");
-    auto sizes = task->sizes.find(size);
-    if (sizes == task->sizes.end()) return invalid_argument(where + ": key 'size': task " + id + " has no '" + size + "' sizes");
-    CalibrationSample s;
-    s.task = task;
-    s.sizes = sizes->second;
-    VINCI_ASSIGN_OR_RETURN(s.measured_us, num("kernel_us", true));
-    VINCI_ASSIGN_OR_RETURN(s.measured_reference_us, num("reference_us", false));
-    if (j.contains("plan")) {
-      Result<Plan> p = plan_from_json(j["plan"]);
-      if (!p.ok()) return invalid_argument(where + ": key 'plan': " + p.status().message());
-      s.plan = *p;
-    } else {
-      std::map<std::string, std::string> knobs;
-      auto it = j.find("knobs");
-      if (it == j.end() || !it->is_object()) return invalid_argument(where + ": expected key 'plan' or 'knobs' (an object)");
-      for (const auto& [k, v] : it->items()) {
-        if (!v.is_string()) return invalid_argument(where + ": key 'knobs." + k + "': expected a string");
-        knobs[k] = v.get<std::string>();
-      }
-      Result<Plan> p = generate_plan(*task, knobs);
-      if (!p.ok()) return invalid_argument(where + ": key 'knobs': " + p.status().message());
-      s.plan = *p;
-    }
-    if (s.plan.task_id != task->id)
-      return invalid_argument(where + ": key 'plan': the plan is for task '" + s.plan.task_id + "', not '" + id + "'");
-    out.push_back(std::move(s));
-    return Status();
-  }));
+  VINCI_RETURN_IF_ERROR(
+      read_json_lines(path, "calibration samples", [&](const std::string& where, const nlohmann::json& j) -> Status {
+        auto str = [&](const char* key) -> Result<std::string> {
+          auto it = j.find(key);
+          if (it == j.end() || !it->is_string())
+            return Status(invalid_argument(where + ": key '" + key + "': expected a string"));
+          return it->get<std::string>();
+        };
+        auto num = [&](const char* key, bool required) -> Result<double> {
+          auto it = j.find(key);
+          if (it == j.end() && !required) return 0.0;
+          if (it == j.end() || !it->is_number() || !(it->get<double>() > 0))
+            return Status(invalid_argument(where + ": key '" + key + "': expected a positive number"));
+          return it->get<double>();
+        };
+        VINCI_ASSIGN_OR_RETURN(std::string id, str("task"));
+        VINCI_ASSIGN_OR_RETURN(std::string size, str("size"));
+        const Task* task = suite.find(id);
+        if (!task) return invalid_argument(where + ": key 'task': no task '" + id + "' in the suite");
+        auto sizes = task->sizes.find(size);
+        if (sizes == task->sizes.end())
+          return invalid_argument(where + ": key 'size': task " + id + " has no '" + size + "' sizes");
+        CalibrationSample s;
+        s.task = task;
+        s.sizes = sizes->second;
+        VINCI_ASSIGN_OR_RETURN(s.measured_us, num("kernel_us", true));
+        VINCI_ASSIGN_OR_RETURN(s.measured_reference_us, num("reference_us", false));
+        if (j.contains("plan")) {
+          Result<Plan> p = plan_from_json(j["plan"]);
+          if (!p.ok()) return invalid_argument(where + ": key 'plan': " + p.status().message());
+          s.plan = *p;
+        } else {
+          std::map<std::string, std::string> knobs;
+          auto it = j.find("knobs");
+          if (it == j.end() || !it->is_object())
+            return invalid_argument(where + ": expected key 'plan' or 'knobs' (an object)");
+          for (const auto& [k, v] : it->items()) {
+            if (!v.is_string()) return invalid_argument(where + ": key 'knobs." + k + "': expected a string");
+            knobs[k] = v.get<std::string>();
+          }
+          Result<Plan> p = generate_plan(*task, knobs);
+          if (!p.ok()) return invalid_argument(where + ": key 'knobs': " + p.status().message());
+          s.plan = *p;
+        }
+        if (s.plan.task_id != task->id)
+          return invalid_argument(where + ": key 'plan': the plan is for task '" + s.plan.task_id + "', not '" + id +
+                                  "'");
+        out.push_back(std::move(s));
+        return Status();
+      }));
   if (out.empty()) return invalid_argument(path + ": no samples");
   return out;
 }

@@ -41,7 +41,7 @@ struct CalibrationSample {
 struct CalibrationParameter {
   std::string name;  // "efficiency.elementwise", "launch.kernel_us", ...
   double DeviceProfile::*field;
-  double lo, hi;     // the range the fit keeps it in
+  double lo, hi;  // the range the fit keeps it in
 };
 // Every fittable figure, in a fixed order.
 const std::vector<CalibrationParameter>& calibration_parameters();

@@ -134,8 +134,7 @@ bool row_layout(const Ctx& c, const OpSpec& op, RowLayout* r) {
 // Can op (elementwise) start a group of its own?
 bool elementwise_head_ok(const Ctx& c, const OpSpec& op) {
   if (!is_elementwise(op)) return false;
-  if (op.inputs.size() == 2)
-    return classify(c.shapes.at(op.inputs[1]), c.shapes.at(op.inputs[0])).kind != Bcast::kNone;
+  if (op.inputs.size() == 2) return classify(c.shapes.at(op.inputs[1]), c.shapes.at(op.inputs[0])).kind != Bcast::kNone;
   return true;
 }
 
@@ -147,10 +146,14 @@ std::vector<Group> build_groups(const Ctx& c, bool fused) {
     Group g;
     GemmShape gs;
     RowLayout rl;
-    if (gemm_shape(c, ops[i], &gs)) g.family = "gemm";
-    else if (row_layout(c, ops[i], &rl)) g.family = "row_reduction";
-    else if (elementwise_head_ok(c, ops[i])) g.family = "elementwise";
-    else g.family = "library";
+    if (gemm_shape(c, ops[i], &gs))
+      g.family = "gemm";
+    else if (row_layout(c, ops[i], &rl))
+      g.family = "row_reduction";
+    else if (elementwise_head_ok(c, ops[i]))
+      g.family = "elementwise";
+    else
+      g.family = "library";
     g.ops.push_back(i++);
     if (fused && g.family != "library") {
       std::set<std::string> regs(ops[g.ops[0]].outputs.begin(), ops[g.ops[0]].outputs.end());
@@ -204,8 +207,8 @@ std::string flit(double v) {
 }
 
 bool transcendental(const std::string& op) {
-  static const std::set<std::string> t = {"sigmoid", "tanh", "gelu", "silu", "elu", "selu",
-                                          "softplus", "mish", "exp", "log"};
+  static const std::set<std::string> t = {"sigmoid", "tanh",     "gelu", "silu", "elu",
+                                          "selu",    "softplus", "mish", "exp",  "log"};
   return t.count(op) > 0;
 }
 
@@ -224,18 +227,24 @@ std::string unary_expr(const OpSpec& op, const std::string& v, bool fast) {
   std::string ex = fast ? "__expf" : "expf";
   const std::string& n = op.op;
   if (n == "relu") return "fmaxf(" + v + ", 0.0f)";
-  if (n == "leaky_relu") return "(" + v + " > 0.0f ? " + v + " : " + v + " * " + flit(attr_double_or(a, "negative_slope", 0.01)) + ")";
-  if (n == "sigmoid") return fast ? "__fdividef(1.0f, 1.0f + __expf(-" + v + "))" : "(1.0f / (1.0f + expf(-" + v + ")))";
+  if (n == "leaky_relu")
+    return "(" + v + " > 0.0f ? " + v + " : " + v + " * " + flit(attr_double_or(a, "negative_slope", 0.01)) + ")";
+  if (n == "sigmoid")
+    return fast ? "__fdividef(1.0f, 1.0f + __expf(-" + v + "))" : "(1.0f / (1.0f + expf(-" + v + ")))";
   if (n == "tanh") return "tanhf(" + v + ")";
   if (n == "gelu") return "(0.5f * " + v + " * (1.0f + erff(" + v + " * 0.707106781f)))";
-  if (n == "silu") return fast ? "__fdividef(" + v + ", 1.0f + __expf(-" + v + "))" : "(" + v + " / (1.0f + expf(-" + v + ")))";
-  if (n == "elu") return "(" + v + " > 0.0f ? " + v + " : " + flit(attr_double_or(a, "alpha", 1.0)) + " * expm1f(" + v + "))";
+  if (n == "silu")
+    return fast ? "__fdividef(" + v + ", 1.0f + __expf(-" + v + "))" : "(" + v + " / (1.0f + expf(-" + v + ")))";
+  if (n == "elu")
+    return "(" + v + " > 0.0f ? " + v + " : " + flit(attr_double_or(a, "alpha", 1.0)) + " * expm1f(" + v + "))";
   if (n == "selu") return "(1.05070098f * (" + v + " > 0.0f ? " + v + " : 1.67326324f * expm1f(" + v + ")))";
   if (n == "softplus") return "(" + v + " > 20.0f ? " + v + " : log1pf(" + ex + "(" + v + ")))";
   if (n == "softsign") return "(" + v + " / (1.0f + fabsf(" + v + ")))";
   if (n == "hardsigmoid") return "fminf(fmaxf(" + v + " / 6.0f + 0.5f, 0.0f), 1.0f)";
   if (n == "hardswish") return "(" + v + " * fminf(fmaxf(" + v + " + 3.0f, 0.0f), 6.0f) / 6.0f)";
-  if (n == "hardtanh") return "fminf(fmaxf(" + v + ", " + flit(attr_double_or(a, "min", -1)) + "), " + flit(attr_double_or(a, "max", 1)) + ")";
+  if (n == "hardtanh")
+    return "fminf(fmaxf(" + v + ", " + flit(attr_double_or(a, "min", -1)) + "), " + flit(attr_double_or(a, "max", 1)) +
+           ")";
   if (n == "mish") return "(" + v + " * tanhf(" + v + " > 20.0f ? " + v + " : log1pf(" + ex + "(" + v + "))))";
   if (n == "exp") return ex + "(" + v + ")";
   if (n == "log") return (fast ? "__logf(" : "logf(") + v + ")";
@@ -301,8 +310,8 @@ struct Elem {
 // instead of inlining the chain at each: NVRTC/ptxas time grows with code size, and an epilogue
 // runs once per output element, so the call costs nothing next to the K loop.
 Elem make_elem(const Ctx& c, const Group& g, size_t first, const std::string& head_value,
-               const std::vector<std::string>& mat, const SymShape& main, const std::string& kname,
-               bool fast, bool noinline = false) {
+               const std::vector<std::string>& mat, const SymShape& main, const std::string& kname, bool fast,
+               bool noinline = false) {
   Elem el;
   std::map<std::string, std::string> reg;
   reg[head_value] = "v0";
@@ -324,7 +333,7 @@ Elem make_elem(const Ctx& c, const Group& g, size_t first, const std::string& he
   found:
     for (const auto& e : el.ext) {
       if (e.value != value) continue;
-      std::string idx = e.b.kind == Bcast::kSame ? "flat"
+      std::string idx = e.b.kind == Bcast::kSame     ? "flat"
                         : e.b.kind == Bcast::kScalar ? "0"
                                                      : "(flat / e." + e.var + "_inner) % e." + e.var + "_dim";
       return "(float)e." + e.var + "[" + idx + "]";
@@ -364,8 +373,9 @@ Elem make_elem(const Ctx& c, const Group& g, size_t first, const std::string& he
   }
   if (el.ext.empty()) s << " int unused;";
   s << " };\n";
-  s << (noinline ? "__device__ __noinline__ void elem_" : "__device__ __forceinline__ void elem_") << kname << "(long long flat, float head, const Ext_"
-    << kname << "& e, float* res) {\n" << body.str() << "  (void)flat; (void)e;\n}\n";
+  s << (noinline ? "__device__ __noinline__ void elem_" : "__device__ __forceinline__ void elem_") << kname
+    << "(long long flat, float head, const Ext_" << kname << "& e, float* res) {\n"
+    << body.str() << "  (void)flat; (void)e;\n}\n";
   el.source = s.str();
   return el;
 }
@@ -400,8 +410,7 @@ std::string ext_bytes(const Ctx& c, const Elem& el, const std::string& n) {
 void add_reason(Verdict* v, const std::string& reason, const std::string& fails_when) {
   v->guaranteed = false;
   v->reason += (v->reason.empty() ? "" : "; ") + reason;
-  if (!fails_when.empty())
-    v->fails_when = v->fails_when.empty() ? fails_when : expr_add(v->fails_when, fails_when);
+  if (!fails_when.empty()) v->fails_when = v->fails_when.empty() ? fails_when : expr_add(v->fails_when, fails_when);
 }
 
 std::map<std::string, std::string> family_knob_values(const Ctx& c, const std::string& family) {
@@ -420,8 +429,8 @@ const char* kHeader =
 
 // first > 0: the kernel is the epilogue of g, whose ops before `first` ran elsewhere (a library
 // GEMM) and left their result in `head_value`, which the kernel reads and does not write.
-void emit_elementwise(const Ctx& c, const Group& g, const std::string& kname, PlanKernel* k,
-                      PlanStep* step, size_t first = 0, const std::string& head_value = "") {
+void emit_elementwise(const Ctx& c, const Group& g, const std::string& kname, PlanKernel* k, PlanStep* step,
+                      size_t first = 0, const std::string& head_value = "") {
   const OpSpec& head = c.op(g.ops[0]);
   const std::string& x = first == 0 ? head.inputs[0] : head_value;
   std::vector<std::string> mat = materialized(c, g);
@@ -444,25 +453,34 @@ void emit_elementwise(const Ctx& c, const Group& g, const std::string& kname, Pl
   std::ostringstream s;
   s << kHeader << el.source;
   s << "extern \"C\" __global__ void __launch_bounds__(" << B << ") " << kname << "(" << p.list() << ") {\n"
-    << fill
-    << "  const long long base = (long long)blockIdx.x * " << (B * I * V) << "LL;\n"
+    << fill << "  const long long base = (long long)blockIdx.x * " << (B * I * V) << "LL;\n"
     << "#pragma unroll\n"
     << "  for (int j = 0; j < " << I << "; ++j) {\n"
     << "    const long long i0 = base + ((long long)j * " << B << " + threadIdx.x) * " << V << ";\n";
-  if (guarded) s << "    if (i0 + " << V << " <= n) {\n";
-  else s << "    {\n";
+  if (guarded)
+    s << "    if (i0 + " << V << " <= n) {\n";
+  else
+    s << "    {\n";
   s << "      float hv[" << V << "];\n";
-  if (V == 4) s << "      float4 q = *reinterpret_cast<const float4*>(x + i0);\n      hv[0] = q.x; hv[1] = q.y; hv[2] = q.z; hv[3] = q.w;\n";
-  else if (V == 2) s << "      float2 q = *reinterpret_cast<const float2*>(x + i0);\n      hv[0] = q.x; hv[1] = q.y;\n";
-  else s << "      hv[0] = (float)x[i0];\n";
+  if (V == 4)
+    s << "      float4 q = *reinterpret_cast<const float4*>(x + i0);\n      hv[0] = q.x; hv[1] = q.y; hv[2] = q.z; "
+         "hv[3] = q.w;\n";
+  else if (V == 2)
+    s << "      float2 q = *reinterpret_cast<const float2*>(x + i0);\n      hv[0] = q.x; hv[1] = q.y;\n";
+  else
+    s << "      hv[0] = (float)x[i0];\n";
   s << "      float r[" << V << "][" << nout << "];\n"
     << "#pragma unroll\n"
     << "      for (int t = 0; t < " << V << "; ++t) elem_" << kname << "(i0 + t, hv[t], e, r[t]);\n";
   for (size_t o = 0; o < nout; ++o) {
     std::string ov = "o" + std::to_string(o);
-    if (V == 4) s << "      *reinterpret_cast<float4*>(" << ov << " + i0) = make_float4(r[0][" << o << "], r[1][" << o << "], r[2][" << o << "], r[3][" << o << "]);\n";
-    else if (V == 2) s << "      *reinterpret_cast<float2*>(" << ov << " + i0) = make_float2(r[0][" << o << "], r[1][" << o << "]);\n";
-    else s << "      " << ov << "[i0] = r[0][" << o << "];\n";
+    if (V == 4)
+      s << "      *reinterpret_cast<float4*>(" << ov << " + i0) = make_float4(r[0][" << o << "], r[1][" << o
+        << "], r[2][" << o << "], r[3][" << o << "]);\n";
+    else if (V == 2)
+      s << "      *reinterpret_cast<float2*>(" << ov << " + i0) = make_float2(r[0][" << o << "], r[1][" << o << "]);\n";
+    else
+      s << "      " << ov << "[i0] = r[0][" << o << "];\n";
   }
   s << "    }\n";
   if (guarded) {
@@ -477,7 +495,7 @@ void emit_elementwise(const Ctx& c, const Group& g, const std::string& kname, Pl
 
   k->name = kname;
   k->source = s.str();
-  k->family = "elementwise";
+  k->family = KernelFamily::kElementwise;
   k->knobs = family_knob_values(c, "elementwise");
   k->fused_ops = el.op_names;
   k->fused_values = el.values;
@@ -489,8 +507,8 @@ void emit_elementwise(const Ctx& c, const Group& g, const std::string& kname, Pl
   k->cost.bytes_written = expr_mul(std::to_string(4 * nout), n);
   k->cost.flops = expr_mul(std::to_string(el.flops), n);
   if (!guarded)
-    add_reason(&k->verdict, "no tail handling: out-of-bounds accesses unless numel is a multiple of " +
-                                std::to_string(B * I * V),
+    add_reason(&k->verdict,
+               "no tail handling: out-of-bounds accesses unless numel is a multiple of " + std::to_string(B * I * V),
                n + " % " + std::to_string(B * I * V));
   if (fast && el.uses_transcendental && c.task->atol < 1e-3)
     add_reason(&k->verdict, "precision: fast-math intrinsics against a tolerance below 1e-3", "");
@@ -631,10 +649,12 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
     std::string sm = pair ? "smp" : "smf";
     std::string T = pair ? "MS" : "float";
     if (strategy == "thread_per_row") return v;  // the thread saw the whole row
-    if (strategy == "inner_tile") return "tile_reduce<" + std::to_string(B) + ", " + T + ">(" + v + ", " + op + "(), " + sm + ")";
+    if (strategy == "inner_tile")
+      return "tile_reduce<" + std::to_string(B) + ", " + T + ">(" + v + ", " + op + "(), " + sm + ")";
     if (strategy == "warp_shuffle") return "warp_allreduce(" + v + ", " + op + "())";
     if (strategy == "block_tree")
-      return std::string(racy ? "block_tree_racy<" : "block_tree<") + std::to_string(B) + ", " + T + ">(" + v + ", " + op + "(), " + sm + ")";
+      return std::string(racy ? "block_tree_racy<" : "block_tree<") + std::to_string(B) + ", " + T + ">(" + v + ", " +
+             op + "(), " + sm + ")";
     return "block_shuffle<" + std::to_string(B) + ", " + T + ">(" + v + ", " + op + "(), " + id + ", " + sm + ")";
   };
   auto loop = [&](const std::string& body) {
@@ -650,7 +670,8 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
         << "        const float4 t4 = x4[q];\n"
         << "        const float vv[4] = {t4.x, t4.y, t4.z, t4.w};\n"
         << "#pragma unroll\n"
-        << "        for (int u = 0; u < 4; ++u) { const long long r = 4 * q + u; const float v = vv[u]; (void)r; " << body << " }\n"
+        << "        for (int u = 0; u < 4; ++u) { const long long r = 4 * q + u; const float v = vv[u]; (void)r; "
+        << body << " }\n"
         << "      }\n    } else\n";
     }
     // The unroll knob applies to the scalar loop; where a float4 path exists the scalar loop is
@@ -660,9 +681,8 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
       << "    }\n  }\n";
     return s.str();
   };
-  std::string write_out =
-      "float rr[" + std::to_string(nout) + "]; const long long flat = (o * R + r) * inner + ii; elem_" + kname +
-      "(flat, h, e, rr);";
+  std::string write_out = "float rr[" + std::to_string(nout) +
+                          "]; const long long flat = (o * R + r) * inner + ii; elem_" + kname + "(flat, h, e, rr);";
   for (size_t o = 0; o < nout; ++o) write_out += " o" + std::to_string(o) + "[flat] = rr[" + std::to_string(o) + "];";
   // inner_tile: lanes past the last row read a live row's data (in bounds) and write nothing.
   const bool tile = strategy == "inner_tile";
@@ -685,48 +705,48 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
       b << "  acc = " << reduce_call("acc", mx ? "OpMax" : "OpMin", mx ? "-INFINITY" : "INFINITY", false) << ";\n";
       result = "acc";
     } else {  // logsumexp: online (max, sum) pairs
-      b << "  MS acc; acc.m = -INFINITY; acc.s = 0.0f;\n"
-        << loop(kOnlineStep);
+      b << "  MS acc; acc.m = -INFINITY; acc.s = 0.0f;\n" << loop(kOnlineStep);
       b << "  MS idm; idm.m = -INFINITY; idm.s = 0.0f;\n";
       b << "  acc = " << reduce_call("acc", "OpMS", "idm", true) << ";\n";
       result = "acc.m + logf(acc.s)";
       algorithm = "online";
     }
-    b << (tile ? "  if (tid == 0 && live) { const float h = " : "  if (tid == 0) { const float h = ") << result << "; float rr[" << nout << "]; elem_" << kname
-      << "(row, h, e, rr);";
+    b << (tile ? "  if (tid == 0 && live) { const float h = " : "  if (tid == 0) { const float h = ") << result
+      << "; float rr[" << nout << "]; elem_" << kname << "(row, h, e, rr);";
     for (size_t o = 0; o < nout; ++o) b << " o" << o << "[row] = rr[" << o << "];";
     b << " }\n";
   } else if (n == "softmax" || n == "log_softmax") {
     if (online) {
       b << "  MS acc; acc.m = -INFINITY; acc.s = 0.0f;\n"
-        << loop(kOnlineStep)
-        << "  MS idm; idm.m = -INFINITY; idm.s = 0.0f;\n"
+        << loop(kOnlineStep) << "  MS idm; idm.m = -INFINITY; idm.s = 0.0f;\n"
         << "  acc = " << reduce_call("acc", "OpMS", "idm", true) << ";\n"
         << "  const float mx = acc.m, sum = acc.s;\n";
       passes = 2;
       algorithm = "online";
     } else {
-      b << "  float mx = -INFINITY;\n" << loop("mx = fmaxf(mx, v);")
-        << "  mx = " << reduce_call("mx", "OpMax", "-INFINITY", false) << ";\n"
-        << "  float sum = 0.0f;\n" << loop("sum += expf(v - mx);")
-        << "  sum = " << reduce_call("sum", "OpSum", "0.0f", false) << ";\n";
+      b << "  float mx = -INFINITY;\n"
+        << loop("mx = fmaxf(mx, v);") << "  mx = " << reduce_call("mx", "OpMax", "-INFINITY", false) << ";\n"
+        << "  float sum = 0.0f;\n"
+        << loop("sum += expf(v - mx);") << "  sum = " << reduce_call("sum", "OpSum", "0.0f", false) << ";\n";
       passes = 3;
       algorithm = "two_pass";
     }
     b << "  const float inv = 1.0f / sum, lse = mx + logf(sum);\n  (void)inv; (void)lse;\n";
-    b << loop(std::string("const float h = ") + (n == "softmax" ? "expf(v - mx) * inv;" : "v - lse;") + " " + write_out);
+    b << loop(std::string("const float h = ") + (n == "softmax" ? "expf(v - mx) * inv;" : "v - lse;") + " " +
+              write_out);
   } else if (n == "rms_norm") {
-    b << "  float acc = 0.0f;\n" << loop("acc += v * v;")
-      << "  acc = " << reduce_call("acc", "OpSum", "0.0f", false) << ";\n"
+    b << "  float acc = 0.0f;\n"
+      << loop("acc += v * v;") << "  acc = " << reduce_call("acc", "OpSum", "0.0f", false) << ";\n"
       << "  const float den = sqrtf(acc / (float)R + " << flit(attr_double_or(head.attrs, "eps", 1e-5)) << ");\n"
       << loop("const float h = v / den; " + write_out);
     passes = 2;
   } else {  // layer_norm: mean, then the variance around it (two passes: no cancellation)
     double eps = attr_double_or(c.modules.at(head.module)->attrs, "eps", 1e-5);
-    b << "  float acc = 0.0f;\n" << loop("acc += v;")
-      << "  const float mean = " << reduce_call("acc", "OpSum", "0.0f", false) << " / (float)R;\n"
-      << "  float acc2 = 0.0f;\n" << loop("const float d = v - mean; acc2 += d * d;")
-      << "  const float rstd = rsqrtf(" << reduce_call("acc2", "OpSum", "0.0f", false) << " / (float)R + " << flit(eps) << ");\n"
+    b << "  float acc = 0.0f;\n"
+      << loop("acc += v;") << "  const float mean = " << reduce_call("acc", "OpSum", "0.0f", false) << " / (float)R;\n"
+      << "  float acc2 = 0.0f;\n"
+      << loop("const float d = v - mean; acc2 += d * d;") << "  const float rstd = rsqrtf("
+      << reduce_call("acc2", "OpSum", "0.0f", false) << " / (float)R + " << flit(eps) << ");\n"
       << loop("const float h = (v - mean) * rstd * lw[r] + lb[r]; " + write_out);
     passes = 3;
     algorithm = "two_pass";
@@ -737,8 +757,10 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   s << "extern \"C\" __global__ void __launch_bounds__(" << B << ") " << kname << "(" << p.list() << ") {\n";
   bool block = strategy == "block_tree" || strategy == "block_shuffle";
   bool per_thread = strategy == "thread_per_row";
-  if (block || tile) s << "  __shared__ float smf[" << B << "];\n  __shared__ MS smp[" << B << "];\n  (void)smf; (void)smp;\n";
-  else s << "  float* smf = nullptr; MS* smp = nullptr; (void)smf; (void)smp;\n";
+  if (block || tile)
+    s << "  __shared__ float smf[" << B << "];\n  __shared__ MS smp[" << B << "];\n  (void)smf; (void)smp;\n";
+  else
+    s << "  float* smf = nullptr; MS* smp = nullptr; (void)smf; (void)smp;\n";
   s << fill;
   if (block) {
     s << "  const int tid = threadIdx.x; const int nth = " << B << ";\n  const long long row = blockIdx.x;\n";
@@ -762,12 +784,11 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
       << "  if (row >= rows) return;\n";
   }
   if (!tile) s << "  const long long o = row / inner, ii = row % inner;\n";
-  s << "  const float* xr = x + o * R * inner + ii;\n"
-    << b.str() << "}\n";
+  s << "  const float* xr = x + o * R * inner + ii;\n" << b.str() << "}\n";
 
   k->name = kname;
   k->source = s.str();
-  k->family = "row_reduction";
+  k->family = KernelFamily::kRowReduction;
   k->knobs = family_knob_values(c, "row_reduction");
   k->fused_ops.push_back(head.op);
   k->fused_values.push_back(head.outputs[0]);
@@ -785,8 +806,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
                                 expr_add(ext_bytes(c, el, out_n), ln ? expr_mul("8", L.R) : "0"));
   k->cost.bytes_written = expr_mul(std::to_string(4 * nout), out_n);
   k->cost.flops = expr_add(expr_mul(std::to_string(reduce ? 2 : 6), numel), expr_mul(std::to_string(el.flops), out_n));
-  if (racy)
-    add_reason(&k->verdict, "race: warp-synchronous tree tail without __syncwarp (undefined on sm_70+)", "");
+  if (racy) add_reason(&k->verdict, "race: warp-synchronous tree tail without __syncwarp (undefined on sm_70+)", "");
   step->kind = "kernel";
   step->kernel = kname;
   step->grid = {block  ? rows
@@ -834,9 +854,9 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   auto guard = [&](const std::string& cond, const std::string& load) {
     return checked ? "(" + cond + ") ? " + load + " : 0.0f" : load;
   };
-  std::string store =
-      "const float h = acc_v" + std::string(G.bias.empty() ? "" : " + bias[gn]") + "; float rr[" +
-      std::to_string(nout) + "]; const long long flat = (bz * M + gm) * N + gn; elem_" + kname + "(flat, h, e, rr);";
+  std::string store = "const float h = acc_v" + std::string(G.bias.empty() ? "" : " + bias[gn]") + "; float rr[" +
+                      std::to_string(nout) + "]; const long long flat = (bz * M + gm) * N + gn; elem_" + kname +
+                      "(flat, h, e, rr);";
   for (size_t o = 0; o < nout; ++o) store += " o" + std::to_string(o) + "[flat] = rr[" + std::to_string(o) + "];";
   std::string store_guard = checked ? "if (gm < M && gn < N) " : "";
   // Coalesced tile loads: consecutive threads walk the dimension that is contiguous in memory.
@@ -851,9 +871,9 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   if (tc) s << "#include <mma.h>\nusing namespace nvcuda;\n";
   s << el.source;
   s << "extern \"C\" __global__ void __launch_bounds__(" << T << ") " << kname << "(" << p.list() << ") {\n"
-    << fill
-    << "  const int tid = threadIdx.x;\n"
-    << "  const long long bz = blockIdx.z, m0 = (long long)blockIdx.y * " << TM << ", n0 = (long long)blockIdx.x * " << TN << ";\n"
+    << fill << "  const int tid = threadIdx.x;\n"
+    << "  const long long bz = blockIdx.z, m0 = (long long)blockIdx.y * " << TM << ", n0 = (long long)blockIdx.x * "
+    << TN << ";\n"
     << "  const float* Ab = A + bz * a_bs;\n  const float* Bb = B + bz * b_bs;\n";
   if (!tc) {
     int64_t per = TM * TN / T;  // outputs per thread: a power of two in [4, 64]
@@ -866,7 +886,8 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
     s << "  __shared__ float As[" << TK << "][" << TM << "];\n  __shared__ float Bs[" << TK << "][" << TN << "];\n"
       << "  const int tx = tid % " << TXN << ", ty = tid / " << TXN << ";\n"
       << "  float acc[" << RM << "][" << RN << "];\n"
-      << "#pragma unroll\n  for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n    for (int j = 0; j < " << RN << "; ++j) acc[i][j] = 0.0f;\n"
+      << "#pragma unroll\n  for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n    for (int j = 0; j < " << RN
+      << "; ++j) acc[i][j] = 0.0f;\n"
       << "  for (long long k0 = 0; k0 < K; k0 += " << TK << ") {\n"
       << "    for (int idx = tid; idx < " << TM * TK << "; idx += " << T << ") {\n"
       << "      " << a_idx << "\n      const long long gm = m0 + mm, gk = k0 + kk;\n"
@@ -880,9 +901,11 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
       << "      float a[" << RM << "], b[" << RN << "];\n"
       << "#pragma unroll\n      for (int i = 0; i < " << RM << "; ++i) a[i] = As[kk][ty * " << RM << " + i];\n"
       << "#pragma unroll\n      for (int j = 0; j < " << RN << "; ++j) b[j] = Bs[kk][tx * " << RN << " + j];\n"
-      << "#pragma unroll\n      for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n        for (int j = 0; j < " << RN << "; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);\n"
+      << "#pragma unroll\n      for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n        for (int j = 0; j < "
+      << RN << "; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);\n"
       << "    }\n    __syncthreads();\n  }\n"
-      << "#pragma unroll\n  for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n    for (int j = 0; j < " << RN << "; ++j) {\n"
+      << "#pragma unroll\n  for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n    for (int j = 0; j < " << RN
+      << "; ++j) {\n"
       << "      const long long gm = m0 + ty * " << RM << " + i, gn = n0 + tx * " << RN << " + j;\n"
       << "      const float acc_v = acc[i][j];\n"
       << "      " << store_guard << "{ " << store << " }\n    }\n}\n";
@@ -932,7 +955,7 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   }
   k->name = kname;
   k->source = s.str();
-  k->family = "gemm";
+  k->family = KernelFamily::kGemm;
   k->knobs = family_knob_values(c, "gemm");
   k->fused_ops.push_back(head.op);
   k->fused_values.push_back(head.outputs[0]);
@@ -954,8 +977,8 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   k->cost.flops = expr_add(expr_mul("2", expr_mul(mn, G.K)), expr_mul(std::to_string(el.flops), mn));
   if (!checked)
     add_reason(&k->verdict, "no edge handling: out-of-bounds tiles unless M, N, K divide the tile",
-               G.M + " % " + std::to_string(TM) + " + " + G.N + " % " + std::to_string(TN) + " + " + G.K +
-                   " % " + std::to_string(TK));
+               G.M + " % " + std::to_string(TM) + " + " + G.N + " % " + std::to_string(TN) + " + " + G.K + " % " +
+                   std::to_string(TK));
   if (tc)
     add_reason(&k->verdict,
                "precision: tf32 products (10-bit mantissa); the error grows like sqrt(K) and can pass "
@@ -979,8 +1002,7 @@ Result<Ctx> analyse(const Task& task) {
   for (const auto& w : weights) c.dtype[w.name] = "f32";
   for (size_t i = 0; i < task.ops.size(); ++i) {
     for (const auto& in : task.ops[i].inputs) c.consumers[in].push_back(i);
-    for (const auto& out : task.ops[i].outputs)
-      c.dtype[out] = op_outputs_indices(task.ops[i].op) ? "i64" : "f32";
+    for (const auto& out : task.ops[i].outputs) c.dtype[out] = op_outputs_indices(task.ops[i].op) ? "i64" : "f32";
   }
   for (const auto& m : task.modules) c.modules[m.name] = &m;
   for (const char* fam : {"plan", "elementwise", "row_reduction", "gemm"})
@@ -1070,9 +1092,12 @@ Result<Plan> generate_plan(const Task& task, const KnobSetting& setting) {
     std::string kname = "k" + std::to_string(counter++) + "_" + g.family;
     PlanKernel k;
     PlanStep step;
-    if (g.family == "gemm") emit_gemm(c, g, kname, &k, &step);
-    else if (g.family == "row_reduction") emit_row(c, g, kname, &k, &step);
-    else emit_elementwise(c, g, kname, &k, &step);
+    if (g.family == "gemm")
+      emit_gemm(c, g, kname, &k, &step);
+    else if (g.family == "row_reduction")
+      emit_row(c, g, kname, &k, &step);
+    else
+      emit_elementwise(c, g, kname, &k, &step);
     plan.kernels.push_back(std::move(k));
     plan.steps.push_back(std::move(step));
   }

@@ -93,19 +93,16 @@ Result<std::string> read_frame(int fd, double timeout_s) {
   char len[8];
   VINCI_RETURN_IF_ERROR(read_exact(fd, len, 8, has_deadline, deadline));
   uint64_t n = load_u64(len);
-  if (n > (uint64_t{1} << 32)) return corruption("worker frame of " + std::to_string(n) + " bytes: the stream is damaged");
+  if (n > (uint64_t{1} << 32))
+    return corruption("worker frame of " + std::to_string(n) + " bytes: the stream is damaged");
   std::string out(n, '\0');
   VINCI_RETURN_IF_ERROR(read_exact(fd, out.data(), n, has_deadline, deadline));
   return out;
 }
 
 std::string encode_eval_request(const std::string& task_id, const Plan& plan, const EvalRequest& request) {
-  nlohmann::json j = {{"task", task_id},
-                      {"plan", plan_to_json(plan)},
-                      {"size", size_name(request.size)},
-                      {"seed", request.seed},
-                      {"trials", request.trials},
-                      {"samples", request.samples},
+  nlohmann::json j = {{"task", task_id},         {"plan", plan_to_json(plan)}, {"size", size_name(request.size)},
+                      {"seed", request.seed},    {"trials", request.trials},   {"samples", request.samples},
                       {"strict", request.strict}};
   return j.dump();
 }
@@ -117,9 +114,12 @@ Result<DecodedRequest> decode_eval_request(const std::string& bytes) {
     d.task_id = j.at("task").get<std::string>();
     VINCI_ASSIGN_OR_RETURN(d.plan, plan_from_json(j.at("plan")));
     std::string size = j.at("size").get<std::string>();
-    if (size == "full") d.request.size = SizeName::kFull;
-    else if (size == "small") d.request.size = SizeName::kSmall;
-    else return invalid_argument("request: size must be full or small, found '" + size + "'");
+    if (size == "full")
+      d.request.size = SizeName::kFull;
+    else if (size == "small")
+      d.request.size = SizeName::kSmall;
+    else
+      return invalid_argument("request: size must be full or small, found '" + size + "'");
     d.request.seed = j.at("seed").get<uint64_t>();
     d.request.trials = j.at("trials").get<int>();
     d.request.samples = j.at("samples").get<int>();
@@ -198,17 +198,24 @@ Status CudaEvaluator::start_locked() {
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) return io_error(errno_text("socketpair"));
   std::vector<std::string> args = {options_.worker_path,
-                                   "--fd", "3",
-                                   "--launch-timeout", format_number("%.6g", options_.launch_timeout_s),
-                                   "--triton-timeout", format_number("%.6g", options_.triton_timeout_s),
-                                   "--norm-tolerance", format_number("%.6g", options_.norm_tolerance),
-                                   "--reference-precision", options_.reference_precision,
-                                   "--warmups", std::to_string(options_.warmups),
-                                   "--timing-budget-ms", format_number("%.6g", options_.timing_budget_s * 1000)};
-  args.insert(args.end(), {"--max-kernel-source-bytes", std::to_string(options_.limits.max_kernel_source_bytes),
-                           "--max-plan-source-bytes", std::to_string(options_.limits.max_plan_source_bytes),
-                           "--max-kernels", std::to_string(options_.limits.max_kernels),
-                           "--max-steps", std::to_string(options_.limits.max_steps)});
+                                   "--fd",
+                                   "3",
+                                   "--launch-timeout",
+                                   format_number("%.6g", options_.launch_timeout_s),
+                                   "--triton-timeout",
+                                   format_number("%.6g", options_.triton_timeout_s),
+                                   "--norm-tolerance",
+                                   format_number("%.6g", options_.norm_tolerance),
+                                   "--reference-precision",
+                                   options_.reference_precision,
+                                   "--warmups",
+                                   std::to_string(options_.warmups),
+                                   "--timing-budget-ms",
+                                   format_number("%.6g", options_.timing_budget_s * 1000)};
+  args.insert(args.end(),
+              {"--max-kernel-source-bytes", std::to_string(options_.limits.max_kernel_source_bytes),
+               "--max-plan-source-bytes", std::to_string(options_.limits.max_plan_source_bytes), "--max-kernels",
+               std::to_string(options_.limits.max_kernels), "--max-steps", std::to_string(options_.limits.max_steps)});
   if (!options_.task_dir.empty()) args.insert(args.end(), {"--tasks", options_.task_dir});
   if (!options_.nvrtc_cache_dir.empty()) args.insert(args.end(), {"--nvrtc-cache", options_.nvrtc_cache_dir});
   if (!options_.profile_path.empty()) args.insert(args.end(), {"--profile", options_.profile_path});

@@ -32,13 +32,13 @@
 namespace vinci {
 
 struct CudaEvaluatorOptions {
-  std::string worker_path;      // empty: $VINCI_CUDA_WORKER, else vinci-cuda-worker beside this program
-  std::string task_dir;         // the worker's task suite folder (must be the harness's suite)
-  std::string nvrtc_cache_dir;  // shared with other processes; empty: memory only
-  std::string profile_path;     // device profile for the roofline floor; empty: built-in h200
-  double timeout_s = 600;       // an evaluation not answered by then is a hang: the worker is killed
-  double launch_timeout_s = 10; // the worker's limit for one launch
-  double triton_timeout_s = 120; // the worker's limit for one Triton compile (gpu/triton.h)
+  std::string worker_path;        // empty: $VINCI_CUDA_WORKER, else vinci-cuda-worker beside this program
+  std::string task_dir;           // the worker's task suite folder (must be the harness's suite)
+  std::string nvrtc_cache_dir;    // shared with other processes; empty: memory only
+  std::string profile_path;       // device profile for the roofline floor; empty: built-in h200
+  double timeout_s = 600;         // an evaluation not answered by then is a hang: the worker is killed
+  double launch_timeout_s = 10;   // the worker's limit for one launch
+  double triton_timeout_s = 120;  // the worker's limit for one Triton compile (gpu/triton.h)
   double norm_tolerance = 1e-2;
   std::string reference_precision = kReferencePrecisionDefault;  // gpu/eval_result.h
   int warmups = 3;

@@ -114,22 +114,38 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (i + 1 >= argc) return usage();
     std::string v = argv[++i];
-    if (a == "--fd") fd = std::atoi(v.c_str());
-    else if (a == "--tasks") task_dir = v;
-    else if (a == "--nvrtc-cache") options.nvrtc_cache_dir = v;
-    else if (a == "--profile") options.profile_path = v;
-    else if (a == "--launch-timeout") options.launch_timeout_s = std::atof(v.c_str());
-    else if (a == "--norm-tolerance") options.norm_tolerance = std::atof(v.c_str());
-    else if (a == "--reference-precision") options.reference_precision = v;
-    else if (a == "--warmups") options.warmups = std::atoi(v.c_str());
-    else if (a == "--timing-budget-ms") options.timing_budget_ms = std::atof(v.c_str());
-    else if (a == "--max-kernel-source-bytes") options.limits.max_kernel_source_bytes = std::atoll(v.c_str());
-    else if (a == "--max-plan-source-bytes") options.limits.max_plan_source_bytes = std::atoll(v.c_str());
-    else if (a == "--max-kernels") options.limits.max_kernels = std::atoll(v.c_str());
-    else if (a == "--triton-timeout") options.triton_timeout_s = std::atof(v.c_str());
-    else if (a == "--max-steps") options.limits.max_steps = std::atoll(v.c_str());
-    else if (a == "--profile-phases") options.profile_phases = v == "1";
-    else return usage();
+    if (a == "--fd")
+      fd = std::atoi(v.c_str());
+    else if (a == "--tasks")
+      task_dir = v;
+    else if (a == "--nvrtc-cache")
+      options.nvrtc_cache_dir = v;
+    else if (a == "--profile")
+      options.profile_path = v;
+    else if (a == "--launch-timeout")
+      options.launch_timeout_s = std::atof(v.c_str());
+    else if (a == "--norm-tolerance")
+      options.norm_tolerance = std::atof(v.c_str());
+    else if (a == "--reference-precision")
+      options.reference_precision = v;
+    else if (a == "--warmups")
+      options.warmups = std::atoi(v.c_str());
+    else if (a == "--timing-budget-ms")
+      options.timing_budget_ms = std::atof(v.c_str());
+    else if (a == "--max-kernel-source-bytes")
+      options.limits.max_kernel_source_bytes = std::atoll(v.c_str());
+    else if (a == "--max-plan-source-bytes")
+      options.limits.max_plan_source_bytes = std::atoll(v.c_str());
+    else if (a == "--max-kernels")
+      options.limits.max_kernels = std::atoll(v.c_str());
+    else if (a == "--triton-timeout")
+      options.triton_timeout_s = std::atof(v.c_str());
+    else if (a == "--max-steps")
+      options.limits.max_steps = std::atoll(v.c_str());
+    else if (a == "--profile-phases")
+      options.profile_phases = v == "1";
+    else
+      return usage();
   }
   if (fd < 0) return usage();
 

@@ -124,8 +124,7 @@ Result<DeviceProfile> parse_device_profile(const std::string& path, const std::s
   try {
     root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
-    return invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " +
-                            std::string(e.description()));
+    return invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
   DeviceProfile p;
   p.source_file = path;
@@ -144,14 +143,15 @@ Result<DeviceProfile> parse_device_profile(const std::string& path, const std::s
     } else if (n && n->is_floating_point() && !f.i64) {
       v = n->as_floating_point()->get();
     } else {
-      return invalid_argument(where + ": expected " + (f.i64 ? "an integer" : "a number") +
-                              ", found " + type_name(n));
+      return invalid_argument(where + ": expected " + (f.i64 ? "an integer" : "a number") + ", found " + type_name(n));
     }
     if (!std::isfinite(v) || v < f.lo || v > f.hi)
-      return invalid_argument(where + ": expected a value in [" + exact_number(f.lo) + ", " +
-                              exact_number(f.hi) + "], found " + exact_number(v));
-    if (f.i64) p.*f.i64 = static_cast<int64_t>(v);
-    else p.*f.f64 = v;
+      return invalid_argument(where + ": expected a value in [" + exact_number(f.lo) + ", " + exact_number(f.hi) +
+                              "], found " + exact_number(v));
+    if (f.i64)
+      p.*f.i64 = static_cast<int64_t>(v);
+    else
+      p.*f.f64 = v;
   }
   // Keys the grammar does not know are typos that would silently leave a default in place.
   for (const auto& [section, node] : root) {
@@ -159,17 +159,16 @@ Result<DeviceProfile> parse_device_profile(const std::string& path, const std::s
     if (!t) return invalid_argument(path + ": key '" + std::string(section.str()) + "': expected a table");
     for (const auto& [key, value] : *t) {
       bool known = false;
-      for (const Field& f : fields())
-        known = known || (section.str() == f.section && key.str() == f.key);
+      for (const Field& f : fields()) known = known || (section.str() == f.section && key.str() == f.key);
       if (!known)
-        return invalid_argument(path + ": key '" + std::string(section.str()) + "." +
-                                std::string(key.str()) + "': not a device profile key");
+        return invalid_argument(path + ": key '" + std::string(section.str()) + "." + std::string(key.str()) +
+                                "': not a device profile key");
     }
   }
   if (p.max_warps_per_sm * p.warp_size < p.max_threads_per_sm)
-    return invalid_argument(path + ": key 'sm.max_warps': " + std::to_string(p.max_warps_per_sm) +
-                            " warps of " + std::to_string(p.warp_size) + " cannot hold sm.max_threads = " +
-                            std::to_string(p.max_threads_per_sm));
+    return invalid_argument(path + ": key 'sm.max_warps': " + std::to_string(p.max_warps_per_sm) + " warps of " +
+                            std::to_string(p.warp_size) +
+                            " cannot hold sm.max_threads = " + std::to_string(p.max_threads_per_sm));
   if (p.hbm_bytes_per_s > p.hbm_peak_bytes_per_s)
     return invalid_argument(path + ": key 'memory.hbm_bytes_per_s': measured bandwidth " +
                             exact_number(p.hbm_bytes_per_s) + " exceeds the peak " +
@@ -223,9 +222,12 @@ std::string device_profile_to_toml(const DeviceProfile& profile) {
 const std::vector<EfficiencyTerm>& efficiency_terms() {
   using P = DeviceProfile;
   static const std::vector<EfficiencyTerm> kTerms = {
-      {"elementwise", &P::eff_elementwise},       {"row_reduction", &P::eff_row_reduction},
-      {"gemm_cuda_core", &P::eff_gemm_cuda_core}, {"gemm_tensor_core", &P::eff_gemm_tensor_core},
-      {"library_gemm", &P::eff_library_gemm},     {"library_other", &P::eff_library_other},
+      {"elementwise", &P::eff_elementwise},
+      {"row_reduction", &P::eff_row_reduction},
+      {"gemm_cuda_core", &P::eff_gemm_cuda_core},
+      {"gemm_tensor_core", &P::eff_gemm_tensor_core},
+      {"library_gemm", &P::eff_library_gemm},
+      {"library_other", &P::eff_library_other},
       {"custom", &P::eff_custom},
   };
   return kTerms;

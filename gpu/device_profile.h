@@ -32,7 +32,7 @@
 namespace vinci {
 
 struct DeviceProfile {
-  std::string name;         // "h200": what EvalResult.device says
+  std::string name;  // "h200": what EvalResult.device says
   std::string description;
   std::string source_file;  // where it was read from ("" when built in code)
 
@@ -55,7 +55,7 @@ struct DeviceProfile {
   double hbm_peak_bytes_per_s = 0;  // datasheet: the roofline bound
   double hbm_bytes_per_s = 0;       // measured copy bandwidth: what a perfect kernel reaches
   double l2_bytes = 0;
-  double l2_usable_fraction = 0;    // share of L2 a working set may fill and still hit
+  double l2_usable_fraction = 0;  // share of L2 a working set may fill and still hit
   double l2_bytes_per_s = 0;
   double shared_bytes_per_clock = 0;  // per SM
   double inflight_bytes_per_sm = 0;   // bytes outstanding per SM for 1 - 1/e of bandwidth
@@ -65,16 +65,16 @@ struct DeviceProfile {
   double fp32_peak_flops = 0;
   double fp32_library_flops = 0;  // measured libtorch fp32 matmul rate (CUDA cores, TF32 off)
   double tf32_peak_flops = 0;
-  double wmma_fraction = 0;       // share of the tensor peak that wmma (mma.sync) reaches
+  double wmma_fraction = 0;          // share of the tensor peak that wmma (mma.sync) reaches
   double library_tf32_fraction = 0;  // share of the tensor peak cuBLAS' TF32 GEMMs reach
   double bf16_peak_flops = 0;
   double bf16_measured_flops = 0;
-  double fast_math_factor = 0;    // instruction cost of fast-math transcendentals vs precise
+  double fast_math_factor = 0;  // instruction cost of fast-math transcendentals vs precise
 
   // [launch]
-  double kernel_launch_us = 0;       // one kernel launch in a timed sequence
-  double library_dispatch_us = 0;    // extra host work of one eager library op
-  double kernel_floor_us = 0;        // the shortest execution of any launched kernel
+  double kernel_launch_us = 0;     // one kernel launch in a timed sequence
+  double library_dispatch_us = 0;  // extra host work of one eager library op
+  double kernel_floor_us = 0;      // the shortest execution of any launched kernel
 
   // [latency], in SM clock cycles
   double shuffle_cycles = 0;

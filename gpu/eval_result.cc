@@ -11,9 +11,7 @@ namespace vinci {
 namespace {
 
 // NaN compares unequal to itself; records compare equal when both hold NaN in the same place.
-bool same_double(double a, double b) {
-  return (std::isnan(a) && std::isnan(b)) || a == b;
-}
+bool same_double(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
 bool same_doubles(const std::vector<double>& a, const std::vector<double>& b) {
   if (a.size() != b.size()) return false;
@@ -21,7 +19,6 @@ bool same_doubles(const std::vector<double>& a, const std::vector<double>& b) {
     if (!same_double(a[i], b[i])) return false;
   return true;
 }
-
 
 Result<Digest> digest_of(capnp::Data::Reader d, const char* field) {
   if (d.size() == 0) return Digest();
@@ -37,21 +34,18 @@ nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : 
 
 bool operator==(const TrialResult& a, const TrialResult& b) {
   return a.correct == b.correct && same_double(a.max_abs_err, b.max_abs_err) &&
-         same_double(a.mean_abs_err, b.mean_abs_err) && a.distribution == b.distribution &&
-         a.seed == b.seed;
+         same_double(a.mean_abs_err, b.mean_abs_err) && a.distribution == b.distribution && a.seed == b.seed;
 }
 
 bool operator==(const EvalResult& a, const EvalResult& b) {
-  return a.evaluator == b.evaluator && a.device == b.device && a.plan == b.plan &&
-         a.compiled == b.compiled && a.compile_log == b.compile_log &&
-         a.compile_log_address == b.compile_log_address && a.correct == b.correct &&
+  return a.evaluator == b.evaluator && a.device == b.device && a.plan == b.plan && a.compiled == b.compiled &&
+         a.compile_log == b.compile_log && a.compile_log_address == b.compile_log_address && a.correct == b.correct &&
          a.trials == b.trials && same_doubles(a.kernel_times_us, b.kernel_times_us) &&
          same_doubles(a.reference_times_us, b.reference_times_us) && a.statistic == b.statistic &&
          same_double(a.kernel_us, b.kernel_us) && same_double(a.reference_us, b.reference_us) &&
-         same_double(a.speedup, b.speedup) && same_double(a.time_coverage, b.time_coverage) &&
-         a.decoy == b.decoy && a.flags == b.flags && a.error == b.error &&
-         a.settings == b.settings && a.size == b.size && a.kernel_output == b.kernel_output &&
-         a.kernel_output_dropped == b.kernel_output_dropped;
+         same_double(a.speedup, b.speedup) && same_double(a.time_coverage, b.time_coverage) && a.decoy == b.decoy &&
+         a.flags == b.flags && a.error == b.error && a.settings == b.settings && a.size == b.size &&
+         a.kernel_output == b.kernel_output && a.kernel_output_dropped == b.kernel_output_dropped;
 }
 
 double median(std::vector<double> samples) {
@@ -95,8 +89,7 @@ void to_measurement(const EvalResult& r, schema::Measurement::Builder b) {
   auto kt = b.initKernelTimesUs(static_cast<unsigned>(r.kernel_times_us.size()));
   for (size_t i = 0; i < r.kernel_times_us.size(); ++i) kt.set(static_cast<unsigned>(i), r.kernel_times_us[i]);
   auto rt = b.initReferenceTimesUs(static_cast<unsigned>(r.reference_times_us.size()));
-  for (size_t i = 0; i < r.reference_times_us.size(); ++i)
-    rt.set(static_cast<unsigned>(i), r.reference_times_us[i]);
+  for (size_t i = 0; i < r.reference_times_us.size(); ++i) rt.set(static_cast<unsigned>(i), r.reference_times_us[i]);
   b.setStatistic(r.statistic);
   b.setKernelUs(r.kernel_us);
   b.setReferenceUs(r.reference_us);
@@ -130,8 +123,7 @@ Result<EvalResult> from_measurement(schema::Measurement::Reader r,
   if (!e.compile_log_address.is_zero() && compile_log_text) {
     VINCI_ASSIGN_OR_RETURN(e.compile_log, compile_log_text(e.compile_log_address));
     if (hash_tagged(kCompileLogKind, e.compile_log) != e.compile_log_address)
-      return mismatch("measurement: compile log text does not hash to its address " +
-                      e.compile_log_address.hex());
+      return mismatch("measurement: compile log text does not hash to its address " + e.compile_log_address.hex());
   }
   e.correct = r.getCorrect();
   for (auto t : r.getTrials())
@@ -177,24 +169,24 @@ nlohmann::json eval_result_to_json(const EvalResult& r) {
   nlohmann::json settings = nlohmann::json::array();
   for (const auto& [k, v] : r.settings) settings.push_back({{"key", k}, {"value", v}});
   nlohmann::json j = {{"evaluator", r.evaluator},
-          {"device", r.device},
-          {"plan", r.plan.hex()},
-          {"compiled", r.compiled},
-          {"compileLog", r.compile_log},
-          {"correct", r.correct},
-          {"trials", trials},
-          {"kernelTimesUs", samples(r.kernel_times_us)},
-          {"referenceTimesUs", samples(r.reference_times_us)},
-          {"statistic", r.statistic},
-          {"kernelUs", number(r.kernel_us)},
-          {"referenceUs", number(r.reference_us)},
-          {"speedup", number(r.speedup)},
-          {"timeCoverage", number(r.time_coverage)},
-          {"decoy", r.decoy},
-          {"flags", r.flags},
-          {"error", r.error},
-          {"settings", settings},
-          {"size", r.size}};
+                      {"device", r.device},
+                      {"plan", r.plan.hex()},
+                      {"compiled", r.compiled},
+                      {"compileLog", r.compile_log},
+                      {"correct", r.correct},
+                      {"trials", trials},
+                      {"kernelTimesUs", samples(r.kernel_times_us)},
+                      {"referenceTimesUs", samples(r.reference_times_us)},
+                      {"statistic", r.statistic},
+                      {"kernelUs", number(r.kernel_us)},
+                      {"referenceUs", number(r.reference_us)},
+                      {"speedup", number(r.speedup)},
+                      {"timeCoverage", number(r.time_coverage)},
+                      {"decoy", r.decoy},
+                      {"flags", r.flags},
+                      {"error", r.error},
+                      {"settings", settings},
+                      {"size", r.size}};
   if (!r.kernel_output.empty() || r.kernel_output_dropped > 0) {
     j["kernelOutput"] = r.kernel_output;
     j["kernelOutputDroppedBytes"] = r.kernel_output_dropped;
@@ -215,8 +207,10 @@ void add_unreached_trials(EvalResult* r, const std::string& task_id, const EvalR
 
 Status check_reference_precision(const std::string& name) {
   if (name == "kernelbench" || name == "fp32") return Status();
-  return invalid_argument("reference precision: expected kernelbench (PyTorch's defaults: cuDNN may use TF32, "
-                          "matmul FP32) or fp32 (TF32 off everywhere), found '" + name + "'");
+  return invalid_argument(
+      "reference precision: expected kernelbench (PyTorch's defaults: cuDNN may use TF32, "
+      "matmul FP32) or fp32 (TF32 off everywhere), found '" +
+      name + "'");
 }
 
 Tolerance tolerance_for(const Task& task, const EvalRequest& request) {

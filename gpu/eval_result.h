@@ -34,7 +34,7 @@ constexpr const char* kCompileLogKind = "compile_log";
 // One correctness trial: fresh inputs from one distribution.
 struct TrialResult {
   bool correct = false;
-  double max_abs_err = 0;   // NaN when the output could not be compared (not written, crashed)
+  double max_abs_err = 0;  // NaN when the output could not be compared (not written, crashed)
   double mean_abs_err = 0;
   std::string distribution;  // "uniform01", "signed", "heavy_tailed" (gpu/executor.h names)
   uint64_t seed = 0;         // the input generator seed of this trial
@@ -51,18 +51,18 @@ struct EvalResult {
   Digest compile_log_address;  // hash_tagged(kCompileLogKind, compile_log); zero when no log
   bool correct = false;
   std::vector<TrialResult> trials;
-  std::vector<double> kernel_times_us;     // every sample, in the order taken
+  std::vector<double> kernel_times_us;  // every sample, in the order taken
   std::vector<double> reference_times_us;
   std::string statistic = "median";
-  double kernel_us = 0;     // the statistic of kernel_times_us
+  double kernel_us = 0;  // the statistic of kernel_times_us
   double reference_us = 0;
-  double speedup = 0;       // reference_us / kernel_us; 0 unless correct
-  double time_coverage = 0; // share of the plan's GPU time in its own kernels
+  double speedup = 0;        // reference_us / kernel_us; 0 unless correct
+  double time_coverage = 0;  // share of the plan's GPU time in its own kernels
   bool decoy = false;
-  std::vector<std::string> flags;  // anti-hacking findings, sorted, unique
-  std::string error;               // why the candidate failed, for the user; "" when it did not
+  std::vector<std::string> flags;               // anti-hacking findings, sorted, unique
+  std::string error;                            // why the candidate failed, for the user; "" when it did not
   std::map<std::string, std::string> settings;  // the evaluator's own settings (sorted by key)
-  std::string size;                // "full" or "small"
+  std::string size;                             // "full" or "small"
   // What the candidate's kernels printed (device printf) during the evaluation, captured by the
   // live evaluator's worker instead of reaching any terminal: the first kKernelOutputKept bytes,
   // and how many more there were. The Measurement has no field of its own for it: it travels in
@@ -92,8 +92,7 @@ void to_measurement(const EvalResult& r, schema::Measurement::Builder b);
 // compile_log_text resolves the compile log's address to its text (the object store); without it
 // (or when it fails) compile_log stays empty and compile_log_address is still set.
 Result<EvalResult> from_measurement(
-    schema::Measurement::Reader r,
-    const std::function<Result<std::string>(const Digest&)>& compile_log_text = nullptr);
+    schema::Measurement::Reader r, const std::function<Result<std::string>(const Digest&)>& compile_log_text = nullptr);
 
 // JSON for people and `harness eval`: the Measurement's field names (camelCase), addresses as
 // 32 hex digits, the compile log as text, non-finite numbers as null.
@@ -102,10 +101,10 @@ nlohmann::json eval_result_to_json(const EvalResult& r);
 // What to evaluate and how.
 struct EvalRequest {
   SizeName size = SizeName::kFull;
-  uint64_t seed = 0;   // root of the trial input seeds and of timing noise
-  int trials = 5;      // correctness trials (KernelGYM: 5)
-  int samples = 100;   // timing samples each of kernel and reference (KernelBench: 100)
-  bool strict = false; // strict tolerance: 1e-4 for fp32 (current KernelBench) instead of the task's
+  uint64_t seed = 0;    // root of the trial input seeds and of timing noise
+  int trials = 5;       // correctness trials (KernelGYM: 5)
+  int samples = 100;    // timing samples each of kernel and reference (KernelBench: 100)
+  bool strict = false;  // strict tolerance: 1e-4 for fp32 (current KernelBench) instead of the task's
 };
 
 // The tolerance a request applies to a task: strict mode's 1e-4 (fp32), else the task's.

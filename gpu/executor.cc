@@ -76,20 +76,21 @@ Result<torch::Tensor> make_buffer(const Task& task, const ModuleSpec& m, const S
     VINCI_ASSIGN_OR_RETURN(int64_t res, size("resolution"));
     VINCI_ASSIGN_OR_RETURN(int64_t shift, size("shift"));
     if (shift <= 0 || shift >= w || res % w != 0)
-      return invalid_argument(where + ": expected 0 < shift < window and resolution a multiple of window, found shift " +
-                              std::to_string(shift) + ", window " + std::to_string(w) + ", resolution " +
-                              std::to_string(res));
+      return invalid_argument(
+          where + ": expected 0 < shift < window and resolution a multiple of window, found shift " +
+          std::to_string(shift) + ", window " + std::to_string(w) + ", resolution " + std::to_string(res));
     torch::Tensor img = torch::zeros({1, res, res, 1});
     const int64_t cuts[4] = {0, res - w, res - shift, res};
     float label = 0;
     for (int i = 0; i < 3; ++i)
-      for (int j = 0; j < 3; ++j)
-        img.slice(1, cuts[i], cuts[i + 1]).slice(2, cuts[j], cuts[j + 1]).fill_(label++);
-    torch::Tensor win = img.view({1, res / w, w, res / w, w, 1}).permute({0, 1, 3, 2, 4, 5}).contiguous().view({-1, w * w});
+      for (int j = 0; j < 3; ++j) img.slice(1, cuts[i], cuts[i + 1]).slice(2, cuts[j], cuts[j + 1]).fill_(label++);
+    torch::Tensor win =
+        img.view({1, res / w, w, res / w, w, 1}).permute({0, 1, 3, 2, 4, 5}).contiguous().view({-1, w * w});
     torch::Tensor d = win.unsqueeze(1) - win.unsqueeze(2);
     return d.masked_fill(d != 0, -100.0).masked_fill(d == 0, 0.0);
   }
-  return invalid_argument(where + ": key 'init': expected relative_coords_log or shifted_window_mask, found '" + init + "'");
+  return invalid_argument(where + ": key 'init': expected relative_coords_log or shifted_window_mask, found '" + init +
+                          "'");
 }
 
 Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
@@ -125,11 +126,16 @@ Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
       torch::Tensor& p = made[m.name];
       std::string init = m.attrs.value("init", std::string("randn"));
       double scale = attr_double_or(m.attrs, "scale", 1.0);
-      if (init == "randn") p.normal_(0, 1, gen);
-      else if (init == "rand") p.uniform_(0, 1, gen);
-      else if (init == "ones") p.fill_(1);
-      else if (init == "zeros") p.fill_(0);
-      else if (init == "log_full") p.fill_(attr_double_or(m.attrs, "value", 1.0)).log_();  // torch.log(v * ones)
+      if (init == "randn")
+        p.normal_(0, 1, gen);
+      else if (init == "rand")
+        p.uniform_(0, 1, gen);
+      else if (init == "ones")
+        p.fill_(1);
+      else if (init == "zeros")
+        p.fill_(0);
+      else if (init == "log_full")
+        p.fill_(attr_double_or(m.attrs, "value", 1.0)).log_();  // torch.log(v * ones)
       else
         return invalid_argument(task.source_file + ": task '" + task.id + "': module '" + m.name +
                                 "' key 'init': expected randn|rand|ones|zeros|log_full, found '" + init + "'");
@@ -184,7 +190,8 @@ Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
     } else if (how == "normal" && m.type == "linear") {
       w("weight").normal_(0, attr_double_or(m.attrs, "reinit_std", 1.0), gen);
     } else {
-      return invalid_argument(where + ": expected kaiming_normal_fan_out (conv) or normal (linear, with reinit_std), found " +
+      return invalid_argument(where +
+                              ": expected kaiming_normal_fan_out (conv) or normal (linear, with reinit_std), found " +
                               m.attrs["reinit"].dump());
     }
     if (attr_bool_or(m.attrs, "bias", true)) w("bias").fill_(0);
@@ -223,7 +230,10 @@ Result<InputDistribution> parse_distribution(const std::string& name) {
 }
 
 uint64_t input_seed(uint64_t root_seed, const std::string& task_id, int64_t trial, InputDistribution dist) {
-  Stream s(RngKey::root(root_seed).with("purpose", "inputs").with("task", task_id).with("trial", trial)
+  Stream s(RngKey::root(root_seed)
+               .with("purpose", "inputs")
+               .with("task", task_id)
+               .with("trial", trial)
                .with("dist", distribution_name(dist)));
   // torch's mt19937 takes the low 32 bits of the seed; keep them all random.
   return s.next_u64();
@@ -236,20 +246,17 @@ TaskInstance::~TaskInstance() = default;
 
 const Task& TaskInstance::task() const { return *impl_->task; }
 const SizeMap& TaskInstance::sizes() const { return impl_->sizes; }
-const std::vector<std::pair<std::string, at::Tensor>>& TaskInstance::weights() const {
-  return impl_->weights;
-}
+const std::vector<std::pair<std::string, at::Tensor>>& TaskInstance::weights() const { return impl_->weights; }
 
 Result<TaskInstance> TaskInstance::create(const Task& task, SizeName size, const std::string& device,
                                           uint64_t weight_seed) {
   auto it = task.sizes.find(size_name(size));
-  if (it == task.sizes.end())
-    return invalid_argument("task '" + task.id + "' has no size '" + size_name(size) + "'");
+  if (it == task.sizes.end()) return invalid_argument("task '" + task.id + "' has no size '" + size_name(size) + "'");
   return create_at(task, it->second, device, weight_seed);
 }
 
-Result<TaskInstance> TaskInstance::create_at(const Task& task, const SizeMap& sizes,
-                                             const std::string& device, uint64_t weight_seed) {
+Result<TaskInstance> TaskInstance::create_at(const Task& task, const SizeMap& sizes, const std::string& device,
+                                             uint64_t weight_seed) {
   auto impl = std::make_unique<Impl>();
   impl->task = &task;
   impl->sizes = sizes;
@@ -298,8 +305,7 @@ Result<std::vector<at::Tensor>> draw_inputs(const Task& task, const SizeMap& siz
         }
       }
       if (in.scaled) t = t * scale;
-      if (in.domain == InputDomain::kPositive && dist != InputDistribution::kUniform01)
-        t = t.abs() + 1e-3;
+      if (in.domain == InputDomain::kPositive && dist != InputDistribution::kUniform01) t = t.abs() + 1e-3;
       if (in.domain == InputDomain::kProbability) t = torch::softmax(t, -1);
       if (in.domain == InputDomain::kSymmetric) t = (t + t.t()) / 2;
       if (in.domain == InputDomain::kUpperTriangular) t = torch::triu(t);
@@ -334,8 +340,7 @@ Result<int64_t> TaskInstance::input_elements() const {
   return n;
 }
 
-Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
-                                                     const std::vector<at::Tensor>& in) const {
+Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op, const std::vector<at::Tensor>& in) const {
   const Task& task = *impl_->task;
   std::string where = op_where(task, op);
   const auto& a = op.attrs;
@@ -417,8 +422,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
       // Training mode: batch statistics. The running buffers are updated as PyTorch does, on
       // copies, so running the reference twice gives the same weights and the same output.
       torch::Tensor rm = W("running_mean").clone(), rv = W("running_var").clone();
-      return one(torch::batch_norm(x, W("weight"), W("bias"), rm, rv, true,
-                                   attr_double_or(mod->attrs, "momentum", 0.1),
+      return one(torch::batch_norm(x, W("weight"), W("bias"), rm, rv, true, attr_double_or(mod->attrs, "momentum", 0.1),
                                    attr_double_or(mod->attrs, "eps", 1e-5), false));
     }
     if (n == "group_norm") {
@@ -483,8 +487,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, attr_ints(a, "dims", static_cast<size_t>(x.dim()), where));
       return one(x.permute(dims).contiguous());
     }
-    if (n == "transpose")
-      return one(x.transpose(attr_int_or(a, "dim0", 0), attr_int_or(a, "dim1", 1)).contiguous());
+    if (n == "transpose") return one(x.transpose(attr_int_or(a, "dim0", 0), attr_int_or(a, "dim1", 1)).contiguous());
     if (n == "split") {
       std::vector<at::Tensor> parts;
       for (auto& t : x.chunk(static_cast<int64_t>(op.outputs.size()), attr_int_or(a, "dim", 0)))
@@ -493,7 +496,8 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
     }
     if (n == "causal_mask") {
       int64_t rows = x.size(-2), cols = x.size(-1);
-      torch::Tensor upper = torch::ones({rows, cols}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
+      torch::Tensor upper =
+          torch::ones({rows, cols}, torch::TensorOptions().dtype(torch::kBool).device(x.device())).triu(1);
       return one(x.masked_fill(upper, -std::numeric_limits<float>::infinity()));
     }
     if (n == "self_attention") {
@@ -572,8 +576,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
       return one(torch::kl_div(torch::log(x), in.at(1), at::Reduction::Sum, false) / x.size(0));
     }
     if (n == "hinge_loss") return one(torch::clamp(1 - x * in.at(1), 0).mean());
-    if (n == "cosine_similarity_loss")
-      return one((1 - torch::cosine_similarity(x, in.at(1), 1, 1e-8)).mean());
+    if (n == "cosine_similarity_loss") return one((1 - torch::cosine_similarity(x, in.at(1), 1, 1e-8)).mean());
     // Ops that KernelBench level 1's problems need (docs/tasks.md)
     if (n == "triu") return one(torch::triu(x, attr_int_or(a, "diagonal", 0)));
     if (n == "tril") return one(torch::tril(x, attr_int_or(a, "diagonal", 0)));
@@ -615,8 +618,8 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op,
       return one(torch::matmul(att, in.at(2)));
     }
     if (n == "triplet_margin_loss")
-      return one(torch::triplet_margin_loss(x, in.at(1), in.at(2), attr_double_or(a, "margin", 1.0), 2.0, 1e-6,
-                                            false, at::Reduction::Mean));
+      return one(torch::triplet_margin_loss(x, in.at(1), in.at(2), attr_double_or(a, "margin", 1.0), 2.0, 1e-6, false,
+                                            at::Reduction::Mean));
     if (n == "roll") {
       std::vector<int64_t> shifts, dims;
       for (const auto& v : a.at("shifts")) shifts.push_back(v.get<int64_t>());

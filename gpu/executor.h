@@ -42,8 +42,7 @@ Result<InputDistribution> parse_distribution(const std::string& name);
 // The torch generator seed for one trial's inputs, drawn from the keyed stream
 // (root_seed, task, trial, distribution), so trials never share inputs and no draw depends on
 // evaluation order.
-uint64_t input_seed(uint64_t root_seed, const std::string& task_id, int64_t trial,
-                    InputDistribution dist);
+uint64_t input_seed(uint64_t root_seed, const std::string& task_id, int64_t trial, InputDistribution dist);
 
 // PyTorch's weight seed in KernelBench (torch.manual_seed(42) before building the model).
 constexpr uint64_t kWeightSeed = 42;
@@ -55,8 +54,8 @@ class TaskInstance {
   // (the instance keeps a pointer to it, as the suite owns its tasks).
   static Result<TaskInstance> create(const Task& task, SizeName size, const std::string& device,
                                      uint64_t weight_seed = kWeightSeed);
-  static Result<TaskInstance> create_at(const Task& task, const SizeMap& sizes,
-                                        const std::string& device, uint64_t weight_seed = kWeightSeed);
+  static Result<TaskInstance> create_at(const Task& task, const SizeMap& sizes, const std::string& device,
+                                        uint64_t weight_seed = kWeightSeed);
   TaskInstance(TaskInstance&&) noexcept;
   TaskInstance& operator=(TaskInstance&&) noexcept;
   ~TaskInstance();

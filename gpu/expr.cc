@@ -3,8 +3,8 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
-#include <map>
 #include <cstdlib>
+#include <map>
 
 namespace vinci {
 namespace {
@@ -26,8 +26,7 @@ class Parser {
 
  private:
   Status error(const std::string& what) const {
-    return invalid_argument("expression '" + text_ + "' at column " + std::to_string(pos_ + 1) +
-                            ": " + what);
+    return invalid_argument("expression '" + text_ + "' at column " + std::to_string(pos_ + 1) + ": " + what);
   }
   // An overflow names the expression and the values of the names it used, so a size that
   // overflows reads "size expression 'N*N*N*N': overflows 64 bits at N=65536".
@@ -51,8 +50,7 @@ class Parser {
     skip_ws();
     size_t start = pos_;
     while (pos_ < text_.size() &&
-           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_' ||
-            text_[pos_] == '.'))
+           (std::isalnum(static_cast<unsigned char>(text_[pos_])) || text_[pos_] == '_' || text_[pos_] == '.'))
       ++pos_;
     return text_.substr(start, pos_ - start);
   }
@@ -60,7 +58,7 @@ class Parser {
   // Values are int64: an overflow is an error, never a wrapped launch size.
   Result<int64_t> checked(char op, int64_t a, int64_t b) const {
     int64_t r = 0;
-    bool over = op == '+' ? __builtin_add_overflow(a, b, &r)
+    bool over = op == '+'   ? __builtin_add_overflow(a, b, &r)
                 : op == '-' ? __builtin_sub_overflow(a, b, &r)
                             : __builtin_mul_overflow(a, b, &r);
     if (over) {
@@ -87,10 +85,14 @@ class Parser {
     VINCI_ASSIGN_OR_RETURN(int64_t v, unary());
     for (;;) {
       char op = 0;
-      if (eat('*')) op = '*';
-      else if (eat('/')) op = '/';
-      else if (eat('%')) op = '%';
-      else return v;
+      if (eat('*'))
+        op = '*';
+      else if (eat('/'))
+        op = '/';
+      else if (eat('%'))
+        op = '%';
+      else
+        return v;
       VINCI_ASSIGN_OR_RETURN(int64_t r, unary());
       if (op == '*') {
         VINCI_ASSIGN_OR_RETURN(v, checked('*', v, r));
@@ -131,8 +133,7 @@ class Parser {
           return error("integer " + text_.substr(start, pos_ - start + 1) + "... does not fit in 64 bits");
       return v;
     }
-    if (!(std::isalpha(static_cast<unsigned char>(c)) || c == '_'))
-      return error(std::string("unexpected '") + c + "'");
+    if (!(std::isalpha(static_cast<unsigned char>(c)) || c == '_')) return error(std::string("unexpected '") + c + "'");
     std::string id = name();
     if (eat('(')) return call(id);
     if (!env_) return int64_t{0};
@@ -172,8 +173,7 @@ class Parser {
       int64_t r = static_cast<int64_t>(shape.size());
       int64_t i = index < 0 ? index + r : index;
       if (i < 0 || i >= r)
-        return error("dim(" + buf + ", " + std::to_string(index) + ") out of range for rank " +
-                     std::to_string(r));
+        return error("dim(" + buf + ", " + std::to_string(index) + ") out of range for rank " + std::to_string(r));
       return shape[static_cast<size_t>(i)];
     }
     if (fn == "ceil_div" || fn == "min" || fn == "max") {

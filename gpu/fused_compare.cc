@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <vector>
 
-
 namespace vinci {
 
 namespace {

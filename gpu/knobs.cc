@@ -3,6 +3,8 @@
 namespace vinci {
 namespace {
 
+// Tables of knobs, one per entry: kept as written.
+// clang-format off
 const std::vector<Knob> kPlanKnobs = {
     {"fusion", {"fused", "unfused"}, 0,
      "fused: epilogue ops run in the producing kernel; unfused: one kernel per op"},
@@ -44,6 +46,7 @@ const std::vector<Knob> kGemmKnobs = {
      "(cuBLAS through libtorch; TF32 when gemm.tensor_cores says so) and one fused elementwise "
      "kernel for the whole epilogue"},
 };
+// clang-format on
 
 }  // namespace
 
@@ -81,8 +84,8 @@ KnobSetting random_setting(const KnobSpace& space, Stream& stream) {
 
 Status check_setting(const KnobSpace& space, const KnobSetting& setting) {
   if (setting.size() != space.knobs.size())
-    return invalid_argument("knob setting: expected " + std::to_string(space.knobs.size()) +
-                            " indices, found " + std::to_string(setting.size()));
+    return invalid_argument("knob setting: expected " + std::to_string(space.knobs.size()) + " indices, found " +
+                            std::to_string(setting.size()));
   for (size_t i = 0; i < setting.size(); ++i)
     if (setting[i] < 0 || setting[i] >= static_cast<int32_t>(space.knobs[i].choices.size()))
       return invalid_argument("knob " + space.knobs[i].name + ": index " + std::to_string(setting[i]) +
@@ -99,8 +102,7 @@ std::map<std::string, std::string> knob_values(const KnobSpace& space, const Kno
   return out;
 }
 
-Result<KnobSetting> setting_from_values(const KnobSpace& space,
-                                        const std::map<std::string, std::string>& values) {
+Result<KnobSetting> setting_from_values(const KnobSpace& space, const std::map<std::string, std::string>& values) {
   KnobSetting s = default_setting(space);
   for (const auto& [name, value] : values) {
     int32_t i = space.index_of(name);

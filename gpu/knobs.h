@@ -45,8 +45,7 @@ KnobSetting random_setting(const KnobSpace& space, Stream& stream);
 // REQUIRES: setting.size() == space.knobs.size() and every index in range.
 std::map<std::string, std::string> knob_values(const KnobSpace& space, const KnobSetting& setting);
 // Knobs missing from values take their default; an unknown knob or choice is an error.
-Result<KnobSetting> setting_from_values(const KnobSpace& space,
-                                        const std::map<std::string, std::string>& values);
+Result<KnobSetting> setting_from_values(const KnobSpace& space, const std::map<std::string, std::string>& values);
 Status check_setting(const KnobSpace& space, const KnobSetting& setting);
 
 }  // namespace vinci

@@ -88,9 +88,9 @@ Comparison judge_elements(const FloatCounts& k, const Tolerance& tol) {
   }
   if (k.outside) {
     c.tag = "wrong_result";
-    c.why = std::to_string(k.outside) + " of " + std::to_string(k.n) + " elements outside atol=" +
-            format_number("%.6g", tol.atol) + " rtol=" + format_number("%.6g", tol.rtol) + " (max abs error " +
-            format_number("%.6g", c.max_abs) + ")";
+    c.why = std::to_string(k.outside) + " of " + std::to_string(k.n) +
+            " elements outside atol=" + format_number("%.6g", tol.atol) + " rtol=" + format_number("%.6g", tol.rtol) +
+            " (max abs error " + format_number("%.6g", c.max_abs) + ")";
     return c;
   }
   c.ok = true;

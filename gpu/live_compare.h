@@ -16,9 +16,9 @@
 namespace vinci {
 
 struct Comparison {
-  bool ok = false;     // every check passed
-  std::string tag;     // why not: not_written, non_finite, wrong_result, wrong_shape, wrong_dtype, wrong_device
-  std::string why;     // for the user
+  bool ok = false;  // every check passed
+  std::string tag;  // why not: not_written, non_finite, wrong_result, wrong_shape, wrong_dtype, wrong_device
+  std::string why;  // for the user
   double max_abs = std::nan("");   // NaN when the output is NaN or Inf where the reference is finite
   double mean_abs = std::nan("");  // over the finite differences; NaN likewise
   bool allclose = false;           // the KernelGYM check alone

@@ -20,11 +20,11 @@
 #include "gpu/device_profile.h"
 #include "gpu/executor.h"
 #include "gpu/expr.h"
+#include "gpu/fused_compare.h"
 #include "gpu/live_compare.h"
 #include "gpu/nvrtc.h"
 #include "gpu/shapes.h"
 #include "gpu/sim_evaluator.h"
-#include "gpu/fused_compare.h"
 #include "gpu/triton.h"
 
 namespace vinci {
@@ -33,9 +33,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 // LiveOptions::profile_phases: charges the time since the last switch to the phase being left,
 // after a device synchronization. Does nothing when off.
@@ -73,7 +71,7 @@ std::string cu_error(CUresult r) {
 // Why a candidate failed: the reason for the user, a short tag for flags and tests, and whether
 // the CUDA context survived.
 struct Failure {
-  std::string tag;     // illegal_access, hang, launch_refused, not_written, wrong_result, ...
+  std::string tag;  // illegal_access, hang, launch_refused, not_written, wrong_result, ...
   std::string reason;
   bool context_lost = false;
 };
@@ -109,7 +107,6 @@ class CandidateFailed : public std::exception {
   }
   fail(tag, what + ": " + cu_error(r), true);
 }
-
 
 // Bit-for-bit equality (NaN payloads included), so "unchanged" and "identical" mean exactly that.
 bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
@@ -211,7 +208,8 @@ void wait_for(CUevent ev, double timeout_s, const std::string& what) {
     if (r == CUDA_SUCCESS) return;
     if (r != CUDA_ERROR_NOT_READY) fail_cuda(what, r);
     if (ms_since(t0) > timeout_s * 1000)
-      fail("hang", what + ": still running after " + format_number("%.6g", timeout_s) + " s (an endless loop or a deadlock)",
+      fail("hang",
+           what + ": still running after " + format_number("%.6g", timeout_s) + " s (an endless loop or a deadlock)",
            true);
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
@@ -231,11 +229,11 @@ struct LiveDevice::Impl {
   // version, and the SM and memory clocks the device reports (kHz; the peak, not a reading).
   std::map<std::string, std::string> identity;
   std::unique_ptr<NvrtcCompiler> nvrtc;
-  std::unique_ptr<FusedCompare> fused;  // the output comparison in one pass (gpu/fused_compare.h)
+  std::unique_ptr<FusedCompare> fused;     // the output comparison in one pass (gpu/fused_compare.h)
   std::unique_ptr<TritonCompiler> triton;  // made on the first Triton plan
-  std::unique_ptr<SimEvaluator> sim;  // for the roofline floor
+  std::unique_ptr<SimEvaluator> sim;       // for the roofline floor
   std::map<std::pair<std::string, int>, std::unique_ptr<TaskInstance>> instances;
-  torch::Tensor flush;   // the L2 flush buffer
+  torch::Tensor flush;                                            // the L2 flush buffer
   std::map<std::string, std::vector<torch::Tensor>> input_cache;  // CPU-drawn inputs of one task
   // Which negative controls pass a trial's check, by (task, trial seed, tolerance, sizes): the
   // controls depend on the inputs and the reference alone, not on the candidate.
@@ -299,8 +297,8 @@ struct LiveDevice::Impl {
       if (*bytes > (int64_t{1} << 40))
         fail("out_of_memory", "buffer " + b.name + " " + shape_text(*shape) + " is larger than any GPU");
       try {
-        v[b.name] = guarded(b.name, *shape, b.dtype == "i64" ? torch::kInt64 : torch::kFloat32, torch::Tensor(),
-                            &guards);
+        v[b.name] =
+            guarded(b.name, *shape, b.dtype == "i64" ? torch::kInt64 : torch::kFloat32, torch::Tensor(), &guards);
       } catch (const c10::Error& e) {
         fail("out_of_memory", "buffer " + b.name + " " + shape_text(*shape) + ": " + e.what_without_backtrace());
       }
@@ -338,8 +336,12 @@ struct LiveDevice::Impl {
         // products in FP32) is restored right after.
         Result<std::vector<at::Tensor>> out = [&] {
           struct Tf32 {
-            explicit Tf32(bool on) : on(on) { if (on) at::globalContext().setAllowTF32CuBLAS(true); }
-            ~Tf32() { if (on) at::globalContext().setAllowTF32CuBLAS(false); }
+            explicit Tf32(bool on) : on(on) {
+              if (on) at::globalContext().setAllowTF32CuBLAS(true);
+            }
+            ~Tf32() {
+              if (on) at::globalContext().setAllowTF32CuBLAS(false);
+            }
             bool on;
           } guard(step.precision == "tf32");
           return inst.run_op(step.op, in);
@@ -409,8 +411,8 @@ struct LiveDevice::Impl {
             try {
               scratch_buffer = torch::empty({bytes}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kUInt8));
             } catch (const c10::Error& e) {
-              fail("out_of_memory", what + ": Triton's global scratch of " + std::to_string(bytes) + " bytes: " +
-                                        e.what_without_backtrace());
+              fail("out_of_memory", what + ": Triton's global scratch of " + std::to_string(bytes) +
+                                        " bytes: " + e.what_without_backtrace());
             }
             scratch[0] = reinterpret_cast<uint64_t>(scratch_buffer.data_ptr());
           }
@@ -434,8 +436,9 @@ struct LiveDevice::Impl {
             if (!bitwise_equal(before, values.at(n))) any = true;
           }
           if (!any)
-            fail("kernel_idle", what + " wrote none of its output buffers: it did no work (outputs must come "
-                                "from the candidate's own kernels)");
+            fail("kernel_idle", what +
+                                    " wrote none of its output buffers: it did no work (outputs must come "
+                                    "from the candidate's own kernels)");
         }
       }
       if (mode == Mode::kProfile) cuEventRecord(marks[si + 1], nullptr);
@@ -580,10 +583,13 @@ struct LiveDevice::Impl {
         return false;
       }
       if (meta.shared > 48 * 1024) {
-        cr = cuFuncSetAttribute(ts.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(meta.shared));
+        cr = cuFuncSetAttribute(ts.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                static_cast<int>(meta.shared));
         if (cr != CUDA_SUCCESS) {
-          *log += what + ": it needs " + std::to_string(meta.shared) + " bytes of shared memory, which the device "
-                  "refuses: " + cu_error(cr);
+          *log += what + ": it needs " + std::to_string(meta.shared) +
+                  " bytes of shared memory, which the device "
+                  "refuses: " +
+                  cu_error(cr);
           return false;
         }
       }
@@ -660,7 +666,8 @@ Result<std::unique_ptr<LiveDevice>> LiveDevice::open(const LiveOptions& options)
     int sm_khz = 0, mem_khz = 0;
     if (cuDeviceGetAttribute(&sm_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, impl->device) == CUDA_SUCCESS && sm_khz > 0)
       impl->identity["sm_clock_khz"] = std::to_string(sm_khz);
-    if (cuDeviceGetAttribute(&mem_khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, impl->device) == CUDA_SUCCESS && mem_khz > 0)
+    if (cuDeviceGetAttribute(&mem_khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, impl->device) == CUDA_SUCCESS &&
+        mem_khz > 0)
       impl->identity["memory_clock_khz"] = std::to_string(mem_khz);
   }
   NvrtcOptions no;
@@ -668,8 +675,9 @@ Result<std::unique_ptr<LiveDevice>> LiveDevice::open(const LiveOptions& options)
   no.cache_dir = options.nvrtc_cache_dir;
   impl->nvrtc = std::make_unique<NvrtcCompiler>(no);
   VINCI_ASSIGN_OR_RETURN(impl->fused, FusedCompare::create(*impl->nvrtc));
-  VINCI_ASSIGN_OR_RETURN(DeviceProfile profile,
-                         load_device_profile(options.profile_path.empty() ? profile_path("h200") : options.profile_path));
+  VINCI_ASSIGN_OR_RETURN(
+      DeviceProfile profile,
+      load_device_profile(options.profile_path.empty() ? profile_path("h200") : options.profile_path));
   impl->sim = std::make_unique<SimEvaluator>(std::move(profile));
   // The reference's precision policy: matrix products stay FP32 under both; cuDNN may use TF32
   // under KernelBench's (PyTorch's default), not under fp32.
@@ -697,8 +705,8 @@ Result<EvalResult> LiveDevice::evaluate(const Task& task, const Plan& plan, cons
 Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan, const EvalRequest& request,
                                               LiveStats* stats) {
   if (request.trials < 1 || request.samples < 1)
-    return invalid_argument("eval request: trials and samples must be >= 1, found " +
-                            std::to_string(request.trials) + " and " + std::to_string(request.samples));
+    return invalid_argument("eval request: trials and samples must be >= 1, found " + std::to_string(request.trials) +
+                            " and " + std::to_string(request.samples));
   if (plan.task_id != task.id)
     return invalid_argument("plan is for task '" + plan.task_id + "', evaluated on '" + task.id + "'");
   torch::NoGradGuard no_grad;
@@ -873,8 +881,9 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
         std::string where = "trial " + std::to_string(t) + " (" + tr.distribution + " inputs" +
                             (same_addresses ? ", new data at the same input addresses" : "") + ")";
         if (same_addresses && trial0_output.defined() && bitwise_equal(out, trial0_output))
-          fail("caching", where + ": the output is trial 0's, bit for bit, though the inputs changed: an output "
-                                  "cached by input address");
+          fail("caching", where +
+                              ": the output is trial 0's, bit for bit, though the inputs changed: an output "
+                              "cached by input address");
         fail(c.tag, where + ": " + c.why);
       }
       if (t == 0) {
@@ -885,22 +894,23 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
         phase.to("checks");
         check_guards("the repeat of trial 0");
         bool repeatable = bitwise_equal(out, out2);
-        if (!repeatable && std::any_of(plan.steps.begin(), plan.steps.end(), [](const PlanStep& s) {
-              return s.kind == "library";
-            })) {
+        if (!repeatable &&
+            std::any_of(plan.steps.begin(), plan.steps.end(), [](const PlanStep& s) { return s.kind == "library"; })) {
           // The plan's library steps are the reference's own ops; where those are not
           // repeatable (cuDNN's transposed convolutions accumulate with atomics), neither is any
           // plan built on them, a plan of library steps only included: the repeat must then
           // agree within the tolerance instead.
           Result<at::Tensor> ref2 = inst->run(x);
-          if (!ref2.ok()) return internal_error("task " + task.id + ": the reference failed: " + ref2.status().message());
+          if (!ref2.ok())
+            return internal_error("task " + task.id + ": the reference failed: " + ref2.status().message());
           if (!bitwise_equal(*ref, *ref2)) {
             Comparison again_c = fused->compare(out2, *ref, tol, options.norm_tolerance);
             if (again_c.ok) {
               repeatable = true;
               library_not_repeatable = true;
-              r.flags.push_back("reference not repeatable: the plan's library steps neither; its repeat was compared "
-                                "within the tolerance");
+              r.flags.push_back(
+                  "reference not repeatable: the plan's library steps neither; its repeat was compared "
+                  "within the tolerance");
             }
           }
         }
@@ -927,8 +937,9 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       bool same = bitwise_equal(out, trial0_output);
       if (!same && library_not_repeatable) same = fused->compare(out, trial0_reference, tol, options.norm_tolerance).ok;
       if (!same)
-        fail("caching", "trial 0's inputs at new addresses gave a different output: the output depends on where the "
-                        "inputs are, not only what they are");
+        fail("caching",
+             "trial 0's inputs at new addresses gave a different output: the output depends on where the "
+             "inputs are, not only what they are");
       timing_inputs = x0;
     }
     trial0_candidate_inputs.clear();
@@ -967,7 +978,8 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       if (options.timing_budget_ms > 0 && i >= 5 && timed_ms > options.timing_budget_ms) break;
       for (int k = 0; k < 2; ++k) {
         bool candidate = (i + k) % 2 == 0;
-        auto [ev, host] = candidate ? timed(run_candidate, "timed candidate run") : timed(run_reference, "timed reference run");
+        auto [ev, host] =
+            candidate ? timed(run_candidate, "timed candidate run") : timed(run_reference, "timed reference run");
         (candidate ? r.kernel_times_us : r.reference_times_us).push_back(ev);
         (candidate ? host_kernel : host_reference).push_back(host);
         timed_ms += host / 1000;

@@ -38,23 +38,23 @@
 namespace vinci {
 
 struct LiveOptions {
-  std::string nvrtc_cache_dir;      // empty: compile in memory only
-  std::string profile_path;         // device profile for the roofline floor; empty: built-in h200
-  int warmups = 3;                  // untimed runs of each before the samples
-  double launch_timeout_s = 10;     // a launch still running after this is a hang
-  double l2_flush_multiple = 2;     // the flush buffer is this many times the L2 size
-  double norm_tolerance = 1e-2;     // relative L2 error bound beside allclose; 0: off
+  std::string nvrtc_cache_dir;   // empty: compile in memory only
+  std::string profile_path;      // device profile for the roofline floor; empty: built-in h200
+  int warmups = 3;               // untimed runs of each before the samples
+  double launch_timeout_s = 10;  // a launch still running after this is a hang
+  double l2_flush_multiple = 2;  // the flush buffer is this many times the L2 size
+  double norm_tolerance = 1e-2;  // relative L2 error bound beside allclose; 0: off
   std::string reference_precision = kReferencePrecisionDefault;  // gpu/eval_result.h
-  double roofline_margin = 1.05;    // flag times below floor / margin
-  double timing_budget_ms = 0;      // > 0: stop sampling a candidate after this much timed
-                                    // wall time (at least 5 samples each); recorded in settings
-  double triton_timeout_s = 120;    // a Triton compile (gpu/triton.h) past this fails the candidate
-  PlanLimits limits;                // gpu/plan.h; those not at their default are recorded
+  double roofline_margin = 1.05;                                 // flag times below floor / margin
+  double timing_budget_ms = 0;                                   // > 0: stop sampling a candidate after this much timed
+                                // wall time (at least 5 samples each); recorded in settings
+  double triton_timeout_s = 120;               // a Triton compile (gpu/triton.h) past this fails the candidate
+  PlanLimits limits;                           // gpu/plan.h; those not at their default are recorded
   int64_t cpu_input_limit = int64_t{1} << 24;  // inputs up to this many elements come from the
                                                // CPU generator (KernelBench-identical); larger
                                                // ones from the device's generator
-  bool profile_phases = false;      // time each phase of an evaluation (LiveStats::phase_ms),
-                                    // synchronizing the device at each phase's end
+  bool profile_phases = false;                 // time each phase of an evaluation (LiveStats::phase_ms),
+                                               // synchronizing the device at each phase's end
 };
 
 // The phases of one evaluation, in the order they are reported: compile (NVRTC or Triton, module
@@ -62,12 +62,13 @@ struct LiveOptions {
 // copying them into guarded buffers), candidate (the candidate's correctness runs and repeats),
 // reference (the reference's correctness runs), checks (comparisons, guard zones, input and
 // alias checks, negative controls), timing (the profiled run, warmups and timed samples of both).
-inline constexpr const char* kLivePhases[] = {"compile", "setup", "inputs", "candidate", "reference", "checks", "timing"};
+inline constexpr const char* kLivePhases[] = {"compile",   "setup",  "inputs", "candidate",
+                                              "reference", "checks", "timing"};
 
 // Wall-clock figures of one evaluation: reported to people, never part of a record.
 struct LiveStats {
-  double compile_ms = 0;   // NVRTC time (0 when every kernel came from the cache)
-  double eval_ms = 0;      // the whole evaluation
+  double compile_ms = 0;  // NVRTC time (0 when every kernel came from the cache)
+  double eval_ms = 0;     // the whole evaluation
   int kernels_compiled = 0;
   bool context_lost = false;  // the worker must exit: the CUDA context is unusable
   // With LiveOptions::profile_phases: milliseconds per phase (kLivePhases), each ended by a device
@@ -86,7 +87,7 @@ class LiveDevice {
   Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request, LiveStats* stats);
 
   const std::string& device_name() const;
-  const std::string& arch() const;   // "sm_90"
+  const std::string& arch() const;  // "sm_90"
   int64_t l2_bytes() const;
 
   struct Impl;

@@ -73,9 +73,7 @@ class Locator {
   size_t line_start(size_t line) const { return starts_[line - 1]; }
   size_t line_count() const { return starts_.size(); }
   // One past the last character of the line (its '\n' or the end of the text).
-  size_t line_end(size_t line) const {
-    return line < starts_.size() ? starts_[line] - 1 : text_.size();
-  }
+  size_t line_end(size_t line) const { return line < starts_.size() ? starts_[line] - 1 : text_.size(); }
   Status at(const std::string& block, size_t off, const std::string& what) const {
     size_t line = line_of(off);
     return invalid_argument(block + ", line " + std::to_string(line) + ", column " +
@@ -103,7 +101,7 @@ class Locator {
 // Fenced blocks
 
 struct Block {
-  std::string info;     // first word after the fence, lower case: cuda, launch, json, ...
+  std::string info;  // first word after the fence, lower case: cuda, launch, json, ...
   size_t open_line = 0;
   size_t begin = 0, end = 0;  // the content: from after the opening line to the closing line
 };
@@ -300,20 +298,23 @@ Param read_param(std::string_view text, const std::vector<Tok>& toks, size_t b, 
   std::vector<std::string> words;
   for (size_t i = b; i < e; ++i) {
     p.pointer = p.pointer || is(toks[i], '*') || is(toks[i], '[');
-    static const std::set<std::string_view> kQualifiers = {"const", "volatile", "__restrict__", "__restrict",
-                                                           "restrict", "register"};
+    static const std::set<std::string_view> kQualifiers = {"const",      "volatile", "__restrict__",
+                                                           "__restrict", "restrict", "register"};
     if (toks[i].kind == 'i' && !kQualifiers.count(toks[i].text)) words.emplace_back(toks[i].text);
   }
   if (words.size() >= 2) words.pop_back();  // the parameter's name
   static const std::set<std::string> kNarrow = {
-      "int", "unsigned", "unsigned int", "signed", "signed int", "short", "unsigned short", "char",
-      "signed char", "unsigned char", "bool", "float", "double", "int8_t", "uint8_t", "int16_t",
-      "uint16_t", "int32_t", "uint32_t", "half", "__half", "float2", "float4", "int2", "int4"};
+      "int",     "unsigned",    "unsigned int",  "signed",  "signed int", "short",  "unsigned short",
+      "char",    "signed char", "unsigned char", "bool",    "float",      "double", "int8_t",
+      "uint8_t", "int16_t",     "uint16_t",      "int32_t", "uint32_t",   "half",   "__half",
+      "float2",  "float4",      "int2",          "int4"};
   p.narrow = !p.pointer && kNarrow.count(join(words, " "));
   for (char c : text.substr(toks[b].off, toks[e - 1].off + toks[e - 1].text.size() - toks[b].off)) {
     bool ws = is_space(c) || c == '\n';
-    if (!ws) p.text += c;
-    else if (!p.text.empty() && p.text.back() != ' ') p.text += ' ';
+    if (!ws)
+      p.text += c;
+    else if (!p.text.empty() && p.text.back() != ' ')
+      p.text += ' ';
   }
   return p;
 }
@@ -374,11 +375,12 @@ class UnitScanner {
       return Status(loc_.at(label_, name.off,
                             "__global__ function " + quote(name.text) +
                                 " is not declared extern \"C\": the plan launches entry points by their C "
-                                "name; write extern \"C\" __global__ void " + std::string(name.text) + "(...)"));
+                                "name; write extern \"C\" __global__ void " +
+                                std::string(name.text) + "(...)"));
     size_t close = close_of(toks_, j + 1);
     if (close == std::string::npos)
-      return Status(loc_.at(label_, toks_[j + 1].off,
-                            "the parameter list of " + quote(name.text) + " is never closed"));
+      return Status(
+          loc_.at(label_, toks_[j + 1].off, "the parameter list of " + quote(name.text) + " is never closed"));
     size_t k = close + 1;
     while (k < toks_.size() && !ends_declaration(toks_[k])) ++k;
     if (k >= toks_.size() || !is(toks_[k], '{')) return close;  // a declaration, defined elsewhere
@@ -539,8 +541,9 @@ Result<TritonBlock> scan_triton(const Locator& loc, const Block& b, const ModelP
       std::string_view annotation = rest.substr(0, eq);
       p.constexpr_ = annotation.find("constexpr") != std::string_view::npos;
       if (p.name.empty() || p.name[0] == '*')
-        return loc.at(kTriton, fn.name_off, quote(fn.name) + ": parameter " + quote(q) +
-                                                " is not a plain name (a launch passes each parameter by position)");
+        return loc.at(kTriton, fn.name_off,
+                      quote(fn.name) + ": parameter " + quote(q) +
+                          " is not a plain name (a launch passes each parameter by position)");
       fn.params.push_back(std::move(p));
     }
     for (const TritonFn& other : tb.fns)
@@ -597,7 +600,7 @@ PlanKernel unvouched_kernel(const std::string& name, const std::string& source,
   k.name = name;
   k.source = source;
   k.language = language;
-  k.family = "custom";
+  k.family = KernelFamily::kCustom;
   k.verdict.guaranteed = false;
   k.verdict.reason = kUnvouched;
   return k;
@@ -652,7 +655,7 @@ class Cursor {
 struct ExprScope {
   const std::set<std::string>* symbols = nullptr;
   const std::map<std::string, PlanBuffer>* buffers = nullptr;  // null in a buffer shape
-  bool as_argument = false;  // a bare unknown name may have been meant as a buffer
+  bool as_argument = false;                                    // a bare unknown name may have been meant as a buffer
 };
 
 // Checks one size expression (gpu/expr.h's grammar) from the cursor and returns its text; stops
@@ -684,8 +687,8 @@ class ExprScanner {
     return Status();
   }
   Status unary(int depth) {
-    if (c_.eat("-")) return depth + 1 > kMaxNesting ? c_.error_at(c_.pos(), "expression nested too deeply")
-                                                    : unary(depth + 1);
+    if (c_.eat("-"))
+      return depth + 1 > kMaxNesting ? c_.error_at(c_.pos(), "expression nested too deeply") : unary(depth + 1);
     return primary(depth);
   }
   Status primary(int depth) {
@@ -701,8 +704,10 @@ class ExprScanner {
     if (c_.peek() == '(') return call(n, at, depth);
     if (scope_.symbols->count(n)) return Status();
     if (scope_.buffers && scope_.buffers->count(n))
-      return c_.error_at(at, "buffer " + quote(n) + " inside an expression: an argument is a buffer name alone "
-                             "or a size expression (numel(" + n + "), dim(" + n + ", 0), ...)");
+      return c_.error_at(at, "buffer " + quote(n) +
+                                 " inside an expression: an argument is a buffer name alone "
+                                 "or a size expression (numel(" +
+                                 n + "), dim(" + n + ", 0), ...)");
     std::string what = scope_.as_argument ? "unknown buffer or size symbol " : "unknown size symbol ";
     return c_.error_at(at, what + quote(n) + known_names());
   }
@@ -739,9 +744,7 @@ class ExprScanner {
     }
     return c_.eat(")") ? Status() : c_.expected("')' after the arguments of " + fn + "()");
   }
-  std::string column(size_t off) const {
-    return std::to_string(off - c_.loc().line_start(c_.loc().line_of(off)) + 1);
-  }
+  std::string column(size_t off) const { return std::to_string(off - c_.loc().line_start(c_.loc().line_of(off)) + 1); }
   std::string known_names() const {
     std::vector<std::string> symbols(scope_.symbols->begin(), scope_.symbols->end());
     std::string s = " (size symbols: " + join(symbols, ", ");
@@ -764,7 +767,7 @@ struct Statement {
 };
 
 struct Declared {
-  size_t line = 0;     // 0: declared from the task
+  size_t line = 0;  // 0: declared from the task
   bool by_library = false;
 };
 
@@ -773,8 +776,7 @@ class LaunchParser {
   // no_cuda_note: said when a launch names a kernel and the reply has no cuda block.
   LaunchParser(const Locator& loc, const Task& task, const CudaBlock* cuda, const ModelPlanLimits& limits,
                std::string no_cuda_note = "", const TritonBlock* triton = nullptr)
-      : loc_(loc), task_(task), cuda_(cuda), triton_(triton), limits_(limits),
-        no_cuda_note_(std::move(no_cuda_note)) {}
+      : loc_(loc), task_(task), cuda_(cuda), triton_(triton), limits_(limits), no_cuda_note_(std::move(no_cuda_note)) {}
 
   Result<Plan> run(const Block& b) {
     VINCI_RETURN_IF_ERROR(setup());
@@ -949,14 +951,14 @@ class LaunchParser {
     for (const OpSpec& spec : task_.ops) {
       if (std::find(spec.outputs.begin(), spec.outputs.end(), outs[0]) == spec.outputs.end()) continue;
       if (spec.op != op)
-        return Status(loc_.at(kLaunch, op_at,
-                              "the task's op producing " + quote(outs[0]) + " is " + spec.op + ", not " + op));
+        return Status(
+            loc_.at(kLaunch, op_at, "the task's op producing " + quote(outs[0]) + " is " + spec.op + ", not " + op));
       if (spec.outputs != outs)
         return Status(loc_.at(kLaunch, outs_at, op + " produces " + join(spec.outputs, ", ") + ": list exactly those"));
       for (const auto& [line, step] : library_steps_)
         if (step.op.outputs == outs)
-          return Status(loc_.at(kLaunch, op_at,
-                                "this op already runs as the library step on line " + std::to_string(line)));
+          return Status(
+              loc_.at(kLaunch, op_at, "this op already runs as the library step on line " + std::to_string(line)));
       return &spec;
     }
     return Status(loc_.at(kLaunch, outs_at, "no op of task " + task_.id + " produces " + quote(outs[0])));
@@ -978,8 +980,9 @@ class LaunchParser {
     if (!c.eat(",")) return c.expected("',' between the grid and the block");
     VINCI_ASSIGN_OR_RETURN(step.block, dims(c, "block"));
     if (c.peek() == ',')
-      return c.error_at(c.pos(), "a launch takes a grid and a block only (shared memory is static, the stream is "
-                                 "the harness's): expected '>>>'");
+      return c.error_at(c.pos(),
+                        "a launch takes a grid and a block only (shared memory is static, the stream is "
+                        "the harness's): expected '>>>'");
     if (!c.eat(">>>")) return c.expected("'>>>' after the block");
     if (!c.eat("(")) return c.expected("'(' and the kernel's arguments");
     std::vector<size_t> arg_at;
@@ -1018,8 +1021,9 @@ class LaunchParser {
     if (!c.eat("<<<")) return c.expected("'<<<' after the kernel name");
     VINCI_ASSIGN_OR_RETURN(step.grid, dims(c, "grid"));
     if (c.peek() == ',')
-      return c.error_at(c.pos(), "a Triton launch takes the grid only: its block is 32 * num_warps threads (pass "
-                                 "num_warps=N among the arguments): expected '>>>'");
+      return c.error_at(c.pos(),
+                        "a Triton launch takes the grid only: its block is 32 * num_warps threads (pass "
+                        "num_warps=N among the arguments): expected '>>>'");
     if (!c.eat(">>>")) return c.expected("'>>>' after the grid");
     if (!c.eat("(")) return c.expected("'(' and the kernel's arguments");
     step.triton.num_warps = 4;
@@ -1085,9 +1089,10 @@ class LaunchParser {
       bool warps = word == "num_warps";
       bool ok = digits > 0 && (warps ? (v >= 1 && v <= 32 && (v & (v - 1)) == 0) : (v >= 1 && v <= 8));
       if (!ok)
-        return c.error_at(v_at, word + ": expected " +
-                                    (warps ? std::string("1, 2, 4, 8, 16 or 32") : std::string("an integer from 1 to 8")) +
-                                    ", found " + loc_.found(v_at, c.end()));
+        return c.error_at(v_at,
+                          word + ": expected " +
+                              (warps ? std::string("1, 2, 4, 8, 16 or 32") : std::string("an integer from 1 to 8")) +
+                              ", found " + loc_.found(v_at, c.end()));
       (warps ? step->triton.num_warps : step->triton.num_stages) = v;
       return Status();
     }
@@ -1098,8 +1103,8 @@ class LaunchParser {
       std::vector<std::string> consts;
       for (const TritonParam& p : fn->params)
         if (p.constexpr_) consts.push_back(p.name);
-      return c.error_at(at, fn->name + " has no tl.constexpr parameter " + quote(word) + " (its constexprs: " +
-                                (consts.empty() ? std::string("none") : join(consts, ", ")) +
+      return c.error_at(at, fn->name + " has no tl.constexpr parameter " + quote(word) +
+                                " (its constexprs: " + (consts.empty() ? std::string("none") : join(consts, ", ")) +
                                 "; launch options: num_warps, num_stages)");
     }
     c.peek();
@@ -1133,11 +1138,13 @@ class LaunchParser {
       if (triton_) {
         std::vector<std::string> names;
         for (const TritonFn& f : triton_->fns) names.push_back(f.name);
-        return Status(loc_.at(kLaunch, at, "unknown kernel " + quote(name) + ": the triton block defines " +
-                                               (names.empty() ? std::string("no @triton.jit function") : join(names, ", "))));
+        return Status(loc_.at(kLaunch, at,
+                              "unknown kernel " + quote(name) + ": the triton block defines " +
+                                  (names.empty() ? std::string("no @triton.jit function") : join(names, ", "))));
       }
-      return Status(loc_.at(kLaunch, at, "launches " + quote(name) + ", but the reply has no ```cuda block" +
-                                             no_cuda_note_ + ": write the kernels' device code in one"));
+      return Status(loc_.at(kLaunch, at,
+                            "launches " + quote(name) + ", but the reply has no ```cuda block" + no_cuda_note_ +
+                                ": write the kernels' device code in one"));
     }
     std::vector<std::string> names;
     for (const EntryPoint& e : cuda_->entries) {
@@ -1264,8 +1271,10 @@ size_t json_depth(std::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
@@ -1354,8 +1363,8 @@ Status check_json_kernels(const Plan& p, const std::string& label, const ModelPl
   return Status();
 }
 
-Result<Plan> parse_json_plan(const Locator& loc, const std::string& label, size_t begin, size_t end,
-                             const Task& task, const ModelPlanLimits& limits) {
+Result<Plan> parse_json_plan(const Locator& loc, const std::string& label, size_t begin, size_t end, const Task& task,
+                             const ModelPlanLimits& limits) {
   VINCI_ASSIGN_OR_RETURN(nlohmann::json j, read_json(loc, label, begin, end));
   Result<Plan> parsed = plan_from_json(j);
   if (!parsed.ok()) return invalid_argument(label + ": " + parsed.status().message());
@@ -1363,8 +1372,8 @@ Result<Plan> parse_json_plan(const Locator& loc, const std::string& label, size_
     return invalid_argument(label + ": too many kernels (" + std::to_string(parsed->kernels.size()) +
                             "): the limit is " + std::to_string(limits.max_kernels));
   if (parsed->steps.size() > limits.max_launch_lines)
-    return invalid_argument(label + ": too many steps (" + std::to_string(parsed->steps.size()) +
-                            "): the limit is " + std::to_string(limits.max_launch_lines));
+    return invalid_argument(label + ": too many steps (" + std::to_string(parsed->steps.size()) + "): the limit is " +
+                            std::to_string(limits.max_launch_lines));
   Plan p = strip_plan_metadata(*parsed);
   p.knobs = parsed->knobs;  // the hint, as a `# knobs:` line
   // The task's own buffers are the task's, as in the launch block, which never declares them.
@@ -1410,8 +1419,7 @@ std::string unread_code_note(const std::vector<Block>& blocks) {
 
 Result<Plan> parse_reply(const Locator& loc, const Task& task, const ModelPlanLimits& limits) {
   VINCI_ASSIGN_OR_RETURN(std::vector<Block> blocks, find_blocks(loc));
-  VINCI_ASSIGN_OR_RETURN(const Block* cuda,
-                         single_block(blocks, "cuda", "write every kernel in one ```cuda block"));
+  VINCI_ASSIGN_OR_RETURN(const Block* cuda, single_block(blocks, "cuda", "write every kernel in one ```cuda block"));
   VINCI_ASSIGN_OR_RETURN(const Block* triton,
                          single_block(blocks, "triton", "write every Triton kernel in one ```triton block"));
   VINCI_ASSIGN_OR_RETURN(const Block* launch,
@@ -1432,8 +1440,9 @@ Result<Plan> parse_reply(const Locator& loc, const Task& task, const ModelPlanLi
         for (const TritonFn& f : tb->fns)
           for (const EntryPoint& e : cb->entries)
             if (e.name == f.name)
-              return Status(loc.at(kTriton, f.name_off, quote(f.name) + " is also a kernel of the cuda block: "
-                                                                          "kernel names must differ"));
+              return Status(loc.at(kTriton, f.name_off,
+                                   quote(f.name) + " is also a kernel of the cuda block: "
+                                                   "kernel names must differ"));
     }
     return LaunchParser(loc, task, cb ? &*cb : nullptr, limits, cuda ? "" : unread_code_note(blocks),
                         tb ? &*tb : nullptr)
@@ -1447,10 +1456,10 @@ Result<Plan> parse_reply(const Locator& loc, const Task& task, const ModelPlanLi
   VINCI_ASSIGN_OR_RETURN(const Block* json, single_block(blocks, "json", "write one plan"));
   if (json) return parse_json_plan(loc, "json block", json->begin, json->end, task, limits);
   std::string_view whole = trim(loc.text());
-  if (!whole.empty() && whole.front() == '{')
-    return parse_json_plan(loc, "reply", 0, loc.text().size(), task, limits);
-  return invalid_argument("reply: no plan found: write the kernels in a ```cuda block and their launches in a "
-                          "```launch block");
+  if (!whole.empty() && whole.front() == '{') return parse_json_plan(loc, "reply", 0, loc.text().size(), task, limits);
+  return invalid_argument(
+      "reply: no plan found: write the kernels in a ```cuda block and their launches in a "
+      "```launch block");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1485,8 +1494,8 @@ Status render_cuda(const Plan& plan, std::string* out) {
   for (const std::string* source : sources) {
     Locator loc(*source);
     std::vector<EntryPoint> entries;
-    VINCI_RETURN_IF_ERROR(UnitScanner(loc, "render: kernel source", ModelPlanLimits().max_kernels, &entries)
-                              .scan(0, source->size(), 0));
+    VINCI_RETURN_IF_ERROR(
+        UnitScanner(loc, "render: kernel source", ModelPlanLimits().max_kernels, &entries).scan(0, source->size(), 0));
     for (const EntryPoint& e : entries) readable.push_back(e.name);
   }
   std::vector<std::string> names;
@@ -1543,8 +1552,10 @@ Result<std::string> render_step(const Plan& plan, const PlanStep& s) {
   for (const PlanArg& a : s.args) {
     bool bare = !a.buffer.empty() || is_name(a.i64);
     // A bare name that is a buffer reads as a pointer: parentheses keep a size symbol an integer.
-    if (a.buffer.empty() && bare && plan.find_buffer(a.i64)) args.push_back("(" + a.i64 + ")");
-    else args.push_back(a.buffer.empty() ? a.i64 : a.buffer);
+    if (a.buffer.empty() && bare && plan.find_buffer(a.i64))
+      args.push_back("(" + a.i64 + ")");
+    else
+      args.push_back(a.buffer.empty() ? a.i64 : a.buffer);
   }
   if (s.triton.num_warps != 0) {
     for (const auto& [name, value] : s.triton.constexprs) args.push_back(name + "=" + value);
@@ -1608,8 +1619,12 @@ std::string skeleton_bytes(const Plan& plan) {
 class Matcher {
  public:
   Matcher(const Task& task, const Plan& plan, MatchStats* stats)
-      : task_(task), plan_(plan), stats_(stats), space_(knob_space(task)),
-        target_(canonical_bytes(strip_plan_metadata(plan))), skeleton_(skeleton_bytes(plan)) {}
+      : task_(task),
+        plan_(plan),
+        stats_(stats),
+        space_(knob_space(task)),
+        target_(canonical_bytes(strip_plan_metadata(plan))),
+        skeleton_(skeleton_bytes(plan)) {}
 
   std::optional<Plan> run() {
     if (plan_.task_id != task_.id) return std::nullopt;
@@ -1662,7 +1677,9 @@ class Matcher {
     vary("gemm.impl", always);
     int32_t impl = space_.index_of("gemm.impl");
     vary("gemm.tensor_cores", [&](const KnobSetting& s) {
-      return impl >= 0 && space_.knobs[static_cast<size_t>(impl)].choices[static_cast<size_t>(s[static_cast<size_t>(impl)])] == "library";
+      return impl >= 0 &&
+             space_.knobs[static_cast<size_t>(impl)].choices[static_cast<size_t>(s[static_cast<size_t>(impl)])] ==
+                 "library";
     });
     return out;
   }
@@ -1696,15 +1713,14 @@ class Matcher {
         }
       }
       size_t d = idx.size();
-      while (d > 0 && ++s[idx[d - 1]] == static_cast<int32_t>(space_.knobs[idx[d - 1]].choices.size()))
-        s[idx[--d]] = 0;
+      while (d > 0 && ++s[idx[d - 1]] == static_cast<int32_t>(space_.knobs[idx[d - 1]].choices.size())) s[idx[--d]] = 0;
       if (d == 0) return false;
     }
   }
 
   static bool has_family(const Plan& p, const std::string& family) {
     for (const auto& k : p.kernels)
-      if (k.family == family) return true;
+      if (kernel_family_name(k.family) == family) return true;
     return false;
   }
 
@@ -1713,7 +1729,7 @@ class Matcher {
     for (size_t i = 0; i < cand.steps.size(); ++i) {
       const PlanStep& s = cand.steps[i];
       const PlanKernel* k = s.kind == "kernel" ? cand.find_kernel(s.kernel) : nullptr;
-      if (!k || k->family != family) continue;
+      if (!k || kernel_family_name(k->family) != family) continue;
       const PlanStep& t = plan_.steps[i];  // the skeletons agree: same steps, same kernel names
       const PlanKernel* tk = plan_.find_kernel(s.kernel);
       if (!tk || tk->source != k->source || t.grid != s.grid || t.block != s.block) return false;
@@ -1743,7 +1759,8 @@ Result<std::vector<PlanBuffer>> task_buffers(const Task& task) {
   bool declared = std::any_of(out.begin(), out.end(), [&](const PlanBuffer& b) { return b.name == task.output; });
   bool indices = false;  // argmax/argmin write int64
   for (const auto& op : task.ops)
-    if (std::find(op.outputs.begin(), op.outputs.end(), task.output) != op.outputs.end()) indices = op_outputs_indices(op.op);
+    if (std::find(op.outputs.begin(), op.outputs.end(), task.output) != op.outputs.end())
+      indices = op_outputs_indices(op.op);
   if (!declared) out.push_back({task.output, "output", indices ? "i64" : "f32", shapes.at(task.output)});
   return out;
 }

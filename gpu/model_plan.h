@@ -37,10 +37,10 @@ constexpr const char* kUnitMarker = "// @unit";
 // Bounds on what a reply may ask of the parser; exceeding one is an error naming the limit.
 struct ModelPlanLimits {
   size_t max_reply_bytes = 2 * 1024 * 1024;  // a generated ResNet-101 plan is ~400 KiB
-  size_t max_kernels = 256;        // extern "C" __global__ entry points (JSON: kernels)
-  size_t max_launch_lines = 1024;  // statements of the launch block (JSON: steps); comments and
-                                   // blank lines do not count. DenseNet-201 (L3_016) runs 413
-                                   // library steps eagerly
+  size_t max_kernels = 256;                  // extern "C" __global__ entry points (JSON: kernels)
+  size_t max_launch_lines = 1024;            // statements of the launch block (JSON: steps); comments and
+                                             // blank lines do not count. DenseNet-201 (L3_016) runs 413
+                                             // library steps eagerly
   // The kernel languages a reply may use: a ```cuda block, a ```triton block (a Python module of
   // @triton.jit functions, compiled by Triton). An experiment's policy.languages sets it.
   std::vector<std::string> languages = {"cuda", "triton"};
@@ -91,8 +91,7 @@ struct MatchStats {
 // (2 + sum over the families it has kernels of (|family space| - 1)) generate_plan calls:
 // 4367 for the largest space (fusion, elementwise 192, row_reduction 320, gemm 648 without
 // gemm.impl; a library GEMM has no gemm kernel to search).
-std::optional<Plan> match_generated_plan(const Task& task, const Plan& plan,
-                                         MatchStats* stats = nullptr);
+std::optional<Plan> match_generated_plan(const Task& task, const Plan& plan, MatchStats* stats = nullptr);
 
 }  // namespace vinci
 

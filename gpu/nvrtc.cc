@@ -104,8 +104,8 @@ Result<std::shared_ptr<const CompiledKernel>> NvrtcCompiler::compile(const std::
   }
   if (rc != NVRTC_SUCCESS) {
     nvrtcDestroyProgram(&prog);
-    return invalid_argument(name + " does not compile for " + options_.arch + ": " +
-                            nvrtcGetErrorString(rc) + "\n" + log);
+    return invalid_argument(name + " does not compile for " + options_.arch + ": " + nvrtcGetErrorString(rc) + "\n" +
+                            log);
   }
   auto k = std::make_shared<CompiledKernel>();
   size_t size = 0;
@@ -124,8 +124,7 @@ Result<std::shared_ptr<const CompiledKernel>> NvrtcCompiler::compile(const std::
   k->arch = options_.arch;
   k->is_ptx = ptx;
   k->log = std::move(log);
-  k->compile_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  k->compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!disk_path.empty()) VINCI_RETURN_IF_ERROR(write_file_atomic(disk_path, k->image));
   std::lock_guard<std::mutex> lock(mu_);
   ++misses_;

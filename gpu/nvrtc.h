@@ -22,18 +22,18 @@
 namespace vinci {
 
 struct NvrtcOptions {
-  std::string arch = "sm_90";       // sm_XX: cubin; compute_XX: PTX
-  std::vector<std::string> extra;   // more nvrtc options, e.g. "-lineinfo"
-  std::string cache_dir;            // empty: memory only
+  std::string arch = "sm_90";      // sm_XX: cubin; compute_XX: PTX
+  std::vector<std::string> extra;  // more nvrtc options, e.g. "-lineinfo"
+  std::string cache_dir;           // empty: memory only
 };
 
 struct CompiledKernel {
-  Digest key;            // the cache key
+  Digest key;  // the cache key
   Digest source_address;
   std::string arch;
-  std::string image;     // cubin or PTX bytes
+  std::string image;  // cubin or PTX bytes
   bool is_ptx = false;
-  std::string log;       // NVRTC's log (warnings)
+  std::string log;  // NVRTC's log (warnings)
   // Wall-clock time of the compile, an annotation only: never feeds a derived value.
   double compile_ms = 0;
 };

@@ -26,7 +26,7 @@ const OpInfo kOps[] = {
     {"abs", OpKind::kUnary, 1, ""},
     {"square", OpKind::kUnary, 1, ""},
     {"sqrt", OpKind::kUnary, 1, ""},
-    {"clamp", OpKind::kUnary, 1, ""},  // min, max
+    {"clamp", OpKind::kUnary, 1, ""},       // min, max
     {"mul_scalar", OpKind::kUnary, 1, ""},  // value
     {"add_scalar", OpKind::kUnary, 1, ""},  // value
     {"div_scalar", OpKind::kUnary, 1, ""},  // value
@@ -80,35 +80,35 @@ const OpInfo kOps[] = {
     {"hinge_loss", OpKind::kLibrary, 2, ""},
     {"cosine_similarity_loss", OpKind::kLibrary, 2, ""},
     // library only: pooling and normalisation of KernelBench level 2 (63-100)
-    {"avg_pool1d", OpKind::kLibrary, 1, ""},  // kernel, stride = kernel, padding 0
-    {"avg_pool3d", OpKind::kLibrary, 1, ""},  // kernel, stride = kernel, padding 0
+    {"avg_pool1d", OpKind::kLibrary, 1, ""},           // kernel, stride = kernel, padding 0
+    {"avg_pool3d", OpKind::kLibrary, 1, ""},           // kernel, stride = kernel, padding 0
     {"adaptive_avg_pool3d", OpKind::kLibrary, 1, ""},  // output
-    {"instance_norm", OpKind::kLibrary, 1, ""},  // eps; nn.InstanceNorm*d's default: no weights, batch statistics
+    {"instance_norm", OpKind::kLibrary, 1, ""},        // eps; nn.InstanceNorm*d's default: no weights, batch statistics
     // level-3 networks
     {"concat", OpKind::kLibrary, -1, ""},  // dim; any number of inputs (torch.cat)
     // sequence models and slicing (KernelBench level 3: RNNs, NetVLAD, Mamba-2)
-    {"slice", OpKind::kLibrary, 1, ""},     // dim, start = 0, end = size (negative: from the end)
-    {"select", OpKind::kLibrary, 1, ""},    // dim, index (negative: from the end); drops dim
-    {"einsum", OpKind::kLibrary, -1, ""},   // equation; one or more inputs, contracted left to right
-    {"lstm", OpKind::kLibrary, 3, "lstm"},  // x, h0, c0 -> out, h_n, c_n (nn.LSTM)
-    {"gru", OpKind::kLibrary, 2, "gru"},    // x, h0 -> out, h_n (nn.GRU)
+    {"slice", OpKind::kLibrary, 1, ""},            // dim, start = 0, end = size (negative: from the end)
+    {"select", OpKind::kLibrary, 1, ""},           // dim, index (negative: from the end); drops dim
+    {"einsum", OpKind::kLibrary, -1, ""},          // equation; one or more inputs, contracted left to right
+    {"lstm", OpKind::kLibrary, 3, "lstm"},         // x, h0, c0 -> out, h_n, c_n (nn.LSTM)
+    {"gru", OpKind::kLibrary, 2, "gru"},           // x, h0 -> out, h_n (nn.GRU)
     {"elman_rnn", OpKind::kLibrary, 2, "linear"},  // x [T, B, In], h0 [B, H] -> every h_t [T, B, H]
-    {"expand", OpKind::kLibrary, 1, ""},    // shape: x.expand(...), a broadcast view (size-1 dims grow)
+    {"expand", OpKind::kLibrary, 1, ""},           // shape: x.expand(...), a broadcast view (size-1 dims grow)
     // Ops that KernelBench level 1's problems need (docs/tasks.md)
-    {"triu", OpKind::kLibrary, 1, ""},  // diagonal = 0: zero below the diagonal of the last two dims
-    {"tril", OpKind::kLibrary, 1, ""},  // diagonal = 0
+    {"triu", OpKind::kLibrary, 1, ""},            // diagonal = 0: zero below the diagonal of the last two dims
+    {"tril", OpKind::kLibrary, 1, ""},            // diagonal = 0
     {"frobenius_norm", OpKind::kLibrary, 1, ""},  // torch.norm(x, p='fro') over every element: a scalar
-    {"argmax", OpKind::kLibrary, 1, ""},  // dim, keepdim; int64 output
+    {"argmax", OpKind::kLibrary, 1, ""},          // dim, keepdim; int64 output
     {"argmin", OpKind::kLibrary, 1, ""},
-    {"cumsum_reverse", OpKind::kLibrary, 1, ""},    // dim: x.flip(dim).cumsum(dim).flip(dim)
-    {"cumsum_exclusive", OpKind::kLibrary, 1, ""},  // dim: 0, x0, x0 + x1, ... (KernelBench's narrow + cat)
+    {"cumsum_reverse", OpKind::kLibrary, 1, ""},                // dim: x.flip(dim).cumsum(dim).flip(dim)
+    {"cumsum_exclusive", OpKind::kLibrary, 1, ""},              // dim: 0, x0, x0 + x1, ... (KernelBench's narrow + cat)
     {"scaled_dot_product_attention", OpKind::kLibrary, 3, ""},  // softmax(Q K^T / sqrt(E)) V, no mask
-    {"triplet_margin_loss", OpKind::kLibrary, 3, ""},  // margin; p = 2, eps 1e-6, mean
+    {"triplet_margin_loss", OpKind::kLibrary, 3, ""},           // margin; p = 2, eps 1e-6, mean
     // KernelBench level 3 (Swin MLP)
     {"pad", OpKind::kLibrary, 1, ""},  // pad: F.pad(x, pad) with zeros; (left, right) pairs from the last dim back
     // KernelBench level 3 (Swin Transformer V2)
-    {"roll", OpKind::kLibrary, 1, ""},       // shifts, dims: torch.roll
-    {"normalize", OpKind::kLibrary, 1, ""},  // dim = -1, eps = 1e-12: F.normalize(x, p=2)
+    {"roll", OpKind::kLibrary, 1, ""},                    // shifts, dims: torch.roll
+    {"normalize", OpKind::kLibrary, 1, ""},               // dim = -1, eps = 1e-12: F.normalize(x, p=2)
     {"relative_position_bias", OpKind::kLibrary, 1, ""},  // window: table [(2W-1)^2, H] -> [H, W*W, W*W]
 };
 

@@ -8,18 +8,18 @@
 namespace vinci {
 
 enum class OpKind {
-  kUnary,      // elementwise, one input: relu, gelu, mul_scalar, clamp, ...
-  kBinary,     // elementwise, two inputs; the second may broadcast (bias, per-channel scale)
-  kGemm,       // matmul (with batch and transposes), linear
-  kReduce,     // reduce one dim: sum, mean, amax, amin, logsumexp, norm_l2
-  kRowNorm,    // same shape out, normalised along a dim: softmax, log_softmax, rms_norm, layer_norm
-  kLibrary,    // run by a library call only: conv, pooling, batch/group norm, scans, losses, views
+  kUnary,    // elementwise, one input: relu, gelu, mul_scalar, clamp, ...
+  kBinary,   // elementwise, two inputs; the second may broadcast (bias, per-channel scale)
+  kGemm,     // matmul (with batch and transposes), linear
+  kReduce,   // reduce one dim: sum, mean, amax, amin, logsumexp, norm_l2
+  kRowNorm,  // same shape out, normalised along a dim: softmax, log_softmax, rms_norm, layer_norm
+  kLibrary,  // run by a library call only: conv, pooling, batch/group norm, scans, losses, views
 };
 
 struct OpInfo {
   const char* name;
   OpKind kind;
-  int inputs;         // number of inputs; -1: one or more (concat)
+  int inputs;          // number of inputs; -1: one or more (concat)
   const char* module;  // required module type, "" when none
 };
 

@@ -9,19 +9,38 @@
 #include "gpu/ops.h"
 
 namespace vinci {
+
+const char* kernel_family_name(KernelFamily family) {
+  switch (family) {
+    case KernelFamily::kElementwise: return "elementwise";
+    case KernelFamily::kRowReduction: return "row_reduction";
+    case KernelFamily::kGemm: return "gemm";
+    case KernelFamily::kCustom: return "custom";
+  }
+  return "?";
+}
+
+Result<KernelFamily> parse_kernel_family(const std::string& name) {
+  for (KernelFamily f :
+       {KernelFamily::kElementwise, KernelFamily::kRowReduction, KernelFamily::kGemm, KernelFamily::kCustom})
+    if (name == kernel_family_name(f)) return f;
+  return invalid_argument("expected a kernel family (elementwise, row_reduction, gemm or custom), found '" + name +
+                          "'");
+}
+
 namespace {
 
 using nlohmann::json;
 
 json cost_to_json(const KernelCost& c) {
-  return {{"elements", c.elements}, {"bytes_read", c.bytes_read},
-          {"bytes_written", c.bytes_written}, {"flops", c.flops}};
+  return {
+      {"elements", c.elements}, {"bytes_read", c.bytes_read}, {"bytes_written", c.bytes_written}, {"flops", c.flops}};
 }
 
 json kernel_to_json(const PlanKernel& k) {
   json j = {{"name", k.name},
             {"source", k.source},
-            {"family", k.family},
+            {"family", kernel_family_name(k.family)},
             {"knobs", k.knobs},
             {"fused_ops", k.fused_ops},
             {"fused_values", k.fused_values},
@@ -51,13 +70,15 @@ json step_to_json(const PlanStep& s) {
     j["block"] = s.block;
     json args = json::array();
     for (const auto& a : s.args) {
-      if (!a.buffer.empty()) args.push_back({{"buffer", a.buffer}});
-      else args.push_back({{"i64", a.i64}});
+      if (!a.buffer.empty())
+        args.push_back({{"buffer", a.buffer}});
+      else
+        args.push_back({{"i64", a.i64}});
     }
     j["args"] = args;
     if (s.triton.num_warps != 0)
-      j["triton"] = {{"constexprs", s.triton.constexprs}, {"num_warps", s.triton.num_warps},
-                     {"num_stages", s.triton.num_stages}};
+      j["triton"] = {
+          {"constexprs", s.triton.constexprs}, {"num_warps", s.triton.num_warps}, {"num_stages", s.triton.num_stages}};
   } else {
     j["op"] = s.op.op;
     j["in"] = s.op.inputs;
@@ -76,11 +97,11 @@ class Reader {
 
   Status error(const std::string& key, const std::string& expected) const {
     auto it = j_.is_object() ? j_.find(key) : j_.end();
-    std::string found = !j_.is_object() ? j_.type_name()
+    std::string found = !j_.is_object()  ? j_.type_name()
                         : it == j_.end() ? std::string("nothing")
                                          : std::string(it->type_name());
-    return invalid_argument("plan: " + path_ + (path_.empty() ? "" : ".") + key + ": expected " +
-                            expected + ", found " + found);
+    return invalid_argument("plan: " + path_ + (path_.empty() ? "" : ".") + key + ": expected " + expected +
+                            ", found " + found);
   }
   Result<std::string> str(const std::string& key, bool required = true) const {
     auto it = j_.find(key);
@@ -154,8 +175,13 @@ Result<PlanKernel> kernel_from_json(const json& j, const std::string& path) {
   PlanKernel k;
   VINCI_ASSIGN_OR_RETURN(k.name, r.str("name"));
   VINCI_ASSIGN_OR_RETURN(k.source, r.str("source"));
-  VINCI_ASSIGN_OR_RETURN(k.family, r.str("family", false));
-  if (k.family.empty()) k.family = "custom";
+  std::string family;
+  VINCI_ASSIGN_OR_RETURN(family, r.str("family", false));
+  if (!family.empty()) {
+    Result<KernelFamily> f = parse_kernel_family(family);
+    if (!f.ok()) return invalid_argument("plan: " + path + ".family: " + f.status().message());
+    k.family = *f;
+  }
   VINCI_ASSIGN_OR_RETURN(k.knobs, r.string_map("knobs"));
   VINCI_ASSIGN_OR_RETURN(k.fused_ops, r.strings("fused_ops", false));
   VINCI_ASSIGN_OR_RETURN(k.fused_values, r.strings("fused_values", false));
@@ -168,8 +194,10 @@ Result<PlanKernel> kernel_from_json(const json& j, const std::string& path) {
     if (!it->is_array() || it->size() != n) return r.error(key, std::to_string(n) + " integers");
     for (size_t i = 0; i < n; ++i) {
       if (!(*it)[i].is_number_integer()) return r.error(key, std::to_string(n) + " integers");
-      if (n == 3) k.tile[i] = (*it)[i].get<int64_t>();
-      else k.thread_tile[i] = (*it)[i].get<int64_t>();
+      if (n == 3)
+        k.tile[i] = (*it)[i].get<int64_t>();
+      else
+        k.thread_tile[i] = (*it)[i].get<int64_t>();
     }
   }
   VINCI_ASSIGN_OR_RETURN(k.tensor_cores, r.boolean("tensor_cores", false));
@@ -331,8 +359,11 @@ json plan_to_json(const Plan& plan) {
   std::vector<const PlanKernel*> kers;
   for (const auto& k : plan.kernels) kers.push_back(&k);
   std::sort(kers.begin(), kers.end(), [](auto* a, auto* b) { return a->name < b->name; });
-  json j = {{"format", kPlanFormat}, {"task", plan.task_id}, {"origin", plan.origin},
-            {"knobs", plan.knobs}, {"output", plan.output}};
+  json j = {{"format", kPlanFormat},
+            {"task", plan.task_id},
+            {"origin", plan.origin},
+            {"knobs", plan.knobs},
+            {"output", plan.output}};
   j["buffers"] = json::array();
   for (auto* b : bufs)
     j["buffers"].push_back({{"name", b->name}, {"role", b->role}, {"dtype", b->dtype}, {"shape", b->shape}});
@@ -403,15 +434,16 @@ Status validate_plan(const Plan& plan, const Task& task) {
     if (b.role == "input" || b.role == "weight") ready.insert(b.name);
   }
   for (const auto& in : task.inputs)
-    if (!ready.count(in.name)) return invalid_argument("plan: buffers: task input '" + in.name + "' not declared as input");
+    if (!ready.count(in.name))
+      return invalid_argument("plan: buffers: task input '" + in.name + "' not declared as input");
   std::set<std::string> kernel_names;
   for (const auto& k : plan.kernels) {
     if (!kernel_names.insert(k.name).second) return invalid_argument("plan: kernels: '" + k.name + "' defined twice");
     if (k.source.find(k.name) == std::string::npos)
       return invalid_argument("plan: kernel '" + k.name + "': its source does not mention its entry point");
     if (k.language != kLanguageCuda && k.language != kLanguageTriton)
-      return invalid_argument("plan: kernel '" + k.name + "': language: expected cuda or triton, found '" +
-                              k.language + "'");
+      return invalid_argument("plan: kernel '" + k.name + "': language: expected cuda or triton, found '" + k.language +
+                              "'");
   }
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
@@ -428,14 +460,12 @@ Status validate_plan(const Plan& plan, const Task& task) {
           return invalid_argument(path + ".triton.num_stages: expected 1 to 8, found " + std::to_string(t.num_stages));
         std::array<std::string, 3> block{{std::to_string(32 * t.num_warps), "1", "1"}};
         if (s.block != block)
-          return invalid_argument(path + ".block: a Triton launch runs 32 * num_warps threads: expected [" +
-                                  block[0] + ", 1, 1], found [" + s.block[0] + ", " + s.block[1] + ", " +
-                                  s.block[2] + "]");
+          return invalid_argument(path + ".block: a Triton launch runs 32 * num_warps threads: expected [" + block[0] +
+                                  ", 1, 1], found [" + s.block[0] + ", " + s.block[1] + ", " + s.block[2] + "]");
         for (const auto& [name, value] : t.constexprs) {
           bool ident = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
-                       std::all_of(name.begin(), name.end(), [](char c) {
-                         return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-                       });
+                       std::all_of(name.begin(), name.end(),
+                                   [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
           if (!ident || name == "num_warps" || name == "num_stages")
             return invalid_argument(path + ".triton.constexprs: '" + name +
                                     "' is not the name of a tl.constexpr parameter");
@@ -443,7 +473,8 @@ Status validate_plan(const Plan& plan, const Task& task) {
           if (!st.ok()) return invalid_argument(path + ".triton.constexprs." + name + ": " + st.message());
         }
       } else if (s.triton.num_warps != 0 || s.triton.num_stages != 0 || !s.triton.constexprs.empty()) {
-        return invalid_argument(path + ".triton: kernel '" + s.kernel + "' is CUDA: only Triton launches take "
+        return invalid_argument(path + ".triton: kernel '" + s.kernel +
+                                "' is CUDA: only Triton launches take "
                                 "constexprs, num_warps and num_stages");
       }
       for (const auto& a : s.args) {
@@ -488,8 +519,7 @@ Status check_plan_expressions(const Plan& plan, const Task& task) {
       if (text.empty()) return int64_t{0};
       Result<int64_t> v = eval_expr(text, env);
       if (!v.ok()) {
-        return invalid_argument("plan: " + where + ": " + v.status().message() + " (at the task's " + size +
-                                " sizes)");
+        return invalid_argument("plan: " + where + ": " + v.status().message() + " (at the task's " + size + " sizes)");
       }
       return v;
     };
@@ -497,8 +527,8 @@ Status check_plan_expressions(const Plan& plan, const Task& task) {
       const PlanBuffer& b = plan.buffers[i];
       std::vector<int64_t> dims;
       for (size_t d = 0; d < b.shape.size(); ++d) {
-        VINCI_ASSIGN_OR_RETURN(int64_t v, check("buffers[" + std::to_string(i) + "].shape[" + std::to_string(d) + "]",
-                                                b.shape[d]));
+        VINCI_ASSIGN_OR_RETURN(
+            int64_t v, check("buffers[" + std::to_string(i) + "].shape[" + std::to_string(d) + "]", b.shape[d]));
         dims.push_back(v);
       }
       shapes.emplace(b.name, std::move(dims));
@@ -544,7 +574,8 @@ std::string plan_limit_error(const Plan& plan, const PlanLimits& limits) {
   for (const auto& k : plan.kernels) {
     int64_t n = static_cast<int64_t>(k.source.size());
     if (n > limits.max_kernel_source_bytes)
-      return over("kernel '" + k.name + "': source bytes:", n, "max_kernel_source_bytes", limits.max_kernel_source_bytes);
+      return over("kernel '" + k.name + "': source bytes:", n, "max_kernel_source_bytes",
+                  limits.max_kernel_source_bytes);
     total += n;
   }
   if (total > limits.max_plan_source_bytes)
@@ -577,7 +608,7 @@ Result<int64_t> buffer_bytes(const std::vector<int64_t>& shape, const std::strin
   int64_t bytes = 0;
   if (__builtin_mul_overflow(n, int64_t{dtype == "i64" ? 8 : 4}, &bytes))
     return invalid_argument("shape " + text() + ": " + std::to_string(n) + " elements of " + dtype +
-                        ": the byte size overflows 64 bits");
+                            ": the byte size overflows 64 bits");
   return bytes;
 }
 

@@ -31,31 +31,41 @@ namespace vinci {
 constexpr const char* kPlanFormat = "vinci.plan/1";
 
 struct PlanBuffer {
-  std::string name;   // task input, weight ("fc.weight"), op value, or a plan-made temporary
-  std::string role;   // input | weight | intermediate | output
-  std::string dtype;  // f32 | i64
+  std::string name;                // task input, weight ("fc.weight"), op value, or a plan-made temporary
+  std::string role;                // input | weight | intermediate | output
+  std::string dtype;               // f32 | i64
   std::vector<std::string> shape;  // size expressions
 };
 
 // Cost of one launch as size expressions: what the simulator's roofline needs.
 struct KernelCost {
-  std::string elements;       // output elements written
-  std::string bytes_read;     // bytes the kernel must read from global memory at least once
+  std::string elements;    // output elements written
+  std::string bytes_read;  // bytes the kernel must read from global memory at least once
   std::string bytes_written;
-  std::string flops;          // floating-point operations (an FMA counts 2)
+  std::string flops;  // floating-point operations (an FMA counts 2)
 };
 
 // The generator's statement about a knob setting.
 struct Verdict {
-  bool guaranteed = true;   // false: known-risky
-  std::string reason;       // why risky: "no tail handling", "tf32 precision", "race", ...
-  std::string fails_when;   // size expression; the kernel is wrong when it evaluates nonzero
-                            // (empty: wrong regardless of size, or depends on data/tolerance)
+  bool guaranteed = true;  // false: known-risky
+  std::string reason;      // why risky: "no tail handling", "tf32 precision", "race", ...
+  std::string fails_when;  // size expression; the kernel is wrong when it evaluates nonzero
+                           // (empty: wrong regardless of size, or depends on data/tolerance)
 };
 
 // The languages a kernel may be written in.
 constexpr const char* kLanguageCuda = "cuda";
 constexpr const char* kLanguageTriton = "triton";
+
+// What wrote a kernel: one of the code generator's families (gpu/codegen.h; its knobs carry the
+// family's prefix: ew., row., gemm.), or kCustom, written by hand or by a model. A plan's JSON
+// spells it kernel_family_name's way.
+enum class KernelFamily { kElementwise, kRowReduction, kGemm, kCustom };
+
+// "elementwise", "row_reduction", "gemm", "custom".
+const char* kernel_family_name(KernelFamily family);
+// The inverse of kernel_family_name; anything else is an error naming the four names.
+Result<KernelFamily> parse_kernel_family(const std::string& name);
 
 struct PlanKernel {
   std::string name;    // the extern "C" __global__ entry point (triton: the @triton.jit function)
@@ -63,20 +73,20 @@ struct PlanKernel {
   // cuda (NVRTC) | triton (gpu/triton.h). Written to JSON only when not cuda, so plans from before
   // the field keep their addresses.
   std::string language = kLanguageCuda;
-  std::string family;  // elementwise | row_reduction | gemm | custom
+  KernelFamily family = KernelFamily::kCustom;
   std::map<std::string, std::string> knobs;  // knob -> chosen value
-  std::vector<std::string> fused_ops;     // task op names computed here, in order ("linear", "relu")
-  std::vector<std::string> fused_values;  // the task values those ops produce
+  std::vector<std::string> fused_ops;        // task op names computed here, in order ("linear", "relu")
+  std::vector<std::string> fused_values;     // the task values those ops produce
   int64_t block_threads = 0;
   int64_t vector_width = 1;
   int64_t items_per_thread = 1;
-  std::array<int64_t, 3> tile{{0, 0, 0}};         // gemm block tile M, N, K
-  std::array<int64_t, 2> thread_tile{{0, 0}};     // gemm register block per thread
+  std::array<int64_t, 3> tile{{0, 0, 0}};      // gemm block tile M, N, K
+  std::array<int64_t, 2> thread_tile{{0, 0}};  // gemm register block per thread
   bool tensor_cores = false;
-  std::string precision = "fp32";   // fp32 | tf32 (inputs rounded to tf32 for the products)
-  std::string reduction = "none";   // none | warp_shuffle | block_tree | block_shuffle
-  std::string algorithm;            // e.g. softmax "online" vs "two_pass"
-  int64_t shared_bytes = 0;         // static shared memory per block
+  std::string precision = "fp32";  // fp32 | tf32 (inputs rounded to tf32 for the products)
+  std::string reduction = "none";  // none | warp_shuffle | block_tree | block_shuffle
+  std::string algorithm;           // e.g. softmax "online" vs "two_pass"
+  int64_t shared_bytes = 0;        // static shared memory per block
   KernelCost cost;
   Verdict verdict;
 };
@@ -122,7 +132,7 @@ bool is_library_precision(const std::string& p);
 
 struct Plan {
   std::string task_id;
-  std::string origin;  // codegen | eager | llm | hand
+  std::string origin;                        // codegen | eager | llm | hand
   std::map<std::string, std::string> knobs;  // the whole setting the plan was generated from
   std::vector<PlanBuffer> buffers;
   std::vector<PlanKernel> kernels;
@@ -168,7 +178,7 @@ struct PlanLimits {
   int64_t max_kernel_source_bytes = int64_t{256} << 10;  // one kernel's source
   int64_t max_plan_source_bytes = int64_t{2} << 20;      // all kernels' sources together
   int64_t max_kernels = 1024;
-  int64_t max_steps = 4096;                              // steps (launches and library ops)
+  int64_t max_steps = 4096;  // steps (launches and library ops)
 
   friend bool operator==(const PlanLimits& a, const PlanLimits& b) {
     return a.max_kernel_source_bytes == b.max_kernel_source_bytes &&

@@ -5,8 +5,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/bytes.h"
@@ -14,8 +14,7 @@
 
 namespace vinci {
 
-std::string npy_bytes(const std::string& dtype, const std::vector<int64_t>& shape, const void* data,
-                      size_t nbytes) {
+std::string npy_bytes(const std::string& dtype, const std::vector<int64_t>& shape, const void* data, size_t nbytes) {
   std::string dims;
   for (size_t i = 0; i < shape.size(); ++i) dims += (i ? ", " : "") + std::to_string(shape[i]);
   if (shape.size() == 1) dims += ",";  // Python's one-element tuple: (5,)
@@ -37,14 +36,16 @@ Result<nlohmann::json> write_array(const std::string& dir, const std::string& fi
                                    const at::Tensor& value) {
   torch::Tensor t = value.detach().to(torch::kCPU).contiguous();
   std::string dtype;
-  if (t.scalar_type() == torch::kFloat32) dtype = "<f4";
-  else if (t.scalar_type() == torch::kInt64) dtype = "<i8";
+  if (t.scalar_type() == torch::kFloat32)
+    dtype = "<f4";
+  else if (t.scalar_type() == torch::kInt64)
+    dtype = "<i8";
   else if (t.scalar_type() == torch::kBool) {
     t = t.to(torch::kInt64);
     dtype = "<i8";
   } else {
-    return invalid_argument("reference dump: '" + name + "' has dtype " +
-                            std::string(c10::toString(t.scalar_type())) + ", expected float32 or int64");
+    return invalid_argument("reference dump: '" + name + "' has dtype " + std::string(c10::toString(t.scalar_type())) +
+                            ", expected float32 or int64");
   }
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
   std::string bytes = npy_bytes(dtype, shape, t.data_ptr(), t.numel() * t.element_size());
@@ -54,8 +55,7 @@ Result<nlohmann::json> write_array(const std::string& dir, const std::string& fi
 
 }  // namespace
 
-Status dump_reference(const Task& task, SizeName size, InputDistribution dist, uint64_t seed,
-                      const std::string& dir) {
+Status dump_reference(const Task& task, SizeName size, InputDistribution dist, uint64_t seed, const std::string& dir) {
   if (dir.empty()) return invalid_argument("reference dump: --out: expected a folder, found ''");
   if (::mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST)
     return io_error("reference dump: cannot create '" + dir + "': " + std::strerror(errno));

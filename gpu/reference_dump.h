@@ -18,13 +18,11 @@ namespace vinci {
 // input_<i>.npy for each input in order, output.npy and meta.json (task, size, sizes, seed,
 // distribution, each array's name, file, dtype and shape). Each file is written atomically; dir is
 // created when missing.
-Status dump_reference(const Task& task, SizeName size, InputDistribution dist, uint64_t seed,
-                      const std::string& dir);
+Status dump_reference(const Task& task, SizeName size, InputDistribution dist, uint64_t seed, const std::string& dir);
 
 // The bytes of a NumPy .npy file (format 1.0, little-endian, C order) for a float32 or int64
 // array. Exposed for tests.
-std::string npy_bytes(const std::string& dtype, const std::vector<int64_t>& shape, const void* data,
-                      size_t nbytes);
+std::string npy_bytes(const std::string& dtype, const std::vector<int64_t>& shape, const void* data, size_t nbytes);
 
 }  // namespace vinci
 

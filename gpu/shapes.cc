@@ -34,10 +34,8 @@ std::string window_out(const std::string& in, int64_t k, int64_t s, int64_t p, i
 }
 
 // out = (in - 1)s - 2p + d(k-1) + output_padding + 1, transposed convolution.
-std::string transposed_out(const std::string& in, int64_t k, int64_t s, int64_t p, int64_t d,
-                           int64_t op) {
-  return expr_add(expr_mul(expr_sub(in, "1"), std::to_string(s)),
-                  std::to_string(-2 * p + d * (k - 1) + op + 1));
+std::string transposed_out(const std::string& in, int64_t k, int64_t s, int64_t p, int64_t d, int64_t op) {
+  return expr_add(expr_mul(expr_sub(in, "1"), std::to_string(s)), std::to_string(-2 * p + d * (k - 1) + op + 1));
 }
 
 // PyTorch's broadcast of two shapes, right-aligned: a dim of 1 takes the other's size.
@@ -55,8 +53,7 @@ SymShape broadcast_shape(const SymShape& a, const SymShape& b) {
 
 }  // namespace
 
-Result<std::string> attr_expr(const nlohmann::json& attrs, const std::string& key,
-                              const std::string& where) {
+Result<std::string> attr_expr(const nlohmann::json& attrs, const std::string& key, const std::string& where) {
   auto it = attrs.find(key);
   if (it != attrs.end() && it->is_number_integer()) return std::to_string(it->get<int64_t>());
   if (it != attrs.end() && it->is_string()) {
@@ -214,9 +211,9 @@ Result<ShapeMap> infer_shapes(const Task& task) {
     };
     if (info->kind == OpKind::kBinary) {
       outs.push_back(broadcast_shape(x, ins[1]));  // bias [1, C, 1, 1] + x [B, 1] is [1, C, B, 1]
-    } else if (info->kind == OpKind::kUnary || info->kind == OpKind::kBinary ||
-        info->kind == OpKind::kRowNorm || name == "batch_norm" || name == "group_norm" ||
-        name == "cumsum" || name == "cumprod" || name == "causal_mask" || name == "self_attention") {
+    } else if (info->kind == OpKind::kUnary || info->kind == OpKind::kBinary || info->kind == OpKind::kRowNorm ||
+               name == "batch_norm" || name == "group_norm" || name == "cumsum" || name == "cumprod" ||
+               name == "causal_mask" || name == "self_attention") {
       outs.push_back(x);
     } else if (name == "matmul") {
       SymShape a = x, b = ins[1];
@@ -234,13 +231,16 @@ Result<ShapeMap> infer_shapes(const Task& task) {
     } else if (info->kind == OpKind::kReduce) {
       VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, -1));
       SymShape s = x;
-      if (attr_bool_or(op.attrs, "keepdim", false)) s[static_cast<size_t>(d)] = "1";
-      else s.erase(s.begin() + d);
+      if (attr_bool_or(op.attrs, "keepdim", false))
+        s[static_cast<size_t>(d)] = "1";
+      else
+        s.erase(s.begin() + d);
       outs.push_back(s);
     } else if (name.rfind("conv", 0) == 0) {
       bool transposed = name.find("transpose") != std::string::npos;
       size_t rank = static_cast<size_t>(name[name.size() - 2] - '0');
-      if (x.size() != rank + 2) return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
+      if (x.size() != rank + 2)
+        return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
       const auto& a = mod->attrs;
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a, "kernel", rank, where));
       auto s = attr_ints_or(a, "stride", rank, 1);
@@ -255,7 +255,8 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       outs.push_back(r);
     } else if (name == "max_pool1d" || name == "max_pool2d" || name == "max_pool3d" || name == "avg_pool2d") {
       size_t rank = static_cast<size_t>(name[name.size() - 2] - '0');
-      if (x.size() != rank + 2) return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
+      if (x.size() != rank + 2)
+        return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(op.attrs, "kernel", rank, where));
       auto s = attr_ints_or(op.attrs, "stride", rank, 0);
       for (size_t i = 0; i < rank; ++i)
@@ -273,8 +274,8 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         // would start in the right padding; without padding and with s <= d(k-1) + 1 it never does.
         if (p[i] != 0 || s[i] > dl[i] * (k[i] - 1) + 1)
           return invalid_argument(where + ": key 'ceil_mode': supported with padding 0 and stride <= the window only");
-        r.push_back(expr_add(expr_ceil_div(expr_add(x[i + 2], std::to_string(-dl[i] * (k[i] - 1) - 1)),
-                                           std::to_string(s[i])), "1"));
+        r.push_back(expr_add(
+            expr_ceil_div(expr_add(x[i + 2], std::to_string(-dl[i] * (k[i] - 1) - 1)), std::to_string(s[i])), "1"));
       }
       outs.push_back(r);
     } else if (name == "adaptive_avg_pool2d") {
@@ -291,7 +292,8 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       }
       outs.push_back(s);
     } else if (name == "flatten") {
-      VINCI_ASSIGN_OR_RETURN(size_t sd, checked_dim(attr_int_or(op.attrs, "start_dim", 1), x.size(), where, "start_dim"));
+      VINCI_ASSIGN_OR_RETURN(size_t sd,
+                             checked_dim(attr_int_or(op.attrs, "start_dim", 1), x.size(), where, "start_dim"));
       SymShape s(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(sd));
       s.push_back(expr_product(SymShape(x.begin() + static_cast<std::ptrdiff_t>(sd), x.end())));
       outs.push_back(s);
@@ -330,11 +332,10 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         s[static_cast<size_t>(d)] = expr_add(s[static_cast<size_t>(d)], ins[i][static_cast<size_t>(d)]);
       }
       outs.push_back(s);
-    } else if (name == "mse_loss" || name == "cross_entropy" || name == "smooth_l1_loss" ||
-               name == "kl_div" || name == "hinge_loss" || name == "cosine_similarity_loss") {
+    } else if (name == "mse_loss" || name == "cross_entropy" || name == "smooth_l1_loss" || name == "kl_div" ||
+               name == "hinge_loss" || name == "cosine_similarity_loss") {
       outs.push_back({});
-    } else if (name == "triu" || name == "tril" || name == "cumsum_reverse" ||
-               name == "cumsum_exclusive") {
+    } else if (name == "triu" || name == "tril" || name == "cumsum_reverse" || name == "cumsum_exclusive") {
       if ((name == "triu" || name == "tril") && x.size() < 2)
         return invalid_argument(where + ": expected an input of rank >= 2");
       if (name == "cumsum_reverse" || name == "cumsum_exclusive") VINCI_RETURN_IF_ERROR(need_dim(x, -1).status());
@@ -343,7 +344,8 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       outs.push_back({});
     } else if (name == "avg_pool1d" || name == "avg_pool3d") {
       size_t rank = static_cast<size_t>(name[name.size() - 2] - '0');
-      if (x.size() != rank + 2) return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
+      if (x.size() != rank + 2)
+        return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(op.attrs, "kernel", rank, where));
       auto s = attr_ints_or(op.attrs, "stride", rank, 0);
       auto p = attr_ints_or(op.attrs, "padding", rank, 0);
@@ -374,8 +376,8 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       } else {
         VINCI_ASSIGN_OR_RETURN(std::string start, bound("start", "0"));
         VINCI_ASSIGN_OR_RETURN(std::string end, bound("end", len));
-        bool neg_start = op.attrs.contains("start") && op.attrs["start"].is_number_integer() &&
-                         op.attrs["start"].get<int64_t>() < 0;
+        bool neg_start =
+            op.attrs.contains("start") && op.attrs["start"].is_number_integer() && op.attrs["start"].get<int64_t>() < 0;
         if (neg_start && !op.attrs.contains("end"))  // x[..., -n:]: n long
           s[static_cast<size_t>(d)] = std::to_string(-op.attrs["start"].get<int64_t>());
         else if (start == "0")
@@ -389,7 +391,8 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       std::string eq = op.attrs.value("equation", std::string());
       size_t arrow = eq.find("->");
       if (arrow == std::string::npos || eq.find("...") != std::string::npos)
-        return invalid_argument(where + ": key 'equation': expected 'ab,bc->ac' (explicit output, no '...'), found '" + eq + "'");
+        return invalid_argument(where + ": key 'equation': expected 'ab,bc->ac' (explicit output, no '...'), found '" +
+                                eq + "'");
       std::map<char, std::string> size_of;
       std::string lhs = eq.substr(0, arrow);
       size_t operand = 0, pos = 0;
@@ -398,8 +401,8 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         std::string sub = lhs.substr(pos, i - pos);
         pos = i + 1;
         if (operand >= ins.size() || sub.size() != ins[operand].size())
-          return invalid_argument(where + ": key 'equation': operand " + std::to_string(operand) +
-                                  " subscripts '" + sub + "' do not match the inputs");
+          return invalid_argument(where + ": key 'equation': operand " + std::to_string(operand) + " subscripts '" +
+                                  sub + "' do not match the inputs");
         for (size_t k = 0; k < sub.size(); ++k) size_of.emplace(sub[k], ins[operand][k]);
         ++operand;
       }
@@ -409,7 +412,9 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       SymShape s;
       for (char c : eq.substr(arrow + 2)) {
         auto it = size_of.find(c);
-        if (it == size_of.end()) return invalid_argument(where + ": key 'equation': output letter '" + std::string(1, c) + "' not in any operand");
+        if (it == size_of.end())
+          return invalid_argument(where + ": key 'equation': output letter '" + std::string(1, c) +
+                                  "' not in any operand");
         s.push_back(it->second);
       }
       outs.push_back(s);
@@ -447,7 +452,8 @@ Result<ShapeMap> infer_shapes(const Task& task) {
           return invalid_argument(where + ": key '" + key + "': expected a non-empty list of integers");
         std::vector<int64_t> v;
         for (const auto& e : op.attrs[key]) {
-          if (!e.is_number_integer()) return invalid_argument(where + ": key '" + key + "': expected integers, found " + e.dump());
+          if (!e.is_number_integer())
+            return invalid_argument(where + ": key '" + key + "': expected integers, found " + e.dump());
           v.push_back(e.get<int64_t>());
         }
         return v;
@@ -475,8 +481,10 @@ Result<ShapeMap> infer_shapes(const Task& task) {
     } else if (name == "argmax" || name == "argmin") {
       VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, -1));
       SymShape s = x;
-      if (attr_bool_or(op.attrs, "keepdim", false)) s[static_cast<size_t>(d)] = "1";
-      else s.erase(s.begin() + d);
+      if (attr_bool_or(op.attrs, "keepdim", false))
+        s[static_cast<size_t>(d)] = "1";
+      else
+        s.erase(s.begin() + d);
       outs.push_back(s);
     } else if (name == "scaled_dot_product_attention") {
       // Q [..., L, E], K [..., S, E], V [..., S, Ev] -> [..., L, Ev]
@@ -490,8 +498,8 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       return invalid_argument(where + ": no shape rule");
     }
     if (outs.size() != op.outputs.size())
-      return invalid_argument(where + ": key 'out': expected " + std::to_string(outs.size()) +
-                              " names, found " + std::to_string(op.outputs.size()));
+      return invalid_argument(where + ": key 'out': expected " + std::to_string(outs.size()) + " names, found " +
+                              std::to_string(op.outputs.size()));
     for (size_t i = 0; i < outs.size(); ++i) shapes[op.outputs[i]] = outs[i];
   }
   return shapes;

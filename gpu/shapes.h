@@ -30,8 +30,7 @@ Result<ShapeMap> infer_shapes(const Task& task);
 Result<std::vector<WeightSpec>> weight_specs(const Task& task);
 
 // A module attribute that is a size: an integer or a size expression string.
-Result<std::string> attr_expr(const nlohmann::json& attrs, const std::string& key,
-                              const std::string& where);
+Result<std::string> attr_expr(const nlohmann::json& attrs, const std::string& key, const std::string& where);
 
 // Evaluates a symbolic shape at concrete sizes.
 Result<std::vector<int64_t>> eval_shape(const SymShape& shape, const SizeMap& sizes);

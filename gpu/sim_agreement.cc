@@ -136,7 +136,6 @@ std::string agreement_table_markdown(const AgreementTable& t) {
   return s;
 }
 
-
 std::string plan_verdicts_jsonl(const std::vector<PlanVerdicts>& plans) {
   std::string out;
   for (const PlanVerdicts& v : plans) {
@@ -158,9 +157,11 @@ std::string plan_verdicts_jsonl(const std::vector<PlanVerdicts>& plans) {
 
 std::string plan_family(const Plan& plan) {
   std::string best = "library";
-  auto rank = [](const std::string& f) { return f == "gemm" ? 3 : f == "row_reduction" ? 2 : f == "elementwise" ? 1 : 0; };
+  auto rank = [](const std::string& f) {
+    return f == "gemm" ? 3 : f == "row_reduction" ? 2 : f == "elementwise" ? 1 : 0;
+  };
   for (const auto& k : plan.kernels)
-    if (rank(k.family) > rank(best) || best == "library") best = k.family;
+    if (rank(kernel_family_name(k.family)) > rank(best) || best == "library") best = kernel_family_name(k.family);
   // A library GEMM with a generated epilogue is a GEMM plan: the product dominates its time.
   for (const auto& s : plan.steps) {
     const OpInfo* info = s.kind == "library" && !plan.library_only() ? find_op(s.op.op) : nullptr;
@@ -192,56 +193,57 @@ Result<Plan> plan_of_measurement(const Task& task, const std::map<std::string, s
 
 Result<MeasuredPlans> load_measured_plans(const std::string& path, const TaskSuite& suite) {
   MeasuredPlans out;
-  VINCI_RETURN_IF_ERROR(read_json_lines(path, "measurements", [&](const std::string& where, const nlohmann::json& j) -> Status {
-    MeasuredPlan m;
-    m.source = where;
-    std::string key;
-    try {
-      key = "task";
-      std::string id = j.at(key).get<std::string>();
-      m.task = suite.find(id);
-      if (!m.task) return invalid_argument(where + ": key 'task': no task '" + id + "' in the suite");
-      key = "size";
-      std::string size = j.at(key).get<std::string>();
-      if (size != "full" && size != "small")
-        return invalid_argument(where + ": key 'size': expected full or small, found '" + size + "'");
-      m.size = size == "full" ? SizeName::kFull : SizeName::kSmall;
-      key = "knobs";
-      std::map<std::string, std::string> knobs = j.at(key).get<std::map<std::string, std::string>>();
-      key = "plan_address";
-      Result<Plan> p = plan_of_measurement(*m.task, knobs, j.at(key).get<std::string>());
-      if (!p.ok() && p.status().code() == StatusCode::kFailedPrecondition) {
-        ++out.stale;
+  VINCI_RETURN_IF_ERROR(
+      read_json_lines(path, "measurements", [&](const std::string& where, const nlohmann::json& j) -> Status {
+        MeasuredPlan m;
+        m.source = where;
+        std::string key;
+        try {
+          key = "task";
+          std::string id = j.at(key).get<std::string>();
+          m.task = suite.find(id);
+          if (!m.task) return invalid_argument(where + ": key 'task': no task '" + id + "' in the suite");
+          key = "size";
+          std::string size = j.at(key).get<std::string>();
+          if (size != "full" && size != "small")
+            return invalid_argument(where + ": key 'size': expected full or small, found '" + size + "'");
+          m.size = size == "full" ? SizeName::kFull : SizeName::kSmall;
+          key = "knobs";
+          std::map<std::string, std::string> knobs = j.at(key).get<std::map<std::string, std::string>>();
+          key = "plan_address";
+          Result<Plan> p = plan_of_measurement(*m.task, knobs, j.at(key).get<std::string>());
+          if (!p.ok() && p.status().code() == StatusCode::kFailedPrecondition) {
+            ++out.stale;
+            return Status();
+          }
+          if (!p.ok()) return invalid_argument(where + ": key 'knobs': " + p.status().message());
+          m.plan = std::move(*p);
+          m.family = plan_family(m.plan);
+          const nlohmann::json& l = j.at("live");
+          key = "live.compiled";
+          m.live_compiled = l.at("compiled").get<bool>();
+          key = "live.correct";
+          m.live_correct = l.at("correct").get<bool>();
+          key = "live.kernel_us";
+          m.live_kernel_us = l.at("kernel_us").get<double>();
+          key = "live.reference_us";
+          m.live_reference_us = l.at("reference_us").get<double>();
+          key = "live.speedup";
+          m.live_speedup = l.at("speedup").get<double>();
+          key = "live.flags";
+          if (l.contains("flags"))
+            for (const auto& f : l.at("flags")) m.live_decoy |= f.get<std::string>().rfind("decoy", 0) == 0;
+          // Whether a plan is a decoy depends on the plan alone, by the rule both evaluators share
+          // (record_compile_verdict); rows measured before it covered every task did not flag all.
+          m.live_decoy |= m.live_compiled && m.plan.library_only();
+        } catch (const nlohmann::json::exception& e) {
+          return invalid_argument(where + ": key '" + key + "': " + e.what());
+        }
+        if (m.live_correct && !(m.live_kernel_us > 0 && m.live_speedup > 0))
+          return invalid_argument(where + ": key 'live': a correct plan needs kernel_us > 0 and speedup > 0");
+        out.plans.push_back(std::move(m));
         return Status();
-      }
-      if (!p.ok()) return invalid_argument(where + ": key 'knobs': " + p.status().message());
-      m.plan = std::move(*p);
-      m.family = plan_family(m.plan);
-      const nlohmann::json& l = j.at("live");
-      key = "live.compiled";
-      m.live_compiled = l.at("compiled").get<bool>();
-      key = "live.correct";
-      m.live_correct = l.at("correct").get<bool>();
-      key = "live.kernel_us";
-      m.live_kernel_us = l.at("kernel_us").get<double>();
-      key = "live.reference_us";
-      m.live_reference_us = l.at("reference_us").get<double>();
-      key = "live.speedup";
-      m.live_speedup = l.at("speedup").get<double>();
-      key = "live.flags";
-      if (l.contains("flags"))
-        for (const auto& f : l.at("flags")) m.live_decoy |= f.get<std::string>().rfind("decoy", 0) == 0;
-      // Whether a plan is a decoy depends on the plan alone, by the rule both evaluators share
-      // (record_compile_verdict); rows measured before it covered every task did not flag all.
-      m.live_decoy |= m.live_compiled && m.plan.library_only();
-    } catch (const nlohmann::json::exception& e) {
-      return invalid_argument(where + ": key '" + key + "': " + e.what());
-    }
-    if (m.live_correct && !(m.live_kernel_us > 0 && m.live_speedup > 0))
-      return invalid_argument(where + ": key 'live': a correct plan needs kernel_us > 0 and speedup > 0");
-    out.plans.push_back(std::move(m));
-    return Status();
-  }));
+      }));
   if (out.plans.empty() && out.stale == 0) return invalid_argument(path + ": no measured plans");
   return out;
 }
@@ -325,8 +327,8 @@ GoalCheck check_goals(const AgreementTable& t, const AgreementGoals& g, const st
     return nullptr;
   };
   // One figure against its goal; lower_is_better for the log error.
-  auto judge = [&](const std::string& family, const std::string& metric, double value, double goal, bool lower_is_better,
-                   const std::string& text) {
+  auto judge = [&](const std::string& family, const std::string& metric, double value, double goal,
+                   bool lower_is_better, const std::string& text) {
     bool met = lower_is_better ? value <= goal : value >= goal;
     const ShortfallAllowance* a = allowance(family, metric);
     if (met) {
@@ -347,17 +349,20 @@ GoalCheck check_goals(const AgreementTable& t, const AgreementGoals& g, const st
     if (r.plans == 0) continue;
     if (r.timed > 0) {
       double le = std::round(1000 * r.median_log_error) / 1000;
-      judge(r.family, "log_error", le, g.median_log_error, true,
-            r.family + ": median abs ln(speedup ratio) " + fixed(le, "%.3f") + " > " + fixed(g.median_log_error, "%.2f"));
+      judge(
+          r.family, "log_error", le, g.median_log_error, true,
+          r.family + ": median abs ln(speedup ratio) " + fixed(le, "%.3f") + " > " + fixed(g.median_log_error, "%.2f"));
     }
     double c = pct(r.correct_agree, r.plans);
     judge(r.family, "correct", c, 100 * g.correct_agreement, false,
-          r.family + ": correctness agrees on " + fixed(c, "%.1f") + "% < " + fixed(100 * g.correct_agreement, "%.0f") + "%");
+          r.family + ": correctness agrees on " + fixed(c, "%.1f") + "% < " + fixed(100 * g.correct_agreement, "%.0f") +
+              "%");
     for (size_t i = 0; i < t.thresholds.size(); ++i) {
       double f = pct(r.fast_p_agree[i], r.plans);
       std::string name = "fast_" + threshold_name(t.thresholds[i]);
       judge(r.family, name, f, 100 * g.fast_p_agreement, false,
-            r.family + ": " + name + " agrees on " + fixed(f, "%.1f") + "% < " + fixed(100 * g.fast_p_agreement, "%.0f") + "%");
+            r.family + ": " + name + " agrees on " + fixed(f, "%.1f") + "% < " +
+                fixed(100 * g.fast_p_agreement, "%.0f") + "%");
     }
   }
   return out;
@@ -365,14 +370,16 @@ GoalCheck check_goals(const AgreementTable& t, const AgreementGoals& g, const st
 
 std::string held_out_report_markdown(const HeldOutReport& r, const AgreementGoals& g) {
   std::ostringstream os;
-  os << "fast_p counts correct plans that are not decoys with speedup > p (KernelBench's definition: strictly greater). Tasks: " << r.tasks << ", halved by a "
+  os << "fast_p counts correct plans that are not decoys with speedup > p (KernelBench's definition: strictly "
+        "greater). Tasks: "
+     << r.tasks << ", halved by a "
      << "keyed hash of their ids (" << r.halves[0] << " and " << r.halves[1] << ").\n\n";
   os << "### Before: the starting profile on every plan\n\n" << agreement_table_markdown(r.before) << "\n";
   os << "### Held out: each half judged by the profile fitted to the other half's correct plans\n\n"
      << agreement_table_markdown(r.held_out) << "\n";
   os << "Goals on held-out plans, per family: median abs ln <= " << fixed(g.median_log_error, "%.2f")
-     << ", correctness agrees >= " << fixed(100 * g.correct_agreement, "%.0f") << "%, fast_p agrees >= "
-     << fixed(100 * g.fast_p_agreement, "%.0f") << "%.\n";
+     << ", correctness agrees >= " << fixed(100 * g.correct_agreement, "%.0f")
+     << "%, fast_p agrees >= " << fixed(100 * g.fast_p_agreement, "%.0f") << "%.\n";
   if (r.shortfalls.empty()) {
     os << "**Every goal met.**\n";
   } else {

@@ -72,9 +72,9 @@ struct AgreementGoals {
 };
 
 struct FamilyAgreement {
-  std::string family;  // or "all"
-  int plans = 0;       // compiled live
-  int timed = 0;       // correct in both worlds: the sample of the log error
+  std::string family;           // or "all"
+  int plans = 0;                // compiled live
+  int timed = 0;                // correct in both worlds: the sample of the log error
   double median_log_error = 0;  // NaN when timed == 0
   int correct_agree = 0;
   std::vector<int> fast_p_agree;  // per threshold
@@ -141,10 +141,10 @@ GoalCheck check_goals(const AgreementTable& held_out, const AgreementGoals& goal
 
 struct HeldOutReport {
   int tasks = 0;
-  int halves[2] = {0, 0};  // tasks in each half
-  AgreementTable before;   // the starting profile on every plan
-  AgreementTable held_out; // each half judged by the profile fitted to the other
-  DeviceProfile fitted;    // fitted to every correct plan (what a user would install)
+  int halves[2] = {0, 0};   // tasks in each half
+  AgreementTable before;    // the starting profile on every plan
+  AgreementTable held_out;  // each half judged by the profile fitted to the other
+  DeviceProfile fitted;     // fitted to every correct plan (what a user would install)
   CalibrationReport fit_all;
   std::vector<std::string> shortfalls;  // held-out goals missed, one line each; empty: all met
 };

@@ -110,16 +110,14 @@ Result<const TaskContext*> SimEvaluator::context(const Task& task, SizeName size
   auto it = contexts_.find(key);
   if (it != contexts_.end() && &it->second->task() == &task) return it->second.get();
   auto sizes = task.sizes.find(size_name(size));
-  if (sizes == task.sizes.end())
-    return not_found("task " + task.id + ": no '" + size_name(size) + "' sizes");
+  if (sizes == task.sizes.end()) return not_found("task " + task.id + ": no '" + size_name(size) + "' sizes");
   VINCI_ASSIGN_OR_RETURN(TaskContext ctx, model_.prepare(task, sizes->second));
   auto& slot = contexts_[key];
   slot = std::make_unique<TaskContext>(std::move(ctx));
   return slot.get();
 }
 
-Result<EvalResult> SimEvaluator::evaluate_model_plan(const Task& task, const Plan& plan,
-                                                     const EvalRequest& request) {
+Result<EvalResult> SimEvaluator::evaluate_model_plan(const Task& task, const Plan& plan, const EvalRequest& request) {
   if (!plan_limit_error(plan, options_.limits).empty()) {
     EvalResult r;
     r.evaluator = name();
@@ -158,8 +156,8 @@ Result<EvalResult> SimEvaluator::evaluate_model_plan(const Task& task, const Pla
 
 Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, const EvalRequest& request) {
   if (request.trials < 1 || request.samples < 1)
-    return invalid_argument("eval request: trials and samples must be >= 1, found " +
-                            std::to_string(request.trials) + " and " + std::to_string(request.samples));
+    return invalid_argument("eval request: trials and samples must be >= 1, found " + std::to_string(request.trials) +
+                            " and " + std::to_string(request.samples));
   if (plan.task_id != task.id)
     return invalid_argument("plan is for task '" + plan.task_id + "', evaluated on '" + task.id + "'");
   // A model's plan, or any plan with Triton kernels: priced only as the generator plan it equals.
@@ -182,10 +180,10 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
                 {"trials", std::to_string(request.trials)}};
   // The live evaluator times the reference beside every candidate, so each evaluation draws its
   // own reference samples: the key names the plan for both series.
-  RngKey timing = RngKey::root(request.seed).with("purpose", "sim_timing").with("task", task.id)
-                      .with("plan", r.plan.hex());
-  r.reference_times_us = samples(ctx->reference().time_us, request.samples, options_.noise,
-                                 timing.with("series", "reference"));
+  RngKey timing =
+      RngKey::root(request.seed).with("purpose", "sim_timing").with("task", task.id).with("plan", r.plan.hex());
+  r.reference_times_us =
+      samples(ctx->reference().time_us, request.samples, options_.noise, timing.with("series", "reference"));
 
   add_limit_settings(options_.limits, &r.settings);
   if (!record_limit_verdict(&r, plan, options_.limits)) return r;
@@ -227,8 +225,7 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
     return r;
   }
   VINCI_ASSIGN_OR_RETURN(PlanPrediction pred, model_.predict(*ctx, plan));
-  r.kernel_times_us = samples(pred.time_us, request.samples, options_.noise,
-                              timing.with("series", "kernel"));
+  r.kernel_times_us = samples(pred.time_us, request.samples, options_.noise, timing.with("series", "kernel"));
   r.time_coverage = pred.time_us > 0 ? pred.own_us / pred.time_us : 0;
   r.finalize();
   double bound = ctx->reference().time_us / ctx->bound().floor_us;

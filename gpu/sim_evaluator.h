@@ -76,10 +76,10 @@ class SimEvaluator : public Evaluator {
   SimModel model_;
   SimEvaluatorOptions options_;
   std::map<std::pair<std::string, int>, std::unique_ptr<TaskContext>> contexts_;
-  std::unique_ptr<NvrtcCompiler> nvrtc_;            // made on the first plan that needs it
-  std::map<Digest, bool> generators_own_;           // plan address -> the generator's own
+  std::unique_ptr<NvrtcCompiler> nvrtc_;                                // made on the first plan that needs it
+  std::map<Digest, bool> generators_own_;                               // plan address -> the generator's own
   std::map<std::pair<Digest, const Task*>, std::string> plan_invalid_;  // -> validate_plan's message
-  std::map<Digest, std::string> compile_failures_;  // kernel source address -> NVRTC's error
+  std::map<Digest, std::string> compile_failures_;                      // kernel source address -> NVRTC's error
 };
 
 // The compile verdict, as every evaluator (sim and live) records it: a plan that did not compile

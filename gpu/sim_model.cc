@@ -114,9 +114,8 @@ class Estimator {
     o.warps_per_block = std::max<int64_t>(1, (r.threads + p_.warp_size - 1) / p_.warp_size);
     // ptxas fits a block's registers in the SM (__launch_bounds__ of the block size, which the
     // generator emits): past that cap, and past 255, the kernel spills instead.
-    int64_t cap = std::min(p_.max_registers_per_thread,
-                           p_.registers_per_sm / (o.warps_per_block * p_.warp_size) / p_.register_granularity *
-                               p_.register_granularity);
+    int64_t cap = std::min(p_.max_registers_per_thread, p_.registers_per_sm / (o.warps_per_block * p_.warp_size) /
+                                                            p_.register_granularity * p_.register_granularity);
     o.spills = r.registers > cap;
     o.bps = m_.blocks_per_sm(r.threads, std::min(r.registers, cap), r.shared);
     o.occupancy = static_cast<double>(o.bps * o.warps_per_block) / static_cast<double>(p_.max_warps_per_sm);
@@ -154,8 +153,7 @@ class Estimator {
   // Seconds of `work` units at `rate_per_sm` units/s per SM when an SM with w warps reaches
   // min(1, w / warps_needed) of its rate; waves as in memory_s, the partial wave's busiest SM
   // holding ceil(rem / SMs) blocks.
-  double compute_s(double work, int64_t blocks, const Occupancy& o, double rate_per_sm,
-                   double warps_needed) const {
+  double compute_s(double work, int64_t blocks, const Occupancy& o, double rate_per_sm, double warps_needed) const {
     if (work <= 0 || blocks <= 0 || o.bps <= 0) return 0;
     double sms = static_cast<double>(p_.sms);
     double b = static_cast<double>(blocks), resident = sms * static_cast<double>(o.bps);
@@ -232,8 +230,7 @@ class PlanCoster {
  public:
   PlanCoster(const SimModel& model, const TaskContext& ctx, const Plan* plan,
              std::map<std::string, std::vector<int64_t>>* plan_shapes)
-      : p_(model.profile()), est_(model.profile(), model), ctx_(ctx), plan_(plan),
-        plan_shapes_(plan_shapes) {
+      : p_(model.profile()), est_(model.profile(), model), ctx_(ctx), plan_(plan), plan_shapes_(plan_shapes) {
     if (plan_)
       for (const auto& b : plan_->buffers) buffers_.emplace(b.name, &b);  // the first of a name, as find_buffer
   }
@@ -333,16 +330,18 @@ class PlanCoster {
       if (a.buffer.empty()) continue;
       bool fused_out = std::find(k->fused_values.begin(), k->fused_values.end(), a.buffer) != k->fused_values.end();
       const PlanBuffer* b = find_buffer(a.buffer);
-      bool fresh_temp = b && (b->role == "intermediate" || b->role == "output") && !produced(a.buffer) &&
-                        !ctx_.shape(a.buffer);
+      bool fresh_temp =
+          b && (b->role == "intermediate" || b->role == "output") && !produced(a.buffer) && !ctx_.shape(a.buffer);
       bool is_output = b && b->role == "output" && !produced(a.buffer);
-      if (fused_out || fresh_temp || is_output) writes.push_back(a.buffer);
-      else reads.push_back(a.buffer);
+      if (fused_out || fresh_temp || is_output)
+        writes.push_back(a.buffer);
+      else
+        reads.push_back(a.buffer);
     }
     double resident = resident_fraction(reads);
     StepPrediction s;
     s.what = k->name;
-    s.family = k->family;
+    s.family = kernel_family_name(k->family);
     s.own_kernel = true;
     s.launches = 1;
     s.launch_us = p_.kernel_launch_us;
@@ -353,16 +352,16 @@ class PlanCoster {
     double P::*eff_term = &P::eff_custom;
     if (g.blocks == 0 || g.threads == 0) {
       // An empty launch: CUDA rejects a zero grid; correctness reports it. Time: the launch.
-    } else if (k->family == "gemm") {
+    } else if (k->family == KernelFamily::kGemm) {
       VINCI_ASSIGN_OR_RETURN(body, gemm_kernel(*k, g, env, resident, &occ));
       eff_term = k->tensor_cores ? &P::eff_gemm_tensor_core : &P::eff_gemm_cuda_core;
-    } else if (k->family == "row_reduction") {
+    } else if (k->family == KernelFamily::kRowReduction) {
       VINCI_ASSIGN_OR_RETURN(body, row_kernel(*k, g, env, resident, &occ));
       eff_term = &P::eff_row_reduction;
     } else {
       // elementwise, and custom kernels (LLM-written): a streaming kernel at its declared cost.
       VINCI_ASSIGN_OR_RETURN(body, stream_kernel(*k, g, env, resident, &occ));
-      if (k->family == "elementwise") eff_term = &P::eff_elementwise;
+      if (k->family == KernelFamily::kElementwise) eff_term = &P::eff_elementwise;
     }
     double eff = p_.*eff_term;
     double t = body.total() * 1e6;
@@ -513,8 +512,7 @@ class PlanCoster {
     double wave_blocks = static_cast<double>(p_.sms * occ->bps);
     double b_per_batch = d.b_bytes / (op->op == "linear" ? 1 : d.batch);
     double b_streams = 1;
-    if (b_per_batch > cap)
-      b_streams = wave_blocks >= tiles_n ? std::ceil(tiles_m * tiles_n / wave_blocks) : tiles_m;
+    if (b_per_batch > cap) b_streams = wave_blocks >= tiles_n ? std::ceil(tiles_m * tiles_n / wave_blocks) : tiles_m;
     double dram_read = unique_read + d.b_bytes * (b_streams - 1);
     dram_read = std::min(dram_read, std::max(unique_read, tile_traffic));
     b.dram_bytes = dram_read * (1 - resident) + bw;
@@ -596,9 +594,12 @@ class PlanCoster {
     // Passes over the input as the generator writes them (its cost.bytes_read counts every pass)
     // and the block-wide reductions each row needs.
     double passes = 1, reductions = 1;
-    if (name == "softmax" || name == "log_softmax") passes = online ? 2 : 3, reductions = online ? 1 : 2;
-    else if (name == "rms_norm") passes = 2;
-    else if (name == "layer_norm") passes = 3, reductions = 2;
+    if (name == "softmax" || name == "log_softmax")
+      passes = online ? 2 : 3, reductions = online ? 1 : 2;
+    else if (name == "rms_norm")
+      passes = 2;
+    else if (name == "layer_norm")
+      passes = 3, reductions = 2;
     bool warp_per_row = k.reduction == "warp_shuffle";
     bool thread_per_row = k.reduction == "sequential";  // the generator's row.strategy thread_per_row
     // row.strategy inner_tile: a block holds 32 neighbouring rows (one lane each) and splits their
@@ -651,11 +652,16 @@ class PlanCoster {
     // shared-memory exchange and syncs (tree: one per halving step).
     double log_threads = std::log2(std::max(2.0, threads));
     double cycles;
-    if (thread_per_row) cycles = 0;  // the thread saw the whole row: nothing to exchange
-    else if (warp_per_row) cycles = 5 * p_.shuffle_cycles;
-    else if (tile) cycles = 2 * p_.sync_cycles + (threads / p_.warp_size) * p_.shared_cycles;
-    else if (k.reduction == "block_tree") cycles = log_threads * (p_.sync_cycles + p_.shared_cycles);
-    else cycles = 10 * p_.shuffle_cycles + 2 * p_.sync_cycles + p_.shared_cycles;
+    if (thread_per_row)
+      cycles = 0;  // the thread saw the whole row: nothing to exchange
+    else if (warp_per_row)
+      cycles = 5 * p_.shuffle_cycles;
+    else if (tile)
+      cycles = 2 * p_.sync_cycles + (threads / p_.warp_size) * p_.shared_cycles;
+    else if (k.reduction == "block_tree")
+      cycles = log_threads * (p_.sync_cycles + p_.shared_cycles);
+    else
+      cycles = 10 * p_.shuffle_cycles + 2 * p_.sync_cycles + p_.shared_cycles;
     b.latency_us = std::ceil(rows / std::max(1.0, concurrent_rows)) * reductions * cycles / p_.clock_hz;
     return b;
   }
@@ -672,7 +678,8 @@ class PlanCoster {
       if (m.name == op.module) mod = &m;
     if (mod) {
       const std::string prefix = op.module + ".";
-      for (auto it = ctx_.shapes_.lower_bound(prefix); it != ctx_.shapes_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
+      for (auto it = ctx_.shapes_.lower_bound(prefix);
+           it != ctx_.shapes_.end() && it->first.compare(0, prefix.size(), prefix) == 0; ++it)
         reads.push_back(it->first);
     }
     double resident = resident_fraction(reads);
@@ -718,7 +725,8 @@ class PlanCoster {
       int64_t dim = attr_int_or(op.attrs, "dim", -1);
       const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
       if (dim < 0) dim += static_cast<int64_t>(x.size());
-      double len = static_cast<double>(x.at(static_cast<size_t>(std::clamp<int64_t>(dim, 0, static_cast<int64_t>(x.size()) - 1))));
+      double len = static_cast<double>(
+          x.at(static_cast<size_t>(std::clamp<int64_t>(dim, 0, static_cast<int64_t>(x.size()) - 1))));
       if (len > kPersistentSoftmaxMax) {
         extra_bytes = 2 * x_elems * 4;
         // Rows in flight: one block per row, about two resident per SM.
@@ -728,7 +736,8 @@ class PlanCoster {
       if (dim == static_cast<int64_t>(x.size()) - 1) row_blocks = rows_of(1);
     } else if (n == "layer_norm") {
       int64_t trailing = mod && mod->attrs.contains("shape") && mod->attrs["shape"].is_array()
-                             ? static_cast<int64_t>(mod->attrs["shape"].size()) : 1;
+                             ? static_cast<int64_t>(mod->attrs["shape"].size())
+                             : 1;
       row_blocks = rows_of(trailing);
       extra_bytes = x_elems * 4;  // Welford statistics pass, then the normalising pass
       extra_ws = x_elems * 4;
@@ -754,8 +763,10 @@ class PlanCoster {
       if (!w) return invalid_argument("sim: conv op '" + op.outputs.at(0) + "' has no weight shape");
       bool transposed = n.find("transpose") != std::string::npos;
       double kvol = product(std::vector<int64_t>(w->begin() + 2, w->end()));
-      double per_out = transposed ? static_cast<double>((*w)[0]) * kvol / std::max<int64_t>(1, attr_int_or(mod ? mod->attrs : nlohmann::json::object(), "groups", 1))
-                                  : static_cast<double>((*w)[1]) * kvol;
+      double per_out =
+          transposed ? static_cast<double>((*w)[0]) * kvol /
+                           std::max<int64_t>(1, attr_int_or(mod ? mod->attrs : nlohmann::json::object(), "groups", 1))
+                     : static_cast<double>((*w)[1]) * kvol;
       flops = 2 * out_elems * per_out;
       if (transposed) flops = 2 * x_elems * static_cast<double>((*w)[1]) * kvol;
       rate = p_.fp32_library_flops * kConvOfGemm;
@@ -846,7 +857,8 @@ class PlanCoster {
         for (const auto& [name, shape] : ctx_.shapes_) {
           if (name.rfind(op.module + ".weight_", 0) != 0 || shape.size() != 2) continue;
           flops += 2 * T * B * static_cast<double>(shape[0] * shape[1]);  // ih and hh GEMMs
-          if (name.find("weight_hh") != std::string::npos) recurrent_bytes += static_cast<double>(shape[0] * shape[1]) * 4;
+          if (name.find("weight_hh") != std::string::npos)
+            recurrent_bytes += static_cast<double>(shape[0] * shape[1]) * 4;
         }
         const std::vector<int64_t>* hh = ctx_.shape(op.module + ".weight_hh_l0");
         double h = hh ? static_cast<double>((*hh)[1]) : 1;
@@ -1010,7 +1022,7 @@ class PlanCoster {
   // Looked up by name only (never walked in order): hashed.
   std::unordered_map<std::string, double> touched_;
   std::unordered_map<std::string, const PlanBuffer*> buffers_;  // the plan's buffers by name
-  mutable std::unordered_map<std::string, double> bytes_;        // buffer_bytes, once a name
+  mutable std::unordered_map<std::string, double> bytes_;       // buffer_bytes, once a name
   double clock_ = 0;
 };
 
@@ -1099,9 +1111,9 @@ Result<PlanPrediction> SimModel::predict(const TaskContext& ctx, const Plan& pla
   out.steps.reserve(plan.steps.size());
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& step = plan.steps[i];
-    Result<StepPrediction> s = step.kind == "kernel" ? coster.kernel_step(step, env) : coster.library_step(step.op, step.precision);
-    if (!s.ok())
-      return Status(s.status().code(), "sim: plan step " + std::to_string(i) + ": " + s.status().message());
+    Result<StepPrediction> s =
+        step.kind == "kernel" ? coster.kernel_step(step, env) : coster.library_step(step.op, step.precision);
+    if (!s.ok()) return Status(s.status().code(), "sim: plan step " + std::to_string(i) + ": " + s.status().message());
     out.time_us += s->time_us;
     if (s->own_kernel) out.own_us += s->time_us;
     out.steps.push_back(std::move(*s));
@@ -1156,7 +1168,8 @@ double SimModel::tf32_abs_error(const TaskContext& ctx, const OpSpec& op, bool l
   // cuBLAS runs a matrix-vector product on CUDA cores: exact as FP32.
   if (library && (m <= 1 || n <= 1)) return 0;
   // Each product a*b takes two roundings; K of them add up like a random walk.
-  return kTf32TailSigmas * kTf32Unit * std::sqrt(2 * k) * operand_rms(ctx, op.inputs[0], k) * operand_rms(ctx, b_name, k);
+  return kTf32TailSigmas * kTf32Unit * std::sqrt(2 * k) * operand_rms(ctx, op.inputs[0], k) *
+         operand_rms(ctx, b_name, k);
 }
 
 Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& ctx, const Plan& plan,
@@ -1190,7 +1203,8 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
   for (const auto& b : plan.buffers) {
     Result<int64_t> bytes = buffer_bytes(shapes[b.name], b.dtype);
     std::string why;
-    if (!bytes.ok()) why = bytes.status().message();
+    if (!bytes.ok())
+      why = bytes.status().message();
     else if (profile_.memory_bytes > 0 && *bytes > profile_.memory_bytes)
       why = std::to_string(*bytes) + " bytes, more than the device's " + std::to_string(profile_.memory_bytes);
     if (why.empty()) continue;
@@ -1207,8 +1221,8 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
                       profile_.tf32_rel_error, tolerance);
         fail("library step " + step.op.op + ": tf32 precision: " + buf);
       } else if (abs_error > tol.atol) {
-        std::snprintf(buf, sizeof buf, "expected largest |error| %.1e near zero outputs exceeds atol %.1e",
-                      abs_error, tol.atol);
+        std::snprintf(buf, sizeof buf, "expected largest |error| %.1e near zero outputs exceeds atol %.1e", abs_error,
+                      tol.atol);
         fail("library step " + step.op.op + ": tf32 precision: " + buf);
       }
     }
@@ -1239,10 +1253,12 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
     if (err > tolerance) {
       char buf[160];
       std::snprintf(buf, sizeof buf, "expected relative error %.1e exceeds the tolerance %.1e", err, tolerance);
-      fail("kernel " + k->name + ": " + (k->precision == "tf32" || k->tensor_cores ? "tf32 precision: " : "fast math: ") + buf);
+      fail("kernel " + k->name + ": " +
+           (k->precision == "tf32" || k->tensor_cores ? "tf32 precision: " : "fast math: ") + buf);
     } else if ((k->precision == "tf32" || k->tensor_cores) && !k->fused_values.empty()) {
       auto producer = ctx.producer_.find(k->fused_values[0]);
-      double abs_error = producer == ctx.producer_.end() ? 0 : tf32_abs_error(ctx, *producer->second, /*library=*/false);
+      double abs_error =
+          producer == ctx.producer_.end() ? 0 : tf32_abs_error(ctx, *producer->second, /*library=*/false);
       if (abs_error > tol.atol) {
         char buf[160];
         std::snprintf(buf, sizeof buf, "expected largest |error| %.1e near zero outputs exceeds atol %.1e", abs_error,
@@ -1268,7 +1284,8 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
              std::to_string(*v) + " at this size)");
     }
     if (race) fail("kernel " + k->name + ": " + why);
-    if (!precision && !sized && !race) fail("kernel " + k->name + ": " + (why.empty() ? "risky (no reason given)" : why));
+    if (!precision && !sized && !race)
+      fail("kernel " + k->name + ": " + (why.empty() ? "risky (no reason given)" : why));
   }
   return c;
 }

@@ -42,12 +42,12 @@ class PlanCoster;  // gpu/sim_model.cc: the cost model of one prediction
 
 // What one step of a plan costs.
 struct StepPrediction {
-  std::string what;     // kernel name, or "library:<op>"
-  std::string family;   // elementwise | row_reduction | gemm | custom | library_gemm | library_other | view
+  std::string what;         // kernel name, or "library:<op>"
+  std::string family;       // elementwise | row_reduction | gemm | custom | library_gemm | library_other | view
   bool own_kernel = false;  // a kernel of the plan's own (counts toward time coverage)
   int launches = 0;
-  double launch_us = 0;     // launch and dispatch overhead
-  double exec_us = 0;       // execution on the device
+  double launch_us = 0;  // launch and dispatch overhead
+  double exec_us = 0;    // execution on the device
   // How exec_us follows from the profile: max(launch.kernel_floor_us, body_us / efficiency term)
   // (0 for an empty launch or no launches; a library step of n > 1 launches at least n floors),
   // and launch_us is launch.kernel_us (a library step: launches x (kernel_us +
@@ -55,15 +55,15 @@ struct StepPrediction {
   double body_us = 0;
   double DeviceProfile::*efficiency = nullptr;
   bool empty_launch = false;  // a kernel launch of no blocks or no threads
-  double time_us = 0;       // launch_us + exec_us
+  double time_us = 0;         // launch_us + exec_us
   double dram_bytes = 0;
-  double l2_bytes = 0;      // bytes served by L2 (re-reads, resident buffers)
+  double l2_bytes = 0;  // bytes served by L2 (re-reads, resident buffers)
   double flops = 0;
   int64_t blocks = 0;
   int64_t blocks_per_sm = 0;
-  double occupancy = 0;     // resident warps / max warps per SM
+  double occupancy = 0;  // resident warps / max warps per SM
   double waves = 0;
-  std::string bound;        // memory | l2 | compute | shared | latency | floor | none
+  std::string bound;  // memory | l2 | compute | shared | latency | floor | none
 };
 
 struct PlanPrediction {
@@ -84,8 +84,8 @@ struct TaskBound {
 
 struct CorrectnessPrediction {
   bool correct = true;
-  std::string error;       // why not, in the words the live evaluator would use
-  double rel_error = 0;    // the arithmetic's expected relative error (a 3-sigma figure)
+  std::string error;     // why not, in the words the live evaluator would use
+  double rel_error = 0;  // the arithmetic's expected relative error (a 3-sigma figure)
   // The live evaluator's rejection tag where the first failure is one it tags the same way
   // ("out_of_memory"); the sim evaluator flags it "rejected: <tag>". Empty otherwise.
   std::string rejected;
@@ -110,7 +110,7 @@ class TaskContext {
   ExprEnv env_;
   std::map<std::string, std::vector<int64_t>> shapes_;  // values and weights
   std::map<std::string, const OpSpec*> producer_;       // value -> the op that makes it
-  std::vector<WeightSpec> weights_;                      // weight_specs(task), for every repricing
+  std::vector<WeightSpec> weights_;                     // weight_specs(task), for every repricing
   PlanPrediction reference_;
   TaskBound bound_;
   // Expressions without buffer functions depend on the sizes alone: evaluated once.

@@ -1,8 +1,8 @@
 #include "gpu/task.h"
 
+#include <dirent.h>
 #include <algorithm>
 #include <cctype>
-#include <dirent.h>
 #include <set>
 
 #include <toml++/toml.h>
@@ -15,11 +15,21 @@
 namespace vinci {
 namespace {
 
-const char* const kModuleTypes[] = {"linear",           "conv1d",           "conv2d",
-                                    "conv3d",           "conv_transpose1d", "conv_transpose2d",
-                                    "conv_transpose3d", "batch_norm",       "layer_norm",
-                                    "group_norm",       "parameter",        "mha",
-                                    "lstm",             "gru",              "buffer"};
+const char* const kModuleTypes[] = {"linear",
+                                    "conv1d",
+                                    "conv2d",
+                                    "conv3d",
+                                    "conv_transpose1d",
+                                    "conv_transpose2d",
+                                    "conv_transpose3d",
+                                    "batch_norm",
+                                    "layer_norm",
+                                    "group_norm",
+                                    "parameter",
+                                    "mha",
+                                    "lstm",
+                                    "gru",
+                                    "buffer"};
 
 bool known_module_type(const std::string& t) {
   for (const char* m : kModuleTypes)
@@ -27,9 +37,7 @@ bool known_module_type(const std::string& t) {
   return false;
 }
 
-std::string line_of(const toml::node& n) {
-  return std::to_string(n.source().begin.line);
-}
+std::string line_of(const toml::node& n) { return std::to_string(n.source().begin.line); }
 
 // Converts a TOML value (scalar or array of scalars) to JSON.
 Result<nlohmann::json> to_json(const toml::node& n, const std::string& where) {
@@ -51,8 +59,7 @@ Result<nlohmann::json> to_json(const toml::node& n, const std::string& where) {
 
 // Strings and integers both allowed as shape entries: ["B", 4096, "C/4"].
 Result<std::vector<std::string>> shape_list(const toml::node* n, const std::string& where) {
-  if (!n || !n->is_array())
-    return invalid_argument(where + ": expected an array of size expressions");
+  if (!n || !n->is_array()) return invalid_argument(where + ": expected an array of size expressions");
   std::vector<std::string> out;
   for (const auto& e : *n->as_array()) {
     if (auto s = e.as_string()) {
@@ -61,8 +68,7 @@ Result<std::vector<std::string>> shape_list(const toml::node* n, const std::stri
     } else if (auto i = e.as_integer()) {
       out.push_back(std::to_string(i->get()));
     } else {
-      return invalid_argument(where + " (line " + line_of(e) +
-                              "): expected a size expression string or an integer");
+      return invalid_argument(where + " (line " + line_of(e) + "): expected a size expression string or an integer");
     }
   }
   return out;
@@ -94,8 +100,10 @@ Result<InputDomain> parse_domain(const std::string& s, const std::string& where)
   if (s == "symmetric") return InputDomain::kSymmetric;
   if (s == "upper_triangular") return InputDomain::kUpperTriangular;
   if (s == "lower_triangular") return InputDomain::kLowerTriangular;
-  return invalid_argument(where + ": expected domain real|positive|probability|index|sign|symmetric|"
-                          "upper_triangular|lower_triangular, found '" + s + "'");
+  return invalid_argument(where +
+                          ": expected domain real|positive|probability|index|sign|symmetric|"
+                          "upper_triangular|lower_triangular, found '" +
+                          s + "'");
 }
 
 // kernelbench = { problem = "level1/19_ReLU.py", globals = { batch_size = "B", dim = 393216 } },
@@ -170,9 +178,10 @@ Result<std::vector<ModuleSpec>> parse_modules(const toml::array* mods, const std
     m.name = *name;
     m.type = *type;
     if (!known_module_type(m.type) && m.type != "block")
-      return invalid_argument(where + ": module '" + m.name + "' key 'type': unknown type '" + m.type +
-                              "' (expected linear, conv1d, conv2d, conv3d, conv_transpose2d, "
-                              "conv_transpose3d, batch_norm, layer_norm, group_norm, parameter, mha, lstm, gru, block)");
+      return invalid_argument(
+          where + ": module '" + m.name + "' key 'type': unknown type '" + m.type +
+          "' (expected linear, conv1d, conv2d, conv3d, conv_transpose2d, "
+          "conv_transpose3d, batch_norm, layer_norm, group_norm, parameter, mha, lstm, gru, block)");
     m.attrs = nlohmann::json::object();
     for (const auto& [k, v] : *mt) {
       std::string key(k.str());
@@ -305,8 +314,8 @@ Result<BlockMap> parse_blocks(const toml::table& root, const std::string& path) 
     b.where = where;
     for (const auto& [k, v] : *t) {
       std::string key(k.str());
-      if (key != "name" && key != "params" && key != "defaults" && key != "inputs" &&
-          key != "outputs" && key != "modules" && key != "ops")
+      if (key != "name" && key != "params" && key != "defaults" && key != "inputs" && key != "outputs" &&
+          key != "modules" && key != "ops")
         return invalid_argument(where + ": unknown key '" + key +
                                 "' (expected name, params, defaults, inputs, outputs, modules, ops)");
     }
@@ -314,8 +323,7 @@ Result<BlockMap> parse_blocks(const toml::table& root, const std::string& path) 
       VINCI_ASSIGN_OR_RETURN(b.params, string_list(t->get("params"), where + ": key 'params'"));
     }
     for (const auto& p : b.params) {
-      if (p.empty() || !is_name_start(p[0]) ||
-          !std::all_of(p.begin(), p.end(), [](char c) { return is_name_char(c); }))
+      if (p.empty() || !is_name_start(p[0]) || !std::all_of(p.begin(), p.end(), [](char c) { return is_name_char(c); }))
         return invalid_argument(where + ": key 'params': '" + p + "' is not a name");
       if (p == "i") return invalid_argument(where + ": key 'params': 'i' is the repeat index, not a parameter");
     }
@@ -338,8 +346,7 @@ Result<BlockMap> parse_blocks(const toml::table& root, const std::string& path) 
     if (!ops || ops->empty()) return invalid_argument(where + ": key 'ops': expected a non-empty array of tables");
     VINCI_ASSIGN_OR_RETURN(b.ops, parse_ops(*ops, where));
     std::string bname = b.name;
-    if (!out.emplace(bname, std::move(b)).second)
-      return invalid_argument(where + ": block defined twice");
+    if (!out.emplace(bname, std::move(b)).second) return invalid_argument(where + ": block defined twice");
   }
   return out;
 }
@@ -360,9 +367,9 @@ struct Expanded {
   std::vector<OpSpec> ops;
 };
 
-Status expand_modules(const std::vector<ModuleSpec>& mods, const Params& params,
-                      const std::string& prefix, const BlockMap& blocks, const std::string& where,
-                      int depth, std::vector<ModuleSpec>* out, Scope* scope) {
+Status expand_modules(const std::vector<ModuleSpec>& mods, const Params& params, const std::string& prefix,
+                      const BlockMap& blocks, const std::string& where, int depth, std::vector<ModuleSpec>* out,
+                      Scope* scope) {
   for (const auto& m : mods) {
     std::string mw = where + ": module '" + m.name + "'";
     VINCI_ASSIGN_OR_RETURN(nlohmann::json attrs, subst(m.attrs, params, mw));
@@ -379,8 +386,8 @@ Status expand_modules(const std::vector<ModuleSpec>& mods, const Params& params,
       return invalid_argument(mw + ": key 'block': no [[block]] named '" + b->get<std::string>() + "' in the file");
     const BlockDef& def = def_it->second;
     if (depth >= kMaxBlockDepth)
-      return invalid_argument(mw + ": blocks nested deeper than " + std::to_string(kMaxBlockDepth) +
-                              " (does block '" + def.name + "' use itself?)");
+      return invalid_argument(mw + ": blocks nested deeper than " + std::to_string(kMaxBlockDepth) + " (does block '" +
+                              def.name + "' use itself?)");
     int64_t repeat = 1;
     bool repeated = attrs.contains("repeat");
     if (repeated) {
@@ -397,19 +404,19 @@ Status expand_modules(const std::vector<ModuleSpec>& mods, const Params& params,
       const nlohmann::json& v = a.value();
       if (k == "block" || k == "repeat") continue;
       if (std::find(def.params.begin(), def.params.end(), k) == def.params.end())
-        return invalid_argument(mw + ": key '" + k + "': not a parameter of block '" + def.name +
-                                "' (its params: " + [&] {
+        return invalid_argument(mw + ": key '" + k + "': not a parameter of block '" + def.name + "' (its params: " +
+                                [&] {
                                   std::string s;
                                   for (const auto& p : def.params) s += (s.empty() ? "" : ", ") + p;
                                   return s.empty() ? std::string("none") : s;
-                                }() + ")");
+                                }() +
+                                ")");
       if (!v.is_string() && !v.is_number_integer())
         return invalid_argument(mw + ": key '" + k + "': expected an integer or a size expression, found " + v.dump());
       base[k] = v;
     }
     for (const auto& p : def.params)
-      if (!base.count(p))
-        return invalid_argument(mw + ": key '" + p + "' missing: block '" + def.name + "' needs it");
+      if (!base.count(p)) return invalid_argument(mw + ": key '" + p + "' missing: block '" + def.name + "' needs it");
     for (int64_t r = 0; r < repeat; ++r) {
       Params p = base;
       p["i"] = r;
@@ -417,9 +424,8 @@ Status expand_modules(const std::vector<ModuleSpec>& mods, const Params& params,
       inst.prefixes.push_back(rp);
       inst.params.push_back(p);
       inst.nested.emplace_back();
-      VINCI_RETURN_IF_ERROR(expand_modules(def.modules, p, rp, blocks,
-                                           mw + " (block '" + def.name + "')", depth + 1, out,
-                                           &inst.nested.back()));
+      VINCI_RETURN_IF_ERROR(expand_modules(def.modules, p, rp, blocks, mw + " (block '" + def.name + "')", depth + 1,
+                                           out, &inst.nested.back()));
     }
     if (!scope->emplace(m.name, std::move(inst)).second) return invalid_argument(mw + ": defined twice");
   }
@@ -428,22 +434,22 @@ Status expand_modules(const std::vector<ModuleSpec>& mods, const Params& params,
 
 // rename: a name local to the scope -> its name in the task.
 Status expand_ops(const std::vector<OpSpec>& ops, const Params& params, const std::string& prefix,
-                  const std::map<std::string, std::string>& bound, Scope* scope,
-                  const std::string& where, std::vector<OpSpec>* out) {
+                  const std::map<std::string, std::string>& bound, Scope* scope, const std::string& where,
+                  std::vector<OpSpec>* out) {
   auto rename = [&](const std::string& v) {
     auto it = bound.find(v);
     return it != bound.end() ? it->second : prefix + v;
   };
   for (const auto& op : ops) {
-    std::string ow = where + ": op '" + op.op + "'" +
-                     (op.outputs.empty() ? std::string() : " (out '" + op.outputs[0] + "')");
+    std::string ow =
+        where + ": op '" + op.op + "'" + (op.outputs.empty() ? std::string() : " (out '" + op.outputs[0] + "')");
     VINCI_ASSIGN_OR_RETURN(nlohmann::json attrs, subst(op.attrs, params, ow));
     std::vector<std::string> ins, outs;
     for (const auto& v : op.inputs) ins.push_back(rename(v));
     for (const auto& v : op.outputs) outs.push_back(rename(v));
     if (op.op != "block") {
-      out->push_back({op.op, std::move(ins), std::move(outs), op.module.empty() ? "" : prefix + op.module,
-                      std::move(attrs)});
+      out->push_back(
+          {op.op, std::move(ins), std::move(outs), op.module.empty() ? "" : prefix + op.module, std::move(attrs)});
       continue;
     }
     if (!attrs.empty())
@@ -455,14 +461,15 @@ Status expand_ops(const std::vector<OpSpec>& ops, const Params& params, const st
     Instance& inst = it->second;
     const BlockDef& def = *inst.def;
     std::string bw = ow + " (block '" + def.name + "')";
-    if (inst.used) return invalid_argument(ow + ": key 'module': block module '" + op.module + "' already run by an earlier op");
+    if (inst.used)
+      return invalid_argument(ow + ": key 'module': block module '" + op.module + "' already run by an earlier op");
     inst.used = true;
     if (ins.size() != def.inputs.size())
-      return invalid_argument(bw + ": key 'in': expected " + std::to_string(def.inputs.size()) +
-                              " inputs, found " + std::to_string(ins.size()));
+      return invalid_argument(bw + ": key 'in': expected " + std::to_string(def.inputs.size()) + " inputs, found " +
+                              std::to_string(ins.size()));
     if (outs.size() != def.outputs.size())
-      return invalid_argument(bw + ": key 'out': expected " + std::to_string(def.outputs.size()) +
-                              " names, found " + std::to_string(outs.size()));
+      return invalid_argument(bw + ": key 'out': expected " + std::to_string(def.outputs.size()) + " names, found " +
+                              std::to_string(outs.size()));
     size_t repeat = inst.prefixes.size();
     if (repeat > 1 && def.inputs.size() != def.outputs.size())
       return invalid_argument(bw + ": repeat needs as many outputs as inputs (each repeat feeds the next)");
@@ -478,8 +485,7 @@ Status expand_ops(const std::vector<OpSpec>& ops, const Params& params, const st
         b[def.outputs[k]] = name;
         next.push_back(name);
       }
-      VINCI_RETURN_IF_ERROR(expand_ops(def.ops, inst.params[r], inst.prefixes[r], b, &inst.nested[r],
-                                       bw, out));
+      VINCI_RETURN_IF_ERROR(expand_ops(def.ops, inst.params[r], inst.prefixes[r], b, &inst.nested[r], bw, out));
       cur = next;
     }
   }
@@ -514,16 +520,16 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
   std::string where = path + ": task[" + std::to_string(index) + "]";
   auto need_str = [&](const char* key, std::string* out) -> Status {
     auto v = t[key].value<std::string>();
-    if (!v) return invalid_argument(where + ": key '" + key + "': expected a string, found " +
-                                    (t.contains(key) ? "another type" : "nothing"));
+    if (!v)
+      return invalid_argument(where + ": key '" + key + "': expected a string, found " +
+                              (t.contains(key) ? "another type" : "nothing"));
     *out = *v;
     return Status();
   };
   VINCI_RETURN_IF_ERROR(need_str("id", &task.id));
   where = path + ": task '" + task.id + "'";
   auto level = t["level"].value<int64_t>();
-  if (!level || *level < 1 || *level > 3)
-    return invalid_argument(where + ": key 'level': expected 1, 2 or 3");
+  if (!level || *level < 1 || *level > 3) return invalid_argument(where + ": key 'level': expected 1, 2 or 3");
   task.level = static_cast<int>(*level);
   VINCI_RETURN_IF_ERROR(need_str("name", &task.name));
   VINCI_RETURN_IF_ERROR(need_str("family", &task.family));
@@ -563,9 +569,12 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
       VINCI_ASSIGN_OR_RETURN(in.domain, parse_domain(*d, where + ": input '" + in.name + "' key 'domain'"));
     }
     if (in.domain == InputDomain::kIndex) {
-      if (auto c = (*it)["classes"].value<std::string>()) in.classes = *c;
-      else if (auto ci = (*it)["classes"].value<int64_t>()) in.classes = std::to_string(*ci);
-      else return invalid_argument(where + ": input '" + in.name + "': domain index needs key 'classes'");
+      if (auto c = (*it)["classes"].value<std::string>())
+        in.classes = *c;
+      else if (auto ci = (*it)["classes"].value<int64_t>())
+        in.classes = std::to_string(*ci);
+      else
+        return invalid_argument(where + ": input '" + in.name + "': domain index needs key 'classes'");
     }
     if (auto sc = (*it)["scaled"].value<bool>()) in.scaled = *sc;
     if (in.scaled && (in.domain == InputDomain::kIndex || in.domain == InputDomain::kSign))
@@ -573,7 +582,8 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
     bool matrix_domain = in.domain == InputDomain::kSymmetric || in.domain == InputDomain::kUpperTriangular ||
                          in.domain == InputDomain::kLowerTriangular;
     if (matrix_domain && in.shape.size() != 2)
-      return invalid_argument(where + ": input '" + in.name + "': key 'domain': " + *(*it)["domain"].value<std::string>() +
+      return invalid_argument(where + ": input '" + in.name +
+                              "': key 'domain': " + *(*it)["domain"].value<std::string>() +
                               " needs a rank-2 shape, found rank " + std::to_string(in.shape.size()));
     if (in.domain == InputDomain::kSymmetric && in.shape[0] != in.shape[1])
       return invalid_argument(where + ": input '" + in.name + "': key 'domain': symmetric needs a square shape");
@@ -584,8 +594,8 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
   const toml::array* ops = t["ops"].as_array();
   if (!ops || ops->empty()) return invalid_argument(where + ": key 'ops': expected a non-empty array of tables");
   VINCI_ASSIGN_OR_RETURN(task.ops, parse_ops(*ops, where));
-  if (!blocks.empty() || std::any_of(task.modules.begin(), task.modules.end(),
-                                     [](const ModuleSpec& m) { return m.type == "block"; })) {
+  if (!blocks.empty() ||
+      std::any_of(task.modules.begin(), task.modules.end(), [](const ModuleSpec& m) { return m.type == "block"; })) {
     VINCI_ASSIGN_OR_RETURN(Expanded e, expand_blocks(task.modules, task.ops, blocks, where));
     task.modules = std::move(e.modules);
     task.ops = std::move(e.ops);
@@ -598,8 +608,7 @@ Status check_task(const Task& task) {
   std::string where = task.source_file + ": task '" + task.id + "'";
   std::set<std::string> defined;
   for (const auto& in : task.inputs) {
-    if (!defined.insert(in.name).second)
-      return invalid_argument(where + ": input '" + in.name + "' defined twice");
+    if (!defined.insert(in.name).second) return invalid_argument(where + ": input '" + in.name + "' defined twice");
   }
   std::map<std::string, std::string> module_types;
   for (const auto& m : task.modules) {
@@ -613,8 +622,7 @@ Status check_task(const Task& task) {
     std::string ow = where + ": op '" + op.op + "'";
     const OpInfo* info = find_op(op.op);
     if (!info)
-      return invalid_argument(where + ": key 'op': unknown op '" + op.op + "', expected one of " +
-                              known_op_names());
+      return invalid_argument(where + ": key 'op': unknown op '" + op.op + "', expected one of " + known_op_names());
     if (info->inputs < 0 ? op.inputs.empty() : static_cast<int>(op.inputs.size()) != info->inputs)
       return invalid_argument(ow + ": key 'in': expected " +
                               (info->inputs < 0 ? std::string("at least 1") : std::to_string(info->inputs)) +
@@ -626,15 +634,14 @@ Status check_task(const Task& task) {
     if (info->module[0]) {
       auto it = module_types.find(op.module);
       if (it == module_types.end())
-        return invalid_argument(ow + ": key 'module': expected the name of a " + info->module +
-                                " module, found '" + op.module + "'");
+        return invalid_argument(ow + ": key 'module': expected the name of a " + info->module + " module, found '" +
+                                op.module + "'");
       if (it->second != info->module)
-        return invalid_argument(ow + ": key 'module': '" + op.module + "' is a " + it->second +
-                                ", expected a " + info->module);
+        return invalid_argument(ow + ": key 'module': '" + op.module + "' is a " + it->second + ", expected a " +
+                                info->module);
     }
     for (const auto& out : op.outputs)
-      if (!defined.insert(out).second)
-        return invalid_argument(ow + ": key 'out': '" + out + "' is already defined");
+      if (!defined.insert(out).second) return invalid_argument(ow + ": key 'out': '" + out + "' is already defined");
   }
   if (!defined.count(task.output))
     return invalid_argument(where + ": key 'output': '" + task.output + "' is not defined");
@@ -645,8 +652,8 @@ Status check_task(const Task& task) {
       for (const auto& e : g.values) {
         Result<int64_t> r = eval_expr(e, env);
         if (!r.ok())
-          return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key +
-                                  ": " + r.status().message());
+          return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key + ": " +
+                                  r.status().message());
       }
     }
   }
@@ -662,8 +669,8 @@ Status check_task(const Task& task) {
           return invalid_argument(where + ": shape of '" + value + "' at size " + size_key + ": " +
                                   r.status().message());
         if (*r <= 0)
-          return invalid_argument(where + ": shape of '" + value + "' at size " + size_key +
-                                  ": dimension '" + d + "' = " + std::to_string(*r) + ", expected > 0");
+          return invalid_argument(where + ": shape of '" + value + "' at size " + size_key + ": dimension '" + d +
+                                  "' = " + std::to_string(*r) + ", expected > 0");
       }
     }
     for (const auto& in : task.inputs)
@@ -734,8 +741,7 @@ Result<std::vector<Task>> parse_task_file(const std::string& path, const std::st
   try {
     root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
-    return invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " +
-                            std::string(e.description()));
+    return invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }
   const toml::array* arr = root["task"].as_array();
   if (!arr) return invalid_argument(path + ": expected [[task]] tables, found none");
@@ -770,14 +776,12 @@ Result<TaskSuite> load_task_suite(const std::string& dir) {
     VINCI_ASSIGN_OR_RETURN(std::vector<Task> tasks, parse_task_file(path, text));
     for (auto& t : tasks) {
       auto [it, fresh] = seen.emplace(t.id, path);
-      if (!fresh)
-        return invalid_argument(path + ": task id '" + t.id + "' already defined in " + it->second);
+      if (!fresh) return invalid_argument(path + ": task id '" + t.id + "' already defined in " + it->second);
       suite.tasks.push_back(std::move(t));
     }
   }
-  std::sort(suite.tasks.begin(), suite.tasks.end(), [](const Task& a, const Task& b) {
-    return a.level != b.level ? a.level < b.level : a.id < b.id;
-  });
+  std::sort(suite.tasks.begin(), suite.tasks.end(),
+            [](const Task& a, const Task& b) { return a.level != b.level ? a.level < b.level : a.id < b.id; });
   return suite;
 }
 
@@ -806,11 +810,10 @@ bool attr_bool_or(const nlohmann::json& attrs, const std::string& key, bool dflt
   return it != attrs.end() && it->is_boolean() ? it->get<bool>() : dflt;
 }
 
-Result<std::vector<int64_t>> attr_ints(const nlohmann::json& attrs, const std::string& key,
-                                       size_t rank, const std::string& where) {
+Result<std::vector<int64_t>> attr_ints(const nlohmann::json& attrs, const std::string& key, size_t rank,
+                                       const std::string& where) {
   auto it = attrs.find(key);
-  if (it != attrs.end() && it->is_number_integer())
-    return std::vector<int64_t>(rank, it->get<int64_t>());
+  if (it != attrs.end() && it->is_number_integer()) return std::vector<int64_t>(rank, it->get<int64_t>());
   if (it != attrs.end() && it->is_array()) {
     std::vector<int64_t> out;
     for (const auto& e : *it) {
@@ -819,13 +822,11 @@ Result<std::vector<int64_t>> attr_ints(const nlohmann::json& attrs, const std::s
     }
     if (out.size() == it->size() && (rank == 0 || out.size() == rank)) return out;
   }
-  return invalid_argument(where + ": key '" + key + "': expected an integer or " +
-                          std::to_string(rank) + " integers, found " +
-                          (it == attrs.end() ? std::string("nothing") : it->dump()));
+  return invalid_argument(where + ": key '" + key + "': expected an integer or " + std::to_string(rank) +
+                          " integers, found " + (it == attrs.end() ? std::string("nothing") : it->dump()));
 }
 
-std::vector<int64_t> attr_ints_or(const nlohmann::json& attrs, const std::string& key, size_t rank,
-                                  int64_t dflt) {
+std::vector<int64_t> attr_ints_or(const nlohmann::json& attrs, const std::string& key, size_t rank, int64_t dflt) {
   Result<std::vector<int64_t>> r = attr_ints(attrs, key, rank, "");
   return r.ok() ? *r : std::vector<int64_t>(rank, dflt);
 }

@@ -51,7 +51,7 @@ struct InputSpec {
 
 struct ModuleSpec {
   std::string name;
-  std::string type;     // linear, conv2d, batch_norm, parameter, mha, ... (docs/tasks.md)
+  std::string type;      // linear, conv2d, batch_norm, parameter, mha, ... (docs/tasks.md)
   nlohmann::json attrs;  // the module's constructor arguments as written in the file
 };
 
@@ -64,12 +64,12 @@ struct OpSpec {
 };
 
 struct Task {
-  std::string id;     // "L1_019": level and number, unique in the suite
+  std::string id;  // "L1_019": level and number, unique in the suite
   int level = 0;
-  std::string name;   // "relu"
-  std::string family; // op family for listing and analysis: gemm, elementwise, softmax, ...
+  std::string name;         // "relu"
+  std::string family;       // op family for listing and analysis: gemm, elementwise, softmax, ...
   std::string description;  // the text a model sees
-  double atol = 1e-2;  // KernelGYM's default; evaluators may apply a stricter mode
+  double atol = 1e-2;       // KernelGYM's default; evaluators may apply a stricter mode
   double rtol = 1e-2;
   std::map<std::string, SizeMap> sizes;  // "full", "small"
   std::vector<InputSpec> inputs;
@@ -130,10 +130,9 @@ int64_t attr_int_or(const nlohmann::json& attrs, const std::string& key, int64_t
 double attr_double_or(const nlohmann::json& attrs, const std::string& key, double dflt);
 bool attr_bool_or(const nlohmann::json& attrs, const std::string& key, bool dflt);
 // A list of ints; a single int is broadcast to `rank` entries (kernel = 3 -> [3, 3]).
-Result<std::vector<int64_t>> attr_ints(const nlohmann::json& attrs, const std::string& key,
-                                       size_t rank, const std::string& where);
-std::vector<int64_t> attr_ints_or(const nlohmann::json& attrs, const std::string& key, size_t rank,
-                                  int64_t dflt);
+Result<std::vector<int64_t>> attr_ints(const nlohmann::json& attrs, const std::string& key, size_t rank,
+                                       const std::string& where);
+std::vector<int64_t> attr_ints_or(const nlohmann::json& attrs, const std::string& key, size_t rank, int64_t dflt);
 
 }  // namespace vinci
 

@@ -16,17 +16,26 @@
 namespace vinci {
 namespace {
 
-const char* const kPythonKeywords[] = {
-    "False", "None",   "True",    "and",      "as",     "assert", "async", "await",
-    "break", "class",  "continue", "def",     "del",    "elif",   "else",  "except",
-    "finally", "for",  "from",    "global",   "if",     "import", "in",    "is",
-    "lambda", "nonlocal", "not",  "or",       "pass",   "raise",  "return", "try",
-    "while", "with",   "yield"};
+const char* const kPythonKeywords[] = {"False",  "None",   "True",    "and",      "as",       "assert", "async",
+                                       "await",  "break",  "class",   "continue", "def",      "del",    "elif",
+                                       "else",   "except", "finally", "for",      "from",     "global", "if",
+                                       "import", "in",     "is",      "lambda",   "nonlocal", "not",    "or",
+                                       "pass",   "raise",  "return",  "try",      "while",    "with",   "yield"};
 
 // Names the rendered file itself binds or calls; a task name equal to one gets a trailing '_'.
-const char* const kRenderedNames[] = {"torch", "nn",  "self", "super", "Model", "get_inputs",
-                                      "get_init_inputs", "float", "min", "max", "relative_coords_log",
-                                      "shifted_window_mask", "relative_position_bias"};
+const char* const kRenderedNames[] = {"torch",
+                                      "nn",
+                                      "self",
+                                      "super",
+                                      "Model",
+                                      "get_inputs",
+                                      "get_init_inputs",
+                                      "float",
+                                      "min",
+                                      "max",
+                                      "relative_coords_log",
+                                      "shifted_window_mask",
+                                      "relative_position_bias"};
 
 // Module-level functions a rendered file defines where it uses them (Swin V2's constant buffers
 // and its relative-position gather), written as the constructors and forward compute them.
@@ -58,17 +67,46 @@ const char kRelativePositionBias[] = R"(def relative_position_bias(table, window
 )";
 
 // nn.Module attributes a submodule must not shadow.
-const char* const kModuleAttributes[] = {
-    "training", "forward", "train", "eval", "to", "cuda", "cpu", "type", "float", "double", "half",
-    "bfloat16", "apply", "parameters", "buffers", "children", "modules", "state_dict",
-    "load_state_dict", "zero_grad", "register_buffer", "register_parameter", "add_module",
-    "named_parameters", "named_buffers", "named_children", "named_modules", "requires_grad_",
-    "extra_repr", "get_parameter", "get_buffer", "get_submodule", "share_memory"};
+const char* const kModuleAttributes[] = {"training",
+                                         "forward",
+                                         "train",
+                                         "eval",
+                                         "to",
+                                         "cuda",
+                                         "cpu",
+                                         "type",
+                                         "float",
+                                         "double",
+                                         "half",
+                                         "bfloat16",
+                                         "apply",
+                                         "parameters",
+                                         "buffers",
+                                         "children",
+                                         "modules",
+                                         "state_dict",
+                                         "load_state_dict",
+                                         "zero_grad",
+                                         "register_buffer",
+                                         "register_parameter",
+                                         "add_module",
+                                         "named_parameters",
+                                         "named_buffers",
+                                         "named_children",
+                                         "named_modules",
+                                         "requires_grad_",
+                                         "extra_repr",
+                                         "get_parameter",
+                                         "get_buffer",
+                                         "get_submodule",
+                                         "share_memory"};
 
-const char* const kConvClasses[][2] = {
-    {"conv1d", "nn.Conv1d"}, {"conv2d", "nn.Conv2d"}, {"conv3d", "nn.Conv3d"},
-    {"conv_transpose2d", "nn.ConvTranspose2d"}, {"conv_transpose3d", "nn.ConvTranspose3d"},
-    {"conv_transpose1d", "nn.ConvTranspose1d"}};
+const char* const kConvClasses[][2] = {{"conv1d", "nn.Conv1d"},
+                                       {"conv2d", "nn.Conv2d"},
+                                       {"conv3d", "nn.Conv3d"},
+                                       {"conv_transpose2d", "nn.ConvTranspose2d"},
+                                       {"conv_transpose3d", "nn.ConvTranspose3d"},
+                                       {"conv_transpose1d", "nn.ConvTranspose1d"}};
 
 // The nn class of a conv module type, nullptr for other types.
 const char* conv_class(const std::string& type) {
@@ -162,8 +200,10 @@ std::vector<std::string> wrap(const std::string& text, size_t width) {
     word.clear();
   };
   for (char c : text) {
-    if (std::isspace(static_cast<unsigned char>(c))) flush_word();
-    else word += c;
+    if (std::isspace(static_cast<unsigned char>(c)))
+      flush_word();
+    else
+      word += c;
   }
   flush_word();
   if (!line.empty()) lines.push_back(line);
@@ -189,7 +229,9 @@ std::string docstring(const std::string& description) {
 class PyRenderer {
  public:
   PyRenderer(const Task& task, const SizeMap& sizes, bool reserve_f)
-      : task_(task), sizes_(sizes), reserve_f_(reserve_f),
+      : task_(task),
+        sizes_(sizes),
+        reserve_f_(reserve_f),
         where_(task.source_file + (task.source_file.empty() ? "" : ": ") + "task '" + task.id + "'") {}
 
   Result<std::string> render();
@@ -199,8 +241,7 @@ class PyRenderer {
   Status name_everything();
   std::string fresh(const std::string& name);
   Result<std::string> py_expr(const std::string& e, std::vector<std::string>* used) const;
-  Result<std::string> py_size(const nlohmann::json& v, const std::string& where,
-                              std::vector<std::string>* used) const;
+  Result<std::string> py_size(const nlohmann::json& v, const std::string& where, std::vector<std::string>* used) const;
   Result<std::string> py_shape(const nlohmann::json& list, const std::string& where,
                                std::vector<std::string>* used) const;
   Result<std::string> module_ctor(const ModuleSpec& m, std::vector<std::string>* used) const;
@@ -219,10 +260,10 @@ class PyRenderer {
   bool reserve_f_;
   std::string where_;
   bool uses_f_ = false;
-  mutable bool uses_math_ = false;  // a parameter scaled by 1 / math.sqrt(size)
+  mutable bool uses_math_ = false;         // a parameter scaled by 1 / math.sqrt(size)
   mutable std::set<std::string> helpers_;  // module-level functions used (kRelativeCoordsLog, ...)
   std::set<std::string> reserved_;
-  std::set<std::string> taken_;  // Python names of symbols and values
+  std::set<std::string> taken_;       // Python names of symbols and values
   std::vector<std::string> symbols_;  // in symbol_order
   std::map<std::string, std::string> symbol_py_;
   std::map<std::string, std::string> value_py_;   // value -> Python expression
@@ -349,8 +390,8 @@ Result<std::string> PyRenderer::batch_norm_class(const ModuleSpec& m) const {
     if (rank == 2 || rank == 3) return std::string("nn.BatchNorm1d");
     if (rank == 4) return std::string("nn.BatchNorm2d");
     if (rank == 5) return std::string("nn.BatchNorm3d");
-    return invalid_argument(where_ + ": module '" + m.name + "': batch_norm of a rank-" +
-                            std::to_string(rank) + " value has no nn.BatchNorm class");
+    return invalid_argument(where_ + ": module '" + m.name + "': batch_norm of a rank-" + std::to_string(rank) +
+                            " value has no nn.BatchNorm class");
   }
   return invalid_argument(where_ + ": module '" + m.name + "': batch_norm used by no op, so its rank is unknown");
 }
@@ -414,7 +455,8 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
     VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, where + ": key 'shape'", used));
     std::string init = a.value("init", std::string("randn"));
     if (init == "log_full")
-      return "nn.Parameter(torch.log(" + py_float(attr_double_or(a, "value", 1.0)) + " * torch.ones(" + (it->empty() ? "()" : shape) + ")))";
+      return "nn.Parameter(torch.log(" + py_float(attr_double_or(a, "value", 1.0)) + " * torch.ones(" +
+             (it->empty() ? "()" : shape) + ")))";
     if (init != "randn" && init != "rand" && init != "ones" && init != "zeros")
       return invalid_argument(where + ": key 'init': expected randn|rand|ones|zeros|log_full, found '" + init + "'");
     double scale = attr_double_or(a, "scale", 1.0);
@@ -439,7 +481,8 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
       helpers_.insert(init);
       return init + "(" + res + ", " + window + ", " + shift + ")";
     }
-    return invalid_argument(where + ": key 'init': expected relative_coords_log or shifted_window_mask, found '" + init + "'");
+    return invalid_argument(where + ": key 'init': expected relative_coords_log or shifted_window_mask, found '" +
+                            init + "'");
   }
   if (m.type == "mha") {
     VINCI_ASSIGN_OR_RETURN(std::string e, size("embed"));
@@ -533,9 +576,8 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
   if (n == "softmax" || n == "log_softmax") return "torch." + n + "(" + x + ", dim=" + dim + ")";
   if (n == "rms_norm")
     return x + " / torch.sqrt((" + x + " * " + x + ").mean(dim=" + dim + ", keepdim=True) + " + num("eps", 1e-5) + ")";
-  if (n == "linear" || n == "layer_norm" || n == "batch_norm" || n == "group_norm" || n == "conv1d" ||
-      n == "conv2d" || n == "conv3d" || n == "conv_transpose2d" || n == "conv_transpose3d" ||
-      n == "conv_transpose1d") {
+  if (n == "linear" || n == "layer_norm" || n == "batch_norm" || n == "group_norm" || n == "conv1d" || n == "conv2d" ||
+      n == "conv3d" || n == "conv_transpose2d" || n == "conv_transpose3d" || n == "conv_transpose1d") {
     VINCI_ASSIGN_OR_RETURN(std::string m, module());
     return m + "(" + x + ")";
   }
@@ -563,7 +605,8 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
     VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, w + ": key 'shape'", nullptr));
     return x + ".reshape(" + shape + ")";
   }
-  if (n == "flatten") return "torch.flatten(" + x + ", start_dim=" + std::to_string(attr_int_or(a, "start_dim", 1)) + ")";
+  if (n == "flatten")
+    return "torch.flatten(" + x + ", start_dim=" + std::to_string(attr_int_or(a, "start_dim", 1)) + ")";
   if (n == "permute") {
     VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, attr_ints(a, "dims", shapes_.at(op.inputs[0]).size(), w));
     std::vector<std::string> d;
@@ -574,7 +617,8 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
     return x + ".transpose(" + std::to_string(attr_int_or(a, "dim0", 0)) + ", " +
            std::to_string(attr_int_or(a, "dim1", 1)) + ")";
   if (n == "split")
-    return x + ".chunk(" + std::to_string(op.outputs.size()) + ", dim=" + std::to_string(attr_int_or(a, "dim", 0)) + ")";
+    return x + ".chunk(" + std::to_string(op.outputs.size()) + ", dim=" + std::to_string(attr_int_or(a, "dim", 0)) +
+           ")";
   if (n == "causal_mask")  // triu over the last two dims, broadcast over the leading ones
     return x + ".masked_fill(torch.ones_like(" + x + ", dtype=torch.bool).triu(diagonal=1), float(\"-inf\"))";
   if (n == "expand") {
@@ -629,8 +673,7 @@ Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::
   if (n == "cumsum_exclusive")
     return "torch.cat((torch.zeros_like(" + x + ".select(" + dim + ", 0).unsqueeze(" + dim + ")), torch.cumsum(" + x +
            ".narrow(" + dim + ", 0, " + x + ".size(" + dim + ") - 1), dim=" + dim + ")), dim=" + dim + ")";
-  if (n == "scaled_dot_product_attention")
-    return functional(n) + "(" + x + ", " + arg(1) + ", " + arg(2) + ")";
+  if (n == "scaled_dot_product_attention") return functional(n) + "(" + x + ", " + arg(1) + ", " + arg(2) + ")";
   if (n == "triplet_margin_loss")
     return functional(n) + "(" + x + ", " + arg(1) + ", " + arg(2) + ", margin=" + num("margin", 1.0) + ")";
   if (n == "roll") {
@@ -680,18 +723,14 @@ Result<std::string> PyRenderer::input_draw(const InputSpec& in) const {
     case InputDomain::kPositive:
     case InputDomain::kSymmetric:  // then made symmetric by input_post
       return rand;
-    case InputDomain::kProbability:
-      return (in.scaled ? "(" + rand + ")" : rand) + ".softmax(dim=-1)";
-    case InputDomain::kUpperTriangular:
-      return "torch.triu(" + rand + ")";
-    case InputDomain::kLowerTriangular:
-      return "torch.tril(" + rand + ")";
+    case InputDomain::kProbability: return (in.scaled ? "(" + rand + ")" : rand) + ".softmax(dim=-1)";
+    case InputDomain::kUpperTriangular: return "torch.triu(" + rand + ")";
+    case InputDomain::kLowerTriangular: return "torch.tril(" + rand + ")";
     case InputDomain::kIndex: {
       VINCI_ASSIGN_OR_RETURN(std::string classes, py_expr(in.classes, nullptr));
       return "torch.randint(0, " + classes + ", " + tuple + ")";
     }
-    case InputDomain::kSign:
-      return "torch.randint(0, 2, " + tuple + ", dtype=torch.float32) * 2 - 1";
+    case InputDomain::kSign: return "torch.randint(0, 2, " + tuple + ", dtype=torch.float32) * 2 - 1";
   }
   return invalid_argument(where + ": unknown input domain");
 }
@@ -728,8 +767,8 @@ Result<std::string> PyRenderer::forward_body() {
       forward += "        " + h + " = " + in.at(1) + "\n";
       forward += "        " + steps + " = []\n";
       forward += "        for " + t + " in range(" + in.at(0) + ".size(0)):\n";
-      forward += "            " + h + " = torch.tanh(self." + m->second + "(torch.cat((" + in.at(0) + "[" + t +
-                 "], " + h + "), dim=1)))\n";
+      forward += "            " + h + " = torch.tanh(self." + m->second + "(torch.cat((" + in.at(0) + "[" + t + "], " +
+                 h + "), dim=1)))\n";
       forward += "            " + steps + ".append(" + h + ")\n";
       forward += "        " + out.at(0) + " = torch.stack(" + steps + ", dim=0)\n";
       continue;
@@ -768,7 +807,8 @@ Result<std::string> PyRenderer::render() {
     draws += "    " + value_py_.at(in.name) + " = " + d + "\n";
     draws += input_post(in, value_py_.at(in.name));
   }
-  std::string s = uses_math_ ? "import math\n\nimport torch\nimport torch.nn as nn\n" : "import torch\nimport torch.nn as nn\n";
+  std::string s =
+      uses_math_ ? "import math\n\nimport torch\nimport torch.nn as nn\n" : "import torch\nimport torch.nn as nn\n";
   if (uses_f_) s += "import torch.nn.functional as F\n";
   for (const auto& [name, text] : {std::pair<const char*, const char*>{"relative_coords_log", kRelativeCoordsLog},
                                    {"shifted_window_mask", kShiftedWindowMask},
@@ -787,9 +827,11 @@ Result<std::string> PyRenderer::render() {
     if (how == "kaiming_normal_fan_out") {
       s += "        nn.init.kaiming_normal_(" + self + ".weight, mode=\"fan_out\")\n";
     } else if (how == "normal") {
-      s += "        nn.init.normal_(" + self + ".weight, 0, " + py_float(attr_double_or(m.attrs, "reinit_std", 1.0)) + ")\n";
+      s += "        nn.init.normal_(" + self + ".weight, 0, " + py_float(attr_double_or(m.attrs, "reinit_std", 1.0)) +
+           ")\n";
     } else {
-      return invalid_argument(where_ + ": module '" + m.name + "' key 'reinit': no rendering for " + m.attrs["reinit"].dump());
+      return invalid_argument(where_ + ": module '" + m.name + "' key 'reinit': no rendering for " +
+                              m.attrs["reinit"].dump());
     }
     if (attr_bool_or(m.attrs, "bias", true)) s += "        nn.init.zeros_(" + self + ".bias)\n";
   }
@@ -836,8 +878,7 @@ std::string domain_text(const InputSpec& in) {
 
 Result<std::string> task_as_pytorch(const Task& task, SizeName size) {
   auto it = task.sizes.find(size_name(size));
-  if (it == task.sizes.end())
-    return invalid_argument("task '" + task.id + "' has no size '" + size_name(size) + "'");
+  if (it == task.sizes.end()) return invalid_argument("task '" + task.id + "' has no size '" + size_name(size) + "'");
   // F is reserved only where the file imports it, so a size named F (a feed-forward width)
   // keeps its name in tasks that need no functional call.
   PyRenderer with_f(task, it->second, true);
@@ -849,8 +890,8 @@ Result<std::string> task_as_pytorch(const Task& task, SizeName size) {
 
 std::string task_prompt_header(const Task& task, SizeName size) {
   const SizeMap& sizes = task.size_map(size);
-  std::string s = "Task " + task.id + ": " + task.name + " (level " + std::to_string(task.level) + ", " +
-                  task.family + ")\n" + task.description + "\n";
+  std::string s = "Task " + task.id + ": " + task.name + " (level " + std::to_string(task.level) + ", " + task.family +
+                  ")\n" + task.description + "\n";
   std::vector<std::string> sz;
   for (const auto& sym : symbol_order(task, sizes)) sz.push_back(sym + " = " + std::to_string(sizes.at(sym)));
   s += "Sizes (" + std::string(size_name(size)) + "): " + join(sz, ", ") + "\n";
@@ -866,8 +907,8 @@ std::string task_prompt_header(const Task& task, SizeName size) {
   s += "Output " + task.output + ": " + out_shape + (index_output ? ", int64 (indices)\n" : ", float32\n");
   bool index_inputs = false;
   for (const auto& in : task.inputs) index_inputs |= in.domain == InputDomain::kIndex;
-  s += std::string("dtype: float32") + (index_inputs ? " (index inputs int64)" : "") + "; tolerance: atol = " +
-       py_float(task.atol) + ", rtol = " + py_float(task.rtol) + "\n";
+  s += std::string("dtype: float32") + (index_inputs ? " (index inputs int64)" : "") +
+       "; tolerance: atol = " + py_float(task.atol) + ", rtol = " + py_float(task.rtol) + "\n";
   s += "Correctness is checked on inputs drawn as get_inputs() draws them (torch.rand: U[0, 1)) and on "
        "signed U[-1, 1) and heavy-tailed draws (inputs with a domain stay in it), so a kernel may not "
        "assume non-negative inputs.\n";

@@ -66,10 +66,20 @@ Result<std::string> base64_decode(std::string_view in) {
 // A child's environment: the parent's, less proxies (no network is reachable anyway where
 // `unshare -rn` works), with Triton's cache and home in the compile's own temporary folder.
 std::vector<std::string> child_env(const std::string& temp) {
-  static const std::set<std::string> kDropped = {"http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-                                                 "all_proxy",  "ALL_PROXY",   "no_proxy",   "NO_PROXY",
-                                                 "ftp_proxy",  "FTP_PROXY",   "TRITON_CACHE_DIR", "TRITON_HOME",
-                                                 "TRITON_DEFAULT_FP_FUSION", "TMPDIR"};
+  static const std::set<std::string> kDropped = {"http_proxy",
+                                                 "https_proxy",
+                                                 "HTTP_PROXY",
+                                                 "HTTPS_PROXY",
+                                                 "all_proxy",
+                                                 "ALL_PROXY",
+                                                 "no_proxy",
+                                                 "NO_PROXY",
+                                                 "ftp_proxy",
+                                                 "FTP_PROXY",
+                                                 "TRITON_CACHE_DIR",
+                                                 "TRITON_HOME",
+                                                 "TRITON_DEFAULT_FP_FUSION",
+                                                 "TMPDIR"};
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string kv = *e;
@@ -96,8 +106,8 @@ void remove_tree(const std::string& dir) {
 // Starts argv[0] (searched on PATH) with env, in its own process group, stdin/stdout/stderr from
 // the given descriptors (-1: /dev/null) and cwd as its folder. posix_spawn, not fork: the worker
 // that calls this holds a CUDA context and large mappings that a fork would copy.
-Result<pid_t> spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int in, int out,
-                    int err, const std::string& cwd) {
+Result<pid_t> spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int in, int out, int err,
+                    const std::string& cwd) {
   std::vector<char*> cargv, cenv;
   std::vector<std::string> a = argv, e = env;
   for (auto& x : a) cargv.push_back(x.data());
@@ -108,8 +118,10 @@ Result<pid_t> spawn(const std::vector<std::string>& argv, const std::vector<std:
   posix_spawn_file_actions_init(&fa);
   const int fds[3] = {in, out, err};
   for (int i = 0; i < 3; ++i) {
-    if (fds[i] >= 0) posix_spawn_file_actions_adddup2(&fa, fds[i], i);
-    else posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == 0 ? O_RDONLY : O_WRONLY, 0);
+    if (fds[i] >= 0)
+      posix_spawn_file_actions_adddup2(&fa, fds[i], i);
+    else
+      posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == 0 ? O_RDONLY : O_WRONLY, 0);
   }
   if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
   posix_spawnattr_t at;
@@ -157,9 +169,11 @@ Result<TritonKernelMeta> decode_triton_meta(std::string_view text) {
   TritonKernelMeta m;
   auto field = [&](const char* key, auto* out, bool (json::*is)() const noexcept, const char* what) -> Status {
     auto it = j.find(key);
-    if (it == j.end()) return invalid_argument(std::string("triton metadata: ") + key + ": expected " + what + ", found nothing");
+    if (it == j.end())
+      return invalid_argument(std::string("triton metadata: ") + key + ": expected " + what + ", found nothing");
     if (!((*it).*is)())
-      return invalid_argument(std::string("triton metadata: ") + key + ": expected " + what + ", found " + it->type_name());
+      return invalid_argument(std::string("triton metadata: ") + key + ": expected " + what + ", found " +
+                              it->type_name());
     *out = it->get<std::remove_pointer_t<decltype(out)>>();
     return Status();
   };
@@ -171,7 +185,8 @@ Result<TritonKernelMeta> decode_triton_meta(std::string_view text) {
   VINCI_RETURN_IF_ERROR(field("global_scratch_size", &m.global_scratch_size, &json::is_number_integer, "an integer"));
   VINCI_RETURN_IF_ERROR(field("global_scratch_align", &m.global_scratch_align, &json::is_number_integer, "an integer"));
   VINCI_RETURN_IF_ERROR(field("profile_scratch_size", &m.profile_scratch_size, &json::is_number_integer, "an integer"));
-  VINCI_RETURN_IF_ERROR(field("profile_scratch_align", &m.profile_scratch_align, &json::is_number_integer, "an integer"));
+  VINCI_RETURN_IF_ERROR(
+      field("profile_scratch_align", &m.profile_scratch_align, &json::is_number_integer, "an integer"));
   VINCI_RETURN_IF_ERROR(field("launch_cooperative_grid", &m.launch_cooperative_grid, &json::is_boolean, "a boolean"));
   VINCI_RETURN_IF_ERROR(field("launch_pdl", &m.launch_pdl, &json::is_boolean, "a boolean"));
   VINCI_RETURN_IF_ERROR(field("tmem_size", &m.tmem_size, &json::is_number_integer, "an integer"));
@@ -216,7 +231,9 @@ Result<std::pair<TritonKernelMeta, std::string>> decode_triton_artifact(std::str
                             std::to_string(bytes.size()) + " bytes follow");
   VINCI_ASSIGN_OR_RETURN(TritonKernelMeta meta, decode_triton_meta(bytes.substr(0, n)));
   std::string cubin(bytes.substr(n));
-  if (cubin.size() < 4 || cubin.compare(0, 4, "\x7f" "ELF") != 0)
+  if (cubin.size() < 4 || cubin.compare(0, 4,
+                                        "\x7f"
+                                        "ELF") != 0)
     return invalid_argument("triton artifact: the cubin after the metadata is not an ELF image");
   return std::make_pair(std::move(meta), std::move(cubin));
 }
@@ -306,8 +323,8 @@ Result<std::string> TritonCompiler::run_script(const std::vector<std::string>& a
   bool timed_out = false;
   int open_outputs = 2;
   while (open_outputs > 0) {
-    double left = timeout_s * 1000 -
-                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    double left =
+        timeout_s * 1000 - std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (left <= 0) {
       timed_out = true;
       break;
@@ -418,8 +435,12 @@ Result<std::shared_ptr<const CompiledTriton>> TritonCompiler::compile(const Trit
       }
     }
   }
-  json request = {{"source", req.source},         {"kernel", req.kernel},         {"signature", req.signature},
-                  {"constexprs", req.constexprs}, {"num_warps", req.num_warps},   {"num_stages", req.num_stages},
+  json request = {{"source", req.source},
+                  {"kernel", req.kernel},
+                  {"signature", req.signature},
+                  {"constexprs", req.constexprs},
+                  {"num_warps", req.num_warps},
+                  {"num_stages", req.num_stages},
                   {"arch", req.arch}};
   auto t0 = std::chrono::steady_clock::now();
   VINCI_ASSIGN_OR_RETURN(std::string out, run_script({}, request.dump(), options_.timeout_s));
@@ -444,7 +465,8 @@ Result<std::shared_ptr<const CompiledTriton>> TritonCompiler::compile(const Trit
   k->meta = std::move(meta);
   k->cubin = std::move(cubin);
   k->compile_ms = ms;
-  if (!disk_path.empty()) VINCI_RETURN_IF_ERROR(write_file_atomic(disk_path, encode_triton_artifact(k->meta, k->cubin)));
+  if (!disk_path.empty())
+    VINCI_RETURN_IF_ERROR(write_file_atomic(disk_path, encode_triton_artifact(k->meta, k->cubin)));
   std::lock_guard<std::mutex> lock(mu_);
   ++misses_;
   auto [it, fresh] = memory_.emplace(key, k);
@@ -483,8 +505,9 @@ Result<TritonCompileRequest> triton_request(const Plan& plan, const PlanStep& st
       r.constexprs[name] = std::strtod(text.c_str(), nullptr);
     } else {
       Result<int64_t> v = eval_expr(text, env);
-      if (!v.ok()) return invalid_argument("kernel " + k->name + ": constexpr " + name + " = " + text + ": " +
-                                           v.status().message());
+      if (!v.ok())
+        return invalid_argument("kernel " + k->name + ": constexpr " + name + " = " + text + ": " +
+                                v.status().message());
       r.constexprs[name] = *v;
     }
   }

@@ -43,9 +43,9 @@ struct TritonCompileRequest {
 
 // The launch metadata of a compiled Triton kernel.
 struct TritonKernelMeta {
-  std::string name;                 // the entry point in the cubin
-  int64_t shared = 0;               // dynamic shared memory, bytes
-  int64_t num_warps = 4;            // block = 32 * num_warps threads
+  std::string name;       // the entry point in the cubin
+  int64_t shared = 0;     // dynamic shared memory, bytes
+  int64_t num_warps = 4;  // block = 32 * num_warps threads
   int64_t num_stages = 3;
   int64_t num_ctas = 1;
   int64_t global_scratch_size = 0;  // bytes per program; > 0: a buffer of grid * size is passed
@@ -57,7 +57,7 @@ struct TritonKernelMeta {
   int64_t tmem_size = 0;
   std::vector<std::string> params;  // the non-constexpr parameters' types, in order
   std::string triton_version;
-  std::string options;              // the compile options, as recorded in a measurement
+  std::string options;  // the compile options, as recorded in a measurement
 
   friend bool operator==(const TritonKernelMeta& a, const TritonKernelMeta& b);
 };
@@ -84,10 +84,10 @@ struct CompiledTriton {
 };
 
 struct TritonOptions {
-  std::string python;        // empty: $VINCI_TRITON_PYTHON, else python3
-  std::string script;        // empty: $VINCI_TRITON_COMPILE, else gpu/triton_compile.py of the tree
-  std::string cache_dir;     // empty: memory only
-  double timeout_s = 120;    // a compile still running after this is rejected
+  std::string python;           // empty: $VINCI_TRITON_PYTHON, else python3
+  std::string script;           // empty: $VINCI_TRITON_COMPILE, else gpu/triton_compile.py of the tree
+  std::string cache_dir;        // empty: memory only
+  double timeout_s = 120;       // a compile still running after this is rejected
   bool isolate_network = true;  // run under `unshare -rn` when it works here
   int arch = 90;
 };

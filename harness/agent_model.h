@@ -38,16 +38,16 @@ namespace vinci {
 // reply object. Everything here but the last two fields is recorded and compared by replay.
 struct LlmCall {
   AgentRole role = AgentRole::kPolicy;
-  std::string endpoint;         // base URL of the server
+  std::string endpoint;  // base URL of the server
   std::string model;
-  std::string request;          // the canonical request body (object kind "llm_request")
-  std::string reply;            // the reply body as received (kind "llm_reply"); empty on failure
+  std::string request;  // the canonical request body (object kind "llm_request")
+  std::string reply;    // the reply body as received (kind "llm_reply"); empty on failure
   std::string finish_reason;
   uint32_t prompt_tokens = 0;
   uint32_t completion_tokens = 0;
   double temperature = 0;
-  std::string failure;          // why the call failed after its retries; empty when it succeeded
-  Digest key;                   // digest of the call's RngKey: how replay finds the reply
+  std::string failure;  // why the call failed after its retries; empty when it succeeded
+  Digest key;           // digest of the call's RngKey: how replay finds the reply
   // Reported, never recorded in a record (they differ between two runs of one config).
   uint32_t attempts = 0;
   double latency_s = 0;
@@ -59,7 +59,7 @@ struct SelectionQuestion {
   std::vector<const Skill*> candidates;  // BM25 top-k, rank order
   std::vector<double> scores;            // their BM25 scores
   int32_t max_pick = 3;
-  RngKey key = RngKey::root(0);          // the call's key
+  RngKey key = RngKey::root(0);  // the call's key
   bool greedy = false;
 };
 
@@ -72,14 +72,14 @@ struct SelectionAnswer {
 
 // One turn of a policy rollout: what the model answered and what the evaluator made of it.
 struct PolicyTurn {
-  std::optional<Plan> plan;   // nullopt: no candidate (the reply held no valid plan, or the call failed)
-  std::string reply_error;    // why there is no plan; the next turn's feedback says it
-  std::string reply_text;     // a model's reply content (empty for the sim)
-  PolicyInput input;          // sim: what the network saw
-  PolicySample sample;        // sim: its choices and their log-probability
+  std::optional<Plan> plan;  // nullopt: no candidate (the reply held no valid plan, or the call failed)
+  std::string reply_error;   // why there is no plan; the next turn's feedback says it
+  std::string reply_text;    // a model's reply content (empty for the sim)
+  PolicyInput input;         // sim: what the network saw
+  PolicySample sample;       // sim: its choices and their log-probability
   std::optional<LlmCall> call;
   // Filled by the loop once the turn is evaluated.
-  Digest plan_address;        // zero when there is no plan
+  Digest plan_address;  // zero when there is no plan
   EvalResult eval;
   TurnResult result;
 };
@@ -87,22 +87,22 @@ struct PolicyTurn {
 struct PolicyQuestion {
   const Task* task = nullptr;
   SizeName size = SizeName::kSmall;
-  std::vector<const Skill*> skills;              // injected into the policy's prompt
+  std::vector<const Skill*> skills;                  // injected into the policy's prompt
   const std::vector<PolicyTurn>* history = nullptr;  // earlier turns this one continues, evaluated
-  RngKey key = RngKey::root(0);                  // the call's key
+  RngKey key = RngKey::root(0);                      // the call's key
   bool greedy = false;
 };
 
 struct SummaryQuestion {
   const Task* task = nullptr;
   SizeName size = SizeName::kSmall;
-  std::vector<const Skill*> injected;            // the winning rollout's skills
+  std::vector<const Skill*> injected;              // the winning rollout's skills
   const std::vector<PolicyTurn>* turns = nullptr;  // the winning rollout
-  size_t best_turn = 0;                          // its best correct turn
+  size_t best_turn = 0;                            // its best correct turn
   double turn1_speedup = 0;
   double best_speedup = 0;
   int32_t sample_index = 0;
-  RngKey key = RngKey::root(0);                  // the call's key
+  RngKey key = RngKey::root(0);  // the call's key
   bool greedy = false;
 };
 

@@ -103,8 +103,7 @@ Result<std::vector<ChatFault>> parse_chat_faults(std::string_view text) {
   size_t begin = 0;
   for (int index = 1;; ++index) {
     size_t comma = text.find(',', begin);
-    std::string_view item = trim(text.substr(begin, comma == std::string_view::npos ? text.npos
-                                                                                   : comma - begin));
+    std::string_view item = trim(text.substr(begin, comma == std::string_view::npos ? text.npos : comma - begin));
     std::string where = "fault " + std::to_string(index) + " (\"" + std::string(item) + "\")";
     if (item.empty()) return invalid_argument(where + ": empty item in fault list");
     VINCI_ASSIGN_OR_RETURN(ChatFault f, parse_fault(item, where));
@@ -133,8 +132,7 @@ json chat_completion_json(std::string_view body, const json& request, const Chat
   const std::string hex = hash_tagged("llm_request", body).hex();
   json message = {{"role", "assistant"}};
   size_t completion_bytes = answer.content.size() + answer.reasoning.size();
-  message["content"] = answer.content.empty() && !answer.tool_calls.empty() ? json(nullptr)
-                                                                            : json(answer.content);
+  message["content"] = answer.content.empty() && !answer.tool_calls.empty() ? json(nullptr) : json(answer.content);
   if (!answer.reasoning.empty()) message["reasoning_content"] = answer.reasoning;
   if (!answer.tool_calls.empty()) {
     json calls = json::array();
@@ -155,18 +153,15 @@ json chat_completion_json(std::string_view body, const json& request, const Chat
     model = request["model"].get<std::string>();
   }
   int64_t prompt = estimate_tokens(body.size()), completion = estimate_tokens(completion_bytes);
-  return {{"id", "chatcmpl-" + hex},
-          {"object", "chat.completion"},
-          {"created", 0},
-          {"model", model},
-          {"choices", json::array({{{"index", 0},
-                                    {"message", std::move(message)},
-                                    {"logprobs", nullptr},
-                                    {"finish_reason", finish}}})},
-          {"usage",
-           {{"prompt_tokens", prompt},
-            {"completion_tokens", completion},
-            {"total_tokens", prompt + completion}}}};
+  return {
+      {"id", "chatcmpl-" + hex},
+      {"object", "chat.completion"},
+      {"created", 0},
+      {"model", model},
+      {"choices",
+       json::array(
+           {{{"index", 0}, {"message", std::move(message)}, {"logprobs", nullptr}, {"finish_reason", finish}}})},
+      {"usage", {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}}}};
 }
 
 // ----- the server ------------------------------------------------------------------------------
@@ -190,9 +185,7 @@ ChatServer::ChatServer(ChatHandler handler, ChatServerOptions options)
 
 ChatServer::~ChatServer() { stop(); }
 
-std::string ChatServer::base_url() const {
-  return "http://" + host_ + ":" + std::to_string(port_) + "/v1";
-}
+std::string ChatServer::base_url() const { return "http://" + host_ + ":" + std::to_string(port_) + "/v1"; }
 
 void ChatServer::add_faults(const std::vector<ChatFault>& faults) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -297,11 +290,9 @@ ChatServer::Reply ChatServer::handle_models(const std::string& authorization) {
   if (!authorized(authorization)) {
     return {401, error_body("Incorrect API key provided.", "invalid_request_error", 401), ""};
   }
-  json list = {{"object", "list"},
-               {"data", json::array({{{"id", options_.model},
-                                      {"object", "model"},
-                                      {"created", 0},
-                                      {"owned_by", "vinci"}}})}};
+  json list = {
+      {"object", "list"},
+      {"data", json::array({{{"id", options_.model}, {"object", "model"}, {"created", 0}, {"owned_by", "vinci"}}})}};
   return {200, list.dump(), ""};
 }
 
@@ -331,22 +322,19 @@ ChatServer::Reply ChatServer::handle_chat(const std::string& body, const std::st
       return {503, error_body(injected + ": overloaded", "server_error", 503), retry_after};
     case ChatFaultKind::kHttp400:
       return {400, error_body(injected + ": bad request", "invalid_request_error", 400), ""};
-    case ChatFaultKind::kMalformed:
-      return {200, "<html><body>upstream hiccup</body></html>", ""};
+    case ChatFaultKind::kMalformed: return {200, "<html><body>upstream hiccup</body></html>", ""};
     case ChatFaultKind::kHang:
       if (!hang(fault.seconds)) {
         return {503, error_body("server is stopping", "server_error", 503), ""};
       }
       return answer(body, request, nullptr);
     case ChatFaultKind::kTruncated:
-    case ChatFaultKind::kNoToolCall:
-      return answer(body, request, &fault);
+    case ChatFaultKind::kNoToolCall: return answer(body, request, &fault);
   }
   return answer(body, request, nullptr);
 }
 
-ChatServer::Reply ChatServer::answer(const std::string& body, const json& request,
-                                     const ChatFault* fault) {
+ChatServer::Reply ChatServer::answer(const std::string& body, const json& request, const ChatFault* fault) {
   Result<ChatAnswer> a = ChatAnswer{"I would rather describe the kernel in prose.", "", {}, "stop"};
   if (fault == nullptr || fault->kind != ChatFaultKind::kNoToolCall) a = handler_(request);
   if (!a.ok()) {

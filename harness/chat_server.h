@@ -80,8 +80,8 @@ std::string chat_faults_text(const std::vector<ChatFault>& faults);
 
 // The chat.completion object for an answer to a request (`body` is the request's bytes, `request`
 // their parse). The model is the request's "model", else `default_model`.
-nlohmann::json chat_completion_json(std::string_view body, const nlohmann::json& request,
-                                    const ChatAnswer& answer, std::string_view default_model);
+nlohmann::json chat_completion_json(std::string_view body, const nlohmann::json& request, const ChatAnswer& answer,
+                                    std::string_view default_model);
 
 struct ChatServerOptions {
   std::string model = "vinci-echo";  // listed by /v1/models; replies name the request's model

@@ -20,18 +20,16 @@ Result<std::string> checked_bytes(ObjectStore& store, const Digest& address, con
                                   const std::string& what) {
   auto obj = store.get(address);
   if (!obj.ok()) {
-    return Status(obj.status().code(), what + ": checkpoint object " + address.hex() + ": " +
-                                           obj.status().message());
+    return Status(obj.status().code(), what + ": checkpoint object " + address.hex() + ": " + obj.status().message());
   }
   if (obj->kind != "checkpoint") {
-    return mismatch(what + ": object " + address.hex() + " is a '" + obj->kind +
-                    "', expected a 'checkpoint'");
+    return mismatch(what + ": object " + address.hex() + " is a '" + obj->kind + "', expected a 'checkpoint'");
   }
   auto d = SimBackbone::checkpoint_digest(obj->bytes);
   if (!d.ok()) return Status(d.status().code(), what + ": " + d.status().message());
   if (*d != digest) {
-    return mismatch(what + ": checkpoint object " + address.hex() + " holds parameters with digest " +
-                    d->hex() + ", the record says " + digest.hex());
+    return mismatch(what + ": checkpoint object " + address.hex() + " holds parameters with digest " + d->hex() +
+                    ", the record says " + digest.hex());
   }
   return std::move(obj->bytes);
 }
@@ -68,15 +66,16 @@ Result<RunCheckpoint> find_run_checkpoint(const std::string& run_dir, int32_t st
   }
   VINCI_RETURN_IF_ERROR(reader->status());
   if (found.empty()) {
-    return not_found("run " + run_dir + " names no checkpoint object (recorded with "
+    return not_found("run " + run_dir +
+                     " names no checkpoint object (recorded with "
                      "backbone.checkpoints = false?)");
   }
   auto it = step < 0 ? std::prev(found.end()) : found.find(step);
   if (it == found.end()) {
     std::string steps;
     for (const auto& [s, _] : found) steps += " " + std::to_string(s);
-    return not_found("run " + run_dir + " has no checkpoint for the start of step " +
-                     std::to_string(step) + " (it has:" + steps + ")");
+    return not_found("run " + run_dir + " has no checkpoint for the start of step " + std::to_string(step) +
+                     " (it has:" + steps + ")");
   }
   RunCheckpoint out;
   out.run_dir = run_dir;
@@ -107,9 +106,9 @@ Result<uint64_t> check_run_checkpoints(const std::string& run_dir) {
     } else {
       continue;
     }
-    VINCI_RETURN_IF_ERROR(checked_bytes(reader->store(), address, digest,
-                                        "run " + run_dir + " record " + std::to_string(r.getSeq()))
-                              .status());
+    VINCI_RETURN_IF_ERROR(
+        checked_bytes(reader->store(), address, digest, "run " + run_dir + " record " + std::to_string(r.getSeq()))
+            .status());
     ++n;
   }
   VINCI_RETURN_IF_ERROR(reader->status());

@@ -21,10 +21,10 @@
 namespace vinci {
 
 struct RunCheckpoint {
-  std::string run_dir;   // the folder it was read from
-  int32_t step = 0;      // the step that starts from these parameters
-  Digest digest;         // parameter digest, as recorded and as re-computed from the bytes
-  Digest address;        // the checkpoint object
+  std::string run_dir;  // the folder it was read from
+  int32_t step = 0;     // the step that starts from these parameters
+  Digest digest;        // parameter digest, as recorded and as re-computed from the bytes
+  Digest address;       // the checkpoint object
   std::string bytes;
   // Digest of the source run's records up to and including the one naming the checkpoint: it
   // pins the history that produced these parameters, also for a run that is still going.

@@ -1,7 +1,8 @@
 // `harness calibrate`: refits the simulated device's profile to measured sweeps and says, on
 // tasks the fit never saw, how far the sim world's verdicts are from the GPU's.
 //
-//   harness calibrate [--data FILE] [--profile TOML] [--out TOML] [--report MD] [--plans JSONL] [--split-seed N] [--judge] [--check [--expect FILE]]
+//   harness calibrate [--data FILE] [--profile TOML] [--out TOML] [--report MD] [--plans JSONL] [--split-seed N]
+//   [--judge] [--check [--expect FILE]]
 //
 // --data names the measurement sets (default gpu/measurements/calibration.toml): each [[set]] is
 // `harness measure` measurements.jsonl files and the task folder they were measured with, paths
@@ -15,8 +16,8 @@
 #include <iostream>
 #include <memory>
 
-#include <boost/program_options.hpp>
 #include <toml++/toml.h>
+#include <boost/program_options.hpp>
 
 #include "core/atomic_file.h"
 #include "core/cli.h"
@@ -72,17 +73,20 @@ Result<std::vector<DataSet>> read_data_file(const std::string& path) {
 
 int cmd_calibrate(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
-  std::string data = default_task_dir() + "/../measurements/calibration.toml", profile_file, out, report_file, plans_file, expect_file;
+  std::string data = default_task_dir() + "/../measurements/calibration.toml", profile_file, out, report_file,
+              plans_file, expect_file;
   uint64_t split_seed = 0;
   std::string objective = "speedups";
   po::options_description opts(
-      "usage: harness calibrate [--data FILE] [--profile TOML] [--out TOML] [--report MD] [--plans JSONL] [--split-seed N] [--judge] [--check [--expect FILE]]\n"
+      "usage: harness calibrate [--data FILE] [--profile TOML] [--out TOML] [--report MD] [--plans JSONL] "
+      "[--split-seed N] [--judge] [--check [--expect FILE]]\n"
       "Refits the simulated device to measured sweeps; prints per plan family how the sim world's verdicts\n"
       "agree with the GPU's on tasks the fit never saw (each half of the tasks judged by the profile fitted\n"
       "to the other). Exit 1 under --check when a held-out goal is missed");
-  opts.add_options()("help,h", "this text")(
-      "data", po::value<std::string>(&data), "measurement sets (default: gpu/measurements/calibration.toml)")(
-      "profile", po::value<std::string>(&profile_file), "starting profile (default: h200_datasheet, the figures before any fit)")(
+  opts.add_options()("help,h", "this text")("data", po::value<std::string>(&data),
+                                            "measurement sets (default: gpu/measurements/calibration.toml)")(
+      "profile", po::value<std::string>(&profile_file),
+      "starting profile (default: h200_datasheet, the figures before any fit)")(
       "out", po::value<std::string>(&out), "write the profile fitted to every correct plan here")(
       "report", po::value<std::string>(&report_file), "also write the tables (Markdown) here")(
       "plans", po::value<std::string>(&plans_file),
@@ -102,7 +106,8 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   };
   Result<std::vector<DataSet>> sets = read_data_file(data);
   if (!sets.ok()) return fail(sets.status().to_string());
-  Result<DeviceProfile> start = load_device_profile(profile_file.empty() ? profile_path("h200_datasheet") : profile_file);
+  Result<DeviceProfile> start =
+      load_device_profile(profile_file.empty() ? profile_path("h200_datasheet") : profile_file);
   if (!start.ok()) return fail(start.status().to_string());
 
   // Each set's suite stays loaded: the measured plans point into it.

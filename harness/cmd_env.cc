@@ -15,11 +15,11 @@ int cmd_env(const std::vector<std::string>& args) {
   }
   pin_numeric_settings();
   Environment env = capture_environment();
-  std::printf("cpu: %s\ncompiler: %s\ngit_revision: %s\nvinci: %s\n", env.cpu.c_str(),
-              env.compiler.c_str(), env.git_revision.c_str(), env.vinci_version.c_str());
+  std::printf("cpu: %s\ncompiler: %s\ngit_revision: %s\nvinci: %s\n", env.cpu.c_str(), env.compiler.c_str(),
+              env.git_revision.c_str(), env.vinci_version.c_str());
   for (const auto& [k, v] : env.pinned()) std::printf("pinned %s=%s\n", k.c_str(), v.c_str());
-  std::printf("variable ATEN_CPU_CAPABILITY=%s\nvariable OPENBLAS_CORETYPE=%s\n",
-              env.aten_cpu_capability.c_str(), env.openblas_coretype.c_str());
+  std::printf("variable ATEN_CPU_CAPABILITY=%s\nvariable OPENBLAS_CORETYPE=%s\n", env.aten_cpu_capability.c_str(),
+              env.openblas_coretype.c_str());
   return 0;
 }
 

@@ -7,12 +7,12 @@
 //                        [--max-kernel-source-bytes N] [--max-plan-source-bytes N] [--max-kernels N]
 //                        [--max-steps N]
 //
-// prints the EvalResult as one line of JSON (the Measurement's field names). FILE holds plan JSON or a reply in the model-facing format
-// (docs/plan_format.md: a ```cuda or ```triton block and a ```launch block). Without --plan the
+// prints the EvalResult as one line of JSON (the Measurement's field names). FILE holds plan JSON or a reply in the
+// model-facing format (docs/plan_format.md: a ```cuda or ```triton block and a ```launch block). Without --plan the
 // plan is the code generator's: its default setting, or the --knob values over it. --explain adds
 // the simulator's per-step breakdown on stderr. --device cuda evaluates on this machine's GPU in a
-// worker process (gpu/cuda_evaluator.h); the compile and evaluation times go to stderr. Exit status: 0 the candidate compiled and is
-// correct, 1 it did not compile or is wrong, 2 bad usage or an error.
+// worker process (gpu/cuda_evaluator.h); the compile and evaluation times go to stderr. Exit status: 0 the candidate
+// compiled and is correct, 1 it did not compile or is wrong, 2 bad usage or an error.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -28,8 +28,8 @@
 #include "gpu/codegen.h"
 #include "gpu/cuda_evaluator.h"
 #include "gpu/device_profile.h"
-#include "gpu/live_eval.h"
 #include "gpu/eval_result.h"
+#include "gpu/live_eval.h"
 #include "gpu/model_plan.h"
 #include "gpu/sim_evaluator.h"
 #include "harness/commands.h"
@@ -58,33 +58,41 @@ int cmd_eval(const std::vector<std::string>& args) {
       "                            [--size full|small] [--seed N]\n\n"
       "Evaluates one plan and prints its result record as JSON. Exit 0: compiled and\n"
       "correct; 1: not compiled or wrong; 2: usage or error.\n\noptions");
-  named.add_options()
-      ("help,h", "print this help")
-      ("plan", po::value<std::string>(&plan_path), "plan JSON, or a reply in the model-facing format (```cuda or ```triton and ```launch blocks; docs/plan_format.md); default: the generator's plan")
-      ("knob", po::value<std::vector<std::string>>(&knobs), "NAME=VALUE: a knob of the generated plan (repeatable)")
-      ("device", po::value<std::string>(&device)->default_value("sim"), "evaluator: sim (the analytic H200) or cuda (this machine's GPU)")
-      ("size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")
-      ("seed", po::value<std::string>(&seed_text)->default_value("0"), "seed of trial inputs and timing noise")
-      ("trials", po::value<std::string>(&trials_text)->default_value("5"), "correctness trials (1 to 100)")
-      ("samples", po::value<std::string>(&samples_text)->default_value("100"), "timing samples (1 to 10000)")
-      ("strict", "strict tolerance (1e-4 for fp32)")
-      ("profile-phases", "cuda: time each phase of the evaluation in the worker (compile, setup, inputs, candidate, "
-                         "reference, checks, timing), synchronizing the GPU at each phase's end; printed on stderr")
-      ("noise", po::value<std::string>(&noise_text)->default_value("0"), "sim: relative spread of timing samples (0 to 1)")
-      ("profile", po::value<std::string>(&profile_file), "sim: device profile TOML (default gpu/device_profiles/h200.toml)")
-      ("tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")
-      ("explain", "sim: print the per-step time breakdown on stderr")
-      ("timeout", po::value<std::string>(&timeout_text)->default_value("600"), "cuda: seconds before an unanswered evaluation counts as a hang")
-      ("launch-timeout", po::value<std::string>(&launch_timeout_text)->default_value("10"), "cuda: seconds one kernel launch may run")
-      ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder shared across processes")
-      ("max-kernel-source-bytes", po::value<std::string>(&max_kernel_source_text)->default_value("262144"),
-       "largest source of one kernel (a plan over a limit is rejected uncompiled)")
-      ("max-plan-source-bytes", po::value<std::string>(&max_plan_source_text)->default_value("2097152"),
-       "largest source of all kernels together")
-      ("max-kernels", po::value<std::string>(&max_kernels_text)->default_value("1024"), "most kernels in a plan")
-      ("max-steps", po::value<std::string>(&max_steps_text)->default_value("4096"), "most steps in a plan")
-      ("reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
-       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 (TF32 off)");
+  named.add_options()("help,h", "print this help")(
+      "plan", po::value<std::string>(&plan_path),
+      "plan JSON, or a reply in the model-facing format (```cuda or ```triton and ```launch blocks; "
+      "docs/plan_format.md); default: the generator's plan")("knob", po::value<std::vector<std::string>>(&knobs),
+                                                             "NAME=VALUE: a knob of the generated plan (repeatable)")(
+      "device", po::value<std::string>(&device)->default_value("sim"),
+      "evaluator: sim (the analytic H200) or cuda (this machine's GPU)")(
+      "size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")(
+      "seed", po::value<std::string>(&seed_text)->default_value("0"), "seed of trial inputs and timing noise")(
+      "trials", po::value<std::string>(&trials_text)->default_value("5"), "correctness trials (1 to 100)")(
+      "samples", po::value<std::string>(&samples_text)->default_value("100"), "timing samples (1 to 10000)")(
+      "strict", "strict tolerance (1e-4 for fp32)")(
+      "profile-phases",
+      "cuda: time each phase of the evaluation in the worker (compile, setup, inputs, candidate, "
+      "reference, checks, timing), synchronizing the GPU at each phase's end; printed on stderr")(
+      "noise", po::value<std::string>(&noise_text)->default_value("0"),
+      "sim: relative spread of timing samples (0 to 1)")(
+      "profile", po::value<std::string>(&profile_file),
+      "sim: device profile TOML (default gpu/device_profiles/h200.toml)")(
+      "tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")(
+      "explain", "sim: print the per-step time breakdown on stderr")(
+      "timeout", po::value<std::string>(&timeout_text)->default_value("600"),
+      "cuda: seconds before an unanswered evaluation counts as a hang")(
+      "launch-timeout", po::value<std::string>(&launch_timeout_text)->default_value("10"),
+      "cuda: seconds one kernel launch may run")("nvrtc-cache", po::value<std::string>(&nvrtc_cache),
+                                                 "cuda: NVRTC cache folder shared across processes")(
+      "max-kernel-source-bytes", po::value<std::string>(&max_kernel_source_text)->default_value("262144"),
+      "largest source of one kernel (a plan over a limit is rejected uncompiled)")(
+      "max-plan-source-bytes", po::value<std::string>(&max_plan_source_text)->default_value("2097152"),
+      "largest source of all kernels together")(
+      "max-kernels", po::value<std::string>(&max_kernels_text)->default_value("1024"), "most kernels in a plan")(
+      "max-steps", po::value<std::string>(&max_steps_text)->default_value("4096"), "most steps in a plan")(
+      "reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
+      "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
+      "(TF32 off)");
   po::variables_map vm;
   if (auto stop = parse_options("harness eval", args, named, {{"task", 1}}, &vm)) return *stop;
   if (!vm.count("task")) {
@@ -121,13 +129,18 @@ int cmd_eval(const std::vector<std::string>& args) {
   limits.max_kernels = *max_kernels;
   limits.max_steps = *max_steps;
   EvalRequest request;
-  if (size == "full") request.size = SizeName::kFull;
-  else if (size == "small") request.size = SizeName::kSmall;
-  else return fail("--size: expected full or small, found '" + size + "'");
+  if (size == "full")
+    request.size = SizeName::kFull;
+  else if (size == "small")
+    request.size = SizeName::kSmall;
+  else
+    return fail("--size: expected full or small, found '" + size + "'");
   if (device != "sim" && device != "cuda") return fail("--device: expected sim or cuda, found '" + device + "'");
   if (vm.count("profile-phases") && device != "cuda")
-    return fail("--profile-phases: times the GPU worker's phases, so it needs --device cuda (found --device " + device + ")");
-  if (Status st = check_reference_precision(reference_precision); !st.ok()) return fail("--reference-precision: " + st.message());
+    return fail("--profile-phases: times the GPU worker's phases, so it needs --device cuda (found --device " + device +
+                ")");
+  if (Status st = check_reference_precision(reference_precision); !st.ok())
+    return fail("--reference-precision: " + st.message());
   if (!plan_path.empty() && !knobs.empty()) return fail("--plan and --knob exclude each other");
   request.seed = static_cast<uint64_t>(*seed);
   request.trials = static_cast<int>(*trials);
@@ -208,7 +221,8 @@ int cmd_eval(const std::vector<std::string>& args) {
 
   if (vm.count("explain")) {
     Result<const TaskContext*> ctx = evaluator.context(*task, request.size);
-    Result<PlanPrediction> pred = ctx.ok() ? evaluator.model().predict(**ctx, plan) : Result<PlanPrediction>(ctx.status());
+    Result<PlanPrediction> pred =
+        ctx.ok() ? evaluator.model().predict(**ctx, plan) : Result<PlanPrediction>(ctx.status());
     if (!pred.ok()) return fail(pred.status().to_string());
     auto table = [](const char* title, const PlanPrediction& p) {
       std::fprintf(stderr, "%s: %.2f us\n", title, p.time_us);

@@ -41,13 +41,13 @@
 #include "core/rng.h"
 #include "core/text.h"
 #include "gpu/calibration.h"
-#include "gpu/sim_agreement.h"
 #include "gpu/codegen.h"
-#include "gpu/knobs.h"
 #include "gpu/cuda_evaluator.h"
 #include "gpu/device_profile.h"
 #include "gpu/eval_result.h"
+#include "gpu/knobs.h"
 #include "gpu/nvrtc.h"
+#include "gpu/sim_agreement.h"
 #include "gpu/sim_evaluator.h"
 #include "harness/commands.h"
 
@@ -85,15 +85,23 @@ struct Row {
 
 nlohmann::json row_json(const Row& r) {
   auto brief = [](const EvalResult& e) {
-    return nlohmann::json{{"compiled", e.compiled},     {"correct", e.correct},   {"kernel_us", e.kernel_us},
-                          {"reference_us", e.reference_us}, {"speedup", e.speedup}, {"error", e.error},
-                          {"flags", e.flags},            {"time_coverage", e.time_coverage},
-                          {"kernel_times_us", e.kernel_times_us}, {"reference_times_us", e.reference_times_us}};
+    return nlohmann::json{{"compiled", e.compiled},
+                          {"correct", e.correct},
+                          {"kernel_us", e.kernel_us},
+                          {"reference_us", e.reference_us},
+                          {"speedup", e.speedup},
+                          {"error", e.error},
+                          {"flags", e.flags},
+                          {"time_coverage", e.time_coverage},
+                          {"kernel_times_us", e.kernel_times_us},
+                          {"reference_times_us", e.reference_times_us}};
   };
-  return {{"task", r.task->id},         {"size", r.live.size},        {"label", r.label},
-          {"plan_address", r.live.plan.hex()}, {"knobs", r.plan.knobs}, {"guaranteed", r.guaranteed},
-          {"family", r.family},          {"live", brief(r.live)},     {"sim", brief(r.sim)},
-          {"wall_ms", r.wall_ms},        {"compile_ms", r.compile_ms}, {"eval_ms", r.eval_ms},
+  return {{"task", r.task->id},         {"size", r.live.size},
+          {"label", r.label},           {"plan_address", r.live.plan.hex()},
+          {"knobs", r.plan.knobs},      {"guaranteed", r.guaranteed},
+          {"family", r.family},         {"live", brief(r.live)},
+          {"sim", brief(r.sim)},        {"wall_ms", r.wall_ms},
+          {"compile_ms", r.compile_ms}, {"eval_ms", r.eval_ms},
           {"device", r.live.device}};
 }
 
@@ -105,8 +113,7 @@ struct FamilyCorrelation {
   int tasks = 0;
 };
 
-FamilyCorrelation correlate(const std::vector<const Row*>& rows,
-                            const std::function<double(const Row&)>& predicted) {
+FamilyCorrelation correlate(const std::vector<const Row*>& rows, const std::function<double(const Row&)>& predicted) {
   FamilyCorrelation fc;
   std::vector<double> a, b;
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> per_task;
@@ -143,40 +150,46 @@ int cmd_measure(const std::vector<std::string>& args) {
   int plans_per_task = 8, level = 0, trials = 5, samples = 30, repeat = 0;
   uint64_t seed = 1;
   double timeout = 600, budget = 0, timing_budget = 2;
-  po::options_description named("usage: harness measure [--device cuda|sim] [--size full|small] [--plans N] [--task ID ...]");
-  named.add_options()
-      ("help,h", "print this help")
-      ("device", po::value<std::string>(&device)->default_value("cuda"), "cuda (this machine's GPU) or sim")
-      ("size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")
-      ("plans", po::value<int>(&plans_per_task)->default_value(8), "generated plans per task beside the default plan")
-      ("task", po::value<std::vector<std::string>>(&only), "only these tasks (repeatable)")
-      ("variant", po::value<std::vector<std::string>>(&variants),
-       "KNOB=VALUE[,KNOB=VALUE...]: also the default plan with these knobs set (repeatable; a task whose "
-       "space lacks every one of the knobs is skipped for it)")
-      ("level", po::value<int>(&level)->default_value(0), "only tasks of this level (0: all)")
-      ("from", po::value<std::string>(&from), "only tasks whose id sorts at or after this one (resume a sweep)")
-      ("seed", po::value<uint64_t>(&seed)->default_value(1), "seed of the generated settings and the trial inputs")
-      ("trials", po::value<int>(&trials)->default_value(5), "correctness trials per plan")
-      ("samples", po::value<int>(&samples)->default_value(30), "timing samples per plan (each of kernel and reference)")
-      ("repeat", po::value<int>(&repeat)->default_value(0), "timing quality: evaluate N default plans of >= 100 us 10 times each")
-      ("out", po::value<std::string>(&out_dir)->default_value("measure-out"), "output folder")
-      ("timeout", po::value<double>(&timeout)->default_value(600), "cuda: seconds before an evaluation counts as a hang")
-      ("nvrtc-cache", po::value<std::string>(&nvrtc_cache), "cuda: NVRTC cache folder; kernels are compiled into it in parallel first")
-      ("reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
-       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 (TF32 off)")
-      ("budget", po::value<double>(&budget)->default_value(0), "stop starting new tasks after this many seconds (0: none)")
-      ("timing-budget", po::value<double>(&timing_budget)->default_value(2), "cuda: seconds of timed runs per candidate at most (>= 5 samples)")
-      ("profile", po::value<std::string>(&profile_file), "device profile for the sim predictions (default h200)")
-      ("tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")
-      ("no-calibrate", "skip fitting the sim profile to the measurements")
-      ("from-measurements", po::value<std::vector<std::string>>(&from_files),
-       "rebuild the report from earlier sweeps' measurements.jsonl (repeatable) instead of measuring");
+  po::options_description named(
+      "usage: harness measure [--device cuda|sim] [--size full|small] [--plans N] [--task ID ...]");
+  named.add_options()("help,h", "print this help")("device", po::value<std::string>(&device)->default_value("cuda"),
+                                                   "cuda (this machine's GPU) or sim")(
+      "size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")(
+      "plans", po::value<int>(&plans_per_task)->default_value(8), "generated plans per task beside the default plan")(
+      "task", po::value<std::vector<std::string>>(&only), "only these tasks (repeatable)")(
+      "variant", po::value<std::vector<std::string>>(&variants),
+      "KNOB=VALUE[,KNOB=VALUE...]: also the default plan with these knobs set (repeatable; a task whose "
+      "space lacks every one of the knobs is skipped for it)")("level", po::value<int>(&level)->default_value(0),
+                                                               "only tasks of this level (0: all)")(
+      "from", po::value<std::string>(&from), "only tasks whose id sorts at or after this one (resume a sweep)")(
+      "seed", po::value<uint64_t>(&seed)->default_value(1), "seed of the generated settings and the trial inputs")(
+      "trials", po::value<int>(&trials)->default_value(5), "correctness trials per plan")(
+      "samples", po::value<int>(&samples)->default_value(30), "timing samples per plan (each of kernel and reference)")(
+      "repeat", po::value<int>(&repeat)->default_value(0),
+      "timing quality: evaluate N default plans of >= 100 us 10 times each")(
+      "out", po::value<std::string>(&out_dir)->default_value("measure-out"), "output folder")(
+      "timeout", po::value<double>(&timeout)->default_value(600),
+      "cuda: seconds before an evaluation counts as a hang")(
+      "nvrtc-cache", po::value<std::string>(&nvrtc_cache),
+      "cuda: NVRTC cache folder; kernels are compiled into it in parallel first")(
+      "reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
+      "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
+      "(TF32 off)")("budget", po::value<double>(&budget)->default_value(0),
+                    "stop starting new tasks after this many seconds (0: none)")(
+      "timing-budget", po::value<double>(&timing_budget)->default_value(2),
+      "cuda: seconds of timed runs per candidate at most (>= 5 samples)")(
+      "profile", po::value<std::string>(&profile_file), "device profile for the sim predictions (default h200)")(
+      "tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")(
+      "no-calibrate", "skip fitting the sim profile to the measurements")(
+      "from-measurements", po::value<std::vector<std::string>>(&from_files),
+      "rebuild the report from earlier sweeps' measurements.jsonl (repeatable) instead of measuring");
   po::variables_map vm;
   if (auto rc = parse_options("harness measure", args, named, {}, &vm)) return *rc;
   if (device != "cuda" && device != "sim") return fail("--device: expected cuda or sim, found '" + device + "'");
   if (size != "full" && size != "small") return fail("--size: expected full or small, found '" + size + "'");
   if (plans_per_task < 0 || trials < 1 || samples < 1) return fail("--plans >= 0, --trials >= 1, --samples >= 1");
-  if (Status st = check_reference_precision(reference_precision); !st.ok()) return fail("--reference-precision: " + st.message());
+  if (Status st = check_reference_precision(reference_precision); !st.ok())
+    return fail("--reference-precision: " + st.message());
   SizeName size_name_v = size == "full" ? SizeName::kFull : SizeName::kSmall;
 
   Result<TaskSuite> suite = load_task_suite(task_dir.empty() ? default_task_dir() : task_dir);
@@ -320,7 +333,8 @@ int cmd_measure(const std::vector<std::string>& args) {
         row.task = suite->find(j.at("task").get<std::string>());
         if (!row.task) return fail(where + ": no task '" + j.at("task").get<std::string>() + "' in the suite");
         if (j.at("size").get<std::string>() != size)
-          return fail(where + ": measured at size '" + j.at("size").get<std::string>() + "', this report is for '" + size + "'");
+          return fail(where + ": measured at size '" + j.at("size").get<std::string>() + "', this report is for '" +
+                      size + "'");
         Result<Plan> p = plan_of_measurement(*row.task, j.at("knobs").get<std::map<std::string, std::string>>(),
                                              j.at("plan_address").get<std::string>());
         if (!p.ok()) {
@@ -434,8 +448,11 @@ int cmd_measure(const std::vector<std::string>& args) {
   std::vector<CalibrationSample> cal;
   for (const Row& r : rows) {
     if (!r.live.correct || r.live.kernel_us <= 0) continue;
-    cal_lines << nlohmann::json{{"task", r.task->id}, {"size", size}, {"plan", plan_to_json(r.plan)},
-                                {"kernel_us", r.live.kernel_us}, {"reference_us", r.live.reference_us}}
+    cal_lines << nlohmann::json{{"task", r.task->id},
+                                {"size", size},
+                                {"plan", plan_to_json(r.plan)},
+                                {"kernel_us", r.live.kernel_us},
+                                {"reference_us", r.live.reference_us}}
                      .dump()
               << "\n";
     CalibrationSample s;
@@ -550,8 +567,9 @@ int cmd_measure(const std::vector<std::string>& args) {
       by_family[r.family].push_back(&r);
     }
     md << "| " << t->id << " " << t->name << " | " << format_number("%.1f", ref) << " | "
-       << (def_ok ? format_number("%.1f", def_us) : std::string("wrong")) << " | " << (def_ok ? format_number("%.3g", def_x) : "-") << " | "
-       << (best > 0 ? format_number("%.3g", best) : "-") << " | " << ok << " / " << n << " | " << bad << " |\n";
+       << (def_ok ? format_number("%.1f", def_us) : std::string("wrong")) << " | "
+       << (def_ok ? format_number("%.3g", def_x) : "-") << " | " << (best > 0 ? format_number("%.3g", best) : "-")
+       << " | " << ok << " / " << n << " | " << bad << " |\n";
     i = j;
   }
   md << "\n## Best plan per task, per level\n\n"
@@ -569,15 +587,17 @@ int cmd_measure(const std::vector<std::string>& args) {
     md << " |\n";
   }
   md << "\n**Guaranteed plans correct: " << guaranteed_ok << " / " << guaranteed_n << "**"
-     << format_number(" (%.1f%%)", guaranteed_n ? 100.0 * guaranteed_ok / guaranteed_n : 0) << "; risky plans correct: " << risky_ok
-     << " / " << risky_n << ".\n\n";
+     << format_number(" (%.1f%%)", guaranteed_n ? 100.0 * guaranteed_ok / guaranteed_n : 0)
+     << "; risky plans correct: " << risky_ok << " / " << risky_n << ".\n\n";
   md << "## Sim vs live\n\n";
   md << "Correctness agreement (compiled plans): " << agree << " / " << compared
-     << format_number(" (%.1f%%)", compared ? 100.0 * agree / compared : 0) << "; sim correct but live wrong: "
-     << sim_says_ok_live_bad << "; sim wrong but live correct: " << sim_says_bad_live_ok << ".\n\n";
+     << format_number(" (%.1f%%)", compared ? 100.0 * agree / compared : 0)
+     << "; sim correct but live wrong: " << sim_says_ok_live_bad
+     << "; sim wrong but live correct: " << sim_says_bad_live_ok << ".\n\n";
   md << "Spearman rank correlation of predicted vs measured speedup over plans correct live (pooled over the "
         "family's plans; and the mean over its tasks with >= 3 such plans):\n\n";
-  md << "| family | plans | pooled (h200.toml) | per-task mean (h200.toml) | pooled (fitted) | per-task mean (fitted) |\n";
+  md << "| family | plans | pooled (h200.toml) | per-task mean (h200.toml) | pooled (fitted) | per-task mean (fitted) "
+        "|\n";
   md << "|---|---:|---:|---:|---:|---:|\n";
   auto fitted_speedup = [&](const Row& r) -> double {
     if (!fitted_sim) return std::nan("");
@@ -585,11 +605,12 @@ int cmd_measure(const std::vector<std::string>& args) {
     return e.ok() && e->correct ? e->speedup : std::nan("");
   };
   for (const auto& [fam, list] : by_family) {
-    FamilyCorrelation before = correlate(list, [](const Row& r) { return r.sim.correct ? r.sim.speedup : std::nan(""); });
+    FamilyCorrelation before =
+        correlate(list, [](const Row& r) { return r.sim.correct ? r.sim.speedup : std::nan(""); });
     FamilyCorrelation after = correlate(list, fitted_speedup);
     md << "| " << fam << " | " << before.plans << " | " << format_number("%.3f", before.pooled) << " | "
-       << format_number("%.3f", before.per_task_mean) << " (" << before.tasks << " tasks) | " << format_number("%.3f", after.pooled)
-       << " | " << format_number("%.3f", after.per_task_mean) << " |\n";
+       << format_number("%.3f", before.per_task_mean) << " (" << before.tasks << " tasks) | "
+       << format_number("%.3f", after.pooled) << " | " << format_number("%.3f", after.per_task_mean) << " |\n";
   }
   if (!cal_text.empty()) md << "\n### Calibration (fitted_profile.toml)\n\n```\n" << cal_text << "```\n";
   std::vector<double> overhead, wall;
@@ -605,17 +626,19 @@ int cmd_measure(const std::vector<std::string>& args) {
   md << "| measure | median | p90 |\n|---|---:|---:|\n";
   md << "| NVRTC compile per kernel, ms (cache misses) | " << format_number("%.1f", percentile(compile, 0.5)) << " | "
      << format_number("%.1f", percentile(compile, 0.9)) << " |\n";
-  md << "| wall time per candidate, ms | " << format_number("%.1f", percentile(wall, 0.5)) << " | " << format_number("%.1f", percentile(wall, 0.9))
+  md << "| wall time per candidate, ms | " << format_number("%.1f", percentile(wall, 0.5)) << " | "
+     << format_number("%.1f", percentile(wall, 0.9)) << " |\n";
+  md << "| overhead per candidate (wall minus the timed samples), ms | "
+     << format_number("%.1f", percentile(overhead, 0.5)) << " | " << format_number("%.1f", percentile(overhead, 0.9))
      << " |\n";
-  md << "| overhead per candidate (wall minus the timed samples), ms | " << format_number("%.1f", percentile(overhead, 0.5)) << " | "
-     << format_number("%.1f", percentile(overhead, 0.9)) << " |\n";
   if (prewarm_threads)
     md << "\nThe kernels were compiled before the sweep into the shared NVRTC cache, " << prewarm_threads
-       << " at a time: " << compile.size() << " in " << format_number("%.1f", prewarm_s) << " s (the worker then loads them from it).\n";
+       << " at a time: " << compile.size() << " in " << format_number("%.1f", prewarm_s)
+       << " s (the worker then loads them from it).\n";
   if (out_of_budget)
     md << "\n**The sweep stopped at its --budget: tasks after " << rows.back().task->id << " were not measured.**\n";
-  md << "\nCandidates evaluated: " << rows.size() << " in " << format_number("%.1f", sweep_ms / 1000) << " s: "
-     << format_number("%.1f", rows.size() / (sweep_ms / 60000.0)) << " per minute.\n";
+  md << "\nCandidates evaluated: " << rows.size() << " in " << format_number("%.1f", sweep_ms / 1000)
+     << " s: " << format_number("%.1f", rows.size() / (sweep_ms / 60000.0)) << " per minute.\n";
   if (cuda) {
     CudaEvaluatorStats st = cuda->stats();
     md << "Workers started: " << st.workers_started << ", lost: " << st.workers_lost << ".\n";
@@ -629,8 +652,8 @@ int cmd_measure(const std::vector<std::string>& args) {
       mean /= s.medians.size();
       md << "| " << s.task << " | " << format_number("%.2f", mean) << " | "
          << format_number("%.2f", *std::min_element(s.medians.begin(), s.medians.end())) << " | "
-         << format_number("%.2f", *std::max_element(s.medians.begin(), s.medians.end())) << " | " << format_number("%.3f%%", 100 * s.cv)
-         << " |\n";
+         << format_number("%.2f", *std::max_element(s.medians.begin(), s.medians.end())) << " | "
+         << format_number("%.3f%%", 100 * s.cv) << " |\n";
     }
   }
   w = write_file_atomic(out_dir + "/report.md", md.str());

@@ -13,10 +13,10 @@
 // correct, 0 otherwise.
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -159,8 +159,8 @@ int cmd_oracle(const std::vector<std::string>& args) {
   po::options_description opts(
       "usage: harness oracle CONFIG [--set key=value]... [--budget N] [--format text|json] [--fast-p-inclusive]\n"
       "The best plan of each held-out task's knob space in CONFIG's sim world, and the fast_p it reaches");
-  opts.add_options()("help,h", "show this help")(
-      "set", po::value<std::vector<std::string>>()->composing(), "override a config key: key=value")(
+  opts.add_options()("help,h", "show this help")("set", po::value<std::vector<std::string>>()->composing(),
+                                                 "override a config key: key=value")(
       "budget", po::value<int64_t>(&budget),
       "evaluations per task (default 4000): a knob space this small or smaller is searched whole")(
       "format", po::value<std::string>(&format), "text (default) or json (one object)")(
@@ -172,7 +172,8 @@ int cmd_oracle(const std::vector<std::string>& args) {
     return 2;
   };
   if (!vm.count("config")) return fail("expected an experiment config (harness oracle CONFIG)");
-  if (budget < 1 || budget > 100000000) return fail("--budget: expected 1 to 100000000, found " + std::to_string(budget));
+  if (budget < 1 || budget > 100000000)
+    return fail("--budget: expected 1 to 100000000, found " + std::to_string(budget));
   if (format != "text" && format != "json") return fail("--format: expected text or json, found '" + format + "'");
   bool inclusive = vm.count("fast-p-inclusive") > 0;
   std::vector<std::string> overrides;

@@ -30,8 +30,8 @@ int cmd_queue(const std::vector<std::string>& args) {
   if (!redis.ok()) return fail(redis.status().message());
   auto s = read_queue_status(**redis, QueueKeys(url->name));
   if (!s.ok()) return fail(s.status().message());
-  std::printf("queue %s\nwaiting: %lld\nin progress: %lld\nworkers alive: %lld\nanswered: %lld\n",
-              url->text.c_str(), s->waiting, s->in_progress, s->workers, s->done);
+  std::printf("queue %s\nwaiting: %lld\nin progress: %lld\nworkers alive: %lld\nanswered: %lld\n", url->text.c_str(),
+              s->waiting, s->in_progress, s->workers, s->done);
   for (const auto& w : s->worker_lines) std::printf("  %s\n", w.c_str());
   return 0;
 }

@@ -12,8 +12,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "core/cli.h"
 #include "core/atomic_file.h"
+#include "core/cli.h"
 #include "harness/checkpoints.h"
 #include "harness/commands.h"
 #include "harness/experiment.h"
@@ -39,8 +39,8 @@ class Progress {
                    static_cast<long long>(total), line.c_str());
       if (done == total) std::fprintf(stderr, "\n");
     } else {
-      std::fprintf(stderr, "[%lld/%lld] %s\n", static_cast<long long>(done),
-                   static_cast<long long>(total), line.c_str());
+      std::fprintf(stderr, "[%lld/%lld] %s\n", static_cast<long long>(done), static_cast<long long>(total),
+                   line.c_str());
     }
     std::fflush(stderr);
   }
@@ -83,17 +83,17 @@ namespace {
 int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   namespace po = boost::program_options;
   po::options_description opts(
-      coldstart_only
-          ? "usage: harness coldstart CONFIG [options]\n(config keys: docs/config_reference.toml)"
-          : "usage: harness run CONFIG [options] | harness run --resume RUN\n(config keys: docs/config_reference.toml)");
-  opts.add_options()("help,h", "show this help")(
-      "seed", po::value<std::string>(), "run.seed")("out", po::value<std::string>(), "run.out: the runs root")(
-      "name", po::value<std::string>(), "run.name")("threads", po::value<int>(), "run.threads")(
-      "set", po::value<std::vector<std::string>>()->composing(), "override a config key: key=value")(
+      coldstart_only ? "usage: harness coldstart CONFIG [options]\n(config keys: docs/config_reference.toml)"
+                     : "usage: harness run CONFIG [options] | harness run --resume RUN\n(config keys: "
+                       "docs/config_reference.toml)");
+  opts.add_options()("help,h", "show this help")("seed", po::value<std::string>(), "run.seed")(
+      "out", po::value<std::string>(), "run.out: the runs root")("name", po::value<std::string>(), "run.name")(
+      "threads", po::value<int>(), "run.threads")("set", po::value<std::vector<std::string>>()->composing(),
+                                                  "override a config key: key=value")(
       "resume", po::value<std::string>(), "continue a stopped run (its folder)");
   po::variables_map vm;
-  if (auto stop = parse_options(coldstart_only ? "harness coldstart" : "harness run", args, opts,
-                                {{"config", 1}}, &vm)) {
+  if (auto stop =
+          parse_options(coldstart_only ? "harness coldstart" : "harness run", args, opts, {{"config", 1}}, &vm)) {
     return *stop;
   }
   pin_numeric_settings();
@@ -113,8 +113,10 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
       if (vm.count(o)) given += std::string(given.empty() ? "" : ", ") + "--" + o;
     }
     if (!given.empty()) {
-      return fail("--resume takes the run's recorded settings (its config, seed, folder and name); "
-                  "found " + given + " beside it. Resume without them, or start a new run.");
+      return fail(
+          "--resume takes the run's recorded settings (its config, seed, folder and name); "
+          "found " +
+          given + " beside it. Resume without them, or start a new run.");
     }
   }
   int64_t seed = -1;
@@ -163,8 +165,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
       std::cerr << "harness run: dropped a damaged tail of " << rec.bytes_dropped << " bytes ("
                 << rec.damage->to_string() << ")\n";
     }
-    std::cerr << "harness run: resuming " << run_dir << " after " << expected.size()
-              << " records\n";
+    std::cerr << "harness run: resuming " << run_dir << " after " << expected.size() << " records\n";
     sink = std::make_unique<CheckSink>(std::move(expected), &writer->store(), writer.get());
   } else {
     std::vector<std::string> overrides;
@@ -182,12 +183,11 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     if (!e.ok()) return fail(e.status().message());
     exp = std::move(e).value();
     if (coldstart_only && !vm.count("name")) {
-      auto named = load_experiment(vm["config"].as<std::string>(),
-                                   [&] {
-                                     auto o = overrides;
-                                     o.push_back("run.name=" + exp.name + "_coldstart");
-                                     return o;
-                                   }());
+      auto named = load_experiment(vm["config"].as<std::string>(), [&] {
+        auto o = overrides;
+        o.push_back("run.name=" + exp.name + "_coldstart");
+        return o;
+      }());
       if (!named.ok()) return fail(named.status().message());
       exp = std::move(named).value();
     }
@@ -230,15 +230,16 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   }
   Progress progress;
   auto start = std::chrono::steady_clock::now();
-  auto out = run_experiment(exp, world.suite, *world.evaluator, *world.backbone, world.seed_library, *sink,
-                            [&](int64_t d, int64_t t, const std::string& l) {
-                              progress(d, t, world.evaluator_progress ? l + " | " + world.evaluator_progress() : l);
-                            },
-                            world.model.get());
+  auto out = run_experiment(
+      exp, world.suite, *world.evaluator, *world.backbone, world.seed_library, *sink,
+      [&](int64_t d, int64_t t, const std::string& l) {
+        progress(d, t, world.evaluator_progress ? l + " | " + world.evaluator_progress() : l);
+      },
+      world.model.get());
   if (!out.ok()) {
     (void)writer->flush();
-    return fail(out.status().to_string() + "\n(the run so far is kept; `harness run --resume " +
-                run_dir + "` continues it)");
+    return fail(out.status().to_string() + "\n(the run so far is kept; `harness run --resume " + run_dir +
+                "` continues it)");
   }
   // The log's closing record, then the reports, then the manifest marked complete: a run stopped
   // anywhere before that (a kill, a full disk) is resumed, and the resume writes what is missing.
@@ -252,8 +253,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
                   " records, but the run ends after " + std::to_string(check->position()) +
                   ": the log is not this run's");
     }
-    std::cerr << "harness run: re-derived and matched " << check->checked()
-              << " recorded records\n";
+    std::cerr << "harness run: re-derived and matched " << check->checked() << " recorded records\n";
   }
   st = writer->checkpoint();
   if (!st.ok()) return fail(st.to_string());
@@ -275,15 +275,13 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   st = writer->mark_complete();
   if (!st.ok()) return fail(st.to_string());
   if (!out->eval.empty()) {
-    std::cout << "Final evaluation of " << exp.name << " (held-out tasks, after step "
-              << out->eval.back().step << "; " << fast_p_compare_line(exp.fast_p_compare) << "):\n\n"
-              << fast_p_table(out->eval.back().fast_p, TurnMode::kLast, Denominator::kAll,
-                              TableFormat::kMarkdown);
+    std::cout << "Final evaluation of " << exp.name << " (held-out tasks, after step " << out->eval.back().step << "; "
+              << fast_p_compare_line(exp.fast_p_compare) << "):\n\n"
+              << fast_p_table(out->eval.back().fast_p, TurnMode::kLast, Denominator::kAll, TableFormat::kMarkdown);
   }
   if (!out->tts.empty()) {
-    std::cout << "\nTest-time scaling (" << exp.tts.iterations << " iterations x " << exp.tts.turns
-              << " turns, window " << exp.tts.window << "; " << fast_p_compare_line(exp.fast_p_compare)
-              << "), best turn:\n\n"
+    std::cout << "\nTest-time scaling (" << exp.tts.iterations << " iterations x " << exp.tts.turns << " turns, window "
+              << exp.tts.window << "; " << fast_p_compare_line(exp.fast_p_compare) << "), best turn:\n\n"
               << fast_p_table(out->tts, TurnMode::kBest, Denominator::kAll, TableFormat::kMarkdown)
               << "\nlast turn:\n\n"
               << fast_p_table(out->tts, TurnMode::kLast, Denominator::kAll, TableFormat::kMarkdown);
@@ -294,12 +292,13 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
                  "\nCold start: %u of %u trajectories kept, %u skills written, %u verified, %zu "
                  "added after the diversity filter; cross-entropy (selection, policy, summary) "
                  "%.3f %.3f %.3f -> %.3f %.3f %.3f\n",
-                 c.kept, c.trajectories, c.proposed, c.verified, c.added.size(), c.before.mean[0],
-                 c.before.mean[1], c.before.mean[2], c.after.mean[0], c.after.mean[1], c.after.mean[2]);
+                 c.kept, c.trajectories, c.proposed, c.verified, c.added.size(), c.before.mean[0], c.before.mean[1],
+                 c.before.mean[2], c.after.mean[0], c.after.mean[1], c.after.mean[2]);
   }
   double eval_seconds = world.evaluator_seconds ? world.evaluator_seconds() : 0.0;
   if (world.evaluator_progress) {
-    std::fprintf(stdout, "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn evaluations/s), "
+    std::fprintf(stdout,
+                 "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn evaluations/s), "
                  "evaluated through the queue %s\n",
                  static_cast<unsigned long long>(out->rollouts), static_cast<unsigned long long>(out->turn_evals),
                  seconds, seconds > 0 ? out->rollouts / seconds : 0.0, seconds > 0 ? out->turn_evals / seconds : 0.0,
@@ -308,14 +307,13 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     std::fprintf(stdout,
                  "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn "
                  "evaluations/s; %.1f s inside the evaluator, %.1f s outside)\n",
-                 static_cast<unsigned long long>(out->rollouts),
-                 static_cast<unsigned long long>(out->turn_evals), seconds,
-                 seconds > 0 ? out->rollouts / seconds : 0.0,
-                 seconds > 0 ? out->turn_evals / seconds : 0.0, eval_seconds, seconds - eval_seconds);
+                 static_cast<unsigned long long>(out->rollouts), static_cast<unsigned long long>(out->turn_evals),
+                 seconds, seconds > 0 ? out->rollouts / seconds : 0.0, seconds > 0 ? out->turn_evals / seconds : 0.0,
+                 eval_seconds, seconds - eval_seconds);
   }
   if (!info.model_calls.empty()) std::cout << "model calls: " << info.model_calls << "\n";
-  std::cout << "run: " << run_dir << "\nrecords: " << writer->record_count()
-            << "\ndigest: " << writer->digest().hex() << "\n";
+  std::cout << "run: " << run_dir << "\nrecords: " << writer->record_count() << "\ndigest: " << writer->digest().hex()
+            << "\n";
   return 0;
 }
 

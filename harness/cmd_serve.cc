@@ -26,8 +26,8 @@ void on_signal(int) { g_stop = 1; }
 int cmd_serve(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description opts("usage: harness serve [options]");
-  opts.add_options()("help,h", "show this help")(
-      "host", po::value<std::string>()->default_value("127.0.0.1"), "address to listen on (loopback by default)")(
+  opts.add_options()("help,h", "show this help")("host", po::value<std::string>()->default_value("127.0.0.1"),
+                                                 "address to listen on (loopback by default)")(
       "port", po::value<std::string>()->default_value("8000"), "port (0: any free port, printed)")(
       "model", po::value<std::string>()->default_value("vinci-sim"), "the model name served")(
       "seed", po::value<std::string>()->default_value("0"), "seed of the sim backbone's parameters")(

@@ -34,16 +34,14 @@ int skills_search(const std::vector<std::string>& args) {
       "usage: harness skills search LIBRARY.jsonl \"QUERY\" [--top K]\n\n"
       "Ranks the library's skills for QUERY with BM25 (rank_bm25's BM25Okapi) and\n"
       "prints rank, name and score, tab separated, best first.\n\noptions");
-  named.add_options()
-      ("help,h", "print this help")
-      ("top", po::value<std::string>(&top_text)->default_value("20"),
-       "how many skills to print, at most (>= 1; past the library's size: all)")
-      ("k1", po::value<double>(&params.k1)->default_value(params.k1), "BM25 k1")
-      ("b", po::value<double>(&params.b)->default_value(params.b), "BM25 b")
-      ("epsilon", po::value<double>(&params.epsilon)->default_value(params.epsilon),
-       "BM25 idf floor factor (of the average idf)")
-      ("seed", po::value<std::string>(&seed_text)->default_value("0"),
-       "seed of the random sample shown when nothing scores");
+  named.add_options()("help,h", "print this help")(
+      "top", po::value<std::string>(&top_text)->default_value("20"),
+      "how many skills to print, at most (>= 1; past the library's size: all)")(
+      "k1", po::value<double>(&params.k1)->default_value(params.k1), "BM25 k1")(
+      "b", po::value<double>(&params.b)->default_value(params.b), "BM25 b")(
+      "epsilon", po::value<double>(&params.epsilon)->default_value(params.epsilon),
+      "BM25 idf floor factor (of the average idf)")("seed", po::value<std::string>(&seed_text)->default_value("0"),
+                                                    "seed of the random sample shown when nothing scores");
   po::variables_map vm;
   if (auto stop = parse_options("harness skills search", args, named, {{"library", 1}, {"query", 1}}, &vm))
     return *stop;
@@ -75,12 +73,11 @@ int skills_search(const std::vector<std::string>& args) {
     return 2;
   }
   for (const auto& [name, line] : library->dropped_duplicates()) {
-    std::fprintf(stderr, "note: %s:%zu: skill '%s' repeats an earlier name; the first is kept\n",
-                 library_path.c_str(), line, name.c_str());
+    std::fprintf(stderr, "note: %s:%zu: skill '%s' repeats an earlier name; the first is kept\n", library_path.c_str(),
+                 line, name.c_str());
   }
   if (library->skills().empty()) {
-    std::fprintf(stderr, "harness skills search: %s holds no skills: nothing to rank\n",
-                 library_path.c_str());
+    std::fprintf(stderr, "harness skills search: %s holds no skills: nothing to rank\n", library_path.c_str());
     return 2;
   }
   Bm25Index index(params);

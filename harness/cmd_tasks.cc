@@ -1,6 +1,6 @@
 // `harness tasks`: lists the task suite, one task a line (id, level, name, op family, set), shows
-// one task's knob space, generated plan or PyTorch module (as a language model is shown it), and writes one task's reference inputs and output as
-// .npy files for a cross-check.
+// one task's knob space, generated plan or PyTorch module (as a language model is shown it), and writes one task's
+// reference inputs and output as .npy files for a cross-check.
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -74,7 +74,8 @@ int cmd_tasks(const std::vector<std::string>& args) {
     return 2;
   }
   if (!pytorch_of.empty()) {
-    Result<std::string> py = task_as_pytorch(*suite->find(pytorch_of), size == "full" ? SizeName::kFull : SizeName::kSmall);
+    Result<std::string> py =
+        task_as_pytorch(*suite->find(pytorch_of), size == "full" ? SizeName::kFull : SizeName::kSmall);
     if (!py.ok()) {
       std::fprintf(stderr, "harness tasks: %s\n", py.status().to_string().c_str());
       return 1;
@@ -97,8 +98,8 @@ int cmd_tasks(const std::vector<std::string>& args) {
       std::fprintf(stderr, "harness tasks: --distribution: %s\n", dist.status().message().c_str());
       return 2;
     }
-    Status st = dump_reference(*suite->find(reference_of), size == "full" ? SizeName::kFull : SizeName::kSmall,
-                               *dist, static_cast<uint64_t>(seed), out);
+    Status st = dump_reference(*suite->find(reference_of), size == "full" ? SizeName::kFull : SizeName::kSmall, *dist,
+                               static_cast<uint64_t>(seed), out);
     if (!st.ok()) {
       std::fprintf(stderr, "harness tasks: %s\n", st.to_string().c_str());
       return 1;
@@ -138,8 +139,7 @@ int cmd_tasks(const std::vector<std::string>& args) {
   }
   for (const Task* t : suite->at_level(level)) {
     if (!set.empty() && set != t->set_name()) continue;
-    std::printf("%s\t%d\t%s\t%s\t%s\n", t->id.c_str(), t->level, t->name.c_str(), t->family.c_str(),
-                t->set_name());
+    std::printf("%s\t%d\t%s\t%s\t%s\n", t->id.c_str(), t->level, t->name.c_str(), t->family.c_str(), t->set_name());
   }
   return 0;
 }

@@ -49,15 +49,16 @@ std::vector<std::string> list_gpus() {
 int cmd_worker(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description opts("usage: harness worker --queue redis://HOST:PORT[/NAME] [options]");
-  opts.add_options()("help,h", "show this help")(
-      "queue", po::value<std::string>(), "the queue (the password, if any, from $VINCI_REDIS_PASSWORD)")(
+  opts.add_options()("help,h", "show this help")("queue", po::value<std::string>(),
+                                                 "the queue (the password, if any, from $VINCI_REDIS_PASSWORD)")(
       "device", po::value<std::string>()->default_value("sim"), "sim or cuda: which requests to take")(
       "gpu", po::value<std::string>(), "cuda: the GPU to use (its index; sets CUDA_VISIBLE_DEVICES)")(
       "name", po::value<std::string>(), "the worker's name on the queue (default HOST-gpuN or HOST-PID)")(
       "claim-idle-s", po::value<std::string>()->default_value("30"),
       "claim a request another worker took and has not kept alive for this long (XAUTOCLAIM min-idle)")(
       "nvrtc-cache", po::value<std::string>()->default_value(""), "NVRTC cache folder shared with other processes")(
-      "timeout-s", po::value<std::string>()->default_value("600"), "cuda: an evaluation not answered by then is a hang")(
+      "timeout-s", po::value<std::string>()->default_value("600"),
+      "cuda: an evaluation not answered by then is a hang")(
       "max-requests", po::value<std::string>()->default_value("0"), "exit after answering this many (0: never)")(
       "exit-when-idle-s", po::value<std::string>()->default_value("0"),
       "exit after this long with nothing to do (0: never)");
@@ -81,9 +82,9 @@ int cmd_worker(const std::vector<std::string>& args) {
     ::setenv("CUDA_VISIBLE_DEVICES", std::to_string(*gpu).c_str(), 1);
     wo.gpu_label = std::to_string(*gpu);
   }
-  wo.name = vm.count("name") ? vm["name"].as<std::string>()
-                             : hostname() + (wo.gpu_label.empty() ? "-" + std::to_string(::getpid())
-                                                                  : "-gpu" + wo.gpu_label);
+  wo.name = vm.count("name")
+                ? vm["name"].as<std::string>()
+                : hostname() + (wo.gpu_label.empty() ? "-" + std::to_string(::getpid()) : "-gpu" + wo.gpu_label);
   auto number = [&](const char* key, double lo, double hi, double* out) -> bool {
     char* end = nullptr;
     std::string v = vm[key].as<std::string>();
@@ -113,7 +114,8 @@ int cmd_worker(const std::vector<std::string>& args) {
 
 int cmd_workers(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
-  po::options_description opts("usage: harness workers --queue redis://HOST:PORT[/NAME] (--gpus all|0,1,.. | --sim N) [options]");
+  po::options_description opts(
+      "usage: harness workers --queue redis://HOST:PORT[/NAME] (--gpus all|0,1,.. | --sim N) [options]");
   opts.add_options()("help,h", "show this help")("queue", po::value<std::string>(), "the queue")(
       "gpus", po::value<std::string>(), "cuda workers: all (every GPU nvidia-smi lists) or a comma-separated list")(
       "sim", po::value<std::string>(), "this many sim workers")(
@@ -163,8 +165,7 @@ int cmd_workers(const std::vector<std::string>& args) {
     auto n = parse_int_option("--sim", vm["sim"].as<std::string>(), 1, 1024);
     if (!n.ok()) return fail(n.status().message());
     for (int64_t i = 0; i < *n; ++i) {
-      std::vector<std::string> c = {"worker", "--device", "sim", "--name",
-                                    hostname() + "-sim" + std::to_string(i)};
+      std::vector<std::string> c = {"worker", "--device", "sim", "--name", hostname() + "-sim" + std::to_string(i)};
       c.insert(c.end(), common.begin(), common.end());
       commands.push_back(c);
     }

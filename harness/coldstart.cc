@@ -51,13 +51,13 @@ std::vector<DiversityVerdict> diversity_filter(const std::vector<SkillCandidate>
       continue;
     }
     if (per_family[c.family] >= params.max_per_family) {
-      v.reason = "dropped: op family " + c.family + " already has " +
-                 std::to_string(per_family[c.family]) + " skills (max_per_family)";
+      v.reason = "dropped: op family " + c.family + " already has " + std::to_string(per_family[c.family]) +
+                 " skills (max_per_family)";
       continue;
     }
     if (per_pattern[c.pattern] >= params.max_per_pattern) {
-      v.reason = "dropped: knob pattern " + c.pattern + " already has " +
-                 std::to_string(per_pattern[c.pattern]) + " skills (max_per_pattern)";
+      v.reason = "dropped: knob pattern " + c.pattern + " already has " + std::to_string(per_pattern[c.pattern]) +
+                 " skills (max_per_pattern)";
       continue;
     }
     std::string text = skill_document_text(c.skill);
@@ -117,9 +117,8 @@ struct TaskCold {
 };
 
 void write_search_sample(RecordBuf& buf, const std::string& task, int32_t rollout, int32_t turn,
-                         const std::string& backbone, schema::Role role,
-                         const std::vector<uint32_t>& actions, const Digest* output,
-                         const RngKey& key) {
+                         const std::string& backbone, schema::Role role, const std::vector<uint32_t>& actions,
+                         const Digest* output, const RngKey& key) {
   auto r = buf.add(at(task).at_rollout(rollout).at_turn(turn));
   auto b = r.initSample();
   b.setRole(role);
@@ -136,8 +135,7 @@ void write_search_sample(RecordBuf& buf, const std::string& task, int32_t rollou
 }
 
 // The behaviour policy's trajectories of one task, the teacher's skills and their verification.
-Status collect_task(const Experiment& exp, const Task& task, Evaluator& evaluator,
-                    ObjectStore& store, TaskCold* out) {
+Status collect_task(const Experiment& exp, const Task& task, Evaluator& evaluator, ObjectStore& store, TaskCold* out) {
   const auto& cs = exp.coldstart;
   KnobSpace space = knob_space(task);
   KnobSetting defaults = default_setting(space);
@@ -166,8 +164,8 @@ Status collect_task(const Experiment& exp, const Task& task, Evaluator& evaluato
       }
       VINCI_ASSIGN_OR_RETURN(TurnResult r, env.run_turn(t, s));
       std::vector<uint32_t> acts(s.begin(), s.end());
-      write_search_sample(out->records, task.id, j, t, "search", schema::Role::POLICY, acts,
-                          &env.turns.back().plan, key.with("turn", t));
+      write_search_sample(out->records, task.id, j, t, "search", schema::Role::POLICY, acts, &env.turns.back().plan,
+                          key.with("turn", t));
       write_measurement(out->records, at(task.id).at_rollout(j).at_turn(t), env.turns.back().eval);
       write_turn_reward(out->records, at(task.id).at_rollout(j).at_turn(t), r);
       tr.settings.push_back(s);
@@ -201,8 +199,7 @@ Status collect_task(const Experiment& exp, const Task& task, Evaluator& evaluato
       int32_t kk = static_cast<int32_t>(k);
       VINCI_ASSIGN_OR_RETURN(TurnResult r, ablate.run_turn(kk, s));
       write_measurement(out->records, at(task.id).at_scheme(kk).at_rollout(j), ablate.turns.back().eval);
-      bool matters = !(r.compiled && r.correct && !r.decoy) ||
-                     r.speedup < tr.best_speedup * (1.0 - cs.ablation_margin);
+      bool matters = !(r.compiled && r.correct && !r.decoy) || r.speedup < tr.best_speedup * (1.0 - cs.ablation_margin);
       d.teacher.include[k] = matters ? 1 : 0;
     }
     out->evals += ablate.turns.size();
@@ -245,9 +242,8 @@ Status collect_task(const Experiment& exp, const Task& task, Evaluator& evaluato
       vd.setBaselineTurn1Speedup(w.turn1_speedup);
       vd.setAccepted(d.verified);
       char why[160];
-      std::snprintf(why, sizeof why, "%s: %s, speedup %.4g (min %.4g)",
-                    d.verified ? "accepted" : "rejected", ok ? "correct" : "incorrect",
-                    d.verify_speedup, exp.verification.min_speedup);
+      std::snprintf(why, sizeof why, "%s: %s, speedup %.4g (min %.4g)", d.verified ? "accepted" : "rejected",
+                    ok ? "correct" : "incorrect", d.verify_speedup, exp.verification.min_speedup);
       vd.setReason(why);
       vd.setSampleIndex(j);
       d.skill->verify_speedup = d.verify_speedup;
@@ -258,8 +254,7 @@ Status collect_task(const Experiment& exp, const Task& task, Evaluator& evaluato
 }
 
 std::vector<uint32_t> counts_of(const RoleCrossEntropy& ce) {
-  return {static_cast<uint32_t>(ce.count[0]), static_cast<uint32_t>(ce.count[1]),
-          static_cast<uint32_t>(ce.count[2])};
+  return {static_cast<uint32_t>(ce.count[0]), static_cast<uint32_t>(ce.count[1]), static_cast<uint32_t>(ce.count[2])};
 }
 
 void set_doubles(capnp::List<double>::Builder l, const RoleCrossEntropy& ce) {
@@ -269,15 +264,14 @@ void set_doubles(capnp::List<double>::Builder l, const RoleCrossEntropy& ce) {
 }  // namespace
 
 Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<const Task*>& train,
-                                       Evaluator& evaluator, Backbone& backbone,
-                                       const SkillLibrary& seed_library, RecordSink& sink) {
+                                       Evaluator& evaluator, Backbone& backbone, const SkillLibrary& seed_library,
+                                       RecordSink& sink) {
   const auto& cs = exp.coldstart;
   ObjectStore& store = sink.store();
   ColdStartResult res;
   std::vector<TaskCold> work(train.size());
-  VINCI_RETURN_IF_ERROR(parallel_for(exp.threads, train.size(), [&](size_t i) {
-    return collect_task(exp, *train[i], evaluator, store, &work[i]);
-  }));
+  VINCI_RETURN_IF_ERROR(parallel_for(
+      exp.threads, train.size(), [&](size_t i) { return collect_task(exp, *train[i], evaluator, store, &work[i]); }));
   for (auto& w : work) {
     VINCI_RETURN_IF_ERROR(flush(w.records, sink));
     res.turn_evals += w.evals;
@@ -380,8 +374,11 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
     std::vector<Experience> ex;
     std::vector<const Skill*> chosen;
     if (!res.library.empty() && exp.selection.mode != SelectionMode::kNone) {
-      RngKey fkey = RngKey::root(exp.seed).with("phase", "coldstart").with("task", task.id)
-                        .with("trajectory", k.trajectory).with("purpose", "bm25-fallback");
+      RngKey fkey = RngKey::root(exp.seed)
+                        .with("phase", "coldstart")
+                        .with("task", task.id)
+                        .with("trajectory", k.trajectory)
+                        .with("purpose", "bm25-fallback");
       Bm25Recall recall = bm25_recall(index, task.description, exp.selection.recall_top, fkey);
       SimSkillFeaturizer featurizer(task);
       Experience e;
@@ -399,8 +396,10 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
         bool all = !knobs.empty();
         for (const auto& [name, value] : knobs) {
           auto it = values.find(name);
-          if (it == values.end() || it->second != value) all = false;
-          else ++n;
+          if (it == values.end() || it->second != value)
+            all = false;
+          else
+            ++n;
         }
         if (all) agree.emplace_back(-n, static_cast<int32_t>(h));
       }

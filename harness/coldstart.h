@@ -91,12 +91,12 @@ std::string knob_pattern(const std::map<std::string, std::string>& knobs);
 // The stage.
 
 struct ColdStartResult {
-  SkillLibrary library;             // seed library + the distilled skills that were kept
-  std::vector<std::string> added;   // their names in the library
-  RoleCrossEntropy before, after;   // on the SFT examples
-  std::vector<Experience> examples; // the SFT examples (targets as samples, advantage 1)
-  Digest checkpoint;                // address of the fitted parameters' checkpoint object
-  Digest digest;                    // their parameter digest
+  SkillLibrary library;              // seed library + the distilled skills that were kept
+  std::vector<std::string> added;    // their names in the library
+  RoleCrossEntropy before, after;    // on the SFT examples
+  std::vector<Experience> examples;  // the SFT examples (targets as samples, advantage 1)
+  Digest checkpoint;                 // address of the fitted parameters' checkpoint object
+  Digest digest;                     // their parameter digest
   uint32_t trajectories = 0, kept = 0, proposed = 0, verified = 0;
   uint64_t turn_evals = 0;
 };
@@ -104,8 +104,8 @@ struct ColdStartResult {
 // Runs the stage on the training tasks and leaves the backbone fitted. REQUIRES: train sorted by
 // id; backbone's shape is sim_backbone_shape().
 Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<const Task*>& train,
-                                       Evaluator& evaluator, Backbone& backbone,
-                                       const SkillLibrary& seed_library, RecordSink& sink);
+                                       Evaluator& evaluator, Backbone& backbone, const SkillLibrary& seed_library,
+                                       RecordSink& sink);
 
 }  // namespace vinci
 

@@ -1,11 +1,11 @@
 #include "harness/config.h"
 
+#include <toml++/toml.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "core/atomic_file.h"
 
@@ -103,8 +103,7 @@ std::string expected_text(const ConfigKey& k) {
 // Converts a TOML node to the key's type; integers are accepted where floats are expected.
 Result<ConfigValue> convert(const ConfigKey& k, const toml::node& n, const std::string& at) {
   auto type_error = [&](const std::string& found) {
-    return invalid_argument(at + ": key '" + k.path + "' expects " + expected_text(k) +
-                            ", found " + found);
+    return invalid_argument(at + ": key '" + k.path + "' expects " + expected_text(k) + ", found " + found);
   };
   auto number = [&](const toml::node& e, double* out) -> bool {
     if (auto i = e.as_integer()) {
@@ -122,8 +121,8 @@ Result<ConfigValue> convert(const ConfigKey& k, const toml::node& n, const std::
       return invalid_argument(at + ": key '" + k.path + "' expects a number, found nan");
     }
     if (v < k.min || v > k.max) {
-      return invalid_argument(at + ": key '" + k.path + "' must be in [" + format_double(k.min) +
-                              ", " + format_double(k.max) + "], found " + format_double(v));
+      return invalid_argument(at + ": key '" + k.path + "' must be in [" + format_double(k.min) + ", " +
+                              format_double(k.max) + "], found " + format_double(v));
     }
     return Status();
   };
@@ -148,8 +147,7 @@ Result<ConfigValue> convert(const ConfigKey& k, const toml::node& n, const std::
     case ConfigType::kString:
       if (auto s = n.as_string()) {
         std::string v = s->get();
-        if (!k.choices.empty() &&
-            std::find(k.choices.begin(), k.choices.end(), v) == k.choices.end()) {
+        if (!k.choices.empty() && std::find(k.choices.begin(), k.choices.end(), v) == k.choices.end()) {
           return type_error("\"" + v + "\"");
         }
         return ConfigValue(v);
@@ -177,8 +175,7 @@ Result<ConfigValue> convert(const ConfigKey& k, const toml::node& n, const std::
         } else {
           auto s = e.as_string();
           if (!s) return type_error(std::string("an array holding ") + node_type_name(e));
-          if (!k.choices.empty() &&
-              std::find(k.choices.begin(), k.choices.end(), s->get()) == k.choices.end()) {
+          if (!k.choices.empty() && std::find(k.choices.begin(), k.choices.end(), s->get()) == k.choices.end()) {
             return type_error("an array holding \"" + s->get() + "\"");
           }
           strings.push_back(s->get());
@@ -192,8 +189,8 @@ Result<ConfigValue> convert(const ConfigKey& k, const toml::node& n, const std::
   return internal_error("unreachable");
 }
 
-Status walk(const ConfigSchema& schema, const toml::table& table, const std::string& prefix,
-            const std::string& source, std::map<std::string, ConfigValue, std::less<>>* out) {
+Status walk(const ConfigSchema& schema, const toml::table& table, const std::string& prefix, const std::string& source,
+            std::map<std::string, ConfigValue, std::less<>>* out) {
   for (const auto& [name, node] : table) {
     std::string path = prefix.empty() ? std::string(name.str()) : prefix + "." + std::string(name.str());
     std::string at = where(source, node.source());
@@ -267,8 +264,8 @@ Status read_layers(std::string_view text, const std::string& source, std::vector
     std::string at = where(source, b->source());
     auto name = b->as_string();
     if (!name) {
-      return invalid_argument(at + ": key 'base' expects a string (a config file, relative to " +
-                              source + "), found " + node_type_name(*b));
+      return invalid_argument(at + ": key 'base' expects a string (a config file, relative to " + source + "), found " +
+                              node_type_name(*b));
     }
     namespace fs = std::filesystem;
     fs::path rel = name->get();
@@ -277,8 +274,8 @@ Status read_layers(std::string_view text, const std::string& source, std::vector
     chain->push_back(link_of(path));
     for (size_t i = 0; i + 1 < chain->size(); ++i) {
       if ((*chain)[i].id == chain->back().id) {
-        return invalid_argument(at + ": key 'base': \"" + name->get() + "\" makes a cycle (" +
-                                chain_text(*chain) + ")");
+        return invalid_argument(at + ": key 'base': \"" + name->get() + "\" makes a cycle (" + chain_text(*chain) +
+                                ")");
       }
     }
     auto base_text = read_file(path);
@@ -286,8 +283,7 @@ Status read_layers(std::string_view text, const std::string& source, std::vector
       if (base_text.status().code() == StatusCode::kNotFound) {
         return not_found(at + ": key 'base': base config " + path + " does not exist");
       }
-      return invalid_argument(at + ": key 'base': cannot read " + path + ": " +
-                              base_text.status().message());
+      return invalid_argument(at + ": key 'base': cannot read " + path + ": " + base_text.status().message());
     }
     VINCI_RETURN_IF_ERROR(read_layers(*base_text, path, chain, layers));
     chain->pop_back();
@@ -361,17 +357,17 @@ Result<Config> Config::load(const ConfigSchema& schema, const std::string& path,
   // A file that sets nothing would run every default: most likely the wrong file, or one cut short.
   auto table = parse_toml(*text, path);
   if (table.ok() && table->empty()) {
-    return invalid_argument("experiment config " + path + " sets nothing: expected at least one key or a "
-                            "`base = \"FILE\"`, found " +
-                            std::string(text->find_first_not_of(" \t\r\n") == std::string::npos
-                                            ? "an empty file"
-                                            : "only comments"));
+    return invalid_argument(
+        "experiment config " + path +
+        " sets nothing: expected at least one key or a "
+        "`base = \"FILE\"`, found " +
+        std::string(text->find_first_not_of(" \t\r\n") == std::string::npos ? "an empty file" : "only comments"));
   }
   return parse(schema, *text, path, overrides);
 }
 
-Result<Config> Config::parse(const ConfigSchema& schema, std::string_view text,
-                             const std::string& source, const std::vector<std::string>& overrides) {
+Result<Config> Config::parse(const ConfigSchema& schema, std::string_view text, const std::string& source,
+                             const std::vector<std::string>& overrides) {
   Config c;
   c.schema_ = &schema;
   c.source_ = source;
@@ -396,8 +392,8 @@ Result<Config> Config::parse(const ConfigSchema& schema, std::string_view text,
     try {
       t = toml::parse("v = " + rhs, "--set " + path);
     } catch (const toml::parse_error& e) {
-      return invalid_argument("--set " + o + ": value does not parse as " + expected_text(*key) +
-                              ": " + std::string(e.description()));
+      return invalid_argument("--set " + o + ": value does not parse as " + expected_text(*key) + ": " +
+                              std::string(e.description()));
     }
     VINCI_ASSIGN_OR_RETURN(ConfigValue v, convert(*key, *t.get("v"), "--set " + o));
     c.values_[path] = std::move(v);
@@ -411,8 +407,8 @@ Result<Config> Config::parse(const ConfigSchema& schema, std::string_view text,
 const ConfigValue& Config::value(std::string_view path, ConfigType type) const {
   const ConfigKey* key = schema_ ? schema_->find(path) : nullptr;
   VINCI_REQUIRE(key != nullptr, "config key not declared: " << path);
-  VINCI_REQUIRE(key->type == type, "config key " << path << " is " << config_type_name(key->type)
-                                                 << ", read as " << config_type_name(type));
+  VINCI_REQUIRE(key->type == type, "config key " << path << " is " << config_type_name(key->type) << ", read as "
+                                                 << config_type_name(type));
   return values_.find(path)->second;
 }
 

@@ -28,8 +28,8 @@ namespace vinci {
 
 enum class ConfigType { kBool, kInt, kFloat, kString, kIntList, kFloatList, kStringList };
 
-using ConfigValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>,
-                                 std::vector<double>, std::vector<std::string>>;
+using ConfigValue = std::variant<bool, int64_t, double, std::string, std::vector<int64_t>, std::vector<double>,
+                                 std::vector<std::string>>;
 
 struct ConfigKey {
   std::string path;  // "section.key"
@@ -62,8 +62,7 @@ class Config {
                              const std::vector<std::string>& overrides = {});
   // Same, from text; source names it in errors (and a `base` in text resolves against the folder
   // of source).
-  static Result<Config> parse(const ConfigSchema& schema, std::string_view text,
-                              const std::string& source,
+  static Result<Config> parse(const ConfigSchema& schema, std::string_view text, const std::string& source,
                               const std::vector<std::string>& overrides = {});
 
   // REQUIRES: path is declared with that type.

@@ -13,6 +13,8 @@ ConfigSchema build_schema() {
   auto I = [](int64_t v) { return ConfigValue(v); };
   auto F = [](double v) { return ConfigValue(v); };
   auto B = [](bool v) { return ConfigValue(v); };
+  // A table, one key per entry: kept as written.
+  // clang-format off
   // [run]
   s.add({"run.name", T::kString, S("run"), "Run name: the run is written to <out>/<name>/ (one folder: not empty, \".\", \"..\" or\n"
          "\"objects\", no '/').", {}});
@@ -223,6 +225,7 @@ ConfigSchema build_schema() {
   s.add({"tts.iterations", T::kInt, I(10), "I: iterations.", {}, 1, 256});
   s.add({"tts.window", T::kInt, I(4), "W: the window of consecutive turns kept by reward.", {}, 1, 256});
   s.add({"tts.greedy", T::kBool, B(false), "Greedy decoding (false: sampled with keyed draws).", {}});
+  // clang-format on
   return s;
 }
 
@@ -339,26 +342,27 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.tts.window = static_cast<int32_t>(c.get_int("tts.window"));
   e.tts.greedy = c.get_bool("tts.greedy");
   if (cs.enabled && cs.lr <= 0) {
-    return invalid_argument(path + ": key 'coldstart.lr': expected a value > 0, found " +
-                            std::to_string(cs.lr));
+    return invalid_argument(path + ": key 'coldstart.lr': expected a value > 0, found " + std::to_string(cs.lr));
   }
   if (e.tts.enabled && e.tts.window > e.tts.turns * e.tts.iterations) {
     return invalid_argument(path + ": key 'tts.window': expected at most tts.turns x tts.iterations = " +
-                            std::to_string(e.tts.turns * e.tts.iterations) + ", found " +
-                            std::to_string(e.tts.window));
+                            std::to_string(e.tts.turns * e.tts.iterations) + ", found " + std::to_string(e.tts.window));
   }
   if (e.backbone == "openai") {
     if (llm.model.empty()) {
-      return invalid_argument(path + ": key 'backbone.model': expected the model name the server serves "
+      return invalid_argument(path +
+                              ": key 'backbone.model': expected the model name the server serves "
                               "(backbone.kind = \"openai\"), found none");
     }
     // A language model's parameters live in the user's trainer, not in this process.
     if (cs.enabled) {
-      return invalid_argument(path + ": key 'coldstart.enabled': the cold start fits the sim network; "
+      return invalid_argument(path +
+                              ": key 'coldstart.enabled': the cold start fits the sim network; "
                               "expected false with backbone.kind = \"openai\"");
     }
     if (!e.init_run.empty()) {
-      return invalid_argument(path + ": key 'backbone.init_run': expected empty with backbone.kind = "
+      return invalid_argument(path +
+                              ": key 'backbone.init_run': expected empty with backbone.kind = "
                               "\"openai\" (the model's weights are the server's)");
     }
     e.checkpoints = false;
@@ -384,17 +388,23 @@ Status check_runs_root(const std::string& out, const std::string& what) {
 Status check_run_name(const std::string& name, const std::string& what) {
   // A run is written to <out>/<name>/ and the runs' objects to <out>/objects/: the name must be one
   // new folder inside the runs root.
-  if (name.empty() || name == "." || name == ".." || name == "objects" ||
-      name.find('/') != std::string::npos || name.find('\0') != std::string::npos) {
-    return invalid_argument(what + ": expected a folder name inside the runs root (not empty, \".\", "
-                            "\"..\" or \"objects\", no '/'), found \"" + name + "\"");
+  if (name.empty() || name == "." || name == ".." || name == "objects" || name.find('/') != std::string::npos ||
+      name.find('\0') != std::string::npos) {
+    return invalid_argument(what +
+                            ": expected a folder name inside the runs root (not empty, \".\", "
+                            "\"..\" or \"objects\", no '/'), found \"" +
+                            name + "\"");
   }
   return Status();
 }
 
 const std::vector<std::string>& non_factor_keys() {
-  static const std::vector<std::string> keys = {"run.name", "run.seed", "run.out", "run.threads",
-                                                "eval.fast_p_inclusive", "device.queue",
+  static const std::vector<std::string> keys = {"run.name",
+                                                "run.seed",
+                                                "run.out",
+                                                "run.threads",
+                                                "eval.fast_p_inclusive",
+                                                "device.queue",
                                                 "device.queue_attempts"};
   return keys;
 }
@@ -436,8 +446,7 @@ Result<Experiment> experiment_from_text(const std::string& text, const std::stri
   VINCI_ASSIGN_OR_RETURN(Experiment e, from_config(c, source));
   // Recorded configs hold every key of the schema they were recorded with. Runs recorded before
   // per-step checkpoints existed did not store them: they replay without.
-  if (text.find("\ncheckpoints = ") == std::string::npos &&
-      text.rfind("checkpoints = ", 0) != 0) {
+  if (text.find("\ncheckpoints = ") == std::string::npos && text.rfind("checkpoints = ", 0) != 0) {
     e.checkpoints = false;
   }
   return e;

@@ -34,18 +34,18 @@ struct Experiment {
   std::vector<int64_t> levels;
   double eval_share = 0.25;  // share of each level held out for evaluation
   uint64_t split_seed = 0;
-  int64_t max_tasks_per_level = 0;  // 0: all
-  int64_t sample_per_level = 0;     // 0: all
-  std::string task_set = "all";     // all | kernelbench | unflagged
+  int64_t max_tasks_per_level = 0;    // 0: all
+  int64_t sample_per_level = 0;       // 0: all
+  std::string task_set = "all";       // all | kernelbench | unflagged
   std::vector<std::string> task_ids;  // empty: all
 
   // [loop]
   int32_t steps = 0;
   int32_t batch_tasks = 16;
-  int32_t schemes = 3;      // k selection samples
+  int32_t schemes = 3;  // k selection samples
   bool null_scheme = true;
-  int32_t rollouts = 4;     // n per scheme
-  int32_t turns = 3;        // T
+  int32_t rollouts = 4;  // n per scheme
+  int32_t turns = 3;     // T
   double gamma = 1.0;
   bool normalize_advantages = false;
 
@@ -75,13 +75,13 @@ struct Experiment {
   int32_t hidden = 64;
   double lr = 1e-3;
   bool train_selection = true, train_policy = true, train_summary = true;
-  bool checkpoints = true;    // a checkpoint object per step (false for runs recorded before it)
-  std::string init_run;       // start from a checkpoint of this run (empty: init or cold start)
-  int32_t init_step = -1;     // ... the parameters it had at the start of this step (-1: its last)
+  bool checkpoints = true;  // a checkpoint object per step (false for runs recorded before it)
+  std::string init_run;     // start from a checkpoint of this run (empty: init or cold start)
+  int32_t init_step = -1;   // ... the parameters it had at the start of this step (-1: its last)
 
   // [device]
-  std::string device;  // "sim"
-  std::string device_profile;  // empty: the built-in H200 profile
+  std::string device;                               // "sim"
+  std::string device_profile;                       // empty: the built-in H200 profile
   std::string reference_precision = "kernelbench";  // cuda: gpu/eval_result.h
   double noise = 0.0;
   std::string queue;  // device.queue: "" (in process) or redis://HOST:PORT[/NAME]
@@ -104,25 +104,25 @@ struct Experiment {
   // [coldstart] (harness/coldstart.h)
   struct ColdStart {
     bool enabled = false;
-    int32_t trajectories = 2;     // behaviour-policy trajectories per training task
-    int32_t turns = 6;            // turns per trajectory
-    double min_speedup = 1.5;     // keep trajectories whose best speedup reaches this
+    int32_t trajectories = 2;       // behaviour-policy trajectories per training task
+    int32_t turns = 6;              // turns per trajectory
+    double min_speedup = 1.5;       // keep trajectories whose best speedup reaches this
     double ablation_margin = 0.05;  // a knob enters a skill if reverting it costs more than this
     bool diversity = true;
-    double similarity = 0.8;      // near-duplicate: Jaccard of skill-text token sets >= this
-    int32_t max_per_family = 3;   // skills per op family
-    int32_t max_per_pattern = 1;  // skills per knob pattern
+    double similarity = 0.8;               // near-duplicate: Jaccard of skill-text token sets >= this
+    int32_t max_per_family = 3;            // skills per op family
+    int32_t max_per_pattern = 1;           // skills per knob pattern
     int32_t max_examples_per_pattern = 2;  // SFT trajectories per (family, best-setting pattern)
-    int32_t epochs = 60;          // full-batch supervised steps
+    int32_t epochs = 60;                   // full-batch supervised steps
     double lr = 3e-3;
   } coldstart;
 
   // [tts] (harness/tts.h)
   struct Tts {
     bool enabled = false;
-    int32_t turns = 5;       // T per iteration
-    int32_t iterations = 10; // I
-    int32_t window = 4;      // W
+    int32_t turns = 5;        // T per iteration
+    int32_t iterations = 10;  // I
+    int32_t window = 4;       // W
     bool greedy = false;
   } tts;
 

@@ -19,9 +19,8 @@
 
 namespace vinci {
 
-const char* const PromptTemplates::kFiles[5] = {"selection_system.md", "policy_system.md",
-                                                "policy_format.md", "policy_feedback.md",
-                                                "summary_system.md"};
+const char* const PromptTemplates::kFiles[5] = {"selection_system.md", "policy_system.md", "policy_format.md",
+                                                "policy_feedback.md", "summary_system.md"};
 
 Result<PromptTemplates> PromptTemplates::load(const std::string& dir, const std::vector<std::string>& languages) {
   PromptTemplates t;
@@ -31,8 +30,8 @@ Result<PromptTemplates> PromptTemplates::load(const std::string& dir, const std:
     std::string path = dir + "/" + file;
     auto text = read_file(path);
     if (!text.ok()) {
-      return not_found("backbone.prompts: cannot read the prompt template " + path + " (" +
-                       text.status().message() + ")");
+      return not_found("backbone.prompts: cannot read the prompt template " + path + " (" + text.status().message() +
+                       ")");
     }
     std::string s = std::move(text).value();
     while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
@@ -51,9 +50,8 @@ Result<PromptTemplates> PromptTemplates::recorded(const std::string& run_dir) {
     auto b = r.getBlob();
     auto text = store.get(address_of(b.getAddress()));
     if (!text.ok()) {
-      return corruption("run " + run_dir + ", record " + std::to_string(r.getSeq()) +
-                        ": the prompt template " + std::string(b.getName().cStr()) + ": " +
-                        text.status().message());
+      return corruption("run " + run_dir + ", record " + std::to_string(r.getSeq()) + ": the prompt template " +
+                        std::string(b.getName().cStr()) + ": " + text.status().message());
     }
     t.text[b.getName()] = std::move(text->bytes);
   }
@@ -66,8 +64,7 @@ Result<PromptTemplates> PromptTemplates::recorded(const std::string& run_dir) {
   return t;
 }
 
-std::string PromptTemplates::render(const std::string& file,
-                                    const std::map<std::string, std::string>& vars) const {
+std::string PromptTemplates::render(const std::string& file, const std::map<std::string, std::string>& vars) const {
   auto it = text.find(file);
   VINCI_REQUIRE(it != text.end(), "prompt template " << file << " is not loaded");
   std::string out = it->second;
@@ -100,8 +97,8 @@ Result<ChatOutcome> HttpChatTransport::complete(const std::string& body, const R
   if (out.ok() && out->unreachable) {
     // Not an answer of the model: recorded as a failed call, it would end a run (or the rest of a
     // resumed one) with failures a server that is up would not give.
-    return io_error("the model server at " + client_.settings().base_url + " cannot be reached (" +
-                    out->failure + "); no call is recorded until it answers");
+    return io_error("the model server at " + client_.settings().base_url + " cannot be reached (" + out->failure +
+                    "); no call is recorded until it answers");
   }
   return out;
 }
@@ -149,8 +146,8 @@ Result<ChatOutcome> RecordedChatTransport::complete(const std::string& body, con
   const Call& c = it->second;
   Digest request = chat_request_address(body);
   if (check_requests_ && request != c.request) {
-    return mismatch("the request rebuilt for the model call with key " + key.digest().hex() +
-                    " hashes to " + request.hex() + ", the recorded request to " + c.request.hex() +
+    return mismatch("the request rebuilt for the model call with key " + key.digest().hex() + " hashes to " +
+                    request.hex() + ", the recorded request to " + c.request.hex() +
                     " (changed prompts, task text or sampling settings)");
   }
   ChatOutcome out;
@@ -171,12 +168,8 @@ Result<ChatOutcome> RecordedChatTransport::complete(const std::string& body, con
 LlmCallLog::LlmCallLog(std::string path) : path_(std::move(path)) {}
 
 void LlmCallLog::add(const LlmCall& call, const std::vector<int>& statuses) {
-  nlohmann::json line = {{"key", call.key.hex()},
-                         {"role", agent_role_name(call.role)},
-                         {"attempts", call.attempts},
-                         {"statuses", statuses},
-                         {"latency_s", call.latency_s},
-                         {"failure", call.failure}};
+  nlohmann::json line = {{"key", call.key.hex()}, {"role", agent_role_name(call.role)}, {"attempts", call.attempts},
+                         {"statuses", statuses},  {"latency_s", call.latency_s},        {"failure", call.failure}};
   std::lock_guard<std::mutex> lock(mu_);
   stats_.calls++;
   if (!call.failure.empty()) stats_.failed++;
@@ -198,8 +191,7 @@ LlmCallLog::Stats LlmCallLog::stats() const {
 
 // ---- the model
 
-LlmAgentModel::LlmAgentModel(LlmSettings settings, PromptTemplates templates, ChatTransport& transport,
-                             LlmCallLog* log)
+LlmAgentModel::LlmAgentModel(LlmSettings settings, PromptTemplates templates, ChatTransport& transport, LlmCallLog* log)
     : settings_(std::move(settings)), templates_(std::move(templates)), transport_(transport), log_(log) {}
 
 std::vector<std::pair<std::string, std::string>> LlmAgentModel::attachments() const {
@@ -216,8 +208,8 @@ std::string LlmAgentModel::task_text(const Task& task, SizeName size) const {
 }
 
 Result<std::optional<std::string>> LlmAgentModel::call(AgentRole role, const std::vector<ChatMessage>& messages,
-                                                       const std::vector<nlohmann::json>& tools,
-                                                       const RngKey& key, bool greedy, LlmCall* record) {
+                                                       const std::vector<nlohmann::json>& tools, const RngKey& key,
+                                                       bool greedy, LlmCall* record) {
   ChatSampling sampling;
   sampling.temperature = greedy ? 0.0 : settings_.temperature;
   sampling.top_p = settings_.top_p;
@@ -225,8 +217,8 @@ Result<std::optional<std::string>> LlmAgentModel::call(AgentRole role, const std
   if (settings_.send_seed) {
     sampling.seed = static_cast<int64_t>(Stream(key.with("purpose", "llm-seed")).next_u64() & 0x7fffffff);
   }
-  std::string body = chat_request_body(settings_.model, messages, settings_.send_tools ? tools : std::vector<nlohmann::json>{},
-                                       sampling)
+  std::string body = chat_request_body(settings_.model, messages,
+                                       settings_.send_tools ? tools : std::vector<nlohmann::json>{}, sampling)
                          .dump();
   VINCI_ASSIGN_OR_RETURN(ChatOutcome outcome, transport_.complete(body, key));
   record->role = role;
@@ -263,8 +255,8 @@ Result<SelectionAnswer> LlmAgentModel::select(const SelectionQuestion& q) {
       {"user", selection_user_message(task_text(*q.task, q.size), q.candidates)}};
   SelectionAnswer a;
   a.call.emplace();
-  VINCI_ASSIGN_OR_RETURN(auto text, call(AgentRole::kSelection, messages, {select_skills_tool_schema()}, q.key,
-                                         q.greedy, &*a.call));
+  VINCI_ASSIGN_OR_RETURN(
+      auto text, call(AgentRole::kSelection, messages, {select_skills_tool_schema()}, q.key, q.greedy, &*a.call));
   if (!text) return a;  // a failed call picks nothing
   std::vector<std::string> names;
   for (const Skill* s : q.candidates) names.push_back(s->name);
@@ -322,7 +314,8 @@ Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
   std::string format = allows("cuda") ? templates_.render("policy_format.md") : "";
   if (allows("triton")) {
     std::string names = allows("cuda") ? "CUDA (a ```cuda block) and Triton (a ```triton block)" : "Triton only";
-    format += (format.empty() ? "" : "\n\n") + templates_.render(PromptTemplates::kTritonFormat, {{"languages", names}});
+    format +=
+        (format.empty() ? "" : "\n\n") + templates_.render(PromptTemplates::kTritonFormat, {{"languages", names}});
   }
   std::vector<ChatMessage> messages = {
       {"system", policy_system_prompt(templates_.render("policy_system.md"), q.skills)},
@@ -360,16 +353,15 @@ Result<SummaryAnswer> LlmAgentModel::summarise(const SummaryQuestion& q) {
   std::vector<RolloutTurnText> turns;
   for (size_t t = 0; t < q.turns->size(); ++t) {
     const PolicyTurn& p = (*q.turns)[t];
-    turns.push_back({static_cast<int>(t + 1), p.reply_text, turn_feedback_text(p),
-                     p.result.correct ? p.result.speedup : 0.0});
+    turns.push_back(
+        {static_cast<int>(t + 1), p.reply_text, turn_feedback_text(p), p.result.correct ? p.result.speedup : 0.0});
   }
-  std::vector<ChatMessage> messages = {
-      {"system", templates_.render("summary_system.md", {{"max_new_skills", "2"}})},
-      {"user", summary_user_message(task_text(*q.task, q.size), q.injected, turns)}};
+  std::vector<ChatMessage> messages = {{"system", templates_.render("summary_system.md", {{"max_new_skills", "2"}})},
+                                       {"user", summary_user_message(task_text(*q.task, q.size), q.injected, turns)}};
   SummaryAnswer a;
   a.call.emplace();
-  VINCI_ASSIGN_OR_RETURN(auto text, call(AgentRole::kSummary, messages, {update_skill_library_tool_schema()},
-                                         q.key, q.greedy, &*a.call));
+  VINCI_ASSIGN_OR_RETURN(
+      auto text, call(AgentRole::kSummary, messages, {update_skill_library_tool_schema()}, q.key, q.greedy, &*a.call));
   if (!text) {
     a.dropped = "the model call failed: " + a.call->failure;
     return a;

@@ -46,8 +46,7 @@ struct PromptTemplates {
   static constexpr const char* kTritonFormat = "policy_format_triton.md";
   // Reads every template file of the folder (and kTritonFormat when languages holds triton); a
   // missing one is an error naming it.
-  static Result<PromptTemplates> load(const std::string& dir,
-                                      const std::vector<std::string>& languages = {"cuda"});
+  static Result<PromptTemplates> load(const std::string& dir, const std::vector<std::string>& languages = {"cuda"});
   // The templates a run recorded (its blob records of kind "prompt_template").
   static Result<PromptTemplates> recorded(const std::string& run_dir);
   // `file`'s text with each {name} of vars replaced by its value. REQUIRES: file is loaded.
@@ -92,7 +91,7 @@ class RecordedChatTransport : public ChatTransport {
  private:
   struct Call {
     Digest request;
-    std::string reply;    // the reply body; empty when the call failed
+    std::string reply;  // the reply body; empty when the call failed
     std::string failure;
   };
   std::unordered_map<Digest, Call, DigestHash> calls_;
@@ -124,22 +123,21 @@ class LlmCallLog {
 };
 
 struct LlmSettings {
-  std::string endpoint;              // base URL (recorded)
+  std::string endpoint;  // base URL (recorded)
   std::string model;
-  double temperature = 1.0;          // sampled calls; greedy calls send 0
+  double temperature = 1.0;  // sampled calls; greedy calls send 0
   std::optional<double> top_p;
   std::optional<int64_t> max_tokens;
-  bool send_seed = true;             // a per-call seed derived from the call's key
-  bool send_tools = false;           // offer the tools as structured schemas (tool_choice auto)
-  int32_t max_skills = 3;            // selection cap named in the prompt
+  bool send_seed = true;                          // a per-call seed derived from the call's key
+  bool send_tools = false;                        // offer the tools as structured schemas (tool_choice auto)
+  int32_t max_skills = 3;                         // selection cap named in the prompt
   std::vector<std::string> languages = {"cuda"};  // policy.languages: cuda, triton
 };
 
 class LlmAgentModel : public AgentModel {
  public:
   // log, when given, receives every call's attempts and latency.
-  LlmAgentModel(LlmSettings settings, PromptTemplates templates, ChatTransport& transport,
-                LlmCallLog* log = nullptr);
+  LlmAgentModel(LlmSettings settings, PromptTemplates templates, ChatTransport& transport, LlmCallLog* log = nullptr);
 
   std::string kind() const override { return "openai"; }
   Result<SelectionAnswer> select(const SelectionQuestion& q) override;
@@ -152,8 +150,8 @@ class LlmAgentModel : public AgentModel {
   // for the parsers (content with tool calls as text, reasoning removed) is returned when the call
   // succeeded.
   Result<std::optional<std::string>> call(AgentRole role, const std::vector<ChatMessage>& messages,
-                                          const std::vector<nlohmann::json>& tools, const RngKey& key,
-                                          bool greedy, LlmCall* record);
+                                          const std::vector<nlohmann::json>& tools, const RngKey& key, bool greedy,
+                                          LlmCall* record);
   std::string task_text(const Task& task, SizeName size) const;
 
   LlmSettings settings_;

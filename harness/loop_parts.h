@@ -14,12 +14,12 @@
 #include <vector>
 
 #include "agents/agents.h"
-#include "core/parallel.h"
-#include "harness/agent_model.h"
 #include "agents/bm25.h"
+#include "core/parallel.h"
 #include "gpu/codegen.h"
 #include "gpu/eval_result.h"
 #include "gpu/task.h"
+#include "harness/agent_model.h"
 #include "harness/experiment.h"
 #include "harness/record_sink.h"
 #include "harness/rl.h"
@@ -135,8 +135,7 @@ inline TurnResult turn_result(const EvalResult& eval, const RewardParams& reward
 // held none) is not evaluated: its measurement says why, with every trial unreached.
 class PlanTurnEvaluator {
  public:
-  PlanTurnEvaluator(const Experiment& exp, const Task& task, Evaluator& evaluator, ObjectStore& store,
-                    RngKey key)
+  PlanTurnEvaluator(const Experiment& exp, const Task& task, Evaluator& evaluator, ObjectStore& store, RngKey key)
       : exp_(exp), task_(task), evaluator_(evaluator), store_(store), key_(key) {}
 
   Result<TurnRecord> evaluate(int32_t turn, const Plan* plan, const std::string& no_plan_reason) const {
@@ -166,8 +165,7 @@ class PlanTurnEvaluator {
 
   // Evaluates turn t's plan into the turn (plan address, measurement, result with its reward).
   Status evaluate(int32_t t, PolicyTurn* turn) const {
-    VINCI_ASSIGN_OR_RETURN(TurnRecord rec,
-                           evaluate(t, turn->plan ? &*turn->plan : nullptr, turn->reply_error));
+    VINCI_ASSIGN_OR_RETURN(TurnRecord rec, evaluate(t, turn->plan ? &*turn->plan : nullptr, turn->reply_error));
     turn->plan_address = rec.plan;
     turn->eval = std::move(rec.eval);
     turn->result = turn_result(turn->eval, exp_.reward);
@@ -185,8 +183,8 @@ class PlanTurnEvaluator {
 // The cold start's turn environment: knob choices -> the generator's plan -> a measurement.
 class SimTurnEnv : public TurnEnvironment {
  public:
-  SimTurnEnv(const Experiment& exp, const Task& task, const KnobSpace& space, Evaluator& evaluator,
-             ObjectStore& store, RngKey key)
+  SimTurnEnv(const Experiment& exp, const Task& task, const KnobSpace& space, Evaluator& evaluator, ObjectStore& store,
+             RngKey key)
       : exp_(exp), task_(task), plans_(exp, task, evaluator, store, key) {}
 
   Result<TurnResult> run_turn(int32_t turn, const std::vector<int32_t>& choices) override {
@@ -274,8 +272,8 @@ inline Result<Digest> write_llm_call(RecordBuf& buf, ObjectStore& store, const R
 
 // A policy turn's records: the model call (when there was one), the sample, the measurement and
 // the reward.
-inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::string& backbone,
-                                const RecordPos& pos, const PolicyTurn& t, bool greedy, const RngKey& key);
+inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::string& backbone, const RecordPos& pos,
+                                const PolicyTurn& t, bool greedy, const RngKey& key);
 
 inline void write_turn_reward(RecordBuf& buf, const RecordPos& pos, const TurnResult& t) {
   auto r = buf.add(pos);
@@ -288,8 +286,8 @@ inline void write_turn_reward(RecordBuf& buf, const RecordPos& pos, const TurnRe
   w.setDecoy(t.decoy);
 }
 
-inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::string& backbone,
-                                const RecordPos& pos, const PolicyTurn& t, bool greedy, const RngKey& key) {
+inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::string& backbone, const RecordPos& pos,
+                                const PolicyTurn& t, bool greedy, const RngKey& key) {
   std::optional<Digest> request;
   if (t.call) {
     VINCI_ASSIGN_OR_RETURN(request, write_llm_call(buf, store, pos, *t.call));
@@ -301,17 +299,17 @@ inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::s
 }
 
 // pos: the task's position at the scheme (sample) being selected for.
-inline void write_selection(RecordBuf& buf, const RecordPos& pos, const SchemeDecision& d,
-                            const SkillLibrary& library, const Digest& query, const Digest& snapshot,
-                            const SelectionParams& params, bool greedy, const RngKey& key,
-                            const std::string& backbone) {
+inline void write_selection(RecordBuf& buf, const RecordPos& pos, const SchemeDecision& d, const SkillLibrary& library,
+                            const Digest& query, const Digest& snapshot, const SelectionParams& params, bool greedy,
+                            const RngKey& key, const std::string& backbone) {
   if (d.sampled) {
     auto r = buf.add(pos);
     auto b = r.initSample();
     b.setRole(schema::Role::SELECTION);
     b.setBackbone(backbone);
     auto acts = b.initActions(static_cast<unsigned>(d.sample.picked.size()));
-    for (size_t i = 0; i < d.sample.picked.size(); ++i) acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(d.sample.picked[i]));
+    for (size_t i = 0; i < d.sample.picked.size(); ++i)
+      acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(d.sample.picked[i]));
     b.setLogProb(d.sample.log_prob);
     b.setGreedy(greedy);
     b.setSampleIndex(d.sample_index);
@@ -382,9 +380,9 @@ inline Status flush(RecordBuf& buf, RecordSink& sink) {
   return Status();
 }
 
-inline void write_metric(RecordBuf& buf, int32_t step, const std::string& name, const std::string& split,
-                  int32_t level, double threshold, const std::string& mode,
-                  const std::string& denominator, double value, uint32_t num, uint32_t count) {
+inline void write_metric(RecordBuf& buf, int32_t step, const std::string& name, const std::string& split, int32_t level,
+                         double threshold, const std::string& mode, const std::string& denominator, double value,
+                         uint32_t num, uint32_t count) {
   auto r = buf.add(RecordPos::of_step(step, split == "eval"  ? schema::Record::Phase::EVAL
                                             : split == "tts" ? schema::Record::Phase::TTS
                                                              : schema::Record::Phase::TRAIN));
@@ -399,7 +397,6 @@ inline void write_metric(RecordBuf& buf, int32_t step, const std::string& name, 
   m.setNumerator(num);
   m.setCount(count);
 }
-
 
 }  // namespace loop
 }  // namespace vinci

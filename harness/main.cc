@@ -25,7 +25,6 @@ int main(int argc, char** argv) {
       {"worker", "evaluate requests from a queue (device.queue) on the sim device or a GPU", vinci::cmd_worker},
       {"workers", "start one queue worker per GPU of this machine (or N sim workers)", vinci::cmd_workers},
   };
-  return vinci::run_subcommand("harness", commands,
-                               "`harness <command> --help` describes a command's options.", argc,
+  return vinci::run_subcommand("harness", commands, "`harness <command> --help` describes a command's options.", argc,
                                argv);
 }

@@ -35,12 +35,12 @@ Status CheckSink::put(capnp::MessageBuilder& record) {
       RecordView got;
       RecordView want;
       std::string got_json = got.parse(payload).ok() ? record_to_json(got, nullptr) : "?";
-      std::string want_json =
-          want.parse(expected_[position_]).ok() ? record_to_json(want, nullptr) : "(unreadable)";
-      std::string where = want.parse(expected_[position_]).ok() ? describe_record(want.message().getRoot<schema::Record>())
-                                                                : std::string("?");
-      return mismatch("record " + std::to_string(position_) + " (" + where +
-                      ") differs\n  recorded: " + want_json + "\n  derived:  " + got_json);
+      std::string want_json = want.parse(expected_[position_]).ok() ? record_to_json(want, nullptr) : "(unreadable)";
+      std::string where = want.parse(expected_[position_]).ok()
+                              ? describe_record(want.message().getRoot<schema::Record>())
+                              : std::string("?");
+      return mismatch("record " + std::to_string(position_) + " (" + where + ") differs\n  recorded: " + want_json +
+                      "\n  derived:  " + got_json);
     }
     digest_.add(payload);
     ++position_;
@@ -65,8 +65,8 @@ Result<std::vector<std::string>> read_payloads(const std::string& run_dir, bool 
   while (reader->next(&f)) out.emplace_back(f.payload);
   VINCI_RETURN_IF_ERROR(reader->status());
   if (reader->damage() && !allow_damage) {
-    return corruption("run log of " + run_dir + " is damaged after record " +
-                      std::to_string(out.size()) + ": " + reader->damage()->to_string());
+    return corruption("run log of " + run_dir + " is damaged after record " + std::to_string(out.size()) + ": " +
+                      reader->damage()->to_string());
   }
   return out;
 }

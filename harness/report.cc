@@ -20,27 +20,30 @@ const char* den_name(Denominator d) { return d == Denominator::kAll ? "all" : "c
 std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
-    else out += c;
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
   }
   return out;
 }
 
-const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728",
-                               "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
+const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 
 }  // namespace
 
-std::string fast_p_table(const std::vector<FastP>& rows, TurnMode mode, Denominator denominator,
-                         TableFormat format) {
+std::string fast_p_table(const std::vector<FastP>& rows, TurnMode mode, Denominator denominator, TableFormat format) {
   std::vector<int> levels;
   std::vector<double> thresholds;
   for (const FastP& f : rows) {
     if (f.mode != mode || f.denominator != denominator) continue;
     if (std::find(levels.begin(), levels.end(), f.level) == levels.end()) levels.push_back(f.level);
-    if (std::find(thresholds.begin(), thresholds.end(), f.threshold) == thresholds.end()) thresholds.push_back(f.threshold);
+    if (std::find(thresholds.begin(), thresholds.end(), f.threshold) == thresholds.end())
+      thresholds.push_back(f.threshold);
   }
   auto find = [&](int level, double p) -> const FastP* {
     for (const FastP& f : rows) {
@@ -71,8 +74,8 @@ std::string fast_p_table(const std::vector<FastP>& rows, TurnMode mode, Denomina
       for (double p : thresholds) {
         const FastP* f = find(level, p);
         if (!f) continue;
-        out += std::string(mode_name(mode)) + "," + den_name(denominator) + "," + level_name(level) +
-               "," + format_number("%.17g", p) + "," + format_number("%.17g", f->value()) + "," +
+        out += std::string(mode_name(mode)) + "," + den_name(denominator) + "," + level_name(level) + "," +
+               format_number("%.17g", p) + "," + format_number("%.17g", f->value()) + "," +
                std::to_string(f->numerator) + "," + std::to_string(f->count) + "\n";
       }
     }
@@ -83,11 +86,10 @@ std::string fast_p_table(const std::vector<FastP>& rows, TurnMode mode, Denomina
       for (double p : thresholds) {
         const FastP* f = find(level, p);
         if (!f) continue;
-        out += std::string(first ? "" : ",") + "{\"turn\":\"" + mode_name(mode) +
-               "\",\"denominator\":\"" + den_name(denominator) + "\",\"level\":\"" +
-               level_name(level) + "\",\"threshold\":" + format_number("%.17g", p) +
-               ",\"value\":" + format_number("%.17g", f->value()) + ",\"numerator\":" +
-               std::to_string(f->numerator) + ",\"count\":" + std::to_string(f->count) + "}";
+        out += std::string(first ? "" : ",") + "{\"turn\":\"" + mode_name(mode) + "\",\"denominator\":\"" +
+               den_name(denominator) + "\",\"level\":\"" + level_name(level) +
+               "\",\"threshold\":" + format_number("%.17g", p) + ",\"value\":" + format_number("%.17g", f->value()) +
+               ",\"numerator\":" + std::to_string(f->numerator) + ",\"count\":" + std::to_string(f->count) + "}";
         first = false;
       }
     }
@@ -137,9 +139,9 @@ std::string metrics_csv(const TrainerOutput& out) {
   for (const EvalPoint& e : out.eval) {
     for (const FastP& f : e.fast_p) {
       csv += std::to_string(e.step) + ",eval,fast_p," + level_name(f.level) + "," +
-             format_number("%.17g", f.threshold) + "," + mode_name(f.mode) + "," + den_name(f.denominator) +
-             "," + format_number("%.17g", f.value()) + "," + std::to_string(f.numerator) + "," +
-             std::to_string(f.count) + "\n";
+             format_number("%.17g", f.threshold) + "," + mode_name(f.mode) + "," + den_name(f.denominator) + "," +
+             format_number("%.17g", f.value()) + "," + std::to_string(f.numerator) + "," + std::to_string(f.count) +
+             "\n";
     }
   }
   return csv;
@@ -157,8 +159,8 @@ std::string scored_set_line(const std::vector<std::string>& task_sets, const std
   for (const auto& s : task_sets) ++counts[s];
   std::string parts;
   for (const auto& [s, n] : counts) parts += (parts.empty() ? "" : ", ") + std::to_string(n) + " " + s;
-  return "Scored tasks (" + selection + "): " + std::to_string(task_sets.size()) + " held-out (" + parts +
-         "); " + fast_p_compare_line(compare) + ".\n\n";
+  return "Scored tasks (" + selection + "): " + std::to_string(task_sets.size()) + " held-out (" + parts + "); " +
+         fast_p_compare_line(compare) + ".\n\n";
 }
 
 std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& info) {
@@ -167,8 +169,8 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
   md += "- records: " + std::to_string(info.records) + ", run digest `" + info.run_digest + "`\n";
   md += "- training tasks: " + std::to_string(out.train_tasks.size()) +
         ", held-out tasks: " + std::to_string(out.eval_tasks.size()) + "\n";
-  md += "- wall time: " + format_number("%.1f", info.seconds) + " s; " + std::to_string(out.rollouts) +
-        " rollouts (" + format_number("%.0f", info.seconds > 0 ? out.rollouts / info.seconds : 0) + "/s), " +
+  md += "- wall time: " + format_number("%.1f", info.seconds) + " s; " + std::to_string(out.rollouts) + " rollouts (" +
+        format_number("%.0f", info.seconds > 0 ? out.rollouts / info.seconds : 0) + "/s), " +
         std::to_string(out.turn_evals) + " turn evaluations (" +
         format_number("%.0f", info.seconds > 0 ? out.turn_evals / info.seconds : 0) + "/s)\n";
   if (!info.model_calls.empty()) md += "- model calls: " + info.model_calls + "\n";
@@ -178,14 +180,15 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
     md += "## Final evaluation (after step " + std::to_string(last.step) + ")\n\n";
     md += info.scored + fast_p_report(last, TableFormat::kMarkdown) + "\n";
     md += "## fast_1.2 over training (last turn, all held-out tasks, " +
-          std::string(fast_p_compare_text(info.compare)) + ", %)\n\n| step | L1 | L2 | L3 | all |\n|---|---|---|---|---|\n";
+          std::string(fast_p_compare_text(info.compare)) +
+          ", %)\n\n| step | L1 | L2 | L3 | all |\n|---|---|---|---|---|\n";
     for (const EvalPoint& e : out.eval) {
       md += "| " + std::to_string(e.step) + " |";
       for (int level : {1, 2, 3, 0}) {
         std::string cell = " - |";
         for (const FastP& f : e.fast_p) {
-          if (f.level == level && f.threshold == 1.2 && f.mode == TurnMode::kLast &&
-              f.denominator == Denominator::kAll) cell = " " + format_number("%.1f", 100 * f.value()) + " |";
+          if (f.level == level && f.threshold == 1.2 && f.mode == TurnMode::kLast && f.denominator == Denominator::kAll)
+            cell = " " + format_number("%.1f", 100 * f.value()) + " |";
         }
         md += cell;
       }
@@ -193,51 +196,71 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
     }
     md += "\n";
   }
-  md += "## Training\n\n| step | reward | correct | best speedup | triggered | accepted | library |\n|---|---|---|---|---|---|---|\n";
+  md +=
+      "## Training\n\n| step | reward | correct | best speedup | triggered | accepted | library "
+      "|\n|---|---|---|---|---|---|---|\n";
   for (const TrainPoint& p : out.train) {
     md += "| " + std::to_string(p.step) + " | " + format_number("%.3f", p.reward_mean) + " | " +
           format_number("%.3f", p.correct_rate) + " | " + format_number("%.2f", p.best_speedup_mean) + " | " +
-          std::to_string(p.triggered) + " | " + std::to_string(p.accepted) + " | " +
-          std::to_string(p.library_size) + " |\n";
+          std::to_string(p.triggered) + " | " + std::to_string(p.accepted) + " | " + std::to_string(p.library_size) +
+          " |\n";
   }
   md += "\n## Skill library (" + std::to_string(out.library.size()) + " skills)\n\n";
   for (const Skill& s : out.library.skills()) {
     md += "- `" + s.name + "` (" + s.scope + ", verified " +
-          (s.verify_speedup ? format_number("%.2fx", *s.verify_speedup) : std::string("-")) + "): " +
-          s.description + "\n";
+          (s.verify_speedup ? format_number("%.2fx", *s.verify_speedup) : std::string("-")) + "): " + s.description +
+          "\n";
   }
-  md += "\nPlots: reward.svg, fast_p.svg, library.svg, fast_p_final.svg. Every figure here is\n"
-        "re-derived from the log by `replay score`.\n";
+  md +=
+      "\nPlots: reward.svg, fast_p.svg, library.svg, fast_p_final.svg. Every figure here is\n"
+      "re-derived from the log by `replay score`.\n";
   return md;
 }
 
-std::string svg_line_chart(const std::string& title, const std::string& x_label,
-                           const std::string& y_label, const std::vector<Series>& series) {
+std::string svg_line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
+                           const std::vector<Series>& series) {
   const double W = 640, H = 400, L = 60, R = 160, T = 40, B = 50;
   double x0 = 1e300, x1 = -1e300, y0 = 0, y1 = -1e300;
   for (const auto& s : series) {
-    for (double x : s.x) { x0 = std::min(x0, x); x1 = std::max(x1, x); }
-    for (double y : s.y) { y0 = std::min(y0, y); y1 = std::max(y1, y); }
+    for (double x : s.x) {
+      x0 = std::min(x0, x);
+      x1 = std::max(x1, x);
+    }
+    for (double y : s.y) {
+      y0 = std::min(y0, y);
+      y1 = std::max(y1, y);
+    }
   }
-  if (x0 > x1) { x0 = 0; x1 = 1; }
+  if (x0 > x1) {
+    x0 = 0;
+    x1 = 1;
+  }
   if (x1 == x0) x1 = x0 + 1;
   if (y1 <= y0) y1 = y0 + 1;
   y1 += (y1 - y0) * 0.05;
   auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   auto py = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"400\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  std::string svg =
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"400\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n";
   svg += "<rect width=\"640\" height=\"400\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + format_number("%.0f", W / 2 - 60) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) + "</text>\n";
-  svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", H - B) + "\" x2=\"" + format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", H - B) + "\" stroke=\"black\"/>\n";
-  svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", T) + "\" x2=\"" + format_number("%.1f", L) + "\" y2=\"" + format_number("%.1f", H - B) + "\" stroke=\"black\"/>\n";
+  svg += "<text x=\"" + format_number("%.0f", W / 2 - 60) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) +
+         "</text>\n";
+  svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", H - B) + "\" x2=\"" +
+         format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", H - B) + "\" stroke=\"black\"/>\n";
+  svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", T) + "\" x2=\"" +
+         format_number("%.1f", L) + "\" y2=\"" + format_number("%.1f", H - B) + "\" stroke=\"black\"/>\n";
   for (int i = 0; i <= 4; ++i) {
     double y = y0 + (y1 - y0) * i / 4;
     svg += "<text x=\"4\" y=\"" + format_number("%.1f", py(y) + 4) + "\">" + format_number("%.3g", y) + "</text>\n";
-    svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", py(y)) + "\" x2=\"" + format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", py(y)) + "\" stroke=\"#ddd\"/>\n";
+    svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", py(y)) + "\" x2=\"" +
+           format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", py(y)) + "\" stroke=\"#ddd\"/>\n";
     double x = x0 + (x1 - x0) * i / 4;
-    svg += "<text x=\"" + format_number("%.1f", px(x) - 8) + "\" y=\"" + format_number("%.1f", H - B + 16) + "\">" + format_number("%.3g", x) + "</text>\n";
+    svg += "<text x=\"" + format_number("%.1f", px(x) - 8) + "\" y=\"" + format_number("%.1f", H - B + 16) + "\">" +
+           format_number("%.3g", x) + "</text>\n";
   }
-  svg += "<text x=\"" + format_number("%.0f", (L + W - R) / 2) + "\" y=\"" + format_number("%.0f", H - 10) + "\">" + xml_escape(x_label) + "</text>\n";
+  svg += "<text x=\"" + format_number("%.0f", (L + W - R) / 2) + "\" y=\"" + format_number("%.0f", H - 10) + "\">" +
+         xml_escape(x_label) + "</text>\n";
   svg += "<text x=\"12\" y=\"" + format_number("%.0f", T - 8) + "\">" + xml_escape(y_label) + "</text>\n";
   for (size_t i = 0; i < series.size(); ++i) {
     const char* color = kColors[i % 8];
@@ -245,47 +268,61 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
     for (size_t k = 0; k < series[i].x.size() && k < series[i].y.size(); ++k) {
       pts += format_number("%.1f", px(series[i].x[k])) + "," + format_number("%.1f", py(series[i].y[k])) + " ";
     }
-    svg += "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"2\" points=\"" + pts + "\"/>\n";
+    svg +=
+        "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"2\" points=\"" + pts + "\"/>\n";
     double ly = T + 16 * i;
-    svg += "<line x1=\"" + format_number("%.1f", W - R + 10) + "\" y1=\"" + format_number("%.1f", ly) + "\" x2=\"" + format_number("%.1f", W - R + 30) + "\" y2=\"" + format_number("%.1f", ly) + "\" stroke=\"" + color + "\" stroke-width=\"2\"/>\n";
-    svg += "<text x=\"" + format_number("%.1f", W - R + 34) + "\" y=\"" + format_number("%.1f", ly + 4) + "\">" + xml_escape(series[i].label) + "</text>\n";
+    svg += "<line x1=\"" + format_number("%.1f", W - R + 10) + "\" y1=\"" + format_number("%.1f", ly) + "\" x2=\"" +
+           format_number("%.1f", W - R + 30) + "\" y2=\"" + format_number("%.1f", ly) + "\" stroke=\"" + color +
+           "\" stroke-width=\"2\"/>\n";
+    svg += "<text x=\"" + format_number("%.1f", W - R + 34) + "\" y=\"" + format_number("%.1f", ly + 4) + "\">" +
+           xml_escape(series[i].label) + "</text>\n";
   }
   svg += "</svg>\n";
   return svg;
 }
 
 std::string svg_bar_chart(const std::string& title, const std::vector<std::string>& groups,
-                          const std::vector<std::string>& bars,
-                          const std::vector<std::vector<double>>& values, const std::string& y_label) {
+                          const std::vector<std::string>& bars, const std::vector<std::vector<double>>& values,
+                          const std::string& y_label) {
   const double W = 640, H = 400, L = 60, R = 140, T = 40, B = 50;
   double ymax = 0;
-  for (const auto& g : values) for (double v : g) ymax = std::max(ymax, v);
+  for (const auto& g : values)
+    for (double v : g) ymax = std::max(ymax, v);
   if (ymax <= 0) ymax = 1;
   ymax *= 1.1;
-  std::string svg = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"400\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  std::string svg =
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"400\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n";
   svg += "<rect width=\"640\" height=\"400\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + format_number("%.0f", W / 2 - 80) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) + "</text>\n";
+  svg += "<text x=\"" + format_number("%.0f", W / 2 - 80) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) +
+         "</text>\n";
   svg += "<text x=\"12\" y=\"" + format_number("%.0f", T - 8) + "\">" + xml_escape(y_label) + "</text>\n";
   double gw = (W - L - R) / std::max<size_t>(1, groups.size());
   double bw = gw * 0.8 / std::max<size_t>(1, bars.size());
   for (int i = 0; i <= 4; ++i) {
     double y = ymax * i / 4, yy = H - B - y / ymax * (H - T - B);
     svg += "<text x=\"4\" y=\"" + format_number("%.1f", yy + 4) + "\">" + format_number("%.3g", y) + "</text>\n";
-    svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", yy) + "\" x2=\"" + format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", yy) + "\" stroke=\"#ddd\"/>\n";
+    svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", yy) + "\" x2=\"" +
+           format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", yy) + "\" stroke=\"#ddd\"/>\n";
   }
   for (size_t g = 0; g < groups.size(); ++g) {
     for (size_t b = 0; b < bars.size() && g < values.size() && b < values[g].size(); ++b) {
       double v = values[g][b];
       double x = L + gw * g + gw * 0.1 + bw * b;
       double h = v / ymax * (H - T - B);
-      svg += "<rect x=\"" + format_number("%.1f", x) + "\" y=\"" + format_number("%.1f", H - B - h) + "\" width=\"" + format_number("%.1f", bw) + "\" height=\"" + format_number("%.1f", h) + "\" fill=\"" + kColors[b % 8] + "\"/>\n";
+      svg += "<rect x=\"" + format_number("%.1f", x) + "\" y=\"" + format_number("%.1f", H - B - h) + "\" width=\"" +
+             format_number("%.1f", bw) + "\" height=\"" + format_number("%.1f", h) + "\" fill=\"" + kColors[b % 8] +
+             "\"/>\n";
     }
-    svg += "<text x=\"" + format_number("%.1f", L + gw * g + gw * 0.4) + "\" y=\"" + format_number("%.1f", H - B + 16) + "\">" + xml_escape(groups[g]) + "</text>\n";
+    svg += "<text x=\"" + format_number("%.1f", L + gw * g + gw * 0.4) + "\" y=\"" + format_number("%.1f", H - B + 16) +
+           "\">" + xml_escape(groups[g]) + "</text>\n";
   }
   for (size_t b = 0; b < bars.size(); ++b) {
     double ly = T + 16 * b;
-    svg += "<rect x=\"" + format_number("%.1f", W - R + 10) + "\" y=\"" + format_number("%.1f", ly - 8) + "\" width=\"12\" height=\"12\" fill=\"" + kColors[b % 8] + "\"/>\n";
-    svg += "<text x=\"" + format_number("%.1f", W - R + 28) + "\" y=\"" + format_number("%.1f", ly + 2) + "\">" + xml_escape(bars[b]) + "</text>\n";
+    svg += "<rect x=\"" + format_number("%.1f", W - R + 10) + "\" y=\"" + format_number("%.1f", ly - 8) +
+           "\" width=\"12\" height=\"12\" fill=\"" + kColors[b % 8] + "\"/>\n";
+    svg += "<text x=\"" + format_number("%.1f", W - R + 28) + "\" y=\"" + format_number("%.1f", ly + 2) + "\">" +
+           xml_escape(bars[b]) + "</text>\n";
   }
   svg += "</svg>\n";
   return svg;
@@ -303,13 +340,14 @@ Status write_report(const std::string& dir, const TrainerOutput& out, const RunS
     lib.x.push_back(p.step + 1);
     lib.y.push_back(p.library_size);
   }
-  VINCI_RETURN_IF_ERROR(write_file_atomic(
-      dir + "/reward.svg", svg_line_chart("Training reward", "step", "reward", {reward, correct})));
-  VINCI_RETURN_IF_ERROR(write_file_atomic(
-      dir + "/library.svg", svg_line_chart("Skill library size", "step", "skills", {lib})));
+  VINCI_RETURN_IF_ERROR(
+      write_file_atomic(dir + "/reward.svg", svg_line_chart("Training reward", "step", "reward", {reward, correct})));
+  VINCI_RETURN_IF_ERROR(
+      write_file_atomic(dir + "/library.svg", svg_line_chart("Skill library size", "step", "skills", {lib})));
   std::vector<Series> fp;
   std::set<double> thresholds;
-  for (const EvalPoint& e : out.eval) for (const FastP& f : e.fast_p) thresholds.insert(f.threshold);
+  for (const EvalPoint& e : out.eval)
+    for (const FastP& f : e.fast_p) thresholds.insert(f.threshold);
   for (double p : thresholds) {
     Series s{"fast_" + format_number("%g", p), {}, {}};
     for (const EvalPoint& e : out.eval) {
@@ -323,9 +361,9 @@ Status write_report(const std::string& dir, const TrainerOutput& out, const RunS
     fp.push_back(s);
   }
   VINCI_RETURN_IF_ERROR(write_file_atomic(
-      dir + "/fast_p.svg", svg_line_chart(std::string("Held-out fast_p (last turn, all levels, ") +
-                                                       fast_p_compare_text(info.compare) + ")",
-                                                   "step", "%", fp)));
+      dir + "/fast_p.svg",
+      svg_line_chart(std::string("Held-out fast_p (last turn, all levels, ") + fast_p_compare_text(info.compare) + ")",
+                     "step", "%", fp)));
   if (!out.eval.empty()) {
     std::vector<std::string> groups;
     std::vector<std::vector<double>> values;
@@ -351,8 +389,8 @@ Status write_report(const std::string& dir, const TrainerOutput& out, const RunS
     }
     VINCI_RETURN_IF_ERROR(write_file_atomic(
         dir + "/fast_p_final.svg",
-        svg_bar_chart(std::string("Final fast_p (last turn, ") + fast_p_compare_text(info.compare) + ")",
-                      groups, bars, values, "%")));
+        svg_bar_chart(std::string("Final fast_p (last turn, ") + fast_p_compare_text(info.compare) + ")", groups, bars,
+                      values, "%")));
   }
   return Status();
 }

@@ -17,8 +17,7 @@ enum class TableFormat { kMarkdown, kCsv, kJson };
 // The fast_p table of one evaluation: rows = levels (then "all"), columns = thresholds, for one
 // turn mode and denominator. Values in percent with one decimal (markdown) or full precision
 // (csv, json).
-std::string fast_p_table(const std::vector<FastP>& rows, TurnMode mode, Denominator denominator,
-                         TableFormat format);
+std::string fast_p_table(const std::vector<FastP>& rows, TurnMode mode, Denominator denominator, TableFormat format);
 
 // Every table of an evaluation point (last/best x all/correct), titled, in the given format.
 std::string fast_p_report(const EvalPoint& point, TableFormat format);
@@ -32,8 +31,8 @@ struct RunSummaryInfo {
   std::string run_digest;
   uint64_t records = 0;
   double seconds = 0;
-  std::string model_calls;  // a language model's calls, one line ("" for the sim backbone)
-  std::string scored;       // which task set the fast_p tables score (scored_set_line)
+  std::string model_calls;                       // a language model's calls, one line ("" for the sim backbone)
+  std::string scored;                            // which task set the fast_p tables score (scored_set_line)
   FastPCompare compare = FastPCompare::kStrict;  // what the fast_p figures count
 };
 
@@ -55,12 +54,12 @@ struct Series {
   std::string label;
   std::vector<double> x, y;
 };
-std::string svg_line_chart(const std::string& title, const std::string& x_label,
-                           const std::string& y_label, const std::vector<Series>& series);
+std::string svg_line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
+                           const std::vector<Series>& series);
 // Grouped bars: groups (x categories) x bars (series labels).
 std::string svg_bar_chart(const std::string& title, const std::vector<std::string>& groups,
-                          const std::vector<std::string>& bars,
-                          const std::vector<std::vector<double>>& values, const std::string& y_label);
+                          const std::vector<std::string>& bars, const std::vector<std::vector<double>>& values,
+                          const std::string& y_label);
 
 }  // namespace vinci
 

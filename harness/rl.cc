@@ -10,8 +10,7 @@ namespace vinci {
 
 double turn_reward(const TurnOutcome& t, const RewardParams& p) {
   if (!t.compiled || !t.correct || t.decoy) return 0.0;
-  return p.base + p.speedup_weight * std::min(t.speedup, p.speedup_cap) +
-         p.coverage_weight * t.time_coverage;
+  return p.base + p.speedup_weight * std::min(t.speedup, p.speedup_cap) + p.coverage_weight * t.time_coverage;
 }
 
 std::vector<double> returns_to_go(const std::vector<double>& rewards, double gamma) {
@@ -46,8 +45,7 @@ std::vector<double> leave_one_out(const std::vector<double>& x, bool normalize) 
   return a;
 }
 
-std::vector<std::vector<double>> trloo_advantages(const std::vector<std::vector<double>>& returns,
-                                                  bool normalize) {
+std::vector<std::vector<double>> trloo_advantages(const std::vector<std::vector<double>>& returns, bool normalize) {
   std::vector<std::vector<double>> adv(returns.size());
   size_t max_turns = 0;
   for (size_t r = 0; r < returns.size(); ++r) {
@@ -92,9 +90,7 @@ std::vector<double> summary_advantages(const std::vector<double>& verified_speed
   return a;
 }
 
-double keep_probability(double time_coverage) {
-  return std::clamp((time_coverage - 0.3) / 0.1, 0.0, 1.0);
-}
+double keep_probability(double time_coverage) { return std::clamp((time_coverage - 0.3) / 0.1, 0.0, 1.0); }
 
 bool keep_turn(double time_coverage, const RngKey& key) {
   double p = keep_probability(time_coverage);
@@ -123,8 +119,8 @@ bool fast_p_passes(const TurnOutcome& o, double p, FastPCompare compare) {
   return compare == FastPCompare::kStrict ? o.speedup > p : o.speedup >= p;
 }
 
-std::vector<FastP> fast_p(const std::vector<TaskTurns>& tasks, const std::vector<double>& thresholds,
-                          TurnMode mode, Denominator denominator, FastPCompare compare) {
+std::vector<FastP> fast_p(const std::vector<TaskTurns>& tasks, const std::vector<double>& thresholds, TurnMode mode,
+                          Denominator denominator, FastPCompare compare) {
   std::set<int> levels;
   for (const auto& t : tasks) levels.insert(t.level);
   std::vector<int> order(levels.begin(), levels.end());

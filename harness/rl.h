@@ -14,9 +14,9 @@
 namespace vinci {
 
 struct RewardParams {
-  double base = 0.5;           // paid for any compiled, correct, non-decoy turn
+  double base = 0.5;  // paid for any compiled, correct, non-decoy turn
   double speedup_weight = 0.5;
-  double speedup_cap = 6.0;    // min(speedup, cap): no reward for speedups past it
+  double speedup_cap = 6.0;  // min(speedup, cap): no reward for speedups past it
   double coverage_weight = 0.5;
 };
 
@@ -42,8 +42,7 @@ std::vector<double> leave_one_out(const std::vector<double>& x, bool normalize =
 // TRLOO for one task's rollouts: returns[r][t] is rollout r's return at turn t (rollouts may have
 // different lengths). The group of (task, turn t) is every rollout that has a turn t; each
 // rollout's advantage at t is leave-one-out within that group.
-std::vector<std::vector<double>> trloo_advantages(const std::vector<std::vector<double>>& returns,
-                                                  bool normalize);
+std::vector<std::vector<double>> trloo_advantages(const std::vector<std::vector<double>>& returns, bool normalize);
 
 // Selection: a scheme's reward is the mean over its rollouts of each rollout's best-turn reward;
 // advantages are leave-one-out over the k real schemes (the null scheme is not passed in), times
@@ -101,8 +100,8 @@ struct FastP {
 TurnOutcome pick_turn(const std::vector<TurnOutcome>& turns, TurnMode mode);
 
 // fast_p for every (level present in tasks, plus 0 = all) x threshold, in that order.
-std::vector<FastP> fast_p(const std::vector<TaskTurns>& tasks, const std::vector<double>& thresholds,
-                          TurnMode mode, Denominator denominator, FastPCompare compare);
+std::vector<FastP> fast_p(const std::vector<TaskTurns>& tasks, const std::vector<double>& thresholds, TurnMode mode,
+                          Denominator denominator, FastPCompare compare);
 
 }  // namespace vinci
 

@@ -6,8 +6,7 @@
 
 namespace vinci {
 
-SimAgentModel::SimAgentModel(Backbone& backbone)
-    : backbone_(backbone), shape_(sim_backbone_shape()) {}
+SimAgentModel::SimAgentModel(Backbone& backbone) : backbone_(backbone), shape_(sim_backbone_shape()) {}
 
 Result<SelectionAnswer> SimAgentModel::select(const SelectionQuestion& q) {
   SimSkillFeaturizer featurizer(*q.task);

@@ -38,7 +38,8 @@ Result<std::pair<const Task*, SizeName>> find_task(const TaskSuite& suite, const
     return invalid_argument("the prompt names no task (a line \"Task <id>: ...\")");
   }
   const Task* task = suite.find(m[1].str());
-  if (task == nullptr) return invalid_argument("the prompt names task " + m[1].str() + ", which this server does not have");
+  if (task == nullptr)
+    return invalid_argument("the prompt names task " + m[1].str() + ", which this server does not have");
   SizeName size = text.find("Sizes (full)") != std::string::npos ? SizeName::kFull : SizeName::kSmall;
   return std::make_pair(task, size);
 }
@@ -172,7 +173,8 @@ Result<ChatAnswer> SimChatResponder::select(const std::string& user, const RngKe
       in.candidates.push_back(featurizer.candidate_features(candidates[i], 1.0 / static_cast<double>(i + 1)));
     }
     VINCI_ASSIGN_OR_RETURN(SelectionSample s, backbone_.sample_selection(in, key, greedy));
-    for (int32_t c : s.picked) picked.push_back({{"name", candidates[static_cast<size_t>(c)].name}, {"reason", "ranked by the sim backbone"}});
+    for (int32_t c : s.picked)
+      picked.push_back({{"name", candidates[static_cast<size_t>(c)].name}, {"reason", "ranked by the sim backbone"}});
   }
   return tool_answer("select_skills", "The sim backbone's selection head ranked the candidates.", "selected_skills",
                      picked, tools);

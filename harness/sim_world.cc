@@ -13,9 +13,8 @@ namespace vinci {
 namespace {
 
 // Task families of the suite (gpu/tasks); a family not listed maps to the last slot.
-const char* const kFamilies[] = {"attention", "conv",    "conv_epilogue", "elementwise",
-                                 "gemm",      "gemm_epilogue", "loss", "network",
-                                 "norm",      "pooling", "reduction", "scan", "softmax"};
+const char* const kFamilies[] = {"attention", "conv", "conv_epilogue", "elementwise", "gemm", "gemm_epilogue", "loss",
+                                 "network",   "norm", "pooling",       "reduction",   "scan", "softmax"};
 constexpr int kFamilyCount = sizeof(kFamilies) / sizeof(kFamilies[0]);
 const char* const kKnobFamilies[] = {"plan", "elementwise", "row_reduction", "gemm"};
 
@@ -140,8 +139,7 @@ std::vector<float> SimSkillFeaturizer::candidate_features(const Skill& skill, do
   f.push_back(static_cast<float>(score / (1.0 + score)));
   std::string family;
   auto v = skill.extra.find("vinci");
-  if (v != skill.extra.end() && v->is_object() && v->contains("family") &&
-      (*v)["family"].is_string()) {
+  if (v != skill.extra.end() && v->is_object() && v->contains("family") && (*v)["family"].is_string()) {
     family = (*v)["family"].get<std::string>();
   }
   f.push_back(family == task_.family ? 1.0f : 0.0f);
@@ -179,18 +177,16 @@ std::optional<Skill> SimSkillWriter::write_skill(const SummarySample& sample) co
   s.name = normalize_skill_name(name);
   if (s.name.size() > 80) s.name.resize(80);
   char line[512];
-  std::snprintf(line, sizeof line,
-                "For %s kernels (%s): %s; it took a rollout from %.3gx at turn 1 to %.3gx.",
-                task.family.c_str(), general ? "any task of the family" : task.name.c_str(),
-                settings.c_str(), win_.turn1_speedup, win_.best_speedup);
+  std::snprintf(line, sizeof line, "For %s kernels (%s): %s; it took a rollout from %.3gx at turn 1 to %.3gx.",
+                task.family.c_str(), general ? "any task of the family" : task.name.c_str(), settings.c_str(),
+                win_.turn1_speedup, win_.best_speedup);
   s.description = line;
   s.tags.assign(tags.begin(), tags.end());
   std::string content = "## Motivation\n";
   std::snprintf(line, sizeof line,
                 "On task %s (%s, level %d) a policy rollout improved from %.3gx to %.3gx over "
                 "PyTorch eager once its schedule used the settings below.\n\n",
-                task.id.c_str(), task.name.c_str(), task.level, win_.turn1_speedup,
-                win_.best_speedup);
+                task.id.c_str(), task.name.c_str(), task.level, win_.turn1_speedup, win_.best_speedup);
   content += line;
   content += "## Key Idea\n";
   for (const auto& [k, v] : kept) {

@@ -61,7 +61,7 @@ struct WinningRollout {
   std::vector<int32_t> choices;  // the best turn's setting
   double turn1_speedup = 0;
   double best_speedup = 0;
-  std::string kernel_excerpt;    // the start of the best plan's first kernel
+  std::string kernel_excerpt;  // the start of the best plan's first kernel
 };
 
 class SimSkillWriter : public SkillWriter {

@@ -15,9 +15,9 @@
 #include "harness/checkpoints.h"
 #include "harness/coldstart.h"
 #include "harness/loop_parts.h"
-#include "harness/tts.h"
 #include "harness/sim_agents.h"
 #include "harness/sim_world.h"
+#include "harness/tts.h"
 #include "recorder/address.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
@@ -42,8 +42,8 @@ struct TaskWork {
 struct StepContext {
   const Experiment* exp;
   Evaluator* evaluator;
-  Backbone* backbone;   // the parameters trained and checkpointed (the sim network's)
-  AgentModel* model;    // what answers the agents' questions
+  Backbone* backbone;  // the parameters trained and checkpointed (the sim network's)
+  AgentModel* model;   // what answers the agents' questions
   ObjectStore* store;
   const SkillLibrary* library;
   Digest library_address;
@@ -60,8 +60,8 @@ struct Scheme {
 // BM25 recall and the model's rerank for one scheme, recorded (the model call, the sample, the
 // decision) into records.
 Result<Scheme> choose_scheme(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
-                             schema::Record::Phase phase, const RngKey& key, bool greedy,
-                             int32_t sample_index, const Digest& query, RecordBuf* records) {
+                             schema::Record::Phase phase, const RngKey& key, bool greedy, int32_t sample_index,
+                             const Digest& query, RecordBuf* records) {
   const Experiment& exp = *ctx.exp;
   std::optional<SelectionAnswer> answer;
   auto rerank = [&](const std::vector<const Skill*>& candidates,
@@ -80,8 +80,8 @@ Result<Scheme> choose_scheme(const StepContext& ctx, int32_t step, const Task& t
     s.log_prob = answer->log_prob;
     return s;
   };
-  VINCI_ASSIGN_OR_RETURN(SchemeDecision d, select_skills(*ctx.library, index, task.description,
-                                                         exp.selection, key, sample_index, rerank));
+  VINCI_ASSIGN_OR_RETURN(
+      SchemeDecision d, select_skills(*ctx.library, index, task.description, exp.selection, key, sample_index, rerank));
   if (answer) {
     d.input = std::move(answer->input);
     if (answer->call) {
@@ -100,8 +100,7 @@ Result<Scheme> choose_scheme(const StepContext& ctx, int32_t step, const Task& t
 }
 
 // Asks the model for turn t's plan given the turns so far, and evaluates it.
-Result<PolicyTurn> policy_turn(const StepContext& ctx, const Task& task,
-                               const std::vector<const Skill*>& skills,
+Result<PolicyTurn> policy_turn(const StepContext& ctx, const Task& task, const std::vector<const Skill*>& skills,
                                const std::vector<PolicyTurn>& history, const RngKey& key, bool greedy,
                                const PlanTurnEvaluator& plans, int32_t t) {
   PolicyQuestion q;
@@ -118,13 +117,12 @@ Result<PolicyTurn> policy_turn(const StepContext& ctx, const Task& task,
 
 // `turns` turns of one rollout; the draw of turn t uses key.with("turn", t).
 Result<std::vector<PolicyTurn>> rollout(const StepContext& ctx, const Task& task,
-                                        const std::vector<const Skill*>& skills, int32_t turns,
-                                        const RngKey& key, bool greedy) {
+                                        const std::vector<const Skill*>& skills, int32_t turns, const RngKey& key,
+                                        bool greedy) {
   PlanTurnEvaluator plans(*ctx.exp, task, *ctx.evaluator, *ctx.store, key);
   std::vector<PolicyTurn> out;
   for (int32_t t = 0; t < turns; ++t) {
-    VINCI_ASSIGN_OR_RETURN(PolicyTurn turn,
-                           policy_turn(ctx, task, skills, out, key.with("turn", t), greedy, plans, t));
+    VINCI_ASSIGN_OR_RETURN(PolicyTurn turn, policy_turn(ctx, task, skills, out, key.with("turn", t), greedy, plans, t));
     out.push_back(std::move(turn));
   }
   return out;
@@ -145,10 +143,10 @@ struct Candidate {
 
 // The summary sample's records: the model call (when there was one) and the sample, whose output
 // names the proposed skills (a JSONL object; none when every proposal was dropped).
-Status write_summary_sample(const StepContext& ctx, int32_t step, const Task& task, int32_t scheme,
-                            int32_t rollout, int32_t si, const SummaryAnswer& a, const RngKey& key,
-                            RecordBuf* records) {
-  const RecordPos pos = RecordPos::of_task(step, task.id, schema::Record::Phase::TRAIN).at_scheme(scheme).at_rollout(rollout);
+Status write_summary_sample(const StepContext& ctx, int32_t step, const Task& task, int32_t scheme, int32_t rollout,
+                            int32_t si, const SummaryAnswer& a, const RngKey& key, RecordBuf* records) {
+  const RecordPos pos =
+      RecordPos::of_task(step, task.id, schema::Record::Phase::TRAIN).at_scheme(scheme).at_rollout(rollout);
   std::optional<Digest> request;
   if (a.call) {
     VINCI_ASSIGN_OR_RETURN(request, write_llm_call(*records, *ctx.store, pos, *a.call, si));
@@ -183,9 +181,9 @@ Status write_summary_sample(const StepContext& ctx, int32_t step, const Task& ta
 // Verification of a proposed skill: one greedy turn-1 generation with the winning scheme's skills
 // plus the new one, evaluated `runs` times, judged and recorded.
 Result<VerificationVerdict> verify_skill(const StepContext& ctx, int32_t step, const Task& task,
-                                         const std::vector<const Skill*>& scheme_skills,
-                                         const Skill& skill, int32_t scheme, int32_t si,
-                                         double turn1_speedup, const RngKey& vkey, TaskWork* work) {
+                                         const std::vector<const Skill*>& scheme_skills, const Skill& skill,
+                                         int32_t scheme, int32_t si, double turn1_speedup, const RngKey& vkey,
+                                         TaskWork* work) {
   const Experiment& exp = *ctx.exp;
   // The verification's records sit at the candidate's sample index in the rollout slot.
   const RecordPos vpos =
@@ -241,8 +239,7 @@ Result<VerificationVerdict> verify_skill(const StepContext& ctx, int32_t step, c
   return verdict;
 }
 
-Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
-                  TaskWork* work) {
+Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index, TaskWork* work) {
   const Experiment& exp = *ctx.exp;
   const auto phase = schema::Record::Phase::TRAIN;
   const std::string backbone = ctx.model->kind();
@@ -253,8 +250,8 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
   std::vector<Scheme> schemes;
   int32_t real_schemes = exp.selection.mode == SelectionMode::kNone ? 0 : exp.schemes;
   for (int32_t i = 0; i < real_schemes; ++i) {
-    VINCI_ASSIGN_OR_RETURN(Scheme s, choose_scheme(ctx, step, task, index, phase, task_key.with("selection", i),
-                                                   false, i, query, &work->records));
+    VINCI_ASSIGN_OR_RETURN(Scheme s, choose_scheme(ctx, step, task, index, phase, task_key.with("selection", i), false,
+                                                   i, query, &work->records));
     schemes.push_back(std::move(s));
   }
   if (exp.null_scheme || schemes.empty()) schemes.push_back(Scheme{});
@@ -265,15 +262,14 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
   // evaluations in flight instead of run.threads, and not one record changes.
   const size_t n_rollouts = schemes.size() * static_cast<size_t>(exp.rollouts);
   std::vector<std::vector<PolicyTurn>> done(n_rollouts);
-  VINCI_RETURN_IF_ERROR(parallel_for(exp.queue.empty() ? 1 : static_cast<int32_t>(n_rollouts), n_rollouts,
-                                     [&](size_t i) -> Status {
-                                       size_t j = i / static_cast<size_t>(exp.rollouts);
-                                       int32_t r = static_cast<int32_t>(i % static_cast<size_t>(exp.rollouts));
-                                       RngKey key = task_key.with("scheme", static_cast<int64_t>(j)).with("rollout", r);
-                                       VINCI_ASSIGN_OR_RETURN(done[i], rollout(ctx, task, schemes[j].skills, exp.turns,
-                                                                               key, false));
-                                       return Status();
-                                     }));
+  VINCI_RETURN_IF_ERROR(
+      parallel_for(exp.queue.empty() ? 1 : static_cast<int32_t>(n_rollouts), n_rollouts, [&](size_t i) -> Status {
+        size_t j = i / static_cast<size_t>(exp.rollouts);
+        int32_t r = static_cast<int32_t>(i % static_cast<size_t>(exp.rollouts));
+        RngKey key = task_key.with("scheme", static_cast<int64_t>(j)).with("rollout", r);
+        VINCI_ASSIGN_OR_RETURN(done[i], rollout(ctx, task, schemes[j].skills, exp.turns, key, false));
+        return Status();
+      }));
   std::vector<std::vector<std::vector<PolicyTurn>>> rollouts(schemes.size());
   for (size_t j = 0; j < schemes.size(); ++j) {
     for (int32_t r = 0; r < exp.rollouts; ++r) {
@@ -281,9 +277,10 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       auto turns = std::move(done[j * static_cast<size_t>(exp.rollouts) + static_cast<size_t>(r)]);
       for (size_t t = 0; t < turns.size(); ++t) {
         int32_t sj = static_cast<int32_t>(j), tt = static_cast<int32_t>(t);
-        VINCI_RETURN_IF_ERROR(write_policy_turn(work->records, *ctx.store, backbone,
-                                                RecordPos::of_task(step, task.id, phase).at_scheme(sj).at_rollout(r).at_turn(tt),
-                                                turns[t], false, key.with("turn", tt)));
+        VINCI_RETURN_IF_ERROR(
+            write_policy_turn(work->records, *ctx.store, backbone,
+                              RecordPos::of_task(step, task.id, phase).at_scheme(sj).at_rollout(r).at_turn(tt),
+                              turns[t], false, key.with("turn", tt)));
         work->reward_sum += turns[t].result.reward;
         work->turns++;
         if (turns[t].result.correct) work->correct_turns++;
@@ -338,8 +335,8 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       q.sample_index = si;
       q.key = skey.with("summary_sample", si);
       VINCI_ASSIGN_OR_RETURN(SummaryAnswer a, ctx.model->summarise(q));
-      VINCI_RETURN_IF_ERROR(write_summary_sample(ctx, step, task, win_scheme, win_rollout, si, a, q.key,
-                                                 &work->records));
+      VINCI_RETURN_IF_ERROR(
+          write_summary_sample(ctx, step, task, win_scheme, win_rollout, si, a, q.key, &work->records));
       for (const Skill& skill : a.skills) {
         VINCI_ASSIGN_OR_RETURN(VerificationVerdict v,
                                verify_skill(ctx, step, task, schemes[win_scheme].skills, skill, win_scheme, si,
@@ -456,10 +453,10 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
         int32_t sj = static_cast<int32_t>(j), rr = static_cast<int32_t>(r), tt = static_cast<int32_t>(t);
         bool kept = true;
         if (exp.rejection_sampling && turn.result.correct) {
-          kept = keep_turn(turn.result.time_coverage,
-                           task_key.with("scheme", sj).with("rollout", rr).with("turn", tt));
+          kept = keep_turn(turn.result.time_coverage, task_key.with("scheme", sj).with("rollout", rr).with("turn", tt));
         }
-        write_advantage(work->records, RecordPos::of_task(step, task.id, phase).at_scheme(sj).at_rollout(rr).at_turn(tt),
+        write_advantage(work->records,
+                        RecordPos::of_task(step, task.id, phase).at_scheme(sj).at_rollout(rr).at_turn(tt),
                         {schema::Role::POLICY, kept ? adv[flat][t] : 0.0, returns[flat][t],
                          returns[flat][t] - adv[flat][t], kept ? 1.0 : 0.0, static_cast<uint32_t>(returns.size()), -1});
         if (!kept) continue;
@@ -478,8 +475,8 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
 // The skills injected on a held-out task (evaluation and test-time scaling): those one recorded
 // selection chose (none when evaluation injects no skills).
 Result<std::vector<const Skill*>> held_out_skills(const StepContext& ctx, int32_t step, const Task& task,
-                                                  Bm25Index& index, schema::Record::Phase phase,
-                                                  const RngKey& key, RecordBuf* records) {
+                                                  Bm25Index& index, schema::Record::Phase phase, const RngKey& key,
+                                                  RecordBuf* records) {
   const Experiment& exp = *ctx.exp;
   VINCI_ASSIGN_OR_RETURN(Digest query, ctx.store->put("prompt", task.description));
   if (!exp.eval_inject_skills || exp.selection.mode == SelectionMode::kNone) return std::vector<const Skill*>{};
@@ -489,8 +486,8 @@ Result<std::vector<const Skill*>> held_out_skills(const StepContext& ctx, int32_
 }
 
 // Greedy (or sampled) evaluation of one held-out task: one selection, one rollout.
-Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
-                 RecordBuf* records, TaskTurns* outcome) {
+Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index, RecordBuf* records,
+                 TaskTurns* outcome) {
   const Experiment& exp = *ctx.exp;
   const auto phase = schema::Record::Phase::EVAL;
   RngKey key = RngKey::root(exp.seed).with("phase", "eval").with("step", step).with("task", task.id);
@@ -501,9 +498,10 @@ Status eval_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Ind
   outcome->level = task.level;
   for (size_t t = 0; t < turns.size(); ++t) {
     int32_t tt = static_cast<int32_t>(t);
-    VINCI_RETURN_IF_ERROR(write_policy_turn(*records, *ctx.store, ctx.model->kind(),
-                                            RecordPos::of_task(step, task.id, phase).at_scheme(0).at_rollout(0).at_turn(tt),
-                                            turns[t], exp.eval_greedy, rkey.with("turn", tt)));
+    VINCI_RETURN_IF_ERROR(
+        write_policy_turn(*records, *ctx.store, ctx.model->kind(),
+                          RecordPos::of_task(step, task.id, phase).at_scheme(0).at_rollout(0).at_turn(tt), turns[t],
+                          exp.eval_greedy, rkey.with("turn", tt)));
     const TurnResult& r = turns[t].result;
     outcome->turns.push_back({r.compiled, r.correct, r.decoy, r.speedup, r.time_coverage});
   }
@@ -538,8 +536,7 @@ Result<std::vector<FastP>> held_out_pass(const StepContext& ctx, int32_t step, c
     for (Denominator den : {Denominator::kAll, Denominator::kCorrect}) {
       for (const FastP& f : fast_p(outcomes, exp.thresholds, mode, den, exp.fast_p_compare)) all.push_back(f);
       for (const FastP& f : fast_p(outcomes, exp.thresholds, mode, den, FastPCompare::kInclusive)) {
-        write_metric(metrics, step, "fast_p", split, f.level, f.threshold,
-                     mode == TurnMode::kLast ? "last" : "best",
+        write_metric(metrics, step, "fast_p", split, f.level, f.threshold, mode == TurnMode::kLast ? "last" : "best",
                      den == Denominator::kAll ? "all" : "correct", f.value(), f.numerator, f.count);
       }
     }
@@ -548,9 +545,8 @@ Result<std::vector<FastP>> held_out_pass(const StepContext& ctx, int32_t step, c
   return all;
 }
 
-Result<EvalPoint> evaluate_all(const StepContext& ctx, int32_t step,
-                               const std::vector<const Task*>& tasks, const Bm25Index& index,
-                               RecordSink& sink, const ProgressFn& progress, int64_t* done,
+Result<EvalPoint> evaluate_all(const StepContext& ctx, int32_t step, const std::vector<const Task*>& tasks,
+                               const Bm25Index& index, RecordSink& sink, const ProgressFn& progress, int64_t* done,
                                int64_t total, TrainerOutput* out) {
   EvalPoint point;
   point.step = step;
@@ -559,23 +555,21 @@ Result<EvalPoint> evaluate_all(const StepContext& ctx, int32_t step,
   if (progress) {
     const FastP* f = nullptr;
     for (const auto& p : point.fast_p) {
-      if (p.level == 0 && p.mode == TurnMode::kLast && p.denominator == Denominator::kAll &&
-          p.threshold == 1.2) f = &p;
+      if (p.level == 0 && p.mode == TurnMode::kLast && p.denominator == Denominator::kAll && p.threshold == 1.2) f = &p;
     }
     char line[160];
-    std::snprintf(line, sizeof line, "eval before step %d: fast_1.2 (last turn, all levels) %.3f",
-                  step, f ? f->value() : 0.0);
+    std::snprintf(line, sizeof line, "eval before step %d: fast_1.2 (last turn, all levels) %.3f", step,
+                  f ? f->value() : 0.0);
     progress(*done, total, line);
   }
   return point;
 }
 
-
 // Test-time scaling on one held-out task (harness/tts.h): iterations of turns, each iteration after
 // the first continuing from the best window of the turns so far (the model sees that window as its
 // history).
-Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index,
-                RecordBuf* records, TaskTurns* outcome) {
+Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index, RecordBuf* records,
+                TaskTurns* outcome) {
   const Experiment& exp = *ctx.exp;
   const auto phase = schema::Record::Phase::TTS;
   RngKey key = RngKey::root(exp.seed).with("phase", "tts").with("task", task.id);
@@ -600,11 +594,10 @@ Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Inde
     for (int32_t t = 0; t < exp.tts.turns; ++t) {
       int32_t g = static_cast<int32_t>(all.size());
       RngKey tkey = key.with("turn", g);
-      VINCI_ASSIGN_OR_RETURN(PolicyTurn turn,
-                             policy_turn(ctx, task, skills, history, tkey, exp.tts.greedy, plans, g));
-      VINCI_RETURN_IF_ERROR(write_policy_turn(*records, *ctx.store, ctx.model->kind(),
-                                              RecordPos::of_task(step, task.id, phase).at_scheme(0).at_rollout(it).at_turn(g),
-                                              turn, exp.tts.greedy, tkey));
+      VINCI_ASSIGN_OR_RETURN(PolicyTurn turn, policy_turn(ctx, task, skills, history, tkey, exp.tts.greedy, plans, g));
+      VINCI_RETURN_IF_ERROR(write_policy_turn(
+          *records, *ctx.store, ctx.model->kind(),
+          RecordPos::of_task(step, task.id, phase).at_scheme(0).at_rollout(it).at_turn(g), turn, exp.tts.greedy, tkey));
       const TurnResult& tr = turn.result;
       outcome->turns.push_back({tr.compiled, tr.correct, tr.decoy, tr.speedup, tr.time_coverage});
       rewards.push_back(tr.reward);
@@ -685,9 +678,8 @@ TaskSplit split_tasks(const TaskSuite& suite, const Experiment& exp) {
   return split;
 }
 
-Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite,
-                                     Evaluator& evaluator, Backbone& backbone,
-                                     const SkillLibrary& seed_library, RecordSink& sink,
+Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite, Evaluator& evaluator,
+                                     Backbone& backbone, const SkillLibrary& seed_library, RecordSink& sink,
                                      const ProgressFn& progress, AgentModel* model) {
   TrainerOutput out;
   std::unique_ptr<SimAgentModel> sim_model;
@@ -739,14 +731,13 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     VINCI_RETURN_IF_ERROR(backbone.load_checkpoint(source->bytes));
     if (backbone.parameter_digest() != source->digest) {
       return mismatch("backbone.init_run: the loaded checkpoint's parameter digest " +
-                      backbone.parameter_digest().hex() + " differs from the recorded " +
-                      source->digest.hex());
+                      backbone.parameter_digest().hex() + " differs from the recorded " + source->digest.hex());
     }
     out.start_origin = "run";
   }
   if (exp.coldstart.enabled) {
-    VINCI_ASSIGN_OR_RETURN(ColdStartResult cs, run_cold_start(exp, split.train, evaluator, backbone,
-                                                              seed_library, sink));
+    VINCI_ASSIGN_OR_RETURN(ColdStartResult cs,
+                           run_cold_start(exp, split.train, evaluator, backbone, seed_library, sink));
     out.library = cs.library;
     out.turn_evals += cs.turn_evals;
     ColdStartPoint p;
@@ -765,14 +756,14 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       std::snprintf(line, sizeof line,
                     "cold start: %u/%u trajectories kept, %zu skills, cross-entropy "
                     "(selection, policy, summary) %.3f %.3f %.3f -> %.3f %.3f %.3f",
-                    p.kept, p.trajectories, p.added.size(), p.before.mean[0], p.before.mean[1],
-                    p.before.mean[2], p.after.mean[0], p.after.mean[1], p.after.mean[2]);
+                    p.kept, p.trajectories, p.added.size(), p.before.mean[0], p.before.mean[1], p.before.mean[2],
+                    p.after.mean[0], p.after.mean[1], p.after.mean[2]);
       progress(done, total, line);
     }
   }
   if (exp.checkpoints) {
-    VINCI_RETURN_IF_ERROR(write_start_checkpoint(backbone, sink, out.start_origin,
-                                                 source ? &*source : nullptr, exp.init_run));
+    VINCI_RETURN_IF_ERROR(
+        write_start_checkpoint(backbone, sink, out.start_origin, source ? &*source : nullptr, exp.init_run));
   }
   Bm25Index index = build_index(out.library, exp);
 
@@ -796,7 +787,8 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   for (int32_t step = 0; step <= exp.steps; ++step) {
     bool last = step == exp.steps;
     if (!split.eval.empty() && (step % exp.eval_every == 0 || last)) {
-      VINCI_ASSIGN_OR_RETURN(EvalPoint p, evaluate_all(ctx, step, split.eval, index, sink, progress, &done, total, &out));
+      VINCI_ASSIGN_OR_RETURN(EvalPoint p,
+                             evaluate_all(ctx, step, split.eval, index, sink, progress, &done, total, &out));
       out.eval.push_back(std::move(p));
     }
     if (last && tts) {
@@ -827,7 +819,8 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
     });
     std::vector<const Task*> batch;
-    for (size_t i = 0; i < keyed.size() && static_cast<int32_t>(i) < exp.batch_tasks; ++i) batch.push_back(keyed[i].second);
+    for (size_t i = 0; i < keyed.size() && static_cast<int32_t>(i) < exp.batch_tasks; ++i)
+      batch.push_back(keyed[i].second);
     std::sort(batch.begin(), batch.end(), [](const Task* a, const Task* b) { return a->id < b->id; });
 
     {
@@ -914,10 +907,9 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     ++done;
     if (progress) {
       char line[200];
-      std::snprintf(line, sizeof line,
-                    "step %d/%d: reward %.3f, correct %.2f, best speedup %.2f, skills +%zu (%u)",
-                    step + 1, exp.steps, point.reward_mean, point.correct_rate,
-                    point.best_speedup_mean, added.size(), point.library_size);
+      std::snprintf(line, sizeof line, "step %d/%d: reward %.3f, correct %.2f, best speedup %.2f, skills +%zu (%u)",
+                    step + 1, exp.steps, point.reward_mean, point.correct_rate, point.best_speedup_mean, added.size(),
+                    point.library_size);
       progress(done, total, line);
     }
   }

@@ -15,9 +15,9 @@
 
 #include "agents/backbone.h"
 #include "agents/skill_library.h"
-#include "harness/agent_model.h"
 #include "gpu/eval_result.h"
 #include "gpu/task.h"
+#include "harness/agent_model.h"
 #include "harness/experiment.h"
 #include "harness/record_sink.h"
 #include "harness/rl.h"
@@ -26,12 +26,12 @@ namespace vinci {
 
 struct TrainPoint {
   int32_t step = 0;
-  double reward_mean = 0;     // over every training turn of the step
-  double correct_rate = 0;    // share of correct turns
+  double reward_mean = 0;        // over every training turn of the step
+  double correct_rate = 0;       // share of correct turns
   double best_speedup_mean = 0;  // mean over tasks of the best correct speedup (0 if none)
-  uint32_t triggered = 0;     // tasks whose rollouts triggered the summary agent
-  uint32_t accepted = 0;      // skills that passed verification (one staged per task at most)
-  uint32_t library_size = 0;  // after the step
+  uint32_t triggered = 0;        // tasks whose rollouts triggered the summary agent
+  uint32_t accepted = 0;         // skills that passed verification (one staged per task at most)
+  uint32_t library_size = 0;     // after the step
   double loss = 0;
 };
 
@@ -50,12 +50,12 @@ struct TrainerOutput {
   std::vector<TrainPoint> train;
   std::vector<EvalPoint> eval;
   std::optional<ColdStartPoint> coldstart;
-  std::vector<FastP> tts;          // test-time scaling fast_p (best and last turn), when run
-  std::string start_origin;        // where step 0's parameters came from: init, coldstart, run
+  std::vector<FastP> tts;    // test-time scaling fast_p (best and last turn), when run
+  std::string start_origin;  // where step 0's parameters came from: init, coldstart, run
   std::vector<std::string> train_tasks, eval_tasks;
   SkillLibrary library;
-  uint64_t rollouts = 0;     // training, evaluation and verification rollouts
-  uint64_t turn_evals = 0;   // candidates evaluated (one per turn or verification run)
+  uint64_t rollouts = 0;    // training, evaluation and verification rollouts
+  uint64_t turn_evals = 0;  // candidates evaluated (one per turn or verification run)
 };
 
 struct TaskSplit {
@@ -77,9 +77,8 @@ using ProgressFn = std::function<void(int64_t done, int64_t total, const std::st
 // `model` answers the agents' questions (harness/agent_model.h); without one, the sim network
 // `backbone` answers through SimAgentModel. `backbone` holds the parameters that are trained,
 // checkpointed and digested either way.
-Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite,
-                                     Evaluator& evaluator, Backbone& backbone,
-                                     const SkillLibrary& seed_library, RecordSink& sink,
+Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite, Evaluator& evaluator,
+                                     Backbone& backbone, const SkillLibrary& seed_library, RecordSink& sink,
                                      const ProgressFn& progress, AgentModel* model = nullptr);
 
 }  // namespace vinci

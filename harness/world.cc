@@ -7,13 +7,13 @@
 #include <mutex>
 
 #include "agents/sim_backbone.h"
+#include "core/atomic_file.h"
+#include "gpu/cuda_evaluator.h"
 #include "gpu/device_profile.h"
 #include "gpu/nvrtc.h"
-#include "gpu/cuda_evaluator.h"
 #include "gpu/sim_evaluator.h"
-#include "core/atomic_file.h"
-#include "queue/queue_evaluator.h"
 #include "harness/sim_world.h"
+#include "queue/queue_evaluator.h"
 
 namespace vinci {
 namespace {
@@ -106,8 +106,8 @@ Result<ChatSettings> chat_settings(const Experiment& exp) {
   if (!exp.llm.api_key_env.empty()) {
     const char* key = std::getenv(exp.llm.api_key_env.c_str());
     if (key == nullptr || *key == 0) {
-      return failed_precondition("backbone.api_key_env names the environment variable " +
-                                 exp.llm.api_key_env + ", which is not set");
+      return failed_precondition("backbone.api_key_env names the environment variable " + exp.llm.api_key_env +
+                                 ", which is not set");
     }
     cs.api_key = key;
   }
@@ -118,8 +118,8 @@ Result<ChatSettings> chat_settings(const Experiment& exp) {
 
 // The language-model side of a world: transports, templates, the model, and the parameters'
 // stand-in.
-Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run_dir,
-                 const std::string& call_log_path, World* w) {
+Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run_dir, const std::string& call_log_path,
+                 World* w) {
   PromptTemplates templates;
   if (calls == ModelCalls::kLive) {
     VINCI_ASSIGN_OR_RETURN(templates, PromptTemplates::load(resolve(exp.llm.prompts), exp.languages));
@@ -170,8 +170,8 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
     if (!w.suite.find(id))
       return invalid_argument(exp.config_path + ": key 'tasks.ids': no task '" + id + "' in " + task_dir);
   }
-  std::string profile_path = exp.device_profile.empty() ? default_profile_dir() + "/h200.toml"
-                                                        : resolve(exp.device_profile);
+  std::string profile_path =
+      exp.device_profile.empty() ? default_profile_dir() + "/h200.toml" : resolve(exp.device_profile);
   auto loaded_profile = load_device_profile(profile_path);
   if (!loaded_profile.ok()) return keyed("device.profile", exp.device_profile, loaded_profile.status());
   DeviceProfile profile = std::move(loaded_profile).value();

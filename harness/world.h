@@ -9,11 +9,11 @@
 
 #include "agents/backbone.h"
 #include "agents/skill_library.h"
-#include "harness/agent_model.h"
-#include "harness/llm_agents.h"
 #include "gpu/eval_result.h"
 #include "gpu/task.h"
+#include "harness/agent_model.h"
 #include "harness/experiment.h"
+#include "harness/llm_agents.h"
 #include "recorder/environment.h"
 
 namespace vinci {
@@ -46,8 +46,8 @@ enum class ModelCalls { kLive, kRecorded, kRecordedThenLive, kRecordedDecisions 
 // backbone with calls other than kLive, the prompt templates and replies come from run_dir.
 // call_log_path: where the model's calls are logged with their attempts and latency (empty: counted
 // only).
-Result<World> build_world(const Experiment& exp, ModelCalls calls = ModelCalls::kLive,
-                          const std::string& run_dir = "", const std::string& call_log_path = "");
+Result<World> build_world(const Experiment& exp, ModelCalls calls = ModelCalls::kLive, const std::string& run_dir = "",
+                          const std::string& call_log_path = "");
 
 // Pins the numeric settings a run depends on (ATEN_CPU_CAPABILITY when unset, OpenBLAS's threads;
 // the sim backbone pins torch's threads) and returns the environment to record. Call before any

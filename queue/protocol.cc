@@ -24,8 +24,8 @@ Result<int64_t> setting_int(const EvaluatorSpec& spec, const std::string& key) {
     if (used == it->second.size()) return static_cast<int64_t>(v);
   } catch (const std::exception&) {
   }
-  return invalid_argument("queue request: evaluator setting '" + key + "': expected an integer, found '" +
-                          it->second + "'");
+  return invalid_argument("queue request: evaluator setting '" + key + "': expected an integer, found '" + it->second +
+                          "'");
 }
 
 }  // namespace
@@ -76,8 +76,8 @@ Result<double> spec_noise(const EvaluatorSpec& spec) {
   char* end = nullptr;
   double v = std::strtod(it->second.c_str(), &end);
   if (end == it->second.c_str() || *end != 0 || !(v >= 0))
-    return invalid_argument("queue request: evaluator setting 'noise': expected a number >= 0, found '" +
-                            it->second + "'");
+    return invalid_argument("queue request: evaluator setting 'noise': expected a number >= 0, found '" + it->second +
+                            "'");
   return v;
 }
 

@@ -77,9 +77,9 @@ Digest task_file_address(const std::string& file_text);
 Digest task_address(const Digest& file_address, const std::string& task_id);
 
 struct EncodedRequest {
-  Digest address;                  // the request's content address
-  std::string body;                // JSON
-  std::string plan;                // the plan's canonical bytes, sent inside the request
+  Digest address;                         // the request's content address
+  std::string body;                       // JSON
+  std::string plan;                       // the plan's canonical bytes, sent inside the request
   std::map<Digest, std::string> objects;  // address -> bytes, to store before the request is sent
 };
 

@@ -13,12 +13,9 @@
 namespace vinci {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
-
 
 }  // namespace
 
@@ -36,8 +33,10 @@ Result<QueueStatus> read_queue_status(Redis& redis, const QueueKeys& keys) {
     VINCI_ASSIGN_OR_RETURN(RedisReply len, redis.command({"XLEN", keys.requests(kind)}));
     Result<RedisReply> pending = redis.command({"XPENDING", keys.requests(kind), kQueueGroup});
     long long p = 0;
-    if (pending.ok() && pending->is_array() && !pending->elements.empty()) p = pending->elements[0].integer;
-    else if (!pending.ok() && pending.status().code() == StatusCode::kIoError) return pending.status();
+    if (pending.ok() && pending->is_array() && !pending->elements.empty())
+      p = pending->elements[0].integer;
+    else if (!pending.ok() && pending.status().code() == StatusCode::kIoError)
+      return pending.status();
     // Answered entries are deleted: what is left is waiting or taken.
     s.in_progress += p;
     s.waiting += std::max(0LL, len.integer - p);
@@ -45,8 +44,10 @@ Result<QueueStatus> read_queue_status(Redis& redis, const QueueKeys& keys) {
   std::string cursor = "0";
   std::vector<std::string> names;
   do {
-    VINCI_ASSIGN_OR_RETURN(RedisReply r, redis.command({"SCAN", cursor, "MATCH", keys.workers_pattern(), "COUNT", "1000"}));
-    if (!r.is_array() || r.elements.size() != 2) return internal_error("queue " + redis.url().text + ": SCAN: unexpected reply");
+    VINCI_ASSIGN_OR_RETURN(RedisReply r,
+                           redis.command({"SCAN", cursor, "MATCH", keys.workers_pattern(), "COUNT", "1000"}));
+    if (!r.is_array() || r.elements.size() != 2)
+      return internal_error("queue " + redis.url().text + ": SCAN: unexpected reply");
     cursor = r.elements[0].str;
     for (const auto& k : r.elements[1].elements) names.push_back(k.str);
   } while (cursor != "0");
@@ -95,8 +96,8 @@ Result<std::string> QueueEvaluator::task_file_text(const Task& task) {
   if (it != files_.end()) return it->second;
   Result<std::string> text = read_file(task.source_file);
   if (!text.ok())
-    return Status(text.status().code(), "queue: task " + task.id + ": its task file cannot be sent: " +
-                                            text.status().message());
+    return Status(text.status().code(),
+                  "queue: task " + task.id + ": its task file cannot be sent: " + text.status().message());
   files_[task.source_file] = *text;
   return text;
 }
@@ -127,8 +128,8 @@ Status QueueEvaluator::with_connection(std::unique_ptr<Redis>* conn, const std::
     double t = now_s();
     if (down_since < 0) down_since = t;
     if (t - down_since > options_.give_up_s)
-      return Status(st.code(), st.message() + " (no server for " + format_number("%.0f", options_.give_up_s) +
-                                   " s: giving up)");
+      return Status(st.code(),
+                    st.message() + " (no server for " + format_number("%.0f", options_.give_up_s) + " s: giving up)");
     if (!said) {
       std::fprintf(stderr, "%s; waiting for the server\n", st.message().c_str());
       said = true;
@@ -149,8 +150,9 @@ Status QueueEvaluator::submit_locked(const EncodedRequest& e) {
                                 .status());
       uploaded_[address] = t;
     }
-    return r.command({"XADD", keys_.requests(spec_.kind), "*", "addr", e.address.hex(), "reply",
-                      keys_.reply(client_), "body", e.body, "plan", e.plan})
+    return r
+        .command({"XADD", keys_.requests(spec_.kind), "*", "addr", e.address.hex(), "reply", keys_.reply(client_),
+                  "body", e.body, "plan", e.plan})
         .status();
   });
 }
@@ -249,7 +251,8 @@ void QueueEvaluator::reader_loop() {
         uploaded_.clear();
         for (const auto& e : again) {
           Status st = submit_locked(e);
-          if (!st.ok()) std::fprintf(stderr, "queue %s: resending a request: %s\n", url_.text.c_str(), st.message().c_str());
+          if (!st.ok())
+            std::fprintf(stderr, "queue %s: resending a request: %s\n", url_.text.c_str(), st.message().c_str());
         }
       }
       down_since = -1;
@@ -258,8 +261,7 @@ void QueueEvaluator::reader_loop() {
     Result<RedisReply> r = conn->command({"XREAD", "COUNT", "256", "BLOCK", "200", "STREAMS", stream, last});
     if (!r.ok()) {
       conn.reset();
-      if (!lost)
-        std::fprintf(stderr, "%s; waiting for the server\n", r.status().message().c_str());
+      if (!lost) std::fprintf(stderr, "%s; waiting for the server\n", r.status().message().c_str());
       lost = true;
       if (down_since < 0) down_since = now_s();
       if (r.status().code() != StatusCode::kIoError) sleep_s(0.5);
@@ -317,8 +319,7 @@ std::string QueueEvaluator::progress_line() {
   }
   double rate = t > started_at_ ? answered_.load() / (t - started_at_) : 0;
   status_line_ = "queue " + std::to_string(s->waiting) + " waiting, " + std::to_string(s->in_progress) +
-                 " in progress, " + std::to_string(s->workers) + " workers, " + format_number("%.1f", rate) +
-                 " eval/s";
+                 " in progress, " + std::to_string(s->workers) + " workers, " + format_number("%.1f", rate) + " eval/s";
   return status_line_;
 }
 

@@ -12,11 +12,11 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <functional>
 #include <thread>
 #include <vector>
 
@@ -27,18 +27,18 @@
 namespace vinci {
 
 struct QueueOptions {
-  std::string url;           // redis://HOST:PORT[/NAME]
-  int attempts = 3;          // deliveries before a request is recorded as failed
-  double give_up_s = 600;    // without a server this long, evaluations fail
+  std::string url;                      // redis://HOST:PORT[/NAME]
+  int attempts = 3;                     // deliveries before a request is recorded as failed
+  double give_up_s = 600;               // without a server this long, evaluations fail
   double object_ttl_s = 7 * 24 * 3600;  // objects (task files, profiles) expire after this
 };
 
 // What the queue looks like now: for `harness queue status` and the progress line.
 struct QueueStatus {
-  long long waiting = 0;     // requests not yet taken by a worker
-  long long in_progress = 0; // taken, not answered (pending in the group)
-  long long workers = 0;     // workers whose heartbeat has not expired
-  long long done = 0;        // results answered by all workers since the queue was made
+  long long waiting = 0;                  // requests not yet taken by a worker
+  long long in_progress = 0;              // taken, not answered (pending in the group)
+  long long workers = 0;                  // workers whose heartbeat has not expired
+  long long done = 0;                     // results answered by all workers since the queue was made
   std::vector<std::string> worker_lines;  // "name: heartbeat JSON", sorted
 };
 Result<QueueStatus> read_queue_status(Redis& redis, const QueueKeys& keys);
@@ -65,11 +65,11 @@ class QueueEvaluator : public Evaluator {
   struct Pending {
     EncodedRequest encoded;
     bool done = false;
-    bool failed = false;        // every delivery failed: reasons in failure
+    bool failed = false;  // every delivery failed: reasons in failure
     std::string failure;
     std::string measurement;
     std::string compile_log;
-    Status error;               // the request could not be sent
+    Status error;  // the request could not be sent
   };
 
   Status submit_locked(const EncodedRequest& e);  // submit_mu_ held; reconnects as needed
@@ -87,11 +87,11 @@ class QueueEvaluator : public Evaluator {
   std::condition_variable cv_;
   std::map<Digest, std::shared_ptr<Pending>> pending_;
   std::map<std::string, std::string> files_;  // task file path -> text
-  Status broken_;  // not ok: the server has been gone longer than give_up_s
+  Status broken_;                             // not ok: the server has been gone longer than give_up_s
 
   std::mutex submit_mu_;  // submit_, uploaded_
   std::unique_ptr<Redis> submit_;
-  std::map<Digest, double> uploaded_;         // object -> when (steady seconds) it was stored
+  std::map<Digest, double> uploaded_;  // object -> when (steady seconds) it was stored
 
   std::mutex status_mu_;
   std::unique_ptr<Redis> status_conn_;

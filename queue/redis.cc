@@ -21,9 +21,7 @@ RedisReply convert(const redisReply* r) {
   RedisReply out;
   if (!r) return out;
   switch (r->type) {
-    case REDIS_REPLY_NIL:
-      out.type = RedisReply::Type::kNil;
-      break;
+    case REDIS_REPLY_NIL: out.type = RedisReply::Type::kNil; break;
     case REDIS_REPLY_INTEGER:
       out.type = RedisReply::Type::kInteger;
       out.integer = r->integer;
@@ -44,8 +42,7 @@ RedisReply convert(const redisReply* r) {
       out.type = RedisReply::Type::kArray;
       for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
       break;
-    default:
-      break;
+    default: break;
   }
   return out;
 }
@@ -136,14 +133,15 @@ Result<std::vector<RedisReply>> Redis::pipeline(const std::vector<std::vector<st
   for (size_t i = 0; i < commands.size(); ++i) {
     void* raw = nullptr;
     if (redisGetReply(c, &raw) != REDIS_OK || !raw)
-      return io_error("queue " + url_.text + ": " + commands[i][0] + ": the connection to the Redis server was lost: " +
-                      c->errstr);
+      return io_error("queue " + url_.text + ": " + commands[i][0] +
+                      ": the connection to the Redis server was lost: " + c->errstr);
     out.push_back(convert(static_cast<redisReply*>(raw)));
     freeReplyObject(raw);
     if (out.back().type == RedisReply::Type::kError && first.ok()) {
       const std::string& text = out.back().str;
-      first = text.rfind("LOADING", 0) == 0 ? io_error("queue " + url_.text + ": " + commands[i][0] + ": " + text)
-                                            : failed_precondition("queue " + url_.text + ": " + commands[i][0] + ": " + text);
+      first = text.rfind("LOADING", 0) == 0
+                  ? io_error("queue " + url_.text + ": " + commands[i][0] + ": " + text)
+                  : failed_precondition("queue " + url_.text + ": " + commands[i][0] + ": " + text);
     }
   }
   if (!first.ok()) return first;
@@ -159,8 +157,7 @@ Result<RedisReply> Redis::command(const std::vector<std::string>& argv) {
     args.push_back(a.data());
     lens.push_back(a.size());
   }
-  auto* reply = static_cast<redisReply*>(
-      redisCommandArgv(c, static_cast<int>(args.size()), args.data(), lens.data()));
+  auto* reply = static_cast<redisReply*>(redisCommandArgv(c, static_cast<int>(args.size()), args.data(), lens.data()));
   if (!reply) {
     return io_error("queue " + url_.text + ": " + (argv.empty() ? std::string() : argv[0]) +
                     ": the connection to the Redis server was lost: " + c->errstr);

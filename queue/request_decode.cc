@@ -35,9 +35,12 @@ Result<QueueRequest> decode_queue_request(const std::string& body) {
     VINCI_RETURN_IF_ERROR(digest(j, "plan", &q.plan));
     VINCI_RETURN_IF_ERROR(digest(j, "profile", &q.profile));
     std::string size = j.at("size").get<std::string>();
-    if (size == "full") q.request.size = SizeName::kFull;
-    else if (size == "small") q.request.size = SizeName::kSmall;
-    else return invalid_argument("queue request: size must be full or small, found '" + size + "'");
+    if (size == "full")
+      q.request.size = SizeName::kFull;
+    else if (size == "small")
+      q.request.size = SizeName::kSmall;
+    else
+      return invalid_argument("queue request: size must be full or small, found '" + size + "'");
     // Numbers are checked before they are converted: a float or an out-of-range integer is an
     // error, not a conversion.
     const nlohmann::json& seed = j.at("seed");

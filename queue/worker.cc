@@ -26,18 +26,16 @@
 namespace vinci {
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 void sleep_s(double s) { std::this_thread::sleep_for(std::chrono::duration<double>(s)); }
-
 
 // The evaluators a worker keeps, by their settings, and the objects it has fetched.
 class Evaluators {
  public:
   using Call = std::function<Result<RedisReply>(const std::vector<std::string>&)>;
   // call: a command on the worker's connection, reconnecting while the server is away.
-  Evaluators(const WorkerOptions& o, Call call, const QueueKeys& keys) : options_(o), call_(std::move(call)), keys_(keys) {}
+  Evaluators(const WorkerOptions& o, Call call, const QueueKeys& keys)
+      : options_(o), call_(std::move(call)), keys_(keys) {}
   ~Evaluators() {
     cudas_.clear();
     if (!dir_.empty()) std::system(("rm -rf '" + dir_ + "'").c_str());
@@ -139,8 +137,8 @@ class Evaluators {
       for (const Task& t : tasks_.at(q.task_file)) {
         auto [at, fresh] = task_ids_.emplace(t.id, q.task_file);
         if (!fresh && at->second != q.task_file)
-          return failed_precondition("task '" + t.id + "' arrives in two different task files (" +
-                                     at->second.hex() + " and " + q.task_file.hex() +
+          return failed_precondition("task '" + t.id + "' arrives in two different task files (" + at->second.hex() +
+                                     " and " + q.task_file.hex() +
                                      "): one worker serves one task suite; restart it for another");
       }
       VINCI_RETURN_IF_ERROR(write_file_atomic(dir_ + "/tasks/" + q.task_file.hex() + ".toml", file_text));
@@ -232,7 +230,8 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
   }
 
   const double claim_ms = std::max(1.0, options.claim_idle_s * 1000);
-  const double beat = options.heartbeat_s > 0 ? options.heartbeat_s : std::min(5.0, std::max(0.1, options.claim_idle_s / 4));
+  const double beat =
+      options.heartbeat_s > 0 ? options.heartbeat_s : std::min(5.0, std::max(0.1, options.claim_idle_s / 4));
   // New requests are waited for at most this long before stale ones are looked at again.
   const std::string block_ms = std::to_string(static_cast<long long>(std::min(1000.0, std::max(50.0, claim_ms / 2))));
   const long long ttl_ms = std::max<long long>(1000, static_cast<long long>(beat * 3000));
@@ -259,8 +258,8 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
           id = current;
           n = answered;
         }
-        nlohmann::json j = {{"device", options.device}, {"host", host}, {"pid", ::getpid()},
-                            {"busy", !id.empty()}, {"answered", n}};
+        nlohmann::json j = {
+            {"device", options.device}, {"host", host}, {"pid", ::getpid()}, {"busy", !id.empty()}, {"answered", n}};
         if (!options.gpu_label.empty()) j["gpu"] = options.gpu_label;
         Status st = conn->command({"SET", keys.worker(options.name), j.dump(), "PX", std::to_string(ttl_ms)}).status();
         if (st.ok() && !id.empty())
@@ -314,8 +313,8 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
     // Stale requests are looked for every claim_idle_s / 2; between, new ones are read.
     Result<RedisReply> claimed = RedisReply();
     if (now_s() >= next_claim) {
-      claimed = call({"XAUTOCLAIM", stream, kQueueGroup, options.name,
-                      std::to_string(static_cast<long long>(claim_ms)), "0-0", "COUNT", "1"});
+      claimed = call({"XAUTOCLAIM", stream, kQueueGroup, options.name, std::to_string(static_cast<long long>(claim_ms)),
+                      "0-0", "COUNT", "1"});
       if (!claimed.ok()) {
         if (stop) break;
         return claimed.status();
@@ -331,8 +330,8 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
       std::fprintf(stderr, "%s: claimed request %s (delivery %lld): its worker kept it %.3g s without a heartbeat\n",
                    who.c_str(), f["addr"].c_str(), deliveries, options.claim_idle_s);
     } else {
-      Result<RedisReply> r = call({"XREADGROUP", "GROUP", kQueueGroup, options.name, "COUNT", "1", "BLOCK", block_ms,
-                                   "STREAMS", stream, ">"});
+      Result<RedisReply> r = call(
+          {"XREADGROUP", "GROUP", kQueueGroup, options.name, "COUNT", "1", "BLOCK", block_ms, "STREAMS", stream, ">"});
       if (!r.ok()) {
         if (stop) break;
         return r.status();
@@ -353,7 +352,9 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
       argv.insert(argv.end(), fields.begin(), fields.end());
       // The reply stream expires a day after its last answer (a requester that is gone, or a late
       // duplicate answer, leaves nothing behind for good).
-      std::vector<std::vector<std::string>> cmds = {argv, {"EXPIRE", reply, "86400"}, {"INCR", keys.done()},
+      std::vector<std::vector<std::string>> cmds = {argv,
+                                                    {"EXPIRE", reply, "86400"},
+                                                    {"INCR", keys.done()},
                                                     {"XACK", stream, kQueueGroup, id},
                                                     {"XDEL", stream, id}};
       if (Digest::parse_hex(f["addr"], &address)) cmds.push_back({"DEL", keys.why(address)});
@@ -372,8 +373,10 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
     if (!q.ok() || !Digest::parse_hex(f["addr"], &address) || reply.empty()) {
       // A request no worker can read fails at once.
       std::string why = q.ok() ? "the request has no address or reply stream" : q.status().message();
-      if (!reply.empty()) (void)answer({"failed", "worker " + options.name + ": " + why});
-      else (void)call({"XACK", stream, kQueueGroup, id});
+      if (!reply.empty())
+        (void)answer({"failed", "worker " + options.name + ": " + why});
+      else
+        (void)call({"XACK", stream, kQueueGroup, id});
       continue;
     }
     if (deliveries > q->attempts) {
@@ -417,7 +420,8 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
     }
     // The evaluation could not be done here: the reason goes with the request, which stays pending
     // for another delivery (claimed after claim_idle_s).
-    std::string why = "worker " + options.name + " (delivery " + std::to_string(deliveries) + "): " + r.status().message();
+    std::string why =
+        "worker " + options.name + " (delivery " + std::to_string(deliveries) + "): " + r.status().message();
     std::fprintf(stderr, "%s\n", why.c_str());
     (void)call({"RPUSH", keys.why(address), why});
     (void)call({"EXPIRE", keys.why(address), "604800"});

@@ -22,17 +22,17 @@
 namespace vinci {
 
 struct WorkerOptions {
-  std::string url;              // redis://HOST:PORT[/NAME]
-  std::string name;             // unique among the queue's workers
-  std::string device = "sim";   // sim or cuda: which requests it takes
-  double claim_idle_s = 30;     // a request pending this long without a heartbeat is claimed
-  double heartbeat_s = 0;       // 0: claim_idle_s / 4, at most 5 s
-  std::string nvrtc_cache_dir;  // shared NVRTC cache (empty: memory only)
-  std::string cuda_worker_path; // cuda: vinci-cuda-worker (empty: beside this program)
-  double cuda_timeout_s = 600;  // cuda: an evaluation not answered by then is a hang
-  long long max_requests = 0;   // > 0: exit after answering this many (benchmarks)
-  double exit_when_idle_s = 0;  // > 0: exit after this long with nothing to do
-  std::string gpu_label;        // what the heartbeat says of the GPU ("0"); informational
+  std::string url;               // redis://HOST:PORT[/NAME]
+  std::string name;              // unique among the queue's workers
+  std::string device = "sim";    // sim or cuda: which requests it takes
+  double claim_idle_s = 30;      // a request pending this long without a heartbeat is claimed
+  double heartbeat_s = 0;        // 0: claim_idle_s / 4, at most 5 s
+  std::string nvrtc_cache_dir;   // shared NVRTC cache (empty: memory only)
+  std::string cuda_worker_path;  // cuda: vinci-cuda-worker (empty: beside this program)
+  double cuda_timeout_s = 600;   // cuda: an evaluation not answered by then is a hang
+  long long max_requests = 0;    // > 0: exit after answering this many (benchmarks)
+  double exit_when_idle_s = 0;   // > 0: exit after this long with nothing to do
+  std::string gpu_label;         // what the heartbeat says of the GPU ("0"); informational
 };
 
 // Runs until *stop is set (SIGTERM), max_requests or exit_when_idle_s. Errors: the URL is bad,

@@ -21,9 +21,7 @@ class AddressBytes {
 };
 
 // The digest a Data field holds; the zero digest for an unset field or one that is not 16 bytes.
-inline Digest address_of(capnp::Data::Reader d) {
-  return d.size() == 16 ? Digest::from_bytes(d.begin()) : Digest();
-}
+inline Digest address_of(capnp::Data::Reader d) { return d.size() == 16 ? Digest::from_bytes(d.begin()) : Digest(); }
 
 }  // namespace vinci
 

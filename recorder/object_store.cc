@@ -38,11 +38,10 @@ std::string encode_object_file(std::string_view kind, std::string_view bytes) {
   if (bytes.size() >= ObjectStore::kCompressMin) {
     // One context per thread: ZSTD_compress() would set up and tear down a context (about a
     // megabyte of tables) on every call, which costs more than compressing a kernel source.
-    thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(),
-                                                                          ZSTD_freeCCtx);
+    thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
     compressed.resize(ZSTD_compressBound(bytes.size()));
-    size_t n = ZSTD_compressCCtx(cctx.get(), compressed.data(), compressed.size(), bytes.data(),
-                                 bytes.size(), ObjectStore::kZstdLevel);
+    size_t n = ZSTD_compressCCtx(cctx.get(), compressed.data(), compressed.size(), bytes.data(), bytes.size(),
+                                 ObjectStore::kZstdLevel);
     VINCI_ASSERT_MSG(!ZSTD_isError(n), ZSTD_getErrorName(n));
     if (n < bytes.size()) {
       compressed.resize(n);
@@ -70,49 +69,42 @@ Result<StoredObject> decode_object_file(std::string_view file, const std::string
   uint8_t encoding = static_cast<uint8_t>(file[4]);
   size_t kind_len = static_cast<uint8_t>(file[5]);
   uint64_t raw_size = load_u64(file.data() + 8);
-  if (encoding > 1 || kind_len == 0 || file[6] != 0 || file[7] != 0 ||
-      kHeaderSize + kind_len > file.size()) {
-    return corruption("object file " + path + ": bad header (encoding " +
-                      std::to_string(encoding) + ", kind length " + std::to_string(kind_len) + ")");
+  if (encoding > 1 || kind_len == 0 || file[6] != 0 || file[7] != 0 || kHeaderSize + kind_len > file.size()) {
+    return corruption("object file " + path + ": bad header (encoding " + std::to_string(encoding) + ", kind length " +
+                      std::to_string(kind_len) + ")");
   }
   StoredObject obj;
   obj.kind.assign(file.data() + kHeaderSize, kind_len);
   std::string_view payload = file.substr(kHeaderSize + kind_len);
   if (encoding == 0) {
     if (payload.size() != raw_size) {
-      return corruption("object file " + path + ": expected " + std::to_string(raw_size) +
-                        " bytes, found " + std::to_string(payload.size()));
+      return corruption("object file " + path + ": expected " + std::to_string(raw_size) + " bytes, found " +
+                        std::to_string(payload.size()));
     }
     obj.bytes.assign(payload);
   } else {
     unsigned long long content = ZSTD_getFrameContentSize(payload.data(), payload.size());
-    if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR ||
-        content != raw_size) {
-      return corruption("object file " + path + ": zstd frame does not hold " +
-                        std::to_string(raw_size) + " bytes");
+    if (content == ZSTD_CONTENTSIZE_UNKNOWN || content == ZSTD_CONTENTSIZE_ERROR || content != raw_size) {
+      return corruption("object file " + path + ": zstd frame does not hold " + std::to_string(raw_size) + " bytes");
     }
     // No zstd frame expands more than kMaxZstdExpansion times (a 4-byte RLE block makes at most
     // 128 KiB): a header claiming more is damage, refused before the output is allocated.
     if (raw_size / kMaxZstdExpansion > payload.size()) {
-      return corruption("object file " + path + ": zstd frame of " +
-                        std::to_string(payload.size()) + " bytes cannot hold " +
-                        std::to_string(raw_size) + " bytes");
+      return corruption("object file " + path + ": zstd frame of " + std::to_string(payload.size()) +
+                        " bytes cannot hold " + std::to_string(raw_size) + " bytes");
     }
-    thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
-                                                                          ZSTD_freeDCtx);
+    thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
     obj.bytes.resize(raw_size);
-    size_t n = ZSTD_decompressDCtx(dctx.get(), obj.bytes.data(), obj.bytes.size(), payload.data(),
-                                   payload.size());
+    size_t n = ZSTD_decompressDCtx(dctx.get(), obj.bytes.data(), obj.bytes.size(), payload.data(), payload.size());
     if (ZSTD_isError(n) || n != raw_size) {
-      return corruption("object file " + path + ": zstd: " +
-                        std::string(ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
+      return corruption("object file " + path +
+                        ": zstd: " + std::string(ZSTD_isError(n) ? ZSTD_getErrorName(n) : "short frame"));
     }
   }
   return obj;
 }
 
-ObjectStore::ObjectStore(std::string root, bool durable)
-    : root_(std::move(root)), durable_(durable) {}
+ObjectStore::ObjectStore(std::string root, bool durable) : root_(std::move(root)), durable_(durable) {}
 
 std::string ObjectStore::path_of(const Digest& address) const {
   std::string hex = address.hex();
@@ -139,10 +131,9 @@ Result<Digest> ObjectStore::put(std::string_view kind, std::string_view bytes) {
   if (::stat(path.c_str(), &sb) == 0) {
     VINCI_ASSIGN_OR_RETURN(StoredObject stored, get(address));
     if (stored.kind != kind || stored.bytes != bytes) {
-      return mismatch("object " + address.hex() + " at " + path + " holds " +
-                      std::to_string(stored.bytes.size()) + " bytes of kind '" + stored.kind +
-                      "', not the " + std::to_string(bytes.size()) + " bytes of kind '" +
-                      std::string(kind) + "' being stored");
+      return mismatch("object " + address.hex() + " at " + path + " holds " + std::to_string(stored.bytes.size()) +
+                      " bytes of kind '" + stored.kind + "', not the " + std::to_string(bytes.size()) +
+                      " bytes of kind '" + std::string(kind) + "' being stored");
     }
   } else {
     std::string file = encode_object_file(kind, bytes);

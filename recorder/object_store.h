@@ -34,10 +34,10 @@ struct StoredObject {
 };
 
 struct ObjectStoreStats {
-  uint64_t puts = 0;         // put() calls
-  uint64_t written = 0;      // objects this store wrote (the rest were already there)
-  uint64_t bytes_raw = 0;    // raw bytes of the objects it wrote
-  uint64_t bytes_disk = 0;   // file bytes of the objects it wrote
+  uint64_t puts = 0;        // put() calls
+  uint64_t written = 0;     // objects this store wrote (the rest were already there)
+  uint64_t bytes_raw = 0;   // raw bytes of the objects it wrote
+  uint64_t bytes_disk = 0;  // file bytes of the objects it wrote
 };
 
 class ObjectStore {

@@ -29,14 +29,11 @@ void collect_value(capnp::DynamicValue::Reader v, std::set<Digest>* out) {
       }
       break;
     }
-    case capnp::DynamicValue::STRUCT:
-      collect_addresses(v.as<capnp::DynamicStruct>(), out);
-      break;
+    case capnp::DynamicValue::STRUCT: collect_addresses(v.as<capnp::DynamicStruct>(), out); break;
     case capnp::DynamicValue::LIST:
       for (auto e : v.as<capnp::DynamicList>()) collect_value(e, out);
       break;
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -74,8 +71,7 @@ capnp::JsonCodec& codec() {
 
 }  // namespace
 
-std::string record_to_json(RecordView& record, const ObjectStore* store,
-                           std::map<Digest, std::string>* corrupt) {
+std::string record_to_json(RecordView& record, const ObjectStore* store, std::map<Digest, std::string>* corrupt) {
   auto root = record.message().getRoot<schema::Record>();
   kj::String text = codec().encode(root);
   std::string out(text.cStr());
@@ -110,8 +106,7 @@ std::string record_to_json(RecordView& record, const ObjectStore* store,
 
 std::string manifest_to_json(const ManifestInfo& manifest) {
   std::string bytes = encode_manifest(manifest);
-  kj::ArrayInputStream in(kj::ArrayPtr<const kj::byte>(
-      reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+  kj::ArrayInputStream in(kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
   capnp::PackedMessageReader reader(in);
   kj::String text = codec().encode(reader.getRoot<schema::Manifest>());
   return std::string("{\"manifest\":") + text.cStr() + "}";

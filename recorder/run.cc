@@ -3,10 +3,10 @@
 #include <capnp/dynamic.h>
 #include <capnp/message.h>
 #include <capnp/serialize-packed.h>
-#include <kj/debug.h>
-#include <kj/io.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <kj/debug.h>
+#include <kj/io.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -48,9 +48,7 @@ class Toucher {
 
   void touch_value(capnp::DynamicValue::Reader v) {
     switch (v.getType()) {
-      case capnp::DynamicValue::STRUCT:
-        touch_struct(v.as<capnp::DynamicStruct>());
-        break;
+      case capnp::DynamicValue::STRUCT: touch_struct(v.as<capnp::DynamicStruct>()); break;
       case capnp::DynamicValue::LIST: {
         auto list = v.as<capnp::DynamicList>();
         switch (list.getSchema().whichElementType()) {
@@ -172,8 +170,8 @@ Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& 
   // Nothing returns from inside the reader's scope: its destructor may throw (a truncated stream
   // it skips to the end of), which would leak a return value already built.
   try {
-    kj::ArrayInputStream in(kj::ArrayPtr<const kj::byte>(
-        reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+    kj::ArrayInputStream in(
+        kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
     capnp::PackedMessageReader reader(in);
     auto r = reader.getRoot<schema::Manifest>();
     m.format_version = r.getFormatVersion();
@@ -251,8 +249,8 @@ Status RecordView::parse(std::string_view payload) {
   st.in.reset();
   st.payload.assign(payload);
   try {
-    st.in.emplace(kj::ArrayPtr<const kj::byte>(
-        reinterpret_cast<const kj::byte*>(st.payload.data()), st.payload.size()));
+    st.in.emplace(
+        kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(st.payload.data()), st.payload.size()));
     st.reader = new capnp::PackedMessageReader(*st.in, capnp::ReaderOptions(), st.scratch.asPtr());
     // Read every segment the segment table names (segments after the first are read lazily; a
     // table names fewer than 512, or the reader refuses it), then touch every field, so a message
@@ -294,8 +292,7 @@ Result<int> lock_run_dir(const std::string& run_dir) {
     int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      return failed_precondition("run folder " + run_dir +
-                                 " is being written by another process; wait for it to end");
+      return failed_precondition("run folder " + run_dir + " is being written by another process; wait for it to end");
     }
     return io_error("cannot lock run folder " + run_dir + ": " + std::strerror(err));
   }
@@ -364,8 +361,7 @@ Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& run_dir,
   return w;
 }
 
-Result<std::unique_ptr<RunWriter>> RunWriter::resume(const std::string& run_dir,
-                                                     LogRecovery* recovery,
+Result<std::unique_ptr<RunWriter>> RunWriter::resume(const std::string& run_dir, LogRecovery* recovery,
                                                      RunLogOptions options) {
   std::unique_ptr<RunWriter> w(new RunWriter());
   w->loc_ = RunLocation::of(run_dir);
@@ -473,8 +469,8 @@ RecordView* RunReader::next() {
   }
   Status st = view_.parse(f.payload);
   if (!st.ok()) {
-    status_ = corruption(log_->segment_files()[f.segment] + " at offset " +
-                         std::to_string(f.offset) + ": " + st.message());
+    status_ =
+        corruption(log_->segment_files()[f.segment] + " at offset " + std::to_string(f.offset) + ": " + st.message());
     return nullptr;
   }
   digest_.add(f.payload);

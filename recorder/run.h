@@ -103,8 +103,7 @@ class RunWriter {
                                                    RunLogOptions options = {});
   // Continues a run that was not finished, after its last good record. The temporary files of
   // writes the stopped writer left unfinished in the run's folder and its log are removed.
-  static Result<std::unique_ptr<RunWriter>> resume(const std::string& run_dir,
-                                                   LogRecovery* recovery = nullptr,
+  static Result<std::unique_ptr<RunWriter>> resume(const std::string& run_dir, LogRecovery* recovery = nullptr,
                                                    RunLogOptions options = {});
   ~RunWriter();
 

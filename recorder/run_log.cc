@@ -84,8 +84,7 @@ Result<std::unique_ptr<RunLogReader>> RunLogReader::open(const std::string& dir)
   return r;
 }
 
-std::unique_ptr<RunLogReader> RunLogReader::over(
-    std::vector<std::pair<std::string, std::string>> segments) {
+std::unique_ptr<RunLogReader> RunLogReader::over(std::vector<std::pair<std::string, std::string>> segments) {
   std::unique_ptr<RunLogReader> r(new RunLogReader());
   for (auto& [name, bytes] : segments) {
     r->files_.push_back(std::move(name));
@@ -110,14 +109,14 @@ bool RunLogReader::load_segment(size_t i) {
   loaded_ = true;
   // Segment files are numbered densely from 0; a missing number is damage at its successor.
   std::string expected = segment_file_name(static_cast<uint32_t>(i));
-  if (file.size() < expected.size() ||
-      file.compare(file.size() - expected.size(), expected.size(), expected) != 0) {
+  if (file.size() < expected.size() || file.compare(file.size() - expected.size(), expected.size(), expected) != 0) {
     damage_ = LogDamage{file, 0, "segment out of sequence: expected " + expected};
     return false;
   }
   if (data_.size() < kSegmentHeaderSize) {
-    damage_ = LogDamage{file, 0, "torn segment header: " + std::to_string(data_.size()) + " of " +
-                                     std::to_string(kSegmentHeaderSize) + " bytes"};
+    damage_ = LogDamage{file, 0,
+                        "torn segment header: " + std::to_string(data_.size()) + " of " +
+                            std::to_string(kSegmentHeaderSize) + " bytes"};
     return false;
   }
   if (std::memcmp(data_.data(), kLogMagic, 8) != 0) {
@@ -127,20 +126,21 @@ bool RunLogReader::load_segment(size_t i) {
   uint32_t version = load_u32(data_.data() + 8);
   uint32_t index = load_u32(data_.data() + 12);
   if (version != kLogVersion) {
-    damage_ = LogDamage{file, 8, "unsupported log version " + std::to_string(version) +
-                                     " (this reader knows " + std::to_string(kLogVersion) + ")"};
+    damage_ = LogDamage{file, 8,
+                        "unsupported log version " + std::to_string(version) + " (this reader knows " +
+                            std::to_string(kLogVersion) + ")"};
     return false;
   }
   if (index != i) {
-    damage_ = LogDamage{file, 12, "segment header says index " + std::to_string(index) +
-                                      ", expected " + std::to_string(i)};
+    damage_ =
+        LogDamage{file, 12, "segment header says index " + std::to_string(index) + ", expected " + std::to_string(i)};
     return false;
   }
   uint64_t first = load_u64(data_.data() + 16);
   if (first != next_index_) {
-    damage_ = LogDamage{file, 16, "segment starts at frame " + std::to_string(first) +
-                                      ", but the segments before it hold " +
-                                      std::to_string(next_index_) + " frames"};
+    damage_ = LogDamage{file, 16,
+                        "segment starts at frame " + std::to_string(first) + ", but the segments before it hold " +
+                            std::to_string(next_index_) + " frames"};
     return false;
   }
   pos_ = kSegmentHeaderSize;
@@ -162,29 +162,28 @@ bool RunLogReader::next(LogFrame* frame) {
     const std::string& file = files_[current_];
     size_t left = data_.size() - pos_;
     if (left < kFrameHeaderSize) {
-      damage_ = LogDamage{file, pos_, "torn frame header: " + std::to_string(left) +
-                                          " of 8 bytes at the end of the file"};
+      damage_ =
+          LogDamage{file, pos_, "torn frame header: " + std::to_string(left) + " of 8 bytes at the end of the file"};
       return false;
     }
     uint32_t length = load_u32(data_.data() + pos_);
     uint32_t checksum = load_u32(data_.data() + pos_ + 4);
     if (length == 0 || length > kMaxFrame) {
-      damage_ = LogDamage{file, pos_, "corrupt frame: length " + std::to_string(length) +
-                                          " outside 1.." + std::to_string(kMaxFrame)};
+      damage_ = LogDamage{
+          file, pos_, "corrupt frame: length " + std::to_string(length) + " outside 1.." + std::to_string(kMaxFrame)};
       return false;
     }
     if (length > left - kFrameHeaderSize) {
-      damage_ = LogDamage{file, pos_, "torn frame: length " + std::to_string(length) +
-                                          " runs past the end of the file (" +
-                                          std::to_string(left - kFrameHeaderSize) + " bytes left)"};
+      damage_ = LogDamage{file, pos_,
+                          "torn frame: length " + std::to_string(length) + " runs past the end of the file (" +
+                              std::to_string(left - kFrameHeaderSize) + " bytes left)"};
       return false;
     }
     std::string_view payload(data_.data() + pos_ + kFrameHeaderSize, length);
     uint32_t actual = frame_checksum(payload);
     if (actual != checksum) {
       char buf[96];
-      std::snprintf(buf, sizeof buf, "corrupt frame: checksum %08x, expected %08x", actual,
-                    checksum);
+      std::snprintf(buf, sizeof buf, "corrupt frame: checksum %08x, expected %08x", actual, checksum);
       damage_ = LogDamage{file, pos_, buf};
       return false;
     }
@@ -200,8 +199,7 @@ bool RunLogReader::next(LogFrame* frame) {
 // ---------------------------------------------------------------------------------------------
 // Writer
 
-RunLogWriter::RunLogWriter(std::string dir, RunLogOptions options)
-    : dir_(std::move(dir)), options_(options) {}
+RunLogWriter::RunLogWriter(std::string dir, RunLogOptions options) : dir_(std::move(dir)), options_(options) {}
 
 RunLogWriter::~RunLogWriter() {
   // Buffered frames are handed to the OS here too: a writer destroyed by an error path still
@@ -241,13 +239,11 @@ Status RunLogWriter::open_segment(uint32_t index, bool fresh, uint64_t truncate_
   return Status();
 }
 
-Result<std::unique_ptr<RunLogWriter>> RunLogWriter::create(const std::string& dir,
-                                                           RunLogOptions options) {
+Result<std::unique_ptr<RunLogWriter>> RunLogWriter::create(const std::string& dir, RunLogOptions options) {
   VINCI_RETURN_IF_ERROR(make_dirs(dir));
   VINCI_ASSIGN_OR_RETURN(std::vector<std::string> existing, list_segments(dir));
   if (!existing.empty()) {
-    return failed_precondition("log folder " + dir + " already holds " +
-                               std::to_string(existing.size()) +
+    return failed_precondition("log folder " + dir + " already holds " + std::to_string(existing.size()) +
                                " segment(s); reopen it to continue the run");
   }
   std::unique_ptr<RunLogWriter> w(new RunLogWriter(dir, options));
@@ -257,8 +253,7 @@ Result<std::unique_ptr<RunLogWriter>> RunLogWriter::create(const std::string& di
   return w;
 }
 
-Result<std::unique_ptr<RunLogWriter>> RunLogWriter::reopen(const std::string& dir,
-                                                           RunLogOptions options,
+Result<std::unique_ptr<RunLogWriter>> RunLogWriter::reopen(const std::string& dir, RunLogOptions options,
                                                            LogRecovery* recovery) {
   VINCI_ASSIGN_OR_RETURN(std::unique_ptr<RunLogReader> reader, RunLogReader::open(dir));
   if (reader->segment_files().empty()) return create(dir, options);
@@ -275,8 +270,7 @@ Result<std::unique_ptr<RunLogWriter>> RunLogWriter::reopen(const std::string& di
   if (reader->damage()) {
     const LogDamage& d = *reader->damage();
     if (d.file != files.back()) {
-      return corruption("cannot continue the log in " + dir + ": damage before its last segment, " +
-                        d.to_string());
+      return corruption("cannot continue the log in " + dir + ": damage before its last segment, " + d.to_string());
     }
     // The damaged frame starts right after the last good one; damage inside the header means
     // the header is rewritten.
@@ -292,8 +286,7 @@ Result<std::unique_ptr<RunLogWriter>> RunLogWriter::reopen(const std::string& di
 }
 
 Status RunLogWriter::append(std::string_view payload) {
-  VINCI_REQUIRE(!payload.empty() && payload.size() <= kMaxFrame,
-                "frame payload of " << payload.size() << " bytes");
+  VINCI_REQUIRE(!payload.empty() && payload.size() <= kMaxFrame, "frame payload of " << payload.size() << " bytes");
   uint64_t frame_size = kFrameHeaderSize + payload.size();
   if (segment_size_ > kSegmentHeaderSize && segment_size_ + frame_size > options_.segment_bytes) {
     VINCI_RETURN_IF_ERROR(open_segment(segment_ + 1, /*fresh=*/true, 0));
@@ -309,8 +302,7 @@ Status RunLogWriter::append(std::string_view payload) {
 
 Status RunLogWriter::write_out() {
   if (buffer_.empty()) return Status();
-  Status st = write_all(fd_, buffer_.data(), buffer_.size(),
-                        dir_ + "/" + segment_file_name(segment_));
+  Status st = write_all(fd_, buffer_.data(), buffer_.size(), dir_ + "/" + segment_file_name(segment_));
   buffer_.clear();
   return st;
 }
@@ -320,16 +312,15 @@ Status RunLogWriter::flush() { return write_out(); }
 Status RunLogWriter::sync() {
   VINCI_RETURN_IF_ERROR(write_out());
   if (::fsync(fd_) != 0) {
-    return io_error("cannot sync log segment " + segment_file_name(segment_) + " in " + dir_ +
-                    ": " + std::strerror(errno));
+    return io_error("cannot sync log segment " + segment_file_name(segment_) + " in " + dir_ + ": " +
+                    std::strerror(errno));
   }
   return Status();
 }
 
 // ---------------------------------------------------------------------------------------------
 
-OrderedAppender::OrderedAppender(RunLogWriter* writer)
-    : writer_(writer), next_(writer->frame_count()) {}
+OrderedAppender::OrderedAppender(RunLogWriter* writer) : writer_(writer), next_(writer->frame_count()) {}
 
 Status OrderedAppender::submit(uint64_t seq, std::string payload) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -341,8 +332,7 @@ Status OrderedAppender::submit(uint64_t seq, std::string payload) {
   }
   VINCI_RETURN_IF_ERROR(writer_->append(payload));
   ++next_;
-  for (auto it = waiting_.begin(); it != waiting_.end() && it->first == next_;
-       it = waiting_.erase(it)) {
+  for (auto it = waiting_.begin(); it != waiting_.end() && it->first == next_; it = waiting_.erase(it)) {
     VINCI_RETURN_IF_ERROR(writer_->append(it->second));
     ++next_;
   }

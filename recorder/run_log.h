@@ -74,7 +74,7 @@ struct LogFrame {
   std::string_view payload;  // valid until the reader moves to another segment
   uint64_t index = 0;        // frame number in the log, from 0
   uint32_t segment = 0;
-  uint64_t offset = 0;       // of the frame header in its segment file
+  uint64_t offset = 0;  // of the frame header in its segment file
 };
 
 class RunLogReader {
@@ -115,20 +115,18 @@ struct RunLogOptions {
 
 // What reopening a log found.
 struct LogRecovery {
-  uint64_t frames = 0;             // good frames kept
-  std::optional<LogDamage> damage; // the damaged tail that was truncated, if any
+  uint64_t frames = 0;              // good frames kept
+  std::optional<LogDamage> damage;  // the damaged tail that was truncated, if any
   uint64_t bytes_dropped = 0;
 };
 
 class RunLogWriter {
  public:
   // Starts a new log in dir; fails if dir already holds segments.
-  static Result<std::unique_ptr<RunLogWriter>> create(const std::string& dir,
-                                                      RunLogOptions options = {});
+  static Result<std::unique_ptr<RunLogWriter>> create(const std::string& dir, RunLogOptions options = {});
   // Reopens a log to continue after its last good frame, truncating a damaged tail of the last
   // segment (reported in *recovery). Damage before the last segment is an error.
-  static Result<std::unique_ptr<RunLogWriter>> reopen(const std::string& dir,
-                                                      RunLogOptions options = {},
+  static Result<std::unique_ptr<RunLogWriter>> reopen(const std::string& dir, RunLogOptions options = {},
                                                       LogRecovery* recovery = nullptr);
   ~RunLogWriter();
   RunLogWriter(const RunLogWriter&) = delete;

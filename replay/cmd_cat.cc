@@ -50,8 +50,7 @@ int cmd_cat(const std::vector<std::string>& args) {
     rc = 1;
   }
   if (r.damage()) {
-    std::cerr << "replay cat: log damaged after record " << r.records_read() << ": "
-              << r.damage()->to_string() << "\n";
+    std::cerr << "replay cat: log damaged after record " << r.records_read() << ": " << r.damage()->to_string() << "\n";
     rc = 1;
   }
   return rc;

@@ -8,8 +8,8 @@
 // unless --fast-p-inclusive asks for speedup >= p.
 #include <capnp/message.h>
 
-#include <boost/program_options.hpp>
 #include <algorithm>
+#include <boost/program_options.hpp>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -54,8 +54,8 @@ double best_of(const TaskTurns& t) {
 int cmd_diff(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description opts("usage: replay diff RUN_A RUN_B");
-  opts.add_options()("help,h", "show this help")(
-      "resamples", po::value<std::string>()->default_value("2000"), "bootstrap resamples (1 to 1000000)")(
+  opts.add_options()("help,h", "show this help")("resamples", po::value<std::string>()->default_value("2000"),
+                                                 "bootstrap resamples (1 to 1000000)")(
       "fast-p-inclusive", "count speedup >= p instead of KernelBench's speedup > p");
   po::variables_map vm;
   if (auto stop = parse_options("replay diff", args, opts, {{"runs", 2}}, &vm)) return *stop;
@@ -110,7 +110,8 @@ int cmd_diff(const std::vector<std::string>& args) {
     std::map<std::string, std::string> dflt;
     if (defaults.ok()) dflt = effective_settings(defaults->effective_toml());
     std::set<std::string> keys;
-    for (const auto* c : {&ca, &cb}) for (const auto& [k, v] : *c) keys.insert(k);
+    for (const auto* c : {&ca, &cb})
+      for (const auto& [k, v] : *c) keys.insert(k);
     auto value = [&](const std::map<std::string, std::string>& c, const std::string& k) {
       auto it = c.find(k);
       if (it != c.end()) return it->second;
@@ -137,37 +138,37 @@ int cmd_diff(const std::vector<std::string>& args) {
     std::cout << "configs differ:\n";
     for (const auto& d : config_diffs) std::cout << "  " << d << "\n";
     if (!not_attributable.empty()) {
-      std::cout << not_attributable << " (compare runs whose configs differ in one factor: "
+      std::cout << not_attributable
+                << " (compare runs whose configs differ in one factor: "
                    "`base = \"main.toml\"` plus that factor)\n";
     } else if (factors.size() == 1) {
       std::cout << "these runs differ in one setting: " << factors[0] << "\n";
     }
   }
   if (equal) {
-    std::cout << "runs are equal: " << a->size() << " records, digest "
-              << da->manifest.run_digest.hex() << "\n";
+    std::cout << "runs are equal: " << a->size() << " records, digest " << da->manifest.run_digest.hex() << "\n";
     return 0;
   }
   if (first == n && a->size() == b->size()) {
     std::cout << "records are equal (" << a->size() << ")\n";
   } else {
-  std::cout << "first divergence at record " << first << ":\n";
-  auto show = [&](const char* label, const std::vector<std::string>& p) {
-    if (first >= p.size()) {
-      std::cout << "  " << label << ": (the log ends after " << p.size() << " records)\n";
-      return;
-    }
-    RecordView v;
-    if (!v.parse(p[first]).ok()) {
-      std::cout << "  " << label << ": (unreadable record)\n";
-      return;
-    }
-    std::cout << "  " << label << ": " << describe_record(v.message().getRoot<schema::Record>())
-              << "\n    " << clip(record_to_json(v, nullptr), 600) << "\n";
-  };
-  show("A", *a);
-  show("B", *b);
-  std::cout << "records: A " << a->size() << ", B " << b->size() << "\n";
+    std::cout << "first divergence at record " << first << ":\n";
+    auto show = [&](const char* label, const std::vector<std::string>& p) {
+      if (first >= p.size()) {
+        std::cout << "  " << label << ": (the log ends after " << p.size() << " records)\n";
+        return;
+      }
+      RecordView v;
+      if (!v.parse(p[first]).ok()) {
+        std::cout << "  " << label << ": (unreadable record)\n";
+        return;
+      }
+      std::cout << "  " << label << ": " << describe_record(v.message().getRoot<schema::Record>()) << "\n    "
+                << clip(record_to_json(v, nullptr), 600) << "\n";
+    };
+    show("A", *a);
+    show("B", *b);
+    std::cout << "records: A " << a->size() << ", B " << b->size() << "\n";
   }
 
   // 2. fast_p deltas of the final evaluations, with bootstrap intervals over tasks.
@@ -183,7 +184,8 @@ int cmd_diff(const std::vector<std::string>& args) {
     order.push_back(0);
     const int resamples = static_cast<int>(*resamples_value);
     std::cout << "\nfinal evaluation, fast_p (last turn, all tasks, %): B - A with bootstrap 95% "
-                 "intervals over tasks (" << resamples << " resamples); " << fast_p_compare_line(compare) << ".\n";
+                 "intervals over tasks ("
+              << resamples << " resamples); " << fast_p_compare_line(compare) << ".\n";
     if (!not_attributable.empty()) std::cout << "Warning: " << not_attributable << ".\n";
     std::cout << "\n| level | p | A | B | B - A | 95% interval |\n|---|---|---|---|---|---|\n";
     std::vector<size_t> ia(ea.size()), ib(eb.size());
@@ -205,8 +207,8 @@ int cmd_diff(const std::vector<std::string>& args) {
         double hi = deltas.empty() ? 0 : deltas[static_cast<size_t>(0.975 * (deltas.size() - 1))];
         char line[200];
         std::snprintf(line, sizeof line, "| %s | %g | %.1f | %.1f | %+.1f | [%+.1f, %+.1f] |\n",
-                      level == 0 ? "all" : ("L" + std::to_string(level)).c_str(), p, 100 * va,
-                      100 * vb, 100 * (vb - va), 100 * lo, 100 * hi);
+                      level == 0 ? "all" : ("L" + std::to_string(level)).c_str(), p, 100 * va, 100 * vb,
+                      100 * (vb - va), 100 * lo, 100 * hi);
         std::cout << line;
       }
     }
@@ -237,8 +239,8 @@ int cmd_diff(const std::vector<std::string>& args) {
   std::vector<std::string> only_a, only_b;
   std::set_difference(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(only_a));
   std::set_difference(sb.begin(), sb.end(), sa.begin(), sa.end(), std::back_inserter(only_b));
-  std::cout << "\nskills: A " << sa.size() << ", B " << sb.size() << "; only in A " << only_a.size()
-            << ", only in B " << only_b.size() << "\n";
+  std::cout << "\nskills: A " << sa.size() << ", B " << sb.size() << "; only in A " << only_a.size() << ", only in B "
+            << only_b.size() << "\n";
   for (size_t i = 0; i < only_a.size() && i < 10; ++i) std::cout << "  A only: " << only_a[i] << "\n";
   for (size_t i = 0; i < only_b.size() && i < 10; ++i) std::cout << "  B only: " << only_b[i] << "\n";
   return 1;

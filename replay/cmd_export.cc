@@ -66,14 +66,11 @@ int export_tables(const std::string& run, const std::string& format, const std::
   }
   const std::string module = format == "tensorboard" ? "vinci.tensorboard" : "vinci.export";
   // The imports the format needs: pandas (with vinci), pyarrow for Parquet, tensorboardX.
-  const std::string needs = format == "tensorboard" ? ", tensorboardX"
-                            : format == "parquet"   ? ", pyarrow"
-                                                    : "";
+  const std::string needs = format == "tensorboard" ? ", tensorboardX" : format == "parquet" ? ", pyarrow" : "";
   const std::string probe = "import " + module + needs;
   if (run_child({python, "-c", probe}, true) != 0) {
-    std::cerr << "replay export: --format " << format << " is written by vinci's Python package ("
-              << module << "), which " << python << " cannot import"
-              << (needs.empty() ? "" : " (with" + needs.substr(1) + ")")
+    std::cerr << "replay export: --format " << format << " is written by vinci's Python package (" << module
+              << "), which " << python << " cannot import" << (needs.empty() ? "" : " (with" + needs.substr(1) + ")")
               << ": install it with `pip install ./python` from the vinci repository"
               << (format == "tensorboard" ? " and `pip install tensorboardX`" : "")
               << " (docs/python.md), or set VINCI_PYTHON to an interpreter that has it\n";
@@ -101,8 +98,8 @@ int cmd_export(const std::vector<std::string>& args) {
   opts.add_options()("help,h", "show this help")(
       "out", po::value<std::string>(),
       "write to this file (atomically) instead of stdout; with --format parquet, jsonl or "
-      "tensorboard: the folder to write")(
-      "role", po::value<std::string>()->default_value("all"), "policy, selection, summary or all")(
+      "tensorboard: the folder to write")("role", po::value<std::string>()->default_value("all"),
+                                          "policy, selection, summary or all")(
       "phase", po::value<std::string>()->default_value("train"),
       "train, eval, verify, coldstart or tts (only train has advantages)")(
       "all-calls", "also write the calls no advantage matches, with null advantage fields")(
@@ -121,14 +118,12 @@ int cmd_export(const std::vector<std::string>& args) {
   const std::string format = vm["format"].as<std::string>();
   if (format != "calls") {
     if (format != "parquet" && format != "jsonl" && format != "tensorboard") {
-      std::cerr << "replay export: --format: expected calls, parquet, jsonl or tensorboard, found '"
-                << format << "'\n";
+      std::cerr << "replay export: --format: expected calls, parquet, jsonl or tensorboard, found '" << format << "'\n";
       return 2;
     }
     for (const char* o : {"role", "phase"}) {
       if (!vm[o].defaulted()) {
-        std::cerr << "replay export: --" << o
-                  << " selects model calls: it applies to --format calls only\n";
+        std::cerr << "replay export: --" << o << " selects model calls: it applies to --format calls only\n";
         return 2;
       }
     }
@@ -139,8 +134,7 @@ int cmd_export(const std::vector<std::string>& args) {
       }
     }
     if (!vm.count("out")) {
-      std::cerr << "replay export: --format " << format
-                << " writes a folder: --out DIR is required\n";
+      std::cerr << "replay export: --format " << format << " writes a folder: --out DIR is required\n";
       return 2;
     }
     return export_tables(run, format, vm["out"].as<std::string>());
@@ -179,8 +173,8 @@ int cmd_export(const std::vector<std::string>& args) {
                    "language-model backbone (backbone.kind = \"openai\"), so there is nothing to "
                    "train on; --allow-empty writes an empty export instead\n";
     } else {
-      std::cerr << "replay export: no model call of phase " << options.phase << " (role "
-                << options.role << ") has an advantage";
+      std::cerr << "replay export: no model call of phase " << options.phase << " (role " << options.role
+                << ") has an advantage";
       if (s.calls == 0) std::cerr << "; the run has no such calls";
       if (options.phase != "train") {
         std::cerr << "; only the train phase records advantages (--all-calls writes the calls without)";
@@ -214,8 +208,7 @@ int cmd_export(const std::vector<std::string>& args) {
               << " model calls without an advantage left out (--all-calls writes them)\n";
   }
   if (s.advantages_without_call > 0) {
-    std::cerr << "replay export: " << s.advantages_without_call
-              << " advantages without a model call skipped\n";
+    std::cerr << "replay export: " << s.advantages_without_call << " advantages without a model call skipped\n";
   }
   if (!s.run_completed) {
     std::cerr << "replay export: note: the run did not finish; its last step may be partial\n";

@@ -18,26 +18,31 @@ int cmd_rescore(const std::vector<std::string>& args) {
   RescoreOptions o;
   o.device.clear();  // the user must say where: --live or --device
   po::options_description opts(
-      "usage: replay rescore RUN (--live | --device sim [--profile FILE]) --out NEW [--queue URL] [--trials N] [--samples N]");
-  opts.add_options()("help,h", "show this help")(
-      "live", "re-measure on this machine's GPU (the same as --device cuda)")(
+      "usage: replay rescore RUN (--live | --device sim [--profile FILE]) --out NEW [--queue URL] [--trials N] "
+      "[--samples N]");
+  opts.add_options()("help,h", "show this help")("live",
+                                                 "re-measure on this machine's GPU (the same as --device cuda)")(
       "device", po::value<std::string>(&o.device), "cuda (this GPU) or sim (the sim device under --profile)")(
       "profile", po::value<std::string>(&o.profile), "sim: the device profile TOML (default: the run's own)")(
       "out", po::value<std::string>(&o.out_dir), "the new run's folder (must not exist)")(
-      "trials", po::value<std::string>()->default_value("0"), "correctness trials per plan (0: the run's; at most 100)")(
+      "trials", po::value<std::string>()->default_value("0"),
+      "correctness trials per plan (0: the run's; at most 100)")(
       "samples", po::value<std::string>()->default_value("0"), "timing samples per plan (0: the run's; at most 10000)")(
       "seed", po::value<std::string>()->default_value("0"), "seed of the re-measurement's trial inputs")(
       "timeout", po::value<std::string>()->default_value("600"), "cuda: seconds before a candidate counts as hung")(
       "timing-budget", po::value<std::string>()->default_value("0"),
       "cuda: at most this many seconds of timed runs per plan (>= 5 samples; 0: no cap)")(
-      "nvrtc-cache", po::value<std::string>(&o.nvrtc_cache_dir), "cuda: NVRTC cache folder (kernels compiled in parallel first)")(
+      "nvrtc-cache", po::value<std::string>(&o.nvrtc_cache_dir),
+      "cuda: NVRTC cache folder (kernels compiled in parallel first)")(
       "reference-precision", po::value<std::string>(&o.reference_precision)->default_value("kernelbench"),
-      "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 (TF32 off)")(
-      "reuse", po::value<std::string>(&o.reuse), "an earlier rescore's measurements.jsonl: plans it measured are not measured again")(
+      "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
+      "(TF32 off)")("reuse", po::value<std::string>(&o.reuse),
+                    "an earlier rescore's measurements.jsonl: plans it measured are not measured again")(
       "queue", po::value<std::string>(&o.queue),
       "measure through this queue's workers (redis://HOST:PORT[/NAME]; `harness worker --device cuda|sim`)")(
       "force", "rescore even under numeric settings that differ from the run's")(
-      "fast-p-inclusive", "the drift report's fast_p and verdicts count speedup >= p instead of KernelBench's speedup > p");
+      "fast-p-inclusive",
+      "the drift report's fast_p and verdicts count speedup >= p instead of KernelBench's speedup > p");
   po::variables_map vm;
   if (auto stop = parse_options("replay rescore", args, opts, {{"run", 1}}, &vm)) return *stop;
   if (!vm.count("run") || o.out_dir.empty()) {
@@ -89,8 +94,10 @@ int cmd_rescore(const std::vector<std::string>& args) {
   o.fast_p_inclusive = vm.count("fast-p-inclusive") > 0;
   bool tty = isatty(2);
   auto rep = rescore_run(vm["run"].as<std::string>(), o, [&](uint64_t d, uint64_t t, const std::string& line) {
-    if (tty) std::fprintf(stderr, "\r[%llu/%llu] %-60s", (unsigned long long)d, (unsigned long long)t, line.c_str());
-    else if (d == t || d % 100 == 0) std::fprintf(stderr, "[%llu/%llu] %s\n", (unsigned long long)d, (unsigned long long)t, line.c_str());
+    if (tty)
+      std::fprintf(stderr, "\r[%llu/%llu] %-60s", (unsigned long long)d, (unsigned long long)t, line.c_str());
+    else if (d == t || d % 100 == 0)
+      std::fprintf(stderr, "[%llu/%llu] %s\n", (unsigned long long)d, (unsigned long long)t, line.c_str());
   });
   if (tty) std::fprintf(stderr, "\n");
   if (!rep.ok()) {
@@ -98,9 +105,10 @@ int cmd_rescore(const std::vector<std::string>& args) {
     return 2;
   }
   std::cout << rep->drift_markdown << "\n"
-            << "rescored " << rep->distinct_plans << " distinct plans (" << rep->measured << " measured, " << rep->reused << " reused) on "
-            << rep->device << " in " << rep->measure_seconds << " s; the new run " << o.out_dir << " has "
-            << rep->records << " records, digest " << rep->digest.hex() << " (" << rep->seconds << " s in all)\n";
+            << "rescored " << rep->distinct_plans << " distinct plans (" << rep->measured << " measured, "
+            << rep->reused << " reused) on " << rep->device << " in " << rep->measure_seconds << " s; the new run "
+            << o.out_dir << " has " << rep->records << " records, digest " << rep->digest.hex() << " (" << rep->seconds
+            << " s in all)\n";
   return 0;
 }
 

@@ -21,15 +21,15 @@ namespace vinci {
 int cmd_score(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description opts("usage: replay score RUN [options]");
-  opts.add_options()("help,h", "show this help")(
-      "thresholds", po::value<std::string>(), "comma-separated p values (default: the run's)")(
+  opts.add_options()("help,h", "show this help")("thresholds", po::value<std::string>(),
+                                                 "comma-separated p values (default: the run's)")(
       "turn", po::value<std::string>(), "last or best (default: both)")(
       "format", po::value<std::string>()->default_value("md"), "md, csv or json")(
       "step", po::value<int>(), "the evaluation before this step (default: the final one)")(
       "phase", po::value<std::string>()->default_value("eval"),
       "eval (the held-out evaluations) or tts (the test-time-scaling pass after the final one;\n"
-      "best turn: the best of all its turns)")(
-      "fast-p-inclusive", "count speedup >= p instead of KernelBench's speedup > p")(
+      "best turn: the best of all its turns)")("fast-p-inclusive",
+                                               "count speedup >= p instead of KernelBench's speedup > p")(
       "strict", "count speedup > p (KernelBench's definition; the default, kept for scripts)")(
       "tasks", po::value<std::string>()->default_value("all"),
       "which held-out tasks to score: all, kernelbench (KernelBench problems, flagged ones included) or\n"
@@ -42,9 +42,12 @@ int cmd_score(const std::vector<std::string>& args) {
   }
   TableFormat format;
   std::string f = vm["format"].as<std::string>();
-  if (f == "md") format = TableFormat::kMarkdown;
-  else if (f == "csv") format = TableFormat::kCsv;
-  else if (f == "json") format = TableFormat::kJson;
+  if (f == "md")
+    format = TableFormat::kMarkdown;
+  else if (f == "csv")
+    format = TableFormat::kCsv;
+  else if (f == "json")
+    format = TableFormat::kJson;
   else {
     std::cerr << "replay score: --format: expected md, csv or json, found '" << f << "'\n";
     return 2;
@@ -62,8 +65,7 @@ int cmd_score(const std::vector<std::string>& args) {
       // The range of eval.thresholds.
       auto p = parse_number_option("--thresholds", item, 0, 1e6);
       if (!p.ok()) {
-        std::cerr << "replay score: " << p.status().message()
-                  << " (thresholds are numbers separated by commas)\n";
+        std::cerr << "replay score: " << p.status().message() << " (thresholds are numbers separated by commas)\n";
         return 2;
       }
       thresholds.push_back(*p);
@@ -122,8 +124,8 @@ int cmd_score(const std::vector<std::string>& args) {
   }
   // Which set each task belongs to comes from the run's task suite.
   auto exp_for_suite = experiment_from_text(data->manifest.config_text, "the run's config");
-  std::string task_dir = exp_for_suite.ok() && !exp_for_suite->task_dir.empty() ? exp_for_suite->task_dir
-                                                                                 : default_task_dir();
+  std::string task_dir =
+      exp_for_suite.ok() && !exp_for_suite->task_dir.empty() ? exp_for_suite->task_dir : default_task_dir();
   Result<TaskSuite> suite = load_task_suite(task_dir);
   if (!suite.ok()) {
     std::cerr << "replay score: " << suite.status().to_string() << "\n";

@@ -20,7 +20,7 @@ using Json = nlohmann::ordered_json;
 using Phase = schema::Record::Phase;
 
 const std::pair<const char*, Phase> kPhases[] = {
-    {"train", Phase::TRAIN}, {"eval", Phase::EVAL},           {"verify", Phase::VERIFY},
+    {"train", Phase::TRAIN},         {"eval", Phase::EVAL}, {"verify", Phase::VERIFY},
     {"coldstart", Phase::COLDSTART}, {"tts", Phase::TTS},
 };
 
@@ -77,10 +77,10 @@ struct Call {
 };
 
 // "record 105 (llmReply of role policy, step 0, task L1_003, scheme 0, rollout 0, turn 1)"
-std::string describe(uint64_t seq, const std::string& what, int32_t step, const std::string& task,
-                     int32_t scheme, int32_t rollout, int32_t turn, int32_t sample_index) {
-  std::string s = "record " + std::to_string(seq) + " (" + what + ", step " + std::to_string(step) +
-                  ", task " + (task.empty() ? "-" : task);
+std::string describe(uint64_t seq, const std::string& what, int32_t step, const std::string& task, int32_t scheme,
+                     int32_t rollout, int32_t turn, int32_t sample_index) {
+  std::string s = "record " + std::to_string(seq) + " (" + what + ", step " + std::to_string(step) + ", task " +
+                  (task.empty() ? "-" : task);
   if (scheme >= 0) s += ", scheme " + std::to_string(scheme);
   if (rollout >= 0) s += ", rollout " + std::to_string(rollout);
   if (turn >= 0) s += ", turn " + std::to_string(turn);
@@ -89,16 +89,15 @@ std::string describe(uint64_t seq, const std::string& what, int32_t step, const 
 }
 
 std::string describe(const Call& c) {
-  return describe(c.seq, std::string("llmReply of role ") + role_name(c.role), c.step, c.task, c.scheme,
-                  c.rollout, c.turn, c.sample_index);
+  return describe(c.seq, std::string("llmReply of role ") + role_name(c.role), c.step, c.task, c.scheme, c.rollout,
+                  c.turn, c.sample_index);
 }
 
 template <typename Key, typename Entry>
 Status put_unique(std::map<Key, Entry>* map, const Key& key, Entry entry, const std::string& what) {
   auto [it, fresh] = map->emplace(key, entry);
   if (!fresh) {
-    return corruption(what + ": the run already has one for this key, record " +
-                      std::to_string(it->second.seq));
+    return corruption(what + ": the run already has one for this key, record " + std::to_string(it->second.seq));
   }
   return Status();
 }
@@ -157,15 +156,13 @@ Status scan_record(schema::Record::Reader r, Phase phase, const std::string& rol
     e.scale = a.getScale();
     e.group_size = a.getGroupSize();
     const int32_t si = a.getSampleIndex();
-    std::string what = describe(seq, std::string("advantage of role ") + role_name(a.getRole()), step, task,
-                                scheme, rollout, turn, si);
+    std::string what = describe(seq, std::string("advantage of role ") + role_name(a.getRole()), step, task, scheme,
+                                rollout, turn, si);
     switch (a.getRole()) {
       case schema::Role::POLICY:
         return put_unique(&scan->policy_advantages, TurnKey{step, task, scheme, rollout, turn}, e, what);
-      case schema::Role::SELECTION:
-        return put_unique(&scan->selection_advantages, SampleKey{step, task, si}, e, what);
-      case schema::Role::SUMMARY:
-        return put_unique(&scan->summary_advantages, SampleKey{step, task, si}, e, what);
+      case schema::Role::SELECTION: return put_unique(&scan->selection_advantages, SampleKey{step, task, si}, e, what);
+      case schema::Role::SUMMARY: return put_unique(&scan->summary_advantages, SampleKey{step, task, si}, e, what);
     }
   } else if (r.isReward()) {
     auto w = r.getReward();
@@ -187,16 +184,13 @@ Status scan_record(schema::Record::Reader r, Phase phase, const std::string& rol
 }
 
 // The stored object at `address`, of `kind`; errors name the record.
-Result<std::string> read_object(ObjectStore& store, const Digest& address, const std::string& kind,
-                                const Call& call) {
+Result<std::string> read_object(ObjectStore& store, const Digest& address, const std::string& kind, const Call& call) {
   auto obj = store.get(address);
   if (!obj.ok()) {
-    return Status(obj.status().code(),
-                  describe(call) + ": its " + kind + " object: " + obj.status().message());
+    return Status(obj.status().code(), describe(call) + ": its " + kind + " object: " + obj.status().message());
   }
   if (obj->kind != kind) {
-    return corruption(describe(call) + ": object " + address.hex() + " is of kind '" + obj->kind +
-                      "', not " + kind);
+    return corruption(describe(call) + ": object " + address.hex() + " is of kind '" + obj->kind + "', not " + kind);
   }
   return std::move(obj->bytes);
 }
@@ -240,8 +234,7 @@ Result<Json> assistant_message(const Json& body, const Call& call) {
 
 Status check_export_options(const ExportOptions& options) {
   if (!phase_named(options.phase)) {
-    return invalid_argument("unknown phase '" + options.phase +
-                            "': expected train, eval, verify, coldstart or tts");
+    return invalid_argument("unknown phase '" + options.phase + "': expected train, eval, verify, coldstart or tts");
   }
   const std::string& r = options.role;
   if (r != "all" && r != "policy" && r != "selection" && r != "summary") {
@@ -266,8 +259,8 @@ Result<ExportSummary> export_run(const std::string& run_dir, const ExportOptions
   }
   VINCI_RETURN_IF_ERROR(reader->status());
   if (reader->damage()) {
-    return corruption("run " + run_dir + " is damaged after record " +
-                      std::to_string(reader->records_read()) + ": " + reader->damage()->to_string());
+    return corruption("run " + run_dir + " is damaged after record " + std::to_string(reader->records_read()) + ": " +
+                      reader->damage()->to_string());
   }
   summary.run_calls = scan.run_calls;
   summary.calls = scan.calls.size();

@@ -45,14 +45,14 @@ struct ExportOptions {
 Status check_export_options(const ExportOptions& options);
 
 struct ExportSummary {
-  uint64_t run_calls = 0;          // LlmReply records in the whole run, any phase and role
-  uint64_t calls = 0;              // ... of the phase and role asked for
-  uint64_t lines = 0;              // lines written
+  uint64_t run_calls = 0;  // LlmReply records in the whole run, any phase and role
+  uint64_t calls = 0;      // ... of the phase and role asked for
+  uint64_t lines = 0;      // lines written
   std::map<std::string, uint64_t> lines_by_role;
-  uint64_t failed = 0;             // lines of calls that failed (no reply)
-  uint64_t calls_without_advantage = 0;   // calls of the phase and role that no advantage matched
-  uint64_t advantages_without_call = 0;   // advantages of the phase and role that no call matched
-  bool run_completed = false;      // the manifest's completed flag
+  uint64_t failed = 0;                   // lines of calls that failed (no reply)
+  uint64_t calls_without_advantage = 0;  // calls of the phase and role that no advantage matched
+  uint64_t advantages_without_call = 0;  // advantages of the phase and role that no call matched
+  bool run_completed = false;            // the manifest's completed flag
 };
 
 // Reads the run at run_dir and hands each line (one JSON object, no newline) to `line`, in log

@@ -47,8 +47,9 @@ Result<EvalResult> RecordedEvaluator::evaluate(const Task& task, const Plan& pla
   auto p = by_plan_.find(address);
   if (p != by_plan_.end() && p->second.size() == 1) return *p->second.front();
   return not_found("the recorded run has no measurement of plan " + address.hex() + " on task " + task.id +
-                   (p == by_plan_.end() ? "" : " for this call (it has " + std::to_string(p->second.size()) +
-                                                   " of the plan, none with this call's seed)"));
+                   (p == by_plan_.end() ? ""
+                                        : " for this call (it has " + std::to_string(p->second.size()) +
+                                              " of the plan, none with this call's seed)"));
 }
 
 }  // namespace vinci

@@ -8,10 +8,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
-#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -22,7 +22,6 @@
 #include "agents/recorded_backbone.h"
 #include "core/atomic_file.h"
 #include "core/text.h"
-#include "harness/report.h"
 #include "gpu/calibration.h"
 #include "gpu/codegen.h"
 #include "gpu/cuda_evaluator.h"
@@ -30,6 +29,7 @@
 #include "gpu/nvrtc.h"
 #include "gpu/sim_evaluator.h"
 #include "harness/record_sink.h"
+#include "harness/report.h"
 #include "harness/trainer.h"
 #include "harness/world.h"
 #include "queue/queue_evaluator.h"
@@ -109,7 +109,6 @@ class RescoreBackbone : public Backbone {
   }
 
  public:
-
  private:
   std::unique_ptr<RecordedBackbone> recorded_;
   Backbone* fallback_;
@@ -180,8 +179,8 @@ std::string drift_report(const std::string& run_dir, const std::string& out_dir,
     }
     double sp = brs.size() >= 3 ? spearman(brs, bns) : std::nan("");
     md << "| " << task << " | " << pairs.size() << " | " << rec_ok << " | " << now_ok << " | " << ratios.size() << " | "
-       << format_number("%.3g", median_of(rs)) << " | " << format_number("%.3g", median_of(ns)) << " | " << format_number("%.3g", median_of(ratios))
-       << " | " << format_number("%.2f", sp) << " |\n";
+       << format_number("%.3g", median_of(rs)) << " | " << format_number("%.3g", median_of(ns)) << " | "
+       << format_number("%.3g", median_of(ratios)) << " | " << format_number("%.2f", sp) << " |\n";
     n_all += static_cast<int>(pairs.size());
     rec_ok_all += rec_ok;
     now_ok_all += now_ok;
@@ -204,8 +203,9 @@ std::string drift_report(const std::string& run_dir, const std::string& out_dir,
       std::vector<FastP> fa = fast_p(a, exp.thresholds, m, Denominator::kAll, compare);
       for (size_t i = 0; i < fb.size() && i < fa.size(); ++i) {
         md << "| " << (m == TurnMode::kLast ? "last" : "best") << " | "
-           << (fb[i].level ? "L" + std::to_string(fb[i].level) : std::string("all")) << " | " << format_number("%g", fb[i].threshold)
-           << " | " << format_number("%.1f", 100 * fb[i].value()) << " | " << format_number("%.1f", 100 * fa[i].value()) << " | "
+           << (fb[i].level ? "L" + std::to_string(fb[i].level) : std::string("all")) << " | "
+           << format_number("%g", fb[i].threshold) << " | " << format_number("%.1f", 100 * fb[i].value()) << " | "
+           << format_number("%.1f", 100 * fa[i].value()) << " | "
            << format_number("%+.1f", 100 * (fa[i].value() - fb[i].value())) << " |\n";
       }
     }
@@ -305,7 +305,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     QueueOptions qo;
     qo.url = options.queue;
     qo.attempts = exp.queue_attempts;
-    EvaluatorSpec spec = options.device == "cuda" ? cuda_spec(profile_text, options.reference_precision, PlanLimits(), options.timing_budget_s)
+    EvaluatorSpec spec = options.device == "cuda" ? cuda_spec(profile_text, options.reference_precision, PlanLimits(),
+                                                              options.timing_budget_s)
                                                   : sim_spec(profile_text, exp.noise, PlanLimits());
     auto q = std::make_unique<QueueEvaluator>(qo, std::move(spec));
     Status started = q->start();
@@ -327,9 +328,9 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     cuda = c.get();
     device = std::move(c);
   } else {
-    std::string path = !options.profile.empty()            ? options.profile
-                       : !exp.device_profile.empty()        ? exp.device_profile
-                                                            : profile_path("h200");
+    std::string path = !options.profile.empty()      ? options.profile
+                       : !exp.device_profile.empty() ? exp.device_profile
+                                                     : profile_path("h200");
     VINCI_ASSIGN_OR_RETURN(DeviceProfile profile, load_device_profile(path));
     device_name = "sim profile " + path;
     SimEvaluatorOptions so;

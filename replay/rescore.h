@@ -43,8 +43,8 @@ struct RescoreOptions {
   // many plans at once, instead of in this process. The workers' own settings (--timeout-s,
   // --nvrtc-cache) apply there; timeout_s, timing_budget_s and nvrtc_cache_dir do not.
   std::string queue;
-  int queue_in_flight = 64;     // plans sent at once through the queue
-  bool force = false;           // re-drive under numeric settings that differ from the run's
+  int queue_in_flight = 64;  // plans sent at once through the queue
+  bool force = false;        // re-drive under numeric settings that differ from the run's
   // An earlier rescore's <out>/measurements.jsonl: its measurements of this run's plans on the
   // same device with the same request are used instead of measuring again.
   std::string reuse;
@@ -60,8 +60,8 @@ struct RescoreReport {
   uint64_t fallback_calls = 0;  // backbone calls the recorded run could not answer
   uint64_t records = 0;
   Digest digest;
-  std::string device;           // what the measurements came from
-  std::string drift_markdown;   // also written to <out>/drift.md
+  std::string device;          // what the measurements came from
+  std::string drift_markdown;  // also written to <out>/drift.md
   double measure_seconds = 0;
   double seconds = 0;
 };

@@ -43,8 +43,8 @@ Result<RunData> read_run_data(const std::string& run_dir) {
   }
   VINCI_RETURN_IF_ERROR(reader->status());
   if (reader->damage()) {
-    return corruption("run " + run_dir + " is damaged after record " +
-                      std::to_string(reader->records_read()) + ": " + reader->damage()->to_string());
+    return corruption("run " + run_dir + " is damaged after record " + std::to_string(reader->records_read()) + ": " +
+                      reader->damage()->to_string());
   }
   data.records = reader->records_read();
   if (!last_library.is_zero()) {

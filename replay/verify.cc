@@ -26,11 +26,10 @@ Status with_settings_note(Status st, const std::vector<std::string>& differ) {
   return Status(st.code(), msg);
 }
 
-Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool recorded_backbone,
-                VerifyReport* rep, std::vector<std::pair<Digest, std::string>>* objects) {
+Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool recorded_backbone, VerifyReport* rep,
+                std::vector<std::pair<Digest, std::string>>* objects) {
   RunLocation loc = RunLocation::of(run_dir);
-  VINCI_ASSIGN_OR_RETURN(Experiment exp, experiment_from_text(manifest.config_text,
-                                                              loc.manifest_path + " (config)"));
+  VINCI_ASSIGN_OR_RETURN(Experiment exp, experiment_from_text(manifest.config_text, loc.manifest_path + " (config)"));
   // A live run's measurements are events: the recorded evaluator answers them from the log (no
   // GPU is needed to verify). A rescored run's backbone decisions are events too.
   bool measured = manifest.world == "live" || manifest.world == "rescore";
@@ -70,8 +69,8 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
     VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedBackbone::open(run_dir));
     world.backbone = std::move(recorded);
   }
-  VINCI_RETURN_IF_ERROR(run_experiment(exp, world.suite, *world.evaluator, *world.backbone,
-                                       world.seed_library, sink, nullptr, world.model.get())
+  VINCI_RETURN_IF_ERROR(run_experiment(exp, world.suite, *world.evaluator, *world.backbone, world.seed_library, sink,
+                                       nullptr, world.model.get())
                             .status());
   // A completed run's log ends with its RunEnd record; so may a run stopped after its last record
   // (while writing its reports), whose manifest is not marked complete yet.
@@ -85,8 +84,8 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
                     " records, but its log holds " + std::to_string(n));
   }
   if (manifest.completed && sink.digest() != manifest.run_digest) {
-    return mismatch("the re-derived run digest " + sink.digest().hex() +
-                    " differs from the manifest's " + manifest.run_digest.hex());
+    return mismatch("the re-derived run digest " + sink.digest().hex() + " differs from the manifest's " +
+                    manifest.run_digest.hex());
   }
   // The objects the re-derived run stored, by kind: the run's store must hold each of them whole.
   VINCI_ASSIGN_OR_RETURN(std::vector<Digest> made, store.list());
@@ -109,8 +108,8 @@ Result<VerifyReport> verify_run(const std::string& run_dir, bool recorded_backbo
   VerifyReport rep;
   rep.settings_differ = numeric_differences(manifest.environment, capture_environment());
   std::vector<std::pair<Digest, std::string>> objects;
-  VINCI_RETURN_IF_ERROR(with_settings_note(rederive(run_dir, manifest, recorded_backbone, &rep, &objects),
-                                           rep.settings_differ));
+  VINCI_RETURN_IF_ERROR(
+      with_settings_note(rederive(run_dir, manifest, recorded_backbone, &rep, &objects), rep.settings_differ));
   VINCI_ASSIGN_OR_RETURN(rep.checkpoints, check_run_checkpoints(run_dir));
   // Records name objects by address, so equal records mean the run stored the same objects; what
   // remains is that its store still holds each of them whole (checkpoints were read just above).

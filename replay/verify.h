@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
 #include "core/hash.h"
+#include "core/status.h"
 
 namespace vinci {
 
@@ -25,15 +25,13 @@ struct VerifyReport {
 // Rebuilds the run's world from its recorded config, runs the loop with every record compared
 // against the log (rr-style: the first divergence stops it, with both values), and checks the
 // final RunEnd record and the manifest's digest. Every object the re-derived run stores must be in
-// the run's store and read back whole (kNotFound / kCorruption naming it). Every checkpoint object the log names is then
-// read from the run's store and checked against its recorded parameter digest
-// (harness/checkpoints.h): re-derived objects go to a scratch store, so this is what checks the
-// stored ones.
-// Numeric settings (harness/world.h) that differ from the manifest's do not stop it: the records
-// decide. They are listed in the report when it verifies, and named in the mismatch when it does
-// not, as the likely cause.
-// With recorded_backbone, backbone calls are answered from the log (agents/recorded_backbone.h)
-// instead of re-running the sim network: the way to replay a run whose backbone is external.
+// the run's store and read back whole (kNotFound / kCorruption naming it). Every checkpoint object the log names is
+// then read from the run's store and checked against its recorded parameter digest (harness/checkpoints.h): re-derived
+// objects go to a scratch store, so this is what checks the stored ones. Numeric settings (harness/world.h) that differ
+// from the manifest's do not stop it: the records decide. They are listed in the report when it verifies, and named in
+// the mismatch when it does not, as the likely cause. With recorded_backbone, backbone calls are answered from the log
+// (agents/recorded_backbone.h) instead of re-running the sim network: the way to replay a run whose backbone is
+// external.
 Result<VerifyReport> verify_run(const std::string& run_dir, bool recorded_backbone = false);
 
 }  // namespace vinci

@@ -17,6 +17,7 @@ packages=(
   libcurl4-openssl-dev libcpp-httplib-dev
   libhiredis-dev redis-server  # the evaluation queue (docs/distributed.md) and its tests
   python3-torch python3-numpy
+  clang-format  # scripts/format.sh: the C++ layout of .clang-format
   strace  # the kill tests: a SIGKILL injected at a chosen system call of a run (docs/testing.md)
   clang libclang-rt-dev  # the fuzz targets and sanitized tests (scripts/fuzz.sh): libFuzzer, ASan, UBSan
 )

@@ -7,6 +7,8 @@ bash scripts/setup.sh
 bash scripts/build.sh
 ctest --test-dir build --output-on-failure --parallel "$(nproc)" "$@"
 if (($# == 0)); then
+  # The C++ layout of .clang-format (scripts/format.sh rewrites what differs).
+  bash scripts/format.sh --check
   # vinci's Python package against the real binaries (docs/python.md).
   echo "test.sh: python tests (tests/python)"
   python3 -m pytest -q -p no:cacheprovider tests/python

@@ -34,7 +34,8 @@ inline std::string strace_unusable() {
   std::string out;
   if (sh("strace -f -qq -o /dev/null true", &out) == 0) return "";
   return "strace cannot trace here (scripts/setup.sh installs it; ptrace may be forbidden in this "
-         "container): " + out;
+         "container): " +
+         out;
 }
 
 }  // namespace clitest

@@ -58,8 +58,7 @@ void Top20(benchmark::State& state) {
   }
   state.counters["docs"] = static_cast<double>(index.size());
   state.counters["vocabulary"] = static_cast<double>(index.vocabulary_size());
-  state.counters["hits_per_query"] =
-      static_cast<double>(hits) / static_cast<double>(state.iterations());
+  state.counters["hits_per_query"] = static_cast<double>(hits) / static_cast<double>(state.iterations());
 }
 BENCHMARK(Top20)->Arg(1000)->Arg(10000)->Arg(100000)->Arg(1000000)->Unit(benchmark::kMicrosecond);
 

@@ -51,8 +51,7 @@ std::string request_bytes(int64_t i) {
   ChatSampling sampling;
   sampling.temperature = 0.7;
   sampling.seed = i;
-  return chat_request_body("bench-model", {{"system", kDefaultPolicySystem}, {"user", task_prompt()}},
-                           {}, sampling)
+  return chat_request_body("bench-model", {{"system", kDefaultPolicySystem}, {"user", task_prompt()}}, {}, sampling)
       .dump();
 }
 
@@ -94,8 +93,7 @@ void Call(benchmark::State& state) {
   }
   if (failed > 0) state.SkipWithError("a call failed");
   // Summed over threads, then divided by all their calls: the mean latency of one call.
-  state.counters["call_latency_us"] =
-      benchmark::Counter(latency_us, benchmark::Counter::kAvgIterations);
+  state.counters["call_latency_us"] = benchmark::Counter(latency_us, benchmark::Counter::kAvgIterations);
 }
 BENCHMARK(Call)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
@@ -111,8 +109,7 @@ BENCHMARK(BuildRequest)->Unit(benchmark::kMicrosecond);
 void ParseReply(benchmark::State& state) {
   std::string request = request_bytes(0);
   ChatAnswer answer = *instant(nlohmann::json());
-  std::string body =
-      chat_completion_json(request, nlohmann::json::parse(request), answer, "bench-model").dump();
+  std::string body = chat_completion_json(request, nlohmann::json::parse(request), answer, "bench-model").dump();
   for (auto _ : state) {
     auto reply = parse_chat_reply(body);
     benchmark::DoNotOptimize(reply);
@@ -184,7 +181,8 @@ void PolicyTurnRecorded(benchmark::State& state) {
       continue;
     }
     loop::RecordBuf records;
-    auto pos = loop::RecordPos::of_task(0, f.task->id, schema::Record::Phase::TRAIN).at_scheme(0).at_rollout(0).at_turn(0);
+    auto pos =
+        loop::RecordPos::of_task(0, f.task->id, schema::Record::Phase::TRAIN).at_scheme(0).at_rollout(0).at_turn(0);
     auto request = loop::write_llm_call(records, *f.store, pos, *turn->call);
     benchmark::DoNotOptimize(request);
   }

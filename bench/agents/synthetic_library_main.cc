@@ -20,8 +20,7 @@ int main(int argc, char** argv) {
   for (uint64_t i = 0; i < n; ++i) lib.add(vinci::synthetic_skill(20261202, i));
   vinci::Status st = lib.save(dir + "/library.jsonl");
   for (uint64_t q = 0; st.ok() && q < 8; ++q) {
-    st = vinci::write_file_atomic(dir + "/prompt_" + std::to_string(q) + ".txt",
-                                  vinci::synthetic_task_prompt(q));
+    st = vinci::write_file_atomic(dir + "/prompt_" + std::to_string(q) + ".txt", vinci::synthetic_task_prompt(q));
   }
   if (!st.ok()) {
     std::fprintf(stderr, "synthetic_library: %s\n", st.to_string().c_str());

@@ -11,39 +11,48 @@ namespace {
 
 // Kernel-optimization words, most frequent first (rank order sets the Zipf weight 1/r).
 constexpr std::string_view kKernelWords[] = {
-    "kernel", "memory", "thread", "block", "shared", "warp", "load", "global", "reduction",
-    "tile", "tiling", "fusion", "bandwidth", "float4", "vectorized", "coalesced", "softmax",
-    "gemm", "register", "occupancy", "latency", "tensor", "cores", "bank", "conflicts", "shuffle",
-    "elementwise", "store", "launch", "grid", "matmul", "accumulate", "online", "epilogue",
-    "fused", "pass", "rows", "columns", "stride", "unroll", "loop", "sync", "barrier", "atomic",
-    "layernorm", "rmsnorm", "normalization", "mean", "variance", "welford", "exp", "max", "sum",
-    "relu", "gelu", "sigmoid", "bias", "scale", "residual", "attention", "causal", "mask",
-    "conv", "convolution", "im2col", "implicit", "pooling", "transpose", "half", "bf16", "fp16",
-    "fp32", "precision", "wmma", "mma", "fragment", "pipeline", "double", "buffer", "async",
-    "cp", "prefetch", "l2", "cache", "l1", "texture", "constant", "divergence", "predication",
-    "persistent", "split", "k", "swizzle", "padding", "alignment", "aligned", "bytes",
-    "throughput", "roofline", "compute", "bound", "arithmetic", "intensity", "flops",
-    "instruction", "issue", "pressure", "spill", "bounds", "blockdim", "griddim", "threadidx",
-    "blockidx", "lane", "mask", "ballot", "cooperative", "groups", "cluster", "hopper", "tma",
-    "wgmma", "descriptor", "multicast", "dsmem", "stage", "producer", "consumer", "mbarrier",
-    "quantization", "int8", "dequantize", "gather", "scatter", "index", "embedding", "cumsum",
-    "scan", "prefix", "argmax", "topk", "sort", "histogram", "dropout", "philox", "random",
-    "batched", "strided", "broadcast", "reshape", "contiguous", "layout", "nchw", "nhwc",
-    "channels", "last", "depthwise", "pointwise", "winograd", "fft", "triton", "cuda", "ptx",
-    "sass", "nvcc", "nvrtc", "occupancy", "calculator", "regcount", "maxrregcount"};
+    "kernel",      "memory",      "thread",    "block",        "shared",        "warp",        "load",
+    "global",      "reduction",   "tile",      "tiling",       "fusion",        "bandwidth",   "float4",
+    "vectorized",  "coalesced",   "softmax",   "gemm",         "register",      "occupancy",   "latency",
+    "tensor",      "cores",       "bank",      "conflicts",    "shuffle",       "elementwise", "store",
+    "launch",      "grid",        "matmul",    "accumulate",   "online",        "epilogue",    "fused",
+    "pass",        "rows",        "columns",   "stride",       "unroll",        "loop",        "sync",
+    "barrier",     "atomic",      "layernorm", "rmsnorm",      "normalization", "mean",        "variance",
+    "welford",     "exp",         "max",       "sum",          "relu",          "gelu",        "sigmoid",
+    "bias",        "scale",       "residual",  "attention",    "causal",        "mask",        "conv",
+    "convolution", "im2col",      "implicit",  "pooling",      "transpose",     "half",        "bf16",
+    "fp16",        "fp32",        "precision", "wmma",         "mma",           "fragment",    "pipeline",
+    "double",      "buffer",      "async",     "cp",           "prefetch",      "l2",          "cache",
+    "l1",          "texture",     "constant",  "divergence",   "predication",   "persistent",  "split",
+    "k",           "swizzle",     "padding",   "alignment",    "aligned",       "bytes",       "throughput",
+    "roofline",    "compute",     "bound",     "arithmetic",   "intensity",     "flops",       "instruction",
+    "issue",       "pressure",    "spill",     "bounds",       "blockdim",      "griddim",     "threadidx",
+    "blockidx",    "lane",        "mask",      "ballot",       "cooperative",   "groups",      "cluster",
+    "hopper",      "tma",         "wgmma",     "descriptor",   "multicast",     "dsmem",       "stage",
+    "producer",    "consumer",    "mbarrier",  "quantization", "int8",          "dequantize",  "gather",
+    "scatter",     "index",       "embedding", "cumsum",       "scan",          "prefix",      "argmax",
+    "topk",        "sort",        "histogram", "dropout",      "philox",        "random",      "batched",
+    "strided",     "broadcast",   "reshape",   "contiguous",   "layout",        "nchw",        "nhwc",
+    "channels",    "last",        "depthwise", "pointwise",    "winograd",      "fft",         "triton",
+    "cuda",        "ptx",         "sass",      "nvcc",         "nvrtc",         "occupancy",   "calculator",
+    "regcount",    "maxrregcount"};
 
 constexpr std::string_view kFunctionWords[] = {
-    "the", "a", "to", "of", "and", "in", "for", "each", "is", "with", "by", "on", "per", "this",
-    "that", "so", "when", "instead", "one", "all", "into", "from", "it", "at", "as", "are", "be",
-    "only", "then", "than", "avoid", "use", "keep", "reduce", "read", "write", "compute", "over",
-    "once", "two", "without", "which", "before", "after", "can", "not", "more", "fewer"};
+    "the",     "a",    "to",   "of",   "and",     "in",      "for",    "each",  "is",   "with",   "by",   "on",
+    "per",     "this", "that", "so",   "when",    "instead", "one",    "all",   "into", "from",   "it",   "at",
+    "as",      "are",  "be",   "only", "then",    "than",    "avoid",  "use",   "keep", "reduce", "read", "write",
+    "compute", "over", "once", "two",  "without", "which",   "before", "after", "can",  "not",    "more", "fewer"};
 
-constexpr std::string_view kTailPrefixes[] = {"tile", "blk", "smem", "buf", "acc", "frag",
-                                              "stage", "vec", "row", "col", "lane", "reg"};
+constexpr std::string_view kTailPrefixes[] = {"tile",  "blk", "smem", "buf", "acc",  "frag",
+                                              "stage", "vec", "row",  "col", "lane", "reg"};
 
-constexpr std::string_view kScopes[] = {"general", "task_specific/softmax", "task_specific/gemm",
-                                        "task_specific/conv", "task_specific/normalization",
-                                        "task_specific/elementwise", "task_specific/attention",
+constexpr std::string_view kScopes[] = {"general",
+                                        "task_specific/softmax",
+                                        "task_specific/gemm",
+                                        "task_specific/conv",
+                                        "task_specific/normalization",
+                                        "task_specific/elementwise",
+                                        "task_specific/attention",
                                         "task_specific/reduction"};
 
 // Cumulative Zipf weights 1/r over n ranks.
@@ -56,8 +65,7 @@ std::vector<double> zipf_cdf(const std::string_view (&)[N]) {
 }
 
 template <size_t N>
-std::string_view zipf_pick(const std::string_view (&words)[N], const std::vector<double>& cdf,
-                           Stream& s) {
+std::string_view zipf_pick(const std::string_view (&words)[N], const std::vector<double>& cdf, Stream& s) {
   double u = s.uniform() * cdf.back();
   size_t r = static_cast<size_t>(std::upper_bound(cdf.begin(), cdf.end(), u) - cdf.begin());
   return words[std::min(r, N - 1)];
@@ -72,8 +80,7 @@ std::string tail_token(Stream& s) {
 
 class Writer {
  public:
-  explicit Writer(Stream& s) : s_(s), kernel_cdf_(zipf_cdf(kKernelWords)),
-                               function_cdf_(zipf_cdf(kFunctionWords)) {}
+  explicit Writer(Stream& s) : s_(s), kernel_cdf_(zipf_cdf(kKernelWords)), function_cdf_(zipf_cdf(kFunctionWords)) {}
 
   std::string kernel_word() { return std::string(zipf_pick(kKernelWords, kernel_cdf_, s_)); }
 
@@ -136,9 +143,8 @@ Skill synthetic_skill(uint64_t seed, uint64_t i) {
       skill.tags.push_back(std::move(t));
     }
   }
-  std::string c = "## Motivation\n" + w.sentence(20, 45) + " " + w.sentence(10, 30) +
-                  "\n\n## Key Idea\n" + w.sentence(25, 60) + " " + w.sentence(15, 40) +
-                  "\n\n## Example\n```cuda\n";
+  std::string c = "## Motivation\n" + w.sentence(20, 45) + " " + w.sentence(10, 30) + "\n\n## Key Idea\n" +
+                  w.sentence(25, 60) + " " + w.sentence(15, 40) + "\n\n## Example\n```cuda\n";
   size_t lines = 6 + s.below(12);
   for (size_t k = 0; k < lines; ++k) c += w.code_line() + "\n";
   c += "```\n";

@@ -35,11 +35,16 @@ int main(int argc, char** argv) {
   std::vector<std::string> extra;
   uint64_t seed = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--arch")) arch = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--random")) random = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (!std::strcmp(argv[i], "--repeat")) repeat = std::atoi(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--opt")) extra.push_back(argv[i + 1]);
+    if (!std::strcmp(argv[i], "--arch"))
+      arch = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--random"))
+      random = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--seed"))
+      seed = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--repeat"))
+      repeat = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--opt"))
+      extra.push_back(argv[i + 1]);
     else {
       std::fprintf(stderr, "usage: gpu_nvrtc_bench [--arch A] [--random N] [--seed S] [--repeat R] [--opt O]...\n");
       return 2;
@@ -60,7 +65,7 @@ int main(int argc, char** argv) {
       if (auto p = vinci::generate_plan(t, vinci::random_setting(space, s)); p.ok()) plans.push_back(*p);
     }
     for (const auto& p : plans)
-      for (const auto& k : p.kernels) sources.emplace(k.source, k.family);
+      for (const auto& k : p.kernels) sources.emplace(k.source, kernel_family_name(k.family));
   }
   for (const auto& e : extra) std::printf("extra nvrtc option %s\n", e.c_str());
   std::printf("arch %s, %zu distinct kernels, seed %llu, repeat %d, nvrtc %s\n", arch.c_str(), sources.size(),

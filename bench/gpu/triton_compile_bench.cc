@@ -29,9 +29,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
@@ -48,9 +46,12 @@ int main(int argc, char** argv) {
   std::string size = "full";
   std::string cache = "/tmp/vinci_triton_bench_cache";
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--plans")) dir = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--size")) size = argv[i + 1];
-    else if (!std::strcmp(argv[i], "--cache")) cache = argv[i + 1];
+    if (!std::strcmp(argv[i], "--plans"))
+      dir = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--size"))
+      size = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--cache"))
+      cache = argv[i + 1];
     else {
       std::fprintf(stderr, "usage: gpu_triton_bench [--plans DIR] [--size full|small] [--cache DIR]\n");
       return 2;

@@ -32,10 +32,14 @@ int main(int argc, char** argv) {
   int requests = 2000, callers = 16;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--in-process") in_process = true;
-    else if (a == "--queue" && i + 1 < argc) url = argv[++i];
-    else if (a == "--requests" && i + 1 < argc) requests = std::atoi(argv[++i]);
-    else if (a == "--callers" && i + 1 < argc) callers = std::atoi(argv[++i]);
+    if (a == "--in-process")
+      in_process = true;
+    else if (a == "--queue" && i + 1 < argc)
+      url = argv[++i];
+    else if (a == "--requests" && i + 1 < argc)
+      requests = std::atoi(argv[++i]);
+    else if (a == "--callers" && i + 1 < argc)
+      callers = std::atoi(argv[++i]);
     else {
       std::fprintf(stderr, "usage: queue_throughput (--in-process | --queue URL) [--requests N] [--callers C]\n");
       return 2;

@@ -65,7 +65,8 @@ BENCHMARK(BM_AppendSmallRecord);
 std::string kernel_source(uint64_t variant) {
   std::string s = "// vinci generated kernel, variant " + std::to_string(variant) + "\n";
   s += "extern \"C\" __global__ void __launch_bounds__(" + std::to_string(128 << (variant % 3)) +
-       ")\nfused_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, int rows, int cols) {\n";
+       ")\nfused_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, int rows, int "
+       "cols) {\n";
   for (int line = 0; line < 60; ++line) {
     s += "  float acc" + std::to_string(line) + " = x[(blockIdx.x * blockDim.x + threadIdx.x) * " +
          std::to_string(4 + (variant + line) % 8) + " + " + std::to_string(line) + "] * w[" +

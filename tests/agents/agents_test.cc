@@ -26,10 +26,10 @@ TEST(Trigger, FollowsTheReferenceRule) {
 }
 
 TEST(Gate, AcceptsOnlyAtItsThresholds) {
-  VerificationParams p;  // 1.2 absolute, 1.2 x turn-1
-  EXPECT_TRUE(judge_verification({ok(1.2)}, 1.0, p).accepted);      // exactly 1.2 and 1.2 x 1.0
-  EXPECT_FALSE(judge_verification({ok(1.19)}, 0.5, p).accepted);    // below absolute
-  auto ratio = judge_verification({ok(1.5)}, 1.3, p);               // 1.5 < 1.56
+  VerificationParams p;                                           // 1.2 absolute, 1.2 x turn-1
+  EXPECT_TRUE(judge_verification({ok(1.2)}, 1.0, p).accepted);    // exactly 1.2 and 1.2 x 1.0
+  EXPECT_FALSE(judge_verification({ok(1.19)}, 0.5, p).accepted);  // below absolute
+  auto ratio = judge_verification({ok(1.5)}, 1.3, p);             // 1.5 < 1.56
   EXPECT_FALSE(ratio.accepted);
   EXPECT_NE(ratio.reason.find("x turn-1"), std::string::npos) << ratio.reason;
   EXPECT_FALSE(judge_verification({wrong()}, 0.5, p).accepted);
@@ -44,10 +44,8 @@ TEST(Gate, AcceptsOnlyAtItsThresholds) {
 
 TEST(Gate, StagesTheFastestAcceptedSkillOnly) {
   VerificationParams p;
-  std::vector<VerificationVerdict> v = {judge_verification({ok(1.3)}, 1.0, p),
-                                        judge_verification({ok(0.9)}, 0.5, p),
-                                        judge_verification({ok(2.0)}, 1.0, p),
-                                        judge_verification({ok(2.0)}, 1.0, p)};
+  std::vector<VerificationVerdict> v = {judge_verification({ok(1.3)}, 1.0, p), judge_verification({ok(0.9)}, 0.5, p),
+                                        judge_verification({ok(2.0)}, 1.0, p), judge_verification({ok(2.0)}, 1.0, p)};
   EXPECT_EQ(pick_staged(v), std::optional<size_t>(2));  // ties keep the lowest index
   EXPECT_EQ(pick_staged({judge_verification({ok(1.0)}, 1.0, p)}), std::nullopt);
 }

@@ -21,17 +21,17 @@ using Tokens = std::vector<std::string>;
 ::testing::AssertionResult near_relative(double a, double b, double rel) {
   double scale = std::max(std::fabs(a), std::fabs(b));
   if (std::fabs(a - b) <= rel * scale) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << a << " vs " << b << " differ by " << std::fabs(a - b)
-                                       << " (" << (scale > 0 ? std::fabs(a - b) / scale : 0)
-                                       << " relative)";
+  return ::testing::AssertionFailure() << a << " vs " << b << " differ by " << std::fabs(a - b) << " ("
+                                       << (scale > 0 ? std::fabs(a - b) / scale : 0) << " relative)";
 }
 
 TEST(Bm25Tokenize, LowerCasesSplitsOnUnderscoreDashSlashAndDropsPunctuation) {
   EXPECT_EQ(bm25_tokenize("Warp_Shuffle-Reduce/Sum"), (Tokens{"warp", "shuffle", "reduce", "sum"}));
   // Other punctuation is removed without splitting: "float4*" -> "float4", "x.y" -> "xy".
-  EXPECT_EQ(bm25_tokenize("reinterpret_cast<float4*>(x.y); don't!"),
-            (Tokens{"reinterpret", "castfloat4xy", "dont"}));
-  EXPECT_EQ(bm25_tokenize("  a\tb\nc\r\v\fd\x1f" "e  "), (Tokens{"a", "b", "c", "d", "e"}));
+  EXPECT_EQ(bm25_tokenize("reinterpret_cast<float4*>(x.y); don't!"), (Tokens{"reinterpret", "castfloat4xy", "dont"}));
+  EXPECT_EQ(bm25_tokenize("  a\tb\nc\r\v\fd\x1f"
+                          "e  "),
+            (Tokens{"a", "b", "c", "d", "e"}));
   // Python's str.split() also splits on Unicode spaces (U+00A0, U+2003, U+3000).
   EXPECT_EQ(bm25_tokenize("a\u00a0b\u2003c\u3000d"), (Tokens{"a", "b", "c", "d"}));
   // Other non-ASCII text is kept as is (an em dash is not punctuation in string.punctuation).
@@ -127,13 +127,16 @@ TEST(Bm25, TiesGoToTheEarlierDocument) {
 // Adding documents one at a time gives the same bits as building the index at once, for every
 // prefix (idf depends on N and average_idf on the whole vocabulary, so all scores move).
 TEST(Bm25, GrowingEqualsFreshIndex) {
-  std::vector<std::string> docs = {
-      "tiling shared memory gemm", "warp shuffle reduction sum", "online softmax fusion",
-      "vectorized float4 loads elementwise", "tiling tiling bank conflicts padding",
-      "tensor cores wmma gemm half", "occupancy launch bounds registers", "softmax warp shuffle"};
+  std::vector<std::string> docs = {"tiling shared memory gemm",
+                                   "warp shuffle reduction sum",
+                                   "online softmax fusion",
+                                   "vectorized float4 loads elementwise",
+                                   "tiling tiling bank conflicts padding",
+                                   "tensor cores wmma gemm half",
+                                   "occupancy launch bounds registers",
+                                   "softmax warp shuffle"};
   std::vector<Tokens> queries = {bm25_tokenize("gemm tiling with shared memory"),
-                                 bm25_tokenize("softmax warp reduction"),
-                                 bm25_tokenize("float4 float4 loads")};
+                                 bm25_tokenize("softmax warp reduction"), bm25_tokenize("float4 float4 loads")};
   Bm25Index grown;
   for (size_t n = 1; n <= docs.size(); ++n) {
     grown.add_text(docs[n - 1]);
@@ -193,8 +196,7 @@ TEST(Bm25, EqualsRankBm25OnTheFixture) {
                       c["params"]["epsilon"].get<double>()};
     const auto& docs = c["documents"];
     for (size_t i = 0; i < docs.size(); ++i) {
-      ASSERT_EQ(bm25_tokenize(docs[i].get<std::string>()), c["tokens"][i].get<Tokens>())
-          << "document " << i;
+      ASSERT_EQ(bm25_tokenize(docs[i].get<std::string>()), c["tokens"][i].get<Tokens>()) << "document " << i;
     }
     for (const auto& check : c["checks"]) {
       size_t prefix = check["prefix"].get<size_t>();
@@ -240,8 +242,7 @@ namespace {
 TEST(Bm25, TopKEqualsFullSortOfScores) {
   const uint64_t seed = 20261202;
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
-  const char* words[] = {"tile", "warp", "float4", "smem", "fuse", "exp",
-                         "max", "sum", "bank", "pad", "grid", "lane"};
+  const char* words[] = {"tile", "warp", "float4", "smem", "fuse", "exp", "max", "sum", "bank", "pad", "grid", "lane"};
   Stream s(RngKey::root(seed).with("purpose", "bm25_top_k_test"));
   for (int round = 0; round < 20; ++round) {
     Bm25Index index;
@@ -258,8 +259,7 @@ TEST(Bm25, TopKEqualsFullSortOfScores) {
     for (uint32_t d = 0; d < scores.size(); ++d) {
       if (scores[d] > 0) all.push_back({d, scores[d]});
     }
-    std::stable_sort(all.begin(), all.end(),
-                     [](const Bm25Hit& a, const Bm25Hit& b) { return a.score > b.score; });
+    std::stable_sort(all.begin(), all.end(), [](const Bm25Hit& a, const Bm25Hit& b) { return a.score > b.score; });
     for (size_t k = 1; k <= n_docs + 2; ++k) {
       std::vector<Bm25Hit> want(all.begin(), all.begin() + std::min(k, all.size()));
       ASSERT_EQ(index.top_k(query, k), want) << "seed " << seed << " round " << round << " k " << k;

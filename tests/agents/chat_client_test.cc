@@ -24,9 +24,7 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 // Answers by the last message: tools offered -> a select_skills call; "think" -> a <think> block;
 // "reasoning" -> a reasoning_content field; anything else is echoed.
@@ -88,16 +86,14 @@ TEST(ChatRequest, SendsOnlyTheFieldsThatAreSet) {
   std::string bytes = full.dump();
   EXPECT_LT(bytes.find("\"messages\""), bytes.find("\"model\""));
   EXPECT_EQ(chat_request_address(bytes), hash_tagged("llm_request", bytes));
-  EXPECT_EQ(chat_request_address(bytes),
-            chat_request_address(
-                chat_request_body("m", {{"user", "hi"}}, {select_skills_tool_schema()}, sampling)
-                    .dump()));
+  EXPECT_EQ(
+      chat_request_address(bytes),
+      chat_request_address(chat_request_body("m", {{"user", "hi"}}, {select_skills_tool_schema()}, sampling).dump()));
 }
 
 TEST(ChatReplyParse, ReasoningShapes) {
   auto body = [](const std::string& content) {
-    return json({{"choices", {{{"message", {{"content", content}}}, {"finish_reason", "stop"}}}}})
-        .dump();
+    return json({{"choices", {{{"message", {{"content", content}}}, {"finish_reason", "stop"}}}}}).dump();
   };
   auto r = parse_chat_reply(body("<think>a plan</think>\nthe answer"));
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -147,10 +143,10 @@ TEST(ChatReplyParse, BadBodiesAreClearErrors) {
            {R"({"choices":[]})", StatusCode::kCorruption, "no choices"},
            {R"({"id":"x"})", StatusCode::kCorruption, "no choices"},
            {R"({"choices":[{"finish_reason":"stop"}]})", StatusCode::kCorruption, "no message"},
-           {R"({"error":{"message":"model overloaded","type":"server_error"}})",
-            StatusCode::kFailedPrecondition, "model overloaded"},
-           {R"({"object":"error","message":"context too long","code":400})",
-            StatusCode::kFailedPrecondition, "context too long"},
+           {R"({"error":{"message":"model overloaded","type":"server_error"}})", StatusCode::kFailedPrecondition,
+            "model overloaded"},
+           {R"({"object":"error","message":"context too long","code":400})", StatusCode::kFailedPrecondition,
+            "context too long"},
        }) {
     auto r = parse_chat_reply(c.body);
     ASSERT_FALSE(r.ok()) << c.body;
@@ -160,8 +156,9 @@ TEST(ChatReplyParse, BadBodiesAreClearErrors) {
 }
 
 TEST(ChatFaults, TextFormRoundTrips) {
-  auto f = parse_chat_faults("500, 429:1,http503_retry_after:2,400,malformed,truncated,"
-                             "no_tool_call,hang:0.5,hang");
+  auto f = parse_chat_faults(
+      "500, 429:1,http503_retry_after:2,400,malformed,truncated,"
+      "no_tool_call,hang:0.5,hang");
   ASSERT_TRUE(f.ok()) << f.status().to_string();
   ASSERT_EQ(f->size(), 9u);
   EXPECT_EQ((*f)[1].kind, ChatFaultKind::kHttp429);
@@ -169,8 +166,7 @@ TEST(ChatFaults, TextFormRoundTrips) {
   EXPECT_EQ((*f)[2].kind, ChatFaultKind::kHttp503RetryAfter);
   EXPECT_EQ((*f)[7].seconds, 0.5);
   EXPECT_EQ((*f)[8].seconds, 60);
-  EXPECT_EQ(chat_faults_text(*f),
-            "500,429:1,503:2,400,malformed,truncated,no_tool_call,hang:0.5,hang:60");
+  EXPECT_EQ(chat_faults_text(*f), "500,429:1,503:2,400,malformed,truncated,no_tool_call,hang:0.5,hang:60");
   EXPECT_TRUE(parse_chat_faults("").ok());
   EXPECT_TRUE(parse_chat_faults("")->empty());
 }
@@ -363,8 +359,7 @@ TEST_F(ChatHttp, Http400IsNotRetried) {
   EXPECT_FALSE(out.ok);
   EXPECT_EQ(out.attempts, 1);
   EXPECT_EQ(out.http_status, 400);
-  EXPECT_TRUE(contains(out.failure, "HTTP 400 (not retried): injected fault 400: bad request"))
-      << out.failure;
+  EXPECT_TRUE(contains(out.failure, "HTTP 400 (not retried): injected fault 400: bad request")) << out.failure;
   EXPECT_EQ(server_->requests(), 1);
 }
 
@@ -405,8 +400,7 @@ TEST_F(ChatHttp, ARetryAfterBeyondTheDeadlineEndsTheCallWithoutWaiting) {
   ChatOutcome out = call(client, request_bytes("hello"));
   EXPECT_FALSE(out.ok);
   EXPECT_EQ(out.attempts, 1);
-  EXPECT_TRUE(contains(out.failure, "deadline of 5 s reached after 1 attempt (next wait 30 s)"))
-      << out.failure;
+  EXPECT_TRUE(contains(out.failure, "deadline of 5 s reached after 1 attempt (next wait 30 s)")) << out.failure;
   EXPECT_TRUE(contains(out.failure, "HTTP 429")) << out.failure;
   EXPECT_LT(out.latency_s, 2);
 }
@@ -518,15 +512,15 @@ TEST_F(ChatHttp, UnusableSettingsAreAStatusError) {
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(server_->requests(), 0);
   // A port lookup that came back empty, a port out of range, no host: refused before any request.
-  for (const char* url : {"http://127.0.0.1:/v1", "http://127.0.0.1:70000/v1", "http://:8000/v1",
-                          "http://127.0.0.1:80a/v1"}) {
+  for (const char* url :
+       {"http://127.0.0.1:/v1", "http://127.0.0.1:70000/v1", "http://:8000/v1", "http://127.0.0.1:80a/v1"}) {
     s.base_url = url;
     Status st = check_chat_settings(s);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << url;
     EXPECT_NE(st.message().find(url), std::string::npos) << st.message();
   }
-  for (const char* url : {"http://127.0.0.1:8000/v1", "https://api.example.com/v1", "http://[::1]:8000/v1",
-                          "http://localhost/v1"}) {
+  for (const char* url :
+       {"http://127.0.0.1:8000/v1", "https://api.example.com/v1", "http://[::1]:8000/v1", "http://localhost/v1"}) {
     s.base_url = url;
     EXPECT_TRUE(check_chat_settings(s).ok()) << url << ": " << check_chat_settings(s).to_string();
   }

@@ -50,8 +50,8 @@ TEST(SelectionAgent, RerankPicksAtMostTheCapFromBm25Candidates) {
   p.recall_top = 20;
   for (int32_t cap : {0, 1, 3, 5}) {
     p.max_skills = cap;
-    auto d = select_skills(*bb, lib, index, "softmax over rows", {0, 1, 0, 1}, f, p,
-                           RngKey::root(1).with("cap", cap), false, 0);
+    auto d = select_skills(*bb, lib, index, "softmax over rows", {0, 1, 0, 1}, f, p, RngKey::root(1).with("cap", cap),
+                           false, 0);
     ASSERT_TRUE(d.ok()) << d.status().to_string();
     EXPECT_EQ(d->recall.hits.size(), 20u);  // top-20 recall
     EXPECT_LE(static_cast<int32_t>(d->selected.size()), cap);

@@ -131,8 +131,7 @@ double policy_log_prob(SimBackbone& b, const PolicyInput& in, const std::vector<
   return lp;
 }
 
-double selection_log_prob(SimBackbone& b, const SelectionInput& in,
-                          const std::vector<int32_t>& picked) {
+double selection_log_prob(SimBackbone& b, const SelectionInput& in, const std::vector<int32_t>& picked) {
   auto scores = b.selection_scores(in);
   EXPECT_TRUE(scores.ok());
   std::vector<bool> left(scores->size(), true);
@@ -151,8 +150,7 @@ double selection_log_prob(SimBackbone& b, const SelectionInput& in,
   return lp;
 }
 
-double summary_log_prob(SimBackbone& b, const SummaryInput& in, const std::vector<uint8_t>& include,
-                        int32_t scope) {
+double summary_log_prob(SimBackbone& b, const SummaryInput& in, const std::vector<uint8_t>& include, int32_t scope) {
   auto logits = b.summary_logits(in);
   EXPECT_TRUE(logits.ok());
   double lp = 0;
@@ -182,8 +180,7 @@ Experience selection_experience(int64_t i, std::vector<int32_t> picked, double a
   return e;
 }
 
-Experience summary_experience(int64_t i, std::vector<uint8_t> include, int32_t scope,
-                              double advantage) {
+Experience summary_experience(int64_t i, std::vector<uint8_t> include, int32_t scope, double advantage) {
   Experience e;
   e.role = AgentRole::kSummary;
   e.advantage = advantage;
@@ -197,13 +194,12 @@ Experience summary_experience(int64_t i, std::vector<uint8_t> include, int32_t s
 std::vector<Experience> mixed_batch() {
   std::vector<Experience> batch;
   for (int64_t i = 0; i < 6; ++i) {
-    batch.push_back(policy_experience(i, {static_cast<int32_t>(i % 3), static_cast<int32_t>(i % 2),
-                                          static_cast<int32_t>(i % 4)},
-                                      0.5 - 0.3 * i));
-    batch.push_back(selection_experience(
-        i, {static_cast<int32_t>((i + 3) % 6), static_cast<int32_t>(i % 6)}, 0.2 * i - 0.4));
-    batch.push_back(summary_experience(i, {static_cast<uint8_t>(i % 2), 1, 0},
-                                       static_cast<int32_t>(i % 2), 1.0 - 0.25 * i));
+    batch.push_back(policy_experience(
+        i, {static_cast<int32_t>(i % 3), static_cast<int32_t>(i % 2), static_cast<int32_t>(i % 4)}, 0.5 - 0.3 * i));
+    batch.push_back(
+        selection_experience(i, {static_cast<int32_t>((i + 3) % 6), static_cast<int32_t>(i % 6)}, 0.2 * i - 0.4));
+    batch.push_back(
+        summary_experience(i, {static_cast<uint8_t>(i % 2), 1, 0}, static_cast<int32_t>(i % 2), 1.0 - 0.25 * i));
   }
   // A selection with nothing picked and one with a single pick.
   batch.push_back(selection_experience(9, {}, 1.0));
@@ -238,8 +234,7 @@ TEST(SimBackbone, RejectsBadConfigs) {
   auto r = SimBackbone::create(c);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("head_sizes[1] = 0"), std::string::npos)
-      << r.status().message();
+  EXPECT_NE(r.status().message().find("head_sizes[1] = 0"), std::string::npos) << r.status().message();
   c = small_config();
   c.lr = 0;
   EXPECT_FALSE(SimBackbone::create(c).ok());
@@ -330,8 +325,7 @@ TEST(SimBackbone, GreedyIsArgmax) {
     ASSERT_TRUE(gs.ok() && scores.ok());
     std::vector<int32_t> order(scores->size());
     for (size_t j = 0; j < order.size(); ++j) order[j] = static_cast<int32_t>(j);
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t x, int32_t y) { return (*scores)[x] > (*scores)[y]; });
+    std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return (*scores)[x] > (*scores)[y]; });
     order.resize(3);
     EXPECT_EQ(gs->picked, order);
 
@@ -365,9 +359,8 @@ TEST(SimBackbone, ReportedLogProbIsTheLogSoftmax) {
 // Checks that the frequencies of `draws` outcomes match exp(log_prob) within 5 standard errors,
 // and that the distribution is far enough from uniform for the check to mean something.
 template <typename Outcome>
-void expect_frequencies_match(const std::map<Outcome, int>& counts,
-                              const std::map<Outcome, double>& log_probs, int draws,
-                              size_t outcomes) {
+void expect_frequencies_match(const std::map<Outcome, int>& counts, const std::map<Outcome, double>& log_probs,
+                              int draws, size_t outcomes) {
   EXPECT_EQ(counts.size(), outcomes);
   double total_p = 0, min_p = 1, max_p = 0;
   for (const auto& [o, lp] : log_probs) {
@@ -468,8 +461,7 @@ TEST(SimBackbone, RejectsMalformedInputs) {
   auto p = b->sample_policy(in, key(0), false);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(p.status().message().find("task: expected 4 values, got 3"), std::string::npos)
-      << p.status().message();
+  EXPECT_NE(p.status().message().find("task: expected 4 values, got 3"), std::string::npos) << p.status().message();
   in = policy_input(0, {0, 3});
   EXPECT_FALSE(b->sample_policy(in, key(0), false).ok());
   in = policy_input(0, {1, 1});
@@ -490,8 +482,7 @@ TEST(SimBackbone, RejectsMalformedInputs) {
   batch.push_back(policy_experience(0, {0, 2, 0}, 1.0));  // head 1 has 2 choices
   auto u = b->update(batch);
   ASSERT_FALSE(u.ok());
-  EXPECT_NE(u.status().message().find("experience " + std::to_string(batch.size() - 1)),
-            std::string::npos)
+  EXPECT_NE(u.status().message().find("experience " + std::to_string(batch.size() - 1)), std::string::npos)
       << u.status().message();
   batch.back() = selection_experience(0, {1, 1}, 1.0);
   EXPECT_FALSE(b->update(batch).ok());
@@ -549,8 +540,7 @@ TEST(SimBackbone, ReinforceLearnsEveryRole) {
   double lu1 = summary_log_prob(*b, uin, target_include, target_scope);
   std::cout << "policy  log_prob " << lp0 << " -> " << lp1 << ", frequency " << fp0 << " -> " << fp1
             << "\nselect  log_prob " << ls0 << " -> " << ls1 << ", frequency " << fs0 << " -> " << fs1
-            << "\nsummary log_prob " << lu0 << " -> " << lu1 << ", frequency " << fu0 << " -> " << fu1
-            << "\n";
+            << "\nsummary log_prob " << lu0 << " -> " << lu1 << ", frequency " << fu0 << " -> " << fu1 << "\n";
   EXPECT_GT(lp1, lp0 + 1.0);
   EXPECT_GT(ls1, ls0 + 1.0);
   EXPECT_GT(lu1, lu0 + 1.0);
@@ -624,8 +614,7 @@ TEST(SimBackbone, UpdateIsDeterministic) {
 
 TEST(SimBackbone, UpdateStatsFollowTheLossDefinition) {
   auto b = make(small_config());
-  std::vector<Experience> batch = {policy_experience(1, {0, 1, 2}, 0.7),
-                                   selection_experience(1, {3, 1}, -0.4),
+  std::vector<Experience> batch = {policy_experience(1, {0, 1, 2}, 0.7), selection_experience(1, {3, 1}, -0.4),
                                    summary_experience(1, {1, 0, 0}, 1, 1.3)};
   double expected = -(0.7 * policy_log_prob(*b, batch[0].policy_input, {0, 1, 2}) +
                       -0.4 * selection_log_prob(*b, batch[1].selection_input, {3, 1}) +
@@ -683,16 +672,14 @@ TEST(SimBackbone, LoadRejectsOtherShapesAndDamagedBytes) {
   Status st = b->load_parameters(bytes);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.code(), StatusCode::kMismatch);
-  EXPECT_NE(st.message().find("head_sizes[0] is 3, this backbone has 2"), std::string::npos)
-      << st.message();
+  EXPECT_NE(st.message().find("head_sizes[0] is 3, this backbone has 2"), std::string::npos) << st.message();
   EXPECT_EQ(b->parameter_digest(), b_before);
 
   SimBackboneConfig wider = small_config();
   wider.hidden = 17;
   st = make(wider)->load_parameters(bytes);
   EXPECT_EQ(st.code(), StatusCode::kMismatch);
-  EXPECT_NE(st.message().find("hidden is 16, this backbone has 17"), std::string::npos)
-      << st.message();
+  EXPECT_NE(st.message().find("hidden is 16, this backbone has 17"), std::string::npos) << st.message();
 
   auto c = make(small_config(3));
   Digest c_before = c->parameter_digest();
@@ -863,9 +850,8 @@ TEST(SimBackbone, DISABLED_Timing) {
   auto t2 = clock::now();
   double us_sample = std::chrono::duration<double, std::micro>(t1 - t0).count() / samples;
   double ms_update = std::chrono::duration<double, std::milli>(t2 - t1).count() / updates;
-  std::cout << "one policy sample: " << us_sample << " us; one update of 768 policy experiences: "
-            << ms_update << " ms (libtorch " << libtorch_version() << ", "
-            << libtorch_cpu_capability() << ", 1 thread)\n";
+  std::cout << "one policy sample: " << us_sample << " us; one update of 768 policy experiences: " << ms_update
+            << " ms (libtorch " << libtorch_version() << ", " << libtorch_cpu_capability() << ", 1 thread)\n";
 }
 
 }  // namespace

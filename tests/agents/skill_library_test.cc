@@ -63,7 +63,8 @@ TEST(SkillLibrary, CanonicalBytesIgnoreKeyOrderAndSpacingButNotContentOrOrder) {
       "\n",
       "a");
   auto b = SkillLibrary::parse_jsonl(
-      "\n  \n" R"({ "k1": 2, "content": "c", "tags": ["t"], "scope": "general", "description": "d", "k2": 1, "name": "X" })"
+      "\n  \n"
+      R"({ "k1": 2, "content": "c", "tags": ["t"], "scope": "general", "description": "d", "k2": 1, "name": "X" })"
       "\n",
       "b");
   ASSERT_TRUE(a.ok() && b.ok());
@@ -93,10 +94,12 @@ TEST(SkillLibrary, NormalisesNames) {
 }
 
 TEST(SkillLibrary, FirstReadWinsAndAddRenamesOnClash) {
-  auto lib = SkillLibrary::parse_jsonl(
-      R"({"name":"Tiling","description":"first","scope":"general","tags":[],"content":"1"})" "\n"
-      R"({"name":"tiling","description":"second","scope":"general","tags":[],"content":"2"})" "\n",
-      "dup.jsonl");
+  auto lib =
+      SkillLibrary::parse_jsonl(R"({"name":"Tiling","description":"first","scope":"general","tags":[],"content":"1"})"
+                                "\n"
+                                R"({"name":"tiling","description":"second","scope":"general","tags":[],"content":"2"})"
+                                "\n",
+                                "dup.jsonl");
   ASSERT_TRUE(lib.ok());
   ASSERT_EQ(lib->size(), 1u);
   EXPECT_EQ(lib->at(0).description, "first");
@@ -116,8 +119,8 @@ TEST(SkillLibrary, FirstReadWinsAndAddRenamesOnClash) {
 // Each malformed line is an error that names the file, the line, the field, what was expected
 // and what was found, and nothing of the file is returned.
 TEST(SkillLibrary, MalformedLinesNameFileLineAndField) {
-  const std::string good =
-      R"({"name":"a","description":"d","scope":"general","tags":["t"],"content":"c"})" "\n";
+  const std::string good = R"({"name":"a","description":"d","scope":"general","tags":["t"],"content":"c"})"
+                           "\n";
   struct Case {
     std::string line;
     std::string message;
@@ -184,13 +187,11 @@ TEST(SkillLibrary, SnapshotForStepIsTheLargestAtOrBelow) {
   auto none = find_snapshot_step(dir, -1);
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), StatusCode::kNotFound);
-  EXPECT_NE(none.status().message().find("N <= -1, found steps 0..12"), std::string::npos)
-      << none.status().message();
+  EXPECT_NE(none.status().message().find("N <= -1, found steps 0..12"), std::string::npos) << none.status().message();
   std::string empty = temp_dir();
   auto nothing = find_snapshot_step(empty, 3);
   ASSERT_FALSE(nothing.ok());
-  EXPECT_NE(nothing.status().message().find("found no global_step_<N>.jsonl files"),
-            std::string::npos);
+  EXPECT_NE(nothing.status().message().find("found no global_step_<N>.jsonl files"), std::string::npos);
   EXPECT_FALSE(find_snapshot_step(empty + "/absent", 3).ok());
   EXPECT_EQ(snapshot_path("runs/a/skills", 42), "runs/a/skills/global_step_42.jsonl");
 }
@@ -214,14 +215,14 @@ TEST(SkillText, HeaderBlockThenBody) {
   t.name = "tiling";
   t.tags = {};
   t.content = "Tile it.";
-  EXPECT_EQ(skill_injection_block({&s, &t}),
-            "## [Skill Library] Potentially Relevant Optimization Techniques\n\n" + skill_text(s) +
-                "\n\n" + skill_text(t) + "\n\n---");
+  EXPECT_EQ(skill_injection_block({&s, &t}), "## [Skill Library] Potentially Relevant Optimization Techniques\n\n" +
+                                                 skill_text(s) + "\n\n" + skill_text(t) + "\n\n---");
   EXPECT_NE(skill_text(t).find("tags: []\n"), std::string::npos);
   EXPECT_EQ(skill_injection_block({}), "");
   EXPECT_EQ(skill_document_text(s),
             "warp_shuffle_reduction Reduce within a warp with shuffles. reduction warp_shuffle "
-            "cuda " + s.content);
+            "cuda " +
+                s.content);
 }
 
 }  // namespace

@@ -29,8 +29,8 @@ std::string temp_dir() {
 
 // Runs the harness binary with arguments already quoted for the shell.
 CliRun harness(const std::string& dir, const std::string& args) {
-  std::string cmd = std::string(VINCI_BINARY_DIR "/bin/harness ") + args + " >" + dir +
-                    "/out.txt 2>" + dir + "/err.txt";
+  std::string cmd =
+      std::string(VINCI_BINARY_DIR "/bin/harness ") + args + " >" + dir + "/out.txt 2>" + dir + "/err.txt";
   int status = std::system(cmd.c_str());
   CliRun r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -56,11 +56,16 @@ std::vector<std::vector<std::string>> tab_lines(const std::string& text) {
 }
 
 const char kLibrary[] =
-    R"({"name":"online_softmax","description":"Single pass softmax with a running max.","scope":"general","tags":["softmax","reduction"],"content":"Rescale the running sum when the max grows."})" "\n"
-    R"({"name":"warp_shuffle_reduction","description":"Reduce in registers with warp shuffles.","scope":"general","tags":["reduction","warp_shuffle"],"content":"__shfl_down_sync over offsets 16..1."})" "\n"
-    R"({"name":"shared_memory_tiling","description":"Tile GEMM through shared memory.","scope":"task_specific/gemm","tags":["gemm","tiling"],"content":"32x32 tiles, padded to avoid bank conflicts."})" "\n"
-    R"({"name":"Online Softmax","description":"a duplicate","scope":"general","tags":[],"content":"dup"})" "\n"
-    R"({"name":"vectorized_loads","description":"float4 loads for bandwidth.","scope":"general","tags":["memory"],"content":"reinterpret_cast to float4."})" "\n";
+    R"({"name":"online_softmax","description":"Single pass softmax with a running max.","scope":"general","tags":["softmax","reduction"],"content":"Rescale the running sum when the max grows."})"
+    "\n"
+    R"({"name":"warp_shuffle_reduction","description":"Reduce in registers with warp shuffles.","scope":"general","tags":["reduction","warp_shuffle"],"content":"__shfl_down_sync over offsets 16..1."})"
+    "\n"
+    R"({"name":"shared_memory_tiling","description":"Tile GEMM through shared memory.","scope":"task_specific/gemm","tags":["gemm","tiling"],"content":"32x32 tiles, padded to avoid bank conflicts."})"
+    "\n"
+    R"({"name":"Online Softmax","description":"a duplicate","scope":"general","tags":[],"content":"dup"})"
+    "\n"
+    R"({"name":"vectorized_loads","description":"float4 loads for bandwidth.","scope":"general","tags":["memory"],"content":"reinterpret_cast to float4."})"
+    "\n";
 
 TEST(SkillsCli, SearchPrintsRankNameAndFullPrecisionScore) {
   std::string dir = temp_dir();
@@ -70,9 +75,7 @@ TEST(SkillsCli, SearchPrintsRankNameAndFullPrecisionScore) {
   CliRun r = harness(dir, "skills search " + lib_path + " '" + query + "' --top 3");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // The duplicate name is reported, not loaded.
-  EXPECT_NE(r.err.find("lib.jsonl:4: skill 'online_softmax' repeats an earlier name"),
-            std::string::npos)
-      << r.err;
+  EXPECT_NE(r.err.find("lib.jsonl:4: skill 'online_softmax' repeats an earlier name"), std::string::npos) << r.err;
 
   auto lib = SkillLibrary::load(lib_path);
   ASSERT_TRUE(lib.ok());
@@ -116,15 +119,12 @@ TEST(SkillsCli, ErrorsExitTwoAndSayWhy) {
   ASSERT_TRUE(write_file_atomic(bad, std::string(kLibrary) + "{\"name\": 3}\n").ok());
   CliRun malformed = harness(dir, "skills search " + bad + " q");
   EXPECT_EQ(malformed.exit_code, 2);
-  EXPECT_NE(malformed.err.find("bad.jsonl:6: field 'name': expected a string, found number"),
-            std::string::npos)
+  EXPECT_NE(malformed.err.find("bad.jsonl:6: field 'name': expected a string, found number"), std::string::npos)
       << malformed.err;
 
   CliRun params = harness(dir, "skills search " + bad + " q --b 3");
   EXPECT_EQ(params.exit_code, 2);
-  EXPECT_NE(params.err.find("BM25 parameter b: expected a number in [0, 1], found 3"),
-            std::string::npos)
-      << params.err;
+  EXPECT_NE(params.err.find("BM25 parameter b: expected a number in [0, 1], found 3"), std::string::npos) << params.err;
   EXPECT_EQ(harness(dir, "skills search").exit_code, 2);
   EXPECT_EQ(harness(dir, "skills search --top x a b").exit_code, 2);
   EXPECT_EQ(harness(dir, "skills").exit_code, 2);
@@ -140,8 +140,7 @@ TEST(SkillsCli, CountsAreCheckedAndAnEmptyLibraryIsNamed) {
   for (const char* top : {"-1", "0", "x", "99999999999999999999"}) {
     CliRun r = harness(dir, "skills search " + lib + " softmax --top " + top);
     EXPECT_EQ(r.exit_code, 2) << top << "\n" << r.err;
-    EXPECT_NE(r.err.find(std::string("--top: expected an integer from 1 to 9223372036854775807, found '") +
-                         top + "'"),
+    EXPECT_NE(r.err.find(std::string("--top: expected an integer from 1 to 9223372036854775807, found '") + top + "'"),
               std::string::npos)
         << r.err;
   }

@@ -14,9 +14,8 @@
 namespace vinci {
 namespace {
 
-const std::vector<std::string> kCandidates = {"online_softmax", "warp_shuffle_reduction",
-                                              "vectorized_float4_loads", "shared_memory_tiling",
-                                              "tensor_core_wmma"};
+const std::vector<std::string> kCandidates = {"online_softmax", "warp_shuffle_reduction", "vectorized_float4_loads",
+                                              "shared_memory_tiling", "tensor_core_wmma"};
 
 std::vector<std::string> names(const SkillSelection& s) {
   std::vector<std::string> out;
@@ -114,15 +113,15 @@ TEST(SelectSkills, CapUnknownNamesAndRepeats) {
   EXPECT_EQ(sel->dropped[2].reason, "over the cap of 3");
   EXPECT_EQ(sel->dropped[3].reason, "over the cap of 3");
 
-  const char* four = "```json\n{\"selected_skills\": [\"online_softmax\", \"tensor_core_wmma\", "
-                     "\"shared_memory_tiling\", \"warp_shuffle_reduction\"]}\n```";
+  const char* four =
+      "```json\n{\"selected_skills\": [\"online_softmax\", \"tensor_core_wmma\", "
+      "\"shared_memory_tiling\", \"warp_shuffle_reduction\"]}\n```";
   sel = parse_select_skills(four, kCandidates);
   ASSERT_TRUE(sel.ok());
   EXPECT_EQ(sel->selected.size(), 3u);
   EXPECT_EQ(sel->dropped.size(), 1u);
   // An empty list is a valid choice of nothing.
-  sel = parse_select_skills("```json\n{\"think\": \"none fit\", \"selected_skills\": []}\n```",
-                            kCandidates);
+  sel = parse_select_skills("```json\n{\"think\": \"none fit\", \"selected_skills\": []}\n```", kCandidates);
   ASSERT_TRUE(sel.ok());
   EXPECT_TRUE(sel->selected.empty());
 }
@@ -149,12 +148,10 @@ TEST(SelectSkills, GarbageIsAFailureValueNotACrash) {
     EXPECT_EQ(sel.status().code(), StatusCode::kInvalidArgument);
   }
   auto missing = parse_select_skills("hello", kCandidates);
-  EXPECT_NE(missing.status().message().find("expected a select_skills tool call"),
-            std::string::npos)
+  EXPECT_NE(missing.status().message().find("expected a select_skills tool call"), std::string::npos)
       << missing.status().message();
   auto bad_list = parse_select_skills(replies[3], kCandidates);
-  EXPECT_NE(bad_list.status().message().find("argument 'selected_skills': expected a JSON list"),
-            std::string::npos)
+  EXPECT_NE(bad_list.status().message().find("argument 'selected_skills': expected a JSON list"), std::string::npos)
       << bad_list.status().message();
   auto not_list = parse_select_skills(replies[7], kCandidates);
   EXPECT_NE(not_list.status().message().find("expected a list, found number"), std::string::npos)
@@ -163,17 +160,21 @@ TEST(SelectSkills, GarbageIsAFailureValueNotACrash) {
 
 std::string skill_json(const std::string& name, const std::string& content,
                        const std::string& tags = "[\"fusion\", \"softmax\", \"reduction\"]") {
-  return "{\"name\": \"" + name + "\", \"description\": \"Fuse the passes.\", \"scope\": "
-         "\"general\", \"tags\": " + tags + ", \"content\": \"" + content + "\"}";
+  return "{\"name\": \"" + name +
+         "\", \"description\": \"Fuse the passes.\", \"scope\": "
+         "\"general\", \"tags\": " +
+         tags + ", \"content\": \"" + content + "\"}";
 }
 
 TEST(UpdateSkillLibrary, ParsesSkillsInAllFormats) {
   std::string list = "[" + skill_json("online_softmax_fusion", "## Key Idea\\nOne pass.") + "]";
   const std::string replies[] = {
       "<tool_call>\n<function=update_skill_library>\n<parameter=think>\nwhy\n</parameter>\n"
-      "<parameter=new_skills>\n" + list + "\n</parameter>\n</function>\n</tool_call>",
+      "<parameter=new_skills>\n" +
+          list + "\n</parameter>\n</function>\n</tool_call>",
       "<tool_call>{\"name\": \"update_skill_library\", \"arguments\": {\"think\": \"why\", "
-      "\"new_skills\": " + list + "}}</tool_call>",
+      "\"new_skills\": " +
+          list + "}}</tool_call>",
       "```json\n{\"think\": \"why\", \"new_skills\": " + list + "}\n```"};
   for (const auto& r : replies) {
     auto p = parse_update_skill_library(r);
@@ -187,8 +188,8 @@ TEST(UpdateSkillLibrary, ParsesSkillsInAllFormats) {
     EXPECT_EQ(s.content, "## Key Idea\nOne pass.");
   }
   // Tags written as one comma-separated string are split.
-  auto p = parse_update_skill_library("```json\n{\"new_skills\": [" +
-                                      skill_json("a", "x", "\"tiling, gemm ,smem\"") + "]}\n```");
+  auto p = parse_update_skill_library("```json\n{\"new_skills\": [" + skill_json("a", "x", "\"tiling, gemm ,smem\"") +
+                                      "]}\n```");
   ASSERT_TRUE(p.ok());
   ASSERT_EQ(p->skills.size(), 1u);
   EXPECT_EQ(p->skills[0].tags, (std::vector<std::string>{"tiling", "gemm", "smem"}));
@@ -231,22 +232,18 @@ Skill make_skill(const std::string& content) {
 }
 
 TEST(LazyFilter, Rules) {
-  EXPECT_EQ(lazy_skill_reason(make_skill("Use __shfl_down_sync; allocate with torch.empty_like(x).")),
-            std::nullopt);
+  EXPECT_EQ(lazy_skill_reason(make_skill("Use __shfl_down_sync; allocate with torch.empty_like(x).")), std::nullopt);
   EXPECT_EQ(lazy_skill_reason(make_skill("## Example\nreturn torch.matmul(a, b)")),
             "falls back to PyTorch (torch.matmul()");
-  EXPECT_EQ(lazy_skill_reason(make_skill("y = F.softmax(x, dim=-1)")),
-            "falls back to PyTorch (f.softmax()");
+  EXPECT_EQ(lazy_skill_reason(make_skill("y = F.softmax(x, dim=-1)")), "falls back to PyTorch (f.softmax()");
   EXPECT_EQ(lazy_skill_reason(make_skill("y = torch.nn.functional.gelu(x)")),
             "falls back to PyTorch (torch.nn.functional.gelu()");
   // A method of another object named like an op is not a PyTorch call.
   EXPECT_EQ(lazy_skill_reason(make_skill("self.softmax(x) inside buf.relu(y)")), std::nullopt);
   EXPECT_EQ(lazy_skill_reason(make_skill("For big shapes, fall back to PyTorch.")),
             "falls back to PyTorch (\"fall back to pytorch\")");
-  EXPECT_EQ(lazy_skill_reason(make_skill("call cublasGemmEx with tensor op math")),
-            "calls cuBLAS");
-  EXPECT_EQ(lazy_skill_reason(make_skill("torch._dynamo.optimize('inductor')")),
-            "uses torch.compile (torch._dynamo)");
+  EXPECT_EQ(lazy_skill_reason(make_skill("call cublasGemmEx with tensor op math")), "calls cuBLAS");
+  EXPECT_EQ(lazy_skill_reason(make_skill("torch._dynamo.optimize('inductor')")), "uses torch.compile (torch._dynamo)");
   EXPECT_EQ(lazy_skill_reason(make_skill("When dropout is active, skip the computation and "
                                          "return zeros.")),
             "skips the computation (\"skip the computation\")");
@@ -285,16 +282,14 @@ TEST(Prompts, PolicySystemCarriesTheInjectionBlock) {
   EXPECT_EQ(policy_system_prompt("SYS", {}), "SYS");  // the null scheme
   auto msgs = policy_messages(kDefaultPolicySystem, "task", {&a});
   ASSERT_EQ(msgs.size(), 2u);
-  EXPECT_NE(msgs[0].content.find("## [Skill Library] Potentially Relevant Optimization Techniques"),
-            std::string::npos);
+  EXPECT_NE(msgs[0].content.find("## [Skill Library] Potentially Relevant Optimization Techniques"), std::string::npos);
   EXPECT_EQ(msgs[1].content, "task");
 }
 
 TEST(Prompts, SummaryShowsTheRollout) {
   Skill a = make_skill("body");
   a.name = "tiling";
-  std::vector<RolloutTurnText> turns = {{1, "kernel v1", "correct, 1.1x", 1.1},
-                                        {2, "kernel v2", "correct, 1.5x", 1.5}};
+  std::vector<RolloutTurnText> turns = {{1, "kernel v1", "correct, 1.1x", 1.1}, {2, "kernel v2", "correct, 1.5x", 1.5}};
   auto msgs = summary_messages("the task", {&a}, turns);
   ASSERT_EQ(msgs.size(), 2u);
   EXPECT_NE(msgs[0].content.find("at most 2"), std::string::npos);
@@ -325,8 +320,7 @@ TEST(ToolCallParsers, MutatedRepliesNeverCrashAndKeepTheRules) {
   const uint64_t seed = 6;
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   std::string skills = "[" + skill_json("a_skill", "Use float4.") + ", " +
-                       skill_json("b_skill", "Fall back to PyTorch.") + ", " +
-                       skill_json("c_skill", "Tile it.") + "]";
+                       skill_json("b_skill", "Fall back to PyTorch.") + ", " + skill_json("c_skill", "Tile it.") + "]";
   const std::vector<std::string> replies = {
       "<tool_call>\n<function=select_skills>\n<parameter=think>\nx\n</parameter>\n"
       "<parameter=selected_skills>\n[{\"name\": \"online_softmax\", \"reason\": \"r\"}, "
@@ -336,8 +330,7 @@ TEST(ToolCallParsers, MutatedRepliesNeverCrashAndKeepTheRules) {
       "[\"online_softmax\", \"nope\"]}}</tool_call>",
       "<tool_call>\n<function=update_skill_library>\n<parameter=new_skills>\n" + skills +
           "\n</parameter>\n</function>\n</tool_call>",
-      "```json\n{\"name\": \"update_skill_library\", \"arguments\": {\"new_skills\": " + skills +
-          "}}\n```"};
+      "```json\n{\"name\": \"update_skill_library\", \"arguments\": {\"new_skills\": " + skills + "}}\n```"};
   auto check = [&](const std::string& r) {
     auto sel = parse_select_skills(r, kCandidates);
     if (sel.ok()) {

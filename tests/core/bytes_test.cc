@@ -17,14 +17,17 @@ TEST(Bytes, WritesLittleEndianAsStructPackDoes) {
   w.u64(0x0102030405060708ull);
   w.i32(-2);
   w.i64(-1);
-  w.f32(1.5f);      // struct.pack("<f", 1.5) == b"\x00\x00\xc0\x3f"
-  w.f64(-0.1);      // struct.pack("<d", -0.1) == b"\x9a\x99\x99\x99\x99\x99\xb9\xbf"
+  w.f32(1.5f);  // struct.pack("<f", 1.5) == b"\x00\x00\xc0\x3f"
+  w.f64(-0.1);  // struct.pack("<d", -0.1) == b"\x9a\x99\x99\x99\x99\x99\xb9\xbf"
   w.str("ab");
-  const std::string want = std::string("\xab", 1) + std::string("\x02\x01", 2) +
-                           std::string("\x04\x03\x02\x01", 4) + std::string("\x08\x07\x06\x05\x04\x03\x02\x01", 8) +
-                           std::string("\xfe\xff\xff\xff", 4) + std::string(8, '\xff') +
-                           std::string("\x00\x00\xc0\x3f", 4) + std::string("\x9a\x99\x99\x99\x99\x99\xb9\xbf", 8) +
-                           std::string("\x02\x00\x00\x00" "ab", 6);
+  const std::string want = std::string("\xab", 1) + std::string("\x02\x01", 2) + std::string("\x04\x03\x02\x01", 4) +
+                           std::string("\x08\x07\x06\x05\x04\x03\x02\x01", 8) + std::string("\xfe\xff\xff\xff", 4) +
+                           std::string(8, '\xff') + std::string("\x00\x00\xc0\x3f", 4) +
+                           std::string("\x9a\x99\x99\x99\x99\x99\xb9\xbf", 8) +
+                           std::string(
+                               "\x02\x00\x00\x00"
+                               "ab",
+                               6);
   EXPECT_EQ(w.bytes(), want);
 }
 
@@ -49,8 +52,7 @@ TEST(Bytes, ReadsBackWhatWasWritten) {
   int64_t e;
   float f, g[3];
   std::string s;
-  ASSERT_TRUE(r.u16(&a) && r.u32(&b) && r.u64(&c) && r.i32(&d) && r.i64(&e) && r.f32(&f) && r.f32s(g, 3) &&
-              r.str(&s));
+  ASSERT_TRUE(r.u16(&a) && r.u32(&b) && r.u64(&c) && r.i32(&d) && r.i64(&e) && r.f32(&f) && r.f32s(g, 3) && r.str(&s));
   EXPECT_EQ(a, 65535);
   EXPECT_EQ(b, 0xdeadbeefu);
   EXPECT_EQ(c, std::numeric_limits<uint64_t>::max());
@@ -66,7 +68,10 @@ TEST(Bytes, ReadsBackWhatWasWritten) {
 
 TEST(Bytes, AShortInputIsRefusedWithoutMovingOrReadingPastTheEnd) {
   // A string whose length says 5 but only 2 bytes follow, then nothing.
-  std::string bytes = std::string("\x05\x00\x00\x00" "ab", 6);
+  std::string bytes = std::string(
+      "\x05\x00\x00\x00"
+      "ab",
+      6);
   ByteReader r(std::string_view(bytes).substr(0, 6));
   std::string s = "unchanged";
   EXPECT_FALSE(r.str(&s));

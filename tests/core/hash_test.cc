@@ -10,8 +10,7 @@ namespace {
 TEST(Hash, TaggedMatchesIndependentXxh3) {
   EXPECT_EQ(hash_tagged("blob", "").hex(), "3a1f8463c8e04bbe1883f9c1323edc8e");
   EXPECT_EQ(hash_tagged("blob", "hello vinci").hex(), "84c3958b99c872e3087c196f519f115c");
-  EXPECT_EQ(hash_tagged("kernel-source", "hello vinci").hex(),
-            "ce3fec423021c58d2c97cec3a501870b");
+  EXPECT_EQ(hash_tagged("kernel-source", "hello vinci").hex(), "ce3fec423021c58d2c97cec3a501870b");
   // xxhash.xxh3_64_intdigest(b"abc", seed=7)
   EXPECT_EQ(hash64("abc", 3, 7), 5260018501835528466ull);
 }

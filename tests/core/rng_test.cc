@@ -40,8 +40,7 @@ TEST(Rng, DrawsDependOnlyOnKeyAndIndex) {
   Stream c(RngKey::root(7).with("task", "L1_relu").with("step", 3));
   EXPECT_NE(c.next_u64(), xs[0]);
   // Integer and text values of one name do not collide.
-  EXPECT_NE(Stream(RngKey::root(7).with("step", 3)).next_u64(),
-            Stream(RngKey::root(7).with("step", "3")).next_u64());
+  EXPECT_NE(Stream(RngKey::root(7).with("step", 3)).next_u64(), Stream(RngKey::root(7).with("step", "3")).next_u64());
   EXPECT_NE(Stream(RngKey::root(7)).next_u64(), Stream(RngKey::root(8)).next_u64());
 }
 

@@ -1,9 +1,9 @@
 // Every generated kernel compiles with NVRTC for sm_90 (no GPU needed): every task's default
 // plan, and >= 20 seeded random knob settings per code-generator family.
+#include <stdlib.h>
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <stdlib.h>
 
 #include <gtest/gtest.h>
 
@@ -72,10 +72,11 @@ TEST(Compile, TwentyRandomSettingsPerFamilyCompile) {
       Result<Plan> p = generate_plan(t, setting);
       ASSERT_TRUE(p.ok()) << t.id << ": " << p.status().to_string();
       for (const auto& k : p->kernels) {
-        if (k.family != family) continue;
+        if (kernel_family_name(k.family) != std::string(family)) continue;
         Result<std::shared_ptr<const CompiledKernel>> r = nvrtc.compile(k.source, k.name + ".cu");
         ASSERT_TRUE(r.ok()) << t.id << " setting " << i << " kernel " << k.name << ":\n"
-                            << r.status().message() << "\n" << k.source;
+                            << r.status().message() << "\n"
+                            << k.source;
         if ((*r)->compile_ms > 0) compile_times().push_back((*r)->compile_ms);
         ++compiled;
       }
@@ -86,8 +87,8 @@ TEST(Compile, TwentyRandomSettingsPerFamilyCompile) {
   auto t = compile_times();
   std::sort(t.begin(), t.end());
   if (!t.empty()) {
-    std::printf("NVRTC sm_90 compile time per kernel over %zu kernels: median %.1f ms, p95 %.1f ms\n",
-                t.size(), t[t.size() / 2], t[std::min(t.size() - 1, t.size() * 95 / 100)]);
+    std::printf("NVRTC sm_90 compile time per kernel over %zu kernels: median %.1f ms, p95 %.1f ms\n", t.size(),
+                t[t.size() / 2], t[std::min(t.size() - 1, t.size() * 95 / 100)]);
   }
 }
 
@@ -102,7 +103,7 @@ TEST(Compile, EveryRowTaskCompilesWithTheInnerTileStrategy) {
       Result<Plan> p = generate_plan(t, {{"row.strategy", "inner_tile"}, {"row.softmax", softmax}});
       ASSERT_TRUE(p.ok()) << t.id << ": " << p.status().to_string();
       for (const auto& k : p->kernels) {
-        if (k.family != "row_reduction") continue;
+        if (k.family != KernelFamily::kRowReduction) continue;
         EXPECT_EQ(k.reduction, "inner_tile") << t.id;
         EXPECT_NE(k.source.find("tile_reduce<"), std::string::npos) << t.id;
         Result<std::shared_ptr<const CompiledKernel>> r = nvrtc.compile(k.source, k.name + ".cu");

@@ -31,8 +31,8 @@ struct Driver {
   CUresult (*cuModuleLoadData)(void**, const void*) = nullptr;
   CUresult (*cuModuleGetFunction)(void**, void*, const char*) = nullptr;
   CUresult (*cuModuleUnload)(void*) = nullptr;
-  CUresult (*cuLaunchKernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
-                             void*, void**, void**) = nullptr;
+  CUresult (*cuLaunchKernel)(void*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void*, void**,
+                             void**) = nullptr;
   CUresult (*cuCtxSynchronize)() = nullptr;
   CUresult (*cuGetErrorString)(CUresult, const char**) = nullptr;
   bool ok = false;
@@ -42,7 +42,10 @@ struct Driver {
       Driver d;
       void* h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
       if (!h) return d;
-      auto sym = [&](auto& fn, const char* name) { fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(h, name)); return fn != nullptr; };
+      auto sym = [&](auto& fn, const char* name) {
+        fn = reinterpret_cast<std::decay_t<decltype(fn)>>(dlsym(h, name));
+        return fn != nullptr;
+      };
       d.ok = sym(d.cuInit, "cuInit") && sym(d.cuModuleLoadData, "cuModuleLoadData") &&
              sym(d.cuModuleGetFunction, "cuModuleGetFunction") && sym(d.cuModuleUnload, "cuModuleUnload") &&
              sym(d.cuLaunchKernel, "cuLaunchKernel") && sym(d.cuCtxSynchronize, "cuCtxSynchronize") &&
@@ -111,7 +114,8 @@ Result<torch::Tensor> run_plan(const Plan& plan, const TaskInstance& gpu, const 
     std::vector<void*> params;
     for (size_t i = 0; i < step.args.size(); ++i) {
       const PlanArg& a = step.args[i];
-      if (!a.buffer.empty()) storage[i] = reinterpret_cast<uint64_t>(values.at(a.buffer).data_ptr());
+      if (!a.buffer.empty())
+        storage[i] = reinterpret_cast<uint64_t>(values.at(a.buffer).data_ptr());
       else {
         VINCI_ASSIGN_OR_RETURN(int64_t v, eval_expr(a.i64, env));
         storage[i] = static_cast<uint64_t>(v);
@@ -125,7 +129,8 @@ Result<torch::Tensor> run_plan(const Plan& plan, const TaskInstance& gpu, const 
       grid[i] = static_cast<unsigned>(gv);
       block[i] = static_cast<unsigned>(bv);
     }
-    r = d.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, nullptr, params.data(), nullptr);
+    r = d.cuLaunchKernel(fn, grid[0], grid[1], grid[2], block[0], block[1], block[2], 0, nullptr, params.data(),
+                         nullptr);
     if (r) return internal_error("launch " + k->name + ": " + d.error(r));
     r = d.cuCtxSynchronize();
     if (r) return internal_error("run " + k->name + ": " + d.error(r));
@@ -180,7 +185,8 @@ TEST(CudaRun, LibraryGemmPlansMatchTheReference) {
   for (const Task& t : suite().tasks) {
     if (knob_space(t).index_of("gemm.impl") < 0) continue;
     for (const char* tc : {"off", "tf32"}) {
-      Result<Plan> p = generate_plan(t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", tc}});
+      Result<Plan> p =
+          generate_plan(t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", tc}});
       ASSERT_TRUE(p.ok()) << t.id;
       EXPECT_EQ(p->guaranteed(), std::string(tc) == "off") << t.id;
       Check c = compare(*p, t, InputDistribution::kSigned, 11);
@@ -193,8 +199,8 @@ TEST(CudaRun, LibraryGemmPlansMatchTheReference) {
       }
     }
   }
-  std::printf("library GEMM plans on the GPU: %d fp32 (all must pass), tf32 %d of %d within tolerance\n", fp32,
-              tf32_ok, tf32);
+  std::printf("library GEMM plans on the GPU: %d fp32 (all must pass), tf32 %d of %d within tolerance\n", fp32, tf32_ok,
+              tf32);
 }
 
 TEST(CudaRun, GuaranteedRandomSettingsMatchTheReference) {

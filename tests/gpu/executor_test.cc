@@ -43,8 +43,7 @@ TEST(Executor, EveryTaskRunsAndShapesMatchTheSymbolicRules) {
     ASSERT_TRUE(inst.ok()) << inst.status().to_string();
     Result<ShapeMap> shapes = infer_shapes(task);
     ASSERT_TRUE(shapes.ok()) << shapes.status().to_string();
-    for (auto dist : {InputDistribution::kUniform01, InputDistribution::kSigned,
-                      InputDistribution::kHeavyTailed}) {
+    for (auto dist : {InputDistribution::kUniform01, InputDistribution::kSigned, InputDistribution::kHeavyTailed}) {
       Result<std::vector<at::Tensor>> in = inst->make_inputs(dist, input_seed(1, task.id, 0, dist));
       ASSERT_TRUE(in.ok()) << in.status().to_string();
       Result<std::map<std::string, at::Tensor>> values = inst->run_all(*in);
@@ -129,7 +128,11 @@ TEST(Executor, ConvWeightsEqualTorchDefaultsAfterManualSeed42) {
   TaskInstance t2 = instance("L1_075");
   torch::manual_seed(42);
   torch::nn::ConvTranspose2d ct2(torch::nn::ConvTranspose2dOptions(8, 12, {3, 5})
-                                     .stride({2, 3}).padding({1, 2}).dilation({2, 1}).groups(4).bias(false));
+                                     .stride({2, 3})
+                                     .padding({1, 2})
+                                     .dilation({2, 1})
+                                     .groups(4)
+                                     .bias(false));
   expect_equal(weight(t2, "conv_transpose2d.weight"), ct2->weight, "L1_075 weight");
   in = t2.make_inputs(InputDistribution::kSigned, 5);
   ASSERT_TRUE(in.ok());
@@ -196,8 +199,8 @@ TEST(Executor, EncoderLayerMatchesTorchTransformerEncoderLayer) {
   params["self_attn.in_proj_bias"].copy_(weight(inst, "self_attn.in_proj_bias"));
   params["self_attn.out_proj.weight"].copy_(weight(inst, "self_attn.out_proj.weight"));
   params["self_attn.out_proj.bias"].copy_(weight(inst, "self_attn.out_proj.bias"));
-  for (const char* n : {"linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias",
-                        "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"})
+  for (const char* n : {"linear1.weight", "linear1.bias", "linear2.weight", "linear2.bias", "norm1.weight",
+                        "norm1.bias", "norm2.weight", "norm2.bias"})
     params[n].copy_(weight(inst, n));
   torch::Tensor want = layer->forward((*in)[0]);
   EXPECT_TRUE(torch::allclose(*y, want, 1e-4, 1e-5)) << (*y - want).abs().max().item<double>();
@@ -241,7 +244,8 @@ TEST(Executor, RecurrentModulesMatchTorchLstmAndGru) {
     torch::NoGradGuard no_grad;
     if (lstm) {
       torch::manual_seed(42);
-      torch::nn::LSTM ref(torch::nn::LSTMOptions(sz.at("In"), sz.at("H")).num_layers(6).batch_first(true).bidirectional(true));
+      torch::nn::LSTM ref(
+          torch::nn::LSTMOptions(sz.at("In"), sz.at("H")).num_layers(6).batch_first(true).bidirectional(true));
       for (const auto& p : ref->named_parameters()) expect_equal(weight(inst, "lstm." + p.key()), p.value(), p.key());
       auto r = ref->forward((*in)[0], std::make_tuple((*in)[1], (*in)[2]));
       expect_equal(values->at("out"), std::get<0>(r), "out");
@@ -290,13 +294,15 @@ TEST(Executor, SwinV2BuffersAndOpsMatchIndependentConstructions) {
   // normalize
   torch::Tensor q = v->at(p + "q");
   expect_equal(v->at(p + "qn"),
-               torch::nn::functional::normalize(q, torch::nn::functional::NormalizeFuncOptions().p(2).dim(-1)), "normalize");
+               torch::nn::functional::normalize(q, torch::nn::functional::NormalizeFuncOptions().p(2).dim(-1)),
+               "normalize");
   // relative_position_bias: Swin's index from a meshgrid of window coordinates.
   torch::Tensor coords = torch::stack(torch::meshgrid({torch::arange(7), torch::arange(7)}, "ij")).flatten(1);
   torch::Tensor rel = (coords.unsqueeze(2) - coords.unsqueeze(1)).permute({1, 2, 0}).contiguous();
   torch::Tensor index = (rel.select(2, 0) + 6) * 13 + (rel.select(2, 1) + 6);
   torch::Tensor t = v->at(p + "table");  // [169, heads]
-  expect_equal(v->at(p + "rpb"), t.index({index.view(-1)}).view({49, 49, -1}).permute({2, 0, 1}), "relative_position_bias");
+  expect_equal(v->at(p + "rpb"), t.index({index.view(-1)}).view({49, 49, -1}).permute({2, 0, 1}),
+               "relative_position_bias");
   // The first block's attention logits by hand: 10 * cos(q, k) + 16 * sigmoid(bias).
   torch::Tensor k = v->at(p + "k");
   torch::Tensor cosine = torch::matmul(q / q.norm(2, {-1}, true), (k / k.norm(2, {-1}, true)).transpose(-2, -1));

@@ -73,8 +73,10 @@ TEST(FusedCompare, AgreesWithTheLibtorchRules) {
     EXPECT_EQ(got.allclose, want.allclose) << c.name;
     EXPECT_EQ(got.tag, want.tag) << c.name;
     EXPECT_EQ(got.why, want.why) << c.name;
-    if (std::isnan(want.max_abs)) EXPECT_TRUE(std::isnan(got.max_abs)) << c.name;
-    else EXPECT_EQ(got.max_abs, want.max_abs) << c.name;
+    if (std::isnan(want.max_abs))
+      EXPECT_TRUE(std::isnan(got.max_abs)) << c.name;
+    else
+      EXPECT_EQ(got.max_abs, want.max_abs) << c.name;
     if (std::isnan(want.mean_abs)) {
       EXPECT_TRUE(std::isnan(got.mean_abs)) << c.name;
     } else {
@@ -82,8 +84,10 @@ TEST(FusedCompare, AgreesWithTheLibtorchRules) {
     }
     if (c.ref.scalar_type() == torch::kFloat32) {
       double s = torch::sum(c.ref, torch::kFloat64).item<double>();
-      if (std::isnan(s)) EXPECT_TRUE(std::isnan(ref_sum)) << c.name;
-      else EXPECT_NEAR(ref_sum, s, 1e-9 * std::max(1.0, std::fabs(s))) << c.name;
+      if (std::isnan(s))
+        EXPECT_TRUE(std::isnan(ref_sum)) << c.name;
+      else
+        EXPECT_NEAR(ref_sum, s, 1e-9 * std::max(1.0, std::fabs(s))) << c.name;
     }
   }
   // The same inputs give the same figures, bit for bit (a fixed-order reduction).

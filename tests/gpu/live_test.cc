@@ -19,9 +19,9 @@
 #include "gpu/codegen.h"
 #include "gpu/device_profile.h"
 #include "gpu/model_plan.h"
-#include "gpu/triton.h"
 #include "gpu/sim_evaluator.h"
 #include "gpu/task.h"
+#include "gpu/triton.h"
 #include "tests/gpu/sim_test_util.h"
 
 namespace vinci {
@@ -298,7 +298,8 @@ TEST(CudaEvaluator, TritonPlansMeetEveryCheckOfACudaPlan) {
     } else {
       ok = !r->correct && has_flag(*r, expect);
     }
-    std::printf("%-36s %-40s %-4s %s\n", name.c_str(), expect.c_str(), ok ? "yes" : "NO", r->error.substr(0, 160).c_str());
+    std::printf("%-36s %-40s %-4s %s\n", name.c_str(), expect.c_str(), ok ? "yes" : "NO",
+                r->error.substr(0, 160).c_str());
     EXPECT_TRUE(ok) << name << ": expected " << expect << "; flags " << nlohmann::json(r->flags).dump()
                     << ", error: " << r->error;
     EXPECT_FALSE(r->correct) << name;
@@ -331,7 +332,7 @@ TEST(CudaEvaluator, KernelPrintfIsCapturedCappedAndKeptOffTheTerminal) {
   plan.output = "y";
   PlanKernel k;
   k.name = "chatty_relu";
-  k.family = "custom";
+  k.family = KernelFamily::kCustom;
   k.source = R"(extern "C" __global__ void chatty_relu(const float* x, float* y, long long n) {
   long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = fmaxf(x[i], 0.f);

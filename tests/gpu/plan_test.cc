@@ -84,6 +84,22 @@ TEST(Plan, ParseErrorsNameTheJsonPath) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("dtype"), std::string::npos);
   EXPECT_FALSE(parse_plan("{not json").ok());
+
+  // The kernel family is a closed set: its JSON names round-trip, anything else is refused.
+  j = plan_to_json(*p);
+  EXPECT_EQ(j["kernels"][0]["family"], "elementwise");
+  Result<Plan> back = plan_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->kernels[0].family, KernelFamily::kElementwise);
+  j["kernels"][0]["family"] = "softmax";
+  bad = plan_from_json(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("kernels[0].family"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("found 'softmax'"), std::string::npos) << bad.status().message();
+  j["kernels"][0].erase("family");  // absent: a kernel not from the generator
+  back = plan_from_json(j);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->kernels[0].family, KernelFamily::kCustom);
 }
 
 TEST(Plan, ValidationCatchesUndeclaredBuffersAndMissingKernels) {
@@ -140,7 +156,7 @@ TEST(Plan, LibraryGemmRunsTheProductInTheLibraryAndOneEpilogueKernel) {
   EXPECT_EQ(lib->steps[0].op.op, "linear");
   EXPECT_EQ(lib->steps[0].precision, "fp32");
   ASSERT_EQ(lib->kernels.size(), 1u);
-  EXPECT_EQ(lib->kernels[0].family, "elementwise");
+  EXPECT_EQ(lib->kernels[0].family, KernelFamily::kElementwise);
   EXPECT_EQ(lib->kernels[0].fused_ops,
             (std::vector<std::string>{"sigmoid", "mul", "div_scalar", "clamp", "tanh", "clamp"}));
   // The epilogue reads the product and writes only the output.
@@ -156,8 +172,8 @@ TEST(Plan, LibraryGemmRunsTheProductInTheLibraryAndOneEpilogueKernel) {
   // fp32 is the default and stays out of the JSON, so the address of every earlier plan holds.
   EXPECT_FALSE(plan_to_json(*lib)["steps"][0].contains("precision"));
 
-  Result<Plan> tf32 = generate_plan(
-      t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", "tf32"}});
+  Result<Plan> tf32 =
+      generate_plan(t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", "tf32"}});
   ASSERT_TRUE(tf32.ok());
   EXPECT_EQ(tf32->steps[0].precision, "tf32");
   EXPECT_EQ(plan_to_json(*tf32)["steps"][0]["precision"], "tf32");
@@ -176,8 +192,8 @@ TEST(Plan, LibraryGemmRunsTheProductInTheLibraryAndOneEpilogueKernel) {
 
 TEST(Plan, LibraryPrecisionIsCheckedWhereItIsRead) {
   const Task& t = task("L2_081");
-  Result<Plan> lib = generate_plan(
-      t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", "tf32"}});
+  Result<Plan> lib =
+      generate_plan(t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", "tf32"}});
   ASSERT_TRUE(lib.ok());
   nlohmann::json j = plan_to_json(*lib);
   j["steps"][0]["precision"] = "bf16";
@@ -273,14 +289,16 @@ TEST(Verdict, MissingTailHandlingIsRiskyExactlyWhenSizesDoNotDivide) {
 }
 
 TEST(Verdict, RacyReductionsAndTf32AreRisky) {
-  Result<Plan> race = generate_plan(task("L1_023"), std::map<std::string, std::string>{
-                                                        {"row.strategy", "block_tree"}, {"row.sync", "warp_synchronous"}});
+  Result<Plan> race = generate_plan(
+      task("L1_023"),
+      std::map<std::string, std::string>{{"row.strategy", "block_tree"}, {"row.sync", "warp_synchronous"}});
   ASSERT_TRUE(race.ok());
   EXPECT_FALSE(race->kernels[0].verdict.guaranteed);
   EXPECT_NE(race->kernels[0].verdict.reason.find("race"), std::string::npos);
   // warp_synchronous only matters for the tree strategy.
-  Result<Plan> shuffle = generate_plan(task("L1_023"), std::map<std::string, std::string>{
-                                                           {"row.strategy", "warp_shuffle"}, {"row.sync", "warp_synchronous"}});
+  Result<Plan> shuffle = generate_plan(
+      task("L1_023"),
+      std::map<std::string, std::string>{{"row.strategy", "warp_shuffle"}, {"row.sync", "warp_synchronous"}});
   EXPECT_TRUE(shuffle->kernels[0].verdict.guaranteed);
   Result<Plan> tc = generate_plan(task("L1_001"), std::map<std::string, std::string>{{"gemm.tensor_cores", "tf32"}});
   ASSERT_TRUE(tc.ok());
@@ -303,7 +321,7 @@ TEST(Knobs, EverySettingFitsTheDevice) {
         EXPECT_LE(k.block_threads, 1024) << t.id;
         EXPECT_EQ(k.block_threads % 32, 0) << t.id;
         EXPECT_LE(k.shared_bytes, 48 * 1024) << t.id << " " << k.name;
-        if (k.family != "gemm") continue;
+        if (k.family != KernelFamily::kGemm) continue;
         ++gemm_kernels;
         if (k.tensor_cores) {
           int64_t fragments = (k.tile[0] / 16) * (k.tile[1] / 16), warps = k.block_threads / 32;

@@ -36,8 +36,11 @@ std::string sweep(double scale) {
       Result<EvalResult> r = sim.evaluate(t, *p, req);
       EXPECT_TRUE(r.ok()) << r.status().to_string();
       nlohmann::json row = {{"task", id}, {"size", "full"}, {"knobs", knobs}, {"plan_address", plan_address(*p).hex()}};
-      row["live"] = {{"compiled", r->compiled}, {"correct", r->correct}, {"kernel_us", r->kernel_us / scale},
-                     {"reference_us", r->reference_us}, {"speedup", r->speedup * scale}};
+      row["live"] = {{"compiled", r->compiled},
+                     {"correct", r->correct},
+                     {"kernel_us", r->kernel_us / scale},
+                     {"reference_us", r->reference_us},
+                     {"speedup", r->speedup * scale}};
       out += row.dump() + "\n";
     }
   }
@@ -112,9 +115,14 @@ TEST(SimAgreement, DecoysNeverPassFastPInEitherWorld) {
   EXPECT_TRUE(r->decoy);
   EXPECT_TRUE(r->correct);
   // Measured at 1.5x with no decoy flag (a row recorded before the rule covered every task).
-  nlohmann::json row = {{"task", "L1_001"}, {"size", "full"}, {"knobs", p->knobs}, {"plan_address", plan_address(*p).hex()}};
-  row["live"] = {{"compiled", true}, {"correct", true}, {"kernel_us", r->reference_us / 1.5},
-                 {"reference_us", r->reference_us}, {"speedup", 1.5}, {"flags", nlohmann::json::array()}};
+  nlohmann::json row = {
+      {"task", "L1_001"}, {"size", "full"}, {"knobs", p->knobs}, {"plan_address", plan_address(*p).hex()}};
+  row["live"] = {{"compiled", true},
+                 {"correct", true},
+                 {"kernel_us", r->reference_us / 1.5},
+                 {"reference_us", r->reference_us},
+                 {"speedup", 1.5},
+                 {"flags", nlohmann::json::array()}};
   std::string dir = make_temp_dir("agreement_decoy");
   Result<MeasuredPlans> m = load_measured_plans(write(dir, "d.jsonl", row.dump() + "\n"), simtest::suite());
   ASSERT_TRUE(m.ok()) << m.status().to_string();
@@ -141,16 +149,18 @@ TEST(SimAgreement, AllowancesAcceptKnownShortfallsAndCatchRegressions) {
   ew.plans = 200;
   ew.timed = 190;
   ew.median_log_error = 0.0751;
-  ew.correct_agree = 199;                 // 99.5%: met
-  ew.fast_p_agree = {136, 180};           // 68.0%, 90.0%
+  ew.correct_agree = 199;        // 99.5%: met
+  ew.fast_p_agree = {136, 180};  // 68.0%, 90.0%
   t.rows = {ew};
   AgreementGoals g;
   GoalCheck none = check_goals(t, g, {});
   EXPECT_EQ(none.missed.size(), 2u);  // fast_1 and fast_1.2
   EXPECT_TRUE(none.allowed.empty());
 
-  Result<std::vector<ShortfallAllowance>> a = parse_shortfall_allowances(
-      "exp.txt", "# known gaps\nelementwise fast_1 68.0   # noise-bound ties\n\nelementwise fast_1.2 90.1\nelementwise correct 98\n");
+  Result<std::vector<ShortfallAllowance>> a =
+      parse_shortfall_allowances("exp.txt",
+                                 "# known gaps\nelementwise fast_1 68.0   # noise-bound ties\n\nelementwise fast_1.2 "
+                                 "90.1\nelementwise correct 98\n");
   ASSERT_TRUE(a.ok()) << a.status().to_string();
   ASSERT_EQ(a->size(), 3u);
   EXPECT_EQ((*a)[0].where, "exp.txt:2");
@@ -162,8 +172,8 @@ TEST(SimAgreement, AllowancesAcceptKnownShortfallsAndCatchRegressions) {
   ASSERT_EQ(c.now_met.size(), 1u);  // correctness meets its goal: its allowance can go
   EXPECT_NE(c.now_met[0].find("exp.txt:5"), std::string::npos);
 
-  for (const char* bad : {"elementwise fast_1\n", "elementwise speed 3\n", "gemm log_error x\n",
-                          "gemm correct 101\n", "gemm log_error 0.1 extra\n"}) {
+  for (const char* bad : {"elementwise fast_1\n", "elementwise speed 3\n", "gemm log_error x\n", "gemm correct 101\n",
+                          "gemm log_error 0.1 extra\n"}) {
     Result<std::vector<ShortfallAllowance>> b = parse_shortfall_allowances("e.txt", bad);
     ASSERT_FALSE(b.ok()) << bad;
     EXPECT_NE(b.status().message().find("e.txt:1"), std::string::npos) << b.status().message();

@@ -35,9 +35,9 @@ std::vector<CalibrationSample> synthetic(const DeviceProfile& truth, uint64_t se
   SimModel model(truth);
   std::vector<CalibrationSample> out;
   const Task* chain = &simtest::chain_task();
-  std::vector<const Task*> tasks = {&simtest::task("L1_001"), &simtest::task("L1_019"), &simtest::task("L1_023"),
-                                    &simtest::task("L2_081"), &simtest::task("L2_066"), &simtest::task("L1_047"),
-                                    &simtest::task("L3_001"), chain};
+  std::vector<const Task*> tasks = {
+      &simtest::task("L1_001"), &simtest::task("L1_019"), &simtest::task("L1_023"), &simtest::task("L2_081"),
+      &simtest::task("L2_066"), &simtest::task("L1_047"), &simtest::task("L3_001"), chain};
   for (const Task* t : tasks) {
     for (SizeName size : {SizeName::kFull, SizeName::kSmall}) {
       SizeMap sizes = t->size_map(size);
@@ -81,9 +81,9 @@ TEST(Calibration, RecoversHiddenEfficienciesAndImprovesRankCorrelation) {
   truth.kernel_launch_us = 5.0;
   std::vector<CalibrationSample> samples = synthetic(truth, seed);
   CalibrationOptions opts;
-  opts.parameters = {"efficiency.elementwise",    "efficiency.row_reduction", "efficiency.gemm_cuda_core",
-                     "efficiency.gemm_tensor_core", "efficiency.library_gemm", "efficiency.library_other",
-                     "launch.kernel_us"};
+  opts.parameters = {
+      "efficiency.elementwise",  "efficiency.row_reduction", "efficiency.gemm_cuda_core", "efficiency.gemm_tensor_core",
+      "efficiency.library_gemm", "efficiency.library_other", "launch.kernel_us"};
   Result<CalibrationReport> r = calibrate(simtest::h200(), samples, opts);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   std::printf("%s", calibration_report_text(*r).c_str());
@@ -151,9 +151,9 @@ TEST(Calibration, PricingOnlyWhatATrialChangesIsTheSameSearch) {
     EXPECT_EQ(fresh->loss_before, r->loss_after);
   }
   // Figures whose trials reprice a part of the samples moved, so the comparison reaches them.
-  for (const char* name : {"efficiency.elementwise", "efficiency.row_reduction", "efficiency.gemm_tensor_core",
-                           "compute.wmma_fraction", "compute.library_tf32_fraction", "efficiency.library_other",
-                           "launch.kernel_us"})
+  for (const char* name :
+       {"efficiency.elementwise", "efficiency.row_reduction", "efficiency.gemm_tensor_core", "compute.wmma_fraction",
+        "compute.library_tf32_fraction", "efficiency.library_other", "launch.kernel_us"})
     EXPECT_EQ(moved.count(name), 1u) << name << " never moved: the test does not reach it";
 }
 
@@ -191,13 +191,16 @@ std::string write_temp(const std::string& name, const std::string& text) {
 }
 
 TEST(Calibration, LoadsMeasuredPlansFromJsonLines) {
-  std::string plan_json = plan_to_json(simtest::must_generate(simtest::task("L1_019"), {{"ew.vector_width", "1"}})).dump();
-  std::string path = write_temp("measured.jsonl",
-                                "# measured on the GPU machine\n"
-                                "{\"task\": \"L1_001\", \"size\": \"full\", \"knobs\": {\"gemm.tensor_cores\": \"tf32\"}, "
-                                "\"kernel_us\": 812.5, \"reference_us\": 2790}\n"
-                                "\n"
-                                "{\"task\": \"L1_019\", \"size\": \"small\", \"plan\": " + plan_json + ", \"kernel_us\": 6.1}\n");
+  std::string plan_json =
+      plan_to_json(simtest::must_generate(simtest::task("L1_019"), {{"ew.vector_width", "1"}})).dump();
+  std::string path =
+      write_temp("measured.jsonl",
+                 "# measured on the GPU machine\n"
+                 "{\"task\": \"L1_001\", \"size\": \"full\", \"knobs\": {\"gemm.tensor_cores\": \"tf32\"}, "
+                 "\"kernel_us\": 812.5, \"reference_us\": 2790}\n"
+                 "\n"
+                 "{\"task\": \"L1_019\", \"size\": \"small\", \"plan\": " +
+                     plan_json + ", \"kernel_us\": 6.1}\n");
   Result<std::vector<CalibrationSample>> s = load_calibration_samples(path, simtest::suite());
   ASSERT_TRUE(s.ok()) << s.status().to_string();
   ASSERT_EQ(s->size(), 2u);
@@ -212,15 +215,19 @@ TEST(Calibration, LoadsMeasuredPlansFromJsonLines) {
   struct Case {
     std::string line, expect;
   } bad[] = {
-      {"{\"task\": \"L9_999\", \"size\": \"full\", \"knobs\": {}, \"kernel_us\": 1}", "bad.jsonl:1: key 'task': no task 'L9_999'"},
+      {"{\"task\": \"L9_999\", \"size\": \"full\", \"knobs\": {}, \"kernel_us\": 1}",
+       "bad.jsonl:1: key 'task': no task 'L9_999'"},
       {"{\"task\": \"L1_001\", \"size\": \"huge\", \"knobs\": {}, \"kernel_us\": 1}", "key 'size'"},
-      {"{\"task\": \"L1_001\", \"size\": \"full\", \"knobs\": {}, \"kernel_us\": -1}", "key 'kernel_us': expected a positive number"},
+      {"{\"task\": \"L1_001\", \"size\": \"full\", \"knobs\": {}, \"kernel_us\": -1}",
+       "key 'kernel_us': expected a positive number"},
       {"{\"task\": \"L1_001\", \"size\": \"full\", \"kernel_us\": 1}", "expected key 'plan' or 'knobs'"},
-      {"{\"task\": \"L1_001\", \"size\": \"full\", \"knobs\": {\"gemm.tile_m\": \"7\"}, \"kernel_us\": 1}", "key 'knobs'"},
+      {"{\"task\": \"L1_001\", \"size\": \"full\", \"knobs\": {\"gemm.tile_m\": \"7\"}, \"kernel_us\": 1}",
+       "key 'knobs'"},
       {"not json", "bad.jsonl:1: expected a JSON object"},
   };
   for (const auto& c : bad) {
-    Result<std::vector<CalibrationSample>> r = load_calibration_samples(write_temp("bad.jsonl", c.line + "\n"), simtest::suite());
+    Result<std::vector<CalibrationSample>> r =
+        load_calibration_samples(write_temp("bad.jsonl", c.line + "\n"), simtest::suite());
     ASSERT_FALSE(r.ok()) << c.line;
     EXPECT_NE(r.status().message().find(c.expect), std::string::npos) << r.status().message();
   }

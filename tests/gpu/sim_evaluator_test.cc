@@ -2,8 +2,8 @@
 // EvalResult <-> Measurement mapping.
 #include "gpu/sim_evaluator.h"
 
-#include <gtest/gtest.h>
 #include <capnp/message.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
@@ -67,7 +67,7 @@ TEST(SimEvaluator, NoiseIsKeyedBySeedTaskAndPlan) {
   Result<EvalResult> seed2 = ev.evaluate(t, p1, request(SizeName::kFull, 2));
   Result<EvalResult> other_plan = ev.evaluate(t, p2, request(SizeName::kFull, 1));
   ASSERT_TRUE(a.ok() && a_again.ok() && seed2.ok() && other_plan.ok());
-  EXPECT_TRUE(*a == *a_again);                        // same key, same samples
+  EXPECT_TRUE(*a == *a_again);  // same key, same samples
   EXPECT_NE(a->kernel_times_us, seed2->kernel_times_us);
   EXPECT_NE(a->kernel_times_us[0] / a->kernel_us, other_plan->kernel_times_us[0] / other_plan->kernel_us);
   // Samples spread by about the configured relative sigma around the model's time.
@@ -134,14 +134,17 @@ TEST(SimEvaluator, Tf32AbsoluteErrorGrowsWithK) {
   SimEvaluator ev(h200());
   EvalRequest loose = request(SizeName::kFull);
   for (const char* impl : {"generated", "library"}) {
-    Result<EvalResult> big = ev.evaluate(task("L1_001"), must_generate(task("L1_001"), {{"gemm.impl", impl}, {"gemm.tensor_cores", "tf32"}}), loose);
+    Result<EvalResult> big = ev.evaluate(
+        task("L1_001"), must_generate(task("L1_001"), {{"gemm.impl", impl}, {"gemm.tensor_cores", "tf32"}}), loose);
     ASSERT_TRUE(big.ok());
     EXPECT_FALSE(big->correct) << impl;
     EXPECT_NE(big->error.find("exceeds atol"), std::string::npos) << big->error;
-    Result<EvalResult> small_k = ev.evaluate(task("L1_007"), must_generate(task("L1_007"), {{"gemm.impl", impl}, {"gemm.tensor_cores", "tf32"}}), loose);
+    Result<EvalResult> small_k = ev.evaluate(
+        task("L1_007"), must_generate(task("L1_007"), {{"gemm.impl", impl}, {"gemm.tensor_cores", "tf32"}}), loose);
     ASSERT_TRUE(small_k.ok());
     EXPECT_TRUE(small_k->correct) << impl << ": " << small_k->error;
-    Result<EvalResult> matvec = ev.evaluate(task("L1_004"), must_generate(task("L1_004"), {{"gemm.impl", impl}, {"gemm.tensor_cores", "tf32"}}), loose);
+    Result<EvalResult> matvec = ev.evaluate(
+        task("L1_004"), must_generate(task("L1_004"), {{"gemm.impl", impl}, {"gemm.tensor_cores", "tf32"}}), loose);
     ASSERT_TRUE(matvec.ok());
     EXPECT_EQ(matvec->correct, std::string(impl) == "library") << impl << ": " << matvec->error;
   }
@@ -262,7 +265,8 @@ TEST(SimEvaluator, RefusesLaunchesAndBuffersTheDeviceWouldRefuse) {
       EXPECT_FALSE(r->correct) << name;
       EXPECT_NE(std::find(r->flags.begin(), r->flags.end(), "rejected: invalid_plan"), r->flags.end()) << name;
       EXPECT_NE(r->compile_log.find("steps[0].grid[0]: size expression 'B*D*B*D*B*D*B*D*B*D': overflows 64 bits"),
-                std::string::npos) << r->compile_log;
+                std::string::npos)
+          << r->compile_log;
       ++checked;
       continue;
     }
@@ -357,7 +361,9 @@ TEST(SimEvaluator, CompilesPlansThatAreNotTheGeneratorsOwn) {
   EXPECT_EQ(r->speedup, 0);
   EXPECT_TRUE(r->kernel_times_us.empty());
   EXPECT_NE(r->compile_log.find("kernel " + own.kernels[0].name + ": " + own.kernels[0].name +
-                                ".cu does not compile for sm_90"), std::string::npos) << r->compile_log;
+                                ".cu does not compile for sm_90"),
+            std::string::npos)
+      << r->compile_log;
   EXPECT_EQ(r->error.rfind("compile: kernel ", 0), 0u) << r->error;
   EXPECT_EQ(r->settings.at("nvrtc"), nvrtc_version() + " sm_90");
   // Deterministic: a second evaluation (the failure cached) gives the same record.
@@ -367,7 +373,10 @@ TEST(SimEvaluator, CompilesPlansThatAreNotTheGeneratorsOwn) {
   SimEvaluator fresh(h200());
   Result<EvalResult> other = fresh.evaluate(t, broken, request(SizeName::kSmall));
   ASSERT_TRUE(other.ok());
-  EXPECT_EQ(*other, *r) << other->compile_log << "\n---\n" << r->compile_log << "\n" << other->error << "\n" << r->error;
+  EXPECT_EQ(*other, *r) << other->compile_log << "\n---\n"
+                        << r->compile_log << "\n"
+                        << other->error << "\n"
+                        << r->error;
 
   // A hand-written plan that compiles is priced as before, with the NVRTC version recorded.
   Plan hand = own;
@@ -421,8 +430,8 @@ TEST(SimEvaluator, PlansOverALimitAreRejectedUncompiled) {
   PlanLimits source;
   source.max_kernel_source_bytes = 64;
   e = with(source, plan);
-  EXPECT_EQ(e.compile_log, "plan over a limit: kernel '" + plan.kernels[0].name + "': source bytes: " +
-                               std::to_string(plan.kernels[0].source.size()) +
+  EXPECT_EQ(e.compile_log, "plan over a limit: kernel '" + plan.kernels[0].name +
+                               "': source bytes: " + std::to_string(plan.kernels[0].source.size()) +
                                " is over the limit max_kernel_source_bytes = 64");
   PlanLimits total;
   total.max_plan_source_bytes = static_cast<int64_t>(plan.kernels[0].source.size()) + 1;
@@ -449,7 +458,7 @@ TEST(SimEvaluator, DefaultLimitsAdmitEveryGeneratedAndEagerPlan) {
       if (k.name == "fusion")
         for (const auto& c : k.choices) settings.push_back({{"fusion", c}});
     for (size_t which = 0; which <= settings.size(); ++which) {
-      Result<Plan> p = which == settings.size() ? eager_plan(t)
+      Result<Plan> p = which == settings.size()  ? eager_plan(t)
                        : settings[which].empty() ? default_plan(t)
                                                  : generate_plan(t, settings[which]);
       if (!p.ok()) continue;
@@ -496,9 +505,8 @@ TEST(EvalResult, RoundTripsThroughMeasurement) {
     EXPECT_TRUE(*full == r);
     // A store that returns the wrong text is caught.
     if (!r.compile_log.empty()) {
-      Result<EvalResult> wrong = from_measurement(reader, [](const Digest&) -> Result<std::string> {
-        return std::string("something else");
-      });
+      Result<EvalResult> wrong =
+          from_measurement(reader, [](const Digest&) -> Result<std::string> { return std::string("something else"); });
       EXPECT_FALSE(wrong.ok());
     }
   }

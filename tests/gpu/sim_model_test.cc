@@ -57,17 +57,15 @@ TEST(SimModel, Float4LoadsBeatScalarLoadsOnABandwidthBoundOp) {
   double at_measured = bytes / h200().hbm_bytes_per_s * 1e6;
   EXPECT_GT(vec4, at_measured);
   EXPECT_LT(vec4, 1.05 * at_measured);
-  std::printf("relu full: scalar %.1f us, float2 %.1f us, float4 %.1f us (copy bound %.1f us)\n", scalar, vec2,
-              vec4, at_measured);
+  std::printf("relu full: scalar %.1f us, float2 %.1f us, float4 %.1f us (copy bound %.1f us)\n", scalar, vec2, vec4,
+              at_measured);
 }
 
 TEST(SimModel, TiledTensorCoreGemmBeatsNaiveByOrdersOfMagnitude) {
   SimModel m(h200());
   const Task& t = task("L1_001");  // 4096^3 fp32
-  Plan tiled = must_generate(t, {{"gemm.tensor_cores", "tf32"},
-                                 {"gemm.tile_m", "128"},
-                                 {"gemm.tile_n", "128"},
-                                 {"gemm.tile_k", "32"}});
+  Plan tiled = must_generate(
+      t, {{"gemm.tensor_cores", "tf32"}, {"gemm.tile_m", "128"}, {"gemm.tile_n", "128"}, {"gemm.tile_k", "32"}});
   double tc = predict_us(m, t, SizeName::kFull, tiled);
   double naive = predict_us(m, t, SizeName::kFull, simtest::naive_gemm_plan(t, "naive_strided"));
   double coalesced = predict_us(m, t, SizeName::kFull, simtest::naive_gemm_plan(t, "naive"));
@@ -80,8 +78,10 @@ TEST(SimModel, TiledTensorCoreGemmBeatsNaiveByOrdersOfMagnitude) {
   double flops = 2.0 * 4096 * 4096 * 4096;
   EXPECT_GT(tc, flops / (h200().tf32_peak_flops * h200().wmma_fraction) * 1e6);
   EXPECT_GT(cuda_core, flops / h200().fp32_peak_flops * 1e6);
-  std::printf("4096^3 GEMM: naive (lanes on rows) %.0f us, naive (lanes on columns) %.0f us, tiled fp32 %.0f us, "
-              "tiled tf32 %.0f us: %.0fx\n", naive, coalesced, cuda_core, tc, naive / tc);
+  std::printf(
+      "4096^3 GEMM: naive (lanes on rows) %.0f us, naive (lanes on columns) %.0f us, tiled fp32 %.0f us, "
+      "tiled tf32 %.0f us: %.0fx\n",
+      naive, coalesced, cuda_core, tc, naive / tc);
 }
 
 TEST(SimModel, TinyProblemsAreLaunchBound) {
@@ -116,13 +116,13 @@ TEST(SimModel, OnlineSoftmaxSavesAPassOverTwoPass) {
 
 TEST(SimModel, OccupancyFollowsTheHopperLimits) {
   SimModel m(h200());
-  EXPECT_EQ(m.blocks_per_sm(256, 32, 0), 8);        // 2048 threads per SM
+  EXPECT_EQ(m.blocks_per_sm(256, 32, 0), 8);  // 2048 threads per SM
   EXPECT_EQ(m.blocks_per_sm(1024, 32, 0), 2);
-  EXPECT_EQ(m.blocks_per_sm(32, 16, 0), 32);        // 32 blocks per SM
-  EXPECT_EQ(m.blocks_per_sm(256, 128, 0), 2);       // 65536 registers / (128 x 256)
-  EXPECT_EQ(m.blocks_per_sm(256, 33, 0), 6);        // 33 registers round up to 40
+  EXPECT_EQ(m.blocks_per_sm(32, 16, 0), 32);           // 32 blocks per SM
+  EXPECT_EQ(m.blocks_per_sm(256, 128, 0), 2);          // 65536 registers / (128 x 256)
+  EXPECT_EQ(m.blocks_per_sm(256, 33, 0), 6);           // 33 registers round up to 40
   EXPECT_EQ(m.blocks_per_sm(128, 32, 100 * 1024), 2);  // 228 KiB / (100 KiB + 1 KiB reserved)
-  EXPECT_EQ(m.blocks_per_sm(2048, 32, 0), 0);       // more threads than a block may have
+  EXPECT_EQ(m.blocks_per_sm(2048, 32, 0), 0);          // more threads than a block may have
   EXPECT_EQ(m.blocks_per_sm(128, 32, 300 * 1024), 0);
 }
 
@@ -172,8 +172,9 @@ TEST(SimModel, ThreadPerRowIsCoalescedOnlyForStridedReductions) {
   double t_warp = simtest::predict_us(m, contiguous, SizeName::kFull,
                                       simtest::must_generate(contiguous, {{"row.strategy", "warp_shuffle"}}));
   EXPECT_LT(t_warp * 2, t_thread);
-  std::printf("strided sum: thread per row %.0f us, block per row %.0f us; contiguous mean: warp %.0f us, thread %.0f us\n",
-              per_thread, per_block, t_warp, t_thread);
+  std::printf(
+      "strided sum: thread per row %.0f us, block per row %.0f us; contiguous mean: warp %.0f us, thread %.0f us\n",
+      per_thread, per_block, t_warp, t_thread);
 }
 
 TEST(SimModel, InnerTileReadsAStridedReductionAtTheBandwidthFloor) {
@@ -194,9 +195,10 @@ TEST(SimModel, InnerTileReadsAStridedReductionAtTheBandwidthFloor) {
   contiguous.ops.at(0).attrs["dim"] = 2;
   double t_tile = at(contiguous, "inner_tile"), t_warp = at(contiguous, "warp_shuffle");
   EXPECT_LT(t_warp * 4, t_tile);
-  std::printf("strided sum: floor %.0f us, inner tile %.0f us, thread per row %.0f us; contiguous mean: tile %.0f us, "
-              "warp %.0f us\n",
-              floor_us, tile, per_thread, t_tile, t_warp);
+  std::printf(
+      "strided sum: floor %.0f us, inner tile %.0f us, thread per row %.0f us; contiguous mean: tile %.0f us, "
+      "warp %.0f us\n",
+      floor_us, tile, per_thread, t_tile, t_warp);
 }
 
 }  // namespace

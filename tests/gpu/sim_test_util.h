@@ -82,8 +82,8 @@ inline Plan naive_gemm_plan(const Task& t, const std::string& algorithm) {
   Plan p;
   p.task_id = t.id;
   p.origin = "hand";
-  p.buffers = {{"A", "input", "f32", {"N", "N"}}, {"B", "input", "f32", {"N", "N"}},
-               {"C", "output", "f32", {"N", "N"}}};
+  p.buffers = {
+      {"A", "input", "f32", {"N", "N"}}, {"B", "input", "f32", {"N", "N"}}, {"C", "output", "f32", {"N", "N"}}};
   PlanKernel k;
   k.name = "naive_gemm";
   k.source =
@@ -95,7 +95,7 @@ inline Plan naive_gemm_plan(const Task& t, const std::string& algorithm) {
       "  for (long long k = 0; k < N; ++k) acc += A[r * N + k] * B[k * N + c];\n"
       "  C[r * N + c] = acc;\n"
       "}\n";
-  k.family = "gemm";
+  k.family = KernelFamily::kGemm;
   k.fused_ops = {"matmul"};
   k.fused_values = {"C"};
   k.block_threads = 256;

@@ -41,7 +41,8 @@ std::string python_parse_errors(const std::vector<std::pair<std::string, std::st
     files += " " + path;
   }
   std::string out;
-  int rc = clitest::sh("python3 -c \"import ast,sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]\"" + files, &out);
+  int rc =
+      clitest::sh("python3 -c \"import ast,sys; [ast.parse(open(f).read(), f) for f in sys.argv[1:]]\"" + files, &out);
   std::string ignored;
   clitest::sh("rm -rf " + dir, &ignored);
   return rc == 0 ? "" : "python3 exit " + std::to_string(rc) + ": " + out;
@@ -144,8 +145,7 @@ TEST(TaskPrompt, EveryTaskRendersAsValidPythonAtBothSizes) {
                 r->find(" F.") != std::string::npos || r->find("(F.") != std::string::npos)
           << t.id;
       for (const auto& [sym, value] : t.size_map(size))
-        EXPECT_NE(r->find("\n" + sym + " = " + std::to_string(value) + "\n"), std::string::npos)
-            << t.id << " " << sym;
+        EXPECT_NE(r->find("\n" + sym + " = " + std::to_string(value) + "\n"), std::string::npos) << t.id << " " << sym;
       sources.emplace_back(t.id + "_" + size_name(size), *r);
     }
   }
@@ -255,8 +255,7 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
   expect_contains(render(suite, "L1_017"), {"torch.matmul(A, B.T)"}, "L1_017");
   expect_contains(render(suite, "L1_033"), {"self.bn = nn.BatchNorm2d(C, eps=1e-05)"}, "L1_033");
   expect_contains(render(suite, "L1_035"), {"nn.GroupNorm(num_groups=8, num_channels=C, eps=1e-05)"}, "L1_035");
-  expect_contains(render(suite, "L1_036"),
-                  {"y = x / torch.sqrt((x * x).mean(dim=1, keepdim=True) + 1e-05)"}, "L1_036");
+  expect_contains(render(suite, "L1_036"), {"y = x / torch.sqrt((x * x).mean(dim=1, keepdim=True) + 1e-05)"}, "L1_036");
   expect_contains(render(suite, "L1_040"), {"nn.LayerNorm((C, H, W), eps=1e-05)", "def __init__(self, C, H, W)"},
                   "L1_040");
   expect_contains(render(suite, "L1_042"), {"F.max_pool2d(x, kernel_size=4, stride=1, padding=1, dilation=1)"},
@@ -278,21 +277,29 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
                   "L1_093");
   expect_contains(render(suite, "L1_095"), {"target = torch.randint(0, C, (B,))", "F.cross_entropy(logits, target)"},
                   "L1_095");
-  expect_contains(render(suite, "L1_098"), {"p = (torch.rand(()) * torch.rand(B, D)).softmax(dim=-1)",
-                                            "F.kl_div(torch.log(p), t, reduction=\"batchmean\")"}, "L1_098");
-  expect_contains(render(suite, "L1_100"), {"t = torch.randint(0, 2, (N,), dtype=torch.float32) * 2 - 1",
-                                            "torch.clamp(1 - p * t, min=0).mean()"}, "L1_100");
+  expect_contains(
+      render(suite, "L1_098"),
+      {"p = (torch.rand(()) * torch.rand(B, D)).softmax(dim=-1)", "F.kl_div(torch.log(p), t, reduction=\"batchmean\")"},
+      "L1_098");
+  expect_contains(
+      render(suite, "L1_100"),
+      {"t = torch.randint(0, 2, (N,), dtype=torch.float32) * 2 - 1", "torch.clamp(1 - p * t, min=0).mean()"}, "L1_100");
   expect_contains(render(suite, "L1_097"), {"out = F.scaled_dot_product_attention(Q, K, V)"}, "L1_097");
-  expect_contains(render(suite, "L1_094"), {"p = torch.rand(()) * torch.rand(B, D)\n    t = torch.rand(B, D)\n"}, "L1_094");
+  expect_contains(render(suite, "L1_094"), {"p = torch.rand(()) * torch.rand(B, D)\n    t = torch.rand(B, D)\n"},
+                  "L1_094");
   expect_contains(render(suite, "L1_013"), {"A = torch.rand(N, N)\n    A = (A + A.T) / 2\n"}, "L1_013");
   expect_contains(render(suite, "L1_014"), {"A = torch.triu(torch.rand(N, N))", "C = torch.triu(P)"}, "L1_014");
-  expect_contains(render(suite, "L1_092"), {"torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), torch.cumsum(x.narrow(1, 0, x.size(1) - 1), dim=1)), dim=1)"}, "L1_092");
+  expect_contains(render(suite, "L1_092"),
+                  {"torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), torch.cumsum(x.narrow(1, 0, x.size(1) - "
+                   "1), dim=1)), dim=1)"},
+                  "L1_092");
   expect_contains(render(suite, "L2_009"), {"s = h - 2.0", "m = s * 1.5"}, "L2_009");
-  expect_contains(render(suite, "L2_033"), {"self.scale = nn.Parameter(torch.randn(Out))",
-                                            "self.bn = nn.BatchNorm1d(Out, eps=1e-05)", "s = h * self.scale"},
-                  "L2_033");
-  expect_contains(render(suite, "L2_037"), {"nn.GroupNorm(num_groups=64, num_channels=Out, eps=1e-05)",
-                                            "b = s + self.bias"}, "L2_037");
+  expect_contains(
+      render(suite, "L2_033"),
+      {"self.scale = nn.Parameter(torch.randn(Out))", "self.bn = nn.BatchNorm1d(Out, eps=1e-05)", "s = h * self.scale"},
+      "L2_033");
+  expect_contains(render(suite, "L2_037"),
+                  {"nn.GroupNorm(num_groups=64, num_channels=Out, eps=1e-05)", "b = s + self.bias"}, "L2_037");
   expect_contains(render(suite, "L2_045"), {"y = torch.logsumexp(o, dim=1)"}, "L2_045");
   expect_contains(render(suite, "L2_053"), {"F.hardtanh(s, min_val=-2.0, max_val=2.0)"}, "L2_053");
   expect_contains(render(suite, "L2_076"), {"nn.Linear(In, Out, bias=False)"}, "L2_076");
@@ -301,23 +308,25 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
   expect_contains(render(suite, "L2_006"), {"nn.Conv3d(Cin, Cout, kernel_size=3)", "F.max_pool3d(s, kernel_size=2)"},
                   "L2_006");
   expect_contains(render(suite, "L2_067"), {"F.adaptive_avg_pool2d(g, 1)", "torch.flatten(p, start_dim=1)"}, "L2_067");
-  expect_contains(render(suite, "L2_093"), {"nn.ConvTranspose2d(Cin, Cout, kernel_size=4, stride=2)",
-                                            "m = torch.clamp(a, max=0.0)"}, "L2_093");
-  expect_contains(render(suite, "L3_008"), {"nn.Conv2d(Cin, Cout, kernel_size=3, padding=1, bias=False)",
-                                            "nn.Conv2d(Cin, Cout, kernel_size=1, bias=False)", "s = b2 + d2"},
+  expect_contains(render(suite, "L2_093"),
+                  {"nn.ConvTranspose2d(Cin, Cout, kernel_size=4, stride=2)", "m = torch.clamp(a, max=0.0)"}, "L2_093");
+  expect_contains(render(suite, "L3_008"),
+                  {"nn.Conv2d(Cin, Cout, kernel_size=3, padding=1, bias=False)",
+                   "nn.Conv2d(Cin, Cout, kernel_size=1, bias=False)", "s = b2 + d2"},
                   "L3_008");
-  expect_contains(render(suite, "L3_043"),
-                  {"self.c_attn = nn.Linear(C, 3 * C)", "q0, k0, v0 = qkv.chunk(3, dim=2)",
-                   "q1 = q0.reshape(B, T, H, C // H)", "torch.matmul(q, k.transpose(-2, -1))",
-                   "ss = s * 0.10206207261596575",
-                   "m = ss.masked_fill(torch.ones_like(ss, dtype=torch.bool).triu(diagonal=1), float(\"-inf\"))",
-                   "torch.softmax(m, dim=-1)"},
-                  "L3_043");
+  expect_contains(
+      render(suite, "L3_043"),
+      {"self.c_attn = nn.Linear(C, 3 * C)", "q0, k0, v0 = qkv.chunk(3, dim=2)", "q1 = q0.reshape(B, T, H, C // H)",
+       "torch.matmul(q, k.transpose(-2, -1))", "ss = s * 0.10206207261596575",
+       "m = ss.masked_fill(torch.ones_like(ss, dtype=torch.bool).triu(diagonal=1), float(\"-inf\"))",
+       "torch.softmax(m, dim=-1)"},
+      "L3_043");
   // A size named F keeps its name where the file does not import torch.nn.functional.
   std::string encoder = render(suite, "L3_101");
-  expect_contains(encoder, {"nn.MultiheadAttention(embed_dim=E, num_heads=8)", "self.linear1 = nn.Linear(E, F)",
-                            "a = self.self_attn(x, x, x, need_weights=False)[0]", "\nF = 2048\n",
-                            "nn.LayerNorm(E, eps=1e-05)"}, "L3_101");
+  expect_contains(encoder,
+                  {"nn.MultiheadAttention(embed_dim=E, num_heads=8)", "self.linear1 = nn.Linear(E, F)",
+                   "a = self.self_attn(x, x, x, need_weights=False)[0]", "\nF = 2048\n", "nn.LayerNorm(E, eps=1e-05)"},
+                  "L3_101");
   EXPECT_EQ(encoder.find("functional"), std::string::npos);
 }
 
@@ -326,10 +335,11 @@ TEST(TaskPrompt, NamesThatArePythonsAreRenamed) {
   ASSERT_EQ(tasks.size(), 4u);
   Result<std::string> r = task_as_pytorch(tasks[2], SizeName::kFull);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
-  expect_contains(*r, {"\"\"\"Names that are Python's: a \\\"quoted\\\" word and a back\\\\slash.\"\"\"",
-                       "def __init__(self, F_, B):", "self.train_ = nn.Linear(F_, B)", "def forward(self, in_):",
-                       "self_ = self.train_(in_)", "B_ = F.gelu(self_)", "torch_ = B_.reshape(lambda_ * B)",
-                       "return torch_", "\nlambda_ = 3\nF_ = 8\nB = 4\n", "in_ = torch.rand(lambda_, F_)"},
+  expect_contains(*r,
+                  {"\"\"\"Names that are Python's: a \\\"quoted\\\" word and a back\\\\slash.\"\"\"",
+                   "def __init__(self, F_, B):", "self.train_ = nn.Linear(F_, B)", "def forward(self, in_):",
+                   "self_ = self.train_(in_)", "B_ = F.gelu(self_)", "torch_ = B_.reshape(lambda_ * B)",
+                   "return torch_", "\nlambda_ = 3\nF_ = 8\nB = 4\n", "in_ = torch.rand(lambda_, F_)"},
                   "T_003");
   expect_contains(*task_as_pytorch(tasks[1], SizeName::kFull),
                   {"nn.ConvTranspose3d(C, 2 * C, kernel_size=(3, 3, 2), stride=2, output_padding=1)"}, "T_002");
@@ -359,18 +369,20 @@ TEST(TaskPrompt, AnOpWithoutARenderingIsAnErrorNamingTaskAndOp) {
 TEST(TaskPrompt, HeaderNamesShapesDtypeAndTolerance) {
   TaskSuite suite = load_suite();
   std::string h = task_prompt_header(*suite.find("L2_012"), SizeName::kFull);
-  expect_contains(h, {"Task L2_012: gemm_mul_leakyrelu (level 2, gemm_epilogue)\n",
-                      "Sizes (full): B = 1024, In = 8192, Out = 8192\n",
-                      "Input x: [B, In] = [1024, 8192], float32\n", "Output y: [B, Out] = [1024, 8192], float32\n",
-                      "dtype: float32; tolerance: atol = 0.01, rtol = 0.01\n"},
-                  "L2_012");
+  expect_contains(
+      h,
+      {"Task L2_012: gemm_mul_leakyrelu (level 2, gemm_epilogue)\n", "Sizes (full): B = 1024, In = 8192, Out = 8192\n",
+       "Input x: [B, In] = [1024, 8192], float32\n", "Output y: [B, Out] = [1024, 8192], float32\n",
+       "dtype: float32; tolerance: atol = 0.01, rtol = 0.01\n"},
+      "L2_012");
   expect_contains(task_prompt_header(*suite.find("L1_042"), SizeName::kFull),
                   {"Output y: [N, C, H - 2 + 1, W - 2 + 1] = [32, 64, 511, 511], float32\n"}, "L1_042");
   expect_contains(task_prompt_header(*suite.find("L1_051"), SizeName::kFull),
                   {"Output y: [B, D2] = [128, 4095], int64 (indices)\n"}, "L1_051");
   std::string ce = task_prompt_header(*suite.find("L1_095"), SizeName::kSmall);
-  expect_contains(ce, {"Sizes (small): B = 8, C = 5\n", "Input target: [B] = [8], int64 in [0, C)\n",
-                       "Output loss: [] (a scalar), float32\n", "dtype: float32 (index inputs int64);"},
+  expect_contains(ce,
+                  {"Sizes (small): B = 8, C = 5\n", "Input target: [B] = [8], int64 in [0, C)\n",
+                   "Output loss: [] (a scalar), float32\n", "dtype: float32 (index inputs int64);"},
                   "L1_095");
   for (const Task& t : suite.tasks) {
     std::string all = task_prompt_header(t, SizeName::kSmall);

@@ -25,14 +25,14 @@ TEST(TaskSuite, HasThreeLevelsAndEveryOpFamily) {
   EXPECT_GE(suite.at_level(1).size(), 20u);
   EXPECT_GE(suite.at_level(2).size(), 15u);
   EXPECT_GE(suite.at_level(3).size(), 5u);
-  for (const char* family : {"gemm", "elementwise", "softmax", "norm", "reduction", "pooling",
-                             "conv", "loss", "scan"}) {
+  for (const char* family :
+       {"gemm", "elementwise", "softmax", "norm", "reduction", "pooling", "conv", "loss", "scan"}) {
     bool found = false;
     for (const Task* t : suite.at_level(1)) found |= t->family == family;
     EXPECT_TRUE(found) << "no level-1 task of family " << family;
   }
-  for (const char* name : {"mlp", "lenet5", "transformer_encoder_layer", "causal_self_attention",
-                           "resnet_basic_block"}) {
+  for (const char* name :
+       {"mlp", "lenet5", "transformer_encoder_layer", "causal_self_attention", "resnet_basic_block"}) {
     bool found = false;
     for (const Task* t : suite.at_level(3)) found |= t->name == name;
     EXPECT_TRUE(found) << "no level-3 task " << name;
@@ -112,8 +112,9 @@ TEST(TaskFile, ParsesAMinimalTask) {
 }
 
 TEST(TaskFile, KernelBenchGlobalsMayBeTuplesOfSizes) {
-  std::string text = std::string(kGoodTask) +
-                     "kernelbench = { problem = \"level2/82_X.py\", globals = { n = \"N\", bias_shape = [\"N\", 1, 1] } }\n";
+  std::string text =
+      std::string(kGoodTask) +
+      "kernelbench = { problem = \"level2/82_X.py\", globals = { n = \"N\", bias_shape = [\"N\", 1, 1] } }\n";
   Result<std::vector<Task>> r = parse_task_file("t.toml", text);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   const Task& t = (*r)[0];
@@ -122,10 +123,13 @@ TEST(TaskFile, KernelBenchGlobalsMayBeTuplesOfSizes) {
   EXPECT_EQ(t.kernelbench_globals.at("bias_shape").values, (std::vector<std::string>{"N", "1", "1"}));
   EXPECT_TRUE(t.kernelbench_globals.at("bias_shape").list);
   EXPECT_STREQ(t.set_name(), "kernelbench");
-  Result<std::vector<Task>> bad = parse_task_file("bad.toml", std::string(kGoodTask) +
-      "kernelbench = { problem = \"level2/82_X.py\", globals = { bias_shape = [\"N\", 1.5] } }\n");
+  Result<std::vector<Task>> bad = parse_task_file(
+      "bad.toml", std::string(kGoodTask) +
+                      "kernelbench = { problem = \"level2/82_X.py\", globals = { bias_shape = [\"N\", 1.5] } }\n");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("globals.bias_shape: expected a size expression, an integer or a list of them"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("globals.bias_shape: expected a size expression, an integer or a list of them"),
+            std::string::npos)
+      << bad.status().message();
 }
 
 void expect_error(const std::string& text, const std::string& needle1, const std::string& needle2) {
@@ -157,8 +161,9 @@ TEST(TaskFile, ErrorsNameFileKeyAndWhatWasExpected) {
   const std::string relu = "ops = [{ op = \"relu\", in = [\"x\"], out = \"y\" }]";
   expect_error(replace(kGoodTask, relu, "ops = [{ op = \"permute\", in = [\"x\"], out = \"y\", dims = [1] }]"),
                "key 'dims'", "dimension 1 is out of range for rank 1");
-  expect_error(replace(kGoodTask, relu, "ops = [{ op = \"transpose\", in = [\"x\"], out = \"y\", dim0 = 0, dim1 = -2 }]"),
-               "key 'dim1'", "out of range");
+  expect_error(
+      replace(kGoodTask, relu, "ops = [{ op = \"transpose\", in = [\"x\"], out = \"y\", dim0 = 0, dim1 = -2 }]"),
+      "key 'dim1'", "out of range");
   expect_error(replace(kGoodTask, relu, "ops = [{ op = \"flatten\", in = [\"x\"], out = \"y\", start_dim = 5 }]"),
                "key 'start_dim'", "out of range");
   expect_error("[[task]]\nid = 3\n", "key 'id'", "expected a string");
@@ -224,11 +229,10 @@ TEST(TaskFile, BlocksExpandIntoFlatModulesAndOps) {
   const Task& t = (*r)[0];
   std::vector<std::string> modules;
   for (const auto& m : t.modules) modules.push_back(m.name + ":" + m.type);
-  EXPECT_EQ(modules, (std::vector<std::string>{
-                         "stem_conv:conv2d", "stem_bn:batch_norm", "dense_0_unit_conv:conv2d",
-                         "dense_0_unit_bn:batch_norm", "dense_1_unit_conv:conv2d",
-                         "dense_1_unit_bn:batch_norm", "dense_2_unit_conv:conv2d",
-                         "dense_2_unit_bn:batch_norm", "fc:linear"}));
+  EXPECT_EQ(modules, (std::vector<std::string>{"stem_conv:conv2d", "stem_bn:batch_norm", "dense_0_unit_conv:conv2d",
+                                               "dense_0_unit_bn:batch_norm", "dense_1_unit_conv:conv2d",
+                                               "dense_1_unit_bn:batch_norm", "dense_2_unit_conv:conv2d",
+                                               "dense_2_unit_bn:batch_norm", "fc:linear"}));
   // A string that is exactly a parameter takes its value (an integer stays an integer); inside an
   // expression the value goes in parentheses.
   EXPECT_EQ(t.modules[0].attrs["stride"], 2);
@@ -244,18 +248,14 @@ TEST(TaskFile, BlocksExpandIntoFlatModulesAndOps) {
     ops.push_back(s);
   }
   EXPECT_EQ(ops, (std::vector<std::string>{
-                     "conv2d(x)->stem_c@stem_conv", "batch_norm(stem_c)->stem_b@stem_bn",
-                     "relu(stem_b)->s",
+                     "conv2d(x)->stem_c@stem_conv", "batch_norm(stem_c)->stem_b@stem_bn", "relu(stem_b)->s",
                      "conv2d(s)->dense_0_unit_c@dense_0_unit_conv",
-                     "batch_norm(dense_0_unit_c)->dense_0_unit_b@dense_0_unit_bn",
-                     "relu(dense_0_unit_b)->dense_0_n", "sigmoid(dense_0_n)->dense_0_y",
-                     "conv2d(dense_0_y)->dense_1_unit_c@dense_1_unit_conv",
-                     "batch_norm(dense_1_unit_c)->dense_1_unit_b@dense_1_unit_bn",
-                     "relu(dense_1_unit_b)->dense_1_n", "sigmoid(dense_1_n)->dense_1_y",
-                     "conv2d(dense_1_y)->dense_2_unit_c@dense_2_unit_conv",
-                     "batch_norm(dense_2_unit_c)->dense_2_unit_b@dense_2_unit_bn",
-                     "relu(dense_2_unit_b)->dense_2_n", "sigmoid(dense_2_n)->d",
-                     "mean(d)->m", "mean(m)->p", "linear(p)->y@fc"}));
+                     "batch_norm(dense_0_unit_c)->dense_0_unit_b@dense_0_unit_bn", "relu(dense_0_unit_b)->dense_0_n",
+                     "sigmoid(dense_0_n)->dense_0_y", "conv2d(dense_0_y)->dense_1_unit_c@dense_1_unit_conv",
+                     "batch_norm(dense_1_unit_c)->dense_1_unit_b@dense_1_unit_bn", "relu(dense_1_unit_b)->dense_1_n",
+                     "sigmoid(dense_1_n)->dense_1_y", "conv2d(dense_1_y)->dense_2_unit_c@dense_2_unit_conv",
+                     "batch_norm(dense_2_unit_c)->dense_2_unit_b@dense_2_unit_bn", "relu(dense_2_unit_b)->dense_2_n",
+                     "sigmoid(dense_2_n)->d", "mean(d)->m", "mean(m)->p", "linear(p)->y@fc"}));
   Result<ShapeMap> shapes = infer_shapes(t);
   ASSERT_TRUE(shapes.ok()) << shapes.status().to_string();
   EXPECT_EQ(*eval_shape(shapes->at("d"), t.size_map(SizeName::kFull)), (std::vector<int64_t>{2, 20, 8, 8}));
@@ -264,20 +264,22 @@ TEST(TaskFile, BlocksExpandIntoFlatModulesAndOps) {
 TEST(TaskFile, BlockErrorsNameTheBlockAndTheKey) {
   expect_error(replace(kBlockTask, "Cin = \"C\", Cout = \"C\", stride = 2", "Cin = \"C\", Cout = \"C\", strde = 2"),
                "module 'stem'", "key 'strde': not a parameter of block 'cbr'");
-  expect_error(replace(kBlockTask, "Cin = \"C\", Cout = \"C\", stride = 2", "Cin = \"C\", stride = 2"),
-               "module 'stem'", "key 'Cout' missing: block 'cbr'");
+  expect_error(replace(kBlockTask, "Cin = \"C\", Cout = \"C\", stride = 2", "Cin = \"C\", stride = 2"), "module 'stem'",
+               "key 'Cout' missing: block 'cbr'");
   expect_error(replace(kBlockTask, "block = \"grow\"", "block = \"shrink\""), "module 'dense'",
                "no [[block]] named 'shrink'");
   expect_error(replace(kBlockTask, "C = \"C\", G = \"G\"", "C = \"C\", G = \"G +\""), "block 'grow'",
                "not a size expression");
   expect_error(replace(kBlockTask, "{ op = \"block\", in = [\"x\"], out = \"n\", module = \"unit\" },", ""),
                "module 'dense_0_unit'", "never run");
-  expect_error(replace(kBlockTask, "in = [\"s\"], out = \"d\"", "in = [\"s\", \"x\"], out = \"d\""),
-               "block 'grow'", "key 'in': expected 1 inputs");
+  expect_error(replace(kBlockTask, "in = [\"s\"], out = \"d\"", "in = [\"s\", \"x\"], out = \"d\""), "block 'grow'",
+               "key 'in': expected 1 inputs");
   expect_error(replace(kBlockTask, "name = \"cbr\"\n", "name = \"cbr\"\nlayers = 3\n"), "block 'cbr'",
                "unknown key 'layers'");
-  expect_error(replace(kBlockTask, "Cout = \"C + i*G + G\" }]", "Cout = \"C + i*G + G\" }, { name = \"u2\", type = \"block\", block = \"grow\", C = 1, G = 1 }]"),
-               "module 'u2'", "nested deeper");
+  expect_error(
+      replace(kBlockTask, "Cout = \"C + i*G + G\" }]",
+              "Cout = \"C + i*G + G\" }, { name = \"u2\", type = \"block\", block = \"grow\", C = 1, G = 1 }]"),
+      "module 'u2'", "nested deeper");
 }
 
 TEST(Expr, EvaluatesArithmeticFunctionsAndBuffers) {
@@ -330,7 +332,8 @@ TEST(Expr, OverflowIsAnErrorNamingTheExpressionAndItsValues) {
   EXPECT_FALSE(eval_expr("(0 - 9223372036854775807 - 1) / (0 - 1)", env).ok());
   r = eval_expr("numel(x)", env);
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().message(), "size expression 'numel(x)': overflows 64 bits at shape(x)=[1099511627776,1073741824]");
+  EXPECT_EQ(r.status().message(),
+            "size expression 'numel(x)': overflows 64 bits at shape(x)=[1099511627776,1073741824]");
   // ceil_div near the top of the range is exact, not an overflow of its a + b - 1.
   EXPECT_EQ(*eval_expr("ceil_div(9223372036854775807, 2)", env), int64_t{4611686018427387904});
   // The builders do not fold constants past 64 bits: the evaluation reports them.

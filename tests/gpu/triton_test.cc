@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 
@@ -220,10 +220,15 @@ TEST(TritonPlan, JsonRepliesAreCheckedAsTheLaunchBlockIs) {
   };
   const std::vector<Case> cases = {
       {[](nlohmann::json& j) { j["steps"][0]["args"].erase(2); }, "takes 3 arguments that are not tl.constexpr"},
-      {[](nlohmann::json& j) { j["steps"][0]["triton"]["constexprs"]["n"] = "4"; }, "has no tl.constexpr parameter 'n'"},
-      {[](nlohmann::json& j) { j["steps"][0]["triton"]["constexprs"].erase("BLOCK"); }, "constexpr 'BLOCK' has no value"},
+      {[](nlohmann::json& j) { j["steps"][0]["triton"]["constexprs"]["n"] = "4"; },
+       "has no tl.constexpr parameter 'n'"},
+      {[](nlohmann::json& j) { j["steps"][0]["triton"]["constexprs"].erase("BLOCK"); },
+       "constexpr 'BLOCK' has no value"},
       {[](nlohmann::json& j) { j["steps"][0]["triton"]["constexprs"]["BLOCK"] = " 1024"; }, "surrounding whitespace"},
-      {[](nlohmann::json& j) { j["kernels"][0]["name"] = "mask"; j["steps"][0]["kernel"] = "mask"; },
+      {[](nlohmann::json& j) {
+         j["kernels"][0]["name"] = "mask";
+         j["steps"][0]["kernel"] = "mask";
+       },
        "defines no @triton.jit function 'mask'"},
   };
   for (const Case& c : cases) {
@@ -301,8 +306,7 @@ TEST(TritonPlan, CommittedPlansParseForTheirTasks) {
         EXPECT_TRUE(triton_request(*p, s, env_for(*p, t, size), 90).ok()) << name << " " << size;
   }
   EXPECT_GE(tasks.size(), 10u);
-  for (const char* f : {"elementwise", "softmax", "norm", "gemm", "gemm_epilogue"})
-    EXPECT_TRUE(families.count(f)) << f;
+  for (const char* f : {"elementwise", "softmax", "norm", "gemm", "gemm_epilogue"}) EXPECT_TRUE(families.count(f)) << f;
   size_t hostile = 0;
   for (const auto& [name, text] : replies(plans_dir() + "/hostile")) {
     EXPECT_NE(text.find("<!-- expect: "), std::string::npos) << name;
@@ -315,10 +319,29 @@ TEST(TritonPlan, CommittedPlansParseForTheirTasks) {
 // The fuzz target's promise on Triton replies, over deterministic mutations of the committed plans:
 // a reply that parses passes validate_plan, and its rendering reads back to the same content.
 TEST(TritonPlan, MutatedRepliesParseOrFailCleanlyAndRoundTrip) {
-  const std::vector<std::string> tokens = {"BLOCK=1024", ", num_warps=8", ", num_stages=2", "True", "1e-05",
-                                           ": tl.constexpr", " = 4", "@triton.jit\n", "def k(x):\n", "(x, y)",
-                                           "<<<(2, 3, 4)>>>", ", 256", "```", "\n", " ", "=", ",", ")", "(",
-                                           "numel(x)", "B*D", "-1.5", "x_ptr"};
+  const std::vector<std::string> tokens = {"BLOCK=1024",
+                                           ", num_warps=8",
+                                           ", num_stages=2",
+                                           "True",
+                                           "1e-05",
+                                           ": tl.constexpr",
+                                           " = 4",
+                                           "@triton.jit\n",
+                                           "def k(x):\n",
+                                           "(x, y)",
+                                           "<<<(2, 3, 4)>>>",
+                                           ", 256",
+                                           "```",
+                                           "\n",
+                                           " ",
+                                           "=",
+                                           ",",
+                                           ")",
+                                           "(",
+                                           "numel(x)",
+                                           "B*D",
+                                           "-1.5",
+                                           "x_ptr"};
   std::vector<std::pair<std::string, std::string>> seeds;
   for (const auto& [name, text] : replies(plans_dir())) seeds.emplace_back(name.substr(0, 6), text);
   seeds.emplace_back("L1_019", kRelu);
@@ -373,14 +396,19 @@ TEST(TritonMeta, CodecRoundTripsAndNamesWhatIsWrong) {
 
   nlohmann::json j = nlohmann::json::parse(text);
   j.erase("shared");
-  EXPECT_EQ(decode_triton_meta(j.dump()).status().message(), "triton metadata: shared: expected an integer, found nothing");
+  EXPECT_EQ(decode_triton_meta(j.dump()).status().message(),
+            "triton metadata: shared: expected an integer, found nothing");
   j = nlohmann::json::parse(text);
   j["launch_pdl"] = 1;
   EXPECT_EQ(decode_triton_meta(j.dump()).status().message(),
             "triton metadata: launch_pdl: expected a boolean, found number");
   EXPECT_FALSE(decode_triton_meta("not json").ok());
 
-  std::string cubin = std::string("\x7f" "ELF", 4) + std::string("\0\1\2", 3);
+  std::string cubin = std::string(
+                          "\x7f"
+                          "ELF",
+                          4) +
+                      std::string("\0\1\2", 3);
   std::string artifact = encode_triton_artifact(m, cubin);
   auto a = decode_triton_artifact(artifact);
   ASSERT_TRUE(a.ok()) << a.status().to_string();
@@ -405,12 +433,12 @@ std::string triton_missing() {
   return v.ok() ? "" : v.status().message();
 }
 
-#define SKIP_WITHOUT_TRITON()                                                                  \
-  do {                                                                                         \
-    std::string missing = triton_missing();                                                    \
-    if (!missing.empty())                                                                      \
+#define SKIP_WITHOUT_TRITON()                                                                   \
+  do {                                                                                          \
+    std::string missing = triton_missing();                                                     \
+    if (!missing.empty())                                                                       \
       GTEST_SKIP() << "Triton is not installed for this python (scripts/setup.sh installs it; " \
-                   << "VINCI_TRITON_PYTHON names another): " << missing;                       \
+                   << "VINCI_TRITON_PYTHON names another): " << missing;                        \
   } while (0)
 
 TEST(TritonCompile, AMissingTritonIsAClearError) {
@@ -465,7 +493,10 @@ TEST(TritonCompile, CommittedPlansCompileToSm90CubinsAndAreCached) {
       EXPECT_EQ(m.params, r->signature);
       EXPECT_EQ(triton_meta_unsupported(m), "") << file;
       EXPECT_NE(m.options.find("arch=sm_90"), std::string::npos) << m.options;
-      EXPECT_EQ((*k)->cubin.compare(0, 4, "\x7f" "ELF"), 0);
+      EXPECT_EQ((*k)->cubin.compare(0, 4,
+                                    "\x7f"
+                                    "ELF"),
+                0);
       ++compiled;
     }
   }

@@ -10,8 +10,8 @@
 namespace vinci {
 namespace {
 
-SkillCandidate candidate(const std::string& name, const std::string& family,
-                         const std::string& pattern, double speedup, const std::string& body) {
+SkillCandidate candidate(const std::string& name, const std::string& family, const std::string& pattern, double speedup,
+                         const std::string& body) {
   SkillCandidate c;
   c.skill.name = name;
   c.skill.description = "For " + family + " kernels: " + pattern;

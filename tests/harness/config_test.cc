@@ -20,8 +20,7 @@ ConfigSchema test_schema() {
   s.add({"run.world", ConfigType::kString, std::string("sim"), "World.", {"sim", "live"}});
   s.add({"loop.lr", ConfigType::kFloat, 1e-3, "Learning rate.", {}, 0, 1});
   s.add({"loop.joint", ConfigType::kBool, true, "Train all heads.", {}});
-  s.add({"eval.thresholds", ConfigType::kFloatList, std::vector<double>{1.0, 1.2, 1.5, 2.0},
-         "fast_p thresholds.", {}});
+  s.add({"eval.thresholds", ConfigType::kFloatList, std::vector<double>{1.0, 1.2, 1.5, 2.0}, "fast_p thresholds.", {}});
   s.add({"eval.levels", ConfigType::kIntList, std::vector<int64_t>{1, 2, 3}, "Levels.", {}, 1, 3});
   return s;
 }
@@ -48,8 +47,7 @@ TEST(Config, DefaultsOverridesAndEffectiveToml) {
 }
 
 TEST(Config, UnknownKeyNamesFileLineAndKey) {
-  auto c = Config::parse(test_schema(), "[run]\nname = \"x\"\n\n[loop]\nlearning_rate = 0.1\n",
-                         "experiments/x.toml");
+  auto c = Config::parse(test_schema(), "[run]\nname = \"x\"\n\n[loop]\nlearning_rate = 0.1\n", "experiments/x.toml");
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().message(),
             "experiments/x.toml:5:1: unknown key 'loop.learning_rate' (keys of [loop]: lr, joint)");
@@ -58,8 +56,7 @@ TEST(Config, UnknownKeyNamesFileLineAndKey) {
 TEST(Config, UnknownSectionAndWrongTypeAndRange) {
   auto a = Config::parse(test_schema(), "[runn]\nname = 1\n", "x.toml");
   ASSERT_FALSE(a.ok());
-  EXPECT_NE(a.status().message().find("x.toml:1:1: unknown section [runn]"), std::string::npos)
-      << a.status().message();
+  EXPECT_NE(a.status().message().find("x.toml:1:1: unknown section [runn]"), std::string::npos) << a.status().message();
   auto b = Config::parse(test_schema(), "[run]\nseed = \"one\"\n", "x.toml");
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().message(), "x.toml:2:8: key 'run.seed' expects an integer, found a string");
@@ -69,8 +66,7 @@ TEST(Config, UnknownSectionAndWrongTypeAndRange) {
             "x.toml:2:9: key 'run.world' expects a string (one of \"sim\" \"live\"), found \"gpu\"");
   auto e = Config::parse(test_schema(), "[eval]\nlevels = [1, 4]\n", "x.toml");
   ASSERT_FALSE(e.ok());
-  EXPECT_NE(e.status().message().find("must be in [1.0, 3.0], found 4.0"), std::string::npos)
-      << e.status().message();
+  EXPECT_NE(e.status().message().find("must be in [1.0, 3.0], found 4.0"), std::string::npos) << e.status().message();
   auto f = Config::parse(test_schema(), "[run]\nname = \n", "x.toml");
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().message().rfind("x.toml:2:", 0), 0u) << f.status().message();
@@ -78,14 +74,11 @@ TEST(Config, UnknownSectionAndWrongTypeAndRange) {
 
 TEST(Config, BadOverridesAreErrors) {
   ConfigSchema s = test_schema();
-  EXPECT_EQ(Config::parse(s, "", "x", {"run.seed"}).status().message(),
-            "--set run.seed: expected key=value");
-  EXPECT_EQ(Config::parse(s, "", "x", {"run.sed=1"}).status().message(),
-            "--set run.sed=1: unknown key 'run.sed'");
+  EXPECT_EQ(Config::parse(s, "", "x", {"run.seed"}).status().message(), "--set run.seed: expected key=value");
+  EXPECT_EQ(Config::parse(s, "", "x", {"run.sed=1"}).status().message(), "--set run.sed=1: unknown key 'run.sed'");
   auto bad = Config::parse(s, "", "x", {"loop.lr=fast"});
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("--set loop.lr=fast: value does not parse as a number"),
-            std::string::npos)
+  EXPECT_NE(bad.status().message().find("--set loop.lr=fast: value does not parse as a number"), std::string::npos)
       << bad.status().message();
 }
 
@@ -115,7 +108,8 @@ TEST(Config, AFileThatSetsNothingIsRefused) {
     ASSERT_TRUE(write_file_atomic(path, text).ok());
     auto c = Config::load(test_schema(), path);
     ASSERT_FALSE(c.ok());
-    EXPECT_EQ(c.status().message().rfind("experiment config " + path + " sets nothing: expected at least one key", 0), 0u)
+    EXPECT_EQ(c.status().message().rfind("experiment config " + path + " sets nothing: expected at least one key", 0),
+              0u)
         << c.status().message();
   }
   // Text that is not a file (a recorded config, the defaults) is not a file that sets nothing.
@@ -186,18 +180,20 @@ class ConfigBase : public ::testing::Test {
 
 TEST_F(ConfigBase, KeysAreLaidOverTheBaseKeyByKey) {
   ConfigSchema s = test_schema();
-  write("main.toml", "[run]\nname = \"main\"\nseed = 5\n[loop]\nlr = 0.5\njoint = true\n"
-                     "[eval]\nthresholds = [1.0, 2.0]\n");
-  std::string abl = write("abl.toml", "base = \"main.toml\"\n[run]\nname = \"abl\"\n[loop]\njoint = false\n"
-                                      "[eval]\nthresholds = [3.0]\n");
+  write("main.toml",
+        "[run]\nname = \"main\"\nseed = 5\n[loop]\nlr = 0.5\njoint = true\n"
+        "[eval]\nthresholds = [1.0, 2.0]\n");
+  std::string abl = write("abl.toml",
+                          "base = \"main.toml\"\n[run]\nname = \"abl\"\n[loop]\njoint = false\n"
+                          "[eval]\nthresholds = [3.0]\n");
   auto c = Config::load(s, abl);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->get_string("run.name"), "abl");        // replaced
-  EXPECT_EQ(c->get_int("run.seed"), 5);               // same table, kept from the base
-  EXPECT_EQ(c->get_float("loop.lr"), 0.5);            // kept
-  EXPECT_FALSE(c->get_bool("loop.joint"));            // replaced
+  EXPECT_EQ(c->get_string("run.name"), "abl");                                  // replaced
+  EXPECT_EQ(c->get_int("run.seed"), 5);                                         // same table, kept from the base
+  EXPECT_EQ(c->get_float("loop.lr"), 0.5);                                      // kept
+  EXPECT_FALSE(c->get_bool("loop.joint"));                                      // replaced
   EXPECT_EQ(c->get_float_list("eval.thresholds"), (std::vector<double>{3.0}));  // arrays replace
-  EXPECT_EQ(c->get_string("run.world"), "sim");       // neither sets it: the default
+  EXPECT_EQ(c->get_string("run.world"), "sim");                                 // neither sets it: the default
   // The effective config is the merged one, with no trace of `base`.
   EXPECT_EQ(c->effective_toml().find("base"), std::string::npos) << c->effective_toml();
   EXPECT_NE(c->effective_toml().find("seed = 5\n"), std::string::npos);
@@ -226,8 +222,8 @@ TEST_F(ConfigBase, ACycleIsAnErrorNamingFileAndKey) {
   write("b.toml", "base = \"a.toml\"\n");
   c = Config::load(s, a);
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().message(), b + ":1:8: key 'base': \"a.toml\" makes a cycle (" + a + " -> " + b +
-                                      " -> " + a + ")");
+  EXPECT_EQ(c.status().message(),
+            b + ":1:8: key 'base': \"a.toml\" makes a cycle (" + a + " -> " + b + " -> " + a + ")");
   std::string self = write("self.toml", "base = \"./self.toml\"\n");
   EXPECT_NE(Config::load(s, self).status().message().find("makes a cycle"), std::string::npos);
 }
@@ -237,8 +233,7 @@ TEST_F(ConfigBase, AMissingOrMistypedBaseIsAnError) {
   std::string a = write("a.toml", "base = \"nope.toml\"\n");
   auto c = Config::load(s, a);
   ASSERT_FALSE(c.ok());
-  EXPECT_EQ(c.status().message(),
-            a + ":1:8: key 'base': base config " + dir_ + "/nope.toml does not exist");
+  EXPECT_EQ(c.status().message(), a + ":1:8: key 'base': base config " + dir_ + "/nope.toml does not exist");
   std::string n = write("n.toml", "base = 1\n");
   EXPECT_EQ(Config::load(s, n).status().message(),
             n + ":1:8: key 'base' expects a string (a config file, relative to " + n + "), found an integer");

@@ -46,8 +46,8 @@ extern char** environ;
 namespace vinci {
 namespace {
 
-using nlohmann::json;
 using clitest::sh;
+using nlohmann::json;
 
 const std::string kBin = std::string(VINCI_BINARY_DIR) + "/bin/";
 const std::string kHarness = kBin + "harness";
@@ -236,8 +236,8 @@ class Serve {
     } else {
       ADD_FAILURE() << "harness serve did not report its requests:\n" << log();
     }
-    std::printf("harness serve on port %d: %lld requests, %lld faults injected\n", port_,
-                counts_.requests, counts_.faults);
+    std::printf("harness serve on port %d: %lld requests, %lld faults injected\n", port_, counts_.requests,
+                counts_.faults);
     return counts_;
   }
 
@@ -258,8 +258,8 @@ class Serve {
 // unless `extra` turns it on).
 std::string run_cmd(const std::string& url, const std::string& root, const std::string& name,
                     const std::string& extra = "") {
-  return kHarness + " run " + kSmoke + " --out " + root + " --name " + name +
-         " --set backbone.base_url=" + url + " --set tts.enabled=false" + extra;
+  return kHarness + " run " + kSmoke + " --out " + root + " --name " + name + " --set backbone.base_url=" + url +
+         " --set tts.enabled=false" + extra;
 }
 
 // Starts a shell command in the background (exec'd, so the pid is the command's); output to log.
@@ -360,8 +360,8 @@ TEST(LlmRun, SameSeedSameServerSameDigest) {
   ASSERT_EQ(sh(run_cmd(serve.url(), root + "/other", "llm", " --seed 12"), &out), 0) << out;
   serve.stop();
   std::string a = digest_of(root + "/one/llm"), b = digest_of(root + "/two/llm");
-  std::printf("run.seed %llu: %s and %s; run.seed 12: %s\n", static_cast<unsigned long long>(kSmokeSeed),
-              a.c_str(), b.c_str(), digest_of(root + "/other/llm").c_str());
+  std::printf("run.seed %llu: %s and %s; run.seed 12: %s\n", static_cast<unsigned long long>(kSmokeSeed), a.c_str(),
+              b.c_str(), digest_of(root + "/other/llm").c_str());
   EXPECT_EQ(a.size(), 32u) << a;
   EXPECT_EQ(a, b);
   EXPECT_EQ(sh(kReplay + " diff " + root + "/one/llm " + root + "/two/llm", &out), 0) << out;
@@ -448,10 +448,10 @@ TEST(LlmRun, CallsThatFailEveryRetryAreTurnsWithoutCandidates) {
     // retries=1: two attempts a call, so the first three calls (one at a time) fail.
     Serve serve(root, 0, {"--faults", "500,500,500,500,500,500"});
     ASSERT_TRUE(serve.up()) << serve.log();
-    ASSERT_EQ(sh(run_cmd(serve.url(), root, "failing",
-                         " --set backbone.retries=1 --set backbone.concurrency=1 --threads 1"),
-                 &out),
-              0)
+    ASSERT_EQ(
+        sh(run_cmd(serve.url(), root, "failing", " --set backbone.retries=1 --set backbone.concurrency=1 --threads 1"),
+           &out),
+        0)
         << out;
     ServeCounts c = serve.stop();
     EXPECT_EQ(c.faults, 6);
@@ -626,8 +626,7 @@ PromptTemplates bundled_templates() {
 TEST(LlmAgents, PromptTemplateMissingFileIsNamed) {
   TempDir tmp;
   std::string dir = tmp.path(), out;
-  ASSERT_EQ(sh("cp " + std::string(VINCI_SOURCE_DIR) + "/prompts/*.md " + dir + " && rm " + dir +
-                   "/policy_feedback.md",
+  ASSERT_EQ(sh("cp " + std::string(VINCI_SOURCE_DIR) + "/prompts/*.md " + dir + " && rm " + dir + "/policy_feedback.md",
                &out),
             0)
       << out;
@@ -673,7 +672,9 @@ TEST(LlmAgents, UnparseablePolicyReplyIsATurnWithoutAPlan) {
       "```\n"
       "\n"
       "```launch\n"
-      "k<<<1, 32>>>(" + task.output + ", ]\n"
+      "k<<<1, 32>>>(" +
+      task.output +
+      ", ]\n"
       "```\n";
   const int line = 9;
   const int column = static_cast<int>(std::string("k<<<1, 32>>>(" + task.output + ", ").size()) + 1;
@@ -785,8 +786,12 @@ TEST(LlmAgents, RecordedTransportAnswersRebuiltRequestsAndNamesTheKeyOfAChangedO
   q.size = SizeName::kSmall;
   q.skills = skills;
   q.greedy = true;
-  q.key = RngKey::root(kSmokeSeed).with("phase", "eval").with("step", 0).with("task", task_id)
-              .with("rollout", 0).with("turn", 0);
+  q.key = RngKey::root(kSmokeSeed)
+              .with("phase", "eval")
+              .with("step", 0)
+              .with("task", task_id)
+              .with("rollout", 0)
+              .with("turn", 0);
   ASSERT_EQ(q.key.digest().hex(), recorded_key.hex());
   {
     LlmAgentModel model(ls, *templates, **transport);

@@ -67,8 +67,8 @@ TEST(HarnessRun, KilledAndResumedRunEndsWithTheUninterruptedDigest) {
     if (pid == 0) {
       freopen("/dev/null", "w", stderr);
       freopen("/dev/null", "w", stdout);
-      execl(kHarness.c_str(), "harness", "run", kSmoke.c_str(), "--set", "loop.steps=5",
-            "--threads", "2", "--out", root.c_str(), "--name", name.c_str(), (char*)nullptr);
+      execl(kHarness.c_str(), "harness", "run", kSmoke.c_str(), "--set", "loop.steps=5", "--threads", "2", "--out",
+            root.c_str(), "--name", name.c_str(), (char*)nullptr);
       _exit(127);
     }
     usleep(static_cast<useconds_t>(50000 + s.below(1500000)));
@@ -131,8 +131,7 @@ std::vector<KillPoint> kill_points(const std::string& trace) {
     } else if (call == "rename") {
       size_t first_end = line.find('"', line.find('"', paren) + 1);
       std::string target = quoted(line, first_end + 1);
-      (target.find("/objects/") == std::string::npos ? run_renames : object_renames)
-          .push_back({call, nth, target});
+      (target.find("/objects/") == std::string::npos ? run_renames : object_renames).push_back({call, nth, target});
       complete = target.find("manifest.bin") != std::string::npos && run_renames.size() > 1;
     } else if (call == "fsync") {
       fsyncs.push_back({call, nth, "fsync"});
@@ -263,7 +262,8 @@ TEST(HarnessRun, BadConfigsFailClearly) {
 TEST(HarnessRun, ABaseConfigRunsAndRecordsTheMergedConfig) {
   std::string root = temp_dir(), out;
   std::string cfg = root + "/inherit.toml";
-  ASSERT_EQ(sh("printf 'base = \"" + kSmoke + "\"\\n[run]\\nname = \"inherit\"\\n[loop]\\nturns = 1\\n' > " + cfg, &out), 0);
+  ASSERT_EQ(
+      sh("printf 'base = \"" + kSmoke + "\"\\n[run]\\nname = \"inherit\"\\n[loop]\\nturns = 1\\n' > " + cfg, &out), 0);
   ASSERT_EQ(sh(kHarness + " run " + cfg + " --out " + root + " --set loop.steps=1", &out), 0) << out;
   auto m = read_manifest(root + "/inherit/manifest.bin");
   ASSERT_TRUE(m.ok()) << m.status().to_string();
@@ -277,8 +277,7 @@ TEST(HarnessRun, ABaseConfigRunsAndRecordsTheMergedConfig) {
   // A missing base fails before anything is written.
   ASSERT_EQ(sh("printf 'base = \"nope.toml\"\\n' > " + root + "/bad.toml", &out), 0);
   EXPECT_EQ(sh(kHarness + " run " + root + "/bad.toml --out " + root, &out), 2) << out;
-  EXPECT_NE(out.find("bad.toml:1:8: key 'base': base config " + root + "/nope.toml does not exist"),
-            std::string::npos)
+  EXPECT_NE(out.find("bad.toml:1:8: key 'base': base config " + root + "/nope.toml does not exist"), std::string::npos)
       << out;
 }
 
@@ -386,7 +385,8 @@ TEST(HarnessRun, NonsenseIsRefusedNamingTheOptionOrKey) {
   std::string dir = temp_dir(), out;
   const std::string run = kHarness + " run " + kSmoke + " --out " + dir;
   EXPECT_EQ(sh(run + " --seed -1", &out), 2) << out;
-  EXPECT_NE(out.find("--seed: expected an integer from 0 to 9200000000000000000, found '-1'"), std::string::npos) << out;
+  EXPECT_NE(out.find("--seed: expected an integer from 0 to 9200000000000000000, found '-1'"), std::string::npos)
+      << out;
   EXPECT_EQ(sh(run + " --seed 1x", &out), 2) << out;
   EXPECT_NE(out.find("--seed: expected an integer"), std::string::npos) << out;
   EXPECT_EQ(sh(run + " --set reward.base=nan", &out), 2) << out;
@@ -442,7 +442,8 @@ TEST(HarnessEval, AModelFacingReplyIsAPlanFile) {
   fputs("```triton\nimport triton\n```\n\n```launch\nk<<<1>>>(x, y)\n```\n", f);
   fclose(f);
   EXPECT_EQ(sh(kHarness + " eval L1_019 --plan " + dir + "/bad.md", &out), 2) << out;
-  EXPECT_NE(out.find(dir + "/bad.md: triton block, line 2: the block defines no @triton.jit function"), std::string::npos)
+  EXPECT_NE(out.find(dir + "/bad.md: triton block, line 2: the block defines no @triton.jit function"),
+            std::string::npos)
       << out;
 }
 
@@ -481,7 +482,8 @@ TEST(HarnessServe, NonsenseNumbersAreRefused) {
   EXPECT_EQ(sh(kHarness + " serve --seed -1", &out), 2) << out;
   EXPECT_NE(out.find("harness serve: --seed: expected an integer from 0 to"), std::string::npos) << out;
   EXPECT_EQ(sh(kHarness + " serve --port 70000", &out), 2) << out;
-  EXPECT_NE(out.find("harness serve: --port: expected an integer from 0 to 65535, found '70000'"), std::string::npos) << out;
+  EXPECT_NE(out.find("harness serve: --port: expected an integer from 0 to 65535, found '70000'"), std::string::npos)
+      << out;
 }
 
 // `harness oracle`: the best plan of each held-out task's knob space. It is deterministic; no
@@ -509,7 +511,9 @@ TEST(HarnessOracle, FindsTheBestOfTheKnobSpaceDeterministically) {
     // The oracle's own plan, re-evaluated.
     std::string knobs;
     for (const auto& [k, v] : t.at("knobs").items()) knobs += " --knob " + k + "=" + v.get<std::string>();
-    ASSERT_LE(sh("(" + kHarness + " eval " + id + " --size small" + knobs + " 2>/dev/null) >" + dir + "/e.json", &out), 1) << out;
+    ASSERT_LE(sh("(" + kHarness + " eval " + id + " --size small" + knobs + " 2>/dev/null) >" + dir + "/e.json", &out),
+              1)
+        << out;
     nlohmann::json e = nlohmann::json::parse(read_file(dir + "/e.json").value());
     EXPECT_EQ(e.at("speedup").get<double>(), best) << id;
     EXPECT_EQ(e.at("plan").get<std::string>(), t.at("plan").get<std::string>()) << id;

@@ -63,9 +63,9 @@ void stop_worker(pid_t pid, int sig) {
 }
 
 std::string queued_run(const std::string& url, const std::string& root, const std::string& name, std::string* out) {
-  int rc = sh(kHarness + " run " + kSmoke + " --out " + root + " --name " + name + " --threads 4 --set device.queue=" +
-                  url,
-              out);
+  int rc =
+      sh(kHarness + " run " + kSmoke + " --out " + root + " --name " + name + " --threads 4 --set device.queue=" + url,
+         out);
   EXPECT_EQ(rc, 0) << *out;
   return digest_of(root + "/" + name);
 }
@@ -103,8 +103,8 @@ TEST(QueueRun, SameDigestAsInProcessWithOneTwoAndFourWorkers) {
       // A rescore through the queue re-derives the run as one in process does.
       std::string run = root + "/n2";
       ASSERT_EQ(sh(kReplay + " rescore " + run + " --device sim --out " + root + "/rescored_here", &out), 0) << out;
-      ASSERT_EQ(sh(kReplay + " rescore " + run + " --device sim --out " + root + "/rescored_queued --queue " + url, &out),
-                0)
+      ASSERT_EQ(
+          sh(kReplay + " rescore " + run + " --device sim --out " + root + "/rescored_queued --queue " + url, &out), 0)
           << out;
       EXPECT_EQ(digest_of(root + "/rescored_queued"), digest_of(root + "/rescored_here"));
     }
@@ -133,8 +133,10 @@ TEST(QueueRun, NoServerOrABadUrlIsAClearErrorNamingTheUrl) {
   EXPECT_NE(out.find("key 'device.queue'"), std::string::npos) << out;
   EXPECT_NE(out.find(url + ": cannot reach the Redis server"), std::string::npos) << out;
   EXPECT_NE(access((root + "/r").c_str(), F_OK), 0) << "a run that cannot start leaves nothing";
-  EXPECT_EQ(sh(kHarness + " run " + kSmoke + " --out " + root + " --name r --set device.queue=redis://host-without-port", &out),
-            2)
+  EXPECT_EQ(
+      sh(kHarness + " run " + kSmoke + " --out " + root + " --name r --set device.queue=redis://host-without-port",
+         &out),
+      2)
       << out;
   EXPECT_NE(out.find("queue URL 'redis://host-without-port': no port"), std::string::npos) << out;
   EXPECT_EQ(sh(kHarness + " worker --queue " + url, &out), 2) << out;
@@ -143,7 +145,8 @@ TEST(QueueRun, NoServerOrABadUrlIsAClearErrorNamingTheUrl) {
   EXPECT_NE(out.find(url + ": cannot reach the Redis server"), std::string::npos) << out;
   EXPECT_EQ(sh(kHarness + " queue status --queue redis://:pw@127.0.0.1:1", &out), 2) << out;
   EXPECT_NE(out.find("VINCI_REDIS_PASSWORD"), std::string::npos) << out;
-  EXPECT_EQ(sh(kReplay + " rescore " + root + "/none --device sim --out " + root + "/x --queue " + url, &out), 2) << out;
+  EXPECT_EQ(sh(kReplay + " rescore " + root + "/none --device sim --out " + root + "/x --queue " + url, &out), 2)
+      << out;
 }
 
 TEST(QueueRun, APasswordFromTheEnvironmentIsNeverRecorded) {
@@ -160,8 +163,8 @@ TEST(QueueRun, APasswordFromTheEnvironmentIsNeverRecorded) {
     execl(kHarness.c_str(), "harness", "worker", "--queue", server.url().c_str(), "--name", "pw", (char*)nullptr);
     _exit(127);
   }
-  ASSERT_EQ(sh(env + kHarness + " run " + kSmoke + " --out " + root + " --name r --threads 4 --set device.queue=" +
-                   server.url(),
+  ASSERT_EQ(sh(env + kHarness + " run " + kSmoke + " --out " + root +
+                   " --name r --threads 4 --set device.queue=" + server.url(),
                &out),
             0)
       << out;

@@ -54,9 +54,9 @@ class RedisServer {
     if (pid_ == 0) {
       std::string port = std::to_string(port_);
       std::string log = dir_ + "/redis.log";
-      std::vector<std::string> args = {"redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "",
-                                       "--appendonly", "yes", "--appendfsync", "always", "--dir", dir_,
-                                       "--logfile", log};
+      std::vector<std::string> args = {"redis-server", "--port", port,           "--bind",    "127.0.0.1",
+                                       "--save",       "",       "--appendonly", "yes",       "--appendfsync",
+                                       "always",       "--dir",  dir_,           "--logfile", log};
       args.insert(args.end(), extra_.begin(), extra_.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(&a[0]);
@@ -87,7 +87,9 @@ class RedisServer {
     pid_ = -1;
   }
   // Removes what the server stored (while it is stopped): it comes back empty.
-  void wipe() { std::system(("rm -rf '" + dir_ + "'/appendonlydir '" + dir_ + "'/*.aof '" + dir_ + "'/*.rdb").c_str()); }
+  void wipe() {
+    std::system(("rm -rf '" + dir_ + "'/appendonlydir '" + dir_ + "'/*.aof '" + dir_ + "'/*.rdb").c_str());
+  }
   std::string url(const std::string& name = "") const {
     return "redis://127.0.0.1:" + std::to_string(port_) + (name.empty() ? "" : "/" + name);
   }
@@ -104,8 +106,8 @@ class RedisServer {
 }  // namespace testing_redis
 }  // namespace vinci
 
-#define VINCI_NEED_REDIS()                                                                       \
-  if (!::vinci::testing_redis::redis_installed())                                               \
+#define VINCI_NEED_REDIS()                                                                     \
+  if (!::vinci::testing_redis::redis_installed())                                              \
   GTEST_SKIP() << "redis-server is not installed (scripts/setup.sh installs it): the queue's " \
                   "tests need a real server"
 

@@ -54,7 +54,7 @@ uint64_t frames_before(const Layout& lay, size_t seg) {
 }
 
 struct Expectation {
-  uint64_t good;                // frames the reader must return
+  uint64_t good;  // frames the reader must return
   bool damaged;
   size_t damage_segment;
   uint64_t damage_offset;
@@ -118,19 +118,18 @@ TEST(LogCorruption, EveryTruncationAndFlipKeepsThePrefix) {
       ASSERT_EQ(f.payload, lay.payloads[got]) << "case " << c;
       ++got;
     }
-    ASSERT_EQ(got, e.good) << "case " << c << (truncate ? " truncate " : " flip ") << "segment "
-                           << seg << " at " << pos;
+    ASSERT_EQ(got, e.good) << "case " << c << (truncate ? " truncate " : " flip ") << "segment " << seg << " at "
+                           << pos;
     ASSERT_EQ(static_cast<bool>(r->damage()), e.damaged) << "case " << c;
     if (e.damaged) {
       ++damaged;
       ASSERT_EQ(r->damage()->file, lay.segments[e.damage_segment].first) << "case " << c;
-      ASSERT_EQ(r->damage()->offset, e.damage_offset)
-          << "case " << c << ": " << r->damage()->to_string();
+      ASSERT_EQ(r->damage()->offset, e.damage_offset) << "case " << c << ": " << r->damage()->to_string();
     }
   }
   EXPECT_GT(damaged, cases * 9 / 10);
-  std::printf("corruption cases: %llu, damage reported in %llu\n",
-              static_cast<unsigned long long>(cases), static_cast<unsigned long long>(damaged));
+  std::printf("corruption cases: %llu, damage reported in %llu\n", static_cast<unsigned long long>(cases),
+              static_cast<unsigned long long>(damaged));
 }
 
 TEST(LogCorruption, WriterContinuesAfterDamagedTail) {

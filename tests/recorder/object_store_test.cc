@@ -100,8 +100,8 @@ TEST(ObjectStore, ImpossibleZstdSizeIsCorruptionNotAllocation) {
   // A frame header without a content size (ZSTD_CONTENTSIZE_UNKNOWN), and bytes that are no frame
   // (ZSTD_CONTENTSIZE_ERROR), each with the raw size that equals that marker.
   const std::string no_size("\x28\xb5\x2f\xfd\x00\x00\x01\x00\x00", 9);
-  for (auto [raw, frame] : {std::pair<uint64_t, std::string>{~0ull, no_size},
-                            std::pair<uint64_t, std::string>{~0ull - 1, "not zstd"}}) {
+  for (auto [raw, frame] :
+       {std::pair<uint64_t, std::string>{~0ull, no_size}, std::pair<uint64_t, std::string>{~0ull - 1, "not zstd"}}) {
     auto r = decode_object_file(file(raw, frame), "f");
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().to_string();
@@ -113,8 +113,7 @@ TEST(ObjectStore, ImpossibleZstdSizeIsCorruptionNotAllocation) {
   auto r = decode_object_file(file(1ull << 40, huge), "f");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
-  EXPECT_NE(r.status().message().find("cannot hold 1099511627776 bytes"), std::string::npos)
-      << r.status().to_string();
+  EXPECT_NE(r.status().message().find("cannot hold 1099511627776 bytes"), std::string::npos) << r.status().to_string();
 }
 
 TEST(ObjectStore, MissingObjectIsNotFound) {
@@ -138,8 +137,7 @@ TEST(ObjectStore, ConcurrentPutsOfOneObject) {
   for (auto& t : threads) t.join();
   ObjectStore s(root);
   for (int i = 0; i < 50; ++i) {
-    EXPECT_EQ(s.get(hash_tagged("plan", "plan " + std::to_string(i)))->bytes,
-              "plan " + std::to_string(i));
+    EXPECT_EQ(s.get(hash_tagged("plan", "plan " + std::to_string(i)))->bytes, "plan " + std::to_string(i));
   }
 }
 

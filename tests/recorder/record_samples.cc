@@ -11,8 +11,8 @@ namespace vinci {
 namespace {
 
 std::string random_text(Stream& s) {
-  static const char* kWords[] = {"tile", "warp", "float4", "softmax", "fusion", "smem",
-                                 "unroll", "occupancy", "reduce", "épilogue"};
+  static const char* kWords[] = {"tile", "warp",   "float4",    "softmax", "fusion",
+                                 "smem", "unroll", "occupancy", "reduce",  "épilogue"};
   std::string out;
   uint64_t n = 1 + s.below(6);
   for (uint64_t i = 0; i < n; ++i) {
@@ -24,8 +24,7 @@ std::string random_text(Stream& s) {
 
 void fill_struct(capnp::DynamicStruct::Builder b, Stream& s, int depth);
 
-void fill_field(capnp::DynamicStruct::Builder b, capnp::StructSchema::Field field, Stream& s,
-                int depth) {
+void fill_field(capnp::DynamicStruct::Builder b, capnp::StructSchema::Field field, Stream& s, int depth) {
   auto type = field.getType();
   switch (type.which()) {
     case capnp::schema::Type::VOID: b.set(field, capnp::VOID); break;
@@ -52,33 +51,26 @@ void fill_field(capnp::DynamicStruct::Builder b, capnp::StructSchema::Field fiel
       b.set(field, capnp::DynamicEnum(enumerants[s.below(enumerants.size())]));
       break;
     }
-    case capnp::schema::Type::STRUCT:
-      fill_struct(b.init(field).as<capnp::DynamicStruct>(), s, depth + 1);
-      break;
+    case capnp::schema::Type::STRUCT: fill_struct(b.init(field).as<capnp::DynamicStruct>(), s, depth + 1); break;
     case capnp::schema::Type::LIST: {
       auto elem = type.asList().getElementType();
       unsigned n = 1 + static_cast<unsigned>(s.below(3));
       auto list = b.init(field, n).as<capnp::DynamicList>();
       for (unsigned i = 0; i < n; ++i) {
         switch (elem.which()) {
-          case capnp::schema::Type::STRUCT:
-            fill_struct(list[i].as<capnp::DynamicStruct>(), s, depth + 1);
-            break;
-          case capnp::schema::Type::TEXT:
-            list.set(i, capnp::Text::Reader(random_text(s)));
-            break;
+          case capnp::schema::Type::STRUCT: fill_struct(list[i].as<capnp::DynamicStruct>(), s, depth + 1); break;
+          case capnp::schema::Type::TEXT: list.set(i, capnp::Text::Reader(random_text(s))); break;
           case capnp::schema::Type::FLOAT64: list.set(i, s.uniform() * 1000); break;
           case capnp::schema::Type::UINT32: list.set(i, static_cast<uint32_t>(s.below(64))); break;
           case capnp::schema::Type::BOOL: list.set(i, s.below(2) == 1); break;
           default:
-            VINCI_ASSERT_MSG(false, "sample filler: add a case for list element type "
-                                        << static_cast<int>(elem.which()));
+            VINCI_ASSERT_MSG(false,
+                             "sample filler: add a case for list element type " << static_cast<int>(elem.which()));
         }
       }
       break;
     }
-    default:
-      VINCI_ASSERT_MSG(false, "sample filler: unhandled type " << static_cast<int>(type.which()));
+    default: VINCI_ASSERT_MSG(false, "sample filler: unhandled type " << static_cast<int>(type.which()));
   }
 }
 
@@ -100,8 +92,7 @@ std::vector<std::string> record_kinds() {
   return out;
 }
 
-void fill_sample_record(capnp::MallocMessageBuilder* message, const std::string& kind,
-                        uint64_t seed, uint64_t index) {
+void fill_sample_record(capnp::MallocMessageBuilder* message, const std::string& kind, uint64_t seed, uint64_t index) {
   Stream s(RngKey::root(seed).with("sample-record", static_cast<int64_t>(index)));
   auto root = capnp::DynamicStruct::Builder(message->initRoot<schema::Record>());
   for (auto field : root.getSchema().getNonUnionFields()) fill_field(root, field, s, 0);

@@ -16,8 +16,7 @@ namespace vinci {
 std::vector<std::string> record_kinds();
 
 // Fills message's root Record as the given union member, every field set, from (seed, index).
-void fill_sample_record(capnp::MallocMessageBuilder* message, const std::string& kind,
-                        uint64_t seed, uint64_t index);
+void fill_sample_record(capnp::MallocMessageBuilder* message, const std::string& kind, uint64_t seed, uint64_t index);
 
 // Encoded sample record number i of a deterministic sequence cycling through every kind, with
 // its seq set to i.

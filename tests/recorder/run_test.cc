@@ -64,16 +64,14 @@ TEST(Run, EveryRecordKindRoundTrips) {
     ASSERT_NE(rec, nullptr) << kinds[i];
     auto root_reader = rec->message().getRoot<schema::Record>();
     auto field = capnp::Schema::from<schema::Record>().getFieldByName(kinds[i]);
-    EXPECT_EQ(static_cast<unsigned>(root_reader.which()), field.getProto().getDiscriminantValue())
-        << kinds[i];
+    EXPECT_EQ(static_cast<unsigned>(root_reader.which()), field.getProto().getDiscriminantValue()) << kinds[i];
     EXPECT_EQ(root_reader.getSeq(), i);
     // Field by field (JSON of the whole record) and byte by byte.
     capnp::MallocMessageBuilder original;
     fill_sample_record(&original, kinds[i], 1, i);
     original.getRoot<schema::Record>().setSeq(i);
     capnp::JsonCodec codec;
-    EXPECT_EQ(json_of(rec->message()),
-              std::string(codec.encode(original.getRoot<schema::Record>().asReader()).cStr()))
+    EXPECT_EQ(json_of(rec->message()), std::string(codec.encode(original.getRoot<schema::Record>().asReader()).cStr()))
         << kinds[i];
     capnp::MallocMessageBuilder copy;
     copy.setRoot(root_reader);
@@ -262,8 +260,7 @@ TEST(RecordJson, AddressesPrintAsHexAndObjectsInline) {
 }
 
 // A finished run of n sample records (n + 1 with RunEnd) under root/name; returns its log segment.
-std::string finished_run(const std::string& root, const std::string& name, uint64_t n,
-                         uint64_t seed = 4) {
+std::string finished_run(const std::string& root, const std::string& name, uint64_t n, uint64_t seed = 4) {
   auto w = RunWriter::create(root + "/" + name, sample_manifest());
   EXPECT_TRUE(w.ok()) << w.status().to_string();
   for (uint64_t i = 0; i < n; ++i) EXPECT_TRUE((*w)->append_encoded(sample_payload(seed, i)).ok());

@@ -32,8 +32,7 @@ int main(int argc, char** argv) {
     fill_sample_record(&msg, kinds[i], 7, i);
     VINCI_ASSERT((*w)->append(msg).ok());
   }
-  auto src = (*w)->store().put("kernel-source",
-                               "extern \"C\" __global__ void k(float* y) { y[0] = 1.f; }");
+  auto src = (*w)->store().put("kernel-source", "extern \"C\" __global__ void k(float* y) { y[0] = 1.f; }");
   VINCI_ASSERT(src.ok());
   capnp::MallocMessageBuilder msg;
   auto rec = msg.initRoot<schema::Record>();

@@ -24,8 +24,8 @@
 namespace vinci {
 namespace {
 
-using nlohmann::json;
 using clitest::sh;
+using nlohmann::json;
 
 const std::string kBin = std::string(VINCI_BINARY_DIR) + "/bin/";
 const std::string kSrc = std::string(VINCI_SOURCE_DIR) + "/";
@@ -59,8 +59,8 @@ class Server {
       dup2(fd, 1);
       dup2(fd, 2);
       close(fd);
-      execl(bin.c_str(), "harness", "serve", "--port", "0", "--library", library.c_str(), "--faults",
-            faults.c_str(), static_cast<char*>(nullptr));
+      execl(bin.c_str(), "harness", "serve", "--port", "0", "--library", library.c_str(), "--faults", faults.c_str(),
+            static_cast<char*>(nullptr));
       _exit(127);
     }
     const std::regex listening("listening on [^:\\s]+:(\\d+)");
@@ -140,7 +140,7 @@ TEST(Export, ALanguageModelRunExportsEveryCallWithItsAdvantage) {
   ASSERT_EQ(sh(kBin + "replay cat " + run + " --no-manifest", &records_text), 0);
   std::map<TurnKey, json> policy_adv, turn_reward;
   std::map<SampleKey, json> sample_adv, sample_reward;
-  std::map<uint64_t, json> calls;  // seq -> llmReply
+  std::map<uint64_t, json> calls;          // seq -> llmReply
   std::map<std::string, int> train_calls;  // role -> LlmReply records of the train phase
   for (const json& r : json_lines(records_text)) {
     if (r.value("phase", "train") != "train") continue;
@@ -201,8 +201,8 @@ TEST(Export, ALanguageModelRunExportsEveryCallWithItsAdvantage) {
     const json* adv = nullptr;
     const json* reward = nullptr;
     if (role == "policy") {
-      TurnKey tk{l["step"].get<int>(), l["task"].get<std::string>(), l["scheme"].get<int>(),
-                 l["rollout"].get<int>(), l["turn"].get<int>()};
+      TurnKey tk{l["step"].get<int>(), l["task"].get<std::string>(), l["scheme"].get<int>(), l["rollout"].get<int>(),
+                 l["turn"].get<int>()};
       ASSERT_TRUE(policy_adv.count(tk));
       adv = &policy_adv[tk];
       ASSERT_TRUE(turn_reward.count(tk));
@@ -276,21 +276,18 @@ TEST(Export, ALanguageModelRunExportsEveryCallWithItsAdvantage) {
   bytes[bytes.size() - 3] ^= 0x20;
   ASSERT_TRUE(write_file_atomic(object_path(root, reply_hex), bytes).ok());
   EXPECT_EQ(sh(kBin + "replay export " + run + " --out " + target, &out), 1) << out;
-  EXPECT_NE(out.find("record " + std::to_string(lines[0]["seq"].get<uint64_t>()) + " (llmReply"),
-            std::string::npos)
+  EXPECT_NE(out.find("record " + std::to_string(lines[0]["seq"].get<uint64_t>()) + " (llmReply"), std::string::npos)
       << out;
   EXPECT_EQ(read_file(target).value(), "old\n");
   ASSERT_TRUE(write_file_atomic(object_path(root, reply_hex), good).ok());
   // A missing one too.
   const std::string request_hex = lines[1]["request"].get<std::string>();
   ASSERT_EQ(::unlink(object_path(root, request_hex).c_str()), 0);
-  EXPECT_EQ(sh(kBin + "replay export " + run + " --role " + lines[1]["role"].get<std::string>() + " --out " +
-                   target,
-               &out),
-            2)
+  EXPECT_EQ(
+      sh(kBin + "replay export " + run + " --role " + lines[1]["role"].get<std::string>() + " --out " + target, &out),
+      2)
       << out;
-  EXPECT_NE(out.find("record " + std::to_string(lines[1]["seq"].get<uint64_t>()) + " (llmReply"),
-            std::string::npos)
+  EXPECT_NE(out.find("record " + std::to_string(lines[1]["seq"].get<uint64_t>()) + " (llmReply"), std::string::npos)
       << out;
   EXPECT_NE(out.find(request_hex), std::string::npos) << out;
   EXPECT_EQ(read_file(target).value(), "old\n");

@@ -33,8 +33,7 @@ using clitest::sh;
 // A copy of a run (and the objects it names) under a new root.
 std::string copy_run(const std::string& run, const std::string& root) {
   std::string out;
-  EXPECT_EQ(sh("mkdir -p " + root + " && cp -r " + run + " " + root + "/ && cp -r " + run +
-                   "/../objects " + root + "/",
+  EXPECT_EQ(sh("mkdir -p " + root + " && cp -r " + run + " " + root + "/ && cp -r " + run + "/../objects " + root + "/",
                &out),
             0)
       << out;
@@ -43,8 +42,7 @@ std::string copy_run(const std::string& run, const std::string& root) {
 
 // Rewrites the first record of `run` for which edit() returns true (edit changes the record in
 // place), keeping every frame valid: a tamper, not damage. Returns the record's index, or -1.
-int64_t tamper_first(const std::string& run,
-                     const std::function<bool(schema::Record::Builder)>& edit) {
+int64_t tamper_first(const std::string& run, const std::function<bool(schema::Record::Builder)>& edit) {
   std::string seg = run + "/log/00000000.vlog";
   std::string bytes = read_file(seg).value();
   std::string rebuilt = bytes.substr(0, kSegmentHeaderSize);
@@ -184,8 +182,9 @@ TEST(TestTimeScaling, RecordedAndReplayed) {
 TEST(Golden, VerifiesAndARerunDiffsEqual) {
   std::string out;
   ASSERT_EQ(sh(kBin + "replay verify " + kGolden, &out), 0)
-      << out << "\nIf this change of behaviour is deliberate, re-record the golden run with "
-                "scripts/update_golden.sh in the same commit and say why.";
+      << out
+      << "\nIf this change of behaviour is deliberate, re-record the golden run with "
+         "scripts/update_golden.sh in the same commit and say why.";
   std::string root = temp_dir();
   ASSERT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root, &out), 0) << out;
   EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + root + "/smoke", &out), 0) << out;
@@ -201,7 +200,8 @@ TEST(Golden, LiveLanguageModelRunVerifiesWithoutGpuOrServer) {
   EXPECT_NE(out.find("digest: a86c686dfb7e9e0d68300f820e89a655"), std::string::npos) << out;
   ASSERT_EQ(sh(kBin + "replay cat " + kSrc + "tests/golden/llm_live/llm_main | grep -c '\"llmReply\"'", &out), 0);
   EXPECT_EQ(std::stoi(out), 50) << out;
-  ASSERT_EQ(sh(kBin + "replay cat " + kSrc + "tests/golden/llm_live/llm_main | grep -c '\"evaluator\":\"cuda\"'", &out), 0);
+  ASSERT_EQ(sh(kBin + "replay cat " + kSrc + "tests/golden/llm_live/llm_main | grep -c '\"evaluator\":\"cuda\"'", &out),
+            0);
   EXPECT_EQ(std::stoi(out), 42) << out;
 }
 
@@ -210,10 +210,10 @@ TEST(Golden, GateFailsOnAChangedConstant) {
   // A reward constant and a BM25 parameter, each changed a little.
   for (const std::string set : {"reward.base=0.55", "selection.bm25_k1=1.2"}) {
     std::string name = set.substr(0, set.find('.'));
-    ASSERT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root +
-                     " --name " + name + " --set " + set,
-                 &out),
-              0)
+    ASSERT_EQ(
+        sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root + " --name " + name + " --set " + set,
+           &out),
+        0)
         << out;
     EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + root + "/" + name, &out), 1) << out;
     EXPECT_NE(out.find("first divergence at record"), std::string::npos) << out;
@@ -253,8 +253,8 @@ TEST(Replay, OtherNumericSettingsAreNamed) {
       << out;
   std::string root = temp_dir();
   std::string run = copy_run(kGolden, root);
-  EXPECT_EQ(sh("ATEN_CPU_CAPABILITY=avx2 " + kBin + "replay rescore " + run + " --device sim --out " + root + "/r", &out),
-            2)
+  EXPECT_EQ(
+      sh("ATEN_CPU_CAPABILITY=avx2 " + kBin + "replay rescore " + run + " --device sim --out " + root + "/r", &out), 2)
       << out;
   EXPECT_NE(out.find("(use --force to rescore anyway):\n  torch_cpu_capability: recorded 'NO AVX', here 'AVX2'"),
             std::string::npos)
@@ -267,8 +267,7 @@ TEST(Replay, EnvironmentStringsAreNotSettings) {
   std::string out;
   ASSERT_EQ(sh("OPENBLAS_CORETYPE=Haswell " + kBin + "replay verify " + kGolden, &out), 0) << out;
   EXPECT_EQ(out.find("note:"), std::string::npos) << out;
-  ASSERT_EQ(sh("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE " + kBin + "replay verify " + kGolden, &out), 0)
-      << out;
+  ASSERT_EQ(sh("env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE " + kBin + "replay verify " + kGolden, &out), 0) << out;
   EXPECT_EQ(out.find("note:"), std::string::npos) << out;
   ASSERT_EQ(sh(kBin + "replay cat " + kGolden + " | head -n 1", &out), 0) << out;
   EXPECT_NE(out.find("{\"key\":\"blas\",\"value\":\"reference blas/"), std::string::npos)
@@ -312,9 +311,9 @@ TEST(Rescore, UnderTheRunsOwnProfileNothingMoves) {
   std::string saved = read_file(root + "/same/measurements.jsonl").value();
   ASSERT_GT(saved.size(), 200u);
   ASSERT_TRUE(write_file_atomic(root + "/cut.jsonl", saved.substr(0, saved.size() - 100)).ok());
-  ASSERT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/cut --reuse " + root + "/cut.jsonl",
-               &out),
-            0)
+  ASSERT_EQ(
+      sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/cut --reuse " + root + "/cut.jsonl", &out),
+      0)
       << out;
   EXPECT_NE(out.find("cut.jsonl:"), std::string::npos) << out;
   EXPECT_NE(out.find("the last line is cut short"), std::string::npos) << out;
@@ -322,19 +321,19 @@ TEST(Rescore, UnderTheRunsOwnProfileNothingMoves) {
   EXPECT_EQ(sh(kBin + "replay verify " + root + "/cut", &out), 0) << out;
   EXPECT_EQ(out.substr(out.find("digest: ")), digest);
   ASSERT_TRUE(write_file_atomic(root + "/bad.jsonl", "{\"measurement\"\n" + saved).ok());
-  EXPECT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/bad --reuse " + root + "/bad.jsonl",
-               &out),
-            2)
+  EXPECT_EQ(
+      sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/bad --reuse " + root + "/bad.jsonl", &out),
+      2)
       << out;
   EXPECT_NE(out.find("bad.jsonl:1: not a rescore measurement line"), std::string::npos) << out;
   std::string first = saved.substr(0, saved.find('\n'));
   size_t hex_at = first.find("\"measurement\":\"") + 15;
   first[hex_at] = 'g';
   ASSERT_TRUE(write_file_atomic(root + "/nothex.jsonl", first + "\n").ok());
-  EXPECT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/nothex --reuse " + root +
-                   "/nothex.jsonl",
-               &out),
-            2)
+  EXPECT_EQ(
+      sh(kBin + "replay rescore " + run + " --device sim --out " + root + "/nothex --reuse " + root + "/nothex.jsonl",
+         &out),
+      2)
       << out;
   EXPECT_NE(out.find("nothex.jsonl:1: the measurement is not hex"), std::string::npos) << out;
   // An existing folder is refused, not overwritten.
@@ -401,21 +400,22 @@ TEST(Rescore, AnotherProfileMovesSpeedupsAndTheNewRunVerifies) {
   size_t end = profile.find('\n', at + 1);
   profile = profile.substr(0, at) + "\nelementwise = 0.33" + profile.substr(end);
   ASSERT_TRUE(write_file_atomic(root + "/slow_ew.toml", profile).ok());
-  ASSERT_EQ(sh(kBin + "replay rescore " + run + " --device sim --profile " + root + "/slow_ew.toml --out " + root +
-                   "/slow",
-               &out),
-            0)
+  ASSERT_EQ(
+      sh(kBin + "replay rescore " + run + " --device sim --profile " + root + "/slow_ew.toml --out " + root + "/slow",
+         &out),
+      0)
       << out;
   EXPECT_NE(out.find("rescored "), std::string::npos) << out;
   EXPECT_EQ(sh(kBin + "replay verify " + root + "/slow", &out), 0) << out;
   EXPECT_EQ(sh(kBin + "replay diff " + run + " " + root + "/slow", &out), 1) << out;
   EXPECT_NE(out.find("measurement"), std::string::npos) << out;
   // Tamper: change one measurement's speedup in the new run; the plan's measurements disagree.
-  ASSERT_GE(tamper_first(root + "/slow", [](schema::Record::Builder r) {
-              if (!r.isMeasurement() || !r.getMeasurement().getCorrect()) return false;
-              r.getMeasurement().setSpeedup(r.getMeasurement().getSpeedup() * 1.5);
-              return true;
-            }),
+  ASSERT_GE(tamper_first(root + "/slow",
+                         [](schema::Record::Builder r) {
+                           if (!r.isMeasurement() || !r.getMeasurement().getCorrect()) return false;
+                           r.getMeasurement().setSpeedup(r.getMeasurement().getSpeedup() * 1.5);
+                           return true;
+                         }),
             0);
   EXPECT_NE(sh(kBin + "replay verify " + root + "/slow", &out), 0) << out;
 }
@@ -474,8 +474,8 @@ TEST(Replay, ScoreOfTestTimeScaling) {
     for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
     ASSERT_EQ(f.size(), 7u) << line;
     std::string level = "\"level\":" + (f[2] == "all" ? std::string("0") : f[2].substr(1)) + ",";
-    std::string want = "\"split\":\"tts\"," + level + "\"threshold\":" + f[3] +
-                       ",\"turnMode\":\"best\",\"denominator\":\"all\"";
+    std::string want =
+        "\"split\":\"tts\"," + level + "\"threshold\":" + f[3] + ",\"turnMode\":\"best\",\"denominator\":\"all\"";
     size_t at = records.find(want);
     ASSERT_NE(at, std::string::npos) << want;
     std::string rec = records.substr(at, records.find('\n', at) - at);
@@ -516,8 +516,8 @@ TEST(Replay, ALogCutAtAFrameBoundaryIsDamageToEveryReader) {
   EXPECT_EQ(sh(kBin + "replay score " + run, &out), 2) << out;
   EXPECT_NE(out.find(says), std::string::npos) << out;
   EXPECT_EQ(sh("(" + kBin + "replay cat " + run + " > /dev/null)", &out), 1) << out;
-  EXPECT_NE(out.find("replay cat: log damaged after record " + std::to_string(frames.size() - 40)),
-            std::string::npos) << out;
+  EXPECT_NE(out.find("replay cat: log damaged after record " + std::to_string(frames.size() - 40)), std::string::npos)
+      << out;
   EXPECT_NE(out.find(says), std::string::npos) << out;
   EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 2) << out;
   EXPECT_NE(out.find(says), std::string::npos) << out;
@@ -560,15 +560,16 @@ TEST(Replay, NonsenseNumbersAreRefused) {
   }
   for (const char* r : {"-1", "0", "1e9", "many"}) {
     EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + kGolden + " --resamples " + r, &out), 2) << r << "\n" << out;
-    EXPECT_NE(out.find("replay diff: --resamples: expected an integer from 1 to 1000000, found '" +
-                       std::string(r) + "'"),
-              std::string::npos)
+    EXPECT_NE(
+        out.find("replay diff: --resamples: expected an integer from 1 to 1000000, found '" + std::string(r) + "'"),
+        std::string::npos)
         << out;
   }
   std::string root = temp_dir();
   for (const char* r : {"--seed -1", "--samples 99999", "--trials -2", "--timeout nan", "--timing-budget -1"}) {
     EXPECT_EQ(sh(kBin + "replay rescore " + kGolden + " --device sim --out " + root + "/new " + r, &out), 2)
-        << r << "\n" << out;
+        << r << "\n"
+        << out;
     std::string opt = std::string(r).substr(0, std::string(r).find(' '));
     EXPECT_NE(out.find("replay rescore: " + opt + ": expected"), std::string::npos) << out;
   }
