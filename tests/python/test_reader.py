@@ -138,7 +138,11 @@ def test_log_cut_at_a_frame_boundary_raises(golden_copy):
         pos += 8 + int.from_bytes(data[pos:pos + 4], "little")
     with open(path, "r+b") as f:
         f.truncate(last)
-    with pytest.raises(vinci.DamagedRunError, match=r"holds 1111 records, the manifest records 1112"):
+    schema = vinci.load_schema()
+    manifest = schema.Manifest.from_bytes_packed(open(os.path.join(golden_copy, "manifest.bin"), "rb").read())
+    n = manifest.recordCount
+    assert n > 1
+    with pytest.raises(vinci.DamagedRunError, match=rf"holds {n - 1} records, the manifest records {n}\b"):
         vinci.open_run(golden_copy).verify()
 
 
