@@ -44,6 +44,19 @@ void pin_torch_threads() {
   }
 }
 
+// Runs `body`, a libtorch call, on the pinned threads; an exception from libtorch becomes an
+// internal error that names what was running ("sim backbone WHAT: ...").
+template <class F>
+Status torch_call(const char* what, F&& body) {
+  try {
+    pin_torch_threads();
+    body();
+    return Status();
+  } catch (const std::exception& e) {
+    return internal_error(std::string("sim backbone ") + what + ": " + e.what());
+  }
+}
+
 std::string str(int64_t v) { return std::to_string(v); }
 
 // ---- sampling math, in double ----
@@ -562,12 +575,7 @@ Result<PolicySample> SimBackbone::sample_policy(const PolicyInput& in, const Rng
   std::lock_guard<std::mutex> lock(mu_);
   VINCI_RETURN_IF_ERROR(net_->check(in));
   std::vector<double> logits;
-  try {
-    pin_torch_threads();
-    logits = net_->policy_logits(in);
-  } catch (const std::exception& e) {
-    return internal_error(std::string("sim backbone policy forward: ") + e.what());
-  }
+  VINCI_RETURN_IF_ERROR(torch_call("policy forward", [&] { logits = net_->policy_logits(in); }));
   PolicySample out;
   for (int32_t k : in.active_heads) {
     const double* l = logits.data() + net_->head_offsets[k];
@@ -593,12 +601,7 @@ Result<SelectionSample> SimBackbone::sample_selection(const SelectionInput& in, 
   SelectionSample out;
   if (picks == 0) return out;
   std::vector<double> scores;
-  try {
-    pin_torch_threads();
-    scores = net_->selection_scores(in);
-  } catch (const std::exception& e) {
-    return internal_error(std::string("sim backbone selection forward: ") + e.what());
-  }
+  VINCI_RETURN_IF_ERROR(torch_call("selection forward", [&] { scores = net_->selection_scores(in); }));
   std::vector<bool> left(n, true);
   for (int32_t t = 0; t < picks; ++t) {
     // One Gumbel per original candidate index, drawn for all of them, so candidate j's noise at
@@ -631,12 +634,7 @@ Result<SummarySample> SimBackbone::sample_summary(const SummaryInput& in, const 
   std::lock_guard<std::mutex> lock(mu_);
   VINCI_RETURN_IF_ERROR(net_->check(in));
   std::vector<double> logits;
-  try {
-    pin_torch_threads();
-    logits = net_->summary_logits(in);
-  } catch (const std::exception& e) {
-    return internal_error(std::string("sim backbone summary forward: ") + e.what());
-  }
+  VINCI_RETURN_IF_ERROR(torch_call("summary forward", [&] { logits = net_->summary_logits(in); }));
   SummarySample out;
   for (int32_t k : in.active_heads) {
     // Bernoulli(sigmoid(z)) as a 2-way Gumbel-max over (exclude: 0, include: z).
@@ -697,8 +695,7 @@ Result<UpdateStats> SimBackbone::update(const std::vector<Experience>& batch) {
   stats.experiences = static_cast<int64_t>(policy_rows.size() + selection_rows.size() + summary_rows.size());
   if (stats.experiences == 0) return stats;  // nothing trained: no optimizer step at all
 
-  try {
-    pin_torch_threads();
+  VINCI_RETURN_IF_ERROR(torch_call("update", [&] {
     for (auto& [name, p] : net_->params) p.value.mutable_grad() = torch::Tensor();
     torch::Tensor objective = torch::zeros({}, torch::kFloat32);
     if (!policy_rows.empty()) objective = objective + net_->policy_objective(batch, policy_rows);
@@ -711,9 +708,7 @@ Result<UpdateStats> SimBackbone::update(const std::vector<Experience>& batch) {
     if (loss.requires_grad()) loss.backward();
 
     stats.grad_norm = net_->adam_step(config_.max_grad_norm, config_.lr);
-  } catch (const std::exception& e) {
-    return internal_error(std::string("sim backbone update: ") + e.what());
-  }
+  }));
   return stats;
 }
 
@@ -763,8 +758,7 @@ Result<RoleCrossEntropy> SimBackbone::cross_entropy(const std::vector<Experience
   std::vector<Experience> copy;
   const std::vector<Experience>& b = all_unit(batch) ? batch : (copy = unit_advantages(batch));
   RoleCrossEntropy ce;
-  try {
-    pin_torch_threads();
+  VINCI_RETURN_IF_ERROR(torch_call("cross-entropy", [&] {
     torch::NoGradGuard no_grad;
     torch::Tensor losses[3];
     net_->role_losses(b, rows, losses);
@@ -772,9 +766,7 @@ Result<RoleCrossEntropy> SimBackbone::cross_entropy(const std::vector<Experience
       ce.count[role] = static_cast<int64_t>(rows[role].size());
       ce.mean[role] = losses[role].item<double>();
     }
-  } catch (const std::exception& e) {
-    return internal_error(std::string("sim backbone cross-entropy: ") + e.what());
-  }
+  }));
   return ce;
 }
 
@@ -788,8 +780,7 @@ Result<UpdateStats> SimBackbone::supervised_step(const std::vector<Experience>& 
   UpdateStats stats;
   stats.experiences = static_cast<int64_t>(batch.size());
   if (batch.empty()) return stats;
-  try {
-    pin_torch_threads();
+  VINCI_RETURN_IF_ERROR(torch_call("supervised step", [&] {
     for (auto& [name, p] : net_->params) p.value.mutable_grad() = torch::Tensor();
     torch::Tensor losses[3];
     net_->role_losses(b, rows, losses);
@@ -797,9 +788,7 @@ Result<UpdateStats> SimBackbone::supervised_step(const std::vector<Experience>& 
     stats.loss = loss.item<double>();
     if (loss.requires_grad()) loss.backward();
     stats.grad_norm = net_->adam_step(config_.max_grad_norm, lr);
-  } catch (const std::exception& e) {
-    return internal_error(std::string("sim backbone supervised step: ") + e.what());
-  }
+  }));
   return stats;
 }
 
@@ -1015,39 +1004,29 @@ Status SimBackbone::load_parameters(std::string_view bytes) {
 Result<std::vector<double>> SimBackbone::policy_logits(const PolicyInput& in) {
   std::lock_guard<std::mutex> lock(mu_);
   VINCI_RETURN_IF_ERROR(net_->check(in));
-  try {
-    pin_torch_threads();
-    return net_->policy_logits(in);
-  } catch (const std::exception& e) {
-    return internal_error(std::string("sim backbone policy forward: ") + e.what());
-  }
+  std::vector<double> out;
+  VINCI_RETURN_IF_ERROR(torch_call("policy forward", [&] { out = net_->policy_logits(in); }));
+  return out;
 }
 
 Result<std::vector<double>> SimBackbone::selection_scores(const SelectionInput& in) {
   std::lock_guard<std::mutex> lock(mu_);
   VINCI_RETURN_IF_ERROR(net_->check(in));
-  try {
-    pin_torch_threads();
-    return net_->selection_scores(in);
-  } catch (const std::exception& e) {
-    return internal_error(std::string("sim backbone selection forward: ") + e.what());
-  }
+  std::vector<double> out;
+  VINCI_RETURN_IF_ERROR(torch_call("selection forward", [&] { out = net_->selection_scores(in); }));
+  return out;
 }
 
 Result<std::vector<double>> SimBackbone::summary_logits(const SummaryInput& in) {
   std::lock_guard<std::mutex> lock(mu_);
   VINCI_RETURN_IF_ERROR(net_->check(in));
-  try {
-    pin_torch_threads();
-    std::vector<double> all = net_->summary_logits(in);
-    std::vector<double> out;
-    for (int32_t k : in.active_heads) out.push_back(all[k]);
-    out.push_back(all[net_->n_heads]);
-    out.push_back(all[net_->n_heads + 1]);
-    return out;
-  } catch (const std::exception& e) {
-    return internal_error(std::string("sim backbone summary forward: ") + e.what());
-  }
+  std::vector<double> all;
+  VINCI_RETURN_IF_ERROR(torch_call("summary forward", [&] { all = net_->summary_logits(in); }));
+  std::vector<double> out;
+  for (int32_t k : in.active_heads) out.push_back(all[k]);
+  out.push_back(all[net_->n_heads]);
+  out.push_back(all[net_->n_heads + 1]);
+  return out;
 }
 
 }  // namespace vinci
