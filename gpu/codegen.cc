@@ -660,23 +660,35 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   auto loop = [&](const std::string& body) {
     std::ostringstream s;
     s << "  {\n";
-    if (V == 4) {
-      s << "    if (inner == 1 && (R & 3) == 0) {\n"
-        << "      const float4* x4 = reinterpret_cast<const float4*>(xr);\n"
-        // The float4 path already handles 4 elements per iteration; unrolling it again would
-        // only multiply code size (and compile time).
-        << "#pragma unroll 1\n"
-        << "      for (long long q = tid; q < R / 4; q += nth) {\n"
-        << "        const float4 t4 = x4[q];\n"
-        << "        const float vv[4] = {t4.x, t4.y, t4.z, t4.w};\n"
-        << "#pragma unroll\n"
-        << "        for (int u = 0; u < 4; ++u) { const long long r = 4 * q + u; const float v = vv[u]; (void)r; "
-        << body << " }\n"
-        << "      }\n    } else\n";
+    // A strided row (inner > 1) is read a float at a time, unrolled by row.unroll so that its
+    // loads are in flight together: on the H200, inner_tile's sum over dim 1 of [128, 4096, 4095]
+    // went from 0.62x of PyTorch with the loop rolled to 1.01x unrolled
+    // (docs/h200_kernelbench_suite.md, "Strided rows unrolled").
+    if (!(V == 4 && L.inner == "1")) {
+      s << "    {\n#pragma unroll " << U << "\n"
+        << "      for (long long r = tid; r < R; r += nth) { const float v = xr[r * inner]; (void)r; " << body << " }\n"
+        << "    }\n  }\n";
+      return s.str();
     }
-    // The unroll knob applies to the scalar loop; where a float4 path exists the scalar loop is
-    // only the fallback for odd rows, and unrolling it would double compile time for nothing.
-    s << "    {\n#pragma unroll " << (V == 4 ? 1 : U) << "\n"
+    // A contiguous row whose length divides by 4 is read as float4; other rows fall back to
+    // scalar loads. The float4 loop already handles 4 elements per iteration; unrolling it again
+    // would only multiply code size (and compile time), and the fallback stays rolled: on the
+    // H200, a float4 path that also covered odd rows (peeled to the first 16-byte boundary) took
+    // l1_norm and l2_norm over rows of 65535 from 0.94x and 0.91x to 1.05x and 1.08x, but its
+    // larger body slowed the aligned rows of other tasks even behind a uniform branch (softmax
+    // over rows of 393216: 1.30x to 1.10x; conv_transpose3d_layernorm_gelu_scaling: 0.96x to
+    // 0.79x), so it is not generated (docs/h200_kernelbench_suite.md).
+    s << "    if (inner == 1 && (R & 3) == 0) {\n"
+      << "      const float4* x4 = reinterpret_cast<const float4*>(xr);\n"
+      << "#pragma unroll 1\n"
+      << "      for (long long q = tid; q < R / 4; q += nth) {\n"
+      << "        const float4 t4 = x4[q];\n"
+      << "        const float vv[4] = {t4.x, t4.y, t4.z, t4.w};\n"
+      << "#pragma unroll\n"
+      << "        for (int u = 0; u < 4; ++u) { const long long r = 4 * q + u; const float v = vv[u]; (void)r; " << body
+      << " }\n"
+      << "      }\n    } else\n"
+      << "    {\n#pragma unroll 1\n"
       << "      for (long long r = tid; r < R; r += nth) { const float v = xr[r * inner]; (void)r; " << body << " }\n"
       << "    }\n  }\n";
     return s.str();

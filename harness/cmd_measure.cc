@@ -3,10 +3,13 @@
 //   harness measure [--device cuda|sim] [--size full|small] [--plans N] [--task ID ...]
 //                   [--level N] [--seed N] [--trials N] [--samples N] [--repeat N]
 //                   [--out DIR] [--timeout S] [--nvrtc-cache DIR] [--no-calibrate]
+//                   [--remeasure FILE ... [--stale-only]] [--from-measurements FILE ...]
 //
 // For every task (sorted by id): the generator's default plan and N generated plans (keyed random
 // knob settings, duplicates dropped), each evaluated on the device and predicted by the sim
-// evaluator. Writes, in DIR (default measure-out/):
+// evaluator. With --remeasure, a task's plans are instead those an earlier sweep's rows name
+// (their knobs, through today's generator, labels kept), so a sweep whose code the generator no
+// longer writes can be measured again row for row. Writes, in DIR (default measure-out/):
 //   measurements.jsonl  one line per plan: the live and sim records side by side, and wall times
 //                       (written as it goes, so an interrupted sweep keeps what it measured);
 //   calibration.jsonl   the correct live plans in gpu/calibration.h's sample format;
@@ -145,7 +148,7 @@ FamilyCorrelation correlate(const std::vector<const Row*>& rows, const std::func
 int cmd_measure(const std::vector<std::string>& args) {
   std::string device = "cuda", size = "full", out_dir = "measure-out", task_dir, nvrtc_cache, profile_file;
   std::string reference_precision;
-  std::vector<std::string> only, from_files, variants;
+  std::vector<std::string> only, from_files, variants, again_files;
   std::string from;
   int plans_per_task = 8, level = 0, trials = 5, samples = 30, repeat = 0;
   uint64_t seed = 1;
@@ -182,7 +185,11 @@ int cmd_measure(const std::vector<std::string>& args) {
       "tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")(
       "no-calibrate", "skip fitting the sim profile to the measurements")(
       "from-measurements", po::value<std::vector<std::string>>(&from_files),
-      "rebuild the report from earlier sweeps' measurements.jsonl (repeatable) instead of measuring");
+      "rebuild the report from earlier sweeps' measurements.jsonl (repeatable) instead of measuring")(
+      "remeasure", po::value<std::vector<std::string>>(&again_files),
+      "measure again the plans an earlier sweep's measurements.jsonl names (repeatable): each row's task, label "
+      "and knobs, as this generator writes them; no default or generated plans beside them")(
+      "stale-only", "with --remeasure: only the rows whose code this generator no longer writes");
   po::variables_map vm;
   if (auto rc = parse_options("harness measure", args, named, {}, &vm)) return *rc;
   if (device != "cuda" && device != "sim") return fail("--device: expected cuda or sim, found '" + device + "'");
@@ -190,6 +197,10 @@ int cmd_measure(const std::vector<std::string>& args) {
   if (plans_per_task < 0 || trials < 1 || samples < 1) return fail("--plans >= 0, --trials >= 1, --samples >= 1");
   if (Status st = check_reference_precision(reference_precision); !st.ok())
     return fail("--reference-precision: " + st.message());
+  if (!again_files.empty() && (!vm["plans"].defaulted() || !variants.empty()))
+    return fail("--remeasure takes its plans from its files: drop --plans and --variant");
+  if (!again_files.empty() && !from_files.empty()) return fail("--remeasure and --from-measurements do not mix");
+  if (vm.count("stale-only") && again_files.empty()) return fail("--stale-only needs --remeasure");
   SizeName size_name_v = size == "full" ? SizeName::kFull : SizeName::kSmall;
 
   Result<TaskSuite> suite = load_task_suite(task_dir.empty() ? default_task_dir() : task_dir);
@@ -230,6 +241,49 @@ int cmd_measure(const std::vector<std::string>& args) {
   for (const auto& id : wanted)
     if (!suite->find(id)) return fail("--task: no task '" + id + "' in the suite");
 
+  // --remeasure: every selected task's plans are the rows' plans, in file order, labels kept.
+  std::map<std::string, std::vector<std::pair<std::string, Plan>>> again;
+  int again_rows = 0, again_current = 0;
+  for (const std::string& file : again_files) {
+    Status st = read_json_lines(file, "--remeasure", [&](const std::string& where, const nlohmann::json& j) -> Status {
+      std::string key;
+      try {
+        key = "task";
+        const Task* t = suite->find(j.at(key).get<std::string>());
+        if (!t) return invalid_argument(where + ": no task '" + j.at(key).get<std::string>() + "' in the suite");
+        key = "size";
+        if (j.at(key).get<std::string>() != size)
+          return invalid_argument(where + ": measured at size '" + j.at(key).get<std::string>() +
+                                  "', this sweep is at '" + size + "' (--size)");
+        if (std::find(tasks.begin(), tasks.end(), t) == tasks.end()) return Status();
+        key = "knobs";
+        auto knobs = j.at(key).get<std::map<std::string, std::string>>();
+        key = "plan_address";
+        std::string address = j.at(key).get<std::string>();
+        key = "label";
+        std::string label = j.at(key).get<std::string>();
+        Result<Plan> p = generate_plan(*t, knobs);
+        if (!p.ok()) return invalid_argument(where + ": key 'knobs': " + p.status().message());
+        ++again_rows;
+        if (vm.count("stale-only") && plan_of_measurement(*t, knobs, address).ok()) {
+          ++again_current;
+          return Status();
+        }
+        again[t->id].emplace_back(label, std::move(*p));
+        return Status();
+      } catch (const nlohmann::json::exception& e) {
+        return invalid_argument(where + ": key '" + key + "': " + e.what());
+      }
+    });
+    if (!st.ok()) return fail(st.to_string());
+  }
+  if (!again_files.empty()) {
+    tasks.erase(std::remove_if(tasks.begin(), tasks.end(), [&](const Task* t) { return !again.count(t->id); }),
+                tasks.end());
+    std::fprintf(stderr, "harness measure: --remeasure: %d row(s) of the selected tasks, %d still current%s\n",
+                 again_rows, again_current, vm.count("stale-only") ? " (skipped: --stale-only)" : "");
+  }
+
   EvalRequest req;
   req.size = size_name_v;
   req.seed = seed;
@@ -269,6 +323,10 @@ int cmd_measure(const std::vector<std::string>& args) {
   // Every task's plans first, so their kernels can be compiled in parallel before the sweep.
   std::vector<std::pair<const Task*, std::vector<std::pair<std::string, Plan>>>> work;
   for (const Task* t : tasks) {
+    if (!again_files.empty()) {
+      work.emplace_back(t, again[t->id]);
+      continue;
+    }
     std::vector<std::pair<std::string, Plan>> plans;
     std::set<Digest> seen;
     Result<Plan> d = default_plan(*t);
