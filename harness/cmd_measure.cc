@@ -30,6 +30,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -143,119 +144,118 @@ FamilyCorrelation correlate(const std::vector<const Row*>& rows, const std::func
   return fc;
 }
 
-}  // namespace
+// A failure of one of the steps below: `what` is printed as it is (after "harness measure: ").
+Status failure(std::string what) { return invalid_argument(std::move(what)); }
 
-int cmd_measure(const std::vector<std::string>& args) {
+using LabelledPlans = std::vector<std::pair<std::string, Plan>>;
+
+struct MeasureOptions {
   std::string device = "cuda", size = "full", out_dir = "measure-out", task_dir, nvrtc_cache, profile_file;
-  std::string reference_precision;
+  std::string reference_precision = kReferencePrecisionDefault;
   std::vector<std::string> only, from_files, variants, again_files;
   std::string from;
   int plans_per_task = 8, level = 0, trials = 5, samples = 30, repeat = 0;
   uint64_t seed = 1;
   double timeout = 600, budget = 0, timing_budget = 2;
+  bool calibrate = true, stale_only = false;
+  SizeName size_name = SizeName::kFull;
+};
+
+// Parses the command line into *o. Returns the exit code when the command ends here (--help, a
+// bad option), nothing when it goes on.
+std::optional<int> parse_measure_options(const std::vector<std::string>& args, MeasureOptions* o) {
   po::options_description named(
       "usage: harness measure [--device cuda|sim] [--size full|small] [--plans N] [--task ID ...]");
-  named.add_options()("help,h", "print this help")("device", po::value<std::string>(&device)->default_value("cuda"),
+  named.add_options()("help,h", "print this help")("device", po::value<std::string>(&o->device)->default_value("cuda"),
                                                    "cuda (this machine's GPU) or sim")(
-      "size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")(
-      "plans", po::value<int>(&plans_per_task)->default_value(8), "generated plans per task beside the default plan")(
-      "task", po::value<std::vector<std::string>>(&only), "only these tasks (repeatable)")(
-      "variant", po::value<std::vector<std::string>>(&variants),
+      "size", po::value<std::string>(&o->size)->default_value("full"), "task size: full or small")(
+      "plans", po::value<int>(&o->plans_per_task)->default_value(8),
+      "generated plans per task beside the default plan")("task", po::value<std::vector<std::string>>(&o->only),
+                                                          "only these tasks (repeatable)")(
+      "variant", po::value<std::vector<std::string>>(&o->variants),
       "KNOB=VALUE[,KNOB=VALUE...]: also the default plan with these knobs set (repeatable; a task whose "
-      "space lacks every one of the knobs is skipped for it)")("level", po::value<int>(&level)->default_value(0),
+      "space lacks every one of the knobs is skipped for it)")("level", po::value<int>(&o->level)->default_value(0),
                                                                "only tasks of this level (0: all)")(
-      "from", po::value<std::string>(&from), "only tasks whose id sorts at or after this one (resume a sweep)")(
-      "seed", po::value<uint64_t>(&seed)->default_value(1), "seed of the generated settings and the trial inputs")(
-      "trials", po::value<int>(&trials)->default_value(5), "correctness trials per plan")(
-      "samples", po::value<int>(&samples)->default_value(30), "timing samples per plan (each of kernel and reference)")(
-      "repeat", po::value<int>(&repeat)->default_value(0),
+      "from", po::value<std::string>(&o->from), "only tasks whose id sorts at or after this one (resume a sweep)")(
+      "seed", po::value<uint64_t>(&o->seed)->default_value(1), "seed of the generated settings and the trial inputs")(
+      "trials", po::value<int>(&o->trials)->default_value(5), "correctness trials per plan")(
+      "samples", po::value<int>(&o->samples)->default_value(30),
+      "timing samples per plan (each of kernel and reference)")(
+      "repeat", po::value<int>(&o->repeat)->default_value(0),
       "timing quality: evaluate N default plans of >= 100 us 10 times each")(
-      "out", po::value<std::string>(&out_dir)->default_value("measure-out"), "output folder")(
-      "timeout", po::value<double>(&timeout)->default_value(600),
+      "out", po::value<std::string>(&o->out_dir)->default_value("measure-out"), "output folder")(
+      "timeout", po::value<double>(&o->timeout)->default_value(600),
       "cuda: seconds before an evaluation counts as a hang")(
-      "nvrtc-cache", po::value<std::string>(&nvrtc_cache),
+      "nvrtc-cache", po::value<std::string>(&o->nvrtc_cache),
       "cuda: NVRTC cache folder; kernels are compiled into it in parallel first")(
-      "reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
+      "reference-precision", po::value<std::string>(&o->reference_precision)->default_value("kernelbench"),
       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
-      "(TF32 off)")("budget", po::value<double>(&budget)->default_value(0),
+      "(TF32 off)")("budget", po::value<double>(&o->budget)->default_value(0),
                     "stop starting new tasks after this many seconds (0: none)")(
-      "timing-budget", po::value<double>(&timing_budget)->default_value(2),
+      "timing-budget", po::value<double>(&o->timing_budget)->default_value(2),
       "cuda: seconds of timed runs per candidate at most (>= 5 samples)")(
-      "profile", po::value<std::string>(&profile_file), "device profile for the sim predictions (default h200)")(
-      "tasks", po::value<std::string>(&task_dir), "task folder (default gpu/tasks of this build)")(
+      "profile", po::value<std::string>(&o->profile_file), "device profile for the sim predictions (default h200)")(
+      "tasks", po::value<std::string>(&o->task_dir), "task folder (default gpu/tasks of this build)")(
       "no-calibrate", "skip fitting the sim profile to the measurements")(
-      "from-measurements", po::value<std::vector<std::string>>(&from_files),
+      "from-measurements", po::value<std::vector<std::string>>(&o->from_files),
       "rebuild the report from earlier sweeps' measurements.jsonl (repeatable) instead of measuring")(
-      "remeasure", po::value<std::vector<std::string>>(&again_files),
+      "remeasure", po::value<std::vector<std::string>>(&o->again_files),
       "measure again the plans an earlier sweep's measurements.jsonl names (repeatable): each row's task, label "
       "and knobs, as this generator writes them; no default or generated plans beside them")(
       "stale-only", "with --remeasure: only the rows whose code this generator no longer writes");
   po::variables_map vm;
   if (auto rc = parse_options("harness measure", args, named, {}, &vm)) return *rc;
-  if (device != "cuda" && device != "sim") return fail("--device: expected cuda or sim, found '" + device + "'");
-  if (size != "full" && size != "small") return fail("--size: expected full or small, found '" + size + "'");
-  if (plans_per_task < 0 || trials < 1 || samples < 1) return fail("--plans >= 0, --trials >= 1, --samples >= 1");
-  if (Status st = check_reference_precision(reference_precision); !st.ok())
+  o->calibrate = !vm.count("no-calibrate");
+  o->stale_only = vm.count("stale-only") > 0;
+  if (o->device != "cuda" && o->device != "sim")
+    return fail("--device: expected cuda or sim, found '" + o->device + "'");
+  if (o->size != "full" && o->size != "small") return fail("--size: expected full or small, found '" + o->size + "'");
+  if (o->plans_per_task < 0 || o->trials < 1 || o->samples < 1)
+    return fail("--plans >= 0, --trials >= 1, --samples >= 1");
+  if (Status st = check_reference_precision(o->reference_precision); !st.ok())
     return fail("--reference-precision: " + st.message());
-  if (!again_files.empty() && (!vm["plans"].defaulted() || !variants.empty()))
+  if (!o->again_files.empty() && (!vm["plans"].defaulted() || !o->variants.empty()))
     return fail("--remeasure takes its plans from its files: drop --plans and --variant");
-  if (!again_files.empty() && !from_files.empty()) return fail("--remeasure and --from-measurements do not mix");
-  if (vm.count("stale-only") && again_files.empty()) return fail("--stale-only needs --remeasure");
-  SizeName size_name_v = size == "full" ? SizeName::kFull : SizeName::kSmall;
+  if (!o->again_files.empty() && !o->from_files.empty()) return fail("--remeasure and --from-measurements do not mix");
+  if (o->stale_only && o->again_files.empty()) return fail("--stale-only needs --remeasure");
+  o->size_name = o->size == "full" ? SizeName::kFull : SizeName::kSmall;
+  return std::nullopt;
+}
 
-  Result<TaskSuite> suite = load_task_suite(task_dir.empty() ? default_task_dir() : task_dir);
-  if (!suite.ok()) return fail(suite.status().to_string());
-  std::string prof_path = profile_file.empty() ? profile_path("h200") : profile_file;
-  Result<DeviceProfile> profile = load_device_profile(prof_path);
-  if (!profile.ok()) return fail(profile.status().to_string());
-  SimEvaluator sim(*profile);
-  std::unique_ptr<CudaEvaluator> cuda;
-  Evaluator* ev = &sim;
-  if (device == "cuda" && from_files.empty()) {
-    CudaEvaluatorOptions co;
-    co.task_dir = task_dir.empty() ? default_task_dir() : task_dir;
-    co.timeout_s = timeout;
-    co.nvrtc_cache_dir = nvrtc_cache;
-    co.profile_path = profile_file;
-    co.timing_budget_s = timing_budget;
-    co.reference_precision = reference_precision;
-    cuda = std::make_unique<CudaEvaluator>(co);
-    Status st = cuda->start();
-    if (!st.ok()) return fail(st.to_string());
-    ev = cuda.get();
-  }
-  Status made = make_dirs(out_dir);
-  if (!made.ok()) return fail(made.to_string());
-  std::ofstream jsonl(out_dir + "/measurements.jsonl", std::ios::trunc);
-  if (!jsonl) return fail("cannot write " + out_dir + "/measurements.jsonl");
-
+// The tasks the options select, sorted by id.
+Result<std::vector<const Task*>> select_tasks(const MeasureOptions& o, const TaskSuite& suite) {
   std::vector<const Task*> tasks;
-  std::set<std::string> wanted(only.begin(), only.end());
-  for (const Task& t : suite->tasks) {
+  std::set<std::string> wanted(o.only.begin(), o.only.end());
+  for (const Task& t : suite.tasks) {
     if (!wanted.empty() && !wanted.count(t.id)) continue;
-    if (level && t.level != level) continue;
-    if (!from.empty() && t.id < from) continue;
+    if (o.level && t.level != o.level) continue;
+    if (!o.from.empty() && t.id < o.from) continue;
     tasks.push_back(&t);
   }
   std::sort(tasks.begin(), tasks.end(), [](const Task* a, const Task* b) { return a->id < b->id; });
   for (const auto& id : wanted)
-    if (!suite->find(id)) return fail("--task: no task '" + id + "' in the suite");
+    if (!suite.find(id)) return failure("--task: no task '" + id + "' in the suite");
+  return tasks;
+}
 
-  // --remeasure: every selected task's plans are the rows' plans, in file order, labels kept.
-  std::map<std::string, std::vector<std::pair<std::string, Plan>>> again;
-  int again_rows = 0, again_current = 0;
-  for (const std::string& file : again_files) {
+// --remeasure: every selected task's plans are the rows' plans, in file order, labels kept. Tasks
+// with no such row are dropped from *tasks.
+Result<std::map<std::string, LabelledPlans>> remeasure_plans(const MeasureOptions& o, const TaskSuite& suite,
+                                                             std::vector<const Task*>* tasks) {
+  std::map<std::string, LabelledPlans> again;
+  int rows = 0, current = 0;
+  for (const std::string& file : o.again_files) {
     Status st = read_json_lines(file, "--remeasure", [&](const std::string& where, const nlohmann::json& j) -> Status {
       std::string key;
       try {
         key = "task";
-        const Task* t = suite->find(j.at(key).get<std::string>());
+        const Task* t = suite.find(j.at(key).get<std::string>());
         if (!t) return invalid_argument(where + ": no task '" + j.at(key).get<std::string>() + "' in the suite");
         key = "size";
-        if (j.at(key).get<std::string>() != size)
+        if (j.at(key).get<std::string>() != o.size)
           return invalid_argument(where + ": measured at size '" + j.at(key).get<std::string>() +
-                                  "', this sweep is at '" + size + "' (--size)");
-        if (std::find(tasks.begin(), tasks.end(), t) == tasks.end()) return Status();
+                                  "', this sweep is at '" + o.size + "' (--size)");
+        if (std::find(tasks->begin(), tasks->end(), t) == tasks->end()) return Status();
         key = "knobs";
         auto knobs = j.at(key).get<std::map<std::string, std::string>>();
         key = "plan_address";
@@ -264,9 +264,9 @@ int cmd_measure(const std::vector<std::string>& args) {
         std::string label = j.at(key).get<std::string>();
         Result<Plan> p = generate_plan(*t, knobs);
         if (!p.ok()) return invalid_argument(where + ": key 'knobs': " + p.status().message());
-        ++again_rows;
-        if (vm.count("stale-only") && plan_of_measurement(*t, knobs, address).ok()) {
-          ++again_current;
+        ++rows;
+        if (o.stale_only && plan_of_measurement(*t, knobs, address).ok()) {
+          ++current;
           return Status();
         }
         again[t->id].emplace_back(label, std::move(*p));
@@ -275,24 +275,18 @@ int cmd_measure(const std::vector<std::string>& args) {
         return invalid_argument(where + ": key '" + key + "': " + e.what());
       }
     });
-    if (!st.ok()) return fail(st.to_string());
+    if (!st.ok()) return failure(st.to_string());
   }
-  if (!again_files.empty()) {
-    tasks.erase(std::remove_if(tasks.begin(), tasks.end(), [&](const Task* t) { return !again.count(t->id); }),
-                tasks.end());
-    std::fprintf(stderr, "harness measure: --remeasure: %d row(s) of the selected tasks, %d still current%s\n",
-                 again_rows, again_current, vm.count("stale-only") ? " (skipped: --stale-only)" : "");
-  }
+  tasks->erase(std::remove_if(tasks->begin(), tasks->end(), [&](const Task* t) { return !again.count(t->id); }),
+               tasks->end());
+  std::fprintf(stderr, "harness measure: --remeasure: %d row(s) of the selected tasks, %d still current%s\n", rows,
+               current, o.stale_only ? " (skipped: --stale-only)" : "");
+  return again;
+}
 
-  EvalRequest req;
-  req.size = size_name_v;
-  req.seed = seed;
-  req.trials = trials;
-  req.samples = samples;
-  EvalRequest sim_req = req;
-  sim_req.samples = 1;
-
-  std::vector<std::map<std::string, std::string>> variant_knobs;
+// --variant KNOB=VALUE[,KNOB=VALUE...]: each variant's knob values, checked against the knobs.
+Result<std::vector<std::map<std::string, std::string>>> parse_variants(const std::vector<std::string>& variants) {
+  std::vector<std::map<std::string, std::string>> out;
   for (const std::string& v : variants) {
     std::map<std::string, std::string> kv;
     std::vector<std::string> items;
@@ -304,7 +298,7 @@ int cmd_measure(const std::vector<std::string>& args) {
     for (const std::string& item : items) {
       size_t eq = item.find('=');
       if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
-        return fail("--variant '" + v + "': expected KNOB=VALUE[,KNOB=VALUE...], found '" + item + "'");
+        return failure("--variant '" + v + "': expected KNOB=VALUE[,KNOB=VALUE...], found '" + item + "'");
       std::string knob = item.substr(0, eq);
       bool known = false;
       for (const char* fam : {"plan", "elementwise", "row_reduction", "gemm"})
@@ -312,93 +306,100 @@ int cmd_measure(const std::vector<std::string>& args) {
           if (k.name == knob) {
             known = true;
             if (std::find(k.choices.begin(), k.choices.end(), item.substr(eq + 1)) == k.choices.end())
-              return fail("--variant '" + v + "': knob " + knob + " has no choice '" + item.substr(eq + 1) + "'");
+              return failure("--variant '" + v + "': knob " + knob + " has no choice '" + item.substr(eq + 1) + "'");
           }
-      if (!known) return fail("--variant '" + v + "': no knob '" + knob + "'");
+      if (!known) return failure("--variant '" + v + "': no knob '" + knob + "'");
       kv[knob] = item.substr(eq + 1);
     }
-    variant_knobs.push_back(std::move(kv));
+    out.push_back(std::move(kv));
   }
+  return out;
+}
 
-  // Every task's plans first, so their kernels can be compiled in parallel before the sweep.
-  std::vector<std::pair<const Task*, std::vector<std::pair<std::string, Plan>>>> work;
-  for (const Task* t : tasks) {
-    if (!again_files.empty()) {
-      work.emplace_back(t, again[t->id]);
-      continue;
-    }
-    std::vector<std::pair<std::string, Plan>> plans;
-    std::set<Digest> seen;
-    Result<Plan> d = default_plan(*t);
-    if (!d.ok()) return fail(t->id + ": " + d.status().to_string());
-    plans.emplace_back("default", *d);
-    seen.insert(plan_address(*d));
-    KnobSpace space = knob_space(*t);
-    for (size_t vi = 0; vi < variant_knobs.size(); ++vi) {
-      std::map<std::string, std::string> values;
-      for (const auto& [k, v] : variant_knobs[vi])
-        if (space.index_of(k) >= 0) values[k] = v;
-      if (values.empty()) continue;
-      Result<Plan> p = generate_plan(*t, values);
-      if (!p.ok()) return fail(t->id + ": --variant '" + variants[vi] + "': " + p.status().to_string());
-      if (seen.insert(plan_address(*p)).second) plans.emplace_back("v:" + variants[vi], *p);
-    }
-    for (int i = 0, tries = 0; !space.knobs.empty() && i < plans_per_task && tries < plans_per_task * 20; ++tries) {
-      Stream s(RngKey::root(seed).with("purpose", "measure").with("task", t->id).with("try", tries));
-      Result<Plan> p = generate_plan(*t, random_setting(space, s));
-      if (!p.ok() || !seen.insert(plan_address(*p)).second) continue;
-      plans.emplace_back("g" + std::to_string(++i), *p);
-    }
-    work.emplace_back(t, std::move(plans));
+// One task's plans: the default, each variant, and N keyed random settings (duplicates dropped).
+Result<LabelledPlans> task_plans(const MeasureOptions& o, const Task& t,
+                                 const std::vector<std::map<std::string, std::string>>& variant_knobs) {
+  LabelledPlans plans;
+  std::set<Digest> seen;
+  Result<Plan> d = default_plan(t);
+  if (!d.ok()) return failure(t.id + ": " + d.status().to_string());
+  plans.emplace_back("default", *d);
+  seen.insert(plan_address(*d));
+  KnobSpace space = knob_space(t);
+  for (size_t vi = 0; vi < variant_knobs.size(); ++vi) {
+    std::map<std::string, std::string> values;
+    for (const auto& [k, v] : variant_knobs[vi])
+      if (space.index_of(k) >= 0) values[k] = v;
+    if (values.empty()) continue;
+    Result<Plan> p = generate_plan(t, values);
+    if (!p.ok()) return failure(t.id + ": --variant '" + o.variants[vi] + "': " + p.status().to_string());
+    if (seen.insert(plan_address(*p)).second) plans.emplace_back("v:" + o.variants[vi], *p);
   }
-  std::vector<double> compile;  // ms per kernel NVRTC compiled
-  double prewarm_s = 0;
-  int prewarm_threads = 0;
-  if (cuda && !nvrtc_cache.empty()) {
-    std::vector<std::pair<std::string, std::string>> kernels;
-    for (const auto& [t, plans] : work)
-      for (const auto& lp : plans)
-        for (const auto& k : lp.second.kernels) kernels.emplace_back(k.name + ".cu", k.source);
-    NvrtcOptions no;
-    no.arch = cuda->arch();
-    no.cache_dir = nvrtc_cache;
-    NvrtcCompiler compiler(no);
-    prewarm_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    Clock::time_point p0 = Clock::now();
-    compile = precompile(compiler, kernels, prewarm_threads);
-    prewarm_s = ms_since(p0) / 1000;
-    std::fprintf(stderr, "NVRTC: %zu kernels (%zu compiled) in %.1f s on %d threads\n", kernels.size(), compile.size(),
-                 prewarm_s, prewarm_threads);
+  for (int i = 0, tries = 0; !space.knobs.empty() && i < o.plans_per_task && tries < o.plans_per_task * 20; ++tries) {
+    Stream s(RngKey::root(o.seed).with("purpose", "measure").with("task", t.id).with("try", tries));
+    Result<Plan> p = generate_plan(t, random_setting(space, s));
+    if (!p.ok() || !seen.insert(plan_address(*p)).second) continue;
+    plans.emplace_back("g" + std::to_string(++i), *p);
   }
+  return plans;
+}
 
+using Work = std::vector<std::pair<const Task*, LabelledPlans>>;
+
+// What the sweep (or the earlier sweeps it was rebuilt from) produced.
+struct Sweep {
   std::vector<Row> rows;
   int stale_rows = 0;  // --from-measurements rows naming code the generator no longer writes
-  Clock::time_point sweep0 = Clock::now();
   bool out_of_budget = false;
-  // --from-measurements: the rows of earlier sweeps instead of a new one (the sim side, the
-  // calibration and the report are recomputed).
-  for (const std::string& file : from_files) {
+  double ms = 0;
+};
+
+// Compiles every kernel of the work into the NVRTC cache, in parallel; the compile times, ms.
+std::vector<double> precompile_work(const MeasureOptions& o, const CudaEvaluator& cuda, const Work& work,
+                                    double* seconds, int* threads) {
+  std::vector<std::pair<std::string, std::string>> kernels;
+  for (const auto& [t, plans] : work)
+    for (const auto& lp : plans)
+      for (const auto& k : lp.second.kernels) kernels.emplace_back(k.name + ".cu", k.source);
+  NvrtcOptions no;
+  no.arch = cuda.arch();
+  no.cache_dir = o.nvrtc_cache;
+  NvrtcCompiler compiler(no);
+  *threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  Clock::time_point p0 = Clock::now();
+  std::vector<double> compile = precompile(compiler, kernels, *threads);
+  *seconds = ms_since(p0) / 1000;
+  std::fprintf(stderr, "NVRTC: %zu kernels (%zu compiled) in %.1f s on %d threads\n", kernels.size(), compile.size(),
+               *seconds, *threads);
+  return compile;
+}
+
+// --from-measurements: the rows of earlier sweeps instead of a new one (the sim side, the
+// calibration and the report are recomputed).
+Status read_earlier_sweeps(const MeasureOptions& o, const TaskSuite& suite, SimEvaluator& sim,
+                           const EvalRequest& sim_req, std::ostream& jsonl, Sweep* out) {
+  for (const std::string& file : o.from_files) {
     std::ifstream in(file);
-    if (!in) return fail("--from-measurements: cannot open " + file);
+    if (!in) return failure("--from-measurements: cannot open " + file);
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
       if (line.empty()) continue;
       std::string where = file + ":" + std::to_string(n);
       nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded() || !j.is_object()) return fail(where + ": not a JSON object");
+      if (j.is_discarded() || !j.is_object()) return failure(where + ": not a JSON object");
       try {
         Row row;
-        row.task = suite->find(j.at("task").get<std::string>());
-        if (!row.task) return fail(where + ": no task '" + j.at("task").get<std::string>() + "' in the suite");
-        if (j.at("size").get<std::string>() != size)
-          return fail(where + ": measured at size '" + j.at("size").get<std::string>() + "', this report is for '" +
-                      size + "'");
+        row.task = suite.find(j.at("task").get<std::string>());
+        if (!row.task) return failure(where + ": no task '" + j.at("task").get<std::string>() + "' in the suite");
+        if (j.at("size").get<std::string>() != o.size)
+          return failure(where + ": measured at size '" + j.at("size").get<std::string>() + "', this report is for '" +
+                         o.size + "'");
         Result<Plan> p = plan_of_measurement(*row.task, j.at("knobs").get<std::map<std::string, std::string>>(),
                                              j.at("plan_address").get<std::string>());
         if (!p.ok()) {
           // Code this generator no longer writes (a later sweep re-measured what it writes now).
           std::fprintf(stderr, "harness measure: %s: skipped: %s\n", where.c_str(), p.status().message().c_str());
-          ++stale_rows;
+          ++out->stale_rows;
           continue;
         }
         row.plan = *p;
@@ -406,10 +407,10 @@ int cmd_measure(const std::vector<std::string>& args) {
         row.guaranteed = row.plan.guaranteed();
         row.family = plan_family(row.plan);
         const nlohmann::json& l = j.at("live");
-        row.live.evaluator = device;
+        row.live.evaluator = o.device;
         row.live.device = j.value("device", std::string());
         row.live.plan = plan_address(row.plan);
-        row.live.size = size;
+        row.live.size = o.size;
         row.live.compiled = l.at("compiled").get<bool>();
         row.live.correct = l.at("correct").get<bool>();
         row.live.error = l.at("error").get<std::string>();
@@ -422,25 +423,31 @@ int cmd_measure(const std::vector<std::string>& args) {
         row.compile_ms = j.at("compile_ms").get<double>();
         row.eval_ms = j.at("eval_ms").get<double>();
         Result<EvalResult> pred = sim.evaluate(*row.task, row.plan, sim_req);
-        if (!pred.ok()) return fail(where + " (sim): " + pred.status().to_string());
+        if (!pred.ok()) return failure(where + " (sim): " + pred.status().to_string());
         row.sim = *pred;
         jsonl << row_json(row).dump() << "\n";
-        rows.push_back(std::move(row));
+        out->rows.push_back(std::move(row));
       } catch (const nlohmann::json::exception& e) {
-        return fail(where + ": " + e.what());
+        return failure(where + ": " + e.what());
       }
     }
   }
-  if (!from_files.empty()) {
-    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.task->id < b.task->id; });
-    work.clear();
-  }
-  for (auto& [t, plans] : work) {
-    if (budget > 0 && ms_since(sweep0) > budget * 1000) {
-      out_of_budget = true;
+  std::stable_sort(out->rows.begin(), out->rows.end(),
+                   [](const Row& a, const Row& b) { return a.task->id < b.task->id; });
+  for (const Row& r : out->rows) out->ms += r.wall_ms;  // the sweeps' own time, not this rebuild's
+  return Status();
+}
+
+// Evaluates every plan of the work on the device and the sim, writing each row as it goes.
+Status run_sweep(const MeasureOptions& o, const Work& work, Evaluator* ev, CudaEvaluator* cuda, SimEvaluator& sim,
+                 const EvalRequest& req, const EvalRequest& sim_req, std::ostream& jsonl, Sweep* out) {
+  Clock::time_point sweep0 = Clock::now();
+  for (const auto& [t, plans] : work) {
+    if (o.budget > 0 && ms_since(sweep0) > o.budget * 1000) {
+      out->out_of_budget = true;
       break;
     }
-    for (auto& [label, plan] : plans) {
+    for (const auto& [label, plan] : plans) {
       Row row;
       row.task = t;
       row.plan = plan;
@@ -450,7 +457,7 @@ int cmd_measure(const std::vector<std::string>& args) {
       Clock::time_point t0 = Clock::now();
       Result<EvalResult> live = ev->evaluate(*t, plan, req);
       row.wall_ms = ms_since(t0);
-      if (!live.ok()) return fail(t->id + " " + label + ": " + live.status().to_string());
+      if (!live.ok()) return failure(t->id + " " + label + ": " + live.status().to_string());
       row.live = *live;
       if (cuda) {
         CudaEvaluatorStats st = cuda->stats();
@@ -458,28 +465,29 @@ int cmd_measure(const std::vector<std::string>& args) {
         row.eval_ms = st.eval_ms;
       }
       Result<EvalResult> pred = sim.evaluate(*t, plan, sim_req);
-      if (!pred.ok()) return fail(t->id + " " + label + " (sim): " + pred.status().to_string());
+      if (!pred.ok()) return failure(t->id + " " + label + " (sim): " + pred.status().to_string());
       row.sim = *pred;
       jsonl << row_json(row).dump() << "\n";
       jsonl.flush();
       std::fprintf(stderr, "%-7s %-8s %-13s %s %9.1f us  x%-6.3g sim x%-6.3g %s%s\n", t->id.c_str(), label.c_str(),
                    row.family.c_str(), row.live.correct ? "ok " : "BAD", row.live.kernel_us, row.live.speedup,
                    row.sim.speedup, row.guaranteed ? "" : "(risky) ", row.live.error.substr(0, 100).c_str());
-      rows.push_back(std::move(row));
+      out->rows.push_back(std::move(row));
     }
   }
-  double sweep_ms = ms_since(sweep0);
-  if (!from_files.empty()) {  // the sweeps' own time, not this rebuild's
-    sweep_ms = 0;
-    for (const Row& r : rows) sweep_ms += r.wall_ms;
-  }
+  out->ms = ms_since(sweep0);
+  return Status();
+}
 
-  // Timing quality: one kernel's median, evaluated 10 times in a row.
-  struct Spread {
-    std::string task;
-    std::vector<double> medians;
-    double cv = 0;
-  };
+// Timing quality: one kernel's median, evaluated 10 times in a row.
+struct Spread {
+  std::string task;
+  std::vector<double> medians;
+  double cv = 0;
+};
+
+Result<std::vector<Spread>> timing_spreads(int repeat, const std::vector<Row>& rows, Evaluator* ev,
+                                           const EvalRequest& req) {
   std::vector<Spread> spreads;
   for (const Row& r : rows) {
     if ((int)spreads.size() >= repeat) break;
@@ -490,7 +498,7 @@ int cmd_measure(const std::vector<std::string>& args) {
     rr.samples = 100;
     for (int i = 0; i < 10; ++i) {
       Result<EvalResult> e = ev->evaluate(*r.task, r.plan, rr);
-      if (!e.ok()) return fail(r.task->id + " (repeat): " + e.status().to_string());
+      if (!e.ok()) return failure(r.task->id + " (repeat): " + e.status().to_string());
       s.medians.push_back(e->kernel_us);
     }
     double mean = 0, var = 0;
@@ -500,14 +508,19 @@ int cmd_measure(const std::vector<std::string>& args) {
     s.cv = std::sqrt(var / (s.medians.size() - 1)) / mean;
     spreads.push_back(s);
   }
+  return spreads;
+}
 
-  // Calibration on the correct live plans.
+// Writes calibration.jsonl (the correct live plans) and, unless --no-calibrate, fitted_profile.toml;
+// *fitted is the sim under the fitted profile, and the fit's report text is returned ("" without a fit).
+Result<std::string> calibrate_rows(const MeasureOptions& o, const std::vector<Row>& rows, const DeviceProfile& profile,
+                                   std::unique_ptr<SimEvaluator>* fitted) {
   std::ostringstream cal_lines;
   std::vector<CalibrationSample> cal;
   for (const Row& r : rows) {
     if (!r.live.correct || r.live.kernel_us <= 0) continue;
     cal_lines << nlohmann::json{{"task", r.task->id},
-                                {"size", size},
+                                {"size", o.size},
                                 {"plan", plan_to_json(r.plan)},
                                 {"kernel_us", r.live.kernel_us},
                                 {"reference_us", r.live.reference_us}}
@@ -515,52 +528,55 @@ int cmd_measure(const std::vector<std::string>& args) {
               << "\n";
     CalibrationSample s;
     s.task = r.task;
-    s.sizes = r.task->size_map(size_name_v);
+    s.sizes = r.task->size_map(o.size_name);
     s.plan = r.plan;
     s.measured_us = r.live.kernel_us;
     s.measured_reference_us = r.live.reference_us;
     cal.push_back(std::move(s));
   }
-  Status w = write_file_atomic(out_dir + "/calibration.jsonl", cal_lines.str());
-  if (!w.ok()) return fail(w.to_string());
-  std::unique_ptr<SimEvaluator> fitted_sim;
-  std::string cal_text;
-  if (!vm.count("no-calibrate") && cal.size() >= 3) {
-    // The fit starts from the datasheet figures unless a profile was named: the default profile
-    // is itself a fit, and a fit started from it would not be reproducible from the data alone.
-    Result<DeviceProfile> start =
-        profile_file.empty() ? load_device_profile(profile_path("h200_datasheet")) : Result<DeviceProfile>(*profile);
-    if (!start.ok()) return fail(start.status().to_string());
-    Result<CalibrationReport> rep = calibrate(*start, cal);
-    if (!rep.ok()) return fail("calibration: " + rep.status().to_string());
-    cal_text = calibration_report_text(*rep);
-    w = write_file_atomic(out_dir + "/fitted_profile.toml", device_profile_to_toml(rep->fitted));
-    if (!w.ok()) return fail(w.to_string());
-    fitted_sim = std::make_unique<SimEvaluator>(rep->fitted);
-  }
+  Status w = write_file_atomic(o.out_dir + "/calibration.jsonl", cal_lines.str());
+  if (!w.ok()) return failure(w.to_string());
+  if (!o.calibrate || cal.size() < 3) return std::string();
+  // The fit starts from the datasheet figures unless a profile was named: the default profile
+  // is itself a fit, and a fit started from it would not be reproducible from the data alone.
+  Result<DeviceProfile> start =
+      o.profile_file.empty() ? load_device_profile(profile_path("h200_datasheet")) : Result<DeviceProfile>(profile);
+  if (!start.ok()) return failure(start.status().to_string());
+  Result<CalibrationReport> rep = calibrate(*start, cal);
+  if (!rep.ok()) return failure("calibration: " + rep.status().to_string());
+  w = write_file_atomic(o.out_dir + "/fitted_profile.toml", device_profile_to_toml(rep->fitted));
+  if (!w.ok()) return failure(w.to_string());
+  *fitted = std::make_unique<SimEvaluator>(rep->fitted);
+  return calibration_report_text(*rep);
+}
 
-  // The report.
-  std::ostringstream md;
-  std::string dev = rows.empty() ? device : rows.front().live.device;
+// The report's header: what was measured, or which sweeps it was rebuilt from.
+void report_header(const MeasureOptions& o, const Sweep& sw, std::ostream& md) {
+  std::string dev = sw.rows.empty() ? o.device : sw.rows.front().live.device;
   md << "# `harness measure` on " << dev << "\n\n";
-  if (from_files.empty())
-    md << "Size `" << size << "`, " << plans_per_task << " generated plans per task beside the default, " << trials
-       << " trials, " << samples << " timing samples each of kernel and reference, seed " << seed << ".\n\n";
-  if (!from_files.empty()) {
-    md << "Size `" << size << "`. Rebuilt from earlier sweeps (the plans, trials and samples they used apply):";
-    for (const auto& f : from_files) md << " `" << f << "`";
+  if (!o.from_files.empty()) {
+    md << "Size `" << o.size << "`. Rebuilt from earlier sweeps (the plans, trials and samples they used apply):";
+    for (const auto& f : o.from_files) md << " `" << f << "`";
     md << ".";
-    if (stale_rows)
-      md << " " << stale_rows << " row(s) skipped: their knobs no longer generate the plan they measured.";
+    if (sw.stale_rows)
+      md << " " << sw.stale_rows << " row(s) skipped: their knobs no longer generate the plan they measured.";
     md << "\n\n";
+  } else if (!o.again_files.empty()) {
+    md << "Size `" << o.size << "`, the plans that the rows of earlier sweeps name, measured again"
+       << (o.stale_only ? " where the generator no longer writes their code" : "") << ":";
+    for (const auto& f : o.again_files) md << " `" << f << "`";
+    md << "; " << o.trials << " trials, " << o.samples << " timing samples each of kernel and reference, seed "
+       << o.seed << ".\n\n";
+  } else {
+    md << "Size `" << o.size << "`, " << o.plans_per_task << " generated plans per task beside the default, "
+       << o.trials << " trials, " << o.samples << " timing samples each of kernel and reference, seed " << o.seed
+       << ".\n\n";
   }
-  md << "| task | reference us | default us | default x | best generated x | correct / plans | guaranteed wrong |\n";
-  md << "|---|---:|---:|---:|---:|---:|---|\n";
-  int guaranteed_n = 0, guaranteed_ok = 0, risky_n = 0, risky_ok = 0, agree = 0, compared = 0;
-  int sim_says_ok_live_bad = 0, sim_says_bad_live_ok = 0;
-  std::map<std::string, std::vector<const Row*>> by_family;
-  // Per level: each task's best correct speedup of the default plan, of every plan but library
-  // GEMMs (gemm.impl = library), and of every plan.
+}
+
+// Per level: the share of tasks whose default plan, best plan without library GEMMs
+// (gemm.impl = library) and best plan is correct, no decoy, and faster than p.
+void report_levels(const std::vector<Row>& rows, std::ostream& md) {
   const std::vector<double> shares_p = {1.0, 1.2, 1.5};
   struct LevelBest {
     int tasks = 0;
@@ -589,6 +605,34 @@ int cmd_measure(const std::vector<std::string>& args) {
       for (size_t k = 0; k < shares_p.size(); ++k) lb.above[c][k] += best_of[c] > shares_p[k];
     i = j;
   }
+  md << "\n## Best plan per task, per level\n\n"
+     << "Share of tasks whose plan is correct, not a decoy, and faster than the reference by more than p "
+        "(KernelBench's strict `>`): the default plan; the best of every measured plan but library GEMMs "
+        "(`gemm.impl = library`); the best of every measured plan.\n\n"
+     << "| level | tasks | default >1.0 / >1.2 / >1.5 | without library GEMMs | all plans |\n|---|---:|---|---|---|\n";
+  for (const auto& [level, lb] : levels) {
+    md << "| " << level << " | " << lb.tasks;
+    for (size_t c = 0; c < 3; ++c) {
+      md << " |";
+      for (size_t k = 0; k < shares_p.size(); ++k)
+        md << (k ? " /" : "") << format_number(" %.1f%%", lb.tasks ? 100.0 * lb.above[c][k] / lb.tasks : 0);
+    }
+    md << " |\n";
+  }
+}
+
+// Counts over every row, gathered with the per-task table.
+struct Verdicts {
+  int guaranteed_n = 0, guaranteed_ok = 0, risky_n = 0, risky_ok = 0, agree = 0, compared = 0;
+  int sim_says_ok_live_bad = 0, sim_says_bad_live_ok = 0;
+  std::map<std::string, std::vector<const Row*>> by_family;
+};
+
+// One line per task: reference time, default plan, best generated plan, correctness.
+Verdicts report_tasks(const std::vector<Row>& rows, std::ostream& md) {
+  Verdicts v;
+  md << "| task | reference us | default us | default x | best generated x | correct / plans | guaranteed wrong |\n";
+  md << "|---|---:|---:|---:|---:|---:|---|\n";
   for (size_t i = 0; i < rows.size();) {
     size_t j = i;
     const Task* t = rows[i].task;
@@ -609,20 +653,20 @@ int cmd_measure(const std::vector<std::string>& args) {
         best = std::max(best, r.live.speedup);
       }
       if (r.guaranteed) {
-        ++guaranteed_n;
-        guaranteed_ok += r.live.correct;
+        ++v.guaranteed_n;
+        v.guaranteed_ok += r.live.correct;
         if (!r.live.correct) bad += (bad.empty() ? "" : "; ") + r.label + ": " + r.live.error.substr(0, 80);
       } else {
-        ++risky_n;
-        risky_ok += r.live.correct;
+        ++v.risky_n;
+        v.risky_ok += r.live.correct;
       }
       if (r.live.compiled) {
-        ++compared;
-        agree += r.live.correct == r.sim.correct;
-        sim_says_ok_live_bad += r.sim.correct && !r.live.correct;
-        sim_says_bad_live_ok += !r.sim.correct && r.live.correct;
+        ++v.compared;
+        v.agree += r.live.correct == r.sim.correct;
+        v.sim_says_ok_live_bad += r.sim.correct && !r.live.correct;
+        v.sim_says_bad_live_ok += !r.sim.correct && r.live.correct;
       }
-      by_family[r.family].push_back(&r);
+      v.by_family[r.family].push_back(&r);
     }
     md << "| " << t->id << " " << t->name << " | " << format_number("%.1f", ref) << " | "
        << (def_ok ? format_number("%.1f", def_us) : std::string("wrong")) << " | "
@@ -630,28 +674,16 @@ int cmd_measure(const std::vector<std::string>& args) {
        << " | " << ok << " / " << n << " | " << bad << " |\n";
     i = j;
   }
-  md << "\n## Best plan per task, per level\n\n"
-     << "Share of tasks whose plan is correct, not a decoy, and faster than the reference by more than p "
-        "(KernelBench's strict `>`): the default plan; the best of every measured plan but library GEMMs "
-        "(`gemm.impl = library`); the best of every measured plan.\n\n"
-     << "| level | tasks | default >1.0 / >1.2 / >1.5 | without library GEMMs | all plans |\n|---|---:|---|---|---|\n";
-  for (const auto& [level, lb] : levels) {
-    md << "| " << level << " | " << lb.tasks;
-    for (size_t c = 0; c < 3; ++c) {
-      md << " |";
-      for (size_t k = 0; k < shares_p.size(); ++k)
-        md << (k ? " /" : "") << format_number(" %.1f%%", lb.tasks ? 100.0 * lb.above[c][k] / lb.tasks : 0);
-    }
-    md << " |\n";
-  }
-  md << "\n**Guaranteed plans correct: " << guaranteed_ok << " / " << guaranteed_n << "**"
-     << format_number(" (%.1f%%)", guaranteed_n ? 100.0 * guaranteed_ok / guaranteed_n : 0)
-     << "; risky plans correct: " << risky_ok << " / " << risky_n << ".\n\n";
+  return v;
+}
+
+// Sim against live: correctness agreement and Spearman per op family, before and after the fit.
+void report_agreement(const Verdicts& v, SimEvaluator* fitted_sim, const EvalRequest& sim_req, std::ostream& md) {
   md << "## Sim vs live\n\n";
-  md << "Correctness agreement (compiled plans): " << agree << " / " << compared
-     << format_number(" (%.1f%%)", compared ? 100.0 * agree / compared : 0)
-     << "; sim correct but live wrong: " << sim_says_ok_live_bad
-     << "; sim wrong but live correct: " << sim_says_bad_live_ok << ".\n\n";
+  md << "Correctness agreement (compiled plans): " << v.agree << " / " << v.compared
+     << format_number(" (%.1f%%)", v.compared ? 100.0 * v.agree / v.compared : 0)
+     << "; sim correct but live wrong: " << v.sim_says_ok_live_bad
+     << "; sim wrong but live correct: " << v.sim_says_bad_live_ok << ".\n\n";
   md << "Spearman rank correlation of predicted vs measured speedup over plans correct live (pooled over the "
         "family's plans; and the mean over its tasks with >= 3 such plans):\n\n";
   md << "| family | plans | pooled (h200.toml) | per-task mean (h200.toml) | pooled (fitted) | per-task mean (fitted) "
@@ -662,7 +694,7 @@ int cmd_measure(const std::vector<std::string>& args) {
     Result<EvalResult> e = fitted_sim->evaluate(*r.task, r.plan, sim_req);
     return e.ok() && e->correct ? e->speedup : std::nan("");
   };
-  for (const auto& [fam, list] : by_family) {
+  for (const auto& [fam, list] : v.by_family) {
     FamilyCorrelation before =
         correlate(list, [](const Row& r) { return r.sim.correct ? r.sim.speedup : std::nan(""); });
     FamilyCorrelation after = correlate(list, fitted_speedup);
@@ -670,10 +702,19 @@ int cmd_measure(const std::vector<std::string>& args) {
        << format_number("%.3f", before.per_task_mean) << " (" << before.tasks << " tasks) | "
        << format_number("%.3f", after.pooled) << " | " << format_number("%.3f", after.per_task_mean) << " |\n";
   }
-  if (!cal_text.empty()) md << "\n### Calibration (fitted_profile.toml)\n\n```\n" << cal_text << "```\n";
+}
+
+// What an evaluation cost: compile, wall and overhead per candidate, candidates per minute.
+struct Cost {
+  std::vector<double> compile;  // ms per kernel NVRTC compiled
+  double prewarm_s = 0;
+  int prewarm_threads = 0;
+};
+
+void report_cost(const Sweep& sw, Cost cost, const CudaEvaluator* cuda, std::ostream& md) {
   std::vector<double> overhead, wall;
-  for (const Row& r : rows) {
-    if (r.compile_ms > 0) compile.push_back(r.compile_ms);
+  for (const Row& r : sw.rows) {
+    if (r.compile_ms > 0) cost.compile.push_back(r.compile_ms);
     wall.push_back(r.wall_ms);
     double timed_ms = 0;
     for (double v : r.live.kernel_times_us) timed_ms += v / 1000;
@@ -682,42 +723,127 @@ int cmd_measure(const std::vector<std::string>& args) {
   }
   md << "\n## Evaluator cost\n\n";
   md << "| measure | median | p90 |\n|---|---:|---:|\n";
-  md << "| NVRTC compile per kernel, ms (cache misses) | " << format_number("%.1f", percentile(compile, 0.5)) << " | "
-     << format_number("%.1f", percentile(compile, 0.9)) << " |\n";
+  md << "| NVRTC compile per kernel, ms (cache misses) | " << format_number("%.1f", percentile(cost.compile, 0.5))
+     << " | " << format_number("%.1f", percentile(cost.compile, 0.9)) << " |\n";
   md << "| wall time per candidate, ms | " << format_number("%.1f", percentile(wall, 0.5)) << " | "
      << format_number("%.1f", percentile(wall, 0.9)) << " |\n";
   md << "| overhead per candidate (wall minus the timed samples), ms | "
      << format_number("%.1f", percentile(overhead, 0.5)) << " | " << format_number("%.1f", percentile(overhead, 0.9))
      << " |\n";
-  if (prewarm_threads)
-    md << "\nThe kernels were compiled before the sweep into the shared NVRTC cache, " << prewarm_threads
-       << " at a time: " << compile.size() << " in " << format_number("%.1f", prewarm_s)
+  if (cost.prewarm_threads)
+    md << "\nThe kernels were compiled before the sweep into the shared NVRTC cache, " << cost.prewarm_threads
+       << " at a time: " << cost.compile.size() << " in " << format_number("%.1f", cost.prewarm_s)
        << " s (the worker then loads them from it).\n";
-  if (out_of_budget)
-    md << "\n**The sweep stopped at its --budget: tasks after " << rows.back().task->id << " were not measured.**\n";
-  md << "\nCandidates evaluated: " << rows.size() << " in " << format_number("%.1f", sweep_ms / 1000)
-     << " s: " << format_number("%.1f", rows.size() / (sweep_ms / 60000.0)) << " per minute.\n";
+  if (sw.out_of_budget)
+    md << "\n**The sweep stopped at its --budget: tasks after " << sw.rows.back().task->id << " were not measured.**\n";
+  md << "\nCandidates evaluated: " << sw.rows.size() << " in " << format_number("%.1f", sw.ms / 1000)
+     << " s: " << format_number("%.1f", sw.rows.size() / (sw.ms / 60000.0)) << " per minute.\n";
   if (cuda) {
     CudaEvaluatorStats st = cuda->stats();
     md << "Workers started: " << st.workers_started << ", lost: " << st.workers_lost << ".\n";
   }
-  if (!spreads.empty()) {
-    md << "\n## Timing quality: one kernel's median (100 samples), 10 evaluations in a row\n\n";
-    md << "| task | mean of medians us | min | max | CV |\n|---|---:|---:|---:|---:|\n";
-    for (const Spread& s : spreads) {
-      double mean = 0;
-      for (double m : s.medians) mean += m;
-      mean /= s.medians.size();
-      md << "| " << s.task << " | " << format_number("%.2f", mean) << " | "
-         << format_number("%.2f", *std::min_element(s.medians.begin(), s.medians.end())) << " | "
-         << format_number("%.2f", *std::max_element(s.medians.begin(), s.medians.end())) << " | "
-         << format_number("%.3f%%", 100 * s.cv) << " |\n";
+}
+
+void report_spreads(const std::vector<Spread>& spreads, std::ostream& md) {
+  if (spreads.empty()) return;
+  md << "\n## Timing quality: one kernel's median (100 samples), 10 evaluations in a row\n\n";
+  md << "| task | mean of medians us | min | max | CV |\n|---|---:|---:|---:|---:|\n";
+  for (const Spread& s : spreads) {
+    double mean = 0;
+    for (double m : s.medians) mean += m;
+    mean /= s.medians.size();
+    md << "| " << s.task << " | " << format_number("%.2f", mean) << " | "
+       << format_number("%.2f", *std::min_element(s.medians.begin(), s.medians.end())) << " | "
+       << format_number("%.2f", *std::max_element(s.medians.begin(), s.medians.end())) << " | "
+       << format_number("%.3f%%", 100 * s.cv) << " |\n";
+  }
+}
+
+}  // namespace
+
+int cmd_measure(const std::vector<std::string>& args) {
+  MeasureOptions o;
+  if (std::optional<int> rc = parse_measure_options(args, &o)) return *rc;
+  Result<TaskSuite> suite = load_task_suite(o.task_dir.empty() ? default_task_dir() : o.task_dir);
+  if (!suite.ok()) return fail(suite.status().to_string());
+  std::string prof_path = o.profile_file.empty() ? profile_path("h200") : o.profile_file;
+  Result<DeviceProfile> profile = load_device_profile(prof_path);
+  if (!profile.ok()) return fail(profile.status().to_string());
+  SimEvaluator sim(*profile);
+  std::unique_ptr<CudaEvaluator> cuda;
+  Evaluator* ev = &sim;
+  if (o.device == "cuda" && o.from_files.empty()) {
+    CudaEvaluatorOptions co;
+    co.task_dir = o.task_dir.empty() ? default_task_dir() : o.task_dir;
+    co.timeout_s = o.timeout;
+    co.nvrtc_cache_dir = o.nvrtc_cache;
+    co.profile_path = o.profile_file;
+    co.timing_budget_s = o.timing_budget;
+    co.reference_precision = o.reference_precision;
+    cuda = std::make_unique<CudaEvaluator>(co);
+    Status st = cuda->start();
+    if (!st.ok()) return fail(st.to_string());
+    ev = cuda.get();
+  }
+  Status made = make_dirs(o.out_dir);
+  if (!made.ok()) return fail(made.to_string());
+  std::ofstream jsonl(o.out_dir + "/measurements.jsonl", std::ios::trunc);
+  if (!jsonl) return fail("cannot write " + o.out_dir + "/measurements.jsonl");
+
+  Result<std::vector<const Task*>> tasks = select_tasks(o, *suite);
+  if (!tasks.ok()) return fail(tasks.status().message());
+  EvalRequest req;
+  req.size = o.size_name;
+  req.seed = o.seed;
+  req.trials = o.trials;
+  req.samples = o.samples;
+  EvalRequest sim_req = req;
+  sim_req.samples = 1;
+
+  // Every task's plans first, so their kernels can be compiled in parallel before the sweep.
+  Work work;
+  if (!o.again_files.empty()) {
+    Result<std::map<std::string, LabelledPlans>> again = remeasure_plans(o, *suite, &*tasks);
+    if (!again.ok()) return fail(again.status().message());
+    for (const Task* t : *tasks) work.emplace_back(t, (*again)[t->id]);
+  } else if (o.from_files.empty()) {
+    Result<std::vector<std::map<std::string, std::string>>> variant_knobs = parse_variants(o.variants);
+    if (!variant_knobs.ok()) return fail(variant_knobs.status().message());
+    for (const Task* t : *tasks) {
+      Result<LabelledPlans> plans = task_plans(o, *t, *variant_knobs);
+      if (!plans.ok()) return fail(plans.status().message());
+      work.emplace_back(t, std::move(*plans));
     }
   }
-  w = write_file_atomic(out_dir + "/report.md", md.str());
+  Cost cost;
+  if (cuda && !o.nvrtc_cache.empty())
+    cost.compile = precompile_work(o, *cuda, work, &cost.prewarm_s, &cost.prewarm_threads);
+
+  Sweep sw;
+  Status st = o.from_files.empty() ? run_sweep(o, work, ev, cuda.get(), sim, req, sim_req, jsonl, &sw)
+                                   : read_earlier_sweeps(o, *suite, sim, sim_req, jsonl, &sw);
+  if (!st.ok()) return fail(st.message());
+  Result<std::vector<Spread>> spreads = timing_spreads(o.repeat, sw.rows, ev, req);
+  if (!spreads.ok()) return fail(spreads.status().message());
+  std::unique_ptr<SimEvaluator> fitted_sim;
+  Result<std::string> cal_text = calibrate_rows(o, sw.rows, *profile, &fitted_sim);
+  if (!cal_text.ok()) return fail(cal_text.status().message());
+
+  std::ostringstream md;
+  report_header(o, sw, md);
+  Verdicts v = report_tasks(sw.rows, md);
+  report_levels(sw.rows, md);
+  md << "\n**Guaranteed plans correct: " << v.guaranteed_ok << " / " << v.guaranteed_n << "**"
+     << format_number(" (%.1f%%)", v.guaranteed_n ? 100.0 * v.guaranteed_ok / v.guaranteed_n : 0)
+     << "; risky plans correct: " << v.risky_ok << " / " << v.risky_n << ".\n\n";
+  report_agreement(v, fitted_sim.get(), sim_req, md);
+  if (!cal_text->empty()) md << "\n### Calibration (fitted_profile.toml)\n\n```\n" << *cal_text << "```\n";
+  report_cost(sw, std::move(cost), cuda.get(), md);
+  report_spreads(*spreads, md);
+  Status w = write_file_atomic(o.out_dir + "/report.md", md.str());
   if (!w.ok()) return fail(w.to_string());
   std::cout << md.str();
-  return guaranteed_ok == guaranteed_n ? 0 : 1;
+  return v.guaranteed_ok == v.guaranteed_n ? 0 : 1;
 }
 
 }  // namespace vinci
