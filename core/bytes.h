@@ -4,7 +4,7 @@
 // Every binary format vinci writes is built from these (docs/log_format.md describes each): the
 // log's segment headers and frame headers (recorder/run_log.cc), object files
 // (recorder/object_store.cc), the sim backbone's checkpoints (agents/sim_backbone.cc), the frames
-// between the harness and its GPU worker (gpu/cuda_evaluator.cc), .npy headers
+// between the harness and its GPU worker (gpu/live/cuda_evaluator.cc), .npy headers
 // (gpu/reference_dump.cc) and the integers a digest hashes (core/hash.cc).
 //
 // ByteWriter appends to a string. ByteReader reads from a view and never reads past its end: each

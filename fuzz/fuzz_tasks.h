@@ -1,4 +1,4 @@
-// The task suite the plan fuzz targets check plans against (gpu/tasks, loaded once).
+// The task suite the plan fuzz targets check plans against (data/tasks, loaded once).
 #ifndef VINCI_FUZZ_FUZZ_TASKS_H_
 #define VINCI_FUZZ_FUZZ_TASKS_H_
 

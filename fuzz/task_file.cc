@@ -7,7 +7,7 @@
 #include <string>
 
 #include "fuzz/fuzz_util.h"
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
 #include "gpu/plan.h"
 #include "gpu/shapes.h"
 #include "gpu/task.h"

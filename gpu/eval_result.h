@@ -122,7 +122,7 @@ constexpr const char* kReferencePrecisionDefault = "kernelbench";
 // OK for "kernelbench" and "fp32"; otherwise an error naming what was found.
 Status check_reference_precision(const std::string& name);
 
-// Every evaluator: sim (gpu/sim_evaluator.h), cuda (live), recorded (answers from a log).
+// Every evaluator: sim (gpu/sim/sim_evaluator.h), cuda (live), recorded (answers from a log).
 // A candidate's failure (does not compile, wrong, crashes) is a successful evaluation whose record
 // says so; a non-ok Result means the evaluation itself could not be done (bad plan for the task,
 // missing size, device error that is not the candidate's).

@@ -9,9 +9,9 @@
 #include <set>
 
 #include "core/text.h"
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/codegen/knobs.h"
 #include "gpu/expr.h"
-#include "gpu/knobs.h"
 #include "gpu/ops.h"
 #include "gpu/shapes.h"
 

@@ -1,5 +1,5 @@
 // The op vocabulary of task graphs: what each op is, for the executor (gpu/executor.cc), the
-// symbolic shape rules (gpu/shapes.h) and the code generator (gpu/codegen.h).
+// symbolic shape rules (gpu/shapes.h) and the code generator (gpu/codegen/codegen.h).
 #ifndef VINCI_GPU_OPS_H_
 #define VINCI_GPU_OPS_H_
 

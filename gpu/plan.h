@@ -57,7 +57,7 @@ struct Verdict {
 constexpr const char* kLanguageCuda = "cuda";
 constexpr const char* kLanguageTriton = "triton";
 
-// What wrote a kernel: one of the code generator's families (gpu/codegen.h; its knobs carry the
+// What wrote a kernel: one of the code generator's families (gpu/codegen/codegen.h; its knobs carry the
 // family's prefix: ew., row., gemm.), or kCustom, written by hand or by a model. A plan's JSON
 // spells it kernel_family_name's way.
 enum class KernelFamily { kElementwise, kRowReduction, kGemm, kCustom };
@@ -70,7 +70,7 @@ Result<KernelFamily> parse_kernel_family(const std::string& name);
 struct PlanKernel {
   std::string name;    // the extern "C" __global__ entry point (triton: the @triton.jit function)
   std::string source;  // complete NVRTC translation unit (triton: a Python module)
-  // cuda (NVRTC) | triton (gpu/triton.h). Written to JSON only when not cuda, so plans from before
+  // cuda (NVRTC) | triton (gpu/compile/triton.h). Written to JSON only when not cuda, so plans from before
   // the field keep their addresses.
   std::string language = kLanguageCuda;
   KernelFamily family = KernelFamily::kCustom;

@@ -1,9 +1,9 @@
 // The task suite: KernelBench-style problems as data.
 //
-// A task is an op graph in a TOML file (gpu/tasks/level*.toml, format in docs/tasks.md): named
+// A task is an op graph in a TOML file (data/tasks/level*.toml, format in docs/tasks.md): named
 // inputs with symbolic shapes, modules (weights) in the order the KernelBench nn.Module would
 // construct them, and ops over named values. One executor (gpu/executor.h) runs every task with
-// libtorch; the code generator (gpu/codegen.h) reads the same graph. Nothing here includes torch.
+// libtorch; the code generator (gpu/codegen/codegen.h) reads the same graph. Nothing here includes torch.
 #ifndef VINCI_GPU_TASK_H_
 #define VINCI_GPU_TASK_H_
 
@@ -117,7 +117,7 @@ Result<std::vector<Task>> parse_task_file(const std::string& path, const std::st
 // module types, names defined before use, every shape expression resolvable at both sizes.
 Result<TaskSuite> load_task_suite(const std::string& dir);
 
-// The task folder of the source tree this binary was built from (gpu/tasks).
+// The task folder of the source tree this binary was built from (data/tasks).
 std::string default_task_dir();
 
 // The items of a tuple-valued kernelbench global ("(D,)" -> {"D"}, "(C, H)" -> {"C", "H"}); empty

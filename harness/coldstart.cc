@@ -6,8 +6,8 @@
 
 #include "agents/agents.h"
 #include "agents/bm25.h"
-#include "gpu/codegen.h"
-#include "gpu/knobs.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/codegen/knobs.h"
 #include "harness/loop_parts.h"
 #include "harness/sim_world.h"
 

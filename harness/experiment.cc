@@ -25,7 +25,7 @@ ConfigSchema build_schema() {
   s.add({"run.world", T::kString, S("sim"), "Which world: sim (simulated device and backbone).", {"sim"}});
   s.add({"run.out", T::kString, S("runs"), "Runs root: runs and their shared object store live here (not empty).", {}});
   // [tasks]
-  s.add({"tasks.dir", T::kString, S(""), "Task suite folder; empty: gpu/tasks of this source tree.", {}});
+  s.add({"tasks.dir", T::kString, S(""), "Task suite folder; empty: data/tasks of this source tree.", {}});
   s.add({"tasks.size", T::kString, S("small"),
          "Task sizes: small (CPU-friendly shapes) or full (KernelBench v0.1 shapes). The sim\n"
          "device models the H200 at either.", {"small", "full"}});
@@ -150,7 +150,7 @@ ConfigSchema build_schema() {
          "The evaluator: sim (the analytic H200 model) or cuda (this machine's GPU; candidates run in a worker "
          "process, docs/live_evaluator.md).",
          {"sim", "cuda"}});
-  s.add({"device.profile", T::kString, S(""), "Device profile file; empty: gpu/device_profiles/h200.toml.", {}});
+  s.add({"device.profile", T::kString, S(""), "Device profile file; empty: data/device_profiles/h200.toml.", {}});
   s.add({"device.noise", T::kFloat, F(0.0), "Relative spread of simulated timing noise (0: exact).", {}, 0, 1});
   s.add({"device.timing_samples", T::kInt, I(10), "Timing samples per candidate.", {}, 1, 10000});
   s.add({"device.trials", T::kInt, I(5), "Correctness trials per candidate.", {}, 1, 100});

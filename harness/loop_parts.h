@@ -16,7 +16,7 @@
 #include "agents/agents.h"
 #include "agents/bm25.h"
 #include "core/parallel.h"
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
 #include "gpu/eval_result.h"
 #include "gpu/task.h"
 #include "harness/agent_model.h"

@@ -1,6 +1,6 @@
 #include "harness/sim_agents.h"
 
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
 #include "harness/loop_parts.h"
 #include "harness/sim_world.h"
 

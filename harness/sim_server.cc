@@ -6,7 +6,7 @@
 
 #include "agents/agents.h"
 #include "agents/skill.h"
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
 #include "gpu/model_plan.h"
 #include "harness/loop_parts.h"
 #include "harness/rl.h"

@@ -6,13 +6,13 @@
 #include <set>
 
 #include "agents/skill_library.h"
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
 #include "gpu/shapes.h"
 
 namespace vinci {
 namespace {
 
-// Task families of the suite (gpu/tasks); a family not listed maps to the last slot.
+// Task families of the suite (data/tasks); a family not listed maps to the last slot.
 const char* const kFamilies[] = {"attention", "conv", "conv_epilogue", "elementwise", "gemm", "gemm_epilogue", "loss",
                                  "network",   "norm", "pooling",       "reduction",   "scan", "softmax"};
 constexpr int kFamilyCount = sizeof(kFamilies) / sizeof(kFamilies[0]);

@@ -11,7 +11,7 @@
 
 #include "agents/agents.h"
 #include "agents/backbone.h"
-#include "gpu/knobs.h"
+#include "gpu/codegen/knobs.h"
 #include "gpu/plan.h"
 #include "gpu/task.h"
 

@@ -11,7 +11,7 @@
 
 #include "agents/agents.h"
 #include "agents/bm25.h"
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
 #include "harness/checkpoints.h"
 #include "harness/coldstart.h"
 #include "harness/loop_parts.h"

@@ -8,10 +8,10 @@
 
 #include "agents/sim_backbone.h"
 #include "core/atomic_file.h"
-#include "gpu/cuda_evaluator.h"
-#include "gpu/device_profile.h"
-#include "gpu/nvrtc.h"
-#include "gpu/sim_evaluator.h"
+#include "gpu/compile/nvrtc.h"
+#include "gpu/live/cuda_evaluator.h"
+#include "gpu/sim/device_profile.h"
+#include "gpu/sim/sim_evaluator.h"
 #include "harness/sim_world.h"
 #include "queue/queue_evaluator.h"
 

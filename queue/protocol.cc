@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "core/text.h"
-#include "gpu/cuda_evaluator.h"
+#include "gpu/live/cuda_evaluator.h"
 
 namespace vinci {
 namespace {

@@ -16,9 +16,9 @@
 
 #include "core/atomic_file.h"
 #include "core/text.h"
-#include "gpu/cuda_evaluator.h"
-#include "gpu/device_profile.h"
-#include "gpu/sim_evaluator.h"
+#include "gpu/live/cuda_evaluator.h"
+#include "gpu/sim/device_profile.h"
+#include "gpu/sim/sim_evaluator.h"
 #include "queue/protocol.h"
 #include "queue/queue_evaluator.h"
 #include "queue/redis.h"

@@ -31,7 +31,7 @@ Result<RunData> read_run_data(const std::string& run_dir) {
         it = where.emplace(key, list.size()).first;
         TaskTurns t;
         t.task = task;
-        // Level from the task id ("L2_037"): the loop names tasks this way (gpu/tasks).
+        // Level from the task id ("L2_037"): the loop names tasks this way (data/tasks).
         t.level = task.size() > 1 && task[0] == 'L' ? task[1] - '0' : 0;
         list.push_back(t);
       }

@@ -20,11 +20,11 @@ outputs() {
   mkdir -p "$o"
   local rc=0
   "$bin" calibrate --out "$o/fit.toml" --report "$o/report.md" --check \
-    --expect gpu/measurements/calibration_expected.txt >"$o/stdout.md" 2>"$o/stderr.txt" || rc=$?
+    --expect data/measurements/calibration_expected.txt >"$o/stdout.md" 2>"$o/stderr.txt" || rc=$?
   echo "$rc" >"$o/check_rc.txt"
   sed -i "s#$o#OUT#g" "$o/stderr.txt"
   sed 's/^name = "h200-datasheet"/name = "h200"/' "$o/fit.toml" >"$o/fit_named.toml"
-  "$bin" calibrate --judge --profile gpu/device_profiles/h200.toml >"$o/judge_default.md"
+  "$bin" calibrate --judge --profile data/device_profiles/h200.toml >"$o/judge_default.md"
   "$bin" calibrate --judge --profile "$o/fit_named.toml" >"$o/judge_fit.md"
 }
 

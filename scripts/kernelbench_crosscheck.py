@@ -153,7 +153,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kernelbench", required=True, help="a KernelBench checkout (or its KernelBench/ folder)")
     ap.add_argument("--harness", default=os.path.join(REPO, "build", "bin", "harness"))
-    ap.add_argument("--tasks-dir", default="", help="vinci task folder (default: the build's gpu/tasks)")
+    ap.add_argument("--tasks-dir", default="", help="vinci task folder (default: the build's data/tasks)")
     ap.add_argument("--level", type=int, default=0, help="only tasks of this level")
     ap.add_argument("--ids", default="", help="comma-separated task ids (default: every KernelBench task)")
     ap.add_argument("--require", default="", help="comma-separated ids that must be checked and match")

@@ -54,7 +54,7 @@ if ! python3 -c 'import capnp, xxhash, zstandard, pandas, pyarrow, tensorboardX,
   python3 -m pip install -q "${python_deps[@]}" 2>/dev/null ||
     python3 -m pip install -q --break-system-packages "${python_deps[@]}"
 fi
-# Triton compiles plans whose kernels are Triton (gpu/triton.h, gpu/triton_compile.py) to sm_90
+# Triton compiles plans whose kernels are Triton (gpu/compile/triton.h, gpu/compile/triton_compile.py) to sm_90
 # cubins; no GPU is needed for that, and gpu_triton_test compiles a few. About 40 s and 1 GB
 # installed; without it those tests skip, saying so.
 if ! python3 -c 'import triton' 2>/dev/null; then

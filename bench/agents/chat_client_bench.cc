@@ -17,7 +17,7 @@
 #include <string>
 
 #include "agents/chat_client.h"
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
 #include "gpu/model_plan.h"
 #include "harness/chat_server.h"
 #include "harness/llm_agents.h"

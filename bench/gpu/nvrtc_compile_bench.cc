@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "gpu/codegen.h"
-#include "gpu/nvrtc.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/compile/nvrtc.h"
 
 namespace {
 

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/rng.h"
-#include "gpu/codegen.h"
-#include "gpu/sim_evaluator.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/sim/sim_evaluator.h"
 
 namespace vinci {
 namespace {

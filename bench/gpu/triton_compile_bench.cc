@@ -18,12 +18,12 @@
 #include <string>
 #include <vector>
 
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/compile/nvrtc.h"
+#include "gpu/compile/triton.h"
 #include "gpu/model_plan.h"
-#include "gpu/nvrtc.h"
 #include "gpu/shapes.h"
 #include "gpu/task.h"
-#include "gpu/triton.h"
 
 namespace {
 

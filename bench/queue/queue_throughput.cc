@@ -18,9 +18,9 @@
 
 #include "core/atomic_file.h"
 #include "core/rng.h"
-#include "gpu/codegen.h"
-#include "gpu/device_profile.h"
-#include "gpu/sim_evaluator.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/sim/device_profile.h"
+#include "gpu/sim/sim_evaluator.h"
 #include "queue/protocol.h"
 #include "queue/queue_evaluator.h"
 

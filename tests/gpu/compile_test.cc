@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "core/rng.h"
-#include "gpu/codegen.h"
-#include "gpu/nvrtc.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/compile/nvrtc.h"
 #include "tests/gpu/sim_test_util.h"
 
 namespace vinci {

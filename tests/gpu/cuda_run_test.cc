@@ -1,7 +1,7 @@
 // Runs generated plans on a real GPU and compares them with the CPU libtorch reference: the
 // generator's `guaranteed` verdicts must hold. Skips where there is no CUDA driver or no CUDA
 // libtorch (development machines, CI). The runner here is a minimal one for this test only
-// (no isolation, no timing): the hardened evaluator is gpu/live_eval.cc
+// (no isolation, no timing): the hardened evaluator is gpu/live/live_eval.cc
 // (docs/live_evaluator.md).
 #include <dlfcn.h>
 
@@ -13,10 +13,10 @@
 #include <torch/torch.h>
 
 #include "core/rng.h"
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/compile/nvrtc.h"
 #include "gpu/executor.h"
 #include "gpu/expr.h"
-#include "gpu/nvrtc.h"
 #include "gpu/shapes.h"
 #include "tests/gpu/sim_test_util.h"
 

@@ -3,7 +3,7 @@
 // hold Inf, face a reference with NaN, fail only the relative L2 bound, or are broadcast scalars
 // (the negative controls), at sizes from one element to past the kernel's grid. Links the driver
 // API, so it runs only on a GPU machine (scripts/gpu_figures.sh, stage cudarun).
-#include "gpu/fused_compare.h"
+#include "gpu/live/fused_compare.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,7 +1,7 @@
-// The live evaluator's output comparison (gpu/live_compare.h), on CPU tensors, against
+// The live evaluator's output comparison (gpu/live/live_compare.h), on CPU tensors, against
 // independent references: torch::allclose for the KernelGYM check, and sums taken element by
 // element in double for the error figures and the relative L2 bound.
-#include "gpu/live_compare.h"
+#include "gpu/live/live_compare.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,7 +1,7 @@
 // The live CUDA evaluator: its wire protocol and worker handling (everywhere), and on a machine
 // with a GPU the hostile plans of tests/gpu/hostile/hostile_plans.json, every one rejected with
 // its reason by one evaluator that survives them all, then honest plans accepted.
-#include "gpu/cuda_evaluator.h"
+#include "gpu/live/cuda_evaluator.h"
 
 #include <dlfcn.h>
 #include <sys/socket.h>
@@ -16,12 +16,12 @@
 
 #include <gtest/gtest.h>
 
-#include "gpu/codegen.h"
-#include "gpu/device_profile.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/compile/triton.h"
 #include "gpu/model_plan.h"
-#include "gpu/sim_evaluator.h"
+#include "gpu/sim/device_profile.h"
+#include "gpu/sim/sim_evaluator.h"
 #include "gpu/task.h"
-#include "gpu/triton.h"
 #include "tests/gpu/sim_test_util.h"
 
 namespace vinci {

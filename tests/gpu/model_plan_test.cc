@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "core/rng.h"
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
 #include "gpu/expr.h"
 
 namespace vinci {

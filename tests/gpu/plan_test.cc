@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "core/rng.h"
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
 #include "gpu/expr.h"
 #include "gpu/shapes.h"
 #include "tests/gpu/sim_test_util.h"

@@ -1,6 +1,6 @@
-// The held-out agreement of the sim world with measured sweeps (gpu/sim_agreement.h), on sweeps
+// The held-out agreement of the sim world with measured sweeps (gpu/sim/sim_agreement.h), on sweeps
 // written here in `harness measure`'s format: measured by the sim world itself, then distorted.
-#include "gpu/sim_agreement.h"
+#include "gpu/sim/sim_agreement.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpu/codegen.h"
-#include "gpu/sim_evaluator.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/sim/sim_evaluator.h"
 #include "tests/gpu/sim_test_util.h"
 #include "tests/recorder/test_util.h"
 

@@ -1,6 +1,6 @@
 // Calibration on synthetic measurements: times from the model with hidden efficiency terms and
 // keyed noise; the fit must recover the terms and improve the rank correlation.
-#include "gpu/calibration.h"
+#include "gpu/sim/calibration.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <set>
 
 #include "core/rng.h"
-#include "gpu/sim_model.h"
+#include "gpu/sim/sim_model.h"
 #include "tests/gpu/sim_test_util.h"
 
 namespace vinci {

@@ -1,6 +1,6 @@
 // The sim evaluator's record: determinism, keyed noise, risky settings, decoys, flags, and the
 // EvalResult <-> Measurement mapping.
-#include "gpu/sim_evaluator.h"
+#include "gpu/sim/sim_evaluator.h"
 
 #include <capnp/message.h>
 #include <gtest/gtest.h>
@@ -127,7 +127,7 @@ TEST(SimEvaluator, Tf32PassesTheDefaultToleranceAndFailsTheStrictOne) {
   EXPECT_TRUE(ev.evaluate(t, fp32, strict)->correct);
 }
 
-// As on the H200 (gpu/measurements/h200_library_gemm.jsonl): a TF32 product of two unit-scale
+// As on the H200 (data/measurements/h200_library_gemm.jsonl): a TF32 product of two unit-scale
 // inputs with K = 4096 misses atol = 1e-2 near zero outputs (max |error| 0.031 there), one with
 // K = 64 passes, and a matrix-vector product runs exact in the library but not in a wmma kernel.
 TEST(SimEvaluator, Tf32AbsoluteErrorGrowsWithK) {

@@ -1,5 +1,5 @@
 // The simulated device's behaviour as a GPU engineer expects it, on the H200 profile.
-#include "gpu/sim_model.h"
+#include "gpu/sim/sim_model.h"
 
 #include <gtest/gtest.h>
 

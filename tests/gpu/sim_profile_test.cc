@@ -1,6 +1,6 @@
 // Device profiles: the H200 file, error messages that name file and key, and the writer.
-#include "gpu/calibration.h"
-#include "gpu/device_profile.h"
+#include "gpu/sim/calibration.h"
+#include "gpu/sim/device_profile.h"
 
 #include <gtest/gtest.h>
 

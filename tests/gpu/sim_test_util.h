@@ -6,9 +6,9 @@
 
 #include <string>
 
-#include "gpu/codegen.h"
-#include "gpu/device_profile.h"
-#include "gpu/sim_model.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/sim/device_profile.h"
+#include "gpu/sim/sim_model.h"
 #include "gpu/task.h"
 
 namespace vinci {

@@ -2,7 +2,7 @@
 // Triton launch, the launch metadata codec, the sim world's verdict, and (where Triton is
 // installed: scripts/setup.sh installs it) compiling the plans of tests/gpu/triton_plans to sm_90
 // cubins, the cache, compile errors, the compile time limit and a missing Triton.
-#include "gpu/triton.h"
+#include "gpu/compile/triton.h"
 
 #include <gtest/gtest.h>
 
@@ -12,10 +12,10 @@
 #include <set>
 #include <sstream>
 
-#include "gpu/codegen.h"
+#include "gpu/codegen/codegen.h"
 #include "gpu/model_plan.h"
 #include "gpu/shapes.h"
-#include "gpu/sim_evaluator.h"
+#include "gpu/sim/sim_evaluator.h"
 #include "tests/gpu/sim_test_util.h"
 
 namespace vinci {

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import ROOT, binary, run_cmd
 
-SUITE = os.path.join(ROOT, "gpu", "measurements", "suite_2026-12-02")
-SWEEP = os.path.join(ROOT, "gpu", "measurements", "h200_full_l1.jsonl")
+SUITE = os.path.join(ROOT, "data", "measurements", "suite_2026-12-02")
+SWEEP = os.path.join(ROOT, "data", "measurements", "h200_full_l1.jsonl")
 SCRIPT = os.path.join(ROOT, "scripts", "replace_measurements.py")
 
 

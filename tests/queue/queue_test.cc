@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "core/atomic_file.h"
-#include "gpu/cuda_evaluator.h"
-#include "gpu/sim_evaluator.h"
+#include "gpu/live/cuda_evaluator.h"
+#include "gpu/sim/sim_evaluator.h"
 #include "queue/protocol.h"
 #include "queue/queue_evaluator.h"
 #include "queue/redis.h"

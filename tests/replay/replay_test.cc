@@ -394,7 +394,7 @@ TEST(Rescore, KilledBeforeItsReportLeavesNoCompleteRun) {
 TEST(Rescore, AnotherProfileMovesSpeedupsAndTheNewRunVerifies) {
   std::string root = temp_dir(), out;
   std::string run = copy_run(kGolden, root);
-  std::string profile = read_file(kSrc + "gpu/device_profiles/h200.toml").value();
+  std::string profile = read_file(kSrc + "data/device_profiles/h200.toml").value();
   size_t at = profile.find("\nelementwise = ");
   ASSERT_NE(at, std::string::npos);
   size_t end = profile.find('\n', at + 1);

@@ -1,0 +1,1034 @@
+#include "gpu/live/live_eval.h"
+
+#include <cuda.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include <ATen/Context.h>
+#include <torch/cuda.h>
+#include <torch/torch.h>
+
+#include "core/text.h"
+#include "gpu/compile/nvrtc.h"
+#include "gpu/compile/triton.h"
+#include "gpu/executor.h"
+#include "gpu/expr.h"
+#include "gpu/live/fused_compare.h"
+#include "gpu/live/live_compare.h"
+#include "gpu/shapes.h"
+#include "gpu/sim/device_profile.h"
+#include "gpu/sim/sim_evaluator.h"
+
+namespace vinci {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// LiveOptions::profile_phases: charges the time since the last switch to the phase being left,
+// after a device synchronization. Does nothing when off.
+class PhaseTimer {
+ public:
+  PhaseTimer(bool on, std::map<std::string, double>* out) : on_(on), out_(out) {}
+  ~PhaseTimer() { to(nullptr); }
+  void to(const char* phase) {
+    if (!on_) return;
+    cuCtxSynchronize();
+    Clock::time_point now = Clock::now();
+    if (current_) (*out_)[current_] += std::chrono::duration<double, std::milli>(now - since_).count();
+    current_ = phase;
+    since_ = now;
+  }
+  // After a failure that may have left the context unusable: stop synchronizing.
+  void abandon() { on_ = false; }
+
+ private:
+  bool on_;
+  std::map<std::string, double>* out_;
+  const char* current_ = nullptr;
+  Clock::time_point since_;
+};
+
+std::string cu_error(CUresult r) {
+  const char* name = nullptr;
+  const char* text = nullptr;
+  cuGetErrorName(r, &name);
+  cuGetErrorString(r, &text);
+  return std::string(name ? name : "CUDA error " + std::to_string(static_cast<int>(r))) +
+         (text ? std::string(" (") + text + ")" : "");
+}
+
+// Why a candidate failed: the reason for the user, a short tag for flags and tests, and whether
+// the CUDA context survived.
+struct Failure {
+  std::string tag;  // illegal_access, hang, launch_refused, not_written, wrong_result, ...
+  std::string reason;
+  bool context_lost = false;
+};
+
+class CandidateFailed : public std::exception {
+ public:
+  explicit CandidateFailed(Failure f) : f_(std::move(f)) {}
+  const char* what() const noexcept override { return f_.reason.c_str(); }
+  const Failure& failure() const { return f_; }
+
+ private:
+  Failure f_;
+};
+
+[[noreturn]] void fail(std::string tag, std::string reason, bool context_lost = false) {
+  throw CandidateFailed(Failure{std::move(tag), std::move(reason), context_lost});
+}
+
+// A CUDA error after a launch: the sticky ones lose the context.
+[[noreturn]] void fail_cuda(const std::string& what, CUresult r) {
+  std::string tag = "cuda_error";
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS:
+    case CUDA_ERROR_MISALIGNED_ADDRESS:
+    case CUDA_ERROR_INVALID_ADDRESS_SPACE: tag = "illegal_access"; break;
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+    case CUDA_ERROR_INVALID_PC:
+    case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_LAUNCH_FAILED:
+    case CUDA_ERROR_ASSERT: tag = "trap"; break;
+    case CUDA_ERROR_OUT_OF_MEMORY: tag = "out_of_memory"; break;
+    default: break;
+  }
+  fail(tag, what + ": " + cu_error(r), true);
+}
+
+// Bit-for-bit equality (NaN payloads included), so "unchanged" and "identical" mean exactly that.
+bool bitwise_equal(const torch::Tensor& a, const torch::Tensor& b) {
+  if (a.sizes() != b.sizes() || a.scalar_type() != b.scalar_type()) return false;
+  if (is_float(a)) return torch::equal(a.contiguous().view(torch::kInt32), b.contiguous().view(torch::kInt32));
+  return torch::equal(a.contiguous(), b.contiguous());
+}
+
+// The poison a candidate's own buffers start from: NaN for floats, the smallest int64 for indices.
+// Every buffer a candidate may write sits between two guard zones of this many bytes, filled with
+// a pattern no kernel computes by chance (a NaN payload). A kernel that writes a little past the
+// end of a buffer (a missing tail check: up to a block's worth of items, 1024 threads x 8 items x
+// 4-wide vectors x 4 bytes = 128 KiB) writes into a zone, and the zones are checked after every
+// run of the candidate: the verdict no longer depends on what the allocator put next to the buffer.
+constexpr int64_t kGuardBytes = 256 << 10;
+constexpr int32_t kGuardWord = 0x7fa5a5a5;
+
+struct GuardedBuffer {
+  std::string name;
+  torch::Tensor whole;  // guard, buffer, guard
+  int64_t guard_words = 0, buffer_words = 0;
+};
+
+// A buffer of shape and dtype inside its guard zones; the buffer is filled with fill_from (a copy
+// of it) or with the poison of its dtype. Zones must stay whole: guards_intact().
+torch::Tensor guarded(const std::string& name, const std::vector<int64_t>& shape, torch::ScalarType dtype,
+                      const torch::Tensor& fill_from, std::vector<GuardedBuffer>* guards) {
+  int64_t numel = 1;
+  for (int64_t d : shape) numel *= d;
+  const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
+  if (elem != 4 && elem != 8) {  // no dtype of vinci's tasks: a plain buffer, unguarded
+    if (fill_from.defined()) return fill_from.clone();
+    return torch::full(shape, 0, torch::TensorOptions().device(torch::kCUDA).dtype(dtype));
+  }
+  const int64_t guard_elems = kGuardBytes / elem;
+  auto opts = torch::TensorOptions().device(torch::kCUDA).dtype(dtype);
+  torch::Tensor whole = torch::empty({numel + 2 * guard_elems}, opts);
+  whole.view(torch::kInt32).fill_(kGuardWord);
+  torch::Tensor buffer = whole.narrow(0, guard_elems, numel).view(shape);
+  if (fill_from.defined()) {
+    buffer.copy_(fill_from);
+  } else if (dtype == torch::kInt64) {
+    buffer.fill_(std::numeric_limits<int64_t>::min());
+  } else {
+    buffer.fill_(std::nan(""));
+  }
+  guards->push_back({name, whole, kGuardBytes / 4, numel * elem / 4});
+  return buffer;
+}
+
+bool overlaps(const torch::Tensor& a, const torch::Tensor& b) {
+  if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return false;
+  auto lo_a = reinterpret_cast<uintptr_t>(a.data_ptr());
+  auto lo_b = reinterpret_cast<uintptr_t>(b.data_ptr());
+  uintptr_t hi_a = lo_a + a.numel() * a.element_size();
+  uintptr_t hi_b = lo_b + b.numel() * b.element_size();
+  return lo_a < hi_b && lo_b < hi_a;
+}
+
+// A task at its sizes, as a cache key: "L1_019/B=8/D=1001".
+std::string instance_key(const TaskInstance& inst) {
+  std::string key = inst.task().id;
+  for (const auto& [k, v] : inst.sizes()) key += "/" + k + "=" + std::to_string(v);
+  return key;
+}
+
+// A step that launches a Triton kernel: its function and what its launch needs beyond the
+// arguments (Triton's convention: the arguments, then the global and the profile scratch pointers).
+struct TritonStep {
+  CUfunction function = nullptr;
+  unsigned shared = 0;              // dynamic shared memory, bytes
+  int64_t global_scratch_size = 0;  // bytes per program
+};
+
+struct LoadedPlan {
+  std::map<std::string, CUfunction> functions;
+  std::map<size_t, TritonStep> triton;  // by step index
+  std::vector<CUmodule> modules;
+  // Set when the context is lost: unloading would wait for a kernel that never ends (a hang);
+  // the worker exits instead and the driver reclaims everything.
+  bool abandon = false;
+  LoadedPlan() = default;
+  LoadedPlan(const LoadedPlan&) = delete;
+  LoadedPlan& operator=(const LoadedPlan&) = delete;
+  ~LoadedPlan() {
+    if (abandon) return;
+    for (CUmodule m : modules) cuModuleUnload(m);
+  }
+};
+
+// Waits for everything queued so far, giving up after timeout_s: a candidate kernel that never
+// returns must not hang the worker.
+void wait_for(CUevent ev, double timeout_s, const std::string& what) {
+  CUresult r = cuEventRecord(ev, nullptr);
+  if (r != CUDA_SUCCESS) fail_cuda(what, r);
+  Clock::time_point t0 = Clock::now();
+  for (;;) {
+    r = cuEventQuery(ev);
+    if (r == CUDA_SUCCESS) return;
+    if (r != CUDA_ERROR_NOT_READY) fail_cuda(what, r);
+    if (ms_since(t0) > timeout_s * 1000)
+      fail("hang",
+           what + ": still running after " + format_number("%.6g", timeout_s) + " s (an endless loop or a deadlock)",
+           true);
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+}  // namespace
+
+struct LiveDevice::Impl {
+  LiveOptions options;
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  std::string name;
+  std::string arch;
+  int64_t l2_bytes = 0;
+  // Which GPU made a measurement, recorded in each one's settings (a queue's workers span many
+  // GPUs): its UUID as nvidia-smi prints it, the kernel driver's version, the CUDA driver API's
+  // version, and the SM and memory clocks the device reports (kHz; the peak, not a reading).
+  std::map<std::string, std::string> identity;
+  std::unique_ptr<NvrtcCompiler> nvrtc;
+  std::unique_ptr<FusedCompare> fused;     // the output comparison in one pass (gpu/live/fused_compare.h)
+  std::unique_ptr<TritonCompiler> triton;  // made on the first Triton plan
+  std::unique_ptr<SimEvaluator> sim;       // for the roofline floor
+  std::map<std::pair<std::string, int>, std::unique_ptr<TaskInstance>> instances;
+  torch::Tensor flush;                                            // the L2 flush buffer
+  std::map<std::string, std::vector<torch::Tensor>> input_cache;  // CPU-drawn inputs of one task
+  // Which negative controls pass a trial's check, by (task, trial seed, tolerance, sizes): the
+  // controls depend on the inputs and the reference alone, not on the candidate.
+  std::map<std::string, std::map<std::string, bool>> control_cache;
+  // The guard zones of the candidate's own buffers (values_for) and of its input copies.
+  std::vector<GuardedBuffer> guards, input_guards;
+
+  // Fails out_of_bounds_write when a run of the candidate wrote into a guard zone.
+  void check_guards(const std::string& what) {
+    for (const auto* list : {&input_guards, &guards}) {
+      for (const GuardedBuffer& g : *list) {
+        torch::Tensor words = g.whole.view(torch::kInt32);
+        torch::Tensor before = words.narrow(0, 0, g.guard_words);
+        torch::Tensor after = words.narrow(0, g.guard_words + g.buffer_words, g.guard_words);
+        bool below = !torch::all(before == kGuardWord).item<bool>();
+        bool above = !torch::all(after == kGuardWord).item<bool>();
+        if (below || above) {
+          fail("out_of_bounds_write", what + ": the candidate wrote " + (above ? "past the end" : "before the start") +
+                                          " of its buffer '" + g.name + "' (into the " +
+                                          std::to_string(kGuardBytes >> 10) + " KiB guard zone " +
+                                          (above ? "after" : "before") + " it)");
+        }
+      }
+    }
+  }
+  const Task* input_cache_task = nullptr;
+  CUevent start = nullptr, end = nullptr, sync = nullptr;
+
+  // How a schedule runs: kWatch waits on every launch with the timeout; kCheck also confirms each
+  // kernel wrote something (it copies the kernel's buffers first: the first run only); kProfile
+  // times every step with events; kTimed just launches.
+  enum class Mode { kCheck, kWatch, kProfile, kTimed };
+
+  Result<TaskInstance*> instance(const Task& task, SizeName size) {
+    auto key = std::make_pair(task.id, static_cast<int>(size));
+    auto it = instances.find(key);
+    if (it != instances.end() && &it->second->task() == &task) return it->second.get();
+    instances.clear();  // one task's weights at a time: full-size weights are large
+    VINCI_ASSIGN_OR_RETURN(TaskInstance inst, TaskInstance::create(task, size, "cuda"));
+    auto& slot = instances[key];
+    slot = std::make_unique<TaskInstance>(std::move(inst));
+    return slot.get();
+  }
+
+  // The candidate's values for one run: its copies of inputs and weights, and its own buffers
+  // freshly poisoned.
+  std::map<std::string, torch::Tensor> values_for(const Task& task, const Plan& plan, const SizeMap& sizes,
+                                                  const std::vector<torch::Tensor>& inputs,
+                                                  const std::map<std::string, torch::Tensor>& weights) {
+    std::map<std::string, torch::Tensor> v;
+    guards.clear();
+    for (size_t i = 0; i < task.inputs.size(); ++i) v[task.inputs[i].name] = inputs[i];
+    for (const auto& [n, w] : weights) v[n] = w;
+    for (const auto& b : plan.buffers) {
+      if (b.role != "intermediate" && b.role != "output") continue;
+      Result<std::vector<int64_t>> shape = eval_shape(b.shape, sizes);
+      if (!shape.ok()) fail("bad_plan", "buffer " + b.name + ": " + shape.status().message());
+      // Sizes with overflow checks: 10^22 elements must not wrap to a small allocation.
+      Result<int64_t> bytes = buffer_bytes(*shape, b.dtype);
+      if (!bytes.ok()) fail("out_of_memory", "buffer " + b.name + ": out of memory: " + bytes.status().message());
+      if (*bytes > (int64_t{1} << 40))
+        fail("out_of_memory", "buffer " + b.name + " " + shape_text(*shape) + " is larger than any GPU");
+      try {
+        v[b.name] =
+            guarded(b.name, *shape, b.dtype == "i64" ? torch::kInt64 : torch::kFloat32, torch::Tensor(), &guards);
+      } catch (const c10::Error& e) {
+        fail("out_of_memory", "buffer " + b.name + " " + shape_text(*shape) + ": " + e.what_without_backtrace());
+      }
+    }
+    return v;
+  }
+
+  // Runs the plan's schedule once over values; returns the output. step_ms (kProfile) gets each
+  // step's time.
+  torch::Tensor run(const Plan& plan, const LoadedPlan& loaded, const TaskInstance& inst,
+                    std::map<std::string, torch::Tensor>& values, Mode mode, std::vector<double>* step_ms = nullptr) {
+    ExprEnv env;
+    env.symbols = inst.sizes();
+    env.buffer_shape = [&](const std::string& b) -> Result<std::vector<int64_t>> {
+      auto it = values.find(b);
+      if (it == values.end()) return not_found("buffer " + b);
+      return it->second.sizes().vec();
+    };
+    std::vector<CUevent> marks;
+    if (mode == Mode::kProfile) {
+      marks.resize(plan.steps.size() + 1);
+      for (auto& e : marks) cuEventCreate(&e, CU_EVENT_DEFAULT);
+      cuEventRecord(marks[0], nullptr);
+    }
+    for (size_t si = 0; si < plan.steps.size(); ++si) {
+      const PlanStep& step = plan.steps[si];
+      if (step.kind == "library") {
+        std::vector<at::Tensor> in;
+        for (const auto& n : step.op.inputs) {
+          auto it = values.find(n);
+          if (it == values.end()) fail("bad_plan", "step " + std::to_string(si) + ": no value '" + n + "'");
+          in.push_back(it->second);
+        }
+        // A library step may let cuBLAS use TF32 for its product; the reference's policy (matrix
+        // products in FP32) is restored right after.
+        Result<std::vector<at::Tensor>> out = [&] {
+          struct Tf32 {
+            explicit Tf32(bool on) : on(on) {
+              if (on) at::globalContext().setAllowTF32CuBLAS(true);
+            }
+            ~Tf32() {
+              if (on) at::globalContext().setAllowTF32CuBLAS(false);
+            }
+            bool on;
+          } guard(step.precision == "tf32");
+          return inst.run_op(step.op, in);
+        }();
+        if (!out.ok()) fail("bad_plan", "step " + std::to_string(si) + ": " + out.status().message());
+        for (size_t i = 0; i < out->size(); ++i) values[step.op.outputs[i]] = (*out)[i].contiguous();
+      } else {
+        std::string what = "kernel " + step.kernel + " (step " + std::to_string(si) + ")";
+        auto tri = loaded.triton.find(si);
+        auto fn = loaded.functions.find(step.kernel);
+        if (tri == loaded.triton.end() && fn == loaded.functions.end()) fail("bad_plan", what + ": not loaded");
+        std::vector<uint64_t> storage(step.args.size());
+        std::vector<void*> params;
+        std::vector<std::pair<std::string, torch::Tensor>> written;  // kCheck: own buffers before
+        for (size_t i = 0; i < step.args.size(); ++i) {
+          const PlanArg& a = step.args[i];
+          if (!a.buffer.empty()) {
+            auto it = values.find(a.buffer);
+            if (it == values.end()) fail("bad_plan", what + ": no buffer '" + a.buffer + "'");
+            storage[i] = reinterpret_cast<uint64_t>(it->second.data_ptr());
+            const PlanBuffer* pb = plan.find_buffer(a.buffer);
+            if (mode == Mode::kCheck && pb && (pb->role == "intermediate" || pb->role == "output"))
+              written.emplace_back(a.buffer, it->second.clone());
+          } else {
+            Result<int64_t> v = eval_expr(a.i64, env);
+            if (!v.ok()) fail("bad_plan", what + ": argument " + std::to_string(i) + ": " + v.status().message());
+            storage[i] = static_cast<uint64_t>(*v);
+          }
+          params.push_back(&storage[i]);
+        }
+        // Triton's trailing parameters: the global scratch (grid * size bytes, when the kernel
+        // asks for any) and the profile scratch (never: such kernels are refused at load).
+        uint64_t scratch[2] = {0, 0};
+        torch::Tensor scratch_buffer;
+        // Every dimension is checked against CUDA's limits on its 64-bit value before it is
+        // narrowed to the driver's unsigned int (2^32 blocks must not launch as 0, nor 2^32 + 1
+        // as 1).
+        std::array<int64_t, 3> grid64{}, block64{};
+        for (size_t i = 0; i < 3; ++i) {
+          static const char* kAxis[3] = {"x", "y", "z"};
+          Result<int64_t> g = eval_expr(step.grid[i], env);
+          if (!g.ok()) fail("launch_refused", what + ": grid " + kAxis[i] + ": " + g.status().message());
+          Result<int64_t> b = eval_expr(step.block[i], env);
+          if (!b.ok()) fail("launch_refused", what + ": block " + kAxis[i] + ": " + b.status().message());
+          grid64[i] = *g;
+          block64[i] = *b;
+        }
+        std::string refused = launch_dims_error(grid64, block64);
+        if (!refused.empty()) fail("launch_refused", what + ": launch refused: " + refused);
+        unsigned grid[3], block[3];
+        for (size_t i = 0; i < 3; ++i) {
+          grid[i] = static_cast<unsigned>(grid64[i]);
+          block[i] = static_cast<unsigned>(block64[i]);
+        }
+        CUfunction function = nullptr;
+        unsigned shared = 0;
+        if (tri != loaded.triton.end()) {
+          function = tri->second.function;
+          shared = tri->second.shared;
+          if (tri->second.global_scratch_size > 0) {
+            double want = static_cast<double>(grid64[0]) * static_cast<double>(grid64[1]) *
+                          static_cast<double>(grid64[2]) * static_cast<double>(tri->second.global_scratch_size);
+            if (want > static_cast<double>(int64_t{1} << 40))
+              fail("out_of_memory", what + ": Triton's global scratch of " + format_number("%.6g", want) +
+                                        " bytes is larger than any GPU");
+            int64_t bytes = static_cast<int64_t>(want);
+            try {
+              scratch_buffer = torch::empty({bytes}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kUInt8));
+            } catch (const c10::Error& e) {
+              fail("out_of_memory", what + ": Triton's global scratch of " + std::to_string(bytes) +
+                                        " bytes: " + e.what_without_backtrace());
+            }
+            scratch[0] = reinterpret_cast<uint64_t>(scratch_buffer.data_ptr());
+          }
+          params.push_back(&scratch[0]);
+          params.push_back(&scratch[1]);
+        } else {
+          function = fn->second;
+        }
+        CUresult r = cuLaunchKernel(function, grid[0], grid[1], grid[2], block[0], block[1], block[2], shared, nullptr,
+                                    params.data(), nullptr);
+        if (r != CUDA_SUCCESS) {
+          // Refused launches (too many threads or registers, bad grid) leave the context usable.
+          if (r == CUDA_ERROR_INVALID_VALUE || r == CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES)
+            fail("launch_refused", what + ": launch refused: " + cu_error(r));
+          fail_cuda(what, r);
+        }
+        if (mode == Mode::kCheck || mode == Mode::kWatch) wait_for(sync, options.launch_timeout_s, what);
+        if (mode == Mode::kCheck) {
+          bool any = written.empty();
+          for (const auto& [n, before] : written) {
+            if (!bitwise_equal(before, values.at(n))) any = true;
+          }
+          if (!any)
+            fail("kernel_idle", what +
+                                    " wrote none of its output buffers: it did no work (outputs must come "
+                                    "from the candidate's own kernels)");
+        }
+      }
+      if (mode == Mode::kProfile) cuEventRecord(marks[si + 1], nullptr);
+    }
+    if (mode == Mode::kProfile) {
+      CUresult r = cuEventSynchronize(marks.back());
+      if (r != CUDA_SUCCESS) fail_cuda("profiled run", r);
+      for (size_t i = 0; i + 1 < marks.size(); ++i) {
+        float ms = 0;
+        cuEventElapsedTime(&ms, marks[i], marks[i + 1]);
+        step_ms->push_back(ms);
+      }
+      for (auto& e : marks) cuEventDestroy(e);
+    }
+    auto it = values.find(plan.output);
+    if (it == values.end()) fail("bad_plan", "the output '" + plan.output + "' was never produced");
+    return it->second;
+  }
+
+  Result<std::vector<torch::Tensor>> inputs(const TaskInstance& inst, int64_t trial, uint64_t root_seed,
+                                            std::string* source) {
+    InputDistribution dist = trial_distribution(trial);
+    uint64_t seed = input_seed(root_seed, inst.task().id, trial, dist);
+    VINCI_ASSIGN_OR_RETURN(int64_t n, inst.input_elements());
+    bool on_cpu = n <= options.cpu_input_limit;
+    *source = on_cpu ? "cpu" : "cuda";
+    if (!on_cpu) return inst.make_inputs_on_device(dist, seed);
+    // CPU draws cost more than the evaluation of a small task: keep them (on the device) for the
+    // task in hand. They are never handed to a candidate, only copied.
+    std::string key = instance_key(inst) + "/" + std::to_string(seed);
+    if (input_cache_task != &inst.task()) {
+      input_cache.clear();
+      input_cache_task = &inst.task();
+    }
+    auto it = input_cache.find(key);
+    if (it != input_cache.end()) return it->second;
+    VINCI_ASSIGN_OR_RETURN(std::vector<torch::Tensor> x, inst.make_inputs(dist, seed));
+    input_cache[key] = x;
+    return x;
+  }
+
+  void flush_l2() {
+    flush.fill_(static_cast<float>(flush.numel() & 7));  // a write, so no line of the inputs stays
+  }
+
+  // One timed sample of fn: events on the default stream around it, a whole-device synchronise
+  // before the end event, the host clock around everything.
+  template <typename Fn>
+  std::pair<double, double> timed(Fn&& fn, const char* what) {
+    flush_l2();
+    CUresult r = cuCtxSynchronize();
+    if (r != CUDA_SUCCESS) fail_cuda(what, r);
+    Clock::time_point t0 = Clock::now();
+    cuEventRecord(start, nullptr);
+    fn();
+    r = cuCtxSynchronize();
+    if (r != CUDA_SUCCESS) fail_cuda(what, r);
+    cuEventRecord(end, nullptr);
+    r = cuEventSynchronize(end);
+    if (r != CUDA_SUCCESS) fail_cuda(what, r);
+    double host_ms = ms_since(t0);
+    float ms = 0;
+    r = cuEventElapsedTime(&ms, start, end);
+    if (r != CUDA_SUCCESS) fail_cuda(what, r);
+    return {ms * 1000.0, host_ms * 1000.0};
+  }
+
+  Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request, LiveStats* stats);
+
+  // Compiles (Triton, in its own process, cached by content) and loads every Triton launch of the
+  // plan at the instance's sizes. false, with the reason in log, when a kernel does not compile or
+  // cannot be launched as compiled; an error when Triton itself is missing.
+  Result<bool> compile_triton(const Plan& plan, const TaskInstance& inst, LoadedPlan* loaded, std::string* log,
+                              std::map<std::string, std::string>* settings, LiveStats* stats) {
+    if (!triton) {
+      TritonOptions to;
+      to.cache_dir = options.nvrtc_cache_dir;
+      to.timeout_s = options.triton_timeout_s;
+      to.arch = std::atoi(arch.substr(3).c_str());
+      triton = std::make_unique<TritonCompiler>(to);
+    }
+    VINCI_ASSIGN_OR_RETURN(std::string version, triton->version());
+    (*settings)["triton_version"] = version;
+    (*settings)["triton_compile_timeout_s"] = format_number("%.6g", options.triton_timeout_s);
+    ExprEnv env;
+    env.symbols = inst.sizes();
+    env.buffer_shape = [&](const std::string& b) -> Result<std::vector<int64_t>> {
+      const PlanBuffer* pb = plan.find_buffer(b);
+      if (!pb) return not_found("buffer " + b);
+      return eval_shape(pb->shape, inst.sizes());
+    };
+    std::map<Digest, CUmodule> modules;
+    for (size_t si = 0; si < plan.steps.size(); ++si) {
+      const PlanStep& step = plan.steps[si];
+      if (step.kind != "kernel") continue;
+      const PlanKernel* k = plan.find_kernel(step.kernel);
+      if (!k || k->language != kLanguageTriton) continue;
+      std::string what = "kernel " + k->name + " (step " + std::to_string(si) + ")";
+      Result<TritonCompileRequest> req = triton_request(plan, step, env, triton->options().arch);
+      if (!req.ok()) {
+        *log += what + ": " + req.status().message();
+        return false;
+      }
+      int64_t misses = triton->misses();
+      Result<std::shared_ptr<const CompiledTriton>> bin = triton->compile(*req);
+      if (!bin.ok()) {
+        if (bin.status().code() != StatusCode::kInvalidArgument) return bin.status();
+        *log += what + ": " + bin.status().message();
+        return false;
+      }
+      if (triton->misses() > misses) {
+        stats->compile_ms += (*bin)->compile_ms;
+        ++stats->kernels_compiled;
+      }
+      const TritonKernelMeta& meta = (*bin)->meta;
+      (*settings)["triton_options"] = meta.options;
+      std::string unsupported = triton_meta_unsupported(meta);
+      if (unsupported.empty() && meta.num_warps != step.triton.num_warps)
+        unsupported = "it was compiled for " + std::to_string(meta.num_warps) + " warps, the launch asks for " +
+                      std::to_string(step.triton.num_warps);
+      if (!unsupported.empty()) {
+        *log += what + ": vinci cannot launch it: " + unsupported;
+        return false;
+      }
+      CUmodule module = nullptr;
+      auto m = modules.find((*bin)->key);
+      if (m != modules.end()) {
+        module = m->second;
+      } else {
+        CUresult cr = cuModuleLoadData(&module, (*bin)->cubin.data());
+        if (cr != CUDA_SUCCESS) {
+          *log += what + ": the driver refused the Triton module: " + cu_error(cr);
+          return false;
+        }
+        loaded->modules.push_back(module);
+        modules[(*bin)->key] = module;
+      }
+      TritonStep ts;
+      CUresult cr = cuModuleGetFunction(&ts.function, module, meta.name.c_str());
+      if (cr != CUDA_SUCCESS) {
+        *log += what + ": no entry point '" + meta.name + "' in the Triton cubin: " + cu_error(cr);
+        return false;
+      }
+      if (meta.shared > 48 * 1024) {
+        cr = cuFuncSetAttribute(ts.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                static_cast<int>(meta.shared));
+        if (cr != CUDA_SUCCESS) {
+          *log += what + ": it needs " + std::to_string(meta.shared) +
+                  " bytes of shared memory, which the device "
+                  "refuses: " +
+                  cu_error(cr);
+          return false;
+        }
+      }
+      ts.shared = static_cast<unsigned>(meta.shared);
+      ts.global_scratch_size = meta.global_scratch_size;
+      loaded->triton[si] = ts;
+    }
+    return true;
+  }
+};
+
+LiveDevice::LiveDevice(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+LiveDevice::~LiveDevice() {
+  if (!impl_) return;
+  if (impl_->start) cuEventDestroy(impl_->start);
+  if (impl_->end) cuEventDestroy(impl_->end);
+  if (impl_->sync) cuEventDestroy(impl_->sync);
+}
+
+const std::string& LiveDevice::device_name() const { return impl_->name; }
+const std::string& LiveDevice::arch() const { return impl_->arch; }
+int64_t LiveDevice::l2_bytes() const { return impl_->l2_bytes; }
+
+Result<std::unique_ptr<LiveDevice>> LiveDevice::open(const LiveOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  CUresult r = cuInit(0);
+  if (r != CUDA_SUCCESS) return failed_precondition("no CUDA driver or GPU here: cuInit: " + cu_error(r));
+  if (!torch::cuda::is_available())
+    return failed_precondition("this libtorch has no CUDA (or sees no GPU): the live evaluator needs a CUDA build");
+  // Torch creates the primary context; the driver calls here use the same one.
+  torch::zeros({1}, torch::TensorOptions().device(torch::kCUDA));
+  r = cuDeviceGet(&impl->device, 0);
+  if (r != CUDA_SUCCESS) return failed_precondition("cuDeviceGet: " + cu_error(r));
+  r = cuDevicePrimaryCtxRetain(&impl->context, impl->device);
+  if (r != CUDA_SUCCESS) return failed_precondition("cuDevicePrimaryCtxRetain: " + cu_error(r));
+  cuCtxSetCurrent(impl->context);
+  char name[256] = {0};
+  cuDeviceGetName(name, sizeof name, impl->device);
+  impl->name = name;
+  int major = 0, minor = 0, l2 = 0;
+  cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, impl->device);
+  cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, impl->device);
+  cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, impl->device);
+  impl->arch = "sm_" + std::to_string(major) + std::to_string(minor);
+  impl->l2_bytes = l2;
+  {
+    CUuuid uuid;
+    if (cuDeviceGetUuid(&uuid, impl->device) == CUDA_SUCCESS) {
+      char text[64];
+      const auto* b = reinterpret_cast<const unsigned char*>(uuid.bytes);
+      std::snprintf(text, sizeof text, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                    b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+      impl->identity["gpu_uuid"] = text;
+    }
+    int version = 0;
+    if (cuDriverGetVersion(&version) == CUDA_SUCCESS)
+      impl->identity["cuda_driver"] = std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+    // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.82.07  ..." -> 580.82.07
+    if (FILE* f = std::fopen("/proc/driver/nvidia/version", "r")) {
+      char line[512] = {0};
+      if (std::fgets(line, sizeof line, f)) {
+        std::string l = line;
+        size_t at = l.find("Kernel Module");
+        if (at != std::string::npos) {
+          at = l.find_first_not_of(' ', at + 13);
+          size_t end = l.find(' ', at);
+          if (at != std::string::npos) impl->identity["driver"] = l.substr(at, end - at);
+        }
+      }
+      std::fclose(f);
+    }
+    int sm_khz = 0, mem_khz = 0;
+    if (cuDeviceGetAttribute(&sm_khz, CU_DEVICE_ATTRIBUTE_CLOCK_RATE, impl->device) == CUDA_SUCCESS && sm_khz > 0)
+      impl->identity["sm_clock_khz"] = std::to_string(sm_khz);
+    if (cuDeviceGetAttribute(&mem_khz, CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, impl->device) == CUDA_SUCCESS &&
+        mem_khz > 0)
+      impl->identity["memory_clock_khz"] = std::to_string(mem_khz);
+  }
+  NvrtcOptions no;
+  no.arch = impl->arch;
+  no.cache_dir = options.nvrtc_cache_dir;
+  impl->nvrtc = std::make_unique<NvrtcCompiler>(no);
+  VINCI_ASSIGN_OR_RETURN(impl->fused, FusedCompare::create(*impl->nvrtc));
+  VINCI_ASSIGN_OR_RETURN(
+      DeviceProfile profile,
+      load_device_profile(options.profile_path.empty() ? profile_path("h200") : options.profile_path));
+  impl->sim = std::make_unique<SimEvaluator>(std::move(profile));
+  // The reference's precision policy: matrix products stay FP32 under both; cuDNN may use TF32
+  // under KernelBench's (PyTorch's default), not under fp32.
+  VINCI_RETURN_IF_ERROR(check_reference_precision(options.reference_precision));
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(options.reference_precision == "kernelbench");
+  int64_t flush_elems = static_cast<int64_t>(std::max(1.0, options.l2_flush_multiple) * std::max(l2, 1 << 20) / 4);
+  impl->flush = torch::empty({flush_elems}, torch::TensorOptions().device(torch::kCUDA));
+  cuEventCreate(&impl->start, CU_EVENT_DEFAULT);
+  cuEventCreate(&impl->end, CU_EVENT_DEFAULT);
+  cuEventCreate(&impl->sync, CU_EVENT_DISABLE_TIMING);
+  return std::unique_ptr<LiveDevice>(new LiveDevice(std::move(impl)));
+}
+
+Result<EvalResult> LiveDevice::evaluate(const Task& task, const Plan& plan, const EvalRequest& request,
+                                        LiveStats* stats) {
+  LiveStats local;
+  if (!stats) stats = &local;
+  Clock::time_point t0 = Clock::now();
+  Result<EvalResult> r = impl_->evaluate(task, plan, request, stats);
+  stats->eval_ms = ms_since(t0);
+  return r;
+}
+
+Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan, const EvalRequest& request,
+                                              LiveStats* stats) {
+  if (request.trials < 1 || request.samples < 1)
+    return invalid_argument("eval request: trials and samples must be >= 1, found " + std::to_string(request.trials) +
+                            " and " + std::to_string(request.samples));
+  if (plan.task_id != task.id)
+    return invalid_argument("plan is for task '" + plan.task_id + "', evaluated on '" + task.id + "'");
+  torch::NoGradGuard no_grad;
+  Tolerance tol = tolerance_for(task, request);
+  EvalResult r;
+  r.evaluator = "cuda";
+  r.device = name;
+  r.plan = plan_address(plan);
+  r.size = size_name(request.size);
+  r.settings = {{"arch", arch},
+                {"l2_flush_bytes", std::to_string(flush.numel() * 4)},
+                {"launch_timeout_s", format_number("%.6g", options.launch_timeout_s)},
+                {"norm_tolerance", format_number("%.6g", options.norm_tolerance)},
+                {"reference", std::string("libtorch ") + TORCH_VERSION +
+                                  (options.reference_precision == "fp32" ? " eager, tf32 off"
+                                                                         : " eager, cudnn tf32 allowed, matmul fp32")},
+                {"reference_precision", options.reference_precision},
+                {"samples", std::to_string(request.samples)},
+                {"strict", request.strict ? "true" : "false"},
+                {"tolerance", format_number("%.6g", tol.atol) + "," + format_number("%.6g", tol.rtol)},
+                {"trials", std::to_string(request.trials)},
+                {"warmups", std::to_string(options.warmups)}};
+  if (options.timing_budget_ms > 0) r.settings["timing_budget_ms"] = format_number("%.6g", options.timing_budget_ms);
+  for (const auto& [k, v] : identity) r.settings[k] = v;
+
+  add_limit_settings(options.limits, &r.settings);
+  if (!record_limit_verdict(&r, plan, options.limits)) return r;
+
+  PhaseTimer phase(options.profile_phases, &stats->phase_ms);
+  // 1. Compile and load.
+  phase.to("compile");
+  Status valid = validate_plan(plan, task);
+  LoadedPlan loaded;
+  std::string log;
+  bool compiled = valid.ok();
+  if (!valid.ok()) {
+    log = valid.message();
+    r.flags.push_back("rejected: invalid_plan");
+  }
+  for (size_t i = 0; compiled && i < plan.kernels.size(); ++i) {
+    const PlanKernel& k = plan.kernels[i];
+    if (k.language == kLanguageTriton) continue;  // compiled per launch below
+    int64_t misses = nvrtc->misses();
+    Result<std::shared_ptr<const CompiledKernel>> bin = nvrtc->compile(k.source, k.name + ".cu");
+    if (!bin.ok()) {
+      compiled = false;
+      log += "kernel " + k.name + ": " + bin.status().message();
+      break;
+    }
+    if (nvrtc->misses() > misses) {
+      stats->compile_ms += (*bin)->compile_ms;
+      ++stats->kernels_compiled;
+    }
+    if (!(*bin)->log.empty()) log += "kernel " + k.name + ": " + (*bin)->log;
+    CUmodule module = nullptr;
+    CUresult cr = cuModuleLoadData(&module, (*bin)->image.data());
+    if (cr != CUDA_SUCCESS) {
+      compiled = false;
+      log += "kernel " + k.name + ": the driver refused the module: " + cu_error(cr);
+      break;
+    }
+    loaded.modules.push_back(module);
+    CUfunction fn = nullptr;
+    cr = cuModuleGetFunction(&fn, module, k.name.c_str());
+    if (cr != CUDA_SUCCESS) {
+      compiled = false;
+      log += "kernel " + k.name + ": no entry point '" + k.name + "' (extern \"C\" __global__): " + cu_error(cr);
+      break;
+    }
+    loaded.functions[k.name] = fn;
+  }
+  if (compiled && has_triton_kernels(plan)) {
+    VINCI_ASSIGN_OR_RETURN(TaskInstance * tinst, instance(task, request.size));
+    VINCI_ASSIGN_OR_RETURN(compiled, compile_triton(plan, *tinst, &loaded, &log, &r.settings, stats));
+  }
+  if (!record_compile_verdict(&r, plan, compiled, log)) return r;
+
+  phase.to("setup");
+  VINCI_ASSIGN_OR_RETURN(TaskInstance * inst, instance(task, request.size));
+  std::map<std::string, torch::Tensor> weights;
+  for (const auto& [n, w] : inst->weights()) weights[n] = w.clone();
+  for (const auto& b : plan.buffers) {
+    if (b.name == plan.output && (b.role == "input" || b.role == "weight")) {
+      r.error = "the output '" + plan.output + "' is the " + b.role + " buffer itself: outputs must not alias inputs";
+      r.flags.push_back("rejected: output_aliases_input");
+      r.finalize();
+      return r;
+    }
+  }
+
+  std::map<std::string, bool> control_passes;  // negative control -> passed every trial so far
+  std::string input_source;
+  std::vector<torch::Tensor> trial0_candidate_inputs;
+  torch::Tensor trial0_output, trial0_reference;
+  bool library_not_repeatable = false;  // see the repeat check of trial 0
+  std::vector<torch::Tensor> timing_inputs;
+  try {
+    // 2. Correctness.
+    for (int t = 0; t < request.trials; ++t) {
+      InputDistribution dist = trial_distribution(t);
+      TrialResult tr;
+      tr.distribution = distribution_name(dist);
+      tr.seed = input_seed(request.seed, task.id, t, dist);
+      phase.to("inputs");
+      VINCI_ASSIGN_OR_RETURN(std::vector<torch::Tensor> x, inputs(*inst, t, request.seed, &input_source));
+      // Odd trials write new data into the candidate's inputs of trial 0 (same addresses): an
+      // output cached by input address shows there.
+      bool same_addresses = t % 2 == 1 && !trial0_candidate_inputs.empty();
+      std::vector<torch::Tensor> cx;
+      if (t == 0) input_guards.clear();
+      for (size_t i = 0; i < x.size(); ++i) {
+        if (same_addresses) {
+          cx.push_back(trial0_candidate_inputs[i].copy_(x[i]));
+        } else {
+          cx.push_back(guarded(task.inputs[i].name, x[i].sizes().vec(), x[i].scalar_type(), x[i], &input_guards));
+        }
+      }
+      auto values = values_for(task, plan, inst->sizes(), cx, weights);
+      // The candidate runs first: nothing of this trial's reference is in memory yet.
+      phase.to("candidate");
+      torch::Tensor out = run(plan, loaded, *inst, values, t == 0 ? Mode::kCheck : Mode::kWatch);
+      phase.to("checks");
+      check_guards("trial " + std::to_string(t));
+      for (size_t i = 0; i < x.size(); ++i)
+        if (!bitwise_equal(cx[i], x[i]))
+          fail("writes_input", "the candidate modified its input '" + task.inputs[i].name + "'");
+      for (const auto& [n, w] : inst->weights())
+        if (!bitwise_equal(weights.at(n), w)) fail("writes_input", "the candidate modified the weight '" + n + "'");
+      for (size_t i = 0; i < cx.size(); ++i)
+        if (overlaps(out, cx[i]))
+          fail("output_aliases_input", "the output shares memory with the input '" + task.inputs[i].name + "'");
+      for (const auto& [n, w] : weights)
+        if (overlaps(out, w)) fail("output_aliases_input", "the output shares memory with the weight '" + n + "'");
+      phase.to("reference");
+      Result<at::Tensor> ref = inst->run(x);
+      if (!ref.ok()) return internal_error("task " + task.id + ": the reference failed: " + ref.status().message());
+      phase.to("checks");
+      double ref_sum = 0;
+      Comparison c = fused->compare(out, *ref, tol, options.norm_tolerance, &ref_sum);
+      tr.correct = c.ok;
+      tr.max_abs_err = c.max_abs;
+      tr.mean_abs_err = c.mean_abs;
+      r.trials.push_back(tr);
+      std::string control_key = instance_key(*inst) + "/" + std::to_string(tr.seed) + "/" + tr.distribution + "/" +
+                                format_number("%.17g", tol.atol) + "," + format_number("%.17g", tol.rtol);
+      auto cached_controls = control_cache.find(control_key);
+      if (cached_controls != control_cache.end()) {
+        for (const auto& [what, passes] : cached_controls->second)
+          control_passes[what] = (t == 0 ? true : control_passes[what]) && passes;
+      } else {
+        // Negative controls: outputs that know nothing of the inputs must fail the check. One
+        // that passes every trial's check (of every distribution tried) is flagged: the tolerance
+        // cannot tell it from a right answer on this task.
+        std::vector<std::pair<std::string, torch::Tensor>> controls = {
+            // Broadcast scalars: no memory of the output's size.
+            {"zeros", torch::zeros({}, ref->options()).expand(ref->sizes())},
+            {"a constant",
+             torch::full({}, is_float(*ref) ? ref_sum / static_cast<double>(std::max<int64_t>(1, ref->numel())) : 0.0,
+                         ref->options())
+                 .expand(ref->sizes())}};
+        for (size_t i = 0; i < x.size(); ++i)
+          if (x[i].numel() == ref->numel() && x[i].scalar_type() == ref->scalar_type())
+            controls.emplace_back("the input '" + task.inputs[i].name + "'", x[i].reshape(ref->sizes()));
+        std::map<std::string, bool>& entry = control_cache[control_key];
+        for (const auto& [what, control] : controls) {
+          Comparison cc = fused->compare(control, *ref, tol, 0);
+          entry[what] = cc.allclose;
+          control_passes[what] = (t == 0 ? true : control_passes[what]) && cc.allclose;
+        }
+      }
+      if (!c.ok) {
+        std::string where = "trial " + std::to_string(t) + " (" + tr.distribution + " inputs" +
+                            (same_addresses ? ", new data at the same input addresses" : "") + ")";
+        if (same_addresses && trial0_output.defined() && bitwise_equal(out, trial0_output))
+          fail("caching", where +
+                              ": the output is trial 0's, bit for bit, though the inputs changed: an output "
+                              "cached by input address");
+        fail(c.tag, where + ": " + c.why);
+      }
+      if (t == 0) {
+        // A second run on the same inputs, at the same addresses, must be bit-identical.
+        auto again = values_for(task, plan, inst->sizes(), cx, weights);
+        phase.to("candidate");
+        torch::Tensor out2 = run(plan, loaded, *inst, again, Mode::kWatch);
+        phase.to("checks");
+        check_guards("the repeat of trial 0");
+        bool repeatable = bitwise_equal(out, out2);
+        if (!repeatable &&
+            std::any_of(plan.steps.begin(), plan.steps.end(), [](const PlanStep& s) { return s.kind == "library"; })) {
+          // The plan's library steps are the reference's own ops; where those are not
+          // repeatable (cuDNN's transposed convolutions accumulate with atomics), neither is any
+          // plan built on them, a plan of library steps only included: the repeat must then
+          // agree within the tolerance instead.
+          Result<at::Tensor> ref2 = inst->run(x);
+          if (!ref2.ok())
+            return internal_error("task " + task.id + ": the reference failed: " + ref2.status().message());
+          if (!bitwise_equal(*ref, *ref2)) {
+            Comparison again_c = fused->compare(out2, *ref, tol, options.norm_tolerance);
+            if (again_c.ok) {
+              repeatable = true;
+              library_not_repeatable = true;
+              r.flags.push_back(
+                  "reference not repeatable: the plan's library steps neither; its repeat was compared "
+                  "within the tolerance");
+            }
+          }
+        }
+        if (!repeatable)
+          fail("nondeterministic",
+               "a second run on the same inputs gave a different output (max difference " +
+                   format_number("%.6g", is_float(out) ? (out - out2).abs().nan_to_num(1e30).max().item<double>() : 1) +
+                   "): a race, or a read of memory the candidate never wrote");
+        trial0_candidate_inputs = cx;
+        trial0_output = out;
+        if (library_not_repeatable) trial0_reference = *ref;  // else only the bitwise check reads trial 0
+      }
+    }
+    // The same data at new addresses must give the same output.
+    {
+      std::vector<torch::Tensor> x0, moved;
+      phase.to("inputs");
+      VINCI_ASSIGN_OR_RETURN(x0, inputs(*inst, 0, request.seed, &input_source));
+      for (auto& t : x0) moved.push_back(t.clone());
+      auto values = values_for(task, plan, inst->sizes(), moved, weights);
+      phase.to("candidate");
+      torch::Tensor out = run(plan, loaded, *inst, values, Mode::kWatch);
+      phase.to("checks");
+      bool same = bitwise_equal(out, trial0_output);
+      if (!same && library_not_repeatable) same = fused->compare(out, trial0_reference, tol, options.norm_tolerance).ok;
+      if (!same)
+        fail("caching",
+             "trial 0's inputs at new addresses gave a different output: the output depends on where the "
+             "inputs are, not only what they are");
+      timing_inputs = x0;
+    }
+    trial0_candidate_inputs.clear();
+    for (const auto& [what, passes] : control_passes)
+      if (passes)
+        r.flags.push_back("weak tolerance: " + what + " passes allclose in every trial" +
+                          (options.norm_tolerance > 0 ? " (the relative L2 bound rejects it)" : ""));
+    r.correct = true;
+
+    // 3. Timing: candidate and reference interleaved on the same inputs.
+    phase.to("timing");
+    std::vector<torch::Tensor> cx;
+    for (auto& t : timing_inputs) cx.push_back(t.clone());
+    auto values = values_for(task, plan, inst->sizes(), cx, weights);
+    std::vector<double> steps;
+    run(plan, loaded, *inst, values, Mode::kProfile, &steps);
+    double own = 0, all = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      all += steps[i];
+      if (plan.steps[i].kind == "kernel") own += steps[i];
+    }
+    r.time_coverage = all > 0 ? own / all : 0;
+    auto run_candidate = [&] { run(plan, loaded, *inst, values, Mode::kTimed); };
+    auto run_reference = [&] {
+      Result<at::Tensor> ref = inst->run(timing_inputs);
+      if (!ref.ok()) fail("reference", ref.status().message());
+    };
+    for (int i = 0; i < options.warmups; ++i) {
+      run_candidate();
+      run_reference();
+    }
+    std::vector<double> host_kernel, host_reference;
+    double timed_ms = 0;
+    for (int i = 0; i < request.samples; ++i) {
+      // A budget caps the samples of very slow candidates (at least 5 pairs are always taken).
+      if (options.timing_budget_ms > 0 && i >= 5 && timed_ms > options.timing_budget_ms) break;
+      for (int k = 0; k < 2; ++k) {
+        bool candidate = (i + k) % 2 == 0;
+        auto [ev, host] =
+            candidate ? timed(run_candidate, "timed candidate run") : timed(run_reference, "timed reference run");
+        (candidate ? r.kernel_times_us : r.reference_times_us).push_back(ev);
+        (candidate ? host_kernel : host_reference).push_back(host);
+        timed_ms += host / 1000;
+      }
+    }
+    r.settings["inputs"] = input_source;
+    r.finalize();
+    // The host clock brackets the events: event time past it, or far below it, means the
+    // events did not time the work.
+    double hk = median(host_kernel);
+    if (r.kernel_us > hk * 1.02 + 2 || (r.kernel_us < 0.5 * hk && hk - r.kernel_us > 200)) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "timer mismatch: events %.1f us, host clock %.1f us", r.kernel_us, hk);
+      r.flags.push_back(buf);
+    }
+    Result<const TaskContext*> ctx = sim->context(task, request.size);
+    if (ctx.ok() && r.kernel_us * options.roofline_margin < (*ctx)->bound().floor_us) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "faster than the roofline floor: %.3g us < %.3g us", r.kernel_us,
+                    (*ctx)->bound().floor_us);
+      r.flags.push_back(buf);
+    }
+    r.finalize();
+    return r;
+  } catch (const CandidateFailed& e) {
+    phase.abandon();
+    r.correct = false;
+    r.kernel_times_us.clear();
+    r.reference_times_us.clear();
+    r.error = e.failure().reason;
+    r.flags.push_back("rejected: " + e.failure().tag);
+    stats->context_lost = e.failure().context_lost;
+    loaded.abandon = stats->context_lost;
+  } catch (const c10::Error& e) {
+    phase.abandon();
+    std::string what = e.what_without_backtrace();
+    bool oom = what.find("out of memory") != std::string::npos;
+    r.correct = false;
+    r.kernel_times_us.clear();
+    r.reference_times_us.clear();
+    r.error = (oom ? "out of memory: " : "libtorch error during the candidate's run: ") + what;
+    r.flags.push_back(oom ? "rejected: out_of_memory" : "rejected: cuda_error");
+    // A CUDA error surfacing through libtorch may be sticky: start afresh.
+    stats->context_lost = !oom || cuCtxSynchronize() != CUDA_SUCCESS;
+    loaded.abandon = stats->context_lost;
+  }
+  add_unreached_trials(&r, task.id, request);  // trials not reached count as failed
+  r.finalize();
+  return r;
+}
+
+}  // namespace vinci

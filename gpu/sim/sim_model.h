@@ -1,0 +1,155 @@
+// The simulated device: a deterministic analytic performance and correctness model of one GPU
+// (a DeviceProfile), for kernel plans (gpu/plan.h).
+//
+// Time of a plan = the sum over its steps of
+//   launches x (launch [+ library dispatch]) + max(floor, body / family efficiency)
+// where body is a roofline with efficiency terms driven by the plan's knobs: bytes really moved
+// (vector width and in-flight bytes, re-reads, intermediates that fusion removes, L2 residency of
+// buffers an earlier step touched), achieved occupancy (block size, registers estimated from the
+// knobs, shared memory) and its effect on latency hiding, CUDA cores vs tf32 tensor cores, GEMM
+// tile reuse, reduction strategy, and tail effects (waves). Library steps run at library-class
+// efficiency. The reference is the eager plan: one library step per task op. docs/sim_model.md
+// gives every equation and the source of every constant.
+//
+// Correctness follows the code generator's Verdict: guaranteed settings are correct; risky ones
+// fail as the live evaluator would see them (missing tail handling exactly when `fails_when` is
+// nonzero at the size; tf32 or fast-math precision when the tolerance is below its error; races
+// always).
+//
+// Everything here is a pure function of (profile, task, sizes, plan): no clock, no randomness.
+#ifndef VINCI_GPU_SIM_SIM_MODEL_H_
+#define VINCI_GPU_SIM_SIM_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "gpu/eval_result.h"
+#include "gpu/expr.h"
+#include "gpu/plan.h"
+#include "gpu/shapes.h"
+#include "gpu/sim/device_profile.h"
+#include "gpu/task.h"
+
+namespace vinci {
+
+namespace sim_internal {
+class PlanCoster;  // gpu/sim/sim_model.cc: the cost model of one prediction
+}  // namespace sim_internal
+
+// What one step of a plan costs.
+struct StepPrediction {
+  std::string what;         // kernel name, or "library:<op>"
+  std::string family;       // elementwise | row_reduction | gemm | custom | library_gemm | library_other | view
+  bool own_kernel = false;  // a kernel of the plan's own (counts toward time coverage)
+  int launches = 0;
+  double launch_us = 0;  // launch and dispatch overhead
+  double exec_us = 0;    // execution on the device
+  // How exec_us follows from the profile: max(launch.kernel_floor_us, body_us / efficiency term)
+  // (0 for an empty launch or no launches; a library step of n > 1 launches at least n floors),
+  // and launch_us is launch.kernel_us (a library step: launches x (kernel_us +
+  // library_dispatch_us)). body_us reads no launch figure and no efficiency term.
+  double body_us = 0;
+  double DeviceProfile::*efficiency = nullptr;
+  bool empty_launch = false;  // a kernel launch of no blocks or no threads
+  double time_us = 0;         // launch_us + exec_us
+  double dram_bytes = 0;
+  double l2_bytes = 0;  // bytes served by L2 (re-reads, resident buffers)
+  double flops = 0;
+  int64_t blocks = 0;
+  int64_t blocks_per_sm = 0;
+  double occupancy = 0;  // resident warps / max warps per SM
+  double waves = 0;
+  std::string bound;  // memory | l2 | compute | shared | latency | floor | none
+};
+
+struct PlanPrediction {
+  double time_us = 0;
+  double own_us = 0;  // time in the plan's own kernels
+  std::vector<StepPrediction> steps;
+};
+
+// The fastest any plan could run the task: every input, weight and output moved once at the
+// datasheet bandwidth, matrix products at the tensor-core peak, the rest at the fp32 peak, one
+// launch. reference / floor is the roofline bound on a believable speedup.
+struct TaskBound {
+  double min_bytes = 0;
+  double gemm_flops = 0;
+  double other_flops = 0;
+  double floor_us = 0;
+};
+
+struct CorrectnessPrediction {
+  bool correct = true;
+  std::string error;     // why not, in the words the live evaluator would use
+  double rel_error = 0;  // the arithmetic's expected relative error (a 3-sigma figure)
+  // The live evaluator's rejection tag where the first failure is one it tags the same way
+  // ("out_of_memory"); the sim evaluator flags it "rejected: <tag>". Empty otherwise.
+  std::string rejected;
+};
+
+// A task at concrete sizes, prepared once: every value's and weight's shape, the expression
+// environment, the eager reference and the roofline bound. Predictions of many plans of one task
+// share it. Not thread-safe: its expression cache is written by predictions.
+class TaskContext {
+ public:
+  const Task& task() const { return *task_; }
+  const SizeMap& sizes() const { return env_.symbols; }
+  const PlanPrediction& reference() const { return reference_; }
+  const TaskBound& bound() const { return bound_; }
+  // Shape of a task value or weight at these sizes; nullptr when unknown.
+  const std::vector<int64_t>* shape(const std::string& name) const;
+
+ private:
+  friend class SimModel;
+  friend class sim_internal::PlanCoster;
+  const Task* task_ = nullptr;
+  ExprEnv env_;
+  std::map<std::string, std::vector<int64_t>> shapes_;  // values and weights
+  std::map<std::string, const OpSpec*> producer_;       // value -> the op that makes it
+  std::vector<WeightSpec> weights_;                     // weight_specs(task), for every repricing
+  PlanPrediction reference_;
+  TaskBound bound_;
+  // Expressions without buffer functions depend on the sizes alone: evaluated once.
+  mutable std::unordered_map<std::string, int64_t> expr_cache_;
+};
+
+class SimModel {
+ public:
+  explicit SimModel(DeviceProfile profile);
+  const DeviceProfile& profile() const { return profile_; }
+
+  // REQUIRES: task outlives the context.
+  Result<TaskContext> prepare(const Task& task, const SizeMap& sizes) const;
+  // Prices a prepared context's reference and roofline bound again under this model's profile
+  // (the shapes stay): calibration tries many profiles on one preparation.
+  Status reprice(TaskContext* context) const;
+
+  // Time of a plan. Errors: an expression that does not evaluate, a buffer without a shape, a
+  // library op the model has no cost for. A launch the device would refuse (too many threads or
+  // too much shared memory) is not an error here: predict_correctness reports it.
+  Result<PlanPrediction> predict(const TaskContext& ctx, const Plan& plan) const;
+
+  Result<CorrectnessPrediction> predict_correctness(const TaskContext& ctx, const Plan& plan,
+                                                    const Tolerance& tol) const;
+  // The largest absolute error TF32 products add to the output of a matrix product (linear,
+  // matmul) on the evaluator's trials: 2 * 2^-11 * sqrt(2K) * rms(A) * rms(B) (two roundings per
+  // product, K products adding up like a random walk, the largest of millions of outputs about 2
+  // standard deviations out); 0 for other ops and, in the library (cuBLAS runs it on CUDA cores),
+  // for a matrix-vector product. An output near zero fails when this exceeds atol.
+  double tf32_abs_error(const TaskContext& ctx, const OpSpec& op, bool library) const;
+
+  // Blocks of `threads` threads using `registers` per thread and `shared_bytes` each that fit on
+  // one SM (0: the launch is refused).
+  int64_t blocks_per_sm(int64_t threads, int64_t registers, int64_t shared_bytes) const;
+
+ private:
+  DeviceProfile profile_;
+};
+
+}  // namespace vinci
+
+#endif  // VINCI_GPU_SIM_SIM_MODEL_H_

@@ -1,0 +1,246 @@
+// `harness eval`: evaluate one plan on one task and print the result record.
+//
+//   harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim|cuda]
+//                        [--size full|small] [--seed N] [--trials N] [--samples N] [--strict]
+//                        [--noise X] [--profile FILE] [--tasks DIR] [--explain]
+//                        [--timeout S] [--launch-timeout S] [--nvrtc-cache DIR] [--reference-precision P]
+//                        [--max-kernel-source-bytes N] [--max-plan-source-bytes N] [--max-kernels N]
+//                        [--max-steps N]
+//
+// prints the EvalResult as one line of JSON (the Measurement's field names). FILE holds plan JSON or a reply in the
+// model-facing format (docs/plan_format.md: a ```cuda or ```triton block and a ```launch block). Without --plan the
+// plan is the code generator's: its default setting, or the --knob values over it. --explain adds
+// the simulator's per-step breakdown on stderr. --device cuda evaluates on this machine's GPU in a
+// worker process (gpu/live/cuda_evaluator.h); the compile and evaluation times go to stderr. Exit status: 0 the
+// candidate compiled and is correct, 1 it did not compile or is wrong, 2 bad usage or an error.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <boost/program_options.hpp>
+
+#include "core/cli.h"
+#include "core/text.h"
+#include "gpu/codegen/codegen.h"
+#include "gpu/eval_result.h"
+#include "gpu/live/cuda_evaluator.h"
+#include "gpu/live/live_eval.h"
+#include "gpu/model_plan.h"
+#include "gpu/sim/device_profile.h"
+#include "gpu/sim/sim_evaluator.h"
+#include "harness/cli/commands.h"
+
+namespace vinci {
+namespace {
+
+namespace po = boost::program_options;
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "harness eval: %s\n", what.c_str());
+  return 2;
+}
+
+}  // namespace
+
+int cmd_eval(const std::vector<std::string>& args) {
+  std::string task_id, plan_path, device = "sim", size = "full", profile_file, task_dir;
+  std::string seed_text, trials_text, samples_text, noise_text, timeout_text, launch_timeout_text;
+  std::string reference_precision;
+  std::string nvrtc_cache;
+  std::string max_kernel_source_text, max_plan_source_text, max_kernels_text, max_steps_text;
+  std::vector<std::string> knobs;
+  po::options_description named(
+      "usage: harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim|cuda]\n"
+      "                            [--size full|small] [--seed N]\n\n"
+      "Evaluates one plan and prints its result record as JSON. Exit 0: compiled and\n"
+      "correct; 1: not compiled or wrong; 2: usage or error.\n\noptions");
+  named.add_options()("help,h", "print this help")(
+      "plan", po::value<std::string>(&plan_path),
+      "plan JSON, or a reply in the model-facing format (```cuda or ```triton and ```launch blocks; "
+      "docs/plan_format.md); default: the generator's plan")("knob", po::value<std::vector<std::string>>(&knobs),
+                                                             "NAME=VALUE: a knob of the generated plan (repeatable)")(
+      "device", po::value<std::string>(&device)->default_value("sim"),
+      "evaluator: sim (the analytic H200) or cuda (this machine's GPU)")(
+      "size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")(
+      "seed", po::value<std::string>(&seed_text)->default_value("0"), "seed of trial inputs and timing noise")(
+      "trials", po::value<std::string>(&trials_text)->default_value("5"), "correctness trials (1 to 100)")(
+      "samples", po::value<std::string>(&samples_text)->default_value("100"), "timing samples (1 to 10000)")(
+      "strict", "strict tolerance (1e-4 for fp32)")(
+      "profile-phases",
+      "cuda: time each phase of the evaluation in the worker (compile, setup, inputs, candidate, "
+      "reference, checks, timing), synchronizing the GPU at each phase's end; printed on stderr")(
+      "noise", po::value<std::string>(&noise_text)->default_value("0"),
+      "sim: relative spread of timing samples (0 to 1)")(
+      "profile", po::value<std::string>(&profile_file),
+      "sim: device profile TOML (default data/device_profiles/h200.toml)")(
+      "tasks", po::value<std::string>(&task_dir), "task folder (default data/tasks of this build)")(
+      "explain", "sim: print the per-step time breakdown on stderr")(
+      "timeout", po::value<std::string>(&timeout_text)->default_value("600"),
+      "cuda: seconds before an unanswered evaluation counts as a hang")(
+      "launch-timeout", po::value<std::string>(&launch_timeout_text)->default_value("10"),
+      "cuda: seconds one kernel launch may run")("nvrtc-cache", po::value<std::string>(&nvrtc_cache),
+                                                 "cuda: NVRTC cache folder shared across processes")(
+      "max-kernel-source-bytes", po::value<std::string>(&max_kernel_source_text)->default_value("262144"),
+      "largest source of one kernel (a plan over a limit is rejected uncompiled)")(
+      "max-plan-source-bytes", po::value<std::string>(&max_plan_source_text)->default_value("2097152"),
+      "largest source of all kernels together")(
+      "max-kernels", po::value<std::string>(&max_kernels_text)->default_value("1024"), "most kernels in a plan")(
+      "max-steps", po::value<std::string>(&max_steps_text)->default_value("4096"), "most steps in a plan")(
+      "reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
+      "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
+      "(TF32 off)");
+  po::variables_map vm;
+  if (auto stop = parse_options("harness eval", args, named, {{"task", 1}}, &vm)) return *stop;
+  if (!vm.count("task")) {
+    std::cerr << "harness eval: expected a task id\n" << named;
+    return 2;
+  }
+  task_id = vm["task"].as<std::string>();
+  // Numbers are checked before anything runs, with the ranges an experiment's keys allow
+  // (device.trials, device.timing_samples, device.noise): each sample is held in memory.
+  auto seed = parse_int_option("--seed", seed_text, 0, INT64_MAX);
+  if (!seed.ok()) return fail(seed.status().message());
+  auto trials = parse_int_option("--trials", trials_text, 1, 100);
+  if (!trials.ok()) return fail(trials.status().message());
+  auto samples = parse_int_option("--samples", samples_text, 1, 10000);
+  if (!samples.ok()) return fail(samples.status().message());
+  auto noise = parse_number_option("--noise", noise_text, 0, 1);
+  if (!noise.ok()) return fail(noise.status().message());
+  auto timeout = parse_number_option("--timeout", timeout_text, 0.001, 86400);
+  if (!timeout.ok()) return fail(timeout.status().message());
+  auto launch_timeout = parse_number_option("--launch-timeout", launch_timeout_text, 0.001, 86400);
+  if (!launch_timeout.ok()) return fail(launch_timeout.status().message());
+  // The ranges of the experiment's device.max_* keys.
+  PlanLimits limits;
+  auto max_kernel_source = parse_int_option("--max-kernel-source-bytes", max_kernel_source_text, 1, 1000000000000);
+  if (!max_kernel_source.ok()) return fail(max_kernel_source.status().message());
+  auto max_plan_source = parse_int_option("--max-plan-source-bytes", max_plan_source_text, 1, 1000000000000);
+  if (!max_plan_source.ok()) return fail(max_plan_source.status().message());
+  auto max_kernels = parse_int_option("--max-kernels", max_kernels_text, 1, 1000000);
+  if (!max_kernels.ok()) return fail(max_kernels.status().message());
+  auto max_steps = parse_int_option("--max-steps", max_steps_text, 1, 1000000);
+  if (!max_steps.ok()) return fail(max_steps.status().message());
+  limits.max_kernel_source_bytes = *max_kernel_source;
+  limits.max_plan_source_bytes = *max_plan_source;
+  limits.max_kernels = *max_kernels;
+  limits.max_steps = *max_steps;
+  EvalRequest request;
+  if (size == "full")
+    request.size = SizeName::kFull;
+  else if (size == "small")
+    request.size = SizeName::kSmall;
+  else
+    return fail("--size: expected full or small, found '" + size + "'");
+  if (device != "sim" && device != "cuda") return fail("--device: expected sim or cuda, found '" + device + "'");
+  if (vm.count("profile-phases") && device != "cuda")
+    return fail("--profile-phases: times the GPU worker's phases, so it needs --device cuda (found --device " + device +
+                ")");
+  if (Status st = check_reference_precision(reference_precision); !st.ok())
+    return fail("--reference-precision: " + st.message());
+  if (!plan_path.empty() && !knobs.empty()) return fail("--plan and --knob exclude each other");
+  request.seed = static_cast<uint64_t>(*seed);
+  request.trials = static_cast<int>(*trials);
+  request.samples = static_cast<int>(*samples);
+  request.strict = vm.count("strict") > 0;
+
+  Result<TaskSuite> suite = load_task_suite(task_dir.empty() ? default_task_dir() : task_dir);
+  if (!suite.ok()) return fail(suite.status().to_string());
+  const Task* task = suite->find(task_id);
+  if (!task) return fail("no task '" + task_id + "' in the suite");
+
+  Plan plan;
+  if (!plan_path.empty()) {
+    std::ifstream in(plan_path, std::ios::binary);
+    if (!in) return fail("--plan: cannot open " + plan_path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    // Plan JSON, or a reply in the model-facing format (```cuda or ```triton, and ```launch).
+    std::string t = text.str();
+    size_t first = t.find_first_not_of(" \t\r\n");
+    Result<Plan> p = first != std::string::npos && t[first] == '{' ? parse_plan(t) : parse_model_plan(t, *task);
+    if (!p.ok()) return fail(plan_path + ": " + p.status().message());
+    plan = *p;
+  } else {
+    std::map<std::string, std::string> values;
+    for (const auto& kv : knobs) {
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) return fail("--knob: expected NAME=VALUE, found '" + kv + "'");
+      values[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    Result<Plan> p = values.empty() ? default_plan(*task) : generate_plan(*task, values);
+    if (!p.ok()) return fail(p.status().to_string());
+    plan = *p;
+  }
+
+  if (device == "cuda") {
+    CudaEvaluatorOptions co;
+    co.task_dir = task_dir.empty() ? default_task_dir() : task_dir;
+    co.profile_path = profile_file;
+    co.timeout_s = *timeout;
+    co.launch_timeout_s = *launch_timeout;
+    co.reference_precision = reference_precision;
+    co.nvrtc_cache_dir = nvrtc_cache;
+    co.limits = limits;
+    co.profile_phases = vm.count("profile-phases") > 0;
+    CudaEvaluator evaluator(co);
+    Result<EvalResult> r = evaluator.evaluate(*task, plan, request);
+    if (!r.ok()) return fail(r.status().to_string());
+    std::cout << eval_result_to_json(*r).dump() << "\n";
+    CudaEvaluatorStats st = evaluator.stats();
+    std::fprintf(stderr, "%s on %s: %s; compile %.1f ms (%d kernels), evaluation %.1f ms, round trip %.1f ms\n",
+                 task->id.c_str(), evaluator.device_name().c_str(),
+                 r->correct ? "correct" : ("rejected: " + r->error).c_str(), st.compile_ms, st.kernels_compiled,
+                 st.eval_ms, st.round_trip_ms);
+    if (!st.phase_ms.empty()) {
+      std::string line = "phases (ms):";
+      double sum = 0;
+      for (const char* p : kLivePhases) {
+        auto it = st.phase_ms.find(p);
+        double v = it == st.phase_ms.end() ? 0 : it->second;
+        sum += v;
+        line += " " + std::string(p) + " " + format_number("%.1f", v);
+      }
+      std::fprintf(stderr, "%s; sum %.1f\n", line.c_str(), sum);
+    }
+    return r->compiled && r->correct ? 0 : 1;
+  }
+
+  Result<DeviceProfile> profile = load_device_profile(profile_file.empty() ? profile_path("h200") : profile_file);
+  if (!profile.ok()) return fail(profile.status().to_string());
+  SimEvaluatorOptions opts;
+  opts.noise = *noise;
+  opts.limits = limits;
+  SimEvaluator evaluator(*profile, opts);
+  Result<EvalResult> r = evaluator.evaluate(*task, plan, request);
+  if (!r.ok()) return fail(r.status().to_string());
+  std::cout << eval_result_to_json(*r).dump() << "\n";
+
+  if (vm.count("explain")) {
+    Result<const TaskContext*> ctx = evaluator.context(*task, request.size);
+    Result<PlanPrediction> pred =
+        ctx.ok() ? evaluator.model().predict(**ctx, plan) : Result<PlanPrediction>(ctx.status());
+    if (!pred.ok()) return fail(pred.status().to_string());
+    auto table = [](const char* title, const PlanPrediction& p) {
+      std::fprintf(stderr, "%s: %.2f us\n", title, p.time_us);
+      std::fprintf(stderr, "  %-26s %-14s %10s %10s %11s %11s %11s %7s %5s %6s %9s %s\n", "step", "family", "launch_us",
+                   "exec_us", "dram_bytes", "l2_bytes", "flops", "blocks", "bps", "occ", "waves", "bound");
+      for (const auto& s : p.steps)
+        std::fprintf(stderr, "  %-26s %-14s %10.2f %10.2f %11.4g %11.4g %11.4g %7lld %5lld %6.2f %9.2f %s\n",
+                     s.what.c_str(), s.family.c_str(), s.launch_us, s.exec_us, s.dram_bytes, s.l2_bytes, s.flops,
+                     static_cast<long long>(s.blocks), static_cast<long long>(s.blocks_per_sm), s.occupancy, s.waves,
+                     s.bound.c_str());
+    };
+    table("plan", *pred);
+    table("reference (eager)", (*ctx)->reference());
+    std::fprintf(stderr, "roofline floor: %.2f us (%.4g bytes, %.4g gemm flops, %.4g other flops)\n",
+                 (*ctx)->bound().floor_us, (*ctx)->bound().min_bytes, (*ctx)->bound().gemm_flops,
+                 (*ctx)->bound().other_flops);
+  }
+  return r->compiled && r->correct ? 0 : 1;
+}
+
+}  // namespace vinci
