@@ -141,6 +141,21 @@ std::string encode_message(capnp::MessageBuilder& message) {
   return std::string(reinterpret_cast<const char*>(arr.begin()), arr.size());
 }
 
+const char* run_world_name(RunWorld world) {
+  switch (world) {
+    case RunWorld::kSim: return "sim";
+    case RunWorld::kLive: return "live";
+    case RunWorld::kRescore: return "rescore";
+  }
+  return "sim";
+}
+
+Result<RunWorld> parse_run_world(const std::string& name) {
+  for (RunWorld w : {RunWorld::kSim, RunWorld::kLive, RunWorld::kRescore})
+    if (name == run_world_name(w)) return w;
+  return invalid_argument("world '" + name + "': expected sim, live or rescore");
+}
+
 std::string encode_manifest(const ManifestInfo& m) {
   capnp::MallocMessageBuilder msg;
   auto b = msg.initRoot<schema::Manifest>();
@@ -149,7 +164,7 @@ std::string encode_manifest(const ManifestInfo& m) {
   b.setConfigPath(m.config_path);
   b.setConfigText(m.config_text);
   b.setSeed(m.seed);
-  b.setWorld(m.world);
+  b.setWorld(run_world_name(m.world));
   fill_env(b.initEnvironment(), m.environment);
   b.setCompleted(m.completed);
   b.setRecordCount(m.record_count);
@@ -167,6 +182,7 @@ std::string encode_manifest(const ManifestInfo& m) {
 
 Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& path) {
   ManifestInfo m;
+  std::string world;
   // Nothing returns from inside the reader's scope: its destructor may throw (a truncated stream
   // it skips to the end of), which would leak a return value already built.
   try {
@@ -180,7 +196,7 @@ Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& 
       m.config_path = r.getConfigPath();
       m.config_text = r.getConfigText();
       m.seed = r.getSeed();
-      m.world = r.getWorld();
+      world = r.getWorld();
       m.environment = read_env(r.getEnvironment());
       m.completed = r.getCompleted();
       m.record_count = r.getRecordCount();
@@ -195,6 +211,9 @@ Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& 
     return invalid_argument("manifest " + path + ": format version " + std::to_string(m.format_version) +
                             " is not one this vinci reads (1.." + std::to_string(schema::FORMAT_VERSION) + ")");
   }
+  Result<RunWorld> w = parse_run_world(world);
+  if (!w.ok()) return corruption("manifest " + path + ": " + w.status().message());
+  m.world = *w;
   return m;
 }
 

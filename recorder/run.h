@@ -42,6 +42,14 @@ struct RunLocation {
   static RunLocation of(const std::string& run_dir);
 };
 
+// Which world made a run: the simulated device, a live GPU, or a rescore of another run (its
+// kernels measured again, its decisions taken from its log). Text on disk (schema::Manifest.world).
+enum class RunWorld { kSim, kLive, kRescore };
+// "sim", "live", "rescore".
+const char* run_world_name(RunWorld world);
+// The inverse of run_world_name; anything else is an error naming the three names.
+Result<RunWorld> parse_run_world(const std::string& name);
+
 // The manifest as plain C++ (schema::Manifest on disk).
 struct ManifestInfo {
   uint32_t format_version = 0;  // set by the writer
@@ -49,7 +57,7 @@ struct ManifestInfo {
   std::string config_path;
   std::string config_text;
   uint64_t seed = 0;
-  std::string world;  // "sim" or "live"
+  RunWorld world = RunWorld::kSim;
   Environment environment;
   bool completed = false;
   uint64_t record_count = 0;

@@ -49,7 +49,7 @@ struct Manifest {
   configPath @2 :Text;
   configText @3 :Text;        # the effective config (after --set overrides), as TOML
   seed @4 :UInt64;
-  world @5 :Text;             # "sim" or "live"
+  world @5 :Text;             # "sim", "live" or "rescore" (recorder/run.h, RunWorld)
   environment @6 :Environment;
   completed @7 :Bool;         # set, with the fields below, when the run ends normally
   recordCount @8 :UInt64;

@@ -452,7 +452,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   m.config_path = manifest.config_path;
   m.config_text = exp.effective_toml;
   m.seed = manifest.seed;
-  m.world = "rescore";
+  m.world = RunWorld::kRescore;
   m.environment = capture_environment();
   m.parent_run = run_dir + " " + manifest.run_digest.hex();
   m.annotations["rescore.device"] = device_name;

@@ -32,8 +32,8 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   VINCI_ASSIGN_OR_RETURN(Experiment exp, experiment_from_text(manifest.config_text, loc.manifest_path + " (config)"));
   // A live run's measurements are events: the recorded evaluator answers them from the log (no
   // GPU is needed to verify). A rescored run's backbone decisions are events too.
-  bool measured = manifest.world == "live" || manifest.world == "rescore";
-  if (manifest.world == "rescore") recorded_backbone = true;
+  bool measured = manifest.world == RunWorld::kLive || manifest.world == RunWorld::kRescore;
+  if (manifest.world == RunWorld::kRescore) recorded_backbone = true;
   if (measured) exp.device = "sim";
   // A queued sim run is re-derived here: the queue is where its evaluations ran, not what they were.
   exp.queue.clear();

@@ -89,11 +89,15 @@ struct Body {
   double dram_bytes = 0;
   double l2_bytes = 0;
   double flops = 0;
-  const char* bound = "none";
+  StepBound bound = StepBound::kNone;
   double total() {
     double m = std::max({mem_us, l2_us, compute_us, shared_us});
-    bound = m == 0 ? "none" : m == mem_us ? "memory" : m == l2_us ? "l2" : m == compute_us ? "compute" : "shared";
-    if (latency_us > m) bound = "latency";
+    bound = m == 0            ? StepBound::kNone
+            : m == mem_us     ? StepBound::kMemory
+            : m == l2_us      ? StepBound::kL2
+            : m == compute_us ? StepBound::kCompute
+                              : StepBound::kShared;
+    if (latency_us > m) bound = StepBound::kLatency;
     return m + latency_us;
   }
 };
@@ -203,6 +207,43 @@ struct GemmDims {
 }  // namespace
 
 // ----------------------------------------------------------------------------------------------
+
+const char* step_family_name(StepFamily family) {
+  switch (family) {
+    case StepFamily::kElementwise: return "elementwise";
+    case StepFamily::kRowReduction: return "row_reduction";
+    case StepFamily::kGemm: return "gemm";
+    case StepFamily::kCustom: return "custom";
+    case StepFamily::kLibraryGemm: return "library_gemm";
+    case StepFamily::kLibraryOther: return "library_other";
+    case StepFamily::kView: return "view";
+  }
+  return "custom";
+}
+
+StepFamily step_family_of(KernelFamily family) {
+  switch (family) {
+    case KernelFamily::kElementwise: return StepFamily::kElementwise;
+    case KernelFamily::kRowReduction: return StepFamily::kRowReduction;
+    case KernelFamily::kGemm: return StepFamily::kGemm;
+    case KernelFamily::kCustom: return StepFamily::kCustom;
+  }
+  return StepFamily::kCustom;
+}
+
+const char* step_bound_name(StepBound bound) {
+  switch (bound) {
+    case StepBound::kNone: return "none";
+    case StepBound::kMemory: return "memory";
+    case StepBound::kL2: return "l2";
+    case StepBound::kCompute: return "compute";
+    case StepBound::kShared: return "shared";
+    case StepBound::kLatency: return "latency";
+    case StepBound::kFloor: return "floor";
+    case StepBound::kRefused: return "refused";
+  }
+  return "none";
+}
 
 const std::vector<int64_t>* TaskContext::shape(const std::string& name) const {
   auto it = shapes_.find(name);
@@ -341,7 +382,7 @@ class PlanCoster {
     double resident = resident_fraction(reads);
     StepPrediction s;
     s.what = k->name;
-    s.family = kernel_family_name(k->family);
+    s.family = step_family_of(k->family);
     s.own_kernel = true;
     s.launches = 1;
     s.launch_us = p_.kernel_launch_us;
@@ -370,8 +411,8 @@ class PlanCoster {
     s.efficiency = eff_term;
     s.empty_launch = g.blocks == 0 || g.threads == 0;
     s.exec_us = g.blocks == 0 || g.threads == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff);
-    s.bound = s.exec_us == p_.kernel_floor_us && t / eff < p_.kernel_floor_us ? "floor" : body.bound;
-    if (occ.bps == 0) s.bound = "refused";  // the device would not launch it: correctness fails it
+    s.bound = s.exec_us == p_.kernel_floor_us && t / eff < p_.kernel_floor_us ? StepBound::kFloor : body.bound;
+    if (occ.bps == 0) s.bound = StepBound::kRefused;  // the device would not launch it: correctness fails it
     s.time_us = s.launch_us + s.exec_us;
     s.dram_bytes = body.dram_bytes;
     s.l2_bytes = body.l2_bytes;
@@ -671,7 +712,7 @@ class PlanCoster {
   Result<StepPrediction> library_step(const OpSpec& op, const std::string& precision = "fp32") {
     StepPrediction s;
     s.what = "library:" + op.op;
-    s.family = "library_other";
+    s.family = StepFamily::kLibraryOther;
     std::vector<std::string> reads = op.inputs, writes = op.outputs;
     const ModuleSpec* mod = nullptr;
     for (const auto& m : ctx_.task().modules)
@@ -709,7 +750,7 @@ class PlanCoster {
     if (n == "reshape" || n == "flatten") {
       launches = 0;  // a view: no kernel
       in_bytes = out_bytes = 0;
-      s.family = "view";
+      s.family = StepFamily::kView;
     } else if (info->kind == OpKind::kUnary || info->kind == OpKind::kBinary) {
       flops = out_elems * unary_flops(n);
       if (n == "square") flops = out_elems;
@@ -717,7 +758,7 @@ class PlanCoster {
       VINCI_ASSIGN_OR_RETURN(gd, gemm_dims(op));
       flops = 2 * gd.batch * gd.m * gd.n * gd.k;
       gemm = true;
-      s.family = "library_gemm";
+      s.family = StepFamily::kLibraryGemm;
     } else if (info->kind == OpKind::kReduce) {
       flops = x_elems * (n == "logsumexp" ? 6 : 2);
       if (n == "logsumexp") extra_bytes = x_elems * 4, extra_ws = x_elems * 4;  // max, then sum
@@ -798,7 +839,7 @@ class PlanCoster {
     } else if (n == "slice" || n == "select" || n == "expand") {
       launches = 0;  // Python indexing: a view, no kernel
       in_bytes = out_bytes = 0;
-      s.family = "view";
+      s.family = StepFamily::kView;
     } else if (n == "einsum") {
       // Contracted left to right as torch.einsum does without opt_einsum: each step a permuted
       // copy of the operands and one bmm over the union of the two operands' letters.
@@ -999,7 +1040,7 @@ class PlanCoster {
     s.efficiency = eff_term;
     s.exec_us = launches == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff);
     if (launches > 1) s.exec_us = std::max(s.exec_us, launches * p_.kernel_floor_us);
-    s.bound = launches == 0 ? "none" : t / eff < p_.kernel_floor_us ? "floor" : b.bound;
+    s.bound = launches == 0 ? StepBound::kNone : t / eff < p_.kernel_floor_us ? StepBound::kFloor : b.bound;
     s.time_us = s.launch_us + s.exec_us;
     s.dram_bytes = b.dram_bytes;
     s.l2_bytes = b.l2_bytes;
@@ -1072,7 +1113,8 @@ Status SimModel::reprice(TaskContext* context) const {
   for (const auto& w : weights) b.min_bytes += bytes_of(w.name);
   b.min_bytes += bytes_of(task.output);
   for (const auto& s : ctx.reference_.steps) {
-    if (s.family == "library_gemm" || s.what == "library:self_attention" || s.what.rfind("library:conv", 0) == 0)
+    if (s.family == StepFamily::kLibraryGemm || s.what == "library:self_attention" ||
+        s.what.rfind("library:conv", 0) == 0)
       b.gemm_flops += s.flops;
     else
       b.other_flops += s.flops;

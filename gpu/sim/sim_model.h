@@ -40,10 +40,23 @@ namespace sim_internal {
 class PlanCoster;  // gpu/sim/sim_model.cc: the cost model of one prediction
 }  // namespace sim_internal
 
+// What a step of a plan is, for the cost model: a kernel of the plan's own (its KernelFamily), a
+// library matrix product, another library op, or a view (no launch).
+enum class StepFamily { kElementwise, kRowReduction, kGemm, kCustom, kLibraryGemm, kLibraryOther, kView };
+// "elementwise", "row_reduction", "gemm", "custom", "library_gemm", "library_other", "view".
+const char* step_family_name(StepFamily family);
+StepFamily step_family_of(KernelFamily family);
+
+// What bounds a step's time: the roofline term that wins, the latency of its reductions, the
+// launch floor, no launch at all, or a launch the device refuses (too many resources a block).
+enum class StepBound { kNone, kMemory, kL2, kCompute, kShared, kLatency, kFloor, kRefused };
+// "none", "memory", "l2", "compute", "shared", "latency", "floor", "refused".
+const char* step_bound_name(StepBound bound);
+
 // What one step of a plan costs.
 struct StepPrediction {
-  std::string what;         // kernel name, or "library:<op>"
-  std::string family;       // elementwise | row_reduction | gemm | custom | library_gemm | library_other | view
+  std::string what;  // kernel name, or "library:<op>"
+  StepFamily family = StepFamily::kCustom;
   bool own_kernel = false;  // a kernel of the plan's own (counts toward time coverage)
   int launches = 0;
   double launch_us = 0;  // launch and dispatch overhead
@@ -63,7 +76,7 @@ struct StepPrediction {
   int64_t blocks_per_sm = 0;
   double occupancy = 0;  // resident warps / max warps per SM
   double waves = 0;
-  std::string bound;  // memory | l2 | compute | shared | latency | floor | none
+  StepBound bound = StepBound::kNone;
 };
 
 struct PlanPrediction {

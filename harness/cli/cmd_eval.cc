@@ -230,9 +230,9 @@ int cmd_eval(const std::vector<std::string>& args) {
                    "exec_us", "dram_bytes", "l2_bytes", "flops", "blocks", "bps", "occ", "waves", "bound");
       for (const auto& s : p.steps)
         std::fprintf(stderr, "  %-26s %-14s %10.2f %10.2f %11.4g %11.4g %11.4g %7lld %5lld %6.2f %9.2f %s\n",
-                     s.what.c_str(), s.family.c_str(), s.launch_us, s.exec_us, s.dram_bytes, s.l2_bytes, s.flops,
-                     static_cast<long long>(s.blocks), static_cast<long long>(s.blocks_per_sm), s.occupancy, s.waves,
-                     s.bound.c_str());
+                     s.what.c_str(), step_family_name(s.family), s.launch_us, s.exec_us, s.dram_bytes, s.l2_bytes,
+                     s.flops, static_cast<long long>(s.blocks), static_cast<long long>(s.blocks_per_sm), s.occupancy,
+                     s.waves, step_bound_name(s.bound));
     };
     table("plan", *pred);
     table("reference (eager)", (*ctx)->reference());

@@ -209,7 +209,10 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     m.config_text = exp.effective_toml;
     m.seed = exp.seed;
     // A run on a real GPU is a live run: its measurements are events replay takes from the log.
-    m.world = exp.device == "cuda" ? "live" : exp.world;
+    // Otherwise the config's run.world names it (its one choice today: sim).
+    Result<RunWorld> world = parse_run_world(exp.world);
+    if (!world.ok()) return fail(exp.config_path + ": key 'run.world': " + world.status().message());
+    m.world = exp.device == "cuda" ? RunWorld::kLive : *world;
     m.environment = env;
     m.parent_run = exp.init_run;
     auto w = RunWriter::create(run_dir, m);

@@ -94,7 +94,7 @@ TEST(SimModel, TinyProblemsAreLaunchBound) {
   ASSERT_TRUE(p.ok());
   const DeviceProfile& d = h200();
   EXPECT_DOUBLE_EQ(p->time_us, d.kernel_launch_us + d.kernel_floor_us);
-  EXPECT_EQ(p->steps[0].bound, "floor");
+  EXPECT_EQ(p->steps[0].bound, StepBound::kFloor);
   // Ten times the data still costs the launch: nothing here is proportional to the work.
   SizeMap bigger = t.size_map(SizeName::kSmall);
   bigger["B"] *= 10;

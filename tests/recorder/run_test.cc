@@ -25,7 +25,7 @@ ManifestInfo sample_manifest() {
   m.config_path = "experiments/smoke.toml";
   m.config_text = "[run]\nname = \"unit\"\n";
   m.seed = 1234567890123ull;
-  m.world = "sim";
+  m.world = RunWorld::kSim;
   m.environment = capture_base_environment();
   m.environment.libtorch = "1.13.1";
   m.environment.torch_threads = 1;
@@ -180,6 +180,26 @@ TEST(Run, ManifestRoundTripsAndFinishCompletesIt) {
   EXPECT_EQ(end.getRecordCount(), 20u);
   EXPECT_EQ(Digest::from_bytes(end.getRunDigest().begin()), before_last);
   EXPECT_EQ((*r)->digest(), digest);
+}
+
+// A run's world is Text on disk and RunWorld in memory: the three names round-trip, and a manifest
+// naming another world is refused with its path.
+TEST(Run, ManifestWorldIsOneOfThreeNames) {
+  for (RunWorld w : {RunWorld::kSim, RunWorld::kLive, RunWorld::kRescore}) {
+    ManifestInfo m = sample_manifest();
+    m.world = w;
+    auto back = decode_manifest(encode_manifest(m), "m.bin");
+    ASSERT_TRUE(back.ok()) << back.status().to_string();
+    EXPECT_EQ(back->world, w);
+    EXPECT_EQ(parse_run_world(run_world_name(w)).value(), w);
+  }
+  capnp::MallocMessageBuilder msg;
+  auto b = msg.initRoot<schema::Manifest>();
+  b.setFormatVersion(schema::FORMAT_VERSION);
+  b.setWorld("gpu");
+  auto bad = decode_manifest(encode_message(msg), "runs/x/manifest.bin");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "manifest runs/x/manifest.bin: world 'gpu': expected sim, live or rescore");
 }
 
 TEST(Run, CreateRefusesExistingRunAndResumeContinues) {

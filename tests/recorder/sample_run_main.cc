@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   m.name = "sample";
   m.config_text = "[run]\nname = \"sample\"\n";
   m.seed = 7;
-  m.world = "sim";
+  m.world = RunWorld::kSim;
   m.environment = capture_base_environment();
   auto w = RunWriter::create(argv[1], m);
   if (!w.ok()) {
