@@ -170,12 +170,8 @@ std::string plan_family(const Plan& plan) {
   return best;
 }
 
-Result<Plan> plan_of_measurement(const Task& task, const std::map<std::string, std::string>& knobs,
-                                 const std::string& address_hex) {
-  Result<Plan> made = generate_plan(task, knobs);
-  if (!made.ok()) return invalid_argument(made.status().message());
-  Plan p = std::move(*made);
-  if (plan_address(p).hex() == address_hex) return p;
+bool is_measured_plan(const Plan& p, const std::map<std::string, std::string>& knobs, const std::string& address_hex) {
+  if (plan_address(p).hex() == address_hex) return true;
   // The knobs of today's space the row does not list: added since it was recorded.
   std::set<std::string> added;
   for (const auto& kv : p.knobs)
@@ -186,9 +182,16 @@ Result<Plan> plan_of_measurement(const Task& task, const std::map<std::string, s
   };
   cut(&as_recorded.knobs);
   for (PlanKernel& k : as_recorded.kernels) cut(&k.knobs);
-  if (plan_address(as_recorded).hex() == address_hex) return p;
-  return failed_precondition("the knobs generate plan " + plan_address(p).hex() + ", the row measured " + address_hex +
-                             " (another code generator?)");
+  return plan_address(as_recorded).hex() == address_hex;
+}
+
+Result<Plan> plan_of_measurement(const Task& task, const std::map<std::string, std::string>& knobs,
+                                 const std::string& address_hex) {
+  Result<Plan> made = generate_plan(task, knobs);
+  if (!made.ok()) return invalid_argument(made.status().message());
+  if (is_measured_plan(*made, knobs, address_hex)) return made;
+  return failed_precondition("the knobs generate plan " + plan_address(*made).hex() + ", the row measured " +
+                             address_hex + " (another code generator?)");
 }
 
 Result<MeasuredPlans> load_measured_plans(const std::string& path, const TaskSuite& suite) {

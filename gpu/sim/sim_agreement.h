@@ -35,6 +35,9 @@ std::string plan_family(const Plan& plan);
 // whose defaults leave every kernel and step as they were).
 // Errors: invalid_argument when the knobs generate no plan; failed_precondition (a stale row)
 // when the row measured code this generator no longer writes.
+// Whether `plan`, generated from a row's knobs, is the plan the row measured (the test above).
+bool is_measured_plan(const Plan& plan, const std::map<std::string, std::string>& knobs,
+                      const std::string& address_hex);
 Result<Plan> plan_of_measurement(const Task& task, const std::map<std::string, std::string>& knobs,
                                  const std::string& address_hex);
 

@@ -265,7 +265,7 @@ Result<std::map<std::string, LabelledPlans>> remeasure_plans(const MeasureOption
         Result<Plan> p = generate_plan(*t, knobs);
         if (!p.ok()) return invalid_argument(where + ": key 'knobs': " + p.status().message());
         ++rows;
-        if (o.stale_only && plan_of_measurement(*t, knobs, address).ok()) {
+        if (o.stale_only && is_measured_plan(*p, knobs, address)) {
           ++current;
           return Status();
         }
