@@ -532,7 +532,11 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
   if (!level || *level < 1 || *level > 3) return invalid_argument(where + ": key 'level': expected 1, 2 or 3");
   task.level = static_cast<int>(*level);
   VINCI_RETURN_IF_ERROR(need_str("name", &task.name));
-  VINCI_RETURN_IF_ERROR(need_str("family", &task.family));
+  std::string family;
+  VINCI_RETURN_IF_ERROR(need_str("family", &family));
+  auto parsed_family = parse_task_family(family);
+  if (!parsed_family.ok()) return invalid_argument(where + ": key 'family': " + parsed_family.status().message());
+  task.family = *parsed_family;
   VINCI_RETURN_IF_ERROR(need_str("description", &task.description));
   VINCI_RETURN_IF_ERROR(need_str("output", &task.output));
   if (auto tol = t["tolerance"].value<double>()) task.atol = task.rtol = *tol;
@@ -681,6 +685,37 @@ Status check_task(const Task& task) {
 }
 
 }  // namespace
+
+const char* task_family_name(TaskFamily family) {
+  switch (family) {
+    case TaskFamily::kAttention: return "attention";
+    case TaskFamily::kConv: return "conv";
+    case TaskFamily::kConvEpilogue: return "conv_epilogue";
+    case TaskFamily::kElementwise: return "elementwise";
+    case TaskFamily::kGemm: return "gemm";
+    case TaskFamily::kGemmEpilogue: return "gemm_epilogue";
+    case TaskFamily::kLoss: return "loss";
+    case TaskFamily::kNetwork: return "network";
+    case TaskFamily::kNorm: return "norm";
+    case TaskFamily::kPooling: return "pooling";
+    case TaskFamily::kRecurrent: return "recurrent";
+    case TaskFamily::kReduction: return "reduction";
+    case TaskFamily::kScan: return "scan";
+    case TaskFamily::kSoftmax: return "softmax";
+    case TaskFamily::kSsm: return "ssm";
+  }
+  return "?";
+}
+
+Result<TaskFamily> parse_task_family(const std::string& name) {
+  std::string names;
+  for (int i = 0; i < kTaskFamilyCount; ++i) {
+    auto f = static_cast<TaskFamily>(i);
+    if (name == task_family_name(f)) return f;
+    names += std::string(i == 0 ? "" : i + 1 == kTaskFamilyCount ? " or " : ", ") + task_family_name(f);
+  }
+  return invalid_argument("expected an op family (" + names + "), found '" + name + "'");
+}
 
 const char* size_name(SizeName s) { return s == SizeName::kFull ? "full" : "small"; }
 

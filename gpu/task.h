@@ -63,11 +63,38 @@ struct OpSpec {
   nlohmann::json attrs;              // every other key of the op's table (dim, value, ...)
 };
 
+// The op families of the suite (docs/tasks.md): for listing, per-family analysis, skill scopes and
+// the sim backbone's task features. A task file names one by its name; any other name is refused.
+enum class TaskFamily : uint8_t {
+  kAttention,
+  kConv,
+  kConvEpilogue,
+  kElementwise,
+  kGemm,
+  kGemmEpilogue,
+  kLoss,
+  kNetwork,
+  kNorm,
+  kPooling,
+  kRecurrent,
+  kReduction,
+  kScan,
+  kSoftmax,
+  kSsm,
+};
+constexpr int kTaskFamilyCount = 15;
+
+// "conv_epilogue" for kConvEpilogue: the name task files, skills, reports and logs use.
+const char* task_family_name(TaskFamily family);
+// The inverse of task_family_name; anything else is an error listing the names.
+Result<TaskFamily> parse_task_family(const std::string& name);
+
 struct Task {
   std::string id;  // "L1_019": level and number, unique in the suite
   int level = 0;
   std::string name;         // "relu"
-  std::string family;       // op family for listing and analysis: gemm, elementwise, softmax, ...
+  TaskFamily family = TaskFamily::kElementwise;
+  const char* family_name() const { return task_family_name(family); }
   std::string description;  // the text a model sees
   double atol = 1e-2;       // KernelGYM's default; evaluators may apply a stricter mode
   double rtol = 1e-2;

@@ -296,7 +296,7 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
       res.verified++;
       SkillCandidate c;
       c.skill = *d.skill;
-      c.family = train[i]->family;
+      c.family = train[i]->family_name();
       c.pattern = knob_pattern(skill_knobs(*d.skill));
       c.task = train[i]->id;
       c.speedup = d.verify_speedup;
@@ -441,7 +441,7 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
       e.summary = distilled->teacher;
       ex.push_back(std::move(e));
     }
-    std::string group = task.family + "|" + knob_pattern(knob_values(space, best));
+    std::string group = std::string(task.family_name()) + "|" + knob_pattern(knob_values(space, best));
     if (cs.diversity && per_pattern[group] >= cs.max_examples_per_pattern) {
       for (const auto& e : ex) dropped[static_cast<int>(e.role)]++;
       continue;

@@ -12,10 +12,30 @@
 namespace vinci {
 namespace {
 
-// Task families of the suite (data/tasks); a family not listed maps to the last slot.
-const char* const kFamilies[] = {"attention", "conv", "conv_epilogue", "elementwise", "gemm", "gemm_epilogue", "loss",
-                                 "network",   "norm", "pooling",       "reduction",   "scan", "softmax"};
-constexpr int kFamilyCount = sizeof(kFamilies) / sizeof(kFamilies[0]);
+// A task family's one-hot slot among the task features: 13 families have one each, and the
+// families added to the suite after the features' layout was fixed (recurrent, ssm) share the
+// last. The layout is the network's input, so every checkpoint depends on it.
+constexpr int kFamilySlots = 14;
+int family_slot(TaskFamily family) {
+  switch (family) {
+    case TaskFamily::kAttention: return 0;
+    case TaskFamily::kConv: return 1;
+    case TaskFamily::kConvEpilogue: return 2;
+    case TaskFamily::kElementwise: return 3;
+    case TaskFamily::kGemm: return 4;
+    case TaskFamily::kGemmEpilogue: return 5;
+    case TaskFamily::kLoss: return 6;
+    case TaskFamily::kNetwork: return 7;
+    case TaskFamily::kNorm: return 8;
+    case TaskFamily::kPooling: return 9;
+    case TaskFamily::kReduction: return 10;
+    case TaskFamily::kScan: return 11;
+    case TaskFamily::kSoftmax: return 12;
+    case TaskFamily::kRecurrent:
+    case TaskFamily::kSsm: return kFamilySlots - 1;
+  }
+  return kFamilySlots - 1;
+}
 const char* const kKnobFamilies[] = {"plan", "elementwise", "row_reduction", "gemm"};
 
 }  // namespace
@@ -61,11 +81,7 @@ std::vector<int32_t> active_heads(const KnobSpace& space) {
 std::vector<float> task_features(const Task& task, SizeName size) {
   std::vector<float> f(kTaskFeatureDim, 0.0f);
   if (task.level >= 1 && task.level <= 3) f[task.level - 1] = 1.0f;
-  int fam = kFamilyCount;
-  for (int i = 0; i < kFamilyCount; ++i) {
-    if (task.family == kFamilies[i]) fam = i;
-  }
-  f[3 + fam] = 1.0f;  // 3 .. 3 + kFamilyCount (the extra slot: any other family)
+  f[3 + family_slot(task.family)] = 1.0f;  // 3 .. 3 + kFamilySlots - 1
   KnobSpace space = knob_space(task);
   for (int i = 0; i < 4; ++i) {
     for (const Knob& k : family_knobs(kKnobFamilies[i])) {
@@ -142,7 +158,7 @@ std::vector<float> SimSkillFeaturizer::candidate_features(const Skill& skill, do
   if (v != skill.extra.end() && v->is_object() && v->contains("family") && (*v)["family"].is_string()) {
     family = (*v)["family"].get<std::string>();
   }
-  f.push_back(family == task_.family ? 1.0f : 0.0f);
+  f.push_back(family == task_.family_name() ? 1.0f : 0.0f);
   return f;
 }
 
@@ -157,9 +173,9 @@ std::optional<Skill> SimSkillWriter::write_skill(const SummarySample& sample) co
   if (kept.empty()) return std::nullopt;
   Skill s;
   bool general = sample.scope == 0;
-  s.scope = general ? "general" : "task_specific/" + task.family;
-  std::string name = task.family;
-  std::set<std::string> tags = {task.family};
+  s.scope = general ? "general" : "task_specific/" + std::string(task.family_name());
+  std::string name = task.family_name();
+  std::set<std::string> tags = {task.family_name()};
   nlohmann::ordered_json knobs = nlohmann::ordered_json::object();
   std::string settings;
   for (const auto& [k, v] : kept) {
@@ -178,7 +194,7 @@ std::optional<Skill> SimSkillWriter::write_skill(const SummarySample& sample) co
   if (s.name.size() > 80) s.name.resize(80);
   char line[512];
   std::snprintf(line, sizeof line, "For %s kernels (%s): %s; it took a rollout from %.3gx at turn 1 to %.3gx.",
-                task.family.c_str(), general ? "any task of the family" : task.name.c_str(), settings.c_str(),
+                task.family_name(), general ? "any task of the family" : task.name.c_str(), settings.c_str(),
                 win_.turn1_speedup, win_.best_speedup);
   s.description = line;
   s.tags.assign(tags.begin(), tags.end());
@@ -195,7 +211,7 @@ std::optional<Skill> SimSkillWriter::write_skill(const SummarySample& sample) co
   content += "\n## Example\n```cuda\n" + win_.kernel_excerpt + "\n```\n";
   s.content = content;
   nlohmann::ordered_json meta = nlohmann::ordered_json::object();
-  meta["family"] = task.family;
+  meta["family"] = task.family_name();
   meta["task"] = task.id;
   meta["knobs"] = knobs;
   s.extra["vinci"] = meta;

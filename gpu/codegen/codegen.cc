@@ -48,8 +48,10 @@ struct RowLayout {
   std::string outer, R, inner;
 };
 
+// A run of the task's ops that becomes one kernel of a kernel family, or one library step.
 struct Group {
-  std::string family;  // gemm | row_reduction | elementwise | library
+  bool library = false;                           // a library step (family unused)
+  KernelFamily family = KernelFamily::kElementwise;  // else: the kernel's family
   std::vector<size_t> ops;
 };
 
@@ -147,15 +149,15 @@ std::vector<Group> build_groups(const Ctx& c, bool fused) {
     GemmShape gs;
     RowLayout rl;
     if (gemm_shape(c, ops[i], &gs))
-      g.family = "gemm";
+      g.family = KernelFamily::kGemm;
     else if (row_layout(c, ops[i], &rl))
-      g.family = "row_reduction";
+      g.family = KernelFamily::kRowReduction;
     else if (elementwise_head_ok(c, ops[i]))
-      g.family = "elementwise";
+      g.family = KernelFamily::kElementwise;
     else
-      g.family = "library";
+      g.library = true;
     g.ops.push_back(i++);
-    if (fused && g.family != "library") {
+    if (fused && !g.library) {
       std::set<std::string> regs(ops[g.ops[0]].outputs.begin(), ops[g.ops[0]].outputs.end());
       const SymShape main = c.shapes.at(ops[g.ops[0]].outputs[0]);
       while (i < ops.size() && is_elementwise(ops[i]) && c.shapes.at(ops[i].outputs[0]) == main) {
@@ -1051,7 +1053,8 @@ KnobSpace knob_space(const Task& task) {
   Result<Ctx> c = analyse(task);
   if (!c.ok()) return space;  // a task that loaded always analyses; an empty space is inert
   std::set<std::string> families;
-  for (const auto& g : build_groups(*c, /*fused=*/false)) families.insert(g.family);
+  for (const auto& g : build_groups(*c, /*fused=*/false))
+    if (!g.library) families.insert(kernel_family_name(g.family));
   if (task.ops.size() >= 2) space.knobs = family_knobs("plan");
   for (const char* fam : {"elementwise", "row_reduction", "gemm"})
     if (families.count(fam))
@@ -1073,13 +1076,13 @@ Result<Plan> generate_plan(const Task& task, const KnobSetting& setting) {
   declare_common_buffers(c, &plan);
   int counter = 0;
   for (const Group& g : build_groups(c, c.knob("fusion") == "fused")) {
-    if (g.family == "library") {
+    if (g.library) {
       const OpSpec& op = c.op(g.ops[0]);
       for (const auto& out : op.outputs) declare_value(c, out, &plan);
       plan.steps.push_back(library_step(op));
       continue;
     }
-    if (g.family == "gemm" && c.knob("gemm.impl") == "library") {
+    if (g.family == KernelFamily::kGemm && c.knob("gemm.impl") == "library") {
       // The product as the library's GEMM, then the epilogue as one elementwise kernel.
       const OpSpec& op = c.op(g.ops[0]);
       for (const auto& out : op.outputs) declare_value(c, out, &plan);
@@ -1103,12 +1106,12 @@ Result<Plan> generate_plan(const Task& task, const KnobSetting& setting) {
     // is dead code: a kernel for it would write nothing.
     if (outs.empty()) continue;
     for (const auto& v : outs) declare_value(c, v, &plan);
-    std::string kname = "k" + std::to_string(counter++) + "_" + g.family;
+    std::string kname = "k" + std::to_string(counter++) + "_" + kernel_family_name(g.family);
     PlanKernel k;
     PlanStep step;
-    if (g.family == "gemm")
+    if (g.family == KernelFamily::kGemm)
       emit_gemm(c, g, kname, &k, &step);
-    else if (g.family == "row_reduction")
+    else if (g.family == KernelFamily::kRowReduction)
       emit_row(c, g, kname, &k, &step);
     else
       emit_elementwise(c, g, kname, &k, &step);

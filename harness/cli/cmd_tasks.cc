@@ -139,7 +139,7 @@ int cmd_tasks(const std::vector<std::string>& args) {
   }
   for (const Task* t : suite->at_level(level)) {
     if (!set.empty() && set != t->set_name()) continue;
-    std::printf("%s\t%d\t%s\t%s\t%s\n", t->id.c_str(), t->level, t->name.c_str(), t->family.c_str(), t->set_name());
+    std::printf("%s\t%d\t%s\t%s\t%s\n", t->id.c_str(), t->level, t->name.c_str(), t->family_name(), t->set_name());
   }
   return 0;
 }

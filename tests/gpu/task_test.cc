@@ -28,7 +28,7 @@ TEST(TaskSuite, HasThreeLevelsAndEveryOpFamily) {
   for (const char* family :
        {"gemm", "elementwise", "softmax", "norm", "reduction", "pooling", "conv", "loss", "scan"}) {
     bool found = false;
-    for (const Task* t : suite.at_level(1)) found |= t->family == family;
+    for (const Task* t : suite.at_level(1)) found |= std::string(t->family_name()) == family;
     EXPECT_TRUE(found) << "no level-1 task of family " << family;
   }
   for (const char* name :
@@ -109,6 +109,21 @@ TEST(TaskFile, ParsesAMinimalTask) {
   EXPECT_EQ((*r)[0].id, "T_1");
   EXPECT_EQ((*r)[0].size_map(SizeName::kSmall).at("N"), 4);
   EXPECT_DOUBLE_EQ((*r)[0].atol, 1e-2);
+  EXPECT_EQ((*r)[0].family, TaskFamily::kElementwise);
+}
+
+TEST(TaskFamily, EveryNameParsesBackToItsFamily) {
+  std::set<std::string> names;
+  for (int i = 0; i < kTaskFamilyCount; ++i) {
+    auto f = static_cast<TaskFamily>(i);
+    names.insert(task_family_name(f));
+    Result<TaskFamily> back = parse_task_family(task_family_name(f));
+    ASSERT_TRUE(back.ok()) << task_family_name(f);
+    EXPECT_EQ(*back, f);
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(kTaskFamilyCount));
+  EXPECT_EQ(names.count("?"), 0u);
+  EXPECT_FALSE(parse_task_family("Conv").ok());
 }
 
 TEST(TaskFile, KernelBenchGlobalsMayBeTuplesOfSizes) {
@@ -166,6 +181,9 @@ TEST(TaskFile, ErrorsNameFileKeyAndWhatWasExpected) {
       "key 'dim1'", "out of range");
   expect_error(replace(kGoodTask, relu, "ops = [{ op = \"flatten\", in = [\"x\"], out = \"y\", start_dim = 5 }]"),
                "key 'start_dim'", "out of range");
+  expect_error(replace(kGoodTask, "family = \"elementwise\"", "family = \"elementwize\""), "key 'family'",
+               "expected an op family (attention, conv, conv_epilogue, elementwise, gemm, gemm_epilogue, loss, network, "
+               "norm, pooling, recurrent, reduction, scan, softmax or ssm), found 'elementwize'");
   expect_error("[[task]]\nid = 3\n", "key 'id'", "expected a string");
   expect_error("[[task]\n", "bad.toml:", "");
 }

@@ -300,7 +300,7 @@ TEST(TritonPlan, CommittedPlansParseForTheirTasks) {
     ASSERT_TRUE(p.ok()) << name << ": " << p.status().to_string();
     EXPECT_TRUE(has_triton_kernels(*p)) << name;
     tasks.insert(t.id);
-    families.insert(t.family);
+    families.insert(t.family_name());
     for (const char* size : {"small", "full"})
       for (const PlanStep& s : p->steps)
         EXPECT_TRUE(triton_request(*p, s, env_for(*p, t, size), 90).ok()) << name << " " << size;
