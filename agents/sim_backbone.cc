@@ -15,6 +15,7 @@
 #include <sstream>
 #include <utility>
 
+#include "agents/sim_checkpoint.h"
 #include "core/bytes.h"
 #include "core/check.h"
 
@@ -27,9 +28,6 @@ constexpr double kAdamBeta2 = 0.999;
 constexpr double kAdamEps = 1e-8;
 // torch.nn.utils.clip_grad_norm_ adds this to the norm before dividing.
 constexpr double kClipEps = 1e-6;
-
-constexpr char kCheckpointMagic[] = "vinci-sim-backbone";  // written without its NUL
-constexpr uint32_t kCheckpointVersion = 1;
 
 // Fills masked-out selection scores before a logsumexp: exp(-1e30 - max) is exactly 0 in float32,
 // and unlike -inf it keeps 0 * (...) finite, so rows with nothing to add stay NaN-free.
@@ -87,12 +85,15 @@ double log_softmax_at(const double* x, int32_t n, int32_t i) {
 // log(1 / (1 + exp(-z))) without overflow for either sign of z.
 double log_sigmoid(double z) { return z >= 0 ? -std::log1p(std::exp(-z)) : z - std::log1p(std::exp(z)); }
 
-// ---- checkpoint bytes (core/bytes.h) ----
+// A tensor's float32 values (contiguous, detached), for the checkpoint writer and the hasher.
+torch::Tensor contiguous_values(const torch::Tensor& t) { return t.detach().contiguous(); }
 
-// A tensor's float32 values, by their bit patterns.
-void write_floats(ByteWriter* w, const torch::Tensor& t) {
-  torch::Tensor c = t.detach().contiguous();
-  w->f32s(c.data_ptr<float>(), static_cast<size_t>(c.numel()));
+// Its little-endian float32 bytes.
+std::string float_bytes(const torch::Tensor& t) {
+  torch::Tensor c = contiguous_values(t);
+  ByteWriter w;
+  w.f32s(c.data_ptr<float>(), static_cast<size_t>(c.numel()));
+  return w.take();
 }
 
 }  // namespace
@@ -805,76 +806,6 @@ Status SimBackbone::reset_optimizer() {
 
 namespace {
 
-// A checkpoint parsed and bounds-checked, not yet compared with any backbone: the one reader of
-// the format, for checkpoint_digest (no backbone at hand) and load_parameters.
-struct ParsedCheckpoint {
-  struct Param {
-    std::string name;
-    std::vector<int64_t> dims;
-    int64_t numel = 0;
-    std::string_view values, exp_avg, exp_avg_sq;  // little-endian float32, numel each
-    int64_t step = 0;
-  };
-  int32_t fields[5] = {};  // kCheckpointFields, in order
-  std::vector<int32_t> head_sizes;
-  std::vector<Param> params;
-};
-constexpr const char* kCheckpointFields[5] = {"task_dim", "feedback_dim", "candidate_dim", "hidden", "role_dim"};
-
-Result<ParsedCheckpoint> parse_checkpoint(std::string_view bytes) {
-  ByteReader r(bytes);
-  auto bad = [&](const std::string& what) {
-    return corruption("sim backbone checkpoint: truncated or malformed at byte " +
-                      str(static_cast<int64_t>(r.offset())) + " while reading " + what);
-  };
-  std::string_view magic;
-  if (!r.bytes(std::strlen(kCheckpointMagic), &magic) || magic != kCheckpointMagic) {
-    return corruption("sim backbone checkpoint: does not start with \"" + std::string(kCheckpointMagic) + "\"");
-  }
-  uint32_t version;
-  if (!r.u32(&version)) return bad("the format version");
-  if (version != kCheckpointVersion) {
-    return corruption("sim backbone checkpoint: format version " + str(version) + ", expected " +
-                      str(kCheckpointVersion));
-  }
-  ParsedCheckpoint c;
-  for (int i = 0; i < 5; ++i) {
-    if (!r.i32(&c.fields[i])) return bad(kCheckpointFields[i]);
-  }
-  uint32_t heads;
-  if (!r.u32(&heads) || heads > (1u << 20)) return bad("the head count");
-  c.head_sizes.resize(heads);
-  for (auto& size : c.head_sizes) {
-    if (!r.i32(&size)) return bad("head_sizes");
-  }
-  uint32_t count;
-  if (!r.u32(&count)) return bad("the parameter count");
-  for (uint32_t i = 0; i < count; ++i) {
-    ParsedCheckpoint::Param p;
-    if (!r.str(&p.name)) return bad("a parameter name");
-    uint32_t ndim;
-    if (!r.u32(&ndim) || ndim > 8) return bad("the rank of " + p.name);
-    p.dims.resize(ndim);
-    p.numel = 1;
-    for (auto& dim : p.dims) {
-      if (!r.i64(&dim) || dim < 0 || dim > (int64_t{1} << 32)) return bad("the shape of " + p.name);
-      p.numel *= dim;
-      if (p.numel > (int64_t{1} << 40)) return bad("the shape of " + p.name);
-    }
-    const size_t n = static_cast<size_t>(p.numel) * 4;
-    if (!r.bytes(n, &p.values)) return bad("the values of " + p.name);
-    if (!r.i64(&p.step) || p.step < 0) return bad("the Adam step of " + p.name);
-    if (!r.bytes(n, &p.exp_avg)) return bad("the Adam exp_avg of " + p.name);
-    if (!r.bytes(n, &p.exp_avg_sq)) return bad("the Adam exp_avg_sq of " + p.name);
-    c.params.push_back(std::move(p));
-  }
-  if (!r.at_end()) {
-    return corruption("sim backbone checkpoint: " + str(static_cast<int64_t>(bytes.size() - r.offset())) +
-                      " unexpected bytes after the last parameter");
-  }
-  return c;
-}
-
 // A fresh float32 tensor of dims from little-endian floats.
 torch::Tensor float_tensor(std::string_view bytes, const std::vector<int64_t>& dims) {
   torch::Tensor t = torch::empty(dims, torch::kFloat32);
@@ -887,66 +818,42 @@ torch::Tensor float_tensor(std::string_view bytes, const std::vector<int64_t>& d
 }  // namespace
 
 Result<Digest> SimBackbone::checkpoint_digest(std::string_view bytes) {
-  VINCI_ASSIGN_OR_RETURN(ParsedCheckpoint c, parse_checkpoint(bytes));
-  Hasher h("sim-backbone-params");
-  for (const auto& p : c.params) {  // as parameter_digest() hashes them
-    h.update_str(p.name);
-    h.update_u64(p.dims.size());
-    for (int64_t d : p.dims) h.update_i64(d);
-    h.update(p.values);
-  }
+  VINCI_ASSIGN_OR_RETURN(SimCheckpoint c, parse_sim_checkpoint(bytes));
+  SimParameterHasher h;
+  for (const auto& p : c.params) h.add(p.name, p.dims, p.values);
   return h.finish();
 }
 
 Digest SimBackbone::parameter_digest() const {
   std::lock_guard<std::mutex> lock(mu_);
-  Hasher h("sim-backbone-params");
-  for (const auto& [name, p] : net_->params) {
-    h.update_str(name);
-    h.update_u64(static_cast<uint64_t>(p.value.dim()));
-    for (int64_t d : p.value.sizes()) h.update_i64(d);
-    ByteWriter w;
-    write_floats(&w, p.value);
-    h.update(w.take());
-  }
+  SimParameterHasher h;
+  for (const auto& [name, p] : net_->params) h.add(name, p.value.sizes().vec(), float_bytes(p.value));
   return h.finish();
 }
 
 std::string SimBackbone::save_parameters() const {
   std::lock_guard<std::mutex> lock(mu_);
-  ByteWriter w;
-  w.raw(kCheckpointMagic);
-  w.u32(kCheckpointVersion);
   const BackboneShape& s = net_->shape;
-  w.i32(s.task_dim);
-  w.i32(s.feedback_dim);
-  w.i32(s.candidate_dim);
-  w.i32(net_->hidden);
-  w.i32(net_->role_dim);
-  w.u32(static_cast<uint32_t>(s.head_sizes.size()));
-  for (int32_t size : s.head_sizes) w.i32(size);
-  w.u32(static_cast<uint32_t>(net_->params.size()));
+  const int32_t fields[kSimCheckpointFields] = {s.task_dim, s.feedback_dim, s.candidate_dim, net_->hidden,
+                                                net_->role_dim};
+  SimCheckpointWriter w(fields, s.head_sizes, static_cast<uint32_t>(net_->params.size()));
   for (const auto& [name, p] : net_->params) {
-    w.str(name);
-    w.u32(static_cast<uint32_t>(p.value.dim()));
-    for (int64_t d : p.value.sizes()) w.i64(d);
-    write_floats(&w, p.value);
-    w.i64(p.step);
-    write_floats(&w, p.exp_avg);
-    write_floats(&w, p.exp_avg_sq);
+    torch::Tensor v = contiguous_values(p.value), m = contiguous_values(p.exp_avg), q = contiguous_values(p.exp_avg_sq);
+    w.add(name, p.value.sizes().vec(), v.data_ptr<float>(), p.step, m.data_ptr<float>(), q.data_ptr<float>());
   }
   return w.take();
 }
 
 Status SimBackbone::load_parameters(std::string_view bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  VINCI_ASSIGN_OR_RETURN(ParsedCheckpoint c, parse_checkpoint(bytes));
+  VINCI_ASSIGN_OR_RETURN(SimCheckpoint c, parse_sim_checkpoint(bytes));
   const BackboneShape& s = net_->shape;
-  const int32_t want[5] = {s.task_dim, s.feedback_dim, s.candidate_dim, net_->hidden, net_->role_dim};
-  for (int i = 0; i < 5; ++i) {
+  const int32_t want[kSimCheckpointFields] = {s.task_dim, s.feedback_dim, s.candidate_dim, net_->hidden,
+                                              net_->role_dim};
+  for (int i = 0; i < kSimCheckpointFields; ++i) {
     if (c.fields[i] != want[i]) {
-      return mismatch(std::string("sim backbone checkpoint: ") + kCheckpointFields[i] + " is " + str(c.fields[i]) +
-                      ", this backbone has " + str(want[i]));
+      return mismatch(std::string("sim backbone checkpoint: ") + kSimCheckpointFieldNames[i] + " is " +
+                      str(c.fields[i]) + ", this backbone has " + str(want[i]));
     }
   }
   if (c.head_sizes.size() != s.head_sizes.size()) {
@@ -967,7 +874,7 @@ Status SimBackbone::load_parameters(std::string_view bytes) {
   try {
     auto got = c.params.begin();
     for (const auto& [name, p] : net_->params) {
-      const ParsedCheckpoint::Param& q = *got++;
+      const SimCheckpoint::Param& q = *got++;
       if (q.name != name) {
         return mismatch("sim backbone checkpoint: parameter \"" + q.name + "\" where \"" + name + "\" was expected");
       }

@@ -46,18 +46,8 @@
 // Thread safety: every public member function may be called from any thread; calls are
 // serialized by one mutex.
 //
-// Checkpoint bytes (save_parameters / load_parameters), in core/bytes.h's codec; docs/log_format.md
-// ("Other binary files") is the reference:
-//
-//   checkpoint := "vinci-sim-backbone" u32:version(=1) shape u32:n param{n}
-//   shape      := i32:task_dim i32:feedback_dim i32:candidate_dim i32:hidden i32:role_dim
-//                 u32:heads i32:head_size{heads}
-//   param      := str:name u32:ndim i64:dim{ndim} f32:value{numel}
-//                 i64:adam_step f32:exp_avg{numel} f32:exp_avg_sq{numel}
-//   str        := u32:length byte{length}
-//
-// Parameters appear in name order, values row-major. The optimizer state is part of a checkpoint
-// so that a run resumed from one takes the same next step as the run that wrote it.
+// Checkpoint bytes (save_parameters / load_parameters): agents/sim_checkpoint.h, the format's one
+// reader and writer; docs/log_format.md ("Backbone checkpoints") is the reference.
 #ifndef VINCI_AGENTS_SIM_BACKBONE_H_
 #define VINCI_AGENTS_SIM_BACKBONE_H_
 
@@ -129,7 +119,7 @@ class SimBackbone : public Backbone {
   // parameter_digest() has after load_parameters(bytes). Corruption on bytes that do not parse.
   static Result<Digest> checkpoint_digest(std::string_view bytes);
 
-  // The checkpoint bytes described above: a pure function of the parameters and Adam state.
+  // The checkpoint bytes (agents/sim_checkpoint.h): a pure function of the parameters and Adam state.
   std::string save_parameters() const;
   // Replaces parameters and Adam state with a checkpoint's. Fails, changing nothing, on bytes
   // that do not parse (Corruption) or that were written for another shape (Mismatch, naming the

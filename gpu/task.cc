@@ -686,25 +686,16 @@ Status check_task(const Task& task) {
 
 }  // namespace
 
+namespace {
+// Indexed by TaskFamily.
+constexpr const char* kTaskFamilyNames[kTaskFamilyCount] = {
+    "attention", "conv",    "conv_epilogue", "elementwise", "gemm", "gemm_epilogue", "loss", "network",
+    "norm",      "pooling", "recurrent",     "reduction",   "scan", "softmax",       "ssm"};
+}  // namespace
+
 const char* task_family_name(TaskFamily family) {
-  switch (family) {
-    case TaskFamily::kAttention: return "attention";
-    case TaskFamily::kConv: return "conv";
-    case TaskFamily::kConvEpilogue: return "conv_epilogue";
-    case TaskFamily::kElementwise: return "elementwise";
-    case TaskFamily::kGemm: return "gemm";
-    case TaskFamily::kGemmEpilogue: return "gemm_epilogue";
-    case TaskFamily::kLoss: return "loss";
-    case TaskFamily::kNetwork: return "network";
-    case TaskFamily::kNorm: return "norm";
-    case TaskFamily::kPooling: return "pooling";
-    case TaskFamily::kRecurrent: return "recurrent";
-    case TaskFamily::kReduction: return "reduction";
-    case TaskFamily::kScan: return "scan";
-    case TaskFamily::kSoftmax: return "softmax";
-    case TaskFamily::kSsm: return "ssm";
-  }
-  return "?";
+  auto i = static_cast<size_t>(family);
+  return i < kTaskFamilyCount ? kTaskFamilyNames[i] : "?";
 }
 
 Result<TaskFamily> parse_task_family(const std::string& name) {

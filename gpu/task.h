@@ -65,6 +65,7 @@ struct OpSpec {
 
 // The op families of the suite (docs/tasks.md): for listing, per-family analysis, skill scopes and
 // the sim backbone's task features. A task file names one by its name; any other name is refused.
+// In the order of their names; kTaskFamilyCount counts them.
 enum class TaskFamily : uint8_t {
   kAttention,
   kConv,
@@ -92,7 +93,7 @@ Result<TaskFamily> parse_task_family(const std::string& name);
 struct Task {
   std::string id;  // "L1_019": level and number, unique in the suite
   int level = 0;
-  std::string name;         // "relu"
+  std::string name;  // "relu"
   TaskFamily family = TaskFamily::kElementwise;
   const char* family_name() const { return task_family_name(family); }
   std::string description;  // the text a model sees

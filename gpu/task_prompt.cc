@@ -890,8 +890,8 @@ Result<std::string> task_as_pytorch(const Task& task, SizeName size) {
 
 std::string task_prompt_header(const Task& task, SizeName size) {
   const SizeMap& sizes = task.size_map(size);
-  std::string s = "Task " + task.id + ": " + task.name + " (level " + std::to_string(task.level) + ", " + task.family_name() +
-                  ")\n" + task.description + "\n";
+  std::string s = "Task " + task.id + ": " + task.name + " (level " + std::to_string(task.level) + ", " +
+                  task.family_name() + ")\n" + task.description + "\n";
   std::vector<std::string> sz;
   for (const auto& sym : symbol_order(task, sizes)) sz.push_back(sym + " = " + std::to_string(sizes.at(sym)));
   s += "Sizes (" + std::string(size_name(size)) + "): " + join(sz, ", ") + "\n";

@@ -7,14 +7,12 @@
 #include <capnp/message.h>
 
 #include "agents/sim_backbone.h"
-#include "recorder/address.h"
+#include "harness/records.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
 
 namespace vinci {
 namespace {
-
-bool is_address(capnp::Data::Reader d) { return d.size() == 16; }
 
 Result<std::string> checked_bytes(ObjectStore& store, const Digest& address, const Digest& digest,
                                   const std::string& what) {
@@ -57,11 +55,11 @@ Result<RunCheckpoint> find_run_checkpoint(const std::string& run_dir, int32_t st
   while (RecordView* view = reader->next()) {
     auto r = view->message().getRoot<schema::Record>();
     if (r.isCheckpoint()) {
-      auto c = r.getCheckpoint();
-      found[c.getForStep()] = {address_of(c.getDigest()), address_of(c.getAddress()), reader->digest()};
-    } else if (r.isParameterDigest() && is_address(r.getParameterDigest().getCheckpoint())) {
-      auto p = r.getParameterDigest();
-      found[r.getStep() + 1] = {address_of(p.getDigest()), address_of(p.getCheckpoint()), reader->digest()};
+      CheckpointRecord c = read_checkpoint(r.getCheckpoint());
+      found[c.for_step] = {c.digest, c.address, reader->digest()};
+    } else if (r.isParameterDigest()) {
+      ParameterDigestRecord p = read_parameter_digest(r.getParameterDigest());
+      if (!p.checkpoint.is_zero()) found[r.getStep() + 1] = {p.digest, p.checkpoint, reader->digest()};
     }
   }
   VINCI_RETURN_IF_ERROR(reader->status());
@@ -95,17 +93,19 @@ Result<uint64_t> check_run_checkpoints(const std::string& run_dir) {
     auto r = view->message().getRoot<schema::Record>();
     Digest address, digest;
     if (r.isCheckpoint()) {
-      address = address_of(r.getCheckpoint().getAddress());
-      digest = address_of(r.getCheckpoint().getDigest());
-    } else if (r.isParameterDigest() && is_address(r.getParameterDigest().getCheckpoint())) {
-      address = address_of(r.getParameterDigest().getCheckpoint());
-      digest = address_of(r.getParameterDigest().getDigest());
-    } else if (r.isColdStart() && is_address(r.getColdStart().getCheckpoint())) {
-      address = address_of(r.getColdStart().getCheckpoint());
-      digest = address_of(r.getColdStart().getDigest());
-    } else {
-      continue;
+      CheckpointRecord c = read_checkpoint(r.getCheckpoint());
+      address = c.address;
+      digest = c.digest;
+    } else if (r.isParameterDigest()) {
+      ParameterDigestRecord p = read_parameter_digest(r.getParameterDigest());
+      address = p.checkpoint;
+      digest = p.digest;
+    } else if (r.isColdStart()) {
+      ColdStartRecord c = read_cold_start(r.getColdStart());
+      address = c.checkpoint;
+      digest = c.digest;
     }
+    if (address.is_zero()) continue;  // no record naming a checkpoint object
     VINCI_RETURN_IF_ERROR(
         checked_bytes(reader->store(), address, digest, "run " + run_dir + " record " + std::to_string(r.getSeq()))
             .status());

@@ -119,19 +119,13 @@ struct TaskCold {
 void write_search_sample(RecordBuf& buf, const std::string& task, int32_t rollout, int32_t turn,
                          const std::string& backbone, schema::Role role, const std::vector<uint32_t>& actions,
                          const Digest* output, const RngKey& key) {
-  auto r = buf.add(at(task).at_rollout(rollout).at_turn(turn));
-  auto b = r.initSample();
-  b.setRole(role);
-  b.setBackbone(backbone);
-  auto acts = b.initActions(static_cast<unsigned>(actions.size()));
-  for (size_t i = 0; i < actions.size(); ++i) acts.set(static_cast<unsigned>(i), actions[i]);
-  b.setLogProb(0);
-  if (output) {
-    AddressBytes d(*output);
-    b.setOutput(d.data());
-  }
-  AddressBytes k(key.digest());
-  b.setKey(k.data());
+  SampleRecord s;
+  s.role = role;
+  s.backbone = backbone;
+  s.actions = actions;
+  if (output) s.output = *output;
+  s.key = key.digest();
+  write_sample(buf, at(task).at_rollout(rollout).at_turn(turn), s);
 }
 
 // The behaviour policy's trajectories of one task, the teacher's skills and their verification.
@@ -232,20 +226,19 @@ Status collect_task(const Experiment& exp, const Task& task, Evaluator& evaluato
       bool ok = r.compiled && r.correct && !r.decoy;
       d.verified = ok && r.speedup >= exp.verification.min_speedup;
       d.verify_speedup = ok ? r.speedup : 0.0;
-      auto vr = out->records.add(at(task.id).at_rollout(j));
-      auto vd = vr.initVerification();
-      vd.setSkillName(d.skill->name);
-      AddressBytes sa(skill_addr);
-      vd.setSkill(sa.data());
-      vd.initSpeedups(1).set(0, d.verify_speedup);
-      vd.initCorrect(1).set(0, ok);
-      vd.setBaselineTurn1Speedup(w.turn1_speedup);
-      vd.setAccepted(d.verified);
+      VerificationRecord v;
+      v.skill_name = d.skill->name;
+      v.skill = skill_addr;
+      v.speedups = {d.verify_speedup};
+      v.correct = {ok};
+      v.baseline_turn1_speedup = w.turn1_speedup;
+      v.accepted = d.verified;
       char why[160];
       std::snprintf(why, sizeof why, "%s: %s, speedup %.4g (min %.4g)", d.verified ? "accepted" : "rejected",
                     ok ? "correct" : "incorrect", d.verify_speedup, exp.verification.min_speedup);
-      vd.setReason(why);
-      vd.setSampleIndex(j);
+      v.reason = why;
+      v.sample_index = j;
+      write_verification(out->records, at(task.id).at_rollout(j), v);
       d.skill->verify_speedup = d.verify_speedup;
     }
     out->distilled.push_back(std::move(d));
@@ -253,13 +246,11 @@ Status collect_task(const Experiment& exp, const Task& task, Evaluator& evaluato
   return Status();
 }
 
-std::vector<uint32_t> counts_of(const RoleCrossEntropy& ce) {
+RoleCounts counts_of(const RoleCrossEntropy& ce) {
   return {static_cast<uint32_t>(ce.count[0]), static_cast<uint32_t>(ce.count[1]), static_cast<uint32_t>(ce.count[2])};
 }
 
-void set_doubles(capnp::List<double>::Builder l, const RoleCrossEntropy& ce) {
-  for (unsigned r = 0; r < 3; ++r) l.set(r, ce.mean[r]);
-}
+RoleDoubles means_of(const RoleCrossEntropy& ce) { return {ce.mean[0], ce.mean[1], ce.mean[2]}; }
 
 }  // namespace
 
@@ -276,8 +267,8 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
     VINCI_RETURN_IF_ERROR(flush(w.records, sink));
     res.turn_evals += w.evals;
     for (const auto& tr : w.trajectories) {
-      res.trajectories++;
-      if (tr.best_turn >= 0 && tr.best_speedup >= cs.min_speedup) res.kept++;
+      res.point.trajectories++;
+      if (tr.best_turn >= 0 && tr.best_speedup >= cs.min_speedup) res.point.kept++;
     }
   }
 
@@ -291,9 +282,9 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
   for (size_t i = 0; i < work.size(); ++i) {
     for (size_t k = 0; k < work[i].distilled.size(); ++k) {
       const Distilled& d = work[i].distilled[k];
-      if (d.skill) res.proposed++;
+      if (d.skill) res.point.proposed++;
       if (!d.verified) continue;
-      res.verified++;
+      res.point.verified++;
       SkillCandidate c;
       c.skill = *d.skill;
       c.family = train[i]->family_name();
@@ -314,14 +305,14 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
     std::vector<size_t> order;
     for (size_t c = 0; c < candidates.size(); ++c) {
       const Distilled& d = work[refs[c].task].distilled[refs[c].distilled];
-      auto r = buf.add(at(candidates[c].task).at_rollout(d.trajectory));
-      auto vd = r.initVerification();
-      vd.setSkillName(candidates[c].skill.name);
-      vd.initSpeedups(1).set(0, candidates[c].speedup);
-      vd.setAccepted(true);
-      vd.setStaged(verdicts[c].kept);
-      vd.setReason("diversity: " + verdicts[c].reason);
-      vd.setSampleIndex(d.trajectory);
+      VerificationRecord v;
+      v.skill_name = candidates[c].skill.name;
+      v.speedups = {candidates[c].speedup};
+      v.accepted = true;
+      v.staged = verdicts[c].kept;
+      v.reason = "diversity: " + verdicts[c].reason;
+      v.sample_index = d.trajectory;
+      write_verification(buf, at(candidates[c].task).at_rollout(d.trajectory), v);
       if (verdicts[c].kept) order.push_back(c);
     }
     VINCI_RETURN_IF_ERROR(flush(buf, sink));
@@ -329,7 +320,7 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
       if (candidates[a].speedup != candidates[b].speedup) return candidates[a].speedup > candidates[b].speedup;
       return candidates[a].task < candidates[b].task;
     });
-    for (size_t c : order) res.added.push_back(res.library.add(candidates[c].skill));
+    for (size_t c : order) res.point.added.push_back(res.library.add(candidates[c].skill));
   }
 
   // SFT examples from the kept trajectories, capped per (family, best setting) when filtering.
@@ -453,52 +444,37 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
   // Fit.
   for (int32_t epoch = 0; epoch < cs.epochs; ++epoch) {
     VINCI_ASSIGN_OR_RETURN(RoleCrossEntropy ce, backbone.cross_entropy(examples));
-    if (epoch == 0) res.before = ce;
+    if (epoch == 0) res.point.before = ce;
     VINCI_ASSIGN_OR_RETURN(UpdateStats st, backbone.supervised_step(examples, cs.lr));
     RecordBuf buf;
-    auto r = buf.add(RecordPos::of_step(kStep, kPhase));
-    auto s = r.initSftEpoch();
-    s.setEpoch(epoch);
-    s.setLoss(st.loss);
-    set_doubles(s.initCrossEntropy(3), ce);
-    auto n = s.initExamples(3);
-    auto counts = counts_of(ce);
-    for (unsigned i = 0; i < 3; ++i) n.set(i, counts[i]);
-    AddressBytes d(backbone.parameter_digest());
-    s.setDigest(d.data());
+    write_sft_epoch(buf, RecordPos::of_step(kStep, kPhase),
+                    {epoch, st.loss, means_of(ce), counts_of(ce), backbone.parameter_digest()});
     VINCI_RETURN_IF_ERROR(flush(buf, sink));
   }
-  VINCI_ASSIGN_OR_RETURN(res.after, backbone.cross_entropy(examples));
-  if (cs.epochs == 0) res.before = res.after;
+  VINCI_ASSIGN_OR_RETURN(res.point.after, backbone.cross_entropy(examples));
+  if (cs.epochs == 0) res.point.before = res.point.after;
   VINCI_RETURN_IF_ERROR(backbone.reset_optimizer());
   VINCI_ASSIGN_OR_RETURN(std::string ckpt, backbone.checkpoint());
   VINCI_ASSIGN_OR_RETURN(res.checkpoint, store.put("checkpoint", ckpt));
   res.digest = backbone.parameter_digest();
   VINCI_ASSIGN_OR_RETURN(Digest lib_addr, store.put("library", res.library.canonical_bytes()));
   {
+    ColdStartRecord c;
+    c.trajectories = res.point.trajectories;
+    c.kept = res.point.kept;
+    c.proposed = res.point.proposed;
+    c.verified = res.point.verified;
+    c.added = res.point.added;
+    c.diversity = cs.diversity;
+    c.examples = counts_of(res.point.after);
+    c.examples_dropped = {dropped[0], dropped[1], dropped[2]};
+    c.cross_entropy_before = means_of(res.point.before);
+    c.cross_entropy_after = means_of(res.point.after);
+    c.library = lib_addr;
+    c.checkpoint = res.checkpoint;
+    c.digest = res.digest;
     RecordBuf buf;
-    auto r = buf.add(RecordPos::of_step(kStep, kPhase));
-    auto s = r.initColdStart();
-    s.setTrajectories(res.trajectories);
-    s.setKept(res.kept);
-    s.setProposed(res.proposed);
-    s.setVerified(res.verified);
-    auto a = s.initAdded(static_cast<unsigned>(res.added.size()));
-    for (size_t i = 0; i < res.added.size(); ++i) a.set(static_cast<unsigned>(i), res.added[i]);
-    s.setDiversity(cs.diversity);
-    auto counts = counts_of(res.after);
-    auto n = s.initExamples(3);
-    auto dr = s.initExamplesDropped(3);
-    for (unsigned i = 0; i < 3; ++i) {
-      n.set(i, counts[i]);
-      dr.set(i, dropped[i]);
-    }
-    set_doubles(s.initCrossEntropyBefore(3), res.before);
-    set_doubles(s.initCrossEntropyAfter(3), res.after);
-    AddressBytes la(lib_addr), ca(res.checkpoint), pd(res.digest);
-    s.setLibrary(la.data());
-    s.setCheckpoint(ca.data());
-    s.setDigest(pd.data());
+    write_cold_start(buf, RecordPos::of_step(kStep, kPhase), c);
     VINCI_RETURN_IF_ERROR(flush(buf, sink));
   }
   res.examples = std::move(examples);

@@ -90,14 +90,19 @@ std::string knob_pattern(const std::map<std::string, std::string>& knobs);
 // ---------------------------------------------------------------------------------------------
 // The stage.
 
+// What the stage did, for the run's reports.
+struct ColdStartPoint {
+  uint32_t trajectories = 0, kept = 0, proposed = 0, verified = 0;
+  std::vector<std::string> added;  // distilled skills that entered the library, by their names there
+  RoleCrossEntropy before, after;  // on the SFT examples
+};
+
 struct ColdStartResult {
+  ColdStartPoint point;
   SkillLibrary library;              // seed library + the distilled skills that were kept
-  std::vector<std::string> added;    // their names in the library
-  RoleCrossEntropy before, after;    // on the SFT examples
   std::vector<Experience> examples;  // the SFT examples (targets as samples, advantage 1)
   Digest checkpoint;                 // address of the fitted parameters' checkpoint object
   Digest digest;                     // their parameter digest
-  uint32_t trajectories = 0, kept = 0, proposed = 0, verified = 0;
   uint64_t turn_evals = 0;
 };
 

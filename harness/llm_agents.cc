@@ -12,7 +12,7 @@
 #include "core/atomic_file.h"
 #include "gpu/model_plan.h"
 #include "gpu/task_prompt.h"
-#include "recorder/address.h"
+#include "harness/records.h"
 #include "recorder/object_store.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
@@ -46,14 +46,15 @@ Result<PromptTemplates> PromptTemplates::recorded(const std::string& run_dir) {
   PromptTemplates t;
   while (RecordView* view = reader->next()) {
     auto r = view->message().getRoot<schema::Record>();
-    if (!r.isBlob() || r.getBlob().getKind() != "prompt_template") continue;
-    auto b = r.getBlob();
-    auto text = store.get(address_of(b.getAddress()));
+    if (!r.isBlob()) continue;
+    BlobRecord b = read_blob(r.getBlob());
+    if (b.kind != "prompt_template") continue;
+    auto text = store.get(b.address);
     if (!text.ok()) {
       return corruption("run " + run_dir + ", record " + std::to_string(r.getSeq()) + ": the prompt template " +
-                        std::string(b.getName().cStr()) + ": " + text.status().message());
+                        b.name + ": " + text.status().message());
     }
-    t.text[b.getName()] = std::move(text->bytes);
+    t.text[b.name] = std::move(text->bytes);
   }
   VINCI_RETURN_IF_ERROR(reader->status());
   for (const char* file : kFiles) {
@@ -114,22 +115,21 @@ Result<std::unique_ptr<RecordedChatTransport>> RecordedChatTransport::open(const
   while (RecordView* view = reader->next()) {
     auto r = view->message().getRoot<schema::Record>();
     if (!r.isLlmReply()) continue;
-    auto l = r.getLlmReply();
+    LlmReplyRecord l = read_llm_reply(r.getLlmReply());
     std::string where = "run " + run_dir + ", record " + std::to_string(r.getSeq());
-    if (l.getKey().size() != 16 || l.getPrompt().size() != 16) {
+    if (l.key.is_zero() || l.request.is_zero()) {
       return invalid_argument(where + ": an LlmReply without a call key or request address");
     }
     Call call;
-    call.request = address_of(l.getPrompt());
-    call.failure = l.getFailure();
+    call.request = l.request;
+    call.failure = std::move(l.failure);
     if (call.failure.empty()) {
-      auto reply = store.get(address_of(l.getReply()));
+      auto reply = store.get(l.reply);
       if (!reply.ok()) return corruption(where + ": its reply object: " + reply.status().message());
       call.reply = std::move(reply->bytes);
     }
-    Digest key = address_of(l.getKey());
-    if (!t->calls_.emplace(key, std::move(call)).second) {
-      return invalid_argument(where + ": two model calls share the key " + key.hex());
+    if (!t->calls_.emplace(l.key, std::move(call)).second) {
+      return invalid_argument(where + ": two model calls share the key " + l.key.hex());
     }
   }
   VINCI_RETURN_IF_ERROR(reader->status());

@@ -22,6 +22,7 @@
 #include "harness/agent_model.h"
 #include "harness/experiment.h"
 #include "harness/record_sink.h"
+#include "harness/records.h"
 #include "harness/rl.h"
 #include "recorder/address.h"
 #include "recorder/object_store.h"
@@ -29,65 +30,6 @@
 
 namespace vinci {
 namespace loop {
-
-using Builder = std::unique_ptr<capnp::MallocMessageBuilder>;
-
-// Records a task's work produces, in order; seq is set when they reach the sink.
-// Where a record sits in a run: its step and task and, where they apply, its scheme (or sample),
-// rollout and turn, -1 where one does not; and the phase that wrote it. Every writer below takes
-// one, so call sites name a position instead of passing five loose integers.
-struct RecordPos {
-  using Phase = schema::Record::Phase;
-
-  int32_t step = -1;
-  std::string task;  // "" for run-wide records (metrics, library snapshots)
-  int32_t scheme = -1;
-  int32_t rollout = -1;
-  int32_t turn = -1;
-  Phase phase = Phase::TRAIN;
-
-  // A run-wide record of a step.
-  static RecordPos of_step(int32_t step, Phase phase = Phase::TRAIN) {
-    RecordPos p;
-    p.step = step;
-    p.phase = phase;
-    return p;
-  }
-  // A record of one task in a step.
-  static RecordPos of_task(int32_t step, const std::string& task, Phase phase) {
-    RecordPos p = of_step(step, phase);
-    p.task = task;
-    return p;
-  }
-  RecordPos at_scheme(int32_t v) const { return with(&RecordPos::scheme, v); }
-  RecordPos at_rollout(int32_t v) const { return with(&RecordPos::rollout, v); }
-  RecordPos at_turn(int32_t v) const { return with(&RecordPos::turn, v); }
-  RecordPos in_phase(Phase v) const { return with(&RecordPos::phase, v); }
-
- private:
-  template <typename T>
-  RecordPos with(T RecordPos::*field, T v) const {
-    RecordPos p = *this;
-    p.*field = v;
-    return p;
-  }
-};
-
-struct RecordBuf {
-  std::vector<Builder> records;
-
-  schema::Record::Builder add(const RecordPos& pos) {
-    records.push_back(std::make_unique<capnp::MallocMessageBuilder>(512));
-    auto r = records.back()->initRoot<schema::Record>();
-    r.setStep(pos.step);
-    r.setTask(pos.task);
-    r.setScheme(pos.scheme);
-    r.setRollout(pos.rollout);
-    r.setTurn(pos.turn);
-    r.setPhase(pos.phase);
-    return r;
-  }
-};
 
 inline uint64_t eval_seed(const RngKey& key) {
   Stream s(key.with("purpose", "eval-seed"));
@@ -204,33 +146,20 @@ class SimTurnEnv : public TurnEnvironment {
   PlanTurnEvaluator plans_;
 };
 
-inline void write_measurement(RecordBuf& buf, const RecordPos& pos, const EvalResult& eval) {
-  auto r = buf.add(pos);
-  to_measurement(eval, r.initMeasurement());
-}
-
 // backbone: the kind of the backbone that made the sample (Backbone::kind()).
 inline void write_policy_sample(RecordBuf& buf, const RecordPos& pos, const PolicySample& s, bool greedy,
                                 const Digest& plan, const RngKey& key, const std::string& backbone,
                                 const Digest* request = nullptr) {
-  auto r = buf.add(pos);
-  auto b = r.initSample();
-  b.setRole(schema::Role::POLICY);
-  b.setBackbone(backbone);
-  auto acts = b.initActions(static_cast<unsigned>(s.choices.size()));
-  for (size_t i = 0; i < s.choices.size(); ++i) acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(s.choices[i]));
-  b.setLogProb(s.log_prob);
-  b.setGreedy(greedy);
-  if (plan != Digest()) {
-    AddressBytes d(plan);
-    b.setOutput(d.data());
-  }
-  if (request) {
-    AddressBytes q(*request);
-    b.setPrompt(q.data());
-  }
-  AddressBytes k(key.digest());
-  b.setKey(k.data());
+  SampleRecord r;
+  r.role = schema::Role::POLICY;
+  r.backbone = backbone;
+  for (int32_t c : s.choices) r.actions.push_back(static_cast<uint32_t>(c));
+  r.log_prob = s.log_prob;
+  r.greedy = greedy;
+  r.output = plan;
+  if (request) r.prompt = *request;
+  r.key = key.digest();
+  write_sample(buf, pos, r);
 }
 
 inline schema::Role schema_role(AgentRole role) {
@@ -246,46 +175,38 @@ inline schema::Role schema_role(AgentRole role) {
 // request's address (the BackboneSample after it names it as its prompt).
 inline Result<Digest> write_llm_call(RecordBuf& buf, ObjectStore& store, const RecordPos& pos, const LlmCall& c,
                                      int32_t sample_index = -1) {
-  VINCI_ASSIGN_OR_RETURN(Digest request, store.put("llm_request", c.request));
-  auto r = buf.add(pos);
-  auto l = r.initLlmReply();
-  l.setRole(schema_role(c.role));
-  l.setEndpoint(c.endpoint);
-  l.setModel(c.model);
-  AddressBytes q(request);
-  l.setPrompt(q.data());
+  LlmReplyRecord l;
+  VINCI_ASSIGN_OR_RETURN(l.request, store.put("llm_request", c.request));
   if (c.failure.empty()) {
-    VINCI_ASSIGN_OR_RETURN(Digest reply, store.put("llm_reply", c.reply));
-    AddressBytes a(reply);
-    l.setReply(a.data());
+    VINCI_ASSIGN_OR_RETURN(l.reply, store.put("llm_reply", c.reply));
   }
-  l.setFinishReason(c.finish_reason);
-  l.setPromptTokens(c.prompt_tokens);
-  l.setCompletionTokens(c.completion_tokens);
-  l.setTemperature(c.temperature);
-  l.setFailure(c.failure);
-  AddressBytes k(c.key);
-  l.setKey(k.data());
-  l.setSampleIndex(sample_index);
-  return request;
+  l.role = schema_role(c.role);
+  l.endpoint = c.endpoint;
+  l.model = c.model;
+  l.finish_reason = c.finish_reason;
+  l.prompt_tokens = c.prompt_tokens;
+  l.completion_tokens = c.completion_tokens;
+  l.temperature = c.temperature;
+  l.failure = c.failure;
+  l.key = c.key;
+  l.sample_index = sample_index;
+  write_llm_reply(buf, pos, l);
+  return l.request;
+}
+
+inline void write_turn_reward(RecordBuf& buf, const RecordPos& pos, const TurnResult& t) {
+  RewardRecord w;
+  w.kind = schema::Reward::Kind::TURN;
+  w.value = t.reward;
+  w.speedup = t.speedup;
+  w.time_coverage = t.time_coverage;
+  w.correct = t.correct;
+  w.decoy = t.decoy;
+  write_reward(buf, pos, w);
 }
 
 // A policy turn's records: the model call (when there was one), the sample, the measurement and
 // the reward.
-inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::string& backbone, const RecordPos& pos,
-                                const PolicyTurn& t, bool greedy, const RngKey& key);
-
-inline void write_turn_reward(RecordBuf& buf, const RecordPos& pos, const TurnResult& t) {
-  auto r = buf.add(pos);
-  auto w = r.initReward();
-  w.setValue(t.reward);
-  w.setKind(schema::Reward::Kind::TURN);
-  w.setSpeedup(t.speedup);
-  w.setTimeCoverage(t.time_coverage);
-  w.setCorrect(t.correct);
-  w.setDecoy(t.decoy);
-}
-
 inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::string& backbone, const RecordPos& pos,
                                 const PolicyTurn& t, bool greedy, const RngKey& key) {
   std::optional<Digest> request;
@@ -298,65 +219,32 @@ inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::s
   return Status();
 }
 
+// A scheme's selection: the selection agent's sample (when it sampled), then the decision.
 // pos: the task's position at the scheme (sample) being selected for.
-inline void write_selection(RecordBuf& buf, const RecordPos& pos, const SchemeDecision& d, const SkillLibrary& library,
-                            const Digest& query, const Digest& snapshot, const SelectionParams& params, bool greedy,
-                            const RngKey& key, const std::string& backbone) {
+inline void write_scheme_decision(RecordBuf& buf, const RecordPos& pos, const SchemeDecision& d,
+                                  const SkillLibrary& library, const Digest& query, const Digest& snapshot,
+                                  const SelectionParams& params, bool greedy, const RngKey& key,
+                                  const std::string& backbone) {
   if (d.sampled) {
-    auto r = buf.add(pos);
-    auto b = r.initSample();
-    b.setRole(schema::Role::SELECTION);
-    b.setBackbone(backbone);
-    auto acts = b.initActions(static_cast<unsigned>(d.sample.picked.size()));
-    for (size_t i = 0; i < d.sample.picked.size(); ++i)
-      acts.set(static_cast<unsigned>(i), static_cast<uint32_t>(d.sample.picked[i]));
-    b.setLogProb(d.sample.log_prob);
-    b.setGreedy(greedy);
-    b.setSampleIndex(d.sample_index);
-    AddressBytes k(key.digest());
-    b.setKey(k.data());
+    SampleRecord s;
+    s.role = schema::Role::SELECTION;
+    s.backbone = backbone;
+    for (int32_t p : d.sample.picked) s.actions.push_back(static_cast<uint32_t>(p));
+    s.log_prob = d.sample.log_prob;
+    s.greedy = greedy;
+    s.sample_index = d.sample_index;
+    s.key = key.digest();
+    write_sample(buf, pos, s);
   }
-  auto r = buf.add(pos);
-  auto s = r.initSelection();
-  AddressBytes q(query), lib(snapshot);
-  s.setQuery(q.data());
-  auto cands = s.initCandidates(static_cast<unsigned>(d.recall.hits.size()));
-  for (size_t i = 0; i < d.recall.hits.size(); ++i) {
-    const Skill& sk = library.at(d.recall.hits[i].doc);
-    cands[static_cast<unsigned>(i)].setName(sk.name);
-    cands[static_cast<unsigned>(i)].setScore(d.recall.hits[i].score);
-  }
-  auto sel = s.initSelected(static_cast<unsigned>(d.selected.size()));
-  for (size_t i = 0; i < d.selected.size(); ++i) sel.set(static_cast<unsigned>(i), d.selected[i]);
-  s.setRandomFallback(d.recall.random_fallback);
-  s.setReranked(params.mode == SelectionMode::kRerank);
-  s.setSampleIndex(d.sample_index);
-  s.setLibrarySnapshot(lib.data());
-}
-
-// One agent's advantage for one decision: the value trained on, the return it was computed from,
-// the baseline subtracted and the scale applied (value = scale * (return - baseline), except
-// where rejection sampling zeroes a policy turn), over a group of group_size decisions.
-struct AdvantageRecord {
-  schema::Role role = schema::Role::POLICY;
-  double value = 0;
-  double return_value = 0;
-  double baseline = 0;
-  double scale = 1;
-  uint32_t group_size = 0;
-  int32_t sample_index = -1;  // the selection or summary sample; -1 for policy turns
-};
-
-inline void write_advantage(RecordBuf& buf, const RecordPos& pos, const AdvantageRecord& adv) {
-  auto r = buf.add(pos.in_phase(schema::Record::Phase::TRAIN));
-  auto a = r.initAdvantage();
-  a.setRole(adv.role);
-  a.setValue(adv.value);
-  a.setReturnValue(adv.return_value);
-  a.setBaseline(adv.baseline);
-  a.setScale(adv.scale);
-  a.setGroupSize(adv.group_size);
-  a.setSampleIndex(adv.sample_index);
+  SelectionRecord s;
+  s.query = query;
+  for (const auto& hit : d.recall.hits) s.candidates.push_back({library.at(hit.doc).name, hit.score});
+  s.selected = d.selected;
+  s.random_fallback = d.recall.random_fallback;
+  s.reranked = params.mode == SelectionMode::kRerank;
+  s.sample_index = d.sample_index;
+  s.library_snapshot = snapshot;
+  write_selection(buf, pos, s);
 }
 
 // Everything one task contributes to a training step.
@@ -378,24 +266,6 @@ inline Status flush(RecordBuf& buf, RecordSink& sink) {
   for (auto& r : buf.records) VINCI_RETURN_IF_ERROR(sink.put(*r));
   buf.records.clear();
   return Status();
-}
-
-inline void write_metric(RecordBuf& buf, int32_t step, const std::string& name, const std::string& split, int32_t level,
-                         double threshold, const std::string& mode, const std::string& denominator, double value,
-                         uint32_t num, uint32_t count) {
-  auto r = buf.add(RecordPos::of_step(step, split == "eval"  ? schema::Record::Phase::EVAL
-                                            : split == "tts" ? schema::Record::Phase::TTS
-                                                             : schema::Record::Phase::TRAIN));
-  auto m = r.initMetric();
-  m.setName(name);
-  m.setSplit(split);
-  m.setLevel(level);
-  m.setThreshold(threshold);
-  m.setTurnMode(mode);
-  m.setDenominator(denominator);
-  m.setValue(value);
-  m.setNumerator(num);
-  m.setCount(count);
 }
 
 }  // namespace loop

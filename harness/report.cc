@@ -32,6 +32,17 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
+// The start of a 640 x 400 plot: the svg element, a white background and the title at title_x.
+std::string svg_open(const std::string& title, double title_x) {
+  std::string svg =
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"400\" font-family=\"sans-serif\" "
+      "font-size=\"12\">\n";
+  svg += "<rect width=\"640\" height=\"400\" fill=\"white\"/>\n";
+  svg +=
+      "<text x=\"" + format_number("%.0f", title_x) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) + "</text>\n";
+  return svg;
+}
+
 const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 
 }  // namespace
@@ -240,12 +251,7 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
   y1 += (y1 - y0) * 0.05;
   auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   auto py = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
-  std::string svg =
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"400\" font-family=\"sans-serif\" "
-      "font-size=\"12\">\n";
-  svg += "<rect width=\"640\" height=\"400\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + format_number("%.0f", W / 2 - 60) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) +
-         "</text>\n";
+  std::string svg = svg_open(title, W / 2 - 60);
   svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", H - B) + "\" x2=\"" +
          format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", H - B) + "\" stroke=\"black\"/>\n";
   svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", T) + "\" x2=\"" +
@@ -290,12 +296,7 @@ std::string svg_bar_chart(const std::string& title, const std::vector<std::strin
     for (double v : g) ymax = std::max(ymax, v);
   if (ymax <= 0) ymax = 1;
   ymax *= 1.1;
-  std::string svg =
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"400\" font-family=\"sans-serif\" "
-      "font-size=\"12\">\n";
-  svg += "<rect width=\"640\" height=\"400\" fill=\"white\"/>\n";
-  svg += "<text x=\"" + format_number("%.0f", W / 2 - 80) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) +
-         "</text>\n";
+  std::string svg = svg_open(title, W / 2 - 80);
   svg += "<text x=\"12\" y=\"" + format_number("%.0f", T - 8) + "\">" + xml_escape(y_label) + "</text>\n";
   double gw = (W - L - R) / std::max<size_t>(1, groups.size());
   double bw = gw * 0.8 / std::max<size_t>(1, bars.size());

@@ -91,8 +91,8 @@ Result<Scheme> choose_scheme(const StepContext& ctx, int32_t step, const Task& t
                                 .status());
     }
   }
-  write_selection(*records, RecordPos::of_task(step, task.id, phase).at_scheme(sample_index), d, *ctx.library, query,
-                  ctx.library_address, exp.selection, greedy, key, ctx.model->kind());
+  write_scheme_decision(*records, RecordPos::of_task(step, task.id, phase).at_scheme(sample_index), d, *ctx.library,
+                        query, ctx.library_address, exp.selection, greedy, key, ctx.model->kind());
   Scheme s;
   s.skills = skills_named(*ctx.library, d.selected);
   s.decision = std::move(d);
@@ -151,30 +151,24 @@ Status write_summary_sample(const StepContext& ctx, int32_t step, const Task& ta
   if (a.call) {
     VINCI_ASSIGN_OR_RETURN(request, write_llm_call(*records, *ctx.store, pos, *a.call, si));
   }
-  auto sr = records->add(pos);
-  auto sb = sr.initSample();
-  sb.setRole(schema::Role::SUMMARY);
-  sb.setBackbone(ctx.model->kind());
+  SampleRecord s;
+  s.role = schema::Role::SUMMARY;
+  s.backbone = ctx.model->kind();
+  // Actions: one include flag per active head, then the scope; none when there are no heads.
   if (!a.sample.include.empty()) {
-    auto acts = sb.initActions(static_cast<unsigned>(a.sample.include.size() + 1));
-    for (size_t k = 0; k < a.sample.include.size(); ++k) acts.set(static_cast<unsigned>(k), a.sample.include[k]);
-    acts.set(static_cast<unsigned>(a.sample.include.size()), static_cast<uint32_t>(a.sample.scope));
+    for (int32_t flag : a.sample.include) s.actions.push_back(static_cast<uint32_t>(flag));
+    s.actions.push_back(static_cast<uint32_t>(a.sample.scope));
   }
-  sb.setLogProb(a.sample.log_prob);
-  sb.setSampleIndex(si);
-  AddressBytes sk(key.digest());
-  sb.setKey(sk.data());
-  if (request) {
-    AddressBytes q(*request);
-    sb.setPrompt(q.data());
-  }
+  s.log_prob = a.sample.log_prob;
+  s.sample_index = si;
+  s.key = key.digest();
+  if (request) s.prompt = *request;
   if (!a.skills.empty()) {
     SkillLibrary proposed;
     for (const Skill& skill : a.skills) proposed.add(skill);
-    VINCI_ASSIGN_OR_RETURN(Digest addr, ctx.store->put("skill", proposed.to_jsonl()));
-    AddressBytes d(addr);
-    sb.setOutput(d.data());
+    VINCI_ASSIGN_OR_RETURN(s.output, ctx.store->put("skill", proposed.to_jsonl()));
   }
+  write_summary_sample(*records, pos, s);
   return Status();
 }
 
@@ -221,21 +215,16 @@ Result<VerificationVerdict> verify_skill(const StepContext& ctx, int32_t step, c
     write_measurement(work->records, vpos.at_turn(run), evals[static_cast<size_t>(run)]);
   }
   VerificationVerdict verdict = judge_verification(runs, turn1_speedup, exp.verification);
-  auto vr = work->records.add(vpos);
-  auto vd = vr.initVerification();
-  vd.setSkillName(skill.name);
-  AddressBytes sa(skill_addr);
-  vd.setSkill(sa.data());
-  auto sp = vd.initSpeedups(static_cast<unsigned>(verdict.speedups.size()));
-  auto co = vd.initCorrect(static_cast<unsigned>(verdict.correct.size()));
-  for (size_t k = 0; k < verdict.speedups.size(); ++k) {
-    sp.set(static_cast<unsigned>(k), verdict.speedups[k]);
-    co.set(static_cast<unsigned>(k), verdict.correct[k]);
-  }
-  vd.setBaselineTurn1Speedup(turn1_speedup);
-  vd.setAccepted(verdict.accepted);
-  vd.setReason(verdict.reason);
-  vd.setSampleIndex(si);
+  VerificationRecord v;
+  v.skill_name = skill.name;
+  v.skill = skill_addr;
+  v.speedups = verdict.speedups;
+  v.correct.assign(verdict.correct.begin(), verdict.correct.end());
+  v.baseline_turn1_speedup = turn1_speedup;
+  v.accepted = verdict.accepted;
+  v.reason = verdict.reason;
+  v.sample_index = si;
+  write_verification(work->records, vpos, v);
   return verdict;
 }
 
@@ -362,16 +351,10 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
       work->staged->verify_speedup = c.verdict.worst_speedup;
       // The staged flag goes on a record of its own kind: the verification records above say
       // accepted; which one enters the library is this decision.
-      auto rr = work->records.add(
-          RecordPos::of_task(step, task.id, schema::Record::Phase::VERIFY).at_scheme(win_scheme).at_rollout(c.sample));
-      auto vd = rr.initVerification();
-      vd.setSkillName(work->staged->name);
-      vd.setAccepted(true);
-      vd.setStaged(true);
-      vd.setReason("staged: fastest accepted skill of the task");
-      vd.setSampleIndex(c.sample);
-      auto sp = vd.initSpeedups(1);
-      sp.set(0, c.verdict.worst_speedup);
+      write_staged_skill(
+          work->records,
+          RecordPos::of_task(step, task.id, schema::Record::Phase::VERIFY).at_scheme(win_scheme).at_rollout(c.sample),
+          work->staged->name, c.verdict.worst_speedup, c.sample);
     }
   }
 
@@ -386,11 +369,11 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
         rr.push_back(rs);
       }
       scheme_rewards.push_back(scheme_reward(rr));
-      auto r = work->records.add(RecordPos::of_task(step, task.id, phase).at_scheme(j));
-      auto w = r.initReward();
-      w.setValue(scheme_rewards.back());
-      w.setKind(schema::Reward::Kind::SCHEME);
-      w.setSampleIndex(j);
+      RewardRecord w;
+      w.kind = schema::Reward::Kind::SCHEME;
+      w.value = scheme_rewards.back();
+      w.sample_index = j;
+      write_reward(work->records, RecordPos::of_task(step, task.id, phase).at_scheme(j), w);
     }
     std::vector<double> adv = selection_advantages(scheme_rewards, exp.selection_scale);
     for (int32_t j = 0; j < real_schemes; ++j) {
@@ -416,12 +399,12 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
     std::vector<double> adv = summary_advantages(summary_rewards, exp.summary_scale);
     for (size_t i = 0; i < answers.size(); ++i) {
       int32_t si = static_cast<int32_t>(i);
-      auto r = work->records.add(win_pos);
-      auto w = r.initReward();
-      w.setValue(summary_rewards[i]);
-      w.setKind(schema::Reward::Kind::SUMMARY);
-      w.setSpeedup(summary_rewards[i]);
-      w.setSampleIndex(si);
+      RewardRecord w;
+      w.kind = schema::Reward::Kind::SUMMARY;
+      w.value = summary_rewards[i];
+      w.speedup = summary_rewards[i];
+      w.sample_index = si;
+      write_reward(work->records, win_pos, w);
       double base = summary_rewards[i] - (exp.summary_scale != 0 ? adv[i] / exp.summary_scale : 0);
       write_advantage(work->records, win_pos,
                       {schema::Role::SUMMARY, adv[i], summary_rewards[i], base, exp.summary_scale,
@@ -536,8 +519,9 @@ Result<std::vector<FastP>> held_out_pass(const StepContext& ctx, int32_t step, c
     for (Denominator den : {Denominator::kAll, Denominator::kCorrect}) {
       for (const FastP& f : fast_p(outcomes, exp.thresholds, mode, den, exp.fast_p_compare)) all.push_back(f);
       for (const FastP& f : fast_p(outcomes, exp.thresholds, mode, den, FastPCompare::kInclusive)) {
-        write_metric(metrics, step, "fast_p", split, f.level, f.threshold, mode == TurnMode::kLast ? "last" : "best",
-                     den == Denominator::kAll ? "all" : "correct", f.value(), f.numerator, f.count);
+        write_metric(metrics, step,
+                     {"fast_p", split, f.level, f.threshold, mode == TurnMode::kLast ? "last" : "best",
+                      den == Denominator::kAll ? "all" : "correct", f.value(), f.numerator, f.count});
       }
     }
   }
@@ -583,12 +567,8 @@ Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Inde
   for (int32_t it = 0; it < exp.tts.iterations; ++it) {
     if (it > 0) {
       Window w = best_window(rewards, exp.tts.window);
-      auto r = records->add(RecordPos::of_task(step, task.id, phase).at_scheme(0).at_rollout(it - 1));
-      auto tw = r.initTtsWindow();
-      tw.setIteration(it - 1);
-      tw.setStart(w.start);
-      tw.setLength(w.length);
-      tw.setRewardSum(w.reward_sum);
+      write_tts_window(*records, RecordPos::of_task(step, task.id, phase).at_scheme(0).at_rollout(it - 1),
+                       {it - 1, w.start, w.length, w.reward_sum});
       history.assign(all.begin() + w.start, all.begin() + w.start + w.length);
     }
     for (int32_t t = 0; t < exp.tts.turns; ++t) {
@@ -613,21 +593,19 @@ Status write_start_checkpoint(Backbone& backbone, RecordSink& sink, const std::s
                               const RunCheckpoint* source, const std::string& source_run) {
   VINCI_ASSIGN_OR_RETURN(std::string bytes, backbone.checkpoint());
   VINCI_ASSIGN_OR_RETURN(Digest addr, sink.store().put("checkpoint", bytes));
-  RecordBuf b;
-  auto r = b.add(RecordPos::of_step(-1));
-  auto c = r.initCheckpoint();
-  c.setForStep(0);
-  AddressBytes d(backbone.parameter_digest()), a(addr);
-  c.setDigest(d.data());
-  c.setAddress(a.data());
-  c.setSize(bytes.size());
-  c.setOrigin(origin);
+  CheckpointRecord c;
+  c.for_step = 0;
+  c.digest = backbone.parameter_digest();
+  c.address = addr;
+  c.size = bytes.size();
+  c.origin = origin;
   if (source) {
-    c.setSourceRun(source_run);
-    AddressBytes h(source->history);
-    c.setSourceRunDigest(h.data());
-    c.setSourceStep(source->step);
+    c.source_run = source_run;
+    c.source_run_digest = source->history;
+    c.source_step = source->step;
   }
+  RecordBuf b;
+  write_checkpoint(b, RecordPos::of_step(-1), c);
   return flush(b, sink);
 }
 
@@ -712,13 +690,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   for (const auto& [name, text] : model->attachments()) {
     VINCI_ASSIGN_OR_RETURN(Digest addr, sink.store().put("prompt_template", text));
     RecordBuf b;
-    auto r = b.add(RecordPos::of_step(-1));
-    auto blob = r.initBlob();
-    blob.setName(name);
-    blob.setKind("prompt_template");
-    AddressBytes a(addr);
-    blob.setAddress(a.data());
-    blob.setSize(text.size());
+    write_blob(b, RecordPos::of_step(-1), {name, "prompt_template", addr, text.size()});
     VINCI_RETURN_IF_ERROR(flush(b, sink));
   }
 
@@ -740,15 +712,8 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
                            run_cold_start(exp, split.train, evaluator, backbone, seed_library, sink));
     out.library = cs.library;
     out.turn_evals += cs.turn_evals;
-    ColdStartPoint p;
-    p.trajectories = cs.trajectories;
-    p.kept = cs.kept;
-    p.proposed = cs.proposed;
-    p.verified = cs.verified;
-    p.added = cs.added;
-    p.before = cs.before;
-    p.after = cs.after;
-    out.coldstart = p;
+    out.coldstart = cs.point;
+    const ColdStartPoint& p = cs.point;
     out.start_origin = "coldstart";
     ++done;
     if (progress) {
@@ -770,14 +735,8 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   auto snapshot = [&](int32_t for_step, const std::vector<std::string>& added) -> Result<Digest> {
     VINCI_ASSIGN_OR_RETURN(Digest addr, ctx.store->put("library", out.library.canonical_bytes()));
     RecordBuf b;
-    auto r = b.add(RecordPos::of_step(for_step - 1));
-    auto s = r.initLibrarySnapshot();
-    s.setForStep(for_step);
-    AddressBytes d(addr);
-    s.setSnapshot(d.data());
-    s.setSize(static_cast<uint32_t>(out.library.size()));
-    auto a = s.initAdded(static_cast<unsigned>(added.size()));
-    for (size_t i = 0; i < added.size(); ++i) a.set(static_cast<unsigned>(i), added[i]);
+    write_library_snapshot(b, RecordPos::of_step(for_step - 1),
+                           {for_step, addr, static_cast<uint32_t>(out.library.size()), added});
     VINCI_RETURN_IF_ERROR(flush(b, sink));
     return addr;
   };
@@ -824,14 +783,12 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     std::sort(batch.begin(), batch.end(), [](const Task* a, const Task* b) { return a->id < b->id; });
 
     {
+      StepBeginRecord sb;
+      for (const Task* t : batch) sb.tasks.push_back(t->id);
+      sb.library_snapshot = ctx.library_address;
+      sb.param_digest = backbone.parameter_digest();
       RecordBuf b;
-      auto r = b.add(RecordPos::of_step(step));
-      auto sb = r.initStepBegin();
-      auto tl = sb.initTasks(static_cast<unsigned>(batch.size()));
-      for (size_t i = 0; i < batch.size(); ++i) tl.set(static_cast<unsigned>(i), batch[i]->id);
-      AddressBytes lib(ctx.library_address), par(backbone.parameter_digest());
-      sb.setLibrarySnapshot(lib.data());
-      sb.setParamDigest(par.data());
+      write_step_begin(b, RecordPos::of_step(step), sb);
       VINCI_RETURN_IF_ERROR(flush(b, sink));
     }
 
@@ -859,19 +816,16 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     }
     VINCI_ASSIGN_OR_RETURN(UpdateStats stats, backbone.update(experiences));
     {
-      RecordBuf b;
-      auto r = b.add(RecordPos::of_step(step));
-      auto pd = r.initParameterDigest();
-      AddressBytes d(backbone.parameter_digest());
-      pd.setDigest(d.data());
-      pd.setLoss(stats.loss);
-      pd.setGradNorm(stats.grad_norm);
+      ParameterDigestRecord pd;
+      pd.digest = backbone.parameter_digest();
+      pd.loss = stats.loss;
+      pd.grad_norm = stats.grad_norm;
       if (exp.checkpoints) {
         VINCI_ASSIGN_OR_RETURN(std::string bytes, backbone.checkpoint());
-        VINCI_ASSIGN_OR_RETURN(Digest addr, ctx.store->put("checkpoint", bytes));
-        AddressBytes c(addr);
-        pd.setCheckpoint(c.data());
+        VINCI_ASSIGN_OR_RETURN(pd.checkpoint, ctx.store->put("checkpoint", bytes));
       }
+      RecordBuf b;
+      write_parameter_digest(b, RecordPos::of_step(step), pd);
       VINCI_RETURN_IF_ERROR(flush(b, sink));
     }
     // Skills staged this step enter the library after the update, in task order.
@@ -891,16 +845,17 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     point.loss = stats.loss;
     {
       RecordBuf b;
-      write_metric(b, step, "reward_mean", "train", -1, 0, "", "", point.reward_mean, 0, turns);
-      write_metric(b, step, "correct_rate", "train", -1, 0, "", "", point.correct_rate, correct, turns);
-      write_metric(b, step, "best_speedup_mean", "train", -1, 0, "", "", point.best_speedup_mean, 0,
-                   static_cast<uint32_t>(batch.size()));
-      write_metric(b, step, "skills_accepted", "train", -1, 0, "", "", point.accepted, point.accepted, point.triggered);
-      write_metric(b, step, "library_size", "train", -1, 0, "", "", point.library_size, point.library_size, 0);
+      // A training metric of the whole batch: no level, threshold, turn mode or denominator.
+      auto train_metric = [&](const char* name, double value, uint32_t numerator, uint32_t count) {
+        write_metric(b, step, {name, "train", -1, 0, "", "", value, numerator, count});
+      };
+      train_metric("reward_mean", point.reward_mean, 0, turns);
+      train_metric("correct_rate", point.correct_rate, correct, turns);
+      train_metric("best_speedup_mean", point.best_speedup_mean, 0, static_cast<uint32_t>(batch.size()));
+      train_metric("skills_accepted", point.accepted, point.accepted, point.triggered);
+      train_metric("library_size", point.library_size, point.library_size, 0);
       VINCI_RETURN_IF_ERROR(flush(b, sink));
-      auto r = b.add(RecordPos::of_step(step));
-      AddressBytes so_far(sink.digest());
-      r.initStepEnd().setDigestSoFar(so_far.data());
+      write_step_end(b, RecordPos::of_step(step), sink.digest());
       VINCI_RETURN_IF_ERROR(flush(b, sink));
     }
     out.train.push_back(point);

@@ -18,6 +18,7 @@
 #include "gpu/eval_result.h"
 #include "gpu/task.h"
 #include "harness/agent_model.h"
+#include "harness/coldstart.h"
 #include "harness/experiment.h"
 #include "harness/record_sink.h"
 #include "harness/rl.h"
@@ -38,12 +39,6 @@ struct TrainPoint {
 struct EvalPoint {
   int32_t step = 0;           // evaluated before training this step (steps: after the last)
   std::vector<FastP> fast_p;  // last/best x all/correct x levels x thresholds
-};
-
-struct ColdStartPoint {
-  uint32_t trajectories = 0, kept = 0, proposed = 0, verified = 0;
-  std::vector<std::string> added;  // distilled skills that entered the library
-  RoleCrossEntropy before, after;  // on the SFT examples
 };
 
 struct TrainerOutput {

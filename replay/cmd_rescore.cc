@@ -32,9 +32,9 @@ int cmd_rescore(const std::vector<std::string>& args) {
       "timeout", po::value<std::string>()->default_value("600"), "cuda: seconds before a candidate counts as hung")(
       "timing-budget", po::value<std::string>()->default_value("0"),
       "cuda: at most this many seconds of timed runs per plan (>= 5 samples; 0: no cap)")(
-      "nvrtc-cache", po::value<std::string>(&o.nvrtc_cache_dir),
+      "nvrtc-cache", po::value<std::string>(&o.cuda.nvrtc_cache_dir),
       "cuda: NVRTC cache folder (kernels compiled in parallel first)")(
-      "reference-precision", po::value<std::string>(&o.reference_precision)->default_value("kernelbench"),
+      "reference-precision", po::value<std::string>(&o.cuda.reference_precision)->default_value("kernelbench"),
       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
       "(TF32 off)")("reuse", po::value<std::string>(&o.reuse),
                     "an earlier rescore's measurements.jsonl: plans it measured are not measured again")(
@@ -65,8 +65,8 @@ int cmd_rescore(const std::vector<std::string>& args) {
     o.trials = static_cast<int>(*trials);
     o.samples = static_cast<int>(*samples);
     o.seed = static_cast<uint64_t>(*seed);
-    o.timeout_s = *timeout;
-    o.timing_budget_s = *budget;
+    o.cuda.timeout_s = *timeout;
+    o.cuda.timing_budget_s = *budget;
   }
   if (vm.count("live")) {
     if (!o.device.empty() && o.device != "cuda") {
@@ -79,14 +79,14 @@ int cmd_rescore(const std::vector<std::string>& args) {
     std::cerr << "replay rescore: say where to measure: --live (this GPU) or --device sim --profile FILE\n";
     return 2;
   }
-  if (!o.queue.empty() && (!o.nvrtc_cache_dir.empty() || !vm["timeout"].defaulted())) {
+  if (!o.queue.empty() && (!o.cuda.nvrtc_cache_dir.empty() || !vm["timeout"].defaulted())) {
     // The workers compile and time: these are theirs (harness worker --nvrtc-cache, --timeout-s).
-    std::cerr << "replay rescore: " << (o.nvrtc_cache_dir.empty() ? "--timeout" : "--nvrtc-cache")
+    std::cerr << "replay rescore: " << (o.cuda.nvrtc_cache_dir.empty() ? "--timeout" : "--nvrtc-cache")
               << " with --queue: the queue's workers compile and wait for candidates; give it to them "
                  "(harness worker --nvrtc-cache DIR --timeout-s N)\n";
     return 2;
   }
-  if (Status st = check_reference_precision(o.reference_precision); !st.ok()) {
+  if (Status st = check_reference_precision(o.cuda.reference_precision); !st.ok()) {
     std::cerr << "replay rescore: --reference-precision: " << st.message() << "\n";
     return 2;
   }

@@ -9,7 +9,7 @@
 #include <tuple>
 #include <vector>
 
-#include "recorder/address.h"
+#include "harness/records.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
 
@@ -121,54 +121,54 @@ Status scan_record(schema::Record::Reader r, Phase phase, const std::string& rol
   if (r.getPhase() != phase) return Status();
   const std::string task = r.getTask();
   if (r.isLlmReply()) {
-    auto l = r.getLlmReply();
-    if (!role_wanted(role, l.getRole())) return Status();
+    LlmReplyRecord l = read_llm_reply(r.getLlmReply());
+    if (!role_wanted(role, l.role)) return Status();
     Call c;
     c.seq = seq;
-    c.role = l.getRole();
+    c.role = l.role;
     c.step = step;
     c.task = task;
     c.scheme = scheme;
     c.rollout = rollout;
     c.turn = turn;
-    c.sample_index = l.getSampleIndex();
-    c.model = l.getModel();
-    c.request = address_of(l.getPrompt());
-    c.reply = address_of(l.getReply());
-    c.finish_reason = l.getFinishReason();
-    c.failure = l.getFailure();
-    c.prompt_tokens = l.getPromptTokens();
-    c.completion_tokens = l.getCompletionTokens();
-    c.temperature = l.getTemperature();
+    c.sample_index = l.sample_index;
+    c.model = std::move(l.model);
+    c.request = l.request;
+    c.reply = l.reply;
+    c.finish_reason = std::move(l.finish_reason);
+    c.failure = std::move(l.failure);
+    c.prompt_tokens = l.prompt_tokens;
+    c.completion_tokens = l.completion_tokens;
+    c.temperature = l.temperature;
     if (c.request.is_zero()) return corruption(describe(c) + " names no request object");
     if (c.reply.is_zero() && c.failure.empty()) {
       return corruption(describe(c) + " names no reply object and no failure");
     }
     scan->calls.push_back(std::move(c));
   } else if (r.isAdvantage()) {
-    auto a = r.getAdvantage();
-    if (!role_wanted(role, a.getRole())) return Status();
+    AdvantageRecord a = read_advantage(r.getAdvantage());
+    if (!role_wanted(role, a.role)) return Status();
     AdvantageEntry e;
     e.seq = seq;
-    e.value = a.getValue();
-    e.return_value = a.getReturnValue();
-    e.baseline = a.getBaseline();
-    e.scale = a.getScale();
-    e.group_size = a.getGroupSize();
-    const int32_t si = a.getSampleIndex();
-    std::string what = describe(seq, std::string("advantage of role ") + role_name(a.getRole()), step, task, scheme,
-                                rollout, turn, si);
-    switch (a.getRole()) {
+    e.value = a.value;
+    e.return_value = a.return_value;
+    e.baseline = a.baseline;
+    e.scale = a.scale;
+    e.group_size = a.group_size;
+    const int32_t si = a.sample_index;
+    std::string what =
+        describe(seq, std::string("advantage of role ") + role_name(a.role), step, task, scheme, rollout, turn, si);
+    switch (a.role) {
       case schema::Role::POLICY:
         return put_unique(&scan->policy_advantages, TurnKey{step, task, scheme, rollout, turn}, e, what);
       case schema::Role::SELECTION: return put_unique(&scan->selection_advantages, SampleKey{step, task, si}, e, what);
       case schema::Role::SUMMARY: return put_unique(&scan->summary_advantages, SampleKey{step, task, si}, e, what);
     }
   } else if (r.isReward()) {
-    auto w = r.getReward();
-    RewardEntry e{seq, w.getValue()};
-    const int32_t si = w.getSampleIndex();
-    switch (w.getKind()) {
+    RewardRecord w = read_reward(r.getReward());
+    RewardEntry e{seq, w.value};
+    const int32_t si = w.sample_index;
+    switch (w.kind) {
       case schema::Reward::Kind::TURN:
         return put_unique(&scan->turn_rewards, TurnKey{step, task, scheme, rollout, turn}, e,
                           describe(seq, "turn reward", step, task, scheme, rollout, turn, si));

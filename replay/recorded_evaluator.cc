@@ -3,6 +3,7 @@
 #include <capnp/message.h>
 
 #include "gpu/executor.h"
+#include "harness/records.h"
 #include "recorder/object_store.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
@@ -21,7 +22,7 @@ Result<std::unique_ptr<RecordedEvaluator>> RecordedEvaluator::open(const std::st
   while (RecordView* view = reader->next()) {
     auto r = view->message().getRoot<schema::Record>();
     if (!r.isMeasurement()) continue;
-    VINCI_ASSIGN_OR_RETURN(EvalResult e, from_measurement(r.getMeasurement(), log_text));
+    VINCI_ASSIGN_OR_RETURN(EvalResult e, read_measurement(r.getMeasurement(), log_text));
     uint64_t seed0 = e.trials.empty() ? 0 : e.trials.front().seed;
     auto key = std::make_pair(e.plan, seed0);
     auto it = ev->by_call_.find(key);

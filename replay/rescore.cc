@@ -19,7 +19,6 @@
 #include <capnp/message.h>
 #include <nlohmann/json.hpp>
 
-#include "agents/recorded_backbone.h"
 #include "core/atomic_file.h"
 #include "core/text.h"
 #include "gpu/codegen/codegen.h"
@@ -29,6 +28,7 @@
 #include "gpu/sim/device_profile.h"
 #include "gpu/sim/sim_evaluator.h"
 #include "harness/record_sink.h"
+#include "harness/records.h"
 #include "harness/report.h"
 #include "harness/trainer.h"
 #include "harness/world.h"
@@ -36,6 +36,7 @@
 #include "recorder/object_store.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
+#include "replay/recorded_backbone.h"
 #include "replay/run_data.h"
 
 namespace vinci {
@@ -268,7 +269,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     while (RecordView* view = reader->next()) {
       auto r = view->message().getRoot<schema::Record>();
       if (!r.isMeasurement()) continue;
-      VINCI_ASSIGN_OR_RETURN(EvalResult e, from_measurement(r.getMeasurement()));
+      VINCI_ASSIGN_OR_RETURN(EvalResult e, read_measurement(r.getMeasurement()));
       if (e.plan == Digest() || seen.count(e.plan)) continue;  // a turn without a candidate
       PlanSeen s;
       s.task = r.getTask().cStr();
@@ -305,8 +306,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     QueueOptions qo;
     qo.url = options.queue;
     qo.attempts = exp.queue_attempts;
-    EvaluatorSpec spec = options.device == "cuda" ? cuda_spec(profile_text, options.reference_precision, PlanLimits(),
-                                                              options.timing_budget_s)
+    EvaluatorSpec spec = options.device == "cuda" ? cuda_spec(profile_text, options.cuda.reference_precision,
+                                                              PlanLimits(), options.cuda.timing_budget_s)
                                                   : sim_spec(profile_text, exp.noise, PlanLimits());
     auto q = std::make_unique<QueueEvaluator>(qo, std::move(spec));
     Status started = q->start();
@@ -316,12 +317,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     device_name = options.device == "sim" ? "sim profile " + path : "cuda workers of queue " + options.queue;
     device = std::move(q);
   } else if (options.device == "cuda") {
-    CudaEvaluatorOptions co;
-    co.task_dir = exp.task_dir.empty() ? default_task_dir() : exp.task_dir;
-    co.timeout_s = options.timeout_s;
-    co.timing_budget_s = options.timing_budget_s;
-    co.nvrtc_cache_dir = options.nvrtc_cache_dir;
-    co.reference_precision = options.reference_precision;
+    CudaEvaluatorOptions co = options.cuda;
+    if (co.task_dir.empty()) co.task_dir = exp.task_dir.empty() ? default_task_dir() : exp.task_dir;
     auto c = std::make_unique<CudaEvaluator>(co);
     VINCI_RETURN_IF_ERROR(c->start());
     device_name = c->device_name();
@@ -371,14 +368,14 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   }
   uint64_t reused = results.size();
   // Compile what is left to measure in parallel first; the evaluator then finds it in the cache.
-  if (cuda && !options.nvrtc_cache_dir.empty()) {
+  if (cuda && !options.cuda.nvrtc_cache_dir.empty()) {
     std::vector<std::pair<std::string, std::string>> sources;
     for (const auto& p : plans)
       if (!results.count(p.address))
         for (const auto& k : p.plan.kernels) sources.emplace_back(k.name + ".cu", k.source);
     NvrtcOptions no;
     no.arch = cuda->arch();
-    no.cache_dir = options.nvrtc_cache_dir;
+    no.cache_dir = options.cuda.nvrtc_cache_dir;
     NvrtcCompiler compiler(no);
     precompile(compiler, sources, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   }

@@ -24,6 +24,7 @@
 
 #include "core/hash.h"
 #include "core/status.h"
+#include "gpu/live/cuda_evaluator.h"
 
 namespace vinci {
 
@@ -34,14 +35,12 @@ struct RescoreOptions {
   int trials = 0;               // 0: the run's device.trials
   int samples = 0;              // 0: the run's device.timing_samples
   uint64_t seed = 0;            // seed of the re-measurement's trial inputs
-  // cuda
-  double timeout_s = 600;
-  double timing_budget_s = 0;
-  std::string nvrtc_cache_dir;
-  std::string reference_precision = "kernelbench";  // cuda: gpu/eval_result.h
+  // cuda: the evaluator's settings (timeout_s, timing_budget_s, nvrtc_cache_dir, reference_precision;
+  // task_dir empty: the run's task suite).
+  CudaEvaluatorOptions cuda;
   // Non-empty: measure through this queue's workers (redis://HOST:PORT[/NAME], docs/distributed.md),
   // many plans at once, instead of in this process. The workers' own settings (--timeout-s,
-  // --nvrtc-cache) apply there; timeout_s, timing_budget_s and nvrtc_cache_dir do not.
+  // --nvrtc-cache) apply there; cuda.timeout_s and cuda.nvrtc_cache_dir do not.
   std::string queue;
   int queue_in_flight = 64;  // plans sent at once through the queue
   bool force = false;        // re-drive under numeric settings that differ from the run's

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "recorder/address.h"
+#include "harness/records.h"
 #include "recorder/vinci.capnp.h"
 
 namespace vinci {
@@ -21,7 +21,7 @@ Result<RunData> read_run_data(const std::string& run_dir) {
     auto r = view->message().getRoot<schema::Record>();
     bool tts = r.getPhase() == schema::Record::Phase::TTS;
     if (r.isMeasurement() && (r.getPhase() == schema::Record::Phase::EVAL || tts)) {
-      auto m = r.getMeasurement();
+      VINCI_ASSIGN_OR_RETURN(EvalResult m, read_measurement(r.getMeasurement()));
       int32_t step = tts ? kTtsStep : r.getStep();
       std::string task = r.getTask();
       auto key = std::make_pair(step, task);
@@ -35,10 +35,9 @@ Result<RunData> read_run_data(const std::string& run_dir) {
         t.level = task.size() > 1 && task[0] == 'L' ? task[1] - '0' : 0;
         list.push_back(t);
       }
-      list[it->second].turns.push_back(
-          {m.getCompiled(), m.getCorrect(), m.getDecoy(), m.getSpeedup(), m.getTimeCoverage()});
+      list[it->second].turns.push_back({m.compiled, m.correct, m.decoy, m.speedup, m.time_coverage});
     } else if (r.isLibrarySnapshot()) {
-      last_library = address_of(r.getLibrarySnapshot().getSnapshot());
+      last_library = read_library_snapshot(r.getLibrarySnapshot()).snapshot;
     }
   }
   VINCI_RETURN_IF_ERROR(reader->status());

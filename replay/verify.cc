@@ -5,13 +5,13 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "agents/recorded_backbone.h"
 #include "harness/checkpoints.h"
 #include "harness/record_sink.h"
 #include "harness/trainer.h"
 #include "harness/world.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
+#include "replay/recorded_backbone.h"
 #include "replay/recorded_evaluator.h"
 
 namespace vinci {

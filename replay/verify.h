@@ -30,7 +30,7 @@ struct VerifyReport {
 // objects go to a scratch store, so this is what checks the stored ones. Numeric settings (harness/world.h) that differ
 // from the manifest's do not stop it: the records decide. They are listed in the report when it verifies, and named in
 // the mismatch when it does not, as the likely cause. With recorded_backbone, backbone calls are answered from the log
-// (agents/recorded_backbone.h) instead of re-running the sim network: the way to replay a run whose backbone is
+// (replay/recorded_backbone.h) instead of re-running the sim network: the way to replay a run whose backbone is
 // external.
 Result<VerifyReport> verify_run(const std::string& run_dir, bool recorded_backbone = false);
 

@@ -180,9 +180,8 @@ void PolicyTurnRecorded(benchmark::State& state) {
       ++failed;
       continue;
     }
-    loop::RecordBuf records;
-    auto pos =
-        loop::RecordPos::of_task(0, f.task->id, schema::Record::Phase::TRAIN).at_scheme(0).at_rollout(0).at_turn(0);
+    RecordBuf records;
+    auto pos = RecordPos::of_task(0, f.task->id, schema::Record::Phase::TRAIN).at_scheme(0).at_rollout(0).at_turn(0);
     auto request = loop::write_llm_call(records, *f.store, pos, *turn->call);
     benchmark::DoNotOptimize(request);
   }

@@ -50,7 +50,7 @@ struct RowLayout {
 
 // A run of the task's ops that becomes one kernel of a kernel family, or one library step.
 struct Group {
-  bool library = false;                           // a library step (family unused)
+  bool library = false;                              // a library step (family unused)
   KernelFamily family = KernelFamily::kElementwise;  // else: the kernel's family
   std::vector<size_t> ops;
 };

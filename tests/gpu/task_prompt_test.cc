@@ -54,7 +54,7 @@ const char* kExtraTasks = R"(
 id = "T_001"
 level = 1
 name = "vocabulary_1d"
-family = "test"
+family = "elementwise"
 description = "Ops of the vocabulary the suite does not use."
 sizes.full = { N = 4, C = 6, L = 10 }
 sizes.small = { N = 2, C = 3, L = 8 }
@@ -84,7 +84,7 @@ output = "y"
 id = "T_002"
 level = 2
 name = "vocabulary_3d"
-family = "test"
+family = "elementwise"
 description = "A transposed 3-D convolution."
 sizes.full = { N = 2, C = 4, D = 5 }
 sizes.small = { N = 1, C = 2, D = 3 }
@@ -97,7 +97,7 @@ output = "y"
 id = "T_003"
 level = 3
 name = "python_names"
-family = "test"
+family = "elementwise"
 description = "Names that are Python's: a \"quoted\" word and a back\\slash."
 sizes.full = { F = 8, B = 4, lambda = 3 }
 sizes.small = { F = 5, B = 2, lambda = 2 }
@@ -114,7 +114,7 @@ output = "torch"
 id = "T_004"
 level = 1
 name = "cosine_loss"
-family = "test"
+family = "elementwise"
 description = "mean(1 - cosine_similarity(p, t, dim=1)) (no KernelBench task since problem 97 became attention)."
 sizes.full = { B = 4, D = 8 }
 sizes.small = { B = 2, D = 3 }

@@ -181,9 +181,10 @@ TEST(TaskFile, ErrorsNameFileKeyAndWhatWasExpected) {
       "key 'dim1'", "out of range");
   expect_error(replace(kGoodTask, relu, "ops = [{ op = \"flatten\", in = [\"x\"], out = \"y\", start_dim = 5 }]"),
                "key 'start_dim'", "out of range");
-  expect_error(replace(kGoodTask, "family = \"elementwise\"", "family = \"elementwize\""), "key 'family'",
-               "expected an op family (attention, conv, conv_epilogue, elementwise, gemm, gemm_epilogue, loss, network, "
-               "norm, pooling, recurrent, reduction, scan, softmax or ssm), found 'elementwize'");
+  expect_error(
+      replace(kGoodTask, "family = \"elementwise\"", "family = \"elementwize\""), "key 'family'",
+      "expected an op family (attention, conv, conv_epilogue, elementwise, gemm, gemm_epilogue, loss, network, "
+      "norm, pooling, recurrent, reduction, scan, softmax or ssm), found 'elementwize'");
   expect_error("[[task]]\nid = 3\n", "key 'id'", "expected a string");
   expect_error("[[task]\n", "bad.toml:", "");
 }

@@ -8,8 +8,8 @@
 // The cold start's supervised steps are answered the same way (the recorded losses and
 // cross-entropies, in order), and checkpoint() returns the recorded checkpoint object of the
 // current parameter digest from the run's store.
-#ifndef VINCI_AGENTS_RECORDED_BACKBONE_H_
-#define VINCI_AGENTS_RECORDED_BACKBONE_H_
+#ifndef VINCI_REPLAY_RECORDED_BACKBONE_H_
+#define VINCI_REPLAY_RECORDED_BACKBONE_H_
 
 #include <memory>
 #include <mutex>
@@ -71,4 +71,4 @@ class RecordedBackbone : public Backbone {
 
 }  // namespace vinci
 
-#endif  // VINCI_AGENTS_RECORDED_BACKBONE_H_
+#endif  // VINCI_REPLAY_RECORDED_BACKBONE_H_

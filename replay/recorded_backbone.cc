@@ -1,9 +1,9 @@
-#include "agents/recorded_backbone.h"
+#include "replay/recorded_backbone.h"
 
 #include <capnp/message.h>
 
 #include "agents/sim_backbone.h"
-#include "recorder/address.h"
+#include "harness/records.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
 
@@ -14,60 +14,52 @@ Result<std::unique_ptr<RecordedBackbone>> RecordedBackbone::open(const std::stri
   std::unique_ptr<RecordedBackbone> b(new RecordedBackbone());
   b->store_dir_ = reader->location().store_dir;
   bool have_initial = false;
-  auto ce_of = [](::capnp::List<double>::Reader ce, ::capnp::List<uint32_t>::Reader n) {
+  auto ce_of = [](const RoleDoubles& mean, const RoleCounts& count) {
     RoleCrossEntropy out;
-    for (unsigned r = 0; r < 3 && r < ce.size(); ++r) out.mean[r] = ce[r];
-    for (unsigned r = 0; r < 3 && r < n.size(); ++r) out.count[r] = n[r];
+    for (int r = 0; r < 3; ++r) {
+      out.mean[r] = mean[r];
+      out.count[r] = count[r];
+    }
     return out;
   };
   while (RecordView* view = reader->next()) {
     auto r = view->message().getRoot<schema::Record>();
     if (r.isSample()) {
-      auto s = r.getSample();
-      if (s.getKey().size() != 16) {
+      SampleRecord s = read_sample(r.getSample());
+      if (s.key.is_zero()) {
         return invalid_argument("run " + run_dir + ": backbone sample " + std::to_string(r.getSeq()) +
                                 " carries no call key (recorded before keys were logged)");
       }
       Sample sample;
-      sample.role = static_cast<AgentRole>(static_cast<uint8_t>(s.getRole()));
-      for (uint32_t a : s.getActions()) sample.actions.push_back(a);
-      sample.log_prob = s.getLogProb();
-      Digest key = Digest::from_bytes(s.getKey().begin());
-      if (!b->samples_.emplace(key, std::move(sample)).second) {
-        return invalid_argument("run " + run_dir + ": two backbone samples share the call key " + key.hex() +
+      sample.role = static_cast<AgentRole>(static_cast<uint8_t>(s.role));
+      sample.actions = std::move(s.actions);
+      sample.log_prob = s.log_prob;
+      if (!b->samples_.emplace(s.key, std::move(sample)).second) {
+        return invalid_argument("run " + run_dir + ": two backbone samples share the call key " + s.key.hex() +
                                 " (record " + std::to_string(r.getSeq()) + ")");
       }
     } else if (r.isCheckpoint()) {
-      auto c = r.getCheckpoint();
+      CheckpointRecord c = read_checkpoint(r.getCheckpoint());
       if (!have_initial) {
-        b->initial_ = address_of(c.getDigest());
+        b->initial_ = c.digest;
         have_initial = true;
       }
-      b->checkpoints_[address_of(c.getDigest())] = address_of(c.getAddress());
+      b->checkpoints_[c.digest] = c.address;
     } else if (r.isStepBegin() && !have_initial) {
-      auto d = r.getStepBegin().getParamDigest();
-      b->initial_ = address_of(d);
+      b->initial_ = read_step_begin(r.getStepBegin()).param_digest;
       have_initial = true;
     } else if (r.isParameterDigest()) {
-      auto p = r.getParameterDigest();
-      Update u;
-      u.digest = address_of(p.getDigest());
-      u.loss = p.getLoss();
-      u.grad_norm = p.getGradNorm();
-      b->updates_.push_back(u);
-      if (p.getCheckpoint().size() == 16) b->checkpoints_[u.digest] = address_of(p.getCheckpoint());
+      ParameterDigestRecord p = read_parameter_digest(r.getParameterDigest());
+      b->updates_.push_back({p.digest, p.loss, p.grad_norm});
+      if (!p.checkpoint.is_zero()) b->checkpoints_[p.digest] = p.checkpoint;
     } else if (r.isSftEpoch()) {
-      auto e = r.getSftEpoch();
-      Update u;
-      u.digest = address_of(e.getDigest());
-      u.loss = e.getLoss();
-      u.grad_norm = 0;
-      b->sft_steps_.push_back(u);
-      b->sft_ce_.push_back(ce_of(e.getCrossEntropy(), e.getExamples()));
+      SftEpochRecord e = read_sft_epoch(r.getSftEpoch());
+      b->sft_steps_.push_back({e.digest, e.loss, 0});
+      b->sft_ce_.push_back(ce_of(e.cross_entropy, e.examples));
     } else if (r.isColdStart()) {
-      auto c = r.getColdStart();
-      b->sft_ce_.push_back(ce_of(c.getCrossEntropyAfter(), c.getExamples()));
-      b->checkpoints_[address_of(c.getDigest())] = address_of(c.getCheckpoint());
+      ColdStartRecord c = read_cold_start(r.getColdStart());
+      b->sft_ce_.push_back(ce_of(c.cross_entropy_after, c.examples));
+      b->checkpoints_[c.digest] = c.checkpoint;
     }
   }
   VINCI_RETURN_IF_ERROR(reader->status());

@@ -1,0 +1,476 @@
+#include "harness/records.h"
+
+#include "recorder/address.h"
+
+namespace vinci {
+namespace {
+
+// Sets a Data field to a digest (its 16 bytes, high word first).
+template <class Setter>
+void set_digest(const Digest& d, Setter&& set) {
+  AddressBytes b(d);
+  set(b.data());
+}
+
+#define VINCI_SET_DIGEST(builder, Field, digest) set_digest(digest, [&](capnp::Data::Reader v) { builder.set##Field(v); })
+#define VINCI_SET_DIGEST_IF(builder, Field, digest) \
+  if (!(digest).is_zero()) VINCI_SET_DIGEST(builder, Field, digest)
+
+template <class T, class L>
+void set_list(L list, const std::vector<T>& values) {
+  for (size_t i = 0; i < values.size(); ++i) list.set(static_cast<unsigned>(i), values[i]);
+}
+
+template <class T, size_t N, class L>
+void set_list(L list, const std::array<T, N>& values) {
+  for (size_t i = 0; i < N; ++i) list.set(static_cast<unsigned>(i), values[i]);
+}
+
+template <class T, class R>
+std::vector<T> vector_of(R list) {
+  std::vector<T> out;
+  out.reserve(list.size());
+  for (auto v : list) out.push_back(static_cast<T>(v));
+  return out;
+}
+
+std::vector<std::string> strings_of(capnp::List<capnp::Text>::Reader list) {
+  std::vector<std::string> out;
+  for (auto v : list) out.emplace_back(v.cStr());
+  return out;
+}
+
+template <class T, size_t N, class R>
+std::array<T, N> array_of(R list) {
+  std::array<T, N> out{};
+  for (unsigned i = 0; i < N && i < list.size(); ++i) out[i] = list[i];
+  return out;
+}
+
+}  // namespace
+
+RecordPos read_position(schema::Record::Reader r) {
+  return {r.getStep(), r.getTask(), r.getScheme(), r.getRollout(), r.getTurn(), r.getPhase()};
+}
+
+schema::Record::Builder RecordBuf::add(const RecordPos& pos) {
+  records.push_back(std::make_unique<capnp::MallocMessageBuilder>(512));
+  auto r = records.back()->initRoot<schema::Record>();
+  r.setStep(pos.step);
+  r.setTask(pos.task);
+  r.setScheme(pos.scheme);
+  r.setRollout(pos.rollout);
+  r.setTurn(pos.turn);
+  r.setPhase(pos.phase);
+  return r;
+}
+
+// ---- samples ----
+
+void write_sample(RecordBuf& buf, const RecordPos& pos, const SampleRecord& s) {
+  auto b = buf.add(pos).initSample();
+  b.setRole(s.role);
+  b.setBackbone(s.backbone);
+  set_list(b.initActions(static_cast<unsigned>(s.actions.size())), s.actions);
+  b.setLogProb(s.log_prob);
+  b.setGreedy(s.greedy);
+  b.setSampleIndex(s.sample_index);
+  VINCI_SET_DIGEST_IF(b, Output, s.output);
+  VINCI_SET_DIGEST_IF(b, Prompt, s.prompt);
+  VINCI_SET_DIGEST(b, Key, s.key);
+}
+
+void write_summary_sample(RecordBuf& buf, const RecordPos& pos, const SampleRecord& s) {
+  auto b = buf.add(pos).initSample();
+  b.setRole(s.role);
+  b.setBackbone(s.backbone);
+  if (!s.actions.empty()) set_list(b.initActions(static_cast<unsigned>(s.actions.size())), s.actions);
+  b.setLogProb(s.log_prob);
+  b.setGreedy(s.greedy);
+  b.setSampleIndex(s.sample_index);
+  VINCI_SET_DIGEST(b, Key, s.key);
+  VINCI_SET_DIGEST_IF(b, Prompt, s.prompt);
+  VINCI_SET_DIGEST_IF(b, Output, s.output);
+}
+
+SampleRecord read_sample(schema::BackboneSample::Reader r) {
+  SampleRecord s;
+  s.role = r.getRole();
+  s.backbone = r.getBackbone();
+  s.actions = vector_of<uint32_t>(r.getActions());
+  s.log_prob = r.getLogProb();
+  s.greedy = r.getGreedy();
+  s.output = address_of(r.getOutput());
+  s.prompt = address_of(r.getPrompt());
+  s.sample_index = r.getSampleIndex();
+  s.key = address_of(r.getKey());
+  return s;
+}
+
+// ---- measurements ----
+
+void write_measurement(RecordBuf& buf, const RecordPos& pos, const EvalResult& eval) {
+  to_measurement(eval, buf.add(pos).initMeasurement());
+}
+
+Result<EvalResult> read_measurement(schema::Measurement::Reader r,
+                                    const std::function<Result<std::string>(const Digest&)>& log_text) {
+  return from_measurement(r, log_text);
+}
+
+// ---- model calls ----
+
+void write_llm_reply(RecordBuf& buf, const RecordPos& pos, const LlmReplyRecord& c) {
+  auto l = buf.add(pos).initLlmReply();
+  l.setRole(c.role);
+  l.setEndpoint(c.endpoint);
+  l.setModel(c.model);
+  VINCI_SET_DIGEST(l, Prompt, c.request);
+  VINCI_SET_DIGEST_IF(l, Reply, c.reply);
+  l.setFinishReason(c.finish_reason);
+  l.setPromptTokens(c.prompt_tokens);
+  l.setCompletionTokens(c.completion_tokens);
+  l.setTemperature(c.temperature);
+  l.setFailure(c.failure);
+  VINCI_SET_DIGEST(l, Key, c.key);
+  l.setSampleIndex(c.sample_index);
+}
+
+LlmReplyRecord read_llm_reply(schema::LlmReply::Reader r) {
+  LlmReplyRecord c;
+  c.role = r.getRole();
+  c.endpoint = r.getEndpoint();
+  c.model = r.getModel();
+  c.request = address_of(r.getPrompt());
+  c.reply = address_of(r.getReply());
+  c.finish_reason = r.getFinishReason();
+  c.prompt_tokens = r.getPromptTokens();
+  c.completion_tokens = r.getCompletionTokens();
+  c.temperature = r.getTemperature();
+  c.failure = r.getFailure();
+  c.key = address_of(r.getKey());
+  c.sample_index = r.getSampleIndex();
+  return c;
+}
+
+// ---- selection ----
+
+void write_selection(RecordBuf& buf, const RecordPos& pos, const SelectionRecord& d) {
+  auto s = buf.add(pos).initSelection();
+  VINCI_SET_DIGEST(s, Query, d.query);
+  auto cands = s.initCandidates(static_cast<unsigned>(d.candidates.size()));
+  for (size_t i = 0; i < d.candidates.size(); ++i) {
+    cands[static_cast<unsigned>(i)].setName(d.candidates[i].name);
+    cands[static_cast<unsigned>(i)].setScore(d.candidates[i].score);
+  }
+  set_list(s.initSelected(static_cast<unsigned>(d.selected.size())), d.selected);
+  s.setRandomFallback(d.random_fallback);
+  s.setReranked(d.reranked);
+  s.setSampleIndex(d.sample_index);
+  VINCI_SET_DIGEST(s, LibrarySnapshot, d.library_snapshot);
+}
+
+SelectionRecord read_selection(schema::SelectionDecision::Reader r) {
+  SelectionRecord d;
+  d.query = address_of(r.getQuery());
+  for (auto c : r.getCandidates()) d.candidates.push_back({c.getName(), c.getScore()});
+  d.selected = strings_of(r.getSelected());
+  d.random_fallback = r.getRandomFallback();
+  d.reranked = r.getReranked();
+  d.sample_index = r.getSampleIndex();
+  d.library_snapshot = address_of(r.getLibrarySnapshot());
+  return d;
+}
+
+// ---- rewards and advantages (numbers only: field order does not matter) ----
+
+void write_reward(RecordBuf& buf, const RecordPos& pos, const RewardRecord& w) {
+  auto b = buf.add(pos).initReward();
+  b.setValue(w.value);
+  b.setKind(w.kind);
+  b.setSpeedup(w.speedup);
+  b.setTimeCoverage(w.time_coverage);
+  b.setCorrect(w.correct);
+  b.setDecoy(w.decoy);
+  b.setSampleIndex(w.sample_index);
+}
+
+RewardRecord read_reward(schema::Reward::Reader r) {
+  RewardRecord w;
+  w.kind = r.getKind();
+  w.value = r.getValue();
+  w.speedup = r.getSpeedup();
+  w.time_coverage = r.getTimeCoverage();
+  w.correct = r.getCorrect();
+  w.decoy = r.getDecoy();
+  w.sample_index = r.getSampleIndex();
+  return w;
+}
+
+void write_advantage(RecordBuf& buf, const RecordPos& pos, const AdvantageRecord& adv) {
+  auto a = buf.add(pos.in_phase(schema::Record::Phase::TRAIN)).initAdvantage();
+  a.setRole(adv.role);
+  a.setValue(adv.value);
+  a.setReturnValue(adv.return_value);
+  a.setBaseline(adv.baseline);
+  a.setScale(adv.scale);
+  a.setGroupSize(adv.group_size);
+  a.setSampleIndex(adv.sample_index);
+}
+
+AdvantageRecord read_advantage(schema::Advantage::Reader r) {
+  AdvantageRecord a;
+  a.role = r.getRole();
+  a.value = r.getValue();
+  a.return_value = r.getReturnValue();
+  a.baseline = r.getBaseline();
+  a.scale = r.getScale();
+  a.group_size = r.getGroupSize();
+  a.sample_index = r.getSampleIndex();
+  return a;
+}
+
+// ---- verification ----
+
+void write_verification(RecordBuf& buf, const RecordPos& pos, const VerificationRecord& v) {
+  auto b = buf.add(pos).initVerification();
+  b.setSkillName(v.skill_name);
+  VINCI_SET_DIGEST_IF(b, Skill, v.skill);
+  set_list(b.initSpeedups(static_cast<unsigned>(v.speedups.size())), v.speedups);
+  if (!v.correct.empty()) set_list(b.initCorrect(static_cast<unsigned>(v.correct.size())), v.correct);
+  b.setBaselineTurn1Speedup(v.baseline_turn1_speedup);
+  b.setAccepted(v.accepted);
+  b.setStaged(v.staged);
+  b.setReason(v.reason);
+  b.setSampleIndex(v.sample_index);
+}
+
+void write_staged_skill(RecordBuf& buf, const RecordPos& pos, const std::string& skill_name, double worst_speedup,
+                        int32_t sample_index) {
+  auto b = buf.add(pos).initVerification();
+  b.setSkillName(skill_name);
+  b.setAccepted(true);
+  b.setStaged(true);
+  b.setReason("staged: fastest accepted skill of the task");
+  b.setSampleIndex(sample_index);
+  b.initSpeedups(1).set(0, worst_speedup);
+}
+
+VerificationRecord read_verification(schema::VerificationDecision::Reader r) {
+  VerificationRecord v;
+  v.skill_name = r.getSkillName();
+  v.skill = address_of(r.getSkill());
+  v.speedups = vector_of<double>(r.getSpeedups());
+  v.correct = vector_of<bool>(r.getCorrect());
+  v.baseline_turn1_speedup = r.getBaselineTurn1Speedup();
+  v.accepted = r.getAccepted();
+  v.staged = r.getStaged();
+  v.reason = r.getReason();
+  v.sample_index = r.getSampleIndex();
+  return v;
+}
+
+// ---- the library, the parameters, metrics, step boundaries ----
+
+void write_library_snapshot(RecordBuf& buf, const RecordPos& pos, const LibrarySnapshotRecord& s) {
+  auto b = buf.add(pos).initLibrarySnapshot();
+  b.setForStep(s.for_step);
+  VINCI_SET_DIGEST(b, Snapshot, s.snapshot);
+  b.setSize(s.size);
+  set_list(b.initAdded(static_cast<unsigned>(s.added.size())), s.added);
+}
+
+LibrarySnapshotRecord read_library_snapshot(schema::LibrarySnapshot::Reader r) {
+  LibrarySnapshotRecord s;
+  s.for_step = r.getForStep();
+  s.snapshot = address_of(r.getSnapshot());
+  s.size = r.getSize();
+  s.added = strings_of(r.getAdded());
+  return s;
+}
+
+void write_parameter_digest(RecordBuf& buf, const RecordPos& pos, const ParameterDigestRecord& p) {
+  auto b = buf.add(pos).initParameterDigest();
+  VINCI_SET_DIGEST(b, Digest, p.digest);
+  b.setLoss(p.loss);
+  b.setGradNorm(p.grad_norm);
+  VINCI_SET_DIGEST_IF(b, Checkpoint, p.checkpoint);
+}
+
+ParameterDigestRecord read_parameter_digest(schema::ParameterDigest::Reader r) {
+  ParameterDigestRecord p;
+  p.digest = address_of(r.getDigest());
+  p.checkpoint = address_of(r.getCheckpoint());
+  p.loss = r.getLoss();
+  p.grad_norm = r.getGradNorm();
+  return p;
+}
+
+void write_metric(RecordBuf& buf, int32_t step, const MetricRecord& m) {
+  auto phase = m.split == "eval"  ? schema::Record::Phase::EVAL
+               : m.split == "tts" ? schema::Record::Phase::TTS
+                                  : schema::Record::Phase::TRAIN;
+  auto b = buf.add(RecordPos::of_step(step, phase)).initMetric();
+  b.setName(m.name);
+  b.setSplit(m.split);
+  b.setLevel(m.level);
+  b.setThreshold(m.threshold);
+  b.setTurnMode(m.turn_mode);
+  b.setDenominator(m.denominator);
+  b.setValue(m.value);
+  b.setNumerator(m.numerator);
+  b.setCount(m.count);
+}
+
+MetricRecord read_metric(schema::Metric::Reader r) {
+  MetricRecord m;
+  m.name = r.getName();
+  m.split = r.getSplit();
+  m.level = r.getLevel();
+  m.threshold = r.getThreshold();
+  m.turn_mode = r.getTurnMode();
+  m.denominator = r.getDenominator();
+  m.value = r.getValue();
+  m.numerator = r.getNumerator();
+  m.count = r.getCount();
+  return m;
+}
+
+void write_step_begin(RecordBuf& buf, const RecordPos& pos, const StepBeginRecord& s) {
+  auto b = buf.add(pos).initStepBegin();
+  set_list(b.initTasks(static_cast<unsigned>(s.tasks.size())), s.tasks);
+  VINCI_SET_DIGEST(b, LibrarySnapshot, s.library_snapshot);
+  VINCI_SET_DIGEST(b, ParamDigest, s.param_digest);
+}
+
+StepBeginRecord read_step_begin(schema::StepBegin::Reader r) {
+  StepBeginRecord s;
+  s.tasks = strings_of(r.getTasks());
+  s.library_snapshot = address_of(r.getLibrarySnapshot());
+  s.param_digest = address_of(r.getParamDigest());
+  return s;
+}
+
+void write_step_end(RecordBuf& buf, const RecordPos& pos, const Digest& digest_so_far) {
+  auto b = buf.add(pos).initStepEnd();
+  VINCI_SET_DIGEST(b, DigestSoFar, digest_so_far);
+}
+
+void write_blob(RecordBuf& buf, const RecordPos& pos, const BlobRecord& blob) {
+  auto b = buf.add(pos).initBlob();
+  b.setName(blob.name);
+  b.setKind(blob.kind);
+  VINCI_SET_DIGEST(b, Address, blob.address);
+  b.setSize(blob.size);
+}
+
+BlobRecord read_blob(schema::BlobRef::Reader r) {
+  BlobRecord b;
+  b.name = r.getName();
+  b.kind = r.getKind();
+  b.address = address_of(r.getAddress());
+  b.size = r.getSize();
+  return b;
+}
+
+// ---- starting parameters, the cold start, test-time scaling ----
+
+void write_checkpoint(RecordBuf& buf, const RecordPos& pos, const CheckpointRecord& c) {
+  auto b = buf.add(pos).initCheckpoint();
+  b.setForStep(c.for_step);
+  VINCI_SET_DIGEST(b, Digest, c.digest);
+  VINCI_SET_DIGEST(b, Address, c.address);
+  b.setSize(c.size);
+  b.setOrigin(c.origin);
+  if (!c.source_run.empty()) {
+    b.setSourceRun(c.source_run);
+    VINCI_SET_DIGEST(b, SourceRunDigest, c.source_run_digest);
+    b.setSourceStep(c.source_step);
+  }
+}
+
+CheckpointRecord read_checkpoint(schema::CheckpointRef::Reader r) {
+  CheckpointRecord c;
+  c.for_step = r.getForStep();
+  c.digest = address_of(r.getDigest());
+  c.address = address_of(r.getAddress());
+  c.size = r.getSize();
+  c.origin = r.getOrigin();
+  c.source_run = r.getSourceRun();
+  c.source_run_digest = address_of(r.getSourceRunDigest());
+  c.source_step = r.getSourceStep();
+  return c;
+}
+
+void write_sft_epoch(RecordBuf& buf, const RecordPos& pos, const SftEpochRecord& s) {
+  auto b = buf.add(pos).initSftEpoch();
+  b.setEpoch(s.epoch);
+  b.setLoss(s.loss);
+  set_list(b.initCrossEntropy(3), s.cross_entropy);
+  set_list(b.initExamples(3), s.examples);
+  VINCI_SET_DIGEST(b, Digest, s.digest);
+}
+
+SftEpochRecord read_sft_epoch(schema::SftEpoch::Reader r) {
+  SftEpochRecord s;
+  s.epoch = r.getEpoch();
+  s.loss = r.getLoss();
+  s.cross_entropy = array_of<double, 3>(r.getCrossEntropy());
+  s.examples = array_of<uint32_t, 3>(r.getExamples());
+  s.digest = address_of(r.getDigest());
+  return s;
+}
+
+void write_cold_start(RecordBuf& buf, const RecordPos& pos, const ColdStartRecord& c) {
+  auto b = buf.add(pos).initColdStart();
+  b.setTrajectories(c.trajectories);
+  b.setKept(c.kept);
+  b.setProposed(c.proposed);
+  b.setVerified(c.verified);
+  set_list(b.initAdded(static_cast<unsigned>(c.added.size())), c.added);
+  b.setDiversity(c.diversity);
+  set_list(b.initExamples(3), c.examples);
+  set_list(b.initExamplesDropped(3), c.examples_dropped);
+  set_list(b.initCrossEntropyBefore(3), c.cross_entropy_before);
+  set_list(b.initCrossEntropyAfter(3), c.cross_entropy_after);
+  VINCI_SET_DIGEST(b, Library, c.library);
+  VINCI_SET_DIGEST(b, Checkpoint, c.checkpoint);
+  VINCI_SET_DIGEST(b, Digest, c.digest);
+}
+
+ColdStartRecord read_cold_start(schema::ColdStartSummary::Reader r) {
+  ColdStartRecord c;
+  c.trajectories = r.getTrajectories();
+  c.kept = r.getKept();
+  c.proposed = r.getProposed();
+  c.verified = r.getVerified();
+  c.added = strings_of(r.getAdded());
+  c.diversity = r.getDiversity();
+  c.examples = array_of<uint32_t, 3>(r.getExamples());
+  c.examples_dropped = array_of<uint32_t, 3>(r.getExamplesDropped());
+  c.cross_entropy_before = array_of<double, 3>(r.getCrossEntropyBefore());
+  c.cross_entropy_after = array_of<double, 3>(r.getCrossEntropyAfter());
+  c.library = address_of(r.getLibrary());
+  c.checkpoint = address_of(r.getCheckpoint());
+  c.digest = address_of(r.getDigest());
+  return c;
+}
+
+void write_tts_window(RecordBuf& buf, const RecordPos& pos, const TtsWindowRecord& w) {
+  auto b = buf.add(pos).initTtsWindow();
+  b.setIteration(w.iteration);
+  b.setStart(w.start);
+  b.setLength(w.length);
+  b.setRewardSum(w.reward_sum);
+}
+
+TtsWindowRecord read_tts_window(schema::TtsWindow::Reader r) {
+  TtsWindowRecord w;
+  w.iteration = r.getIteration();
+  w.start = r.getStart();
+  w.length = r.getLength();
+  w.reward_sum = r.getRewardSum();
+  return w;
+}
+
+}  // namespace vinci
