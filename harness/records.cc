@@ -12,7 +12,8 @@ void set_digest(const Digest& d, Setter&& set) {
   set(b.data());
 }
 
-#define VINCI_SET_DIGEST(builder, Field, digest) set_digest(digest, [&](capnp::Data::Reader v) { builder.set##Field(v); })
+#define VINCI_SET_DIGEST(builder, Field, digest) \
+  set_digest(digest, [&](capnp::Data::Reader v) { builder.set##Field(v); })
 #define VINCI_SET_DIGEST_IF(builder, Field, digest) \
   if (!(digest).is_zero()) VINCI_SET_DIGEST(builder, Field, digest)
 

@@ -184,9 +184,9 @@ AdvantageRecord read_advantage(schema::Advantage::Reader r);
 // correctness).
 struct VerificationRecord {
   std::string skill_name;
-  Digest skill;                    // the skill's object; zero: unset
-  std::vector<double> speedups;    // one per verification run
-  std::vector<bool> correct;       // ... empty: unset
+  Digest skill;                  // the skill's object; zero: unset
+  std::vector<double> speedups;  // one per verification run
+  std::vector<bool> correct;     // ... empty: unset
   double baseline_turn1_speedup = 0;
   bool accepted = false;
   bool staged = false;
@@ -219,9 +219,9 @@ void write_parameter_digest(RecordBuf& buf, const RecordPos& pos, const Paramete
 ParameterDigestRecord read_parameter_digest(schema::ParameterDigest::Reader r);
 
 struct MetricRecord {
-  std::string name;         // "fast_p", "reward_mean", ...
-  std::string split;        // "train", "eval", "tts"
-  int32_t level = -1;       // -1: all levels
+  std::string name;    // "fast_p", "reward_mean", ...
+  std::string split;   // "train", "eval", "tts"
+  int32_t level = -1;  // -1: all levels
   double threshold = 0;
   std::string turn_mode;    // "last", "best", or a turn index
   std::string denominator;  // "all", "correct"

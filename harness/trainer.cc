@@ -228,199 +228,228 @@ Result<VerificationVerdict> verify_skill(const StepContext& ctx, int32_t step, c
   return verdict;
 }
 
-Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index, TaskWork* work) {
-  const Experiment& exp = *ctx.exp;
-  const auto phase = schema::Record::Phase::TRAIN;
-  const std::string backbone = ctx.model->kind();
-  RngKey task_key = RngKey::root(exp.seed).with("phase", "train").with("step", step).with("task", task.id);
-  VINCI_ASSIGN_OR_RETURN(Digest query, ctx.store->put("prompt", task.description));
+// One task's training step as it goes: its schemes, their rollouts and what the summary did.
+struct TaskStep {
+  TaskStep(const StepContext& c, int32_t s, const Task& t, TaskWork* w)
+      : ctx(c),
+        exp(*c.exp),
+        step(s),
+        task(t),
+        key(RngKey::root(exp.seed).with("phase", "train").with("step", s).with("task", t.id)),
+        work(w) {}
 
-  // Selection: k samples, each a scheme; then the null scheme.
-  std::vector<Scheme> schemes;
-  int32_t real_schemes = exp.selection.mode == SelectionMode::kNone ? 0 : exp.schemes;
-  for (int32_t i = 0; i < real_schemes; ++i) {
-    VINCI_ASSIGN_OR_RETURN(Scheme s, choose_scheme(ctx, step, task, index, phase, task_key.with("selection", i), false,
-                                                   i, query, &work->records));
-    schemes.push_back(std::move(s));
+  const StepContext& ctx;
+  const Experiment& exp;
+  int32_t step;
+  const Task& task;
+  RngKey key;
+  TaskWork* work;
+
+  std::vector<Scheme> schemes;  // the sampled ones first (real_schemes of them), then the null scheme
+  int32_t real_schemes = 0;
+  std::vector<std::vector<std::vector<PolicyTurn>>> rollouts;  // [scheme][rollout][turn]
+  // The triggering rollout with the highest best-turn speedup; -1: none triggered.
+  int32_t win_scheme = -1, win_rollout = -1;
+  double win_best = -1;
+  std::vector<SummaryAnswer> answers;  // the summary samples of the winning rollout
+  std::vector<double> summary_rewards;
+
+  RecordPos at(schema::Record::Phase phase = schema::Record::Phase::TRAIN) const {
+    return RecordPos::of_task(step, task.id, phase);
   }
-  if (exp.null_scheme || schemes.empty()) schemes.push_back(Scheme{});
+};
 
-  // Policy rollouts. They are independent (each keyed by its scheme and rollout) and their
-  // records are written below in (scheme, rollout) order, so when evaluations go to a queue of
-  // workers (device.queue) a task's rollouts run at once: run.threads x schemes x rollouts
-  // evaluations in flight instead of run.threads, and not one record changes.
-  const size_t n_rollouts = schemes.size() * static_cast<size_t>(exp.rollouts);
+// Policy rollouts of every scheme, and their records. They are independent (each keyed by its
+// scheme and rollout) and their records are written in (scheme, rollout) order, so when
+// evaluations go to a queue of workers (device.queue) a task's rollouts run at once: run.threads x
+// schemes x rollouts evaluations in flight instead of run.threads, and not one record changes.
+Status run_rollouts(TaskStep& ts) {
+  const Experiment& exp = ts.exp;
+  TaskWork* work = ts.work;
+  const std::string backbone = ts.ctx.model->kind();
+  const size_t per_scheme = static_cast<size_t>(exp.rollouts);
+  const size_t n_rollouts = ts.schemes.size() * per_scheme;
   std::vector<std::vector<PolicyTurn>> done(n_rollouts);
   VINCI_RETURN_IF_ERROR(
       parallel_for(exp.queue.empty() ? 1 : static_cast<int32_t>(n_rollouts), n_rollouts, [&](size_t i) -> Status {
-        size_t j = i / static_cast<size_t>(exp.rollouts);
-        int32_t r = static_cast<int32_t>(i % static_cast<size_t>(exp.rollouts));
-        RngKey key = task_key.with("scheme", static_cast<int64_t>(j)).with("rollout", r);
-        VINCI_ASSIGN_OR_RETURN(done[i], rollout(ctx, task, schemes[j].skills, exp.turns, key, false));
+        size_t j = i / per_scheme;
+        int32_t r = static_cast<int32_t>(i % per_scheme);
+        RngKey key = ts.key.with("scheme", static_cast<int64_t>(j)).with("rollout", r);
+        VINCI_ASSIGN_OR_RETURN(done[i], rollout(ts.ctx, ts.task, ts.schemes[j].skills, exp.turns, key, false));
         return Status();
       }));
-  std::vector<std::vector<std::vector<PolicyTurn>>> rollouts(schemes.size());
-  for (size_t j = 0; j < schemes.size(); ++j) {
+  ts.rollouts.assign(ts.schemes.size(), {});
+  for (size_t j = 0; j < ts.schemes.size(); ++j) {
     for (int32_t r = 0; r < exp.rollouts; ++r) {
-      RngKey key = task_key.with("scheme", static_cast<int64_t>(j)).with("rollout", r);
-      auto turns = std::move(done[j * static_cast<size_t>(exp.rollouts) + static_cast<size_t>(r)]);
+      RngKey key = ts.key.with("scheme", static_cast<int64_t>(j)).with("rollout", r);
+      auto turns = std::move(done[j * per_scheme + static_cast<size_t>(r)]);
       for (size_t t = 0; t < turns.size(); ++t) {
         int32_t sj = static_cast<int32_t>(j), tt = static_cast<int32_t>(t);
-        VINCI_RETURN_IF_ERROR(
-            write_policy_turn(work->records, *ctx.store, backbone,
-                              RecordPos::of_task(step, task.id, phase).at_scheme(sj).at_rollout(r).at_turn(tt),
-                              turns[t], false, key.with("turn", tt)));
+        VINCI_RETURN_IF_ERROR(write_policy_turn(work->records, *ts.ctx.store, backbone,
+                                                ts.at().at_scheme(sj).at_rollout(r).at_turn(tt), turns[t], false,
+                                                key.with("turn", tt)));
         work->reward_sum += turns[t].result.reward;
         work->turns++;
         if (turns[t].result.correct) work->correct_turns++;
       }
       work->rollouts++;
       work->evals += turns.size();
-      rollouts[j].push_back(std::move(turns));
+      ts.rollouts[j].push_back(std::move(turns));
     }
   }
+  return Status();
+}
 
-  // Summary: the triggering rollout with the highest best-turn speedup across schemes.
-  std::vector<double> summary_rewards;
-  std::vector<SummaryAnswer> answers;
-  int win_scheme = -1, win_rollout = -1;
-  double win_best = -1;
-  for (size_t j = 0; j < rollouts.size(); ++j) {
-    for (size_t r = 0; r < rollouts[j].size(); ++r) {
-      std::vector<TurnResult> results = results_of(rollouts[j][r]);
+// Finds the triggering rollout with the highest best-turn speedup across schemes.
+void find_winner(TaskStep& ts) {
+  for (size_t j = 0; j < ts.rollouts.size(); ++j) {
+    for (size_t r = 0; r < ts.rollouts[j].size(); ++r) {
+      std::vector<TurnResult> results = results_of(ts.rollouts[j][r]);
       double best = best_speedup(results);
-      work->best_speedup = std::max(work->best_speedup, best);
-      if (summary_triggers(results, exp.trigger) && best > win_best) {
-        win_best = best;
-        win_scheme = static_cast<int>(j);
-        win_rollout = static_cast<int>(r);
+      ts.work->best_speedup = std::max(ts.work->best_speedup, best);
+      if (summary_triggers(results, ts.exp.trigger) && best > ts.win_best) {
+        ts.win_best = best;
+        ts.win_scheme = static_cast<int32_t>(j);
+        ts.win_rollout = static_cast<int32_t>(r);
       }
     }
   }
-  if (win_scheme >= 0) work->triggered = true;
-  if (exp.summary_enabled && win_scheme >= 0) {
-    const std::vector<PolicyTurn>& win = rollouts[win_scheme][win_rollout];
-    // The best turn: the correct one with the highest speedup (the first on ties).
-    size_t best_t = 0;
-    double best_s = -1;
-    for (size_t t = 0; t < win.size(); ++t) {
-      const TurnResult& res = win[t].result;
-      if (res.compiled && res.correct && !res.decoy && res.speedup > best_s) {
-        best_s = res.speedup;
-        best_t = t;
-      }
-    }
-    RngKey skey = task_key.with("purpose", "summary");
-    std::vector<Candidate> candidates;
-    for (int32_t si = 0; si < exp.summary_samples; ++si) {
-      SummaryQuestion q;
-      q.task = &task;
-      q.size = ctx.size;
-      q.injected = schemes[win_scheme].skills;
-      q.turns = &win;
-      q.best_turn = best_t;
-      q.turn1_speedup = win[0].result.speedup;
-      q.best_speedup = win_best;
-      q.sample_index = si;
-      q.key = skey.with("summary_sample", si);
-      VINCI_ASSIGN_OR_RETURN(SummaryAnswer a, ctx.model->summarise(q));
-      VINCI_RETURN_IF_ERROR(
-          write_summary_sample(ctx, step, task, win_scheme, win_rollout, si, a, q.key, &work->records));
-      for (const Skill& skill : a.skills) {
-        VINCI_ASSIGN_OR_RETURN(VerificationVerdict v,
-                               verify_skill(ctx, step, task, schemes[win_scheme].skills, skill, win_scheme, si,
-                                            q.turn1_speedup, task_key.with("verify", si), work));
-        candidates.push_back(Candidate{si, skill, std::move(v)});
-      }
-      answers.push_back(std::move(a));
-    }
-    std::vector<VerificationVerdict> verdicts;
-    for (const auto& c : candidates) verdicts.push_back(c.verdict);
-    auto staged = pick_staged(verdicts);
-    // A sample's reward is the best verified speedup among its skills (0 when none passed).
-    summary_rewards.assign(answers.size(), 0.0);
-    for (const auto& c : candidates) {
-      if (!c.verdict.accepted) continue;
-      work->accepted++;
-      double& r = summary_rewards[static_cast<size_t>(c.sample)];
-      r = std::max(r, c.verdict.worst_speedup);
-    }
-    if (staged) {
-      const Candidate& c = candidates[*staged];
-      work->staged = c.skill;
-      work->staged->verify_speedup = c.verdict.worst_speedup;
-      // The staged flag goes on a record of its own kind: the verification records above say
-      // accepted; which one enters the library is this decision.
-      write_staged_skill(
-          work->records,
-          RecordPos::of_task(step, task.id, schema::Record::Phase::VERIFY).at_scheme(win_scheme).at_rollout(c.sample),
-          work->staged->name, c.verdict.worst_speedup, c.sample);
-    }
-  }
+  if (ts.win_scheme >= 0) ts.work->triggered = true;
+}
 
-  // Selection rewards and advantages (only sampled schemes are trained).
-  if (exp.selection.mode == SelectionMode::kRerank && real_schemes > 0) {
-    std::vector<double> scheme_rewards;
-    for (int32_t j = 0; j < real_schemes; ++j) {
-      std::vector<std::vector<double>> rr;
-      for (const auto& ro : rollouts[j]) {
-        std::vector<double> rs;
-        for (const auto& t : ro) rs.push_back(t.result.reward);
-        rr.push_back(rs);
-      }
-      scheme_rewards.push_back(scheme_reward(rr));
-      RewardRecord w;
-      w.kind = schema::Reward::Kind::SCHEME;
-      w.value = scheme_rewards.back();
-      w.sample_index = j;
-      write_reward(work->records, RecordPos::of_task(step, task.id, phase).at_scheme(j), w);
-    }
-    std::vector<double> adv = selection_advantages(scheme_rewards, exp.selection_scale);
-    for (int32_t j = 0; j < real_schemes; ++j) {
-      double base = scheme_rewards[j] - (exp.selection_scale != 0 ? adv[j] / exp.selection_scale : 0);
-      write_advantage(work->records, RecordPos::of_task(step, task.id, phase).at_scheme(j),
-                      {schema::Role::SELECTION, adv[j], scheme_rewards[j], base, exp.selection_scale,
-                       static_cast<uint32_t>(real_schemes), j});
-      const auto& d = *schemes[j].decision;
-      if (d.sampled) {
-        Experience e;
-        e.role = AgentRole::kSelection;
-        e.advantage = adv[j];
-        e.selection_input = d.input;
-        e.selection = d.sample;
-        work->experiences.push_back(std::move(e));
-      }
+// The summary samples of the winning rollout, each proposed skill verified; the fastest accepted
+// skill is staged for the library. Sets answers and summary_rewards.
+Status summarise_winner(TaskStep& ts) {
+  const Experiment& exp = ts.exp;
+  TaskWork* work = ts.work;
+  const std::vector<PolicyTurn>& win = ts.rollouts[ts.win_scheme][ts.win_rollout];
+  const std::vector<const Skill*>& injected = ts.schemes[ts.win_scheme].skills;
+  // The best turn: the correct one with the highest speedup (the first on ties).
+  size_t best_t = 0;
+  double best_s = -1;
+  for (size_t t = 0; t < win.size(); ++t) {
+    const TurnResult& res = win[t].result;
+    if (res.compiled && res.correct && !res.decoy && res.speedup > best_s) {
+      best_s = res.speedup;
+      best_t = t;
     }
   }
+  RngKey skey = ts.key.with("purpose", "summary");
+  std::vector<Candidate> candidates;
+  for (int32_t si = 0; si < exp.summary_samples; ++si) {
+    SummaryQuestion q;
+    q.task = &ts.task;
+    q.size = ts.ctx.size;
+    q.injected = injected;
+    q.turns = &win;
+    q.best_turn = best_t;
+    q.turn1_speedup = win[0].result.speedup;
+    q.best_speedup = ts.win_best;
+    q.sample_index = si;
+    q.key = skey.with("summary_sample", si);
+    VINCI_ASSIGN_OR_RETURN(SummaryAnswer a, ts.ctx.model->summarise(q));
+    VINCI_RETURN_IF_ERROR(
+        write_summary_sample(ts.ctx, ts.step, ts.task, ts.win_scheme, ts.win_rollout, si, a, q.key, &work->records));
+    for (const Skill& skill : a.skills) {
+      VINCI_ASSIGN_OR_RETURN(VerificationVerdict v,
+                             verify_skill(ts.ctx, ts.step, ts.task, injected, skill, ts.win_scheme, si, q.turn1_speedup,
+                                          ts.key.with("verify", si), work));
+      candidates.push_back(Candidate{si, skill, std::move(v)});
+    }
+    ts.answers.push_back(std::move(a));
+  }
+  std::vector<VerificationVerdict> verdicts;
+  for (const auto& c : candidates) verdicts.push_back(c.verdict);
+  auto staged = pick_staged(verdicts);
+  // A sample's reward is the best verified speedup among its skills (0 when none passed).
+  ts.summary_rewards.assign(ts.answers.size(), 0.0);
+  for (const auto& c : candidates) {
+    if (!c.verdict.accepted) continue;
+    work->accepted++;
+    double& r = ts.summary_rewards[static_cast<size_t>(c.sample)];
+    r = std::max(r, c.verdict.worst_speedup);
+  }
+  if (staged) {
+    const Candidate& c = candidates[*staged];
+    work->staged = c.skill;
+    work->staged->verify_speedup = c.verdict.worst_speedup;
+    // The staged flag goes on a record of its own kind: the verification records above say
+    // accepted; which one enters the library is this decision.
+    write_staged_skill(work->records,
+                       ts.at(schema::Record::Phase::VERIFY).at_scheme(ts.win_scheme).at_rollout(c.sample),
+                       work->staged->name, c.verdict.worst_speedup, c.sample);
+  }
+  return Status();
+}
 
-  // Summary rewards and advantages, at the winning rollout.
-  if (!answers.empty()) {
-    const RecordPos win_pos = RecordPos::of_task(step, task.id, phase).at_scheme(win_scheme).at_rollout(win_rollout);
-    std::vector<double> adv = summary_advantages(summary_rewards, exp.summary_scale);
-    for (size_t i = 0; i < answers.size(); ++i) {
-      int32_t si = static_cast<int32_t>(i);
-      RewardRecord w;
-      w.kind = schema::Reward::Kind::SUMMARY;
-      w.value = summary_rewards[i];
-      w.speedup = summary_rewards[i];
-      w.sample_index = si;
-      write_reward(work->records, win_pos, w);
-      double base = summary_rewards[i] - (exp.summary_scale != 0 ? adv[i] / exp.summary_scale : 0);
-      write_advantage(work->records, win_pos,
-                      {schema::Role::SUMMARY, adv[i], summary_rewards[i], base, exp.summary_scale,
-                       static_cast<uint32_t>(answers.size()), si});
+// Selection rewards and advantages (only sampled schemes are trained).
+void train_selection(TaskStep& ts) {
+  const Experiment& exp = ts.exp;
+  std::vector<double> scheme_rewards;
+  for (int32_t j = 0; j < ts.real_schemes; ++j) {
+    std::vector<std::vector<double>> rr;
+    for (const auto& ro : ts.rollouts[j]) {
+      std::vector<double> rs;
+      for (const auto& t : ro) rs.push_back(t.result.reward);
+      rr.push_back(rs);
+    }
+    scheme_rewards.push_back(scheme_reward(rr));
+    RewardRecord w;
+    w.kind = schema::Reward::Kind::SCHEME;
+    w.value = scheme_rewards.back();
+    w.sample_index = j;
+    write_reward(ts.work->records, ts.at().at_scheme(j), w);
+  }
+  std::vector<double> adv = selection_advantages(scheme_rewards, exp.selection_scale);
+  for (int32_t j = 0; j < ts.real_schemes; ++j) {
+    double base = scheme_rewards[j] - (exp.selection_scale != 0 ? adv[j] / exp.selection_scale : 0);
+    write_advantage(ts.work->records, ts.at().at_scheme(j),
+                    {schema::Role::SELECTION, adv[j], scheme_rewards[j], base, exp.selection_scale,
+                     static_cast<uint32_t>(ts.real_schemes), j});
+    const auto& d = *ts.schemes[j].decision;
+    if (d.sampled) {
       Experience e;
-      e.role = AgentRole::kSummary;
-      e.advantage = adv[i];
-      e.summary_input = answers[i].input;
-      e.summary = answers[i].sample;
-      work->experiences.push_back(std::move(e));
+      e.role = AgentRole::kSelection;
+      e.advantage = adv[j];
+      e.selection_input = d.input;
+      e.selection = d.sample;
+      ts.work->experiences.push_back(std::move(e));
     }
   }
+}
 
-  // Policy: TRLOO over every rollout of the task (all schemes), per turn.
+// Summary rewards and advantages, at the winning rollout.
+void train_summary(TaskStep& ts) {
+  const Experiment& exp = ts.exp;
+  const RecordPos win_pos = ts.at().at_scheme(ts.win_scheme).at_rollout(ts.win_rollout);
+  std::vector<double> adv = summary_advantages(ts.summary_rewards, exp.summary_scale);
+  for (size_t i = 0; i < ts.answers.size(); ++i) {
+    int32_t si = static_cast<int32_t>(i);
+    const double reward = ts.summary_rewards[i];
+    RewardRecord w;
+    w.kind = schema::Reward::Kind::SUMMARY;
+    w.value = reward;
+    w.speedup = reward;
+    w.sample_index = si;
+    write_reward(ts.work->records, win_pos, w);
+    double base = reward - (exp.summary_scale != 0 ? adv[i] / exp.summary_scale : 0);
+    write_advantage(
+        ts.work->records, win_pos,
+        {schema::Role::SUMMARY, adv[i], reward, base, exp.summary_scale, static_cast<uint32_t>(ts.answers.size()), si});
+    Experience e;
+    e.role = AgentRole::kSummary;
+    e.advantage = adv[i];
+    e.summary_input = ts.answers[i].input;
+    e.summary = ts.answers[i].sample;
+    ts.work->experiences.push_back(std::move(e));
+  }
+}
+
+// Policy: TRLOO over every rollout of the task (all schemes), per turn.
+void train_policy(TaskStep& ts) {
+  const Experiment& exp = ts.exp;
   std::vector<std::vector<double>> returns;
-  for (const auto& scheme_rollouts : rollouts) {
+  for (const auto& scheme_rollouts : ts.rollouts) {
     for (const auto& ro : scheme_rollouts) {
       std::vector<double> rs;
       for (const auto& t : ro) rs.push_back(t.result.reward);
@@ -429,17 +458,16 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
   }
   auto adv = trloo_advantages(returns, exp.normalize_advantages);
   size_t flat = 0;
-  for (size_t j = 0; j < rollouts.size(); ++j) {
-    for (size_t r = 0; r < rollouts[j].size(); ++r, ++flat) {
-      for (size_t t = 0; t < rollouts[j][r].size(); ++t) {
-        const PolicyTurn& turn = rollouts[j][r][t];
+  for (size_t j = 0; j < ts.rollouts.size(); ++j) {
+    for (size_t r = 0; r < ts.rollouts[j].size(); ++r, ++flat) {
+      for (size_t t = 0; t < ts.rollouts[j][r].size(); ++t) {
+        const PolicyTurn& turn = ts.rollouts[j][r][t];
         int32_t sj = static_cast<int32_t>(j), rr = static_cast<int32_t>(r), tt = static_cast<int32_t>(t);
         bool kept = true;
         if (exp.rejection_sampling && turn.result.correct) {
-          kept = keep_turn(turn.result.time_coverage, task_key.with("scheme", sj).with("rollout", rr).with("turn", tt));
+          kept = keep_turn(turn.result.time_coverage, ts.key.with("scheme", sj).with("rollout", rr).with("turn", tt));
         }
-        write_advantage(work->records,
-                        RecordPos::of_task(step, task.id, phase).at_scheme(sj).at_rollout(rr).at_turn(tt),
+        write_advantage(ts.work->records, ts.at().at_scheme(sj).at_rollout(rr).at_turn(tt),
                         {schema::Role::POLICY, kept ? adv[flat][t] : 0.0, returns[flat][t],
                          returns[flat][t] - adv[flat][t], kept ? 1.0 : 0.0, static_cast<uint32_t>(returns.size()), -1});
         if (!kept) continue;
@@ -448,10 +476,32 @@ Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25In
         e.advantage = adv[flat][t];
         e.policy_input = turn.input;
         e.policy = turn.sample;
-        work->experiences.push_back(std::move(e));
+        ts.work->experiences.push_back(std::move(e));
       }
     }
   }
+}
+
+// One task of a training step: selection (k sampled schemes, then the null scheme), rollouts,
+// the summary of the winning rollout, then every agent's rewards and advantages.
+Status train_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Index& index, TaskWork* work) {
+  const Experiment& exp = *ctx.exp;
+  TaskStep ts(ctx, step, task, work);
+  VINCI_ASSIGN_OR_RETURN(Digest query, ctx.store->put("prompt", task.description));
+  ts.real_schemes = exp.selection.mode == SelectionMode::kNone ? 0 : exp.schemes;
+  for (int32_t i = 0; i < ts.real_schemes; ++i) {
+    VINCI_ASSIGN_OR_RETURN(Scheme s, choose_scheme(ctx, step, task, index, schema::Record::Phase::TRAIN,
+                                                   ts.key.with("selection", i), false, i, query, &work->records));
+    ts.schemes.push_back(std::move(s));
+  }
+  if (exp.null_scheme || ts.schemes.empty()) ts.schemes.push_back(Scheme{});
+
+  VINCI_RETURN_IF_ERROR(run_rollouts(ts));
+  find_winner(ts);
+  if (exp.summary_enabled && ts.win_scheme >= 0) VINCI_RETURN_IF_ERROR(summarise_winner(ts));
+  if (exp.selection.mode == SelectionMode::kRerank && ts.real_schemes > 0) train_selection(ts);
+  if (!ts.answers.empty()) train_summary(ts);
+  train_policy(ts);
   return Status();
 }
 

@@ -67,7 +67,8 @@ Result<std::string> reencode(schema::Record::Reader r) {
     case schema::Record::TTS_WINDOW: write_tts_window(buf, pos, read_tts_window(r.getTtsWindow())); break;
     case schema::Record::RUN_END: return std::string();
   }
-  if (buf.records.size() != 1) return internal_error("expected one record, the writer made " + std::to_string(buf.records.size()));
+  if (buf.records.size() != 1)
+    return internal_error("expected one record, the writer made " + std::to_string(buf.records.size()));
   buf.records[0]->getRoot<schema::Record>().setSeq(r.getSeq());
   return encode_message(*buf.records[0]);
 }
@@ -106,13 +107,15 @@ TEST(Records, EveryGoldenRecordReencodesToItsLoggedBytes) {
                     schema::Record::SELECTION, schema::Record::REWARD, schema::Record::ADVANTAGE,
                     schema::Record::LIBRARY_SNAPSHOT, schema::Record::PARAMETER_DIGEST, schema::Record::METRIC,
                     schema::Record::STEP_BEGIN, schema::Record::STEP_END, schema::Record::BLOB}) {
-    EXPECT_GT(matched[static_cast<int>(kind)], 0) << "no record of kind " << static_cast<int>(kind) << " in the golden runs";
+    EXPECT_GT(matched[static_cast<int>(kind)], 0)
+        << "no record of kind " << static_cast<int>(kind) << " in the golden runs";
   }
 }
 
 TEST(Records, ValuesRoundTripThroughTheirWriterAndReader) {
   RecordBuf buf;
-  const RecordPos pos = RecordPos::of_task(3, "L1_019", schema::Record::Phase::EVAL).at_scheme(1).at_rollout(2).at_turn(0);
+  const RecordPos pos =
+      RecordPos::of_task(3, "L1_019", schema::Record::Phase::EVAL).at_scheme(1).at_rollout(2).at_turn(0);
 
   SampleRecord s;
   s.role = schema::Role::SELECTION;
