@@ -80,6 +80,172 @@ int cmd_coldstart(const std::vector<std::string>& args) { return run_command(arg
 
 namespace {
 
+// A run being recorded: its experiment and folder, its writer and sink, the world it runs in.
+struct OpenRun {
+  Experiment exp;
+  std::string run_dir;
+  std::string config_shown;  // the config file the run was started with, as its summary names it
+  std::unique_ptr<RunWriter> writer;
+  std::unique_ptr<RecordSink> sink;
+  World world;
+};
+
+// `--resume RUN`: the run's recorded settings, its writer after the last good record, and a sink
+// that checks every re-derived record against the log before writing anything new. Errors are
+// the messages `harness run` prints.
+Result<OpenRun> resume_run(const std::string& run_dir, const Environment& env) {
+  OpenRun run;
+  run.run_dir = run_dir;
+  auto manifest = read_manifest(RunLocation::of(run_dir).manifest_path);
+  if (!manifest.ok()) return invalid_argument(manifest.status().to_string());
+  if (manifest->completed) return invalid_argument("run " + run_dir + " is complete; nothing to resume");
+  VINCI_RETURN_IF_ERROR(check_numeric_settings(manifest->environment, env, run_dir));
+  auto e = experiment_from_text(manifest->config_text, run_dir + "/manifest.bin (config)");
+  if (!e.ok()) return invalid_argument(e.status().to_string());
+  run.exp = std::move(e).value();
+  run.config_shown = manifest->config_path;
+  auto payloads = read_payloads(run_dir, /*allow_damage=*/true);
+  if (!payloads.ok()) return invalid_argument(payloads.status().to_string());
+  std::vector<std::string> expected = std::move(payloads).value();
+  LogRecovery rec;
+  auto w = RunWriter::resume(run_dir, &rec);
+  if (!w.ok()) return invalid_argument(w.status().to_string());
+  run.writer = std::move(w).value();
+  if (rec.damage) {
+    std::cerr << "harness run: dropped a damaged tail of " << rec.bytes_dropped << " bytes (" << rec.damage->to_string()
+              << ")\n";
+  }
+  std::cerr << "harness run: resuming " << run_dir << " after " << expected.size() << " records\n";
+  run.sink = std::make_unique<CheckSink>(std::move(expected), &run.writer->store(), run.writer.get());
+  // A resumed run re-asks its model nothing it recorded: replies come from the log first.
+  auto built = build_world(run.exp, ModelCalls::kRecordedThenLive, run_dir, run_dir + "/llm_calls.jsonl");
+  if (!built.ok()) return invalid_argument(built.status().to_string());
+  run.world = std::move(built).value();
+  return run;
+}
+
+// A new run of `config` with the command line's overrides: everything the config names is
+// checked before the run's folder is made.
+Result<OpenRun> start_run(const std::string& config, const std::vector<std::string>& overrides, bool coldstart_only,
+                          bool named, const Environment& env) {
+  OpenRun run;
+  auto e = load_experiment(config, overrides);
+  if (!e.ok()) return e.status();
+  run.exp = std::move(e).value();
+  if (coldstart_only && !named) {
+    std::vector<std::string> with_name = overrides;
+    with_name.push_back("run.name=" + run.exp.name + "_coldstart");
+    auto renamed = load_experiment(config, with_name);
+    if (!renamed.ok()) return renamed.status();
+    run.exp = std::move(renamed).value();
+  }
+  const Experiment& exp = run.exp;
+  run.run_dir = exp.out_root + "/" + exp.name;
+  run.config_shown = exp.config_path;
+  auto built = build_world(exp, ModelCalls::kLive, "", run.run_dir + "/llm_calls.jsonl");
+  if (!built.ok()) return invalid_argument(built.status().to_string());
+  run.world = std::move(built).value();
+  if (!exp.init_run.empty()) {
+    auto source = find_run_checkpoint(resolve_init_run(exp.init_run, exp.out_root), exp.init_step);
+    if (!source.ok()) {
+      return invalid_argument(exp.config_path + ": key 'backbone.init_run': " + source.status().to_string());
+    }
+  }
+  ManifestInfo m;
+  m.name = exp.name;
+  m.config_path = exp.config_path;
+  m.config_text = exp.effective_toml;
+  m.seed = exp.seed;
+  // A run on a real GPU is a live run: its measurements are events replay takes from the log.
+  // Otherwise the config's run.world names it (its one choice today: sim).
+  Result<RunWorld> world = parse_run_world(exp.world);
+  if (!world.ok()) return invalid_argument(exp.config_path + ": key 'run.world': " + world.status().message());
+  m.world = exp.device == "cuda" ? RunWorld::kLive : *world;
+  m.environment = env;
+  m.parent_run = exp.init_run;
+  auto w = RunWriter::create(run.run_dir, m);
+  if (!w.ok()) return w.status();
+  run.writer = std::move(w).value();
+  run.sink = std::make_unique<WriteSink>(run.writer.get());
+  return run;
+}
+
+// The log's closing record, then the reports, then the manifest marked complete: a run stopped
+// anywhere before that (a kill, a full disk) is resumed, and the resume writes what is missing.
+// info's digest and record count are the finished log's.
+Status finish_run(OpenRun& run, const TrainerOutput& out, RunSummaryInfo* info) {
+  capnp::MallocMessageBuilder end;
+  init_run_end(end, run.sink->position(), run.sink->digest());
+  Status st = run.sink->put(end);
+  if (!st.ok()) return invalid_argument(st.to_string());
+  if (auto* check = dynamic_cast<CheckSink*>(run.sink.get())) {
+    if (check->position() < check->expected()) {
+      return invalid_argument("run " + run.run_dir + ": its log holds " + std::to_string(check->expected()) +
+                              " records, but the run ends after " + std::to_string(check->position()) +
+                              ": the log is not this run's");
+    }
+    std::cerr << "harness run: re-derived and matched " << check->checked() << " recorded records\n";
+  }
+  st = run.writer->checkpoint();
+  if (!st.ok()) return invalid_argument(st.to_string());
+  info->run_digest = run.writer->digest().hex();
+  info->records = run.writer->record_count();
+  st = write_report(run.run_dir, out, *info);
+  if (!st.ok()) {
+    return invalid_argument(st.to_string() + "\n(the run's records are kept; `harness run --resume " + run.run_dir +
+                            "` writes its reports)");
+  }
+  st = run.writer->mark_complete();
+  if (!st.ok()) return invalid_argument(st.to_string());
+  return Status();
+}
+
+// What a finished run prints: the final fast_p table, test-time scaling's, the cold start's line,
+// throughput, and where the run is.
+void print_outcome(const OpenRun& run, const TrainerOutput& out, const RunSummaryInfo& info, double seconds) {
+  const Experiment& exp = run.exp;
+  if (!out.eval.empty()) {
+    std::cout << "Final evaluation of " << exp.name << " (held-out tasks, after step " << out.eval.back().step << "; "
+              << fast_p_compare_line(exp.fast_p_compare) << "):\n\n"
+              << fast_p_table(out.eval.back().fast_p, TurnMode::kLast, Denominator::kAll, TableFormat::kMarkdown);
+  }
+  if (!out.tts.empty()) {
+    std::cout << "\nTest-time scaling (" << exp.tts.iterations << " iterations x " << exp.tts.turns << " turns, window "
+              << exp.tts.window << "; " << fast_p_compare_line(exp.fast_p_compare) << "), best turn:\n\n"
+              << fast_p_table(out.tts, TurnMode::kBest, Denominator::kAll, TableFormat::kMarkdown) << "\nlast turn:\n\n"
+              << fast_p_table(out.tts, TurnMode::kLast, Denominator::kAll, TableFormat::kMarkdown);
+  }
+  if (out.coldstart) {
+    const auto& c = *out.coldstart;
+    std::fprintf(stdout,
+                 "\nCold start: %u of %u trajectories kept, %u skills written, %u verified, %zu "
+                 "added after the diversity filter; cross-entropy (selection, policy, summary) "
+                 "%.3f %.3f %.3f -> %.3f %.3f %.3f\n",
+                 c.kept, c.trajectories, c.proposed, c.verified, c.added.size(), c.before.mean[0], c.before.mean[1],
+                 c.before.mean[2], c.after.mean[0], c.after.mean[1], c.after.mean[2]);
+  }
+  const World& world = run.world;
+  double eval_seconds = world.evaluator_seconds ? world.evaluator_seconds() : 0.0;
+  if (world.evaluator_progress) {
+    std::fprintf(stdout,
+                 "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn evaluations/s), "
+                 "evaluated through the queue %s\n",
+                 static_cast<unsigned long long>(out.rollouts), static_cast<unsigned long long>(out.turn_evals),
+                 seconds, seconds > 0 ? out.rollouts / seconds : 0.0, seconds > 0 ? out.turn_evals / seconds : 0.0,
+                 exp.queue.c_str());
+  } else {
+    std::fprintf(stdout,
+                 "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn "
+                 "evaluations/s; %.1f s inside the evaluator, %.1f s outside)\n",
+                 static_cast<unsigned long long>(out.rollouts), static_cast<unsigned long long>(out.turn_evals),
+                 seconds, seconds > 0 ? out.rollouts / seconds : 0.0, seconds > 0 ? out.turn_evals / seconds : 0.0,
+                 eval_seconds, seconds - eval_seconds);
+  }
+  if (!info.model_calls.empty()) std::cout << "model calls: " << info.model_calls << "\n";
+  std::cout << "run: " << run.run_dir << "\nrecords: " << run.writer->record_count()
+            << "\ndigest: " << run.writer->digest().hex() << "\n";
+}
+
 int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   namespace po = boost::program_options;
   po::options_description opts(
@@ -135,39 +301,9 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     if (!st.ok()) return fail(st.message());
   }
 
-  Experiment exp;
-  std::string run_dir;
-  std::unique_ptr<RunWriter> writer;
-  std::unique_ptr<RecordSink> sink;
-  std::vector<std::string> expected;
-  World world;
-  std::string config_shown;  // the config file the run was started with, as its summary names it
   Environment env = capture_environment();
-  if (resume) {
-    run_dir = vm["resume"].as<std::string>();
-    auto manifest = read_manifest(RunLocation::of(run_dir).manifest_path);
-    if (!manifest.ok()) return fail(manifest.status().to_string());
-    if (manifest->completed) return fail("run " + run_dir + " is complete; nothing to resume");
-    Status same = check_numeric_settings(manifest->environment, env, run_dir);
-    if (!same.ok()) return fail(same.message());
-    auto e = experiment_from_text(manifest->config_text, run_dir + "/manifest.bin (config)");
-    if (!e.ok()) return fail(e.status().to_string());
-    exp = std::move(e).value();
-    config_shown = manifest->config_path;
-    auto payloads = read_payloads(run_dir, /*allow_damage=*/true);
-    if (!payloads.ok()) return fail(payloads.status().to_string());
-    expected = std::move(payloads).value();
-    LogRecovery rec;
-    auto w = RunWriter::resume(run_dir, &rec);
-    if (!w.ok()) return fail(w.status().to_string());
-    writer = std::move(w).value();
-    if (rec.damage) {
-      std::cerr << "harness run: dropped a damaged tail of " << rec.bytes_dropped << " bytes ("
-                << rec.damage->to_string() << ")\n";
-    }
-    std::cerr << "harness run: resuming " << run_dir << " after " << expected.size() << " records\n";
-    sink = std::make_unique<CheckSink>(std::move(expected), &writer->store(), writer.get());
-  } else {
+  Result<OpenRun> opened = [&]() -> Result<OpenRun> {
+    if (resume) return resume_run(vm["resume"].as<std::string>(), env);
     std::vector<std::string> overrides;
     if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
     if (seed >= 0) overrides.push_back("run.seed=" + std::to_string(seed));
@@ -179,54 +315,13 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
       overrides.push_back("loop.steps=0");
       overrides.push_back("tts.enabled=false");
     }
-    auto e = load_experiment(vm["config"].as<std::string>(), overrides);
-    if (!e.ok()) return fail(e.status().message());
-    exp = std::move(e).value();
-    if (coldstart_only && !vm.count("name")) {
-      auto named = load_experiment(vm["config"].as<std::string>(), [&] {
-        auto o = overrides;
-        o.push_back("run.name=" + exp.name + "_coldstart");
-        return o;
-      }());
-      if (!named.ok()) return fail(named.status().message());
-      exp = std::move(named).value();
-    }
-    run_dir = exp.out_root + "/" + exp.name;
-    config_shown = exp.config_path;
-    // Everything the config names must be there before the run's folder is made.
-    auto built = build_world(exp, ModelCalls::kLive, "", run_dir + "/llm_calls.jsonl");
-    if (!built.ok()) return fail(built.status().to_string());
-    world = std::move(built).value();
-    if (!exp.init_run.empty()) {
-      auto source = find_run_checkpoint(resolve_init_run(exp.init_run, exp.out_root), exp.init_step);
-      if (!source.ok()) {
-        return fail(exp.config_path + ": key 'backbone.init_run': " + source.status().to_string());
-      }
-    }
-    ManifestInfo m;
-    m.name = exp.name;
-    m.config_path = exp.config_path;
-    m.config_text = exp.effective_toml;
-    m.seed = exp.seed;
-    // A run on a real GPU is a live run: its measurements are events replay takes from the log.
-    // Otherwise the config's run.world names it (its one choice today: sim).
-    Result<RunWorld> world = parse_run_world(exp.world);
-    if (!world.ok()) return fail(exp.config_path + ": key 'run.world': " + world.status().message());
-    m.world = exp.device == "cuda" ? RunWorld::kLive : *world;
-    m.environment = env;
-    m.parent_run = exp.init_run;
-    auto w = RunWriter::create(run_dir, m);
-    if (!w.ok()) return fail(w.status().message());
-    writer = std::move(w).value();
-    sink = std::make_unique<WriteSink>(writer.get());
-  }
+    return start_run(vm["config"].as<std::string>(), overrides, coldstart_only, vm.count("name") > 0, env);
+  }();
+  if (!opened.ok()) return fail(opened.status().message());
+  OpenRun& run = *opened;
+  const Experiment& exp = run.exp;
+  World& world = run.world;
 
-  if (resume) {
-    // A resumed run re-asks its model nothing it recorded: replies come from the log first.
-    auto built = build_world(exp, ModelCalls::kRecordedThenLive, run_dir, run_dir + "/llm_calls.jsonl");
-    if (!built.ok()) return fail(built.status().to_string());
-    world = std::move(built).value();
-  }
   if (!exp.queue.empty() && exp.threads < 2) {
     std::cerr << "harness run: device.queue with run.threads = " << exp.threads
               << " keeps one evaluation in flight; --threads N keeps N (records do not depend on it)\n";
@@ -234,34 +329,18 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   Progress progress;
   auto start = std::chrono::steady_clock::now();
   auto out = run_experiment(
-      exp, world.suite, *world.evaluator, *world.backbone, world.seed_library, *sink,
+      exp, world.suite, *world.evaluator, *world.backbone, world.seed_library, *run.sink,
       [&](int64_t d, int64_t t, const std::string& l) {
         progress(d, t, world.evaluator_progress ? l + " | " + world.evaluator_progress() : l);
       },
       world.model.get());
   if (!out.ok()) {
-    (void)writer->flush();
-    return fail(out.status().to_string() + "\n(the run so far is kept; `harness run --resume " + run_dir +
+    (void)run.writer->flush();
+    return fail(out.status().to_string() + "\n(the run so far is kept; `harness run --resume " + run.run_dir +
                 "` continues it)");
   }
-  // The log's closing record, then the reports, then the manifest marked complete: a run stopped
-  // anywhere before that (a kill, a full disk) is resumed, and the resume writes what is missing.
-  capnp::MallocMessageBuilder end;
-  init_run_end(end, sink->position(), sink->digest());
-  Status st = sink->put(end);
-  if (!st.ok()) return fail(st.to_string());
-  if (auto* check = dynamic_cast<CheckSink*>(sink.get())) {
-    if (check->position() < check->expected()) {
-      return fail("run " + run_dir + ": its log holds " + std::to_string(check->expected()) +
-                  " records, but the run ends after " + std::to_string(check->position()) +
-                  ": the log is not this run's");
-    }
-    std::cerr << "harness run: re-derived and matched " << check->checked() << " recorded records\n";
-  }
-  st = writer->checkpoint();
-  if (!st.ok()) return fail(st.to_string());
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  RunSummaryInfo info{exp.name, config_shown, writer->digest().hex(), writer->record_count(), seconds, "", ""};
+  RunSummaryInfo info{exp.name, run.config_shown, "", 0, seconds, "", ""};
   if (world.call_log) info.model_calls = model_calls_line(world.call_log->stats());
   std::vector<std::string> sets;
   for (const auto& id : out->eval_tasks) {
@@ -270,53 +349,9 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   }
   info.scored = scored_set_line(sets, "all", exp.fast_p_compare);
   info.compare = exp.fast_p_compare;
-  st = write_report(run_dir, *out, info);
-  if (!st.ok()) {
-    return fail(st.to_string() + "\n(the run's records are kept; `harness run --resume " + run_dir +
-                "` writes its reports)");
-  }
-  st = writer->mark_complete();
-  if (!st.ok()) return fail(st.to_string());
-  if (!out->eval.empty()) {
-    std::cout << "Final evaluation of " << exp.name << " (held-out tasks, after step " << out->eval.back().step << "; "
-              << fast_p_compare_line(exp.fast_p_compare) << "):\n\n"
-              << fast_p_table(out->eval.back().fast_p, TurnMode::kLast, Denominator::kAll, TableFormat::kMarkdown);
-  }
-  if (!out->tts.empty()) {
-    std::cout << "\nTest-time scaling (" << exp.tts.iterations << " iterations x " << exp.tts.turns << " turns, window "
-              << exp.tts.window << "; " << fast_p_compare_line(exp.fast_p_compare) << "), best turn:\n\n"
-              << fast_p_table(out->tts, TurnMode::kBest, Denominator::kAll, TableFormat::kMarkdown)
-              << "\nlast turn:\n\n"
-              << fast_p_table(out->tts, TurnMode::kLast, Denominator::kAll, TableFormat::kMarkdown);
-  }
-  if (out->coldstart) {
-    const auto& c = *out->coldstart;
-    std::fprintf(stdout,
-                 "\nCold start: %u of %u trajectories kept, %u skills written, %u verified, %zu "
-                 "added after the diversity filter; cross-entropy (selection, policy, summary) "
-                 "%.3f %.3f %.3f -> %.3f %.3f %.3f\n",
-                 c.kept, c.trajectories, c.proposed, c.verified, c.added.size(), c.before.mean[0], c.before.mean[1],
-                 c.before.mean[2], c.after.mean[0], c.after.mean[1], c.after.mean[2]);
-  }
-  double eval_seconds = world.evaluator_seconds ? world.evaluator_seconds() : 0.0;
-  if (world.evaluator_progress) {
-    std::fprintf(stdout,
-                 "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn evaluations/s), "
-                 "evaluated through the queue %s\n",
-                 static_cast<unsigned long long>(out->rollouts), static_cast<unsigned long long>(out->turn_evals),
-                 seconds, seconds > 0 ? out->rollouts / seconds : 0.0, seconds > 0 ? out->turn_evals / seconds : 0.0,
-                 exp.queue.c_str());
-  } else {
-    std::fprintf(stdout,
-                 "\n%llu rollouts, %llu turn evaluations in %.1f s (%.0f rollouts/s, %.0f turn "
-                 "evaluations/s; %.1f s inside the evaluator, %.1f s outside)\n",
-                 static_cast<unsigned long long>(out->rollouts), static_cast<unsigned long long>(out->turn_evals),
-                 seconds, seconds > 0 ? out->rollouts / seconds : 0.0, seconds > 0 ? out->turn_evals / seconds : 0.0,
-                 eval_seconds, seconds - eval_seconds);
-  }
-  if (!info.model_calls.empty()) std::cout << "model calls: " << info.model_calls << "\n";
-  std::cout << "run: " << run_dir << "\nrecords: " << writer->record_count() << "\ndigest: " << writer->digest().hex()
-            << "\n";
+  Status finished = finish_run(run, *out, &info);
+  if (!finished.ok()) return fail(finished.message());
+  print_outcome(run, *out, info, seconds);
   return 0;
 }
 
