@@ -49,6 +49,139 @@ double best_of(const TaskTurns& t) {
   return o.compiled && o.correct && !o.decoy ? o.speedup : 0.0;
 }
 
+// How two runs' configs differ: "key: A v, B w" lines (the seed first), and the factor keys among
+// them (every differing key but non_factor_keys()).
+struct ConfigDiff {
+  std::vector<std::string> lines;
+  std::vector<std::string> factors;
+};
+
+ConfigDiff config_differences(const ManifestInfo& ma, const ManifestInfo& mb) {
+  ConfigDiff d;
+  if (ma.seed != mb.seed) {
+    d.lines.push_back("run.seed: A " + std::to_string(ma.seed) + ", B " + std::to_string(mb.seed));
+  }
+  auto ca = effective_settings(ma.config_text), cb = effective_settings(mb.config_text);
+  // A key one run's config lacks (recorded before the key existed) has its default there.
+  auto defaults = Config::parse(experiment_schema(), "", "defaults");
+  std::map<std::string, std::string> dflt;
+  if (defaults.ok()) dflt = effective_settings(defaults->effective_toml());
+  std::set<std::string> keys;
+  for (const auto* c : {&ca, &cb})
+    for (const auto& [k, v] : *c) keys.insert(k);
+  auto value = [&](const std::map<std::string, std::string>& c, const std::string& k) {
+    auto it = c.find(k);
+    if (it != c.end()) return it->second;
+    auto f = dflt.find(k);
+    return f == dflt.end() ? std::string("(unset)") : f->second;
+  };
+  for (const auto& k : keys) {
+    if (is_non_factor_key(k)) continue;
+    std::string v = value(ca, k), w = value(cb, k);
+    if (w == v) continue;
+    d.lines.push_back(k + ": A " + v + ", B " + w);
+    d.factors.push_back(k);
+  }
+  return d;
+}
+
+// The record `first` of each log, described and as JSON.
+void print_divergence(const std::vector<std::string>& a, const std::vector<std::string>& b, size_t first) {
+  std::cout << "first divergence at record " << first << ":\n";
+  auto show = [&](const char* label, const std::vector<std::string>& p) {
+    if (first >= p.size()) {
+      std::cout << "  " << label << ": (the log ends after " << p.size() << " records)\n";
+      return;
+    }
+    RecordView v;
+    if (!v.parse(p[first]).ok()) {
+      std::cout << "  " << label << ": (unreadable record)\n";
+      return;
+    }
+    std::cout << "  " << label << ": " << describe_record(v.message().getRoot<schema::Record>()) << "\n    "
+              << clip(record_to_json(v, nullptr), 600) << "\n";
+  };
+  show("A", a);
+  show("B", b);
+  std::cout << "records: A " << a.size() << ", B " << b.size() << "\n";
+}
+
+// fast_p of the final evaluations per level and threshold, B - A with bootstrap intervals over
+// tasks (keyed resampling: the same intervals every time).
+void print_fast_p_deltas(const std::vector<TaskTurns>& ea, const std::vector<TaskTurns>& eb,
+                         const std::vector<double>& thresholds, int resamples, FastPCompare compare,
+                         const std::string& not_attributable) {
+  std::set<int> levels;
+  for (const auto& t : ea) levels.insert(t.level);
+  for (const auto& t : eb) levels.insert(t.level);
+  std::vector<int> order(levels.begin(), levels.end());
+  order.push_back(0);
+  std::cout << "\nfinal evaluation, fast_p (last turn, all tasks, %): B - A with bootstrap 95% "
+               "intervals over tasks ("
+            << resamples << " resamples); " << fast_p_compare_line(compare) << ".\n";
+  if (!not_attributable.empty()) std::cout << "Warning: " << not_attributable << ".\n";
+  std::cout << "\n| level | p | A | B | B - A | 95% interval |\n|---|---|---|---|---|---|\n";
+  std::vector<size_t> ia(ea.size()), ib(eb.size());
+  for (size_t i = 0; i < ia.size(); ++i) ia[i] = i;
+  for (size_t i = 0; i < ib.size(); ++i) ib[i] = i;
+  for (int level : order) {
+    for (double p : thresholds) {
+      double va = share(ea, ia, level, p, compare), vb = share(eb, ib, level, p, compare);
+      std::vector<double> deltas;
+      Stream s(RngKey::root(0).with("bootstrap", level).with("p", static_cast<int64_t>(p * 1000)));
+      std::vector<size_t> ra(ea.size()), rb(eb.size());
+      for (int k = 0; k < resamples; ++k) {
+        for (auto& x : ra) x = s.below(ea.size());
+        for (auto& x : rb) x = s.below(eb.size());
+        deltas.push_back(share(eb, rb, level, p, compare) - share(ea, ra, level, p, compare));
+      }
+      std::sort(deltas.begin(), deltas.end());
+      double lo = deltas.empty() ? 0 : deltas[static_cast<size_t>(0.025 * (deltas.size() - 1))];
+      double hi = deltas.empty() ? 0 : deltas[static_cast<size_t>(0.975 * (deltas.size() - 1))];
+      char line[200];
+      std::snprintf(line, sizeof line, "| %s | %g | %.1f | %.1f | %+.1f | [%+.1f, %+.1f] |\n",
+                    level == 0 ? "all" : ("L" + std::to_string(level)).c_str(), p, 100 * va, 100 * vb, 100 * (vb - va),
+                    100 * lo, 100 * hi);
+      std::cout << line;
+    }
+  }
+}
+
+// The (at most 8) tasks whose best-turn speedup changed most, by |ln ratio|.
+void print_biggest_changes(const std::vector<TaskTurns>& ea, const std::vector<TaskTurns>& eb) {
+  std::vector<std::tuple<double, std::string, double, double>> changes;
+  for (const auto& ta : ea) {
+    for (const auto& tb : eb) {
+      if (ta.task != tb.task) continue;
+      double sa = best_of(ta), sb = best_of(tb);
+      changes.emplace_back(std::fabs(std::log((sb + 0.01) / (sa + 0.01))), ta.task, sa, sb);
+    }
+  }
+  std::sort(changes.begin(), changes.end(), [](const auto& x, const auto& y) {
+    return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) > std::get<0>(y) : std::get<1>(x) < std::get<1>(y);
+  });
+  std::cout << "\ntasks whose best-turn speedup changed most (0 = no correct turn):\n";
+  for (size_t i = 0; i < changes.size() && i < 8; ++i) {
+    if (std::get<0>(changes[i]) == 0) break;
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-10s A %.3gx  B %.3gx\n", std::get<1>(changes[i]).c_str(),
+                  std::get<2>(changes[i]), std::get<3>(changes[i]));
+    std::cout << line;
+  }
+}
+
+// Skills in one final library and not the other (at most 10 of each named).
+void print_skill_differences(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::set<std::string> sa(a.begin(), a.end()), sb(b.begin(), b.end());
+  std::vector<std::string> only_a, only_b;
+  std::set_difference(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(only_a));
+  std::set_difference(sb.begin(), sb.end(), sa.begin(), sa.end(), std::back_inserter(only_b));
+  std::cout << "\nskills: A " << sa.size() << ", B " << sb.size() << "; only in A " << only_a.size() << ", only in B "
+            << only_b.size() << "\n";
+  for (size_t i = 0; i < only_a.size() && i < 10; ++i) std::cout << "  A only: " << only_a[i] << "\n";
+  for (size_t i = 0; i < only_b.size() && i < 10; ++i) std::cout << "  B only: " << only_b[i] << "\n";
+}
+
 }  // namespace
 
 int cmd_diff(const std::vector<std::string>& args) {
@@ -86,7 +219,7 @@ int cmd_diff(const std::vector<std::string>& args) {
       return 2;
     }
   }
-  // 1. The first divergence.
+  // 1. The configs, and the first divergence of the logs.
   size_t n = std::min(a->size(), b->size());
   size_t first = n;
   for (size_t i = 0; i < n; ++i) {
@@ -95,54 +228,25 @@ int cmd_diff(const std::vector<std::string>& args) {
       break;
     }
   }
-  // Configs and seeds: two runs of different configs are different runs even where their
-  // records happen to agree.
-  std::vector<std::string> config_diffs;
-  if (da->manifest.seed != db->manifest.seed) {
-    config_diffs.push_back("run.seed: A " + std::to_string(da->manifest.seed) + ", B " +
-                           std::to_string(db->manifest.seed));
-  }
-  std::vector<std::string> factors;  // keys that differ, other than non_factor_keys()
-  {
-    auto ca = effective_settings(da->manifest.config_text), cb = effective_settings(db->manifest.config_text);
-    // A key one run's config lacks (recorded before the key existed) has its default there.
-    auto defaults = Config::parse(experiment_schema(), "", "defaults");
-    std::map<std::string, std::string> dflt;
-    if (defaults.ok()) dflt = effective_settings(defaults->effective_toml());
-    std::set<std::string> keys;
-    for (const auto* c : {&ca, &cb})
-      for (const auto& [k, v] : *c) keys.insert(k);
-    auto value = [&](const std::map<std::string, std::string>& c, const std::string& k) {
-      auto it = c.find(k);
-      if (it != c.end()) return it->second;
-      auto d = dflt.find(k);
-      return d == dflt.end() ? std::string("(unset)") : d->second;
-    };
-    for (const auto& k : keys) {
-      if (is_non_factor_key(k)) continue;
-      std::string v = value(ca, k), w = value(cb, k);
-      if (w == v) continue;
-      config_diffs.push_back(k + ": A " + v + ", B " + w);
-      factors.push_back(k);
-    }
-  }
+  // Two runs of different configs are different runs even where their records happen to agree.
+  ConfigDiff configs = config_differences(da->manifest, db->manifest);
   std::string not_attributable;
-  if (factors.size() > 1) {
+  if (configs.factors.size() > 1) {
     std::string list;
-    for (const auto& f : factors) list += (list.empty() ? "" : ", ") + f;
-    not_attributable = "these runs differ in " + std::to_string(factors.size()) + " settings: " + list +
+    for (const auto& f : configs.factors) list += (list.empty() ? "" : ", ") + f;
+    not_attributable = "these runs differ in " + std::to_string(configs.factors.size()) + " settings: " + list +
                        "; an effect below is not attributable to one of them";
   }
-  bool equal = first == n && a->size() == b->size() && config_diffs.empty();
-  if (!config_diffs.empty()) {
+  bool equal = first == n && a->size() == b->size() && configs.lines.empty();
+  if (!configs.lines.empty()) {
     std::cout << "configs differ:\n";
-    for (const auto& d : config_diffs) std::cout << "  " << d << "\n";
+    for (const auto& d : configs.lines) std::cout << "  " << d << "\n";
     if (!not_attributable.empty()) {
       std::cout << not_attributable
                 << " (compare runs whose configs differ in one factor: "
                    "`base = \"main.toml\"` plus that factor)\n";
-    } else if (factors.size() == 1) {
-      std::cout << "these runs differ in one setting: " << factors[0] << "\n";
+    } else if (configs.factors.size() == 1) {
+      std::cout << "these runs differ in one setting: " << configs.factors[0] << "\n";
     }
   }
   if (equal) {
@@ -152,97 +256,20 @@ int cmd_diff(const std::vector<std::string>& args) {
   if (first == n && a->size() == b->size()) {
     std::cout << "records are equal (" << a->size() << ")\n";
   } else {
-    std::cout << "first divergence at record " << first << ":\n";
-    auto show = [&](const char* label, const std::vector<std::string>& p) {
-      if (first >= p.size()) {
-        std::cout << "  " << label << ": (the log ends after " << p.size() << " records)\n";
-        return;
-      }
-      RecordView v;
-      if (!v.parse(p[first]).ok()) {
-        std::cout << "  " << label << ": (unreadable record)\n";
-        return;
-      }
-      std::cout << "  " << label << ": " << describe_record(v.message().getRoot<schema::Record>()) << "\n    "
-                << clip(record_to_json(v, nullptr), 600) << "\n";
-    };
-    show("A", *a);
-    show("B", *b);
-    std::cout << "records: A " << a->size() << ", B " << b->size() << "\n";
+    print_divergence(*a, *b, first);
   }
 
-  // 2. fast_p deltas of the final evaluations, with bootstrap intervals over tasks.
+  // 2. fast_p deltas of the final evaluations; 3. the tasks that changed most.
   if (!da->eval.empty() && !db->eval.empty()) {
     const auto& ea = da->eval.rbegin()->second;
     const auto& eb = db->eval.rbegin()->second;
     auto exp = experiment_from_text(da->manifest.config_text, runs[0]);
     std::vector<double> thresholds = exp.ok() ? exp->thresholds : std::vector<double>{1, 1.2, 1.5, 2};
-    std::set<int> levels;
-    for (const auto& t : ea) levels.insert(t.level);
-    for (const auto& t : eb) levels.insert(t.level);
-    std::vector<int> order(levels.begin(), levels.end());
-    order.push_back(0);
-    const int resamples = static_cast<int>(*resamples_value);
-    std::cout << "\nfinal evaluation, fast_p (last turn, all tasks, %): B - A with bootstrap 95% "
-                 "intervals over tasks ("
-              << resamples << " resamples); " << fast_p_compare_line(compare) << ".\n";
-    if (!not_attributable.empty()) std::cout << "Warning: " << not_attributable << ".\n";
-    std::cout << "\n| level | p | A | B | B - A | 95% interval |\n|---|---|---|---|---|---|\n";
-    std::vector<size_t> ia(ea.size()), ib(eb.size());
-    for (size_t i = 0; i < ia.size(); ++i) ia[i] = i;
-    for (size_t i = 0; i < ib.size(); ++i) ib[i] = i;
-    for (int level : order) {
-      for (double p : thresholds) {
-        double va = share(ea, ia, level, p, compare), vb = share(eb, ib, level, p, compare);
-        std::vector<double> deltas;
-        Stream s(RngKey::root(0).with("bootstrap", level).with("p", static_cast<int64_t>(p * 1000)));
-        std::vector<size_t> ra(ea.size()), rb(eb.size());
-        for (int k = 0; k < resamples; ++k) {
-          for (auto& x : ra) x = s.below(ea.size());
-          for (auto& x : rb) x = s.below(eb.size());
-          deltas.push_back(share(eb, rb, level, p, compare) - share(ea, ra, level, p, compare));
-        }
-        std::sort(deltas.begin(), deltas.end());
-        double lo = deltas.empty() ? 0 : deltas[static_cast<size_t>(0.025 * (deltas.size() - 1))];
-        double hi = deltas.empty() ? 0 : deltas[static_cast<size_t>(0.975 * (deltas.size() - 1))];
-        char line[200];
-        std::snprintf(line, sizeof line, "| %s | %g | %.1f | %.1f | %+.1f | [%+.1f, %+.1f] |\n",
-                      level == 0 ? "all" : ("L" + std::to_string(level)).c_str(), p, 100 * va, 100 * vb,
-                      100 * (vb - va), 100 * lo, 100 * hi);
-        std::cout << line;
-      }
-    }
-    // 3. Tasks whose best speedup changed most.
-    std::vector<std::tuple<double, std::string, double, double>> changes;
-    for (const auto& ta : ea) {
-      for (const auto& tb : eb) {
-        if (ta.task != tb.task) continue;
-        double sa = best_of(ta), sb = best_of(tb);
-        changes.emplace_back(std::fabs(std::log((sb + 0.01) / (sa + 0.01))), ta.task, sa, sb);
-      }
-    }
-    std::sort(changes.begin(), changes.end(), [](const auto& x, const auto& y) {
-      return std::get<0>(x) != std::get<0>(y) ? std::get<0>(x) > std::get<0>(y) : std::get<1>(x) < std::get<1>(y);
-    });
-    std::cout << "\ntasks whose best-turn speedup changed most (0 = no correct turn):\n";
-    for (size_t i = 0; i < changes.size() && i < 8; ++i) {
-      if (std::get<0>(changes[i]) == 0) break;
-      char line[160];
-      std::snprintf(line, sizeof line, "  %-10s A %.3gx  B %.3gx\n", std::get<1>(changes[i]).c_str(),
-                    std::get<2>(changes[i]), std::get<3>(changes[i]));
-      std::cout << line;
-    }
+    print_fast_p_deltas(ea, eb, thresholds, static_cast<int>(*resamples_value), compare, not_attributable);
+    print_biggest_changes(ea, eb);
   }
   // 4. Skills in one library and not the other.
-  std::set<std::string> sa(da->final_skills.begin(), da->final_skills.end());
-  std::set<std::string> sb(db->final_skills.begin(), db->final_skills.end());
-  std::vector<std::string> only_a, only_b;
-  std::set_difference(sa.begin(), sa.end(), sb.begin(), sb.end(), std::back_inserter(only_a));
-  std::set_difference(sb.begin(), sb.end(), sa.begin(), sa.end(), std::back_inserter(only_b));
-  std::cout << "\nskills: A " << sa.size() << ", B " << sb.size() << "; only in A " << only_a.size() << ", only in B "
-            << only_b.size() << "\n";
-  for (size_t i = 0; i < only_a.size() && i < 10; ++i) std::cout << "  A only: " << only_a[i] << "\n";
-  for (size_t i = 0; i < only_b.size() && i < 10; ++i) std::cout << "  B only: " << only_b[i] << "\n";
+  print_skill_differences(da->final_skills, db->final_skills);
   return 1;
 }
 
