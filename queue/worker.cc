@@ -208,6 +208,273 @@ std::unique_ptr<Redis> connect_retrying(const QueueUrl& url, const QueueKeys& ke
   return nullptr;
 }
 
+// The worker's presence: its key with a TTL (device, host, pid, busy, answered), refreshed every
+// `beat` seconds on a connection of its own, and the request it is evaluating kept claimed so no
+// other worker takes it. Stops and deletes the key when destroyed.
+class Heartbeat {
+ public:
+  Heartbeat(const WorkerOptions& options, const QueueUrl& url, const QueueKeys& keys, const std::string& stream,
+            double beat)
+      : options_(options), url_(url), keys_(keys), stream_(stream), beat_(beat) {
+    ::gethostname(host_, sizeof host_ - 1);
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~Heartbeat() {
+    stop_ = true;
+    thread_.join();
+  }
+
+  void set_current(const std::string& id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_ = id;
+  }
+  void set_answered(long long n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    answered_ = n;
+  }
+
+ private:
+  void loop() {
+    const long long ttl_ms = std::max<long long>(1000, static_cast<long long>(beat_ * 3000));
+    std::unique_ptr<Redis> conn;
+    while (!stop_) {
+      if (!conn) {
+        Result<std::unique_ptr<Redis>> c = Redis::connect(url_, 2, 5);
+        if (c.ok()) conn = std::move(c).value();
+      }
+      if (conn) {
+        std::string id;
+        long long n;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          id = current_;
+          n = answered_;
+        }
+        nlohmann::json j = {
+            {"device", options_.device}, {"host", host_}, {"pid", ::getpid()}, {"busy", !id.empty()}, {"answered", n}};
+        if (!options_.gpu_label.empty()) j["gpu"] = options_.gpu_label;
+        Status st =
+            conn->command({"SET", keys_.worker(options_.name), j.dump(), "PX", std::to_string(ttl_ms)}).status();
+        if (st.ok() && !id.empty())
+          st = conn->command({"XCLAIM", stream_, kQueueGroup, options_.name, "0", id, "JUSTID"}).status();
+        if (!st.ok()) conn.reset();
+      }
+      for (double t = 0; t < beat_ && !stop_; t += 0.05) sleep_s(0.05);
+    }
+    if (conn) (void)conn->command({"DEL", keys_.worker(options_.name)});
+  }
+
+  const WorkerOptions& options_;
+  const QueueUrl url_;
+  const QueueKeys& keys_;
+  const std::string stream_;
+  const double beat_;
+  char host_[256] = {0};
+  std::mutex mu_;
+  std::string current_;  // the stream id being evaluated
+  long long answered_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// One request as delivered: its stream id, fields, and how many times it has been delivered.
+struct Delivery {
+  std::string id;
+  std::map<std::string, std::string> f;
+  long long deliveries = 1;
+};
+
+// The worker's loop: take a request (a stale one first, else a new one), evaluate it, answer.
+class WorkerLoop {
+ public:
+  WorkerLoop(const WorkerOptions& options, const QueueUrl& url, const QueueKeys& keys, std::unique_ptr<Redis> redis,
+             const std::atomic<bool>& stop)
+      : options_(options),
+        url_(url),
+        keys_(keys),
+        stream_(keys.requests(options.device)),
+        who_("worker " + options.name),
+        redis_(std::move(redis)),
+        stop_(stop),
+        claim_ms_(std::max(1.0, options.claim_idle_s * 1000)),
+        // New requests are waited for at most this long before stale ones are looked at again.
+        block_ms_(std::to_string(static_cast<long long>(std::min(1000.0, std::max(50.0, claim_ms_ / 2))))),
+        heartbeat_(
+            options, url, keys, stream_,
+            options.heartbeat_s > 0 ? options.heartbeat_s : std::min(5.0, std::max(0.1, options.claim_idle_s / 4))),
+        evaluators_(
+            options, [this](const std::vector<std::string>& argv) { return call(argv); }, keys) {}
+
+  Status run() {
+    double idle_since = now_s();
+    long long done = 0;
+    while (!stop_) {
+      if (options_.max_requests > 0 && done >= options_.max_requests) break;
+      if (options_.exit_when_idle_s > 0 && now_s() - idle_since > options_.exit_when_idle_s) break;
+      Delivery d;
+      Result<bool> got = next_delivery(&d);
+      if (!got.ok()) return stop_ ? Status() : got.status();
+      if (!*got) continue;
+      idle_since = now_s();
+      Result<bool> answered = handle(d);
+      if (!answered.ok()) return stop_ ? Status() : answered.status();
+      if (*answered) heartbeat_.set_answered(++done);
+    }
+    return Status();
+  }
+
+ private:
+  // A command on the worker's connection; a lost server is waited for.
+  Result<RedisReply> call(const std::vector<std::string>& argv) {
+    for (;;) {
+      if (stop_) return failed_precondition("stopping");
+      if (!connected()) return failed_precondition("stopping");
+      Result<RedisReply> r = redis_->command(argv);
+      if (!r.ok() && r.status().message().find("NOGROUP") != std::string::npos) {
+        // The stream went away (a server that came back empty, a flushed database): make it again.
+        Status made = ensure_queue_group(*redis_, keys_);
+        if (made.ok()) continue;
+        r = made;
+      }
+      if (r.ok() || r.status().code() != StatusCode::kIoError) return r;
+      redis_.reset();
+    }
+  }
+
+  // Reconnects while the server is away; false when stopping.
+  bool connected() {
+    if (!redis_) redis_ = connect_retrying(url_, keys_, stop_, who_);
+    return redis_ != nullptr;
+  }
+
+  // 1. A request another worker took and stopped answering, else 2. a new one. Stale requests are
+  // looked for every claim_idle_s / 2; between, new ones are read. false: none this time.
+  Result<bool> next_delivery(Delivery* d) {
+    Result<RedisReply> claimed = RedisReply();
+    if (now_s() >= next_claim_) {
+      claimed = call({"XAUTOCLAIM", stream_, kQueueGroup, options_.name,
+                      std::to_string(static_cast<long long>(claim_ms_)), "0-0", "COUNT", "1"});
+      if (!claimed.ok()) return claimed.status();
+      bool found = claimed->is_array() && claimed->elements.size() >= 2 && !claimed->elements[1].elements.empty();
+      if (!found) next_claim_ = now_s() + claim_ms_ / 2000;
+    }
+    if (claimed->is_array() && claimed->elements.size() >= 2 && !claimed->elements[1].elements.empty() &&
+        stream_entry_fields(claimed->elements[1].elements[0], &d->id, &d->f)) {
+      Result<RedisReply> p = call({"XPENDING", stream_, kQueueGroup, d->id, d->id, "1"});
+      if (p.ok() && p->is_array() && !p->elements.empty() && p->elements[0].elements.size() == 4)
+        d->deliveries = p->elements[0].elements[3].integer;
+      std::fprintf(stderr, "%s: claimed request %s (delivery %lld): its worker kept it %.3g s without a heartbeat\n",
+                   who_.c_str(), d->f["addr"].c_str(), d->deliveries, options_.claim_idle_s);
+      return true;
+    }
+    Result<RedisReply> r = call(
+        {"XREADGROUP", "GROUP", kQueueGroup, options_.name, "COUNT", "1", "BLOCK", block_ms_, "STREAMS", stream_, ">"});
+    if (!r.ok()) return r.status();
+    if (r->is_nil() || !r->is_array() || r->elements.empty()) return false;
+    const RedisReply& s = r->elements[0];
+    return s.is_array() && s.elements.size() == 2 && !s.elements[1].elements.empty() &&
+           stream_entry_fields(s.elements[1].elements[0], &d->id, &d->f);
+  }
+
+  // The answer first, then the acknowledgement, in one round trip: a worker lost in between
+  // leaves the request pending, and its second answer is taken once.
+  Status answer(Delivery& d, const std::vector<std::string>& fields) {
+    const std::string& reply = d.f["reply"];
+    std::vector<std::string> argv = {"XADD", reply, "*", "addr", d.f["addr"]};
+    argv.insert(argv.end(), fields.begin(), fields.end());
+    // The reply stream expires a day after its last answer (a requester that is gone, or a late
+    // duplicate answer, leaves nothing behind for good).
+    std::vector<std::vector<std::string>> cmds = {argv,
+                                                  {"EXPIRE", reply, "86400"},
+                                                  {"INCR", keys_.done()},
+                                                  {"XACK", stream_, kQueueGroup, d.id},
+                                                  {"XDEL", stream_, d.id}};
+    Digest address;
+    if (Digest::parse_hex(d.f["addr"], &address)) cmds.push_back({"DEL", keys_.why(address)});
+    for (;;) {
+      if (stop_) return failed_precondition("stopping");
+      if (!connected()) return failed_precondition("stopping");
+      Result<std::vector<RedisReply>> r = redis_->pipeline(cmds);
+      if (r.ok() || r.status().code() != StatusCode::kIoError) return r.status();
+      redis_.reset();
+    }
+  }
+
+  // Evaluates and answers one delivery. true: a result was answered; false: the request failed
+  // or was left for another delivery. An error stops the worker.
+  Result<bool> handle(Delivery& d) {
+    Digest address;
+    Result<QueueRequest> q = decode_queue_request(d.f["body"]);
+    if (!q.ok() || !Digest::parse_hex(d.f["addr"], &address) || d.f["reply"].empty()) {
+      // A request no worker can read fails at once.
+      std::string why = q.ok() ? "the request has no address or reply stream" : q.status().message();
+      if (!d.f["reply"].empty())
+        (void)answer(d, {"failed", "worker " + options_.name + ": " + why});
+      else
+        (void)call({"XACK", stream_, kQueueGroup, d.id});
+      return false;
+    }
+    if (d.deliveries > q->attempts) {
+      Status st = answer(d, {"failed", given_up(d, address)});
+      if (!st.ok() && !stop_) return st;
+      return false;
+    }
+    heartbeat_.set_current(d.id);
+    Result<EvalResult> r = evaluators_.evaluate(*q, d.f["plan"]);
+    heartbeat_.set_current("");
+    if (r.ok()) {
+      VINCI_RETURN_IF_ERROR(
+          answer(d, {"result", encode_queue_result(*r), "log", r->compile_log, "worker", options_.name}));
+      return true;
+    }
+    // The evaluation could not be done here: the reason goes with the request, which stays pending
+    // for another delivery (claimed after claim_idle_s).
+    std::string why =
+        "worker " + options_.name + " (delivery " + std::to_string(d.deliveries) + "): " + r.status().message();
+    std::fprintf(stderr, "%s\n", why.c_str());
+    (void)call({"RPUSH", keys_.why(address), why});
+    (void)call({"EXPIRE", keys_.why(address), "604800"});
+    std::string lost;
+    if (evaluators_.gpu_lost(&lost)) {
+      return failed_precondition(who_ + ": the GPU is lost (" + lost + "); this worker stops taking work");
+    }
+    return false;
+  }
+
+  // Why a request delivered more often than its attempts allow fails: the reasons recorded by the
+  // deliveries that failed, and how many ended without one.
+  std::string given_up(Delivery& d, const Digest& address) {
+    Result<RedisReply> reasons = call({"LRANGE", keys_.why(address), "0", "-1"});
+    std::string text = "the evaluation failed on " + std::to_string(d.deliveries - 1) + " deliveries:";
+    long long said = 0;
+    if (reasons.ok())
+      for (const auto& r : reasons->elements) {
+        text += " " + r.str + ";";
+        ++said;
+      }
+    if (d.deliveries - 1 > said)
+      text += " " + std::to_string(d.deliveries - 1 - said) +
+              " ended without an answer (the worker was lost or stopped: killed, out of memory, a crashed "
+              "machine);";
+    text.pop_back();
+    std::fprintf(stderr, "%s: request %s: %s\n", who_.c_str(), d.f["addr"].c_str(), text.c_str());
+    return text;
+  }
+
+  const WorkerOptions& options_;
+  const QueueUrl url_;
+  const QueueKeys& keys_;
+  const std::string stream_;
+  const std::string who_;
+  std::unique_ptr<Redis> redis_;
+  const std::atomic<bool>& stop_;
+  const double claim_ms_;
+  const std::string block_ms_;
+  double next_claim_ = 0;
+  Heartbeat heartbeat_;
+  Evaluators evaluators_;
+};
+
 }  // namespace
 
 Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
@@ -216,221 +483,20 @@ Status run_worker(const WorkerOptions& options, const std::atomic<bool>& stop) {
     return invalid_argument("worker: --device must be sim or cuda, found '" + options.device + "'");
   if (options.name.empty()) return invalid_argument("worker: a worker needs a name");
   QueueKeys keys(url.name);
-  const std::string stream = keys.requests(options.device);
-  const std::string who = "worker " + options.name;
   // The first connection must succeed: a bad URL or a server that is not there is the user's to
   // fix, said at once.
   VINCI_ASSIGN_OR_RETURN(std::unique_ptr<Redis> redis, Redis::connect(url));
   VINCI_RETURN_IF_ERROR(ensure_queue_group(*redis, keys));
-  Evaluators probe_only(options, nullptr, keys);
   if (options.device == "cuda") {
     // A worker without a usable GPU takes no request (it would only fail them).
+    Evaluators probe_only(options, nullptr, keys);
     std::string why;
-    if (probe_only.gpu_lost(&why)) return failed_precondition(who + ": the live evaluator does not start: " + why);
-  }
-
-  const double claim_ms = std::max(1.0, options.claim_idle_s * 1000);
-  const double beat =
-      options.heartbeat_s > 0 ? options.heartbeat_s : std::min(5.0, std::max(0.1, options.claim_idle_s / 4));
-  // New requests are waited for at most this long before stale ones are looked at again.
-  const std::string block_ms = std::to_string(static_cast<long long>(std::min(1000.0, std::max(50.0, claim_ms / 2))));
-  const long long ttl_ms = std::max<long long>(1000, static_cast<long long>(beat * 3000));
-
-  // The heartbeat: the worker's key with a TTL, and the request it is evaluating kept fresh.
-  std::mutex hb_mu;
-  std::string current;  // the stream id being evaluated
-  long long answered = 0;
-  std::atomic<bool> hb_stop{false};
-  char host[256] = {0};
-  ::gethostname(host, sizeof host - 1);
-  std::thread heartbeat([&] {
-    std::unique_ptr<Redis> conn;
-    while (!hb_stop) {
-      if (!conn) {
-        Result<std::unique_ptr<Redis>> c = Redis::connect(url, 2, 5);
-        if (c.ok()) conn = std::move(c).value();
-      }
-      if (conn) {
-        std::string id;
-        long long n;
-        {
-          std::lock_guard<std::mutex> lock(hb_mu);
-          id = current;
-          n = answered;
-        }
-        nlohmann::json j = {
-            {"device", options.device}, {"host", host}, {"pid", ::getpid()}, {"busy", !id.empty()}, {"answered", n}};
-        if (!options.gpu_label.empty()) j["gpu"] = options.gpu_label;
-        Status st = conn->command({"SET", keys.worker(options.name), j.dump(), "PX", std::to_string(ttl_ms)}).status();
-        if (st.ok() && !id.empty())
-          st = conn->command({"XCLAIM", stream, kQueueGroup, options.name, "0", id, "JUSTID"}).status();
-        if (!st.ok()) conn.reset();
-      }
-      for (double t = 0; t < beat && !hb_stop; t += 0.05) sleep_s(0.05);
-    }
-    if (conn) (void)conn->command({"DEL", keys.worker(options.name)});
-  });
-  struct Join {
-    std::atomic<bool>* stop;
-    std::thread* t;
-    ~Join() {
-      *stop = true;
-      t->join();
-    }
-  } join{&hb_stop, &heartbeat};
-
-  double idle_since = now_s();
-  double next_claim = 0;
-  long long done = 0;
-  // A command on the worker's connection; a lost server is waited for.
-  auto call = [&](const std::vector<std::string>& argv) -> Result<RedisReply> {
-    for (;;) {
-      if (stop) return failed_precondition("stopping");
-      if (!redis) {
-        redis = connect_retrying(url, keys, stop, who);
-        if (!redis) return failed_precondition("stopping");
-      }
-      Result<RedisReply> r = redis->command(argv);
-      if (!r.ok() && r.status().message().find("NOGROUP") != std::string::npos) {
-        // The stream went away (a server that came back empty, a flushed database): make it again.
-        Status made = ensure_queue_group(*redis, keys);
-        if (made.ok()) continue;
-        r = made;
-      }
-      if (r.ok() || r.status().code() != StatusCode::kIoError) return r;
-      redis.reset();
-    }
-  };
-  Evaluators evaluators(options, call, keys);
-
-  while (!stop) {
-    if (options.max_requests > 0 && done >= options.max_requests) break;
-    if (options.exit_when_idle_s > 0 && now_s() - idle_since > options.exit_when_idle_s) break;
-    // 1. A request another worker took and stopped answering, else 2. a new one.
-    std::string id;
-    std::map<std::string, std::string> f;
-    long long deliveries = 1;
-    // Stale requests are looked for every claim_idle_s / 2; between, new ones are read.
-    Result<RedisReply> claimed = RedisReply();
-    if (now_s() >= next_claim) {
-      claimed = call({"XAUTOCLAIM", stream, kQueueGroup, options.name, std::to_string(static_cast<long long>(claim_ms)),
-                      "0-0", "COUNT", "1"});
-      if (!claimed.ok()) {
-        if (stop) break;
-        return claimed.status();
-      }
-      bool found = claimed->is_array() && claimed->elements.size() >= 2 && !claimed->elements[1].elements.empty();
-      if (!found) next_claim = now_s() + claim_ms / 2000;
-    }
-    if (claimed->is_array() && claimed->elements.size() >= 2 && !claimed->elements[1].elements.empty() &&
-        stream_entry_fields(claimed->elements[1].elements[0], &id, &f)) {
-      Result<RedisReply> p = call({"XPENDING", stream, kQueueGroup, id, id, "1"});
-      if (p.ok() && p->is_array() && !p->elements.empty() && p->elements[0].elements.size() == 4)
-        deliveries = p->elements[0].elements[3].integer;
-      std::fprintf(stderr, "%s: claimed request %s (delivery %lld): its worker kept it %.3g s without a heartbeat\n",
-                   who.c_str(), f["addr"].c_str(), deliveries, options.claim_idle_s);
-    } else {
-      Result<RedisReply> r = call(
-          {"XREADGROUP", "GROUP", kQueueGroup, options.name, "COUNT", "1", "BLOCK", block_ms, "STREAMS", stream, ">"});
-      if (!r.ok()) {
-        if (stop) break;
-        return r.status();
-      }
-      if (r->is_nil() || !r->is_array() || r->elements.empty()) continue;
-      const RedisReply& s = r->elements[0];
-      if (!s.is_array() || s.elements.size() != 2 || s.elements[1].elements.empty() ||
-          !stream_entry_fields(s.elements[1].elements[0], &id, &f))
-        continue;
-    }
-    idle_since = now_s();
-    Digest address;
-    std::string reply = f["reply"];
-    // The answer first, then the acknowledgement, in one round trip: a worker lost in between
-    // leaves the request pending, and its second answer is taken once.
-    auto answer = [&](std::vector<std::string> fields) -> Status {
-      std::vector<std::string> argv = {"XADD", reply, "*", "addr", f["addr"]};
-      argv.insert(argv.end(), fields.begin(), fields.end());
-      // The reply stream expires a day after its last answer (a requester that is gone, or a late
-      // duplicate answer, leaves nothing behind for good).
-      std::vector<std::vector<std::string>> cmds = {argv,
-                                                    {"EXPIRE", reply, "86400"},
-                                                    {"INCR", keys.done()},
-                                                    {"XACK", stream, kQueueGroup, id},
-                                                    {"XDEL", stream, id}};
-      if (Digest::parse_hex(f["addr"], &address)) cmds.push_back({"DEL", keys.why(address)});
-      for (;;) {
-        if (stop) return failed_precondition("stopping");
-        if (!redis) {
-          redis = connect_retrying(url, keys, stop, who);
-          if (!redis) return failed_precondition("stopping");
-        }
-        Result<std::vector<RedisReply>> r = redis->pipeline(cmds);
-        if (r.ok() || r.status().code() != StatusCode::kIoError) return r.status();
-        redis.reset();
-      }
-    };
-    Result<QueueRequest> q = decode_queue_request(f["body"]);
-    if (!q.ok() || !Digest::parse_hex(f["addr"], &address) || reply.empty()) {
-      // A request no worker can read fails at once.
-      std::string why = q.ok() ? "the request has no address or reply stream" : q.status().message();
-      if (!reply.empty())
-        (void)answer({"failed", "worker " + options.name + ": " + why});
-      else
-        (void)call({"XACK", stream, kQueueGroup, id});
-      continue;
-    }
-    if (deliveries > q->attempts) {
-      Result<RedisReply> reasons = call({"LRANGE", keys.why(address), "0", "-1"});
-      std::string text = "the evaluation failed on " + std::to_string(deliveries - 1) + " deliveries:";
-      long long said = 0;
-      if (reasons.ok())
-        for (const auto& r : reasons->elements) {
-          text += " " + r.str + ";";
-          ++said;
-        }
-      if (deliveries - 1 > said)
-        text += " " + std::to_string(deliveries - 1 - said) +
-                " ended without an answer (the worker was lost or stopped: killed, out of memory, a crashed "
-                "machine);";
-      text.pop_back();
-      std::fprintf(stderr, "%s: request %s: %s\n", who.c_str(), f["addr"].c_str(), text.c_str());
-      Status st = answer({"failed", text});
-      if (!st.ok() && !stop) return st;
-      continue;
-    }
-    {
-      std::lock_guard<std::mutex> lock(hb_mu);
-      current = id;
-    }
-    Result<EvalResult> r = evaluators.evaluate(*q, f["plan"]);
-    {
-      std::lock_guard<std::mutex> lock(hb_mu);
-      current.clear();
-    }
-    if (r.ok()) {
-      Status st = answer({"result", encode_queue_result(*r), "log", r->compile_log, "worker", options.name});
-      if (!st.ok()) {
-        if (stop) break;
-        return st;
-      }
-      ++done;
-      std::lock_guard<std::mutex> lock(hb_mu);
-      answered = done;
-      continue;
-    }
-    // The evaluation could not be done here: the reason goes with the request, which stays pending
-    // for another delivery (claimed after claim_idle_s).
-    std::string why =
-        "worker " + options.name + " (delivery " + std::to_string(deliveries) + "): " + r.status().message();
-    std::fprintf(stderr, "%s\n", why.c_str());
-    (void)call({"RPUSH", keys.why(address), why});
-    (void)call({"EXPIRE", keys.why(address), "604800"});
-    std::string lost;
-    if (evaluators.gpu_lost(&lost)) {
-      return failed_precondition(who + ": the GPU is lost (" + lost + "); this worker stops taking work");
+    if (probe_only.gpu_lost(&why)) {
+      return failed_precondition("worker " + options.name + ": the live evaluator does not start: " + why);
     }
   }
-  return Status();
+  WorkerLoop loop(options, url, keys, std::move(redis), stop);
+  return loop.run();
 }
 
 }  // namespace vinci
