@@ -44,6 +44,80 @@ int fail(const std::string& what) {
   return 2;
 }
 
+// The plan to evaluate: --plan FILE (plan JSON, or a reply in the model-facing format: ```cuda or
+// ```triton, and ```launch), else the generator's plan with the --knob settings. Errors are the
+// messages harness eval prints.
+Result<Plan> plan_to_evaluate(const std::string& plan_path, const std::vector<std::string>& knobs, const Task& task) {
+  if (!plan_path.empty()) {
+    std::ifstream in(plan_path, std::ios::binary);
+    if (!in) return invalid_argument("--plan: cannot open " + plan_path);
+    std::ostringstream text;
+    text << in.rdbuf();
+    std::string t = text.str();
+    size_t first = t.find_first_not_of(" \t\r\n");
+    Result<Plan> p = first != std::string::npos && t[first] == '{' ? parse_plan(t) : parse_model_plan(t, task);
+    if (!p.ok()) return invalid_argument(plan_path + ": " + p.status().message());
+    return p;
+  }
+  std::map<std::string, std::string> values;
+  for (const auto& kv : knobs) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) return invalid_argument("--knob: expected NAME=VALUE, found '" + kv + "'");
+    values[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  Result<Plan> p = values.empty() ? default_plan(task) : generate_plan(task, values);
+  if (!p.ok()) return invalid_argument(p.status().to_string());
+  return p;
+}
+
+// --device cuda: the record on stdout, the worker's times (and with --profile-phases, each
+// phase's) on stderr. The exit code as cmd_eval's.
+int evaluate_on_gpu(const CudaEvaluatorOptions& co, const Task& task, const Plan& plan, const EvalRequest& request) {
+  CudaEvaluator evaluator(co);
+  Result<EvalResult> r = evaluator.evaluate(task, plan, request);
+  if (!r.ok()) return fail(r.status().to_string());
+  std::cout << eval_result_to_json(*r).dump() << "\n";
+  CudaEvaluatorStats st = evaluator.stats();
+  std::fprintf(stderr, "%s on %s: %s; compile %.1f ms (%d kernels), evaluation %.1f ms, round trip %.1f ms\n",
+               task.id.c_str(), evaluator.device_name().c_str(),
+               r->correct ? "correct" : ("rejected: " + r->error).c_str(), st.compile_ms, st.kernels_compiled,
+               st.eval_ms, st.round_trip_ms);
+  if (!st.phase_ms.empty()) {
+    std::string line = "phases (ms):";
+    double sum = 0;
+    for (const char* p : kLivePhases) {
+      auto it = st.phase_ms.find(p);
+      double v = it == st.phase_ms.end() ? 0 : it->second;
+      sum += v;
+      line += " " + std::string(p) + " " + format_number("%.1f", v);
+    }
+    std::fprintf(stderr, "%s; sum %.1f\n", line.c_str(), sum);
+  }
+  return r->compiled && r->correct ? 0 : 1;
+}
+
+// --explain: the sim's per-step breakdown of the plan and of the eager reference, and the
+// roofline floor, on stderr.
+Status explain_sim(SimEvaluator& evaluator, const Task& task, const Plan& plan, SizeName size) {
+  VINCI_ASSIGN_OR_RETURN(const TaskContext* ctx, evaluator.context(task, size));
+  VINCI_ASSIGN_OR_RETURN(PlanPrediction pred, evaluator.model().predict(*ctx, plan));
+  auto table = [](const char* title, const PlanPrediction& p) {
+    std::fprintf(stderr, "%s: %.2f us\n", title, p.time_us);
+    std::fprintf(stderr, "  %-26s %-14s %10s %10s %11s %11s %11s %7s %5s %6s %9s %s\n", "step", "family", "launch_us",
+                 "exec_us", "dram_bytes", "l2_bytes", "flops", "blocks", "bps", "occ", "waves", "bound");
+    for (const auto& s : p.steps)
+      std::fprintf(stderr, "  %-26s %-14s %10.2f %10.2f %11.4g %11.4g %11.4g %7lld %5lld %6.2f %9.2f %s\n",
+                   s.what.c_str(), step_family_name(s.family), s.launch_us, s.exec_us, s.dram_bytes, s.l2_bytes,
+                   s.flops, static_cast<long long>(s.blocks), static_cast<long long>(s.blocks_per_sm), s.occupancy,
+                   s.waves, step_bound_name(s.bound));
+  };
+  table("plan", pred);
+  table("reference (eager)", ctx->reference());
+  std::fprintf(stderr, "roofline floor: %.2f us (%.4g bytes, %.4g gemm flops, %.4g other flops)\n",
+               ctx->bound().floor_us, ctx->bound().min_bytes, ctx->bound().gemm_flops, ctx->bound().other_flops);
+  return Status();
+}
+
 }  // namespace
 
 int cmd_eval(const std::vector<std::string>& args) {
@@ -152,29 +226,8 @@ int cmd_eval(const std::vector<std::string>& args) {
   const Task* task = suite->find(task_id);
   if (!task) return fail("no task '" + task_id + "' in the suite");
 
-  Plan plan;
-  if (!plan_path.empty()) {
-    std::ifstream in(plan_path, std::ios::binary);
-    if (!in) return fail("--plan: cannot open " + plan_path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    // Plan JSON, or a reply in the model-facing format (```cuda or ```triton, and ```launch).
-    std::string t = text.str();
-    size_t first = t.find_first_not_of(" \t\r\n");
-    Result<Plan> p = first != std::string::npos && t[first] == '{' ? parse_plan(t) : parse_model_plan(t, *task);
-    if (!p.ok()) return fail(plan_path + ": " + p.status().message());
-    plan = *p;
-  } else {
-    std::map<std::string, std::string> values;
-    for (const auto& kv : knobs) {
-      size_t eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) return fail("--knob: expected NAME=VALUE, found '" + kv + "'");
-      values[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    Result<Plan> p = values.empty() ? default_plan(*task) : generate_plan(*task, values);
-    if (!p.ok()) return fail(p.status().to_string());
-    plan = *p;
-  }
+  Result<Plan> plan = plan_to_evaluate(plan_path, knobs, *task);
+  if (!plan.ok()) return fail(plan.status().message());
 
   if (device == "cuda") {
     CudaEvaluatorOptions co;
@@ -186,27 +239,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     co.nvrtc_cache_dir = nvrtc_cache;
     co.limits = limits;
     co.profile_phases = vm.count("profile-phases") > 0;
-    CudaEvaluator evaluator(co);
-    Result<EvalResult> r = evaluator.evaluate(*task, plan, request);
-    if (!r.ok()) return fail(r.status().to_string());
-    std::cout << eval_result_to_json(*r).dump() << "\n";
-    CudaEvaluatorStats st = evaluator.stats();
-    std::fprintf(stderr, "%s on %s: %s; compile %.1f ms (%d kernels), evaluation %.1f ms, round trip %.1f ms\n",
-                 task->id.c_str(), evaluator.device_name().c_str(),
-                 r->correct ? "correct" : ("rejected: " + r->error).c_str(), st.compile_ms, st.kernels_compiled,
-                 st.eval_ms, st.round_trip_ms);
-    if (!st.phase_ms.empty()) {
-      std::string line = "phases (ms):";
-      double sum = 0;
-      for (const char* p : kLivePhases) {
-        auto it = st.phase_ms.find(p);
-        double v = it == st.phase_ms.end() ? 0 : it->second;
-        sum += v;
-        line += " " + std::string(p) + " " + format_number("%.1f", v);
-      }
-      std::fprintf(stderr, "%s; sum %.1f\n", line.c_str(), sum);
-    }
-    return r->compiled && r->correct ? 0 : 1;
+    return evaluate_on_gpu(co, *task, *plan, request);
   }
 
   Result<DeviceProfile> profile = load_device_profile(profile_file.empty() ? profile_path("h200") : profile_file);
@@ -215,30 +248,12 @@ int cmd_eval(const std::vector<std::string>& args) {
   opts.noise = *noise;
   opts.limits = limits;
   SimEvaluator evaluator(*profile, opts);
-  Result<EvalResult> r = evaluator.evaluate(*task, plan, request);
+  Result<EvalResult> r = evaluator.evaluate(*task, *plan, request);
   if (!r.ok()) return fail(r.status().to_string());
   std::cout << eval_result_to_json(*r).dump() << "\n";
-
   if (vm.count("explain")) {
-    Result<const TaskContext*> ctx = evaluator.context(*task, request.size);
-    Result<PlanPrediction> pred =
-        ctx.ok() ? evaluator.model().predict(**ctx, plan) : Result<PlanPrediction>(ctx.status());
-    if (!pred.ok()) return fail(pred.status().to_string());
-    auto table = [](const char* title, const PlanPrediction& p) {
-      std::fprintf(stderr, "%s: %.2f us\n", title, p.time_us);
-      std::fprintf(stderr, "  %-26s %-14s %10s %10s %11s %11s %11s %7s %5s %6s %9s %s\n", "step", "family", "launch_us",
-                   "exec_us", "dram_bytes", "l2_bytes", "flops", "blocks", "bps", "occ", "waves", "bound");
-      for (const auto& s : p.steps)
-        std::fprintf(stderr, "  %-26s %-14s %10.2f %10.2f %11.4g %11.4g %11.4g %7lld %5lld %6.2f %9.2f %s\n",
-                     s.what.c_str(), step_family_name(s.family), s.launch_us, s.exec_us, s.dram_bytes, s.l2_bytes,
-                     s.flops, static_cast<long long>(s.blocks), static_cast<long long>(s.blocks_per_sm), s.occupancy,
-                     s.waves, step_bound_name(s.bound));
-    };
-    table("plan", *pred);
-    table("reference (eager)", (*ctx)->reference());
-    std::fprintf(stderr, "roofline floor: %.2f us (%.4g bytes, %.4g gemm flops, %.4g other flops)\n",
-                 (*ctx)->bound().floor_us, (*ctx)->bound().min_bytes, (*ctx)->bound().gemm_flops,
-                 (*ctx)->bound().other_flops);
+    Status explained = explain_sim(evaluator, *task, *plan, request.size);
+    if (!explained.ok()) return fail(explained.to_string());
   }
   return r->compiled && r->correct ? 0 : 1;
 }
