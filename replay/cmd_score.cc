@@ -18,6 +18,52 @@
 
 namespace vinci {
 
+namespace {
+
+// --thresholds (comma-separated numbers in eval.thresholds' range), else the run's own.
+Result<std::vector<double>> thresholds_to_score(const boost::program_options::variables_map& vm,
+                                                const ManifestInfo& manifest) {
+  if (!vm.count("thresholds")) {
+    auto exp = experiment_from_text(manifest.config_text, "the run's config");
+    if (!exp.ok()) return invalid_argument(exp.status().to_string());
+    return exp->thresholds;
+  }
+  std::vector<double> thresholds;
+  std::stringstream ss(vm["thresholds"].as<std::string>());
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto p = parse_number_option("--thresholds", item, 0, 1e6);
+    if (!p.ok()) return invalid_argument(p.status().message() + " (thresholds are numbers separated by commas)");
+    thresholds.push_back(*p);
+  }
+  if (thresholds.empty()) return invalid_argument("--thresholds: expected numbers separated by commas, found none");
+  return thresholds;
+}
+
+// The held-out tasks of the set (all, kernelbench, unflagged) and, in `sets`, each one's set
+// (Task::set_name), which the run's task suite says.
+Result<std::vector<TaskTurns>> tasks_to_score(const std::vector<TaskTurns>& tasks, const std::string& set,
+                                              const ManifestInfo& manifest, std::vector<std::string>* sets) {
+  auto exp = experiment_from_text(manifest.config_text, "the run's config");
+  std::string task_dir = exp.ok() && !exp->task_dir.empty() ? exp->task_dir : default_task_dir();
+  Result<TaskSuite> suite = load_task_suite(task_dir);
+  if (!suite.ok()) return invalid_argument(suite.status().to_string());
+  std::vector<TaskTurns> scored;
+  for (const TaskTurns& t : tasks) {
+    const Task* task = suite->find(t.task);
+    std::string s = task ? task->set_name() : "not in the suite";
+    bool keep = set == "all" || (set == "kernelbench" && s.rfind("kernelbench", 0) == 0) ||
+                (set == "unflagged" && s == "kernelbench");
+    if (!keep) continue;
+    sets->push_back(s);
+    scored.push_back(t);
+  }
+  if (scored.empty()) return invalid_argument("--tasks " + set + ": no held-out task of the run is in that set");
+  return scored;
+}
+
+}  // namespace
+
 int cmd_score(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   po::options_description opts("usage: replay score RUN [options]");
@@ -57,30 +103,10 @@ int cmd_score(const std::vector<std::string>& args) {
     std::cerr << "replay score: " << data.status().to_string() << "\n";
     return 2;
   }
-  std::vector<double> thresholds;
-  if (vm.count("thresholds")) {
-    std::stringstream ss(vm["thresholds"].as<std::string>());
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-      // The range of eval.thresholds.
-      auto p = parse_number_option("--thresholds", item, 0, 1e6);
-      if (!p.ok()) {
-        std::cerr << "replay score: " << p.status().message() << " (thresholds are numbers separated by commas)\n";
-        return 2;
-      }
-      thresholds.push_back(*p);
-    }
-    if (thresholds.empty()) {
-      std::cerr << "replay score: --thresholds: expected numbers separated by commas, found none\n";
-      return 2;
-    }
-  } else {
-    auto exp = experiment_from_text(data->manifest.config_text, "the run's config");
-    if (!exp.ok()) {
-      std::cerr << "replay score: " << exp.status().to_string() << "\n";
-      return 2;
-    }
-    thresholds = exp->thresholds;
+  Result<std::vector<double>> thresholds = thresholds_to_score(vm, data->manifest);
+  if (!thresholds.ok()) {
+    std::cerr << "replay score: " << thresholds.status().message() << "\n";
+    return 2;
   }
   std::string phase = vm["phase"].as<std::string>();
   if (phase != "eval" && phase != "tts") {
@@ -122,35 +148,17 @@ int cmd_score(const std::vector<std::string>& args) {
     std::cerr << "replay score: --tasks: expected all, kernelbench or unflagged, found '" << set << "'\n";
     return 2;
   }
-  // Which set each task belongs to comes from the run's task suite.
-  auto exp_for_suite = experiment_from_text(data->manifest.config_text, "the run's config");
-  std::string task_dir =
-      exp_for_suite.ok() && !exp_for_suite->task_dir.empty() ? exp_for_suite->task_dir : default_task_dir();
-  Result<TaskSuite> suite = load_task_suite(task_dir);
-  if (!suite.ok()) {
-    std::cerr << "replay score: " << suite.status().to_string() << "\n";
-    return 2;
-  }
   std::vector<std::string> sets;
-  std::vector<TaskTurns> scored;
-  for (const TaskTurns& t : it->second) {
-    const Task* task = suite->find(t.task);
-    std::string s = task ? task->set_name() : "not in the suite";
-    bool keep = set == "all" || (set == "kernelbench" && s.rfind("kernelbench", 0) == 0) ||
-                (set == "unflagged" && s == "kernelbench");
-    if (!keep) continue;
-    sets.push_back(s);
-    scored.push_back(t);
-  }
-  if (scored.empty()) {
-    std::cerr << "replay score: --tasks " << set << ": no held-out task of the run is in that set\n";
+  Result<std::vector<TaskTurns>> scored = tasks_to_score(it->second, set, data->manifest, &sets);
+  if (!scored.ok()) {
+    std::cerr << "replay score: " << scored.status().message() << "\n";
     return 2;
   }
   EvalPoint point;
   point.step = step;
   for (TurnMode m : {TurnMode::kLast, TurnMode::kBest}) {
     for (Denominator d : {Denominator::kAll, Denominator::kCorrect}) {
-      for (const FastP& fp : fast_p(scored, thresholds, m, d, compare)) point.fast_p.push_back(fp);
+      for (const FastP& fp : fast_p(*scored, *thresholds, m, d, compare)) point.fast_p.push_back(fp);
     }
   }
   if (vm.count("turn")) {
