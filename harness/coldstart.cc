@@ -459,20 +459,20 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
   res.digest = backbone.parameter_digest();
   VINCI_ASSIGN_OR_RETURN(Digest lib_addr, store.put("library", res.library.canonical_bytes()));
   {
-    ColdStartRecord c;
-    c.trajectories = res.point.trajectories;
-    c.kept = res.point.kept;
-    c.proposed = res.point.proposed;
-    c.verified = res.point.verified;
-    c.added = res.point.added;
-    c.diversity = cs.diversity;
-    c.examples = counts_of(res.point.after);
-    c.examples_dropped = {dropped[0], dropped[1], dropped[2]};
-    c.cross_entropy_before = means_of(res.point.before);
-    c.cross_entropy_after = means_of(res.point.after);
-    c.library = lib_addr;
-    c.checkpoint = res.checkpoint;
-    c.digest = res.digest;
+    const ColdStartPoint& p = res.point;
+    const ColdStartRecord c{p.trajectories,
+                            p.kept,
+                            p.proposed,
+                            p.verified,
+                            p.added,
+                            cs.diversity,
+                            counts_of(p.after),                    // examples
+                            {dropped[0], dropped[1], dropped[2]},  // examples_dropped
+                            means_of(p.before),                    // cross_entropy_before
+                            means_of(p.after),                     // cross_entropy_after
+                            lib_addr,                              // library
+                            res.checkpoint,                        // checkpoint
+                            res.digest};                           // digest
     RecordBuf buf;
     write_cold_start(buf, RecordPos::of_step(kStep, kPhase), c);
     VINCI_RETURN_IF_ERROR(flush(buf, sink));

@@ -197,15 +197,8 @@ void write_reward(RecordBuf& buf, const RecordPos& pos, const RewardRecord& w) {
 }
 
 RewardRecord read_reward(schema::Reward::Reader r) {
-  RewardRecord w;
-  w.kind = r.getKind();
-  w.value = r.getValue();
-  w.speedup = r.getSpeedup();
-  w.time_coverage = r.getTimeCoverage();
-  w.correct = r.getCorrect();
-  w.decoy = r.getDecoy();
-  w.sample_index = r.getSampleIndex();
-  return w;
+  return {r.getKind(),    r.getValue(), r.getSpeedup(),    r.getTimeCoverage(),
+          r.getCorrect(), r.getDecoy(), r.getSampleIndex()};
 }
 
 void write_advantage(RecordBuf& buf, const RecordPos& pos, const AdvantageRecord& adv) {
@@ -220,15 +213,8 @@ void write_advantage(RecordBuf& buf, const RecordPos& pos, const AdvantageRecord
 }
 
 AdvantageRecord read_advantage(schema::Advantage::Reader r) {
-  AdvantageRecord a;
-  a.role = r.getRole();
-  a.value = r.getValue();
-  a.return_value = r.getReturnValue();
-  a.baseline = r.getBaseline();
-  a.scale = r.getScale();
-  a.group_size = r.getGroupSize();
-  a.sample_index = r.getSampleIndex();
-  return a;
+  return {r.getRole(),  r.getValue(),     r.getReturnValue(), r.getBaseline(),
+          r.getScale(), r.getGroupSize(), r.getSampleIndex()};
 }
 
 // ---- verification ----
@@ -299,12 +285,7 @@ void write_parameter_digest(RecordBuf& buf, const RecordPos& pos, const Paramete
 }
 
 ParameterDigestRecord read_parameter_digest(schema::ParameterDigest::Reader r) {
-  ParameterDigestRecord p;
-  p.digest = address_of(r.getDigest());
-  p.checkpoint = address_of(r.getCheckpoint());
-  p.loss = r.getLoss();
-  p.grad_norm = r.getGradNorm();
-  return p;
+  return {address_of(r.getDigest()), address_of(r.getCheckpoint()), r.getLoss(), r.getGradNorm()};
 }
 
 void write_metric(RecordBuf& buf, int32_t step, const MetricRecord& m) {
@@ -324,17 +305,8 @@ void write_metric(RecordBuf& buf, int32_t step, const MetricRecord& m) {
 }
 
 MetricRecord read_metric(schema::Metric::Reader r) {
-  MetricRecord m;
-  m.name = r.getName();
-  m.split = r.getSplit();
-  m.level = r.getLevel();
-  m.threshold = r.getThreshold();
-  m.turn_mode = r.getTurnMode();
-  m.denominator = r.getDenominator();
-  m.value = r.getValue();
-  m.numerator = r.getNumerator();
-  m.count = r.getCount();
-  return m;
+  return {r.getName(),        r.getSplit(), r.getLevel(),     r.getThreshold(), r.getTurnMode(),
+          r.getDenominator(), r.getValue(), r.getNumerator(), r.getCount()};
 }
 
 void write_step_begin(RecordBuf& buf, const RecordPos& pos, const StepBeginRecord& s) {
@@ -366,12 +338,7 @@ void write_blob(RecordBuf& buf, const RecordPos& pos, const BlobRecord& blob) {
 }
 
 BlobRecord read_blob(schema::BlobRef::Reader r) {
-  BlobRecord b;
-  b.name = r.getName();
-  b.kind = r.getKind();
-  b.address = address_of(r.getAddress());
-  b.size = r.getSize();
-  return b;
+  return {r.getName(), r.getKind(), address_of(r.getAddress()), r.getSize()};
 }
 
 // ---- starting parameters, the cold start, test-time scaling ----
@@ -440,21 +407,19 @@ void write_cold_start(RecordBuf& buf, const RecordPos& pos, const ColdStartRecor
 }
 
 ColdStartRecord read_cold_start(schema::ColdStartSummary::Reader r) {
-  ColdStartRecord c;
-  c.trajectories = r.getTrajectories();
-  c.kept = r.getKept();
-  c.proposed = r.getProposed();
-  c.verified = r.getVerified();
-  c.added = strings_of(r.getAdded());
-  c.diversity = r.getDiversity();
-  c.examples = array_of<uint32_t, 3>(r.getExamples());
-  c.examples_dropped = array_of<uint32_t, 3>(r.getExamplesDropped());
-  c.cross_entropy_before = array_of<double, 3>(r.getCrossEntropyBefore());
-  c.cross_entropy_after = array_of<double, 3>(r.getCrossEntropyAfter());
-  c.library = address_of(r.getLibrary());
-  c.checkpoint = address_of(r.getCheckpoint());
-  c.digest = address_of(r.getDigest());
-  return c;
+  return {r.getTrajectories(),
+          r.getKept(),
+          r.getProposed(),
+          r.getVerified(),
+          strings_of(r.getAdded()),
+          r.getDiversity(),
+          array_of<uint32_t, 3>(r.getExamples()),
+          array_of<uint32_t, 3>(r.getExamplesDropped()),
+          array_of<double, 3>(r.getCrossEntropyBefore()),
+          array_of<double, 3>(r.getCrossEntropyAfter()),
+          address_of(r.getLibrary()),
+          address_of(r.getCheckpoint()),
+          address_of(r.getDigest())};
 }
 
 void write_tts_window(RecordBuf& buf, const RecordPos& pos, const TtsWindowRecord& w) {
@@ -466,12 +431,7 @@ void write_tts_window(RecordBuf& buf, const RecordPos& pos, const TtsWindowRecor
 }
 
 TtsWindowRecord read_tts_window(schema::TtsWindow::Reader r) {
-  TtsWindowRecord w;
-  w.iteration = r.getIteration();
-  w.start = r.getStart();
-  w.length = r.getLength();
-  w.reward_sum = r.getRewardSum();
-  return w;
+  return {r.getIteration(), r.getStart(), r.getLength(), r.getRewardSum()};
 }
 
 }  // namespace vinci

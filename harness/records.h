@@ -287,10 +287,7 @@ SftEpochRecord read_sft_epoch(schema::SftEpoch::Reader r);
 
 // What the cold start built: its counts, the library and the fitted parameters.
 struct ColdStartRecord {
-  uint32_t trajectories = 0;
-  uint32_t kept = 0;
-  uint32_t proposed = 0;
-  uint32_t verified = 0;
+  uint32_t trajectories = 0, kept = 0, proposed = 0, verified = 0;
   std::vector<std::string> added;
   bool diversity = false;
   RoleCounts examples{};

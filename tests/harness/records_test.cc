@@ -101,12 +101,14 @@ std::map<int, int> reencode_run(const std::string& run_dir) {
 TEST(Records, EveryGoldenRecordReencodesToItsLoggedBytes) {
   std::map<int, int> matched = reencode_run(kGoldenSim);
   for (const auto& [kind, n] : reencode_run(kGoldenLlm)) matched[kind] += n;
-  // The two runs between them hold every kind the loop writes except the cold start's and test-time
-  // scaling's; each must have been seen and matched.
-  for (auto kind : {schema::Record::SAMPLE, schema::Record::MEASUREMENT, schema::Record::LLM_REPLY,
-                    schema::Record::SELECTION, schema::Record::REWARD, schema::Record::ADVANTAGE,
-                    schema::Record::LIBRARY_SNAPSHOT, schema::Record::PARAMETER_DIGEST, schema::Record::METRIC,
-                    schema::Record::STEP_BEGIN, schema::Record::STEP_END, schema::Record::BLOB}) {
+  // The two runs between them (the sim one has a cold start and test-time scaling) hold every kind
+  // the loop writes; each must have been seen and matched.
+  for (auto kind :
+       {schema::Record::SAMPLE, schema::Record::MEASUREMENT, schema::Record::LLM_REPLY, schema::Record::SELECTION,
+        schema::Record::REWARD, schema::Record::ADVANTAGE, schema::Record::LIBRARY_SNAPSHOT,
+        schema::Record::PARAMETER_DIGEST, schema::Record::METRIC, schema::Record::VERIFICATION,
+        schema::Record::STEP_BEGIN, schema::Record::STEP_END, schema::Record::BLOB, schema::Record::CHECKPOINT,
+        schema::Record::SFT_EPOCH, schema::Record::COLD_START, schema::Record::TTS_WINDOW}) {
     EXPECT_GT(matched[static_cast<int>(kind)], 0)
         << "no record of kind " << static_cast<int>(kind) << " in the golden runs";
   }
