@@ -5,18 +5,6 @@
 namespace vinci {
 namespace {
 
-// Sets a Data field to a digest (its 16 bytes, high word first).
-template <class Setter>
-void set_digest(const Digest& d, Setter&& set) {
-  AddressBytes b(d);
-  set(b.data());
-}
-
-#define VINCI_SET_DIGEST(builder, Field, digest) \
-  set_digest(digest, [&](capnp::Data::Reader v) { builder.set##Field(v); })
-#define VINCI_SET_DIGEST_IF(builder, Field, digest) \
-  if (!(digest).is_zero()) VINCI_SET_DIGEST(builder, Field, digest)
-
 template <class T, class L>
 void set_list(L list, const std::vector<T>& values) {
   for (size_t i = 0; i < values.size(); ++i) list.set(static_cast<unsigned>(i), values[i]);
@@ -76,9 +64,9 @@ void write_sample(RecordBuf& buf, const RecordPos& pos, const SampleRecord& s) {
   b.setLogProb(s.log_prob);
   b.setGreedy(s.greedy);
   b.setSampleIndex(s.sample_index);
-  VINCI_SET_DIGEST_IF(b, Output, s.output);
-  VINCI_SET_DIGEST_IF(b, Prompt, s.prompt);
-  VINCI_SET_DIGEST(b, Key, s.key);
+  if (!s.output.is_zero()) b.setOutput(AddressBytes(s.output).data());
+  if (!s.prompt.is_zero()) b.setPrompt(AddressBytes(s.prompt).data());
+  b.setKey(AddressBytes(s.key).data());
 }
 
 void write_summary_sample(RecordBuf& buf, const RecordPos& pos, const SampleRecord& s) {
@@ -89,9 +77,9 @@ void write_summary_sample(RecordBuf& buf, const RecordPos& pos, const SampleReco
   b.setLogProb(s.log_prob);
   b.setGreedy(s.greedy);
   b.setSampleIndex(s.sample_index);
-  VINCI_SET_DIGEST(b, Key, s.key);
-  VINCI_SET_DIGEST_IF(b, Prompt, s.prompt);
-  VINCI_SET_DIGEST_IF(b, Output, s.output);
+  b.setKey(AddressBytes(s.key).data());
+  if (!s.prompt.is_zero()) b.setPrompt(AddressBytes(s.prompt).data());
+  if (!s.output.is_zero()) b.setOutput(AddressBytes(s.output).data());
 }
 
 SampleRecord read_sample(schema::BackboneSample::Reader r) {
@@ -114,6 +102,10 @@ void write_measurement(RecordBuf& buf, const RecordPos& pos, const EvalResult& e
   to_measurement(eval, buf.add(pos).initMeasurement());
 }
 
+TurnOutcome read_turn_outcome(schema::Measurement::Reader r) {
+  return {r.getCompiled(), r.getCorrect(), r.getDecoy(), r.getSpeedup(), r.getTimeCoverage()};
+}
+
 Result<EvalResult> read_measurement(schema::Measurement::Reader r,
                                     const std::function<Result<std::string>(const Digest&)>& log_text) {
   return from_measurement(r, log_text);
@@ -126,14 +118,14 @@ void write_llm_reply(RecordBuf& buf, const RecordPos& pos, const LlmReplyRecord&
   l.setRole(c.role);
   l.setEndpoint(c.endpoint);
   l.setModel(c.model);
-  VINCI_SET_DIGEST(l, Prompt, c.request);
-  VINCI_SET_DIGEST_IF(l, Reply, c.reply);
+  l.setPrompt(AddressBytes(c.request).data());
+  if (!c.reply.is_zero()) l.setReply(AddressBytes(c.reply).data());
   l.setFinishReason(c.finish_reason);
   l.setPromptTokens(c.prompt_tokens);
   l.setCompletionTokens(c.completion_tokens);
   l.setTemperature(c.temperature);
   l.setFailure(c.failure);
-  VINCI_SET_DIGEST(l, Key, c.key);
+  l.setKey(AddressBytes(c.key).data());
   l.setSampleIndex(c.sample_index);
 }
 
@@ -158,7 +150,7 @@ LlmReplyRecord read_llm_reply(schema::LlmReply::Reader r) {
 
 void write_selection(RecordBuf& buf, const RecordPos& pos, const SelectionRecord& d) {
   auto s = buf.add(pos).initSelection();
-  VINCI_SET_DIGEST(s, Query, d.query);
+  s.setQuery(AddressBytes(d.query).data());
   auto cands = s.initCandidates(static_cast<unsigned>(d.candidates.size()));
   for (size_t i = 0; i < d.candidates.size(); ++i) {
     cands[static_cast<unsigned>(i)].setName(d.candidates[i].name);
@@ -168,7 +160,7 @@ void write_selection(RecordBuf& buf, const RecordPos& pos, const SelectionRecord
   s.setRandomFallback(d.random_fallback);
   s.setReranked(d.reranked);
   s.setSampleIndex(d.sample_index);
-  VINCI_SET_DIGEST(s, LibrarySnapshot, d.library_snapshot);
+  s.setLibrarySnapshot(AddressBytes(d.library_snapshot).data());
 }
 
 SelectionRecord read_selection(schema::SelectionDecision::Reader r) {
@@ -222,7 +214,7 @@ AdvantageRecord read_advantage(schema::Advantage::Reader r) {
 void write_verification(RecordBuf& buf, const RecordPos& pos, const VerificationRecord& v) {
   auto b = buf.add(pos).initVerification();
   b.setSkillName(v.skill_name);
-  VINCI_SET_DIGEST_IF(b, Skill, v.skill);
+  if (!v.skill.is_zero()) b.setSkill(AddressBytes(v.skill).data());
   set_list(b.initSpeedups(static_cast<unsigned>(v.speedups.size())), v.speedups);
   if (!v.correct.empty()) set_list(b.initCorrect(static_cast<unsigned>(v.correct.size())), v.correct);
   b.setBaselineTurn1Speedup(v.baseline_turn1_speedup);
@@ -262,7 +254,7 @@ VerificationRecord read_verification(schema::VerificationDecision::Reader r) {
 void write_library_snapshot(RecordBuf& buf, const RecordPos& pos, const LibrarySnapshotRecord& s) {
   auto b = buf.add(pos).initLibrarySnapshot();
   b.setForStep(s.for_step);
-  VINCI_SET_DIGEST(b, Snapshot, s.snapshot);
+  b.setSnapshot(AddressBytes(s.snapshot).data());
   b.setSize(s.size);
   set_list(b.initAdded(static_cast<unsigned>(s.added.size())), s.added);
 }
@@ -278,10 +270,10 @@ LibrarySnapshotRecord read_library_snapshot(schema::LibrarySnapshot::Reader r) {
 
 void write_parameter_digest(RecordBuf& buf, const RecordPos& pos, const ParameterDigestRecord& p) {
   auto b = buf.add(pos).initParameterDigest();
-  VINCI_SET_DIGEST(b, Digest, p.digest);
+  b.setDigest(AddressBytes(p.digest).data());
   b.setLoss(p.loss);
   b.setGradNorm(p.grad_norm);
-  VINCI_SET_DIGEST_IF(b, Checkpoint, p.checkpoint);
+  if (!p.checkpoint.is_zero()) b.setCheckpoint(AddressBytes(p.checkpoint).data());
 }
 
 ParameterDigestRecord read_parameter_digest(schema::ParameterDigest::Reader r) {
@@ -312,8 +304,8 @@ MetricRecord read_metric(schema::Metric::Reader r) {
 void write_step_begin(RecordBuf& buf, const RecordPos& pos, const StepBeginRecord& s) {
   auto b = buf.add(pos).initStepBegin();
   set_list(b.initTasks(static_cast<unsigned>(s.tasks.size())), s.tasks);
-  VINCI_SET_DIGEST(b, LibrarySnapshot, s.library_snapshot);
-  VINCI_SET_DIGEST(b, ParamDigest, s.param_digest);
+  b.setLibrarySnapshot(AddressBytes(s.library_snapshot).data());
+  b.setParamDigest(AddressBytes(s.param_digest).data());
 }
 
 StepBeginRecord read_step_begin(schema::StepBegin::Reader r) {
@@ -326,14 +318,14 @@ StepBeginRecord read_step_begin(schema::StepBegin::Reader r) {
 
 void write_step_end(RecordBuf& buf, const RecordPos& pos, const Digest& digest_so_far) {
   auto b = buf.add(pos).initStepEnd();
-  VINCI_SET_DIGEST(b, DigestSoFar, digest_so_far);
+  b.setDigestSoFar(AddressBytes(digest_so_far).data());
 }
 
 void write_blob(RecordBuf& buf, const RecordPos& pos, const BlobRecord& blob) {
   auto b = buf.add(pos).initBlob();
   b.setName(blob.name);
   b.setKind(blob.kind);
-  VINCI_SET_DIGEST(b, Address, blob.address);
+  b.setAddress(AddressBytes(blob.address).data());
   b.setSize(blob.size);
 }
 
@@ -346,13 +338,13 @@ BlobRecord read_blob(schema::BlobRef::Reader r) {
 void write_checkpoint(RecordBuf& buf, const RecordPos& pos, const CheckpointRecord& c) {
   auto b = buf.add(pos).initCheckpoint();
   b.setForStep(c.for_step);
-  VINCI_SET_DIGEST(b, Digest, c.digest);
-  VINCI_SET_DIGEST(b, Address, c.address);
+  b.setDigest(AddressBytes(c.digest).data());
+  b.setAddress(AddressBytes(c.address).data());
   b.setSize(c.size);
   b.setOrigin(c.origin);
   if (!c.source_run.empty()) {
     b.setSourceRun(c.source_run);
-    VINCI_SET_DIGEST(b, SourceRunDigest, c.source_run_digest);
+    b.setSourceRunDigest(AddressBytes(c.source_run_digest).data());
     b.setSourceStep(c.source_step);
   }
 }
@@ -376,7 +368,7 @@ void write_sft_epoch(RecordBuf& buf, const RecordPos& pos, const SftEpochRecord&
   b.setLoss(s.loss);
   set_list(b.initCrossEntropy(3), s.cross_entropy);
   set_list(b.initExamples(3), s.examples);
-  VINCI_SET_DIGEST(b, Digest, s.digest);
+  b.setDigest(AddressBytes(s.digest).data());
 }
 
 SftEpochRecord read_sft_epoch(schema::SftEpoch::Reader r) {
@@ -401,9 +393,9 @@ void write_cold_start(RecordBuf& buf, const RecordPos& pos, const ColdStartRecor
   set_list(b.initExamplesDropped(3), c.examples_dropped);
   set_list(b.initCrossEntropyBefore(3), c.cross_entropy_before);
   set_list(b.initCrossEntropyAfter(3), c.cross_entropy_after);
-  VINCI_SET_DIGEST(b, Library, c.library);
-  VINCI_SET_DIGEST(b, Checkpoint, c.checkpoint);
-  VINCI_SET_DIGEST(b, Digest, c.digest);
+  b.setLibrary(AddressBytes(c.library).data());
+  b.setCheckpoint(AddressBytes(c.checkpoint).data());
+  b.setDigest(AddressBytes(c.digest).data());
 }
 
 ColdStartRecord read_cold_start(schema::ColdStartSummary::Reader r) {

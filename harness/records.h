@@ -26,6 +26,7 @@
 #include "core/hash.h"
 #include "core/status.h"
 #include "gpu/eval_result.h"
+#include "harness/rl.h"
 #include "recorder/object_store.h"
 #include "recorder/vinci.capnp.h"
 
@@ -112,6 +113,8 @@ SampleRecord read_sample(schema::BackboneSample::Reader r);
 // A measurement (the evaluator's EvalResult).
 void write_measurement(RecordBuf& buf, const RecordPos& pos, const EvalResult& eval);
 // The log text objects are read through `log_text` when given (see from_measurement).
+// What scoring needs of a measurement, without decoding its trials, samples and settings.
+TurnOutcome read_turn_outcome(schema::Measurement::Reader r);
 Result<EvalResult> read_measurement(schema::Measurement::Reader r,
                                     const std::function<Result<std::string>(const Digest&)>& log_text = nullptr);
 

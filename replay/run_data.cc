@@ -21,7 +21,6 @@ Result<RunData> read_run_data(const std::string& run_dir) {
     auto r = view->message().getRoot<schema::Record>();
     bool tts = r.getPhase() == schema::Record::Phase::TTS;
     if (r.isMeasurement() && (r.getPhase() == schema::Record::Phase::EVAL || tts)) {
-      VINCI_ASSIGN_OR_RETURN(EvalResult m, read_measurement(r.getMeasurement()));
       int32_t step = tts ? kTtsStep : r.getStep();
       std::string task = r.getTask();
       auto key = std::make_pair(step, task);
@@ -35,7 +34,7 @@ Result<RunData> read_run_data(const std::string& run_dir) {
         t.level = task.size() > 1 && task[0] == 'L' ? task[1] - '0' : 0;
         list.push_back(t);
       }
-      list[it->second].turns.push_back({m.compiled, m.correct, m.decoy, m.speedup, m.time_coverage});
+      list[it->second].turns.push_back(read_turn_outcome(r.getMeasurement()));
     } else if (r.isLibrarySnapshot()) {
       last_library = read_library_snapshot(r.getLibrarySnapshot()).snapshot;
     }
