@@ -106,7 +106,8 @@ int cmd_rescore(const std::vector<std::string>& args) {
   }
   std::cout << rep->drift_markdown << "\n"
             << "rescored " << rep->distinct_plans << " distinct plans (" << rep->measured << " measured, "
-            << rep->reused << " reused) on " << rep->device << " in " << rep->measure_seconds << " s; the new run "
+            << rep->reused << " taken from --reuse) on " << rep->device << " in " << rep->measure_seconds
+            << " s; the re-drive measured " << rep->measured_redrive << " plans the run never measured; the new run "
             << o.out_dir << " has " << rep->records << " records, digest " << rep->digest.hex() << " (" << rep->seconds
             << " s in all)\n";
   return 0;

@@ -119,9 +119,12 @@ class RescoreBackbone : public Backbone {
 // Answers every evaluation with the plan's one new measurement, measuring plans it has not seen.
 class RemeasuredEvaluator : public Evaluator {
  public:
-  RemeasuredEvaluator(std::map<Digest, EvalResult>* results, Evaluator* device, EvalRequest request)
-      : results_(results), device_(device), request_(request) {}
+  using Save = std::function<void(const std::string& task, const EvalResult&)>;
+  RemeasuredEvaluator(std::map<Digest, EvalResult>* results, Evaluator* device, EvalRequest request, Save save)
+      : results_(results), device_(device), request_(request), save_(std::move(save)) {}
 
+  // A plan the run never measured (a branch the new measurements opened: what follows from another
+  // rollout's win) is measured here and saved with the others, so --reuse takes it up too.
   Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest&) override {
     std::lock_guard<std::mutex> lock(mu_);
     Digest a = plan_address(plan);
@@ -129,6 +132,7 @@ class RemeasuredEvaluator : public Evaluator {
     if (it != results_->end()) return it->second;
     VINCI_ASSIGN_OR_RETURN(EvalResult r, device_->evaluate(task, plan, request_));
     ++new_plans_;
+    save_(task.id, r);
     return results_->emplace(a, std::move(r)).first->second;
   }
   std::string name() const override { return device_->name(); }
@@ -139,6 +143,7 @@ class RemeasuredEvaluator : public Evaluator {
   std::map<Digest, EvalResult>* results_;
   Evaluator* device_;
   EvalRequest request_;
+  Save save_;
   uint64_t new_plans_ = 0;
 };
 
@@ -340,6 +345,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   req.trials = options.trials > 0 ? options.trials : exp.trials;
   req.samples = options.samples > 0 ? options.samples : exp.timing_samples;
   std::map<Digest, EvalResult> results;
+  std::map<Digest, std::string> task_of;  // the task of each plan taken from --reuse
   // Measurements of an earlier rescore (one that stopped, say) on the same device and request.
   std::string request_text = encode_eval_request("", Plan(), req);
   if (!options.reuse.empty()) {
@@ -363,7 +369,10 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
       if (!j["measurement"].is_string() || !hex_decode(j["measurement"].get<std::string>(), &bytes))
         return invalid_argument(where + ": the measurement is not hex");
       VINCI_ASSIGN_OR_RETURN(EvalResult r, decode_eval_result(bytes, j.value("compile_log", "")));
-      if (seen.count(r.plan)) results.emplace(r.plan, std::move(r));
+      // Plans the run never measured stay too: an earlier re-drive measured them on a branch it
+      // opened, and this one opens the same branch from the same measurements.
+      task_of.emplace(r.plan, j.value("task", ""));
+      results.emplace(r.plan, std::move(r));
     }
   }
   uint64_t reused = results.size();
@@ -394,8 +403,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
           << "\n";
     saved.flush();
   };
-  for (const auto& [a, r] : results) save(seen.at(a).task, r);
-  uint64_t done = 0;
+  for (const auto& [a, r] : results) save(task_of.at(a), r);
+  uint64_t done = 0, measured_first = 0;
   std::mutex done_mu;
   auto measure = [&](size_t i) -> Status {
     const auto& [task, plan, address] = plans[i];
@@ -407,6 +416,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     VINCI_ASSIGN_OR_RETURN(EvalResult r, device->evaluate(*task, plan, req));
     std::lock_guard<std::mutex> lock(done_mu);
     save(task->id, r);
+    ++measured_first;
     if (progress) {
       char line[200];
       std::snprintf(line, sizeof line, "%s %s %s %.3gx", task->id.c_str(), r.plan.hex().substr(0, 8).c_str(),
@@ -443,7 +453,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   RescoreBackbone sim_backbone(std::move(recorded), world.backbone.get());
   // A language model's parameters are its identity; its answers come from the recorded transport.
   Backbone& backbone = world.model ? *world.backbone : static_cast<Backbone&>(sim_backbone);
-  RemeasuredEvaluator evaluator(&results, device.get(), req);
+  RemeasuredEvaluator evaluator(&results, device.get(), req, save);
   ManifestInfo m;
   m.name = manifest.name;
   m.config_path = manifest.config_path;
@@ -471,7 +481,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     VINCI_RETURN_IF_ERROR(writer->append(end).status());
     VINCI_RETURN_IF_ERROR(writer->checkpoint());
   }
-  rep.measured = plans.size() - reused + evaluator.new_plans();
+  rep.measured = measured_first;
+  rep.measured_redrive = evaluator.new_plans();
   rep.reused = reused;
   rep.fallback_calls = sim_backbone.fallbacks();
   rep.records = writer->record_count();

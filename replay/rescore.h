@@ -10,8 +10,9 @@
 //    backbone something the run never asked (a summary triggered only under the new timings), or
 //    the recorded answer no longer fits the call (a selection index past a candidate list the new
 //    library made shorter), the run's own sim backbone answers, and the report counts those calls.
-//    Each measurement is appended to <out>/measurements.jsonl as it is taken, so a rescore that
-//    stops loses no device time: --reuse takes the file up again.
+//    Each measurement, the re-drive's included, is appended to <out>/measurements.jsonl as it is
+//    taken, so a rescore that stops loses no device time: --reuse takes the file up again, and a
+//    rescore given its own complete file measures nothing.
 // 3. The result is a new run (world "rescore", parent = the old run and its digest) that
 //    `replay verify` re-derives from its own log, and a drift report: per task, recorded vs new
 //    speedup of its plans; fast_p of the final evaluation before and after; which task verdicts
@@ -54,8 +55,9 @@ struct RescoreOptions {
 
 struct RescoreReport {
   uint64_t distinct_plans = 0;
-  uint64_t measured = 0;        // plans evaluated here (distinct plans plus any new ones)
-  uint64_t reused = 0;          // plans taken from --reuse
+  uint64_t measured = 0;          // the run's distinct plans measured here (not in --reuse)
+  uint64_t measured_redrive = 0;  // plans the run never measured, measured during the re-drive
+  uint64_t reused = 0;            // plans taken from --reuse
   uint64_t fallback_calls = 0;  // backbone calls the recorded run could not answer
   uint64_t records = 0;
   Digest digest;

