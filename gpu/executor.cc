@@ -24,6 +24,11 @@ struct TaskInstance::Impl {
 
 namespace {
 
+// FP32 tensors widened to FP64 (for the float64 reference); indices and the like kept as they are.
+at::Tensor widened(const at::Tensor& t, bool float64) {
+  return float64 && t.defined() && t.scalar_type() == torch::kFloat32 ? t.to(torch::kFloat64) : t;
+}
+
 std::string op_where(const Task& t, const OpSpec& op) {
   return t.source_file + ": task '" + t.id + "': op '" + op.op + "'";
 }
@@ -341,6 +346,11 @@ Result<int64_t> TaskInstance::input_elements() const {
 }
 
 Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op, const std::vector<at::Tensor>& in) const {
+  return run_op_in(op, in, false);
+}
+
+Result<std::vector<at::Tensor>> TaskInstance::run_op_in(const OpSpec& op, const std::vector<at::Tensor>& in,
+                                                        bool float64) const {
   const Task& task = *impl_->task;
   std::string where = op_where(task, op);
   const auto& a = op.attrs;
@@ -352,7 +362,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op, const std
   }
   auto W = [&](const std::string& p) -> torch::Tensor {
     auto it = impl_->weight_by_name.find(op.module + "." + p);
-    return it == impl_->weight_by_name.end() ? torch::Tensor() : it->second;
+    return it == impl_->weight_by_name.end() ? torch::Tensor() : widened(it->second, float64);
   };
   const std::string& n = op.op;
   torch::NoGradGuard no_grad;
@@ -545,7 +555,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op, const std
       // dropout between layers.
       std::vector<torch::Tensor> params;
       for (const auto& [name, t] : impl_->weights)
-        if (name.rfind(op.module + ".", 0) == 0) params.push_back(t);
+        if (name.rfind(op.module + ".", 0) == 0) params.push_back(widened(t, float64));
       bool bias = attr_bool_or(mod->attrs, "bias", true);
       int64_t layers = attr_int_or(mod->attrs, "layers", 1);
       bool bidir = attr_bool_or(mod->attrs, "bidirectional", false);
@@ -655,18 +665,19 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op, const std
   return internal_error(where + ": op not implemented by the executor");
 }
 
-Result<std::map<std::string, at::Tensor>> TaskInstance::run_all(const std::vector<at::Tensor>& inputs) const {
+Result<std::map<std::string, at::Tensor>> TaskInstance::run_values(const std::vector<at::Tensor>& inputs,
+                                                                   bool float64) const {
   const Task& task = *impl_->task;
   if (inputs.size() != task.inputs.size())
     return invalid_argument("task '" + task.id + "': expected " + std::to_string(task.inputs.size()) +
                             " inputs, found " + std::to_string(inputs.size()));
   std::map<std::string, at::Tensor> values;
-  for (size_t i = 0; i < inputs.size(); ++i) values[task.inputs[i].name] = inputs[i];
-  for (const auto& [name, w] : impl_->weights) values[name] = w;
+  for (size_t i = 0; i < inputs.size(); ++i) values[task.inputs[i].name] = widened(inputs[i], float64);
+  for (const auto& [name, w] : impl_->weights) values[name] = widened(w, float64);
   for (const auto& op : task.ops) {
     std::vector<at::Tensor> args;
     for (const auto& n : op.inputs) args.push_back(values.at(n));
-    VINCI_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, run_op(op, args));
+    VINCI_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, run_op_in(op, args, float64));
     if (outs.size() != op.outputs.size())
       return internal_error(op_where(task, op) + ": produced " + std::to_string(outs.size()) + " outputs");
     for (size_t i = 0; i < outs.size(); ++i) values[op.outputs[i]] = outs[i];
@@ -674,9 +685,24 @@ Result<std::map<std::string, at::Tensor>> TaskInstance::run_all(const std::vecto
   return values;
 }
 
+Result<std::map<std::string, at::Tensor>> TaskInstance::run_all(const std::vector<at::Tensor>& inputs) const {
+  return run_values(inputs, false);
+}
+
 Result<at::Tensor> TaskInstance::run(const std::vector<at::Tensor>& inputs) const {
-  VINCI_ASSIGN_OR_RETURN(auto values, run_all(inputs));
+  VINCI_ASSIGN_OR_RETURN(auto values, run_values(inputs, false));
   return values.at(impl_->task->output);
+}
+
+Result<at::Tensor> TaskInstance::run_float64(const std::vector<at::Tensor>& inputs) const {
+  torch::NoGradGuard no_grad;
+  try {
+    VINCI_ASSIGN_OR_RETURN(auto values, run_values(inputs, true));
+    return values.at(impl_->task->output);
+  } catch (const c10::Error& e) {
+    return internal_error("task '" + impl_->task->id +
+                          "': the float64 reference failed: " + e.what_without_backtrace());
+  }
 }
 
 }  // namespace vinci

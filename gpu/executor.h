@@ -81,6 +81,10 @@ class TaskInstance {
   Result<at::Tensor> run(const std::vector<at::Tensor>& inputs) const;
   // Every named value: inputs, weights ("fc1.weight") and every op output.
   Result<std::map<std::string, at::Tensor>> run_all(const std::vector<at::Tensor>& inputs) const;
+  // The task's output computed in float64: FP32 inputs and weights widened, every op run on them.
+  // The exact result a float32 reference and a candidate both approximate (gpu/live/live_compare.h,
+  // float64_check). A failure of the device (out of memory, say) is an error, not an exception.
+  Result<at::Tensor> run_float64(const std::vector<at::Tensor>& inputs) const;
 
   // One op of the graph over given tensors: how a plan's library step runs.
   Result<std::vector<at::Tensor>> run_op(const OpSpec& op, const std::vector<at::Tensor>& inputs) const;
@@ -91,6 +95,9 @@ class TaskInstance {
   struct Impl;  // defined in executor.cc, where torch is included
 
  private:
+  Result<std::map<std::string, at::Tensor>> run_values(const std::vector<at::Tensor>& inputs, bool float64) const;
+  Result<std::vector<at::Tensor>> run_op_in(const OpSpec& op, const std::vector<at::Tensor>& inputs,
+                                            bool float64) const;
   explicit TaskInstance(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

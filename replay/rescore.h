@@ -58,7 +58,7 @@ struct RescoreReport {
   uint64_t measured = 0;          // the run's distinct plans measured here (not in --reuse)
   uint64_t measured_redrive = 0;  // plans the run never measured, measured during the re-drive
   uint64_t reused = 0;            // plans taken from --reuse
-  uint64_t fallback_calls = 0;  // backbone calls the recorded run could not answer
+  uint64_t fallback_calls = 0;    // backbone calls the recorded run could not answer
   uint64_t records = 0;
   Digest digest;
   std::string device;          // what the measurements came from

@@ -109,4 +109,33 @@ void judge_norm(Comparison* c, double err_sq, double ref_sq, double norm_tol) {
   }
 }
 
+Float64Check float64_check(const at::Tensor& out, const at::Tensor& ref32, const at::Tensor& ref64,
+                           const Tolerance& tol) {
+  torch::NoGradGuard no_grad;
+  Float64Check k;
+  k.n = ref64.numel();
+  torch::Tensor finite = torch::isfinite(ref64);
+  torch::Tensor bound = ref64.abs().mul_(tol.rtol).add_(tol.atol);
+  auto against = [&](const at::Tensor& t, int64_t* outside, double* max_abs) {
+    torch::Tensor diff = (t.to(torch::kFloat64) - ref64).abs_();
+    // NaN where the float64 reference is finite is outside too.
+    *outside = (diff > bound).logical_or_(torch::isnan(diff)).logical_and_(finite).sum().item<int64_t>();
+    torch::Tensor counted = diff.masked_fill_(finite.logical_not(), 0.0).nan_to_num_(0.0, 0.0, 0.0);
+    *max_abs = k.n ? counted.max().item<double>() : 0.0;
+  };
+  against(out, &k.out_outside, &k.out_max_abs);
+  against(ref32, &k.ref_outside, &k.ref_max_abs);
+  return k;
+}
+
+std::string float64_text(const Float64Check& k, const Tolerance& tol) {
+  std::string t = "against a float64 reference: " + std::to_string(k.out_outside) + " of " + std::to_string(k.n) +
+                  " output elements outside atol=" + format_number("%.6g", tol.atol) +
+                  " rtol=" + format_number("%.6g", tol.rtol) + " (max abs error " +
+                  format_number("%.6g", k.out_max_abs) + "), " + std::to_string(k.ref_outside) +
+                  " of the FP32 reference's (max " + format_number("%.6g", k.ref_max_abs) + ")";
+  if (k.out_outside == 0) t += ": the miss is the FP32 reference's own rounding";
+  return t;
+}
+
 }  // namespace vinci

@@ -49,6 +49,25 @@ Comparison judge_elements(const FloatCounts& counts, const Tolerance& tol);
 // must not exceed norm_tol (> 0).
 void judge_norm(Comparison* c, double err_sq, double ref_sq, double norm_tol);
 
+// A float output that missed the tolerance, and the FP32 reference itself, both against the task's
+// float64 reference (TaskInstance::run_float64) under the same atol + rtol * |ref64|. For long sums
+// (a matrix-vector product with K = 1M, say) the FP32 reference's own rounding is of the order of
+// the tolerance: an honest kernel that sums in another order can miss the FP32 reference and
+// still be as close to the exact result as the reference is. The verdict stays KernelBench's (the
+// FP32 reference); this says which kind of miss it was.
+struct Float64Check {
+  int64_t n = 0;
+  int64_t out_outside = 0;  // output elements outside the tolerance of the float64 reference
+  int64_t ref_outside = 0;  // FP32 reference elements outside it
+  double out_max_abs = 0;   // max |out - ref64| where ref64 is finite
+  double ref_max_abs = 0;   // max |ref32 - ref64| likewise
+};
+Float64Check float64_check(const at::Tensor& out, const at::Tensor& ref32, const at::Tensor& ref64,
+                           const Tolerance& tol);
+// "against a float64 reference: 0 of 2048 output elements outside atol=0.01 rtol=0.01 (max abs error
+// 0.004), 3 of the FP32 reference's (max 0.02): the miss is the FP32 reference's own rounding".
+std::string float64_text(const Float64Check& k, const Tolerance& tol);
+
 // "[2,3,4]".
 std::string shape_text(at::IntArrayRef s);
 

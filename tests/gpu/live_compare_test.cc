@@ -60,6 +60,42 @@ TEST(LiveCompare, AgreesWithTorchAllclose) {
   EXPECT_GT(failed, 0);
 }
 
+// An output that misses the FP32 reference can be as close to the exact (float64) result as the
+// reference is: counted against allclose of each against the float64 reference.
+TEST(LiveCompare, Float64CheckTellsTheReferencesRoundingFromAWrongOutput) {
+  torch::Tensor ref64 = torch::ones({4, 5}, torch::kFloat64);
+  torch::Tensor ref32 = ref64.to(torch::kFloat32);
+  torch::Tensor out = ref32.clone();
+  ref32[0][0] = 1.025f;  // the FP32 reference itself misses the exact result
+  out[0][0] = 0.995f;    // 0.03 from the FP32 reference, 0.005 from the exact result
+  ASSERT_FALSE(compare_outputs(out, ref32, kTol, 0).allclose);
+  Float64Check k = float64_check(out, ref32, ref64, kTol);
+  EXPECT_EQ(k.n, 20);
+  EXPECT_EQ(k.out_outside, 0);
+  EXPECT_EQ(k.ref_outside, 1);
+  EXPECT_TRUE(torch::allclose(out.to(torch::kFloat64), ref64, kTol.rtol, kTol.atol));
+  EXPECT_FALSE(torch::allclose(ref32.to(torch::kFloat64), ref64, kTol.rtol, kTol.atol));
+  EXPECT_NEAR(k.out_max_abs, 0.005, 1e-7);
+  EXPECT_NEAR(k.ref_max_abs, 0.025, 1e-6);
+  std::string text = float64_text(k, kTol);
+  EXPECT_NE(text.find("0 of 20 output elements outside atol=0.01 rtol=0.01"), std::string::npos) << text;
+  EXPECT_NE(text.find("1 of the FP32 reference's"), std::string::npos) << text;
+  EXPECT_NE(text.find("the miss is the FP32 reference's own rounding"), std::string::npos) << text;
+  // A wrong element, and a NaN where the exact result is finite, are outside it too.
+  out[1][1] = 1.5f;
+  out[2][2] = std::numeric_limits<float>::quiet_NaN();
+  k = float64_check(out, ref32, ref64, kTol);
+  EXPECT_EQ(k.out_outside, 2);
+  EXPECT_NEAR(k.out_max_abs, 0.5, 1e-7);
+  text = float64_text(k, kTol);
+  EXPECT_NE(text.find("2 of 20 output elements"), std::string::npos) << text;
+  EXPECT_EQ(text.find("rounding"), std::string::npos) << text;
+  // Where the exact result is not finite, nothing is judged.
+  ref64[3][3] = std::numeric_limits<double>::infinity();
+  out[3][3] = 7.0f;
+  EXPECT_EQ(float64_check(out, ref32, ref64, kTol).out_outside, 2);
+}
+
 // allclose passes at every element but the error is large against the output's scale: the
 // relative L2 bound rejects it, at the value an element-by-element sum gives.
 TEST(LiveCompare, RelativeL2BoundCatchesWhatAllcloseLets) {
