@@ -146,9 +146,9 @@ int cmd_eval(const std::vector<std::string>& args) {
       "strict", "strict tolerance (1e-4 for fp32)")(
       "profile-phases",
       "cuda: time each phase of the evaluation in the worker (compile, setup, inputs, candidate, "
-      "reference, checks, float64 reference (after a miss), timing), synchronizing the GPU at each phase's end; printed on stderr")(
-      "noise", po::value<std::string>(&noise_text)->default_value("0"),
-      "sim: relative spread of timing samples (0 to 1)")(
+      "reference, checks, float64 reference (after a miss), timing), synchronizing the GPU at each phase's end; "
+      "printed on stderr")("noise", po::value<std::string>(&noise_text)->default_value("0"),
+                           "sim: relative spread of timing samples (0 to 1)")(
       "profile", po::value<std::string>(&profile_file),
       "sim: device profile TOML (default data/device_profiles/h200.toml)")(
       "tasks", po::value<std::string>(&task_dir), "task folder (default data/tasks of this build)")(
