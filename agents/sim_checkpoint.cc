@@ -57,8 +57,9 @@ Result<SimCheckpoint> parse_sim_checkpoint(std::string_view bytes) {
     p.numel = 1;
     for (auto& dim : p.dims) {
       if (!r.i64(&dim) || dim < 0 || dim > (int64_t{1} << 32)) return bad("the shape of " + p.name);
+      // At most 2^40 values, checked before the product can overflow.
+      if (dim != 0 && p.numel > (int64_t{1} << 40) / dim) return bad("the shape of " + p.name);
       p.numel *= dim;
-      if (p.numel > (int64_t{1} << 40)) return bad("the shape of " + p.name);
     }
     const size_t n = static_cast<size_t>(p.numel) * 4;
     if (!r.bytes(n, &p.values)) return bad("the values of " + p.name);

@@ -1,4 +1,5 @@
 #include "agents/sim_backbone.h"
+#include "agents/sim_checkpoint.h"
 
 #include <gtest/gtest.h>
 
@@ -691,6 +692,32 @@ TEST(SimBackbone, LoadRejectsOtherShapesAndDamagedBytes) {
   EXPECT_EQ(st.code(), StatusCode::kCorruption) << st.to_string();
   EXPECT_EQ(c->parameter_digest(), c_before);  // nothing half-loaded
   EXPECT_EQ(a->parameter_digest(), before);
+}
+
+// A checkpoint whose dims multiply past 2^40 values is refused before the product overflows; one
+// written by SimCheckpointWriter parses back to what was written.
+TEST(SimCheckpoint, ParsesWhatTheWriterWroteAndRefusesOverlargeShapes) {
+  const int32_t fields[kSimCheckpointFields] = {4, 3, 5, 8, 3};
+  SimCheckpointWriter w(fields, {2, 3}, 1);
+  const float values[6] = {1, 2, 3, 4, 5, 6}, avg[6] = {0}, sq[6] = {0};
+  w.add("trunk.weight", {2, 3}, values, 9, avg, sq);
+  std::string bytes = w.take();
+  Result<SimCheckpoint> c = parse_sim_checkpoint(bytes);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_EQ(c->params.size(), 1u);
+  EXPECT_EQ(c->params[0].numel, 6);
+  EXPECT_EQ(c->params[0].step, 9);
+  EXPECT_EQ(c->head_sizes, (std::vector<int32_t>{2, 3}));
+  // Eight dims of 2^32 each: each one alone is in range, their product is not.
+  ByteWriter big;
+  big.raw(bytes.substr(0, bytes.find("trunk.weight") - 4));
+  big.str("p");
+  big.u32(8);
+  for (int i = 0; i < 8; ++i) big.i64(int64_t{1} << 32);
+  Result<SimCheckpoint> refused = parse_sim_checkpoint(big.take());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("while reading the shape of p"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(SimBackbone, ConcurrentCallsGiveTheSequentialResults) {
