@@ -19,7 +19,7 @@ int cmd_rescore(const std::vector<std::string>& args) {
   o.device.clear();  // the user must say where: --live or --device
   po::options_description opts(
       "usage: replay rescore RUN (--live | --device sim [--profile FILE]) --out NEW [--queue URL] [--trials N] "
-      "[--samples N]");
+      "[--samples N] [--reuse FILE [--offline]]");
   opts.add_options()("help,h", "show this help")("live",
                                                  "re-measure on this machine's GPU (the same as --device cuda)")(
       "device", po::value<std::string>(&o.device), "cuda (this GPU) or sim (the sim device under --profile)")(
@@ -38,6 +38,9 @@ int cmd_rescore(const std::vector<std::string>& args) {
       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
       "(TF32 off)")("reuse", po::value<std::string>(&o.reuse),
                     "an earlier rescore's measurements.jsonl: plans it measured are not measured again")(
+      "offline",
+      "measure nothing: every plan's measurement comes from --reuse FILE, on the device it names (re-derives a GPU "
+      "rescore from its measurements on any machine)")(
       "queue", po::value<std::string>(&o.queue),
       "measure through this queue's workers (redis://HOST:PORT[/NAME]; `harness worker --device cuda|sim`)")(
       "force", "rescore even under numeric settings that differ from the run's")(
@@ -91,6 +94,7 @@ int cmd_rescore(const std::vector<std::string>& args) {
     return 2;
   }
   o.force = vm.count("force") > 0;
+  o.offline = vm.count("offline") > 0;
   o.fast_p_inclusive = vm.count("fast-p-inclusive") > 0;
   bool tty = isatty(2);
   auto rep = rescore_run(vm["run"].as<std::string>(), o, [&](uint64_t d, uint64_t t, const std::string& line) {

@@ -147,6 +147,41 @@ class RemeasuredEvaluator : public Evaluator {
   uint64_t new_plans_ = 0;
 };
 
+// --offline: the device a measurement file stands for. It measures nothing; a plan the file lacks
+// is an error naming it.
+class OfflineDevice : public Evaluator {
+ public:
+  OfflineDevice(std::string file, std::string device) : file_(std::move(file)), device_(std::move(device)) {}
+  Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest&) override {
+    return not_found("--offline: plan " + plan_address(plan).hex() + " of task " + task.id + " is not in " + file_ +
+                     " (measured on " + device_ +
+                     " with this rescore's --trials and --samples); measure it with "
+                     "--live, or --reuse the file without --offline");
+  }
+  std::string name() const override { return device_; }
+
+ private:
+  std::string file_, device_;
+};
+
+// The one device a measurement file's rows were measured on.
+Result<std::string> measured_device(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return not_found("--reuse: cannot open " + path);
+  std::set<std::string> devices;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("device") && j["device"].is_string())
+      devices.insert(j["device"].get<std::string>());
+  }
+  if (devices.size() == 1) return *devices.begin();
+  std::string names;
+  for (const auto& d : devices) names += (names.empty() ? "" : ", ") + d;
+  return invalid_argument("--offline: " + path + " must hold the measurements of one device, found " +
+                          (devices.empty() ? std::string("none") : names));
+}
+
 struct PlanSeen {
   std::string task;
   EvalResult recorded;  // the first recorded measurement of the plan
@@ -303,7 +338,12 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   std::unique_ptr<Evaluator> device;
   std::string device_name;
   CudaEvaluator* cuda = nullptr;
-  if (!options.queue.empty()) {
+  if (options.offline) {
+    if (options.reuse.empty()) return invalid_argument("rescore: --offline takes every measurement from --reuse FILE");
+    if (!options.queue.empty()) return invalid_argument("rescore: --offline measures nothing: no --queue");
+    VINCI_ASSIGN_OR_RETURN(device_name, measured_device(options.reuse));
+    device = std::make_unique<OfflineDevice>(options.reuse, device_name);
+  } else if (!options.queue.empty()) {
     std::string path = options.device == "sim" && !options.profile.empty() ? options.profile
                        : !exp.device_profile.empty()                       ? exp.device_profile
                                                                            : profile_path("h200");
@@ -463,6 +503,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   m.environment = capture_environment();
   m.parent_run = run_dir + " " + manifest.run_digest.hex();
   m.annotations["rescore.device"] = device_name;
+  if (options.offline) m.annotations["rescore.measurements"] = options.reuse;
   VINCI_ASSIGN_OR_RETURN(auto writer, RunWriter::create(options.out_dir, m));
   WriteSink sink(writer.get());
   Result<TrainerOutput> out =

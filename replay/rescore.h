@@ -48,6 +48,10 @@ struct RescoreOptions {
   // An earlier rescore's <out>/measurements.jsonl: its measurements of this run's plans on the
   // same device with the same request are used instead of measuring again.
   std::string reuse;
+  // Measure nothing: every plan's measurement comes from `reuse`, which stands for the device it was
+  // measured on (one device per file). A plan the file lacks fails the rescore, naming it. This is
+  // how a GPU rescore is re-derived on a machine without one, from its committed measurements.
+  bool offline = false;
   // The comparison of the drift report's fast_p and verdicts: speedup > p (KernelBench's
   // definition) unless inclusive (speedup >= p).
   bool fast_p_inclusive = false;

@@ -445,6 +445,42 @@ TEST(Rescore, ReuseOfItsOwnMeasurementsCoversTheRedrivesBranches) {
   EXPECT_EQ(out.substr(out.find("digest: ")), digest);
 }
 
+// --offline measures nothing: the run re-derived from a measurement file alone is the run that
+// measured it; a plan the file lacks is an error naming it, as is a file of two devices.
+TEST(Rescore, OfflineRederivesARescoreFromItsMeasurements) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root);
+  const std::string rescore = kBin + "replay rescore " + run + " --device sim";
+  ASSERT_EQ(sh(rescore + " --out " + root + "/measured", &out), 0) << out;
+  ASSERT_EQ(sh(kBin + "replay verify " + root + "/measured", &out), 0) << out;
+  std::string digest = out.substr(out.find("digest: "));
+  const std::string saved = root + "/measured/measurements.jsonl";
+  ASSERT_EQ(sh(rescore + " --offline --reuse " + saved + " --out " + root + "/offline", &out), 0) << out;
+  EXPECT_NE(out.find("(0 measured, "), std::string::npos) << out;
+  ASSERT_EQ(sh(kBin + "replay verify " + root + "/offline", &out), 0) << out;
+  EXPECT_EQ(out.substr(out.find("digest: ")), digest);
+
+  std::string lines = read_file(saved).value();
+  std::string first_three;
+  for (size_t at = 0, n = 0; n < 3; ++n) {
+    size_t end = lines.find('\n', at);
+    first_three += lines.substr(at, end + 1 - at);
+    at = end + 1;
+  }
+  ASSERT_TRUE(write_file_atomic(root + "/three.jsonl", first_three).ok());
+  EXPECT_EQ(sh(rescore + " --offline --reuse " + root + "/three.jsonl --out " + root + "/short", &out), 2) << out;
+  EXPECT_TRUE(std::regex_search(
+      out, std::regex("--offline: plan [0-9a-f]{32} of task L[123]_[0-9]{3} is not in .*three.jsonl")))
+      << out;
+  std::string other = first_three;
+  other.replace(other.find("\"device\":\"sim profile "), 21, "\"device\":\"another gpu ");
+  ASSERT_TRUE(write_file_atomic(root + "/two.jsonl", first_three + other).ok());
+  EXPECT_EQ(sh(rescore + " --offline --reuse " + root + "/two.jsonl --out " + root + "/two", &out), 2) << out;
+  EXPECT_NE(out.find("must hold the measurements of one device, found another gpu"), std::string::npos) << out;
+  EXPECT_EQ(sh(rescore + " --offline --out " + root + "/none", &out), 2) << out;
+  EXPECT_NE(out.find("--offline takes every measurement from --reuse FILE"), std::string::npos) << out;
+}
+
 TEST(Replay, ScoreMatchesWhatTheRunPrinted) {
   std::string out;
   ASSERT_EQ(sh(kBin + "replay score " + kGolden, &out), 0) << out;
