@@ -164,17 +164,39 @@ class OfflineDevice : public Evaluator {
   std::string file_, device_;
 };
 
-// The one device a measurement file's rows were measured on.
-Result<std::string> measured_device(const std::string& path) {
+// A text field of a --reuse line; "" when it is missing or not text.
+std::string text_field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// A --reuse file's lines, parsed, each with where it stands ("FILE:LINE"). A rescore stopped while
+// writing leaves its last line cut short, without a newline: that line is dropped (its measurement
+// is taken again). A bad line anywhere else is an error.
+Result<std::vector<std::pair<std::string, nlohmann::json>>> read_reuse_lines(const std::string& path) {
   std::ifstream in(path);
   if (!in) return not_found("--reuse: cannot open " + path);
-  std::set<std::string> devices;
+  std::vector<std::pair<std::string, nlohmann::json>> rows;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
+    std::string where = path + ":" + std::to_string(n);
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("device") && j["device"].is_string())
-      devices.insert(j["device"].get<std::string>());
+    if ((j.is_discarded() || !j.is_object()) && in.eof()) {
+      std::fprintf(stderr, "%s: the last line is cut short (a stopped rescore); it is measured again\n", where.c_str());
+      break;
+    }
+    if (j.is_discarded() || !j.is_object() || !j.contains("measurement"))
+      return invalid_argument(where + ": not a rescore measurement line");
+    rows.emplace_back(std::move(where), std::move(j));
   }
+  return rows;
+}
+
+// The one device a measurement file's rows were measured on.
+Result<std::string> measured_device(const std::string& path,
+                                    const std::vector<std::pair<std::string, nlohmann::json>>& rows) {
+  std::set<std::string> devices;
+  for (const auto& [where, j] : rows) devices.insert(text_field(j, "device"));
   if (devices.size() == 1) return *devices.begin();
   std::string names;
   for (const auto& d : devices) names += (names.empty() ? "" : ", ") + d;
@@ -338,10 +360,14 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   std::unique_ptr<Evaluator> device;
   std::string device_name;
   CudaEvaluator* cuda = nullptr;
+  std::vector<std::pair<std::string, nlohmann::json>> reuse_rows;
+  if (!options.reuse.empty()) {
+    VINCI_ASSIGN_OR_RETURN(reuse_rows, read_reuse_lines(options.reuse));
+  }
   if (options.offline) {
     if (options.reuse.empty()) return invalid_argument("rescore: --offline takes every measurement from --reuse FILE");
     if (!options.queue.empty()) return invalid_argument("rescore: --offline measures nothing: no --queue");
-    VINCI_ASSIGN_OR_RETURN(device_name, measured_device(options.reuse));
+    VINCI_ASSIGN_OR_RETURN(device_name, measured_device(options.reuse, reuse_rows));
     device = std::make_unique<OfflineDevice>(options.reuse, device_name);
   } else if (!options.queue.empty()) {
     std::string path = options.device == "sim" && !options.profile.empty() ? options.profile
@@ -388,32 +414,17 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   std::map<Digest, std::string> task_of;  // the task of each plan taken from --reuse
   // Measurements of an earlier rescore (one that stopped, say) on the same device and request.
   std::string request_text = encode_eval_request("", Plan(), req);
-  if (!options.reuse.empty()) {
-    std::ifstream in(options.reuse);
-    if (!in) return not_found("--reuse: cannot open " + options.reuse);
-    std::string line;
-    for (int n = 1; std::getline(in, line); ++n) {
-      std::string where = options.reuse + ":" + std::to_string(n);
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      // A rescore stopped while writing leaves its last line cut short, without a newline: that
-      // measurement is taken again. A bad line anywhere else is an error.
-      if ((j.is_discarded() || !j.is_object()) && in.eof()) {
-        std::fprintf(stderr, "%s: the last line is cut short (a stopped rescore); it is measured again\n",
-                     where.c_str());
-        break;
-      }
-      if (j.is_discarded() || !j.is_object() || !j.contains("measurement"))
-        return invalid_argument(where + ": not a rescore measurement line");
-      if (j.value("device", "") != device_name || j.value("request", "") != request_text) continue;
-      std::string bytes;
-      if (!j["measurement"].is_string() || !hex_decode(j["measurement"].get<std::string>(), &bytes))
-        return invalid_argument(where + ": the measurement is not hex");
-      VINCI_ASSIGN_OR_RETURN(EvalResult r, decode_eval_result(bytes, j.value("compile_log", "")));
-      // Plans the run never measured stay too: an earlier re-drive measured them on a branch it
-      // opened, and this one opens the same branch from the same measurements.
-      task_of.emplace(r.plan, j.value("task", ""));
-      results.emplace(r.plan, std::move(r));
-    }
+  for (const auto& [where, j] : reuse_rows) {
+    if (text_field(j, "device") != device_name || text_field(j, "request") != request_text) continue;
+    std::string bytes;
+    const nlohmann::json& hex = j["measurement"];
+    if (!hex.is_string() || !hex_decode(hex.get<std::string>(), &bytes))
+      return invalid_argument(where + ": the measurement is not hex");
+    VINCI_ASSIGN_OR_RETURN(EvalResult r, decode_eval_result(bytes, text_field(j, "compile_log")));
+    // Plans the run never measured stay too: an earlier re-drive measured them on a branch it
+    // opened, and this one opens the same branch from the same measurements.
+    task_of.emplace(r.plan, text_field(j, "task"));
+    results.emplace(r.plan, std::move(r));
   }
   uint64_t reused = results.size();
   // Compile what is left to measure in parallel first; the evaluator then finds it in the cache.

@@ -388,18 +388,23 @@ TEST(Rescore, KilledBeforeItsReportLeavesNoCompleteRun) {
       << out;
 }
 
+// The default device profile with one key's line set to `key = value`, written to path; false when
+// the profile has no such key.
+bool write_profile_with(const std::string& path, const std::string& key, const std::string& value) {
+  std::string profile = read_file(kSrc + "data/device_profiles/h200.toml").value();
+  size_t at = profile.find("\n" + key + " = ");
+  if (at == std::string::npos) return false;
+  profile = profile.substr(0, at) + "\n" + key + " = " + value + profile.substr(profile.find('\n', at + 1));
+  return write_file_atomic(path, profile).ok();
+}
+
 // Under another profile (elementwise kernels at a third of their efficiency) speedups move, the
 // new run differs from the old at its first measurement, verifies, and a tampered measurement
 // of it is caught.
 TEST(Rescore, AnotherProfileMovesSpeedupsAndTheNewRunVerifies) {
   std::string root = temp_dir(), out;
   std::string run = copy_run(kGolden, root);
-  std::string profile = read_file(kSrc + "data/device_profiles/h200.toml").value();
-  size_t at = profile.find("\nelementwise = ");
-  ASSERT_NE(at, std::string::npos);
-  size_t end = profile.find('\n', at + 1);
-  profile = profile.substr(0, at) + "\nelementwise = 0.33" + profile.substr(end);
-  ASSERT_TRUE(write_file_atomic(root + "/slow_ew.toml", profile).ok());
+  ASSERT_TRUE(write_profile_with(root + "/slow_ew.toml", "elementwise", "0.33"));
   ASSERT_EQ(
       sh(kBin + "replay rescore " + run + " --device sim --profile " + root + "/slow_ew.toml --out " + root + "/slow",
          &out),
@@ -426,11 +431,7 @@ TEST(Rescore, AnotherProfileMovesSpeedupsAndTheNewRunVerifies) {
 TEST(Rescore, ReuseOfItsOwnMeasurementsCoversTheRedrivesBranches) {
   std::string root = temp_dir(), out;
   std::string run = copy_run(kGolden, root);
-  std::string profile = read_file(kSrc + "data/device_profiles/h200.toml").value();
-  size_t at = profile.find("\ngemm_cuda_core = ");
-  ASSERT_NE(at, std::string::npos);
-  profile = profile.substr(0, at) + "\ngemm_cuda_core = 0.9" + profile.substr(profile.find('\n', at + 1));
-  ASSERT_TRUE(write_file_atomic(root + "/fast_gemm.toml", profile).ok());
+  ASSERT_TRUE(write_profile_with(root + "/fast_gemm.toml", "gemm_cuda_core", "0.9"));
   const std::string rescore = kBin + "replay rescore " + run + " --device sim --profile " + root + "/fast_gemm.toml";
   ASSERT_EQ(sh(rescore + " --out " + root + "/fast", &out), 0) << out;
   std::smatch redrive;
