@@ -81,7 +81,7 @@ Status judge(const DeviceProfile& profile, const std::vector<const MeasuredPlan*
     Result<EvalResult> r = sim.evaluate(*p->task, p->plan, req);
     if (!r.ok()) return Status(r.status().code(), p->source + " (sim): " + r.status().message());
     bool sim_correct = r->correct && r->compiled;
-    pool->plans.push_back({p, sim_correct, r->decoy, r->speedup, r->error});
+    pool->plans.push_back({p, sim_correct, r->decoy, r->speedup, r->kernel_us, r->reference_us, r->error});
     for (const std::string& family : {p->family, std::string("all")}) {
       FamilyAgreement& row = pool->rows[family];
       row.family = family;
@@ -145,8 +145,18 @@ std::string plan_verdicts_jsonl(const std::vector<PlanVerdicts>& plans) {
                         {"size", m.size == SizeName::kFull ? "full" : "small"},
                         {"family", m.family},
                         {"knobs", m.plan.knobs},
-                        {"live", {{"correct", m.live_correct}, {"decoy", m.live_decoy}, {"speedup", m.live_speedup}}},
-                        {"sim", {{"correct", v.sim_correct}, {"decoy", v.sim_decoy}, {"speedup", v.sim_speedup}}}};
+                        {"live",
+                         {{"correct", m.live_correct},
+                          {"decoy", m.live_decoy},
+                          {"speedup", m.live_speedup},
+                          {"kernel_us", m.live_kernel_us},
+                          {"reference_us", m.live_reference_us}}},
+                        {"sim",
+                         {{"correct", v.sim_correct},
+                          {"decoy", v.sim_decoy},
+                          {"speedup", v.sim_speedup},
+                          {"kernel_us", v.sim_kernel_us},
+                          {"reference_us", v.sim_reference_us}}}};
     if (!v.sim_error.empty()) j["sim"]["error"] = v.sim_error;
     if (m.live_correct && v.sim_correct && m.live_speedup > 0 && v.sim_speedup > 0)
       j["abs_ln_ratio"] = std::abs(std::log(v.sim_speedup / m.live_speedup));

@@ -89,7 +89,9 @@ struct PlanVerdicts {
   bool sim_correct = false;
   bool sim_decoy = false;
   double sim_speedup = 0;
-  std::string sim_error;  // why the sim failed it, when it did
+  double sim_kernel_us = 0;     // the plan's predicted time
+  double sim_reference_us = 0;  // the reference's predicted time
+  std::string sim_error;        // why the sim failed it, when it did
 };
 
 struct AgreementTable {
