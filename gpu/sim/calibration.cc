@@ -316,7 +316,8 @@ const std::vector<CalibrationParameter>& calibration_parameters() {
     v.push_back({"launch.library_dispatch_us", &P::library_dispatch_us, 1, 6});
     v.push_back({"launch.kernel_floor_us", &P::kernel_floor_us, 0.5, 3});
     v.push_back({"memory.inflight_bytes_per_sm", &P::inflight_bytes_per_sm, 256, 1 << 20});
-    v.push_back({"memory.l2_bytes_per_s", &P::l2_bytes_per_s, 1e12, 1e14});
+    // L2 bandwidth is not fitted: the committed sweeps do not pin it (fits ending anywhere from
+    // 3.3e12 to 1e13 B/s judge the held-out plans alike), so it keeps the starting profile's figure.
     v.push_back({"compute.wmma_fraction", &P::wmma_fraction, 0.05, 1});
     v.push_back({"compute.library_tf32_fraction", &P::library_tf32_fraction, 0.05, 1});
     return v;

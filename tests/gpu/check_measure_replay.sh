@@ -14,6 +14,8 @@ trap 'rm -rf "$out"' EXIT
   # exit 1 only means some guaranteed plan was wrong live; the fit is still written.
   [ -f "$out/fitted_profile.toml" ] || exit 1
 }
-grep -q "Guaranteed plans correct: 212 / 219" "$out/report.md" || { grep Guaranteed "$out/report.md"; exit 1; }
+# 219 of 219: L2_093's rows are the re-measurement after the evaluator's repeat-check fix
+# (docs/h200_measurements.md, "Notes"); the sweep as taken said 212.
+grep -q "Guaranteed plans correct: 219 / 219" "$out/report.md" || { grep Guaranteed "$out/report.md"; exit 1; }
 "$bin/harness" calibrate --judge --profile "$out/fitted_profile.toml" >/dev/null
 echo "the committed sweeps replay"
