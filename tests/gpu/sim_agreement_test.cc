@@ -139,6 +139,12 @@ TEST(SimAgreement, DecoysNeverPassFastPInEitherWorld) {
   EXPECT_EQ(back["task"], "L1_001");
   EXPECT_EQ(back["sim"]["decoy"], true);
   EXPECT_EQ(back["live"]["speedup"], 1.5);
+  // Both worlds' times, so a reader can tell whether the plan or the reference is mispriced.
+  EXPECT_EQ(back["live"]["reference_us"], r->reference_us);
+  EXPECT_EQ(back["live"]["kernel_us"], r->reference_us / 1.5);
+  EXPECT_EQ(back["sim"]["kernel_us"], r->kernel_us);
+  EXPECT_EQ(back["sim"]["reference_us"], r->reference_us);
+  EXPECT_GT(r->kernel_us, 0);
 }
 
 TEST(SimAgreement, AllowancesAcceptKnownShortfallsAndCatchRegressions) {
