@@ -677,12 +677,12 @@ class PlanCoster {
     // 3.24 ms on the H200, 1.5x PyTorch's time. Otherwise the sector's other rows run in other
     // blocks, on other SMs at other times, and DRAM serves the sector again for each: L1_047's
     // block per row takes 15.0 ms for 8.6 GB, the time of 8 x 8.6 GB at 4.6 TB/s.
-    double sector = thread_per_row ? 1.0 : tile ? (inner >= 8 ? 1.0 : 8.0 / inner) : std::min(8.0, inner);
-    double refetch = 0;
+    double sector = tile && inner < 8 ? 8.0 / inner : 1.0;  // L2 reads per byte used
+    double refetch = 0;                                     // DRAM bytes read again
     if (inner > 1 && !thread_per_row && !tile) {
+      double sector_rows = std::min(8.0, inner);
       double rows_per_block = warp_per_row ? static_cast<double>(occ->warps_per_block) : 1.0;
-      if (rows_per_block < sector) refetch = (sector - 1) * br;
-      sector = 1;
+      if (rows_per_block < sector_rows) refetch = (sector_rows - 1) * br;
     }
     b.dram_bytes = first * (1 - resident) + bw + (reread_hits ? 0 : reread) + refetch;
     b.l2_bytes = first * resident + (reread_hits ? reread : 0) + (sector - 1) * br;
