@@ -24,9 +24,19 @@ struct TaskInstance::Impl {
 
 namespace {
 
-// FP32 tensors widened to FP64 (for the float64 reference); indices and the like kept as they are.
-at::Tensor widened(const at::Tensor& t, bool float64) {
-  return float64 && t.defined() && t.scalar_type() == torch::kFloat32 ? t.to(torch::kFloat64) : t;
+// FP32 tensors in the type an op computes in (FP64 for the float64 reference, BF16 or FP16 for a
+// 16-bit library step); indices and the like kept as they are.
+at::Tensor as_compute(const at::Tensor& t, torch::ScalarType compute) {
+  return compute != torch::kFloat32 && t.defined() && t.scalar_type() == torch::kFloat32 ? t.to(compute) : t;
+}
+
+torch::ScalarType compute_type(StepType type) {
+  switch (type) {
+    case StepType::kFloat32: return torch::kFloat32;
+    case StepType::kBFloat16: return torch::kBFloat16;
+    case StepType::kFloat16: return torch::kFloat16;
+  }
+  return torch::kFloat32;
 }
 
 std::string op_where(const Task& t, const OpSpec& op) {
@@ -345,12 +355,20 @@ Result<int64_t> TaskInstance::input_elements() const {
   return n;
 }
 
-Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op, const std::vector<at::Tensor>& in) const {
-  return run_op_in(op, in, false);
+Result<std::vector<at::Tensor>> TaskInstance::run_op(const OpSpec& op, const std::vector<at::Tensor>& in,
+                                                     StepType type) const {
+  torch::ScalarType compute = compute_type(type);
+  if (compute == torch::kFloat32) return run_op_in(op, in, compute);
+  std::vector<at::Tensor> narrowed;
+  for (const auto& t : in) narrowed.push_back(as_compute(t, compute));
+  VINCI_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, run_op_in(op, narrowed, compute));
+  for (auto& t : out)
+    if (t.scalar_type() == compute) t = t.to(torch::kFloat32);
+  return out;
 }
 
 Result<std::vector<at::Tensor>> TaskInstance::run_op_in(const OpSpec& op, const std::vector<at::Tensor>& in,
-                                                        bool float64) const {
+                                                        torch::ScalarType compute) const {
   const Task& task = *impl_->task;
   std::string where = op_where(task, op);
   const auto& a = op.attrs;
@@ -362,7 +380,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op_in(const OpSpec& op, const 
   }
   auto W = [&](const std::string& p) -> torch::Tensor {
     auto it = impl_->weight_by_name.find(op.module + "." + p);
-    return it == impl_->weight_by_name.end() ? torch::Tensor() : widened(it->second, float64);
+    return it == impl_->weight_by_name.end() ? torch::Tensor() : as_compute(it->second, compute);
   };
   const std::string& n = op.op;
   torch::NoGradGuard no_grad;
@@ -555,7 +573,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op_in(const OpSpec& op, const 
       // dropout between layers.
       std::vector<torch::Tensor> params;
       for (const auto& [name, t] : impl_->weights)
-        if (name.rfind(op.module + ".", 0) == 0) params.push_back(widened(t, float64));
+        if (name.rfind(op.module + ".", 0) == 0) params.push_back(as_compute(t, compute));
       bool bias = attr_bool_or(mod->attrs, "bias", true);
       int64_t layers = attr_int_or(mod->attrs, "layers", 1);
       bool bidir = attr_bool_or(mod->attrs, "bidirectional", false);
@@ -672,12 +690,13 @@ Result<std::map<std::string, at::Tensor>> TaskInstance::run_values(const std::ve
     return invalid_argument("task '" + task.id + "': expected " + std::to_string(task.inputs.size()) +
                             " inputs, found " + std::to_string(inputs.size()));
   std::map<std::string, at::Tensor> values;
-  for (size_t i = 0; i < inputs.size(); ++i) values[task.inputs[i].name] = widened(inputs[i], float64);
-  for (const auto& [name, w] : impl_->weights) values[name] = widened(w, float64);
+  torch::ScalarType compute = float64 ? torch::kFloat64 : torch::kFloat32;
+  for (size_t i = 0; i < inputs.size(); ++i) values[task.inputs[i].name] = as_compute(inputs[i], compute);
+  for (const auto& [name, w] : impl_->weights) values[name] = as_compute(w, compute);
   for (const auto& op : task.ops) {
     std::vector<at::Tensor> args;
     for (const auto& n : op.inputs) args.push_back(values.at(n));
-    VINCI_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, run_op_in(op, args, float64));
+    VINCI_ASSIGN_OR_RETURN(std::vector<at::Tensor> outs, run_op_in(op, args, compute));
     if (outs.size() != op.outputs.size())
       return internal_error(op_where(task, op) + ": produced " + std::to_string(outs.size()) + " outputs");
     for (size_t i = 0; i < outs.size(); ++i) values[op.outputs[i]] = outs[i];

@@ -24,6 +24,9 @@
 namespace at {
 class Tensor;
 }
+namespace c10 {
+enum class ScalarType : int8_t;  // as c10/core/ScalarType.h declares it
+}
 
 namespace vinci {
 
@@ -48,6 +51,9 @@ uint64_t input_seed(uint64_t root_seed, const std::string& task_id, int64_t tria
 constexpr uint64_t kWeightSeed = 42;
 
 // A task at concrete sizes on one device, with its weights.
+// The floating type a library step computes in (PlanStep::precision bf16, fp16; FP32 otherwise).
+enum class StepType { kFloat32, kBFloat16, kFloat16 };
+
 class TaskInstance {
  public:
   // device: a torch device string, "cpu" or "cuda:0". REQUIRES: task outlives the instance
@@ -86,8 +92,11 @@ class TaskInstance {
   // float64_check). A failure of the device (out of memory, say) is an error, not an exception.
   Result<at::Tensor> run_float64(const std::vector<at::Tensor>& inputs) const;
 
-  // One op of the graph over given tensors: how a plan's library step runs.
-  Result<std::vector<at::Tensor>> run_op(const OpSpec& op, const std::vector<at::Tensor>& inputs) const;
+  // One op of the graph over given tensors: how a plan's library step runs. A 16-bit step rounds
+  // its FP32 operands (and the op's weights) to that type, computes in it, and widens its outputs
+  // back to FP32.
+  Result<std::vector<at::Tensor>> run_op(const OpSpec& op, const std::vector<at::Tensor>& inputs,
+                                         StepType type = StepType::kFloat32) const;
 
   // Weights in construction order, named as gpu/shapes.h's WeightSpec.
   const std::vector<std::pair<std::string, at::Tensor>>& weights() const;
@@ -97,7 +106,7 @@ class TaskInstance {
  private:
   Result<std::map<std::string, at::Tensor>> run_values(const std::vector<at::Tensor>& inputs, bool float64) const;
   Result<std::vector<at::Tensor>> run_op_in(const OpSpec& op, const std::vector<at::Tensor>& inputs,
-                                            bool float64) const;
+                                            c10::ScalarType compute) const;
   explicit TaskInstance(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -908,17 +908,18 @@ class LaunchParser {
     if (op.empty()) return c.expected("an op name after 'library'");
     const OpInfo* info = find_op(op);
     if (!info) return c.error_at(op_at, "unknown op " + quote(op));
-    // Optional precision of a matrix product: `library linear tf32 -> h`.
+    // Optional precision of a matrix product: `library linear tf32 -> h` (or bf16, fp16).
     std::string precision = "fp32";
     c.peek();
     size_t precision_at = c.pos();
     std::string word = c.name();
-    if (!word.empty() && word != "tf32")
-      return c.error_at(precision_at, "expected '->' or the precision tf32 after the op, found " + quote(word));
+    if (!word.empty() && (word == "fp32" || !is_library_precision(word)))
+      return c.error_at(precision_at,
+                        "expected '->' or a precision (tf32, bf16, fp16) after the op, found " + quote(word));
     if (!word.empty()) {
       if (info->kind != OpKind::kGemm)
-        return c.error_at(precision_at, "tf32 applies to matrix products (linear, matmul) only, not " + quote(op));
-      precision = "tf32";
+        return c.error_at(precision_at, word + " applies to matrix products (linear, matmul) only, not " + quote(op));
+      precision = word;
     }
     if (!c.eat("->")) return c.expected("'->' and the values the op produces");
     c.peek();

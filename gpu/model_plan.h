@@ -89,7 +89,7 @@ struct MatchStats {
 // the setting so assembled is generated and compared whole. Where several settings give one
 // content, the hint's wins, else the first in that order. At most 1 + sum over structures of
 // (2 + sum over the families it has kernels of (|family space| - 1)) generate_plan calls:
-// 4367 for the largest space (fusion, elementwise 192, row_reduction 320, gemm 648 without
+// 7711 for the largest space (fusion, elementwise 192, row_reduction 320, gemm 1296 without
 // gemm.impl; a library GEMM has no gemm kernel to search).
 std::optional<Plan> match_generated_plan(const Task& task, const Plan& plan, MatchStats* stats = nullptr);
 

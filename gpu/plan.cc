@@ -283,7 +283,7 @@ Result<PlanStep> step_from_json(const json& j, const std::string& path) {
     if (!s.op.attrs.is_object()) return r.error("attrs", "an object");
     VINCI_ASSIGN_OR_RETURN(s.precision, r.str("precision", false));
     if (s.precision.empty()) s.precision = "fp32";
-    if (!is_library_precision(s.precision)) return r.error("precision", "fp32 or tf32");
+    if (!is_library_precision(s.precision)) return r.error("precision", "fp32, tf32, bf16 or fp16");
   } else {
     return invalid_argument("plan: " + path + ".kind: expected kernel or library, found '" + s.kind + "'");
   }
@@ -324,7 +324,7 @@ Status check_triton_constexpr(const std::string& text) {
   return Status();
 }
 
-bool is_library_precision(const std::string& p) { return p == "fp32" || p == "tf32"; }
+bool is_library_precision(const std::string& p) { return p == "fp32" || p == "tf32" || p == "bf16" || p == "fp16"; }
 
 bool Plan::library_only() const {
   for (const auto& s : steps)
@@ -488,7 +488,7 @@ Status validate_plan(const Plan& plan, const Task& task) {
       const OpInfo* info = find_op(s.op.op);
       if (!info) return invalid_argument(path + ".op: unknown op '" + s.op.op + "'");
       if (!is_library_precision(s.precision))
-        return invalid_argument(path + ".precision: expected fp32 or tf32, found '" + s.precision + "'");
+        return invalid_argument(path + ".precision: expected fp32, tf32, bf16 or fp16, found '" + s.precision + "'");
       if (s.precision != "fp32" && info->kind != OpKind::kGemm)
         return invalid_argument(path + ".precision: " + s.precision + " applies to matrix products only; op '" +
                                 s.op.op + "' runs in fp32");

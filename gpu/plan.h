@@ -83,7 +83,7 @@ struct PlanKernel {
   std::array<int64_t, 3> tile{{0, 0, 0}};      // gemm block tile M, N, K
   std::array<int64_t, 2> thread_tile{{0, 0}};  // gemm register block per thread
   bool tensor_cores = false;
-  std::string precision = "fp32";  // fp32 | tf32 (inputs rounded to tf32 for the products)
+  std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (operands rounded so for the products)
   std::string reduction = "none";  // none | warp_shuffle | block_tree | block_shuffle
   std::string algorithm;           // e.g. softmax "online" vs "two_pass"
   int64_t shared_bytes = 0;        // static shared memory per block
@@ -121,9 +121,11 @@ struct PlanStep {
   TritonLaunch triton;  // kind == kernel, a Triton kernel only; written to JSON only then
   // kind == library: one op of the task vocabulary, run by the harness's library (libtorch)
   OpSpec op;
-  // kind == library, matrix products only (kLibraryPrecisions): "fp32" (cuBLAS in full FP32, as
-  // the reference) or "tf32" (cuBLAS may use TF32 tensor cores for this step). Written to JSON
-  // only when not fp32, so plans from before the field keep their addresses.
+  // kind == library, matrix products only (is_library_precision): "fp32" (cuBLAS in full FP32, as
+  // the reference), "tf32" (cuBLAS may use TF32 tensor cores for this step), "bf16" or "fp16"
+  // (the operands, weights included, rounded to that type; the product on 16-bit tensor cores
+  // with FP32 accumulation, its output in that type, then widened to FP32). Written to JSON only
+  // when not fp32, so plans from before the field keep their addresses.
   std::string precision = "fp32";
 };
 

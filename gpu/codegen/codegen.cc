@@ -843,7 +843,14 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   SymShape main = c.shapes.at(head.outputs[0]);
   int64_t TM = c.knob_int("gemm.tile_m"), TN = c.knob_int("gemm.tile_n"), TK = c.knob_int("gemm.tile_k");
   int64_t T = c.knob_int("gemm.threads"), U = c.knob_int("gemm.unroll");
-  bool tc = c.knob("gemm.tensor_cores") == "tf32";
+  const std::string precision = c.knob("gemm.tensor_cores") == "off" ? "fp32" : c.knob("gemm.tensor_cores");
+  bool tc = precision != "fp32";
+  // 16-bit operands: wmma m16n16k16, tiles kept in shared memory in that type (converted as they are
+  // loaded), a k-step of 16. A 16-deep fragment needs tile_k >= 16; it is raised (tile records it).
+  bool half = precision == "bf16" || precision == "fp16";
+  if (half) TK = std::max<int64_t>(TK, 16);
+  const std::string ht = precision == "bf16" ? "__nv_bfloat16" : "__half";
+  const std::string to_ht = precision == "bf16" ? "__float2bfloat16" : "__float2half";
   bool checked = c.knob("gemm.bounds") == "checked";
   // At most 64 accumulators per thread (an 8x8 register block): more spills to local memory and
   // takes seconds to compile. The thread count is raised to fit; block_threads records it.
@@ -884,7 +891,12 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   std::ostringstream s;
   s << kHeader;
   int64_t RM = 0, RN = 0, shared = 0;
-  if (tc) s << "#include <mma.h>\nusing namespace nvcuda;\n";
+  if (tc)
+    s << "#include <mma.h>\n"
+      << (precision == "bf16"   ? "#include <cuda_bf16.h>\n"
+          : precision == "fp16" ? "#include <cuda_fp16.h>\n"
+                                : "")
+      << "using namespace nvcuda;\n";
   s << el.source;
   s << "extern \"C\" __global__ void __launch_bounds__(" << T << ") " << kname << "(" << p.list() << ") {\n"
     << fill << "  const int tid = threadIdx.x;\n"
@@ -927,35 +939,42 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
       << "      " << store_guard << "{ " << store << " }\n    }\n}\n";
   } else {
     int64_t W = T / 32, FM = TM / 16, FN = TN / 16, NF = FM * FN, FPW = (NF + W - 1) / W;
-    int64_t lda = TK + 4, ldb = TN + 4;  // +4 floats: keeps 32-byte fragment alignment, fewer bank conflicts
-    shared = 4 * (TM * lda + TK * ldb + W * 256);
-    s << "  __shared__ __align__(32) float As[" << TM << "][" << lda << "];\n"
-      << "  __shared__ __align__(32) float Bs[" << TK << "][" << ldb << "];\n"
+    // Padding of 32 bytes (4 floats, 8 halves): keeps 32-byte fragment alignment, fewer bank conflicts.
+    int64_t pad = half ? 8 : 4, lda = TK + pad, ldb = TN + pad, fk = half ? 16 : 8;
+    const std::string et = half ? ht : "float";
+    shared = (half ? 2 : 4) * (TM * lda + TK * ldb) + 4 * W * 256;
+    auto to_et = [&](const std::string& v) { return half ? to_ht + "(" + v + ")" : v; };
+    const std::string frag_t = half ? ht : "wmma::precision::tf32";
+    s << "  __shared__ __align__(32) " << et << " As[" << TM << "][" << lda << "];\n"
+      << "  __shared__ __align__(32) " << et << " Bs[" << TK << "][" << ldb << "];\n"
       << "  __shared__ __align__(32) float Cs[" << W << "][256];\n"
       << "  const int warp = tid >> 5, lane = tid & 31;\n"
-      << "  wmma::fragment<wmma::accumulator, 16, 16, 8, float> acc[" << FPW << "];\n"
+      << "  wmma::fragment<wmma::accumulator, 16, 16, " << fk << ", float> acc[" << FPW << "];\n"
       << "#pragma unroll\n  for (int f = 0; f < " << FPW << "; ++f) wmma::fill_fragment(acc[f], 0.0f);\n"
       << "  for (long long k0 = 0; k0 < K; k0 += " << TK << ") {\n"
       << "    for (int idx = tid; idx < " << TM * TK << "; idx += " << T << ") {\n"
       << "      " << a_idx << "\n      const long long gm = m0 + mm, gk = k0 + kk;\n"
-      << "      As[mm][kk] = " << guard("gm < M && gk < K", a_at) << ";\n    }\n"
+      << "      As[mm][kk] = " << to_et(guard("gm < M && gk < K", a_at)) << ";\n    }\n"
       << "    for (int idx = tid; idx < " << TN * TK << "; idx += " << T << ") {\n"
       << "      " << b_idx << "\n      const long long gn = n0 + nn, gk = k0 + kk;\n"
-      << "      Bs[kk][nn] = " << guard("gn < N && gk < K", b_at) << ";\n    }\n"
+      << "      Bs[kk][nn] = " << to_et(guard("gn < N && gk < K", b_at)) << ";\n    }\n"
       << "    __syncthreads();\n"
       << "#pragma unroll " << U << "\n"
-      << "    for (int ks = 0; ks < " << TK << "; ks += 8) {\n"
+      << "    for (int ks = 0; ks < " << TK << "; ks += " << fk << ") {\n"
       << "#pragma unroll\n      for (int f = 0; f < " << FPW << "; ++f) {\n"
       << "        const int fi = warp + f * " << W << ";\n"
       << "        if (fi < " << NF << ") {\n"
       << "          const int fm = fi / " << FN << ", fn = fi % " << FN << ";\n"
-      << "          wmma::fragment<wmma::matrix_a, 16, 16, 8, wmma::precision::tf32, wmma::row_major> a;\n"
-      << "          wmma::fragment<wmma::matrix_b, 16, 16, 8, wmma::precision::tf32, wmma::row_major> b;\n"
+      << "          wmma::fragment<wmma::matrix_a, 16, 16, " << fk << ", " << frag_t << ", wmma::row_major> a;\n"
+      << "          wmma::fragment<wmma::matrix_b, 16, 16, " << fk << ", " << frag_t << ", wmma::row_major> b;\n"
       << "          wmma::load_matrix_sync(a, &As[fm * 16][ks], " << lda << ");\n"
-      << "          wmma::load_matrix_sync(b, &Bs[ks][fn * 16], " << ldb << ");\n"
-      << "#pragma unroll\n          for (int t = 0; t < a.num_elements; ++t) a.x[t] = wmma::__float_to_tf32(a.x[t]);\n"
-      << "#pragma unroll\n          for (int t = 0; t < b.num_elements; ++t) b.x[t] = wmma::__float_to_tf32(b.x[t]);\n"
-      << "          wmma::mma_sync(acc[f], a, b, acc[f]);\n"
+      << "          wmma::load_matrix_sync(b, &Bs[ks][fn * 16], " << ldb << ");\n";
+    if (!half)
+      s << "#pragma unroll\n          for (int t = 0; t < a.num_elements; ++t) a.x[t] = "
+           "wmma::__float_to_tf32(a.x[t]);\n"
+        << "#pragma unroll\n          for (int t = 0; t < b.num_elements; ++t) b.x[t] = "
+           "wmma::__float_to_tf32(b.x[t]);\n";
+    s << "          wmma::mma_sync(acc[f], a, b, acc[f]);\n"
       << "        }\n      }\n    }\n    __syncthreads();\n  }\n"
       << "#pragma unroll\n  for (int f = 0; f < " << FPW << "; ++f) {\n"
       << "    const int fi = warp + f * " << W << ";\n"
@@ -981,7 +1000,7 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   k->tile = {{TM, TN, TK}};
   k->thread_tile = {{RM, RN}};
   k->tensor_cores = tc;
-  k->precision = tc ? "tf32" : "fp32";
+  k->precision = precision;
   k->shared_bytes = shared;
   std::string mn = expr_mul(G.batch, expr_mul(G.M, G.N));
   std::string a_n = expr_mul(G.a_bs == "0" ? "1" : G.batch, expr_mul(G.M, G.K));
@@ -995,10 +1014,20 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
     add_reason(&k->verdict, "no edge handling: out-of-bounds tiles unless M, N, K divide the tile",
                G.M + " % " + std::to_string(TM) + " + " + G.N + " % " + std::to_string(TN) + " + " + G.K + " % " +
                    std::to_string(TK));
-  if (tc)
+  if (precision == "tf32")
     add_reason(&k->verdict,
                "precision: tf32 products (10-bit mantissa); the error grows like sqrt(K) and can pass "
                "atol/rtol 1e-2 yet fails a strict 1e-4 check",
+               "");
+  if (precision == "bf16")
+    add_reason(&k->verdict,
+               "precision: bf16 operands (7-bit mantissa, 4x tf32's rounding); the error grows like sqrt(K) "
+               "and fails atol/rtol 1e-2 on long products of unit-scale inputs",
+               "");
+  if (precision == "fp16")
+    add_reason(&k->verdict,
+               "precision: fp16 operands (10-bit mantissa, as tf32; values beyond 65504 overflow to inf); the "
+               "error grows like sqrt(K) and fails a strict 1e-4 check",
                "");
   step->kind = "kernel";
   step->kernel = kname;
@@ -1087,7 +1116,7 @@ Result<Plan> generate_plan(const Task& task, const KnobSetting& setting) {
       const OpSpec& op = c.op(g.ops[0]);
       for (const auto& out : op.outputs) declare_value(c, out, &plan);
       PlanStep ls = library_step(op);
-      ls.precision = c.knob("gemm.tensor_cores") == "tf32" ? "tf32" : "fp32";
+      ls.precision = c.knob("gemm.tensor_cores") == "off" ? "fp32" : c.knob("gemm.tensor_cores");
       plan.steps.push_back(std::move(ls));
       std::vector<std::string> outs = materialized(c, g);
       outs.erase(std::remove(outs.begin(), outs.end(), op.outputs[0]), outs.end());

@@ -38,12 +38,14 @@ const std::vector<Knob> kGemmKnobs = {
     {"gemm.tile_n", {"32", "64", "128"}, 1, "block tile columns"},
     {"gemm.tile_k", {"8", "16", "32"}, 1, "depth of one shared-memory stage"},
     {"gemm.threads", {"64", "128", "256"}, 2, "threads per block; register block = tile / threads"},
-    {"gemm.tensor_cores", {"off", "tf32"}, 0, "tf32: wmma m16n16k8 on tensor cores"},
+    {"gemm.tensor_cores", {"off", "tf32", "bf16", "fp16"}, 0,
+     "tensor cores through wmma, the operands rounded to tf32 (m16n16k8), bf16 or fp16 (m16n16k16), FP32 "
+     "accumulation; with gemm.impl = library, the library's GEMM in that precision"},
     {"gemm.bounds", {"checked", "unchecked"}, 0, "unchecked: no edge handling (wrong unless tiles divide)"},
     {"gemm.unroll", {"1", "4"}, 1, "unroll factor of the inner k loop"},
     {"gemm.impl", {"generated", "library"}, 0,
      "generated: vinci's tiled GEMM kernel with the epilogue fused in; library: the library's GEMM "
-     "(cuBLAS through libtorch; TF32 when gemm.tensor_cores says so) and one fused elementwise "
+     "(cuBLAS through libtorch, in the precision gemm.tensor_cores names) and one fused elementwise "
      "kernel for the whole epilogue"},
 };
 // clang-format on

@@ -348,8 +348,8 @@ struct LiveDevice::Impl {
           if (it == values.end()) fail("bad_plan", "step " + std::to_string(si) + ": no value '" + n + "'");
           in.push_back(it->second);
         }
-        // A library step may let cuBLAS use TF32 for its product; the reference's policy (matrix
-        // products in FP32) is restored right after.
+        // A library step may let cuBLAS use TF32 for its product (the reference's policy, matrix
+        // products in FP32, is restored right after), or compute it in BF16 or FP16.
         Result<std::vector<at::Tensor>> out = [&] {
           struct Tf32 {
             explicit Tf32(bool on) : on(on) {
@@ -360,7 +360,10 @@ struct LiveDevice::Impl {
             }
             bool on;
           } guard(step.precision == "tf32");
-          return inst.run_op(step.op, in);
+          StepType type = step.precision == "bf16"   ? StepType::kBFloat16
+                          : step.precision == "fp16" ? StepType::kFloat16
+                                                     : StepType::kFloat32;
+          return inst.run_op(step.op, in, type);
         }();
         if (!out.ok()) fail("bad_plan", "step " + std::to_string(si) + ": " + out.status().message());
         for (size_t i = 0; i < out->size(); ++i) values[step.op.outputs[i]] = (*out)[i].contiguous();

@@ -75,13 +75,16 @@ class Fitter {
     int launches = 0;
     double body_us = 0;
     double DeviceProfile::*efficiency = nullptr;
+    int cast_launches = 0;
+    double cast_body_us = 0;
   };
   using Tape = std::shared_ptr<const std::vector<StepTape>>;
 
   static Tape tape_of(const PlanPrediction& p) {
     auto t = std::make_shared<std::vector<StepTape>>();
     for (const StepPrediction& s : p.steps)
-      t->push_back({!s.own_kernel, s.empty_launch, s.launches, s.body_us, s.efficiency});
+      t->push_back(
+          {!s.own_kernel, s.empty_launch, s.launches, s.body_us, s.efficiency, s.cast_launches, s.cast_body_us});
     return t;
   }
 
@@ -99,6 +102,8 @@ class Fitter {
         launch_us = s.launches * (p.kernel_launch_us + p.library_dispatch_us);
         exec_us = s.launches == 0 ? 0 : std::max(p.kernel_floor_us, s.body_us / (p.*s.efficiency));
         if (s.launches > 1) exec_us = std::max(exec_us, s.launches * p.kernel_floor_us);
+        if (s.cast_launches > 0)
+          exec_us += std::max(s.cast_launches * p.kernel_floor_us, s.cast_body_us / p.eff_library_other);
       }
       time_us += launch_us + exec_us;
     }

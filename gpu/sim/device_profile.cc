@@ -99,6 +99,7 @@ const std::vector<Field>& fields() {
       d("efficiency", "custom", &P::eff_custom, 1e-3, 1e3),
       d("precision", "fp32_rel_error", &P::fp32_rel_error, 0, 1),
       d("precision", "tf32_rel_error", &P::tf32_rel_error, 0, 1),
+      d("precision", "bf16_rel_error", &P::bf16_rel_error, 0, 1),
       d("precision", "fast_math_rel_error", &P::fast_math_rel_error, 0, 1),
   };
   return kFields;

@@ -17,7 +17,7 @@
 //   [latency]     shuffle_cycles, sync_cycles, shared_cycles
 //   [efficiency]  elementwise, row_reduction, gemm_cuda_core, gemm_tensor_core, library_gemm,
 //                 library_other, custom
-//   [precision]   fp32_rel_error, tf32_rel_error, fast_math_rel_error
+//   [precision]   fp32_rel_error, tf32_rel_error, bf16_rel_error, fast_math_rel_error
 // The [efficiency] terms are the multiplicative factors calibration fits (gpu/sim/calibration.h):
 // a kernel's execution time (launch excluded) is divided by its family's term.
 #ifndef VINCI_GPU_SIM_DEVICE_PROFILE_H_
@@ -92,7 +92,8 @@ struct DeviceProfile {
 
   // [precision]: relative error the arithmetic adds to an output element (a 3-sigma figure).
   double fp32_rel_error = 0;
-  double tf32_rel_error = 0;
+  double tf32_rel_error = 0;  // also fp16's: the same 10-bit mantissa
+  double bf16_rel_error = 0;
   double fast_math_rel_error = 0;
 };
 

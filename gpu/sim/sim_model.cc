@@ -567,9 +567,12 @@ class PlanCoster {
       // k-step of 8 from shared memory for 2 wm wn 8 flops.
       double warps = std::max(1.0, threads / static_cast<double>(p_.warp_size));
       double side = std::sqrt(tm * tn / warps);
-      double bytes_per_flop = 2 * (side + side) / (side * side);
+      // 16-bit operands (bf16, fp16) are half the bytes of shared memory and run at the 16-bit
+      // tensor peak.
+      bool half = k.precision == "bf16" || k.precision == "fp16";
+      double bytes_per_flop = (half ? 1 : 2) * (side + side) / (side * side);
       b.shared_us = flops * bytes_per_flop / (p_.shared_bytes_per_clock * sms * p_.clock_hz);
-      rate_sm = p_.tf32_peak_flops * p_.wmma_fraction / sms;
+      rate_sm = (half ? p_.bf16_peak_flops : p_.tf32_peak_flops) * p_.wmma_fraction / sms;
       // Per k tile, a warp spends its mma instructions' cycles on the tensor pipe (one
       // m16n16k8 is 4096 flops at a quarter of the SM's rate) and issues LDG + STS for its share
       // of the staged tiles; the staging is what the mma cycles do not cover.
@@ -718,7 +721,8 @@ class PlanCoster {
   }
 
   // --- library steps -------------------------------------------------------------------------
-  // precision "tf32": a matrix product that cuBLAS may run on TF32 tensor cores.
+  // precision "tf32": a matrix product that cuBLAS may run on TF32 tensor cores; "bf16", "fp16":
+  // on 16-bit tensor cores.
   Result<StepPrediction> library_step(const OpSpec& op, const std::string& precision = "fp32") {
     StepPrediction s;
     s.what = "library:" + op.op;
@@ -1005,6 +1009,20 @@ class PlanCoster {
     } else {
       return invalid_argument("sim: no cost model for library op '" + n + "'");
     }
+    // A 16-bit library product casts each FP32 operand (the inputs, and the module's weights at
+    // every call) to 16 bits before it and its output back to FP32 after it, one elementwise kernel
+    // each: 4 bytes read and 2 written an element (2 and 4 for the output). The product moves half
+    // the bytes. Casting a large weight can cost more than the product saves (L2_059's 32768 x
+    // 32768 weight: 2.07 ms in BF16 on the H200, 1.18 ms in TF32).
+    double cast_bytes = 0;
+    int cast_launches = 0;
+    if (gemm && (precision == "bf16" || precision == "fp16")) {
+      cast_bytes = 1.5 * (in_bytes + out_bytes);
+      cast_launches = static_cast<int>(reads.size() + writes.size());
+      in_bytes /= 2;
+      out_bytes /= 2;
+      launches += cast_launches;
+    }
     s.launches = launches;
     s.launch_us = launches * (p_.kernel_launch_us + p_.library_dispatch_us);
     Body b;
@@ -1030,7 +1048,10 @@ class PlanCoster {
       double work = tiles * split;
       double waves = std::ceil(work / static_cast<double>(p_.sms));
       double wave_eff = work / (waves * static_cast<double>(p_.sms));
-      double library_rate = precision == "tf32" ? p_.tf32_peak_flops * p_.library_tf32_fraction : p_.fp32_library_flops;
+      // 16-bit products: the measured rate of cuBLAS' BF16 GEMMs (FP16 runs at the same peak).
+      double library_rate = precision == "tf32"                          ? p_.tf32_peak_flops * p_.library_tf32_fraction
+                            : precision == "bf16" || precision == "fp16" ? p_.bf16_measured_flops
+                                                                         : p_.fp32_library_flops;
       b.compute_us = flops / (library_rate * wave_eff);
       blocks = static_cast<int64_t>(work);
       occ = est_.occupancy({256, 128, 32768});
@@ -1050,6 +1071,16 @@ class PlanCoster {
     s.efficiency = eff_term;
     s.exec_us = launches == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff);
     if (launches > 1) s.exec_us = std::max(s.exec_us, launches * p_.kernel_floor_us);
+    if (cast_launches > 0) {
+      double cast_elems = cast_bytes / 6;
+      int64_t cast_blocks = static_cast<int64_t>(std::max(1.0, ceil_div(cast_elems, kLibraryElementsPerBlock)));
+      auto [cd, cl] =
+          est_.memory_s(cast_bytes, 0, cast_blocks, est_.occupancy({kLibraryBlockThreads, 32, 0}), 32.0 * 16);
+      s.cast_launches = cast_launches;
+      s.cast_body_us = std::max(cd, cl) * 1e6;
+      s.exec_us += std::max(cast_launches * p_.kernel_floor_us, s.cast_body_us / p_.eff_library_other);
+      b.dram_bytes += cast_bytes;
+    }
     s.bound = launches == 0 ? StepBound::kNone : t / eff < p_.kernel_floor_us ? StepBound::kFloor : b.bound;
     s.time_us = s.launch_us + s.exec_us;
     s.dram_bytes = b.dram_bytes;
@@ -1130,7 +1161,8 @@ Status SimModel::reprice(TaskContext* context) const {
       b.other_flops += s.flops;
   }
   double t = std::max({b.min_bytes / profile_.hbm_peak_bytes_per_s,
-                       b.gemm_flops / profile_.tf32_peak_flops + b.other_flops / profile_.fp32_peak_flops});
+                       b.gemm_flops / std::max(profile_.tf32_peak_flops, profile_.bf16_peak_flops) +
+                           b.other_flops / profile_.fp32_peak_flops});
   b.floor_us = t * 1e6 + profile_.kernel_launch_us;
   return Status();
 }
@@ -1175,26 +1207,74 @@ Result<PlanPrediction> SimModel::predict(const TaskContext& ctx, const Plan& pla
 
 namespace {
 
-// TF32 rounding: 10 explicit mantissa bits, round to nearest.
+// Rounding of a product's operands, round to nearest: TF32 and FP16 keep 10 explicit mantissa bits,
+// BF16 7.
 constexpr double kTf32Unit = 1.0 / 2048;
+constexpr double kBf16Unit = 1.0 / 256;
+// The largest finite FP16 value: a 16-bit library product writes its output in that type.
+constexpr double kFp16Max = 65504;
 // The largest of millions of outputs sits about this many standard deviations out: fitted to the
 // H200's library TF32 GEMMs on the evaluator's signed trial (L1_001, K = 4096: max |error| 0.031).
 constexpr double kTf32TailSigmas = 2.0;
 
+// Ops that move, select or mask values without changing the ones they keep: a value's scale and
+// error pass through.
+bool moves_values(const OpSpec& op) {
+  static const char* const kOps[] = {"reshape", "flatten", "transpose", "permute",
+                                     "slice",   "select",  "expand",    "causal_mask"};
+  for (const char* name : kOps)
+    if (op.op == name) return op.inputs.size() == 1 && op.outputs.size() == 1;
+  return false;
+}
+
+// A value no op makes and no task input names: a weight or parameter of the task.
+bool is_parameter(const TaskContext& ctx, const std::map<std::string, const OpSpec*>& producer,
+                  const std::string& value) {
+  if (producer.count(value)) return false;
+  for (const auto& in : ctx.task().inputs)
+    if (in.name == value) return false;
+  return true;
+}
+
+bool is_normalization(const std::string& op) {
+  return op == "batch_norm" || op == "group_norm" || op == "instance_norm" || op == "layer_norm";
+}
+
 // RMS of a GEMM operand on the evaluator's trials: task inputs are uniform in [0, 1] or [-1, 1]
-// (RMS 1/sqrt(3) either way), a Linear's weight is PyTorch's default uniform(+-1/sqrt(fan_in)), and
-// a value computed inside the task (activations, attention scores) is taken as 0.5, fitted to the
-// attention products of L3_043 to L3_047, which pass on the H200 with K = 64 to 128.
-double operand_rms(const TaskContext& ctx, const std::string& value, double fan_in) {
+// (RMS 1/sqrt(3) either way), a Linear's weight is PyTorch's default uniform(+-1/sqrt(fan_in)), a
+// softmax's output over N entries (probabilities summing to 1) at most 1/sqrt(N) (one entry near
+// 1), reached through ops that only move values (attention's weights, L3_043), and any other value
+// computed inside the task (activations, attention scores) is taken as 0.5, fitted to the attention
+// products of L3_043 to L3_047, which pass on the H200 with K = 64 to 128.
+double operand_rms(const TaskContext& ctx, const std::map<std::string, const OpSpec*>& producer,
+                   const std::string& value, double fan_in) {
   if (value.size() > 7 && value.compare(value.size() - 7, 7, ".weight") == 0) return 1 / std::sqrt(3 * fan_in);
   for (const auto& in : ctx.task().inputs)
     if (in.name == value) return 1 / std::sqrt(3.0);
+  std::string v = value;
+  for (int hops = 0; hops < 8; ++hops) {
+    auto it = producer.find(v);
+    if (it == producer.end() || it->second->inputs.empty()) break;
+    const OpSpec& op = *it->second;
+    if (op.op == "softmax") {
+      const std::vector<int64_t>* shape = ctx.shape(op.inputs[0]);
+      if (!shape || shape->empty()) break;
+      int64_t dim = attr_int_or(op.attrs, "dim", -1);
+      if (dim < 0) dim += static_cast<int64_t>(shape->size());
+      if (dim < 0 || dim >= static_cast<int64_t>(shape->size())) break;
+      return 1 / std::sqrt(static_cast<double>(std::max<int64_t>(1, (*shape)[static_cast<size_t>(dim)])));
+    }
+    if (!moves_values(op)) break;
+    v = op.inputs[0];
+  }
   return 0.5;
 }
 
 }  // namespace
 
-double SimModel::tf32_abs_error(const TaskContext& ctx, const OpSpec& op, bool library) const {
+double SimModel::product_abs_error(const TaskContext& ctx, const OpSpec& op, const std::string& precision, bool library,
+                                   double* largest) const {
+  if (largest) *largest = 0;
   const std::vector<int64_t>* a = op.inputs.empty() ? nullptr : ctx.shape(op.inputs[0]);
   if (!a || a->empty()) return 0;
   double k = 0, m = 0, n = 0;
@@ -1217,11 +1297,79 @@ double SimModel::tf32_abs_error(const TaskContext& ctx, const OpSpec& op, bool l
   } else {
     return 0;
   }
-  // cuBLAS runs a matrix-vector product on CUDA cores: exact as FP32.
-  if (library && (m <= 1 || n <= 1)) return 0;
+  double rms_a = operand_rms(ctx, ctx.producer_, op.inputs[0], k), rms_b = operand_rms(ctx, ctx.producer_, b_name, k);
+  // The largest output, as if the K products added up in one direction.
+  if (largest) *largest = k * rms_a * rms_b;
+  // cuBLAS runs a TF32 matrix-vector product on CUDA cores: exact as FP32. A 16-bit one still
+  // rounds its operands.
+  if (library && precision == "tf32" && (m <= 1 || n <= 1)) return 0;
   // Each product a*b takes two roundings; K of them add up like a random walk.
-  return kTf32TailSigmas * kTf32Unit * std::sqrt(2 * k) * operand_rms(ctx, op.inputs[0], k) *
-         operand_rms(ctx, b_name, k);
+  double unit = precision == "bf16" ? kBf16Unit : kTf32Unit;
+  double spread = std::sqrt(k) * rms_a * rms_b;  // one output's typical size
+  return kTf32TailSigmas * unit * std::sqrt(2 * k) * rms_a * rms_b * error_downstream(ctx, op.outputs[0], spread);
+}
+
+// What the ops after a product (walked while each value has one consumer) do to its outputs'
+// error, as a factor:
+// - ops that only move values (reshape, transpose, ...), scalar scalings (mul_scalar, div_scalar,
+//   add_scalar) and a product with a parameter (a per-channel scale) pass it on: value and error
+//   scale alike;
+// - a sum over a dim of N adds up N outputs' independent errors: sqrt(N) (L2_014 and L2_018 sum a
+//   Linear's 8192 outputs; their TF32 plans miss atol on the H200 where one output's error alone
+//   would pass);
+// - a normalization (batch, group, instance or layer norm) divides by the outputs' spread, so the
+//   error after it is relative to that spread: 1 / spread (a Linear's outputs spread about 1/3 on
+//   the evaluator's trials, and GEMM + BatchNorm or GroupNorm tasks, L2_030 to L2_097, miss atol
+//   with BF16 products on the H200 where the bare product passes; TF32's and FP16's 8x smaller
+//   rounding passes);
+// - a softmax turns the error relative to each probability, and what follows weights them
+//   (attention's product with V, NetVLAD's aggregation): 0; so does the largest or smallest of a
+//   normalized row (L2_075's min over GroupNorm's outputs), an output a few spreads from zero
+//   where rtol adds to atol;
+// - every other op (an activation squashes, an added bias or tensor adds a spread of its own)
+//   stops the walk.
+double SimModel::error_downstream(const TaskContext& ctx, const std::string& value, double spread) const {
+  std::string v = value;
+  double factor = 1;
+  bool normalized = false;
+  for (int hops = 0; hops < 12; ++hops) {
+    const OpSpec* next = nullptr;
+    int consumers = 0;
+    for (const OpSpec& op : ctx.task().ops)
+      for (const std::string& in : op.inputs)
+        if (in == v) next = &op, ++consumers;
+    if (consumers != 1 || next->outputs.size() != 1) return factor;
+    if (next->op == "softmax") return 0;
+    if (normalized && (next->op == "amax" || next->op == "amin")) return 0;
+    if (next->inputs.size() == 1 && next->op == "sum") {
+      const std::vector<int64_t>* shape = ctx.shape(v);
+      if (!shape || shape->empty()) return factor;
+      int64_t dim = attr_int_or(next->attrs, "dim", -1);
+      if (dim < 0) dim += static_cast<int64_t>(shape->size());
+      if (dim < 0 || dim >= static_cast<int64_t>(shape->size())) return factor;
+      return factor * std::sqrt(static_cast<double>((*shape)[static_cast<size_t>(dim)]));
+    }
+    if (is_normalization(next->op) && next->inputs.size() == 1) {
+      if (normalized || spread <= 0) return factor;
+      factor /= spread;
+      normalized = true;
+      v = next->outputs[0];
+      continue;
+    }
+    bool scaling = next->op == "mul_scalar" || next->op == "div_scalar" || next->op == "add_scalar";
+    bool by_parameter = next->op == "mul" && next->inputs.size() == 2 &&
+                        is_parameter(ctx, ctx.producer_, next->inputs[next->inputs[0] == v ? 1 : 0]);
+    bool moves = next->inputs.size() == 1 && moves_values(*next);
+    if (!(scaling && next->inputs.size() == 1) && !by_parameter && !moves) return factor;
+    v = next->outputs[0];
+  }
+  return factor;
+}
+
+double SimModel::precision_rel_error(const std::string& precision) const {
+  if (precision == "bf16") return profile_.bf16_rel_error;
+  if (precision == "tf32" || precision == "fp16") return profile_.tf32_rel_error;
+  return profile_.fp32_rel_error;
 }
 
 Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& ctx, const Plan& plan,
@@ -1264,18 +1412,22 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
     fail("buffer " + b.name + ": out of memory: " + why);
   }
   for (const auto& step : plan.steps) {
-    if (step.kind == "library" && step.precision == "tf32") {
-      c.rel_error = std::max(c.rel_error, profile_.tf32_rel_error);
-      double abs_error = tf32_abs_error(ctx, step.op, /*library=*/true);
-      char buf[160];
-      if (profile_.tf32_rel_error > tolerance) {
-        std::snprintf(buf, sizeof buf, "expected relative error %.1e exceeds the tolerance %.1e",
-                      profile_.tf32_rel_error, tolerance);
-        fail("library step " + step.op.op + ": tf32 precision: " + buf);
+    if (step.kind == "library" && step.precision != "fp32") {
+      double rel = precision_rel_error(step.precision), largest = 0;
+      c.rel_error = std::max(c.rel_error, rel);
+      double abs_error = product_abs_error(ctx, step.op, step.precision, /*library=*/true, &largest);
+      const std::string what = "library step " + step.op.op + ": " + step.precision + " precision: ";
+      char buf[200];
+      if (rel > tolerance) {
+        std::snprintf(buf, sizeof buf, "expected relative error %.1e exceeds the tolerance %.1e", rel, tolerance);
+        fail(what + buf);
+      } else if (step.precision == "fp16" && largest > kFp16Max) {
+        std::snprintf(buf, sizeof buf, "outputs of up to ~%.1e overflow fp16 (largest finite 65504) to inf", largest);
+        fail(what + buf);
       } else if (abs_error > tol.atol) {
         std::snprintf(buf, sizeof buf, "expected largest |error| %.1e near zero outputs exceeds atol %.1e", abs_error,
                       tol.atol);
-        fail("library step " + step.op.op + ": tf32 precision: " + buf);
+        fail(what + buf);
       }
     }
     if (step.kind != "kernel") continue;
@@ -1297,25 +1449,26 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
       fail("kernel " + k->name + ": too many resources requested for launch (" + std::to_string(threads) +
            " threads, " + std::to_string(k->shared_bytes) + " bytes of shared memory)");
     }
-    // Precision is physics, whatever the verdict says: tf32 products and fast-math intrinsics.
-    double err = profile_.fp32_rel_error;
-    if (k->precision == "tf32" || k->tensor_cores) err = std::max(err, profile_.tf32_rel_error);
+    // Precision is physics, whatever the verdict says: tensor-core products (tf32, bf16, fp16) and
+    // fast-math intrinsics. A kernel that says tensor cores without a precision is tf32.
+    const std::string products = k->precision != "fp32" ? k->precision : k->tensor_cores ? "tf32" : "fp32";
+    double err = precision_rel_error(products);
     if (knob_is(*k, "ew.math", "fast")) err = std::max(err, profile_.fast_math_rel_error);
     c.rel_error = std::max(c.rel_error, err);
     if (err > tolerance) {
       char buf[160];
       std::snprintf(buf, sizeof buf, "expected relative error %.1e exceeds the tolerance %.1e", err, tolerance);
-      fail("kernel " + k->name + ": " +
-           (k->precision == "tf32" || k->tensor_cores ? "tf32 precision: " : "fast math: ") + buf);
-    } else if ((k->precision == "tf32" || k->tensor_cores) && !k->fused_values.empty()) {
+      fail("kernel " + k->name + ": " + (products != "fp32" ? products + " precision: " : "fast math: ") + buf);
+    } else if (products != "fp32" && !k->fused_values.empty()) {
       auto producer = ctx.producer_.find(k->fused_values[0]);
-      double abs_error =
-          producer == ctx.producer_.end() ? 0 : tf32_abs_error(ctx, *producer->second, /*library=*/false);
+      double abs_error = producer == ctx.producer_.end()
+                             ? 0
+                             : product_abs_error(ctx, *producer->second, products, /*library=*/false, nullptr);
       if (abs_error > tol.atol) {
         char buf[160];
         std::snprintf(buf, sizeof buf, "expected largest |error| %.1e near zero outputs exceeds atol %.1e", abs_error,
                       tol.atol);
-        fail("kernel " + k->name + ": tf32 precision: " + buf);
+        fail("kernel " + k->name + ": " + products + " precision: " + buf);
       }
     }
     if (k->verdict.guaranteed) continue;

@@ -68,7 +68,12 @@ struct StepPrediction {
   double body_us = 0;
   double DeviceProfile::*efficiency = nullptr;
   bool empty_launch = false;  // a kernel launch of no blocks or no threads
-  double time_us = 0;         // launch_us + exec_us
+  // A 16-bit library product's casts of its operands and output (counted in launches too): they
+  // add max(cast_launches x launch.kernel_floor_us, cast_body_us / efficiency.library_other) to
+  // exec_us. cast_body_us reads no launch figure and no efficiency term.
+  int cast_launches = 0;
+  double cast_body_us = 0;
+  double time_us = 0;  // launch_us + exec_us
   double dram_bytes = 0;
   double l2_bytes = 0;  // bytes served by L2 (re-reads, resident buffers)
   double flops = 0;
@@ -148,12 +153,22 @@ class SimModel {
 
   Result<CorrectnessPrediction> predict_correctness(const TaskContext& ctx, const Plan& plan,
                                                     const Tolerance& tol) const;
-  // The largest absolute error TF32 products add to the output of a matrix product (linear,
-  // matmul) on the evaluator's trials: 2 * 2^-11 * sqrt(2K) * rms(A) * rms(B) (two roundings per
-  // product, K products adding up like a random walk, the largest of millions of outputs about 2
-  // standard deviations out); 0 for other ops and, in the library (cuBLAS runs it on CUDA cores),
-  // for a matrix-vector product. An output near zero fails when this exceeds atol.
-  double tf32_abs_error(const TaskContext& ctx, const OpSpec& op, bool library) const;
+  // The largest absolute error tensor-core products (precision tf32, bf16 or fp16) add to the
+  // output of a matrix product (linear, matmul) on the evaluator's trials: 2 * u * sqrt(2K) *
+  // rms(A) * rms(B), u the operands' unit roundoff (2^-11 for tf32 and fp16, 2^-8 for bf16): two
+  // roundings per product, K products adding up like a random walk, the largest of millions of
+  // outputs about 2 standard deviations out. 0 for other ops and, in the library (cuBLAS runs it
+  // on CUDA cores), for a TF32 matrix-vector product. An output near zero fails when this exceeds
+  // atol. largest (when given): the largest output, K * rms(A) * rms(B), which a 16-bit library
+  // output must hold (fp16 overflows past 65504).
+  double product_abs_error(const TaskContext& ctx, const OpSpec& op, const std::string& precision, bool library,
+                           double* largest) const;
+  // The factor the ops after a product's output `value` apply to its error (sim_model.cc says
+  // which): sqrt(N) for a sum over N outputs, 1 / spread after a normalization (spread: one
+  // output's typical size), 0 after a softmax, 1 when the walk stops.
+  double error_downstream(const TaskContext& ctx, const std::string& value, double spread) const;
+  // The profile's relative error of products in this precision (fp16 takes tf32's: the same mantissa).
+  double precision_rel_error(const std::string& precision) const;
 
   // Blocks of `threads` threads using `registers` per thread and `shared_bytes` each that fit on
   // one SM (0: the launch is refused).

@@ -16,6 +16,7 @@ namespace vinci {
 namespace {
 
 using simtest::suite;
+using simtest::task;
 
 uint64_t test_seed() {
   const char* env = std::getenv("VINCI_TEST_SEED");
@@ -90,6 +91,45 @@ TEST(Compile, TwentyRandomSettingsPerFamilyCompile) {
     std::printf("NVRTC sm_90 compile time per kernel over %zu kernels: median %.1f ms, p95 %.1f ms\n", t.size(),
                 t[t.size() / 2], t[std::min(t.size() - 1, t.size() * 95 / 100)]);
   }
+}
+
+// The tensor-core paths through NVRTC in each precision (tf32 m16n16k8; bf16 and fp16 m16n16k16,
+// their tiles in shared memory as 16-bit values): plain, batched, transposed, matrix-vector and
+// fused-epilogue products, at the default tiles and at the largest tiles with tile_k 8 (raised to
+// 16 for the 16-bit paths), 64 threads (raised) and no edge checks.
+TEST(Compile, GemmKernelsCompileInEveryTensorCorePrecision) {
+  NvrtcCompiler nvrtc;
+  int kernels = 0;
+  for (const char* precision : {"tf32", "bf16", "fp16"}) {
+    for (const char* id : {"L1_001", "L1_003", "L1_004", "L1_018", "L2_081"}) {
+      for (bool large : {false, true}) {
+        std::map<std::string, std::string> knobs = {{"gemm.tensor_cores", precision}};
+        if (large)
+          knobs.insert({{"gemm.tile_m", "128"},
+                        {"gemm.tile_n", "128"},
+                        {"gemm.tile_k", "8"},
+                        {"gemm.threads", "64"},
+                        {"gemm.bounds", "unchecked"}});
+        Result<Plan> p = generate_plan(task(id), knobs);
+        ASSERT_TRUE(p.ok()) << id << " " << precision << ": " << p.status().to_string();
+        for (const auto& k : p->kernels) {
+          if (k.family != KernelFamily::kGemm) continue;
+          EXPECT_EQ(k.precision, precision);
+          EXPECT_TRUE(k.tensor_cores);
+          if (std::string(precision) != "tf32") {
+            EXPECT_GE(k.tile[2], 16) << id;  // a 16-deep fragment
+            EXPECT_NE(k.source.find(std::string(precision) == "bf16" ? "__nv_bfloat16" : "__half"), std::string::npos);
+          }
+          Result<std::shared_ptr<const CompiledKernel>> r = nvrtc.compile(k.source, k.name + ".cu");
+          ASSERT_TRUE(r.ok()) << id << " " << precision << (large ? " large" : "") << ":\n"
+                              << r.status().message() << "\n"
+                              << k.source;
+          ++kernels;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(kernels, 30);
 }
 
 TEST(Compile, EveryRowTaskCompilesWithTheInnerTileStrategy) {

@@ -136,6 +136,29 @@ TEST(Executor, Float64ReferenceComputesInDouble) {
   EXPECT_FALSE(torch::equal(ref->to(torch::kFloat64), *ref64));  // FP32 rounding shows
 }
 
+// A 16-bit library step: operands and weights rounded to BF16, the product computed in BF16, its
+// output widened to FP32 (the CPU has BF16 products; FP16 ones run on the GPU).
+TEST(Executor, Bf16LibraryStepRoundsOperandsAndWeights) {
+  TaskInstance inst = instance("L2_081");
+  const OpSpec* linear = nullptr;
+  for (const OpSpec& op : inst.task().ops)
+    if (op.op == "linear") linear = &op;
+  ASSERT_NE(linear, nullptr);
+  Result<std::vector<at::Tensor>> in = inst.make_inputs(InputDistribution::kSigned, 3);
+  ASSERT_TRUE(in.ok());
+  Result<std::vector<at::Tensor>> out = inst.run_op(*linear, {(*in)[0]}, StepType::kBFloat16);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_EQ(out->size(), 1u);
+  EXPECT_EQ((*out)[0].scalar_type(), torch::kFloat32);
+  torch::Tensor w = weight(inst, linear->module + ".weight"), b = weight(inst, linear->module + ".bias");
+  torch::Tensor by_hand =
+      torch::linear((*in)[0].to(torch::kBFloat16), w.to(torch::kBFloat16), b.to(torch::kBFloat16)).to(torch::kFloat32);
+  expect_equal((*out)[0], by_hand, "bf16 linear");
+  Result<std::vector<at::Tensor>> fp32 = inst.run_op(*linear, {(*in)[0]});
+  ASSERT_TRUE(fp32.ok());
+  EXPECT_FALSE(torch::equal((*out)[0], (*fp32)[0]));  // the rounding shows
+}
+
 TEST(Executor, UniformInputsAreTorchRandAfterManualSeed) {
   TaskInstance inst = instance("L1_002");
   Result<std::vector<at::Tensor>> in = inst.make_inputs(InputDistribution::kUniform01, 1234);

@@ -52,8 +52,10 @@ int64_t search_bound(const Task& t) {
     if (std::string(family) != "gemm") without_gemm += n - 1;
   }
   int64_t fusions = space.index_of("fusion") >= 0 ? 2 : 1;
-  bool library_gemm = space.index_of("gemm.impl") >= 0;  // two more structures: fp32 and tf32
-  return 1 + fusions * (all + (library_gemm ? 2 * without_gemm : 0));
+  // One more structure per precision of the library step (gemm.tensor_cores: fp32, tf32, bf16, fp16).
+  int64_t precisions = static_cast<int64_t>(family_knobs("gemm")[4].choices.size());
+  bool library_gemm = space.index_of("gemm.impl") >= 0;
+  return 1 + fusions * (all + (library_gemm ? precisions * without_gemm : 0));
 }
 
 // render -> parse -> match for one generated plan; returns the parsed plan.
@@ -130,7 +132,7 @@ TEST(ModelPlan, RandomSettingsRoundTripAndMatchWithAndWithoutTheHint) {
 TEST(ModelPlan, SearchBoundIsTheDocumentedOne) {
   int64_t largest = 0;
   for (const Task& t : suite().tasks) largest = std::max(largest, search_bound(t));
-  EXPECT_EQ(largest, 4367);
+  EXPECT_EQ(largest, 7711);
   EXPECT_EQ(search_bound(task("L1_019")), 1 + 1 * (2 + 191));
   EXPECT_EQ(search_bound(task("L1_033")), 1 + 2);
 }
@@ -274,7 +276,34 @@ TEST(ModelPlan, Tf32LibraryStepsParseRenderAndMatch) {
   EXPECT_EQ(error_of("```launch\nlibrary batch_norm tf32 -> y\n```\n", "L1_033"),
             "launch block, line 2, column 20: tf32 applies to matrix products (linear, matmul) only, not 'batch_norm'");
   EXPECT_EQ(error_of("```launch\nlibrary batch_norm bf16 -> y\n```\n", "L1_033"),
-            "launch block, line 2, column 20: expected '->' or the precision tf32 after the op, found 'bf16'");
+            "launch block, line 2, column 20: bf16 applies to matrix products (linear, matmul) only, not 'batch_norm'");
+  EXPECT_EQ(
+      error_of("```launch\nlibrary batch_norm fp8 -> y\n```\n", "L1_033"),
+      "launch block, line 2, column 20: expected '->' or a precision (tf32, bf16, fp16) after the op, found 'fp8'");
+  EXPECT_EQ(
+      error_of("```launch\nlibrary batch_norm fp32 -> y\n```\n", "L1_033"),
+      "launch block, line 2, column 20: expected '->' or a precision (tf32, bf16, fp16) after the op, found 'fp32'");
+}
+
+// 16-bit library products: the precision survives the model-facing format and the structure search.
+TEST(ModelPlan, HalfPrecisionLibraryStepsParseRenderAndMatch) {
+  const Task& t = task("L2_081");
+  for (const char* precision : {"bf16", "fp16"}) {
+    SCOPED_TRACE(precision);
+    Result<Plan> gen = generate_plan(
+        t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", precision}});
+    ASSERT_TRUE(gen.ok());
+    EXPECT_EQ(gen->steps[0].precision, precision);
+    Result<std::string> text = render_model_plan(*gen);
+    ASSERT_TRUE(text.ok()) << text.status().to_string();
+    EXPECT_NE(text->find(std::string("library linear ") + precision + " -> "), std::string::npos) << *text;
+    Result<Plan> parsed = parse_model_plan(*text, t);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().to_string();
+    EXPECT_TRUE(same_plan_content(*parsed, *gen));
+    std::optional<Plan> m = match_generated_plan(t, strip_plan_metadata(*parsed));
+    ASSERT_TRUE(m.has_value());
+    EXPECT_EQ(plan_address(*m), plan_address(*gen));
+  }
 }
 
 TEST(ModelPlan, LibraryStepsParseAndRender) {

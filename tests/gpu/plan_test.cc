@@ -196,7 +196,7 @@ TEST(Plan, LibraryPrecisionIsCheckedWhereItIsRead) {
       generate_plan(t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", "tf32"}});
   ASSERT_TRUE(lib.ok());
   nlohmann::json j = plan_to_json(*lib);
-  j["steps"][0]["precision"] = "bf16";
+  j["steps"][0]["precision"] = "fp8";
   Result<Plan> bad = plan_from_json(j);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("steps[0].precision"), std::string::npos) << bad.status().message();

@@ -47,9 +47,15 @@ std::vector<CalibrationSample> synthetic(const DeviceProfile& truth, uint64_t se
       RngKey key = RngKey::root(seed).with("task", t->id).with("size", size_name(size));
       Stream draws(key.with("purpose", "knobs"));
       int n = size == SizeName::kFull ? 12 : 3;
-      for (int i = 0; i < n; ++i) {
+      // A task with a library GEMM also has its 16-bit library plans, whose casts the search
+      // must price as the model does.
+      bool library_gemm = space.index_of("gemm.impl") >= 0;
+      for (int i = 0; i < n + (library_gemm ? 2 : 0); ++i) {
         KnobSetting setting = i == 0 ? default_setting(space) : random_setting(space, draws);
-        Result<Plan> plan = generate_plan(*t, setting);
+        Result<Plan> plan =
+            i < n ? generate_plan(*t, setting)
+                  : generate_plan(*t, std::map<std::string, std::string>{
+                                          {"gemm.impl", "library"}, {"gemm.tensor_cores", i == n ? "bf16" : "fp16"}});
         VINCI_REQUIRE(plan.ok(), plan.status().to_string());
         Result<PlanPrediction> p = model.predict(*ctx, *plan);
         VINCI_REQUIRE(p.ok(), p.status().to_string());
