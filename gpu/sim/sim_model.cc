@@ -1240,6 +1240,17 @@ bool is_normalization(const std::string& op) {
   return op == "batch_norm" || op == "group_norm" || op == "instance_norm" || op == "layer_norm";
 }
 
+// The extent of the dim an op's "dim" attribute names (negative counts from the end) in the
+// shape of `value`; 0 when the shape or the dim is unknown.
+int64_t dim_extent(const TaskContext& ctx, const std::string& value, const nlohmann::json& attrs) {
+  const std::vector<int64_t>* shape = ctx.shape(value);
+  if (!shape || shape->empty()) return 0;
+  int64_t dim = attr_int_or(attrs, "dim", -1);
+  if (dim < 0) dim += static_cast<int64_t>(shape->size());
+  if (dim < 0 || dim >= static_cast<int64_t>(shape->size())) return 0;
+  return (*shape)[static_cast<size_t>(dim)];
+}
+
 // RMS of a GEMM operand on the evaluator's trials: task inputs are uniform in [0, 1] or [-1, 1]
 // (RMS 1/sqrt(3) either way), a Linear's weight is PyTorch's default uniform(+-1/sqrt(fan_in)), a
 // softmax's output over N entries (probabilities summing to 1) at most 1/sqrt(N) (one entry near
@@ -1257,12 +1268,9 @@ double operand_rms(const TaskContext& ctx, const std::map<std::string, const OpS
     if (it == producer.end() || it->second->inputs.empty()) break;
     const OpSpec& op = *it->second;
     if (op.op == "softmax") {
-      const std::vector<int64_t>* shape = ctx.shape(op.inputs[0]);
-      if (!shape || shape->empty()) break;
-      int64_t dim = attr_int_or(op.attrs, "dim", -1);
-      if (dim < 0) dim += static_cast<int64_t>(shape->size());
-      if (dim < 0 || dim >= static_cast<int64_t>(shape->size())) break;
-      return 1 / std::sqrt(static_cast<double>(std::max<int64_t>(1, (*shape)[static_cast<size_t>(dim)])));
+      int64_t n = dim_extent(ctx, op.inputs[0], op.attrs);
+      if (n == 0) break;
+      return 1 / std::sqrt(static_cast<double>(std::max<int64_t>(1, n)));
     }
     if (!moves_values(op)) break;
     v = op.inputs[0];
@@ -1342,12 +1350,8 @@ double SimModel::error_downstream(const TaskContext& ctx, const std::string& val
     if (next->op == "softmax") return 0;
     if (normalized && (next->op == "amax" || next->op == "amin")) return 0;
     if (next->inputs.size() == 1 && next->op == "sum") {
-      const std::vector<int64_t>* shape = ctx.shape(v);
-      if (!shape || shape->empty()) return factor;
-      int64_t dim = attr_int_or(next->attrs, "dim", -1);
-      if (dim < 0) dim += static_cast<int64_t>(shape->size());
-      if (dim < 0 || dim >= static_cast<int64_t>(shape->size())) return factor;
-      return factor * std::sqrt(static_cast<double>((*shape)[static_cast<size_t>(dim)]));
+      int64_t n = dim_extent(ctx, v, next->attrs);
+      return n == 0 ? factor : factor * std::sqrt(static_cast<double>(n));
     }
     if (is_normalization(next->op) && next->inputs.size() == 1) {
       if (normalized || spread <= 0) return factor;
