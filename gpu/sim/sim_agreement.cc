@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -123,6 +124,56 @@ AgreementTable table_of(Pool& pool, const std::vector<double>& thresholds) {
 
 std::string agreement_table_markdown(const AgreementTable& t) {
   std::string s = "| family | plans | timed | median abs ln(sim / measured speedup) | correctness agrees %";
+  for (double p : t.thresholds) s += " | fast_" + threshold_name(p) + " agrees %";
+  s += " |\n|---|---:|---:|---:|---:";
+  for (size_t i = 0; i < t.thresholds.size(); ++i) s += "|---:";
+  s += "|\n";
+  for (const auto& r : t.rows) {
+    s += "| " + r.family + " | " + std::to_string(r.plans) + " | " + std::to_string(r.timed) + " | " +
+         fixed(r.median_log_error, "%.3f") + " | " + percent(r.correct_agree, r.plans);
+    for (size_t i = 0; i < t.thresholds.size(); ++i) s += " | " + percent(r.fast_p_agree.at(i), r.plans);
+    s += " |\n";
+  }
+  return s;
+}
+
+AgreementTable live_repeatability(const std::vector<const MeasuredPlan*>& plans,
+                                  const std::vector<double>& thresholds) {
+  // A plan's identity: its task, size and address (two rows of one plan generate one address).
+  std::map<std::tuple<std::string, int, std::string>, std::vector<const MeasuredPlan*>> measured;
+  for (const MeasuredPlan* p : plans) {
+    if (!p->live_compiled) continue;
+    measured[{p->task->id, static_cast<int>(p->size), plan_address(p->plan).hex()}].push_back(p);
+  }
+  Pool pool;
+  for (const auto& [key, rows] : measured) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      for (size_t j = i + 1; j < rows.size(); ++j) {
+        const MeasuredPlan& a = *rows[i];
+        const MeasuredPlan& b = *rows[j];
+        for (const std::string& family : {a.family, std::string("all")}) {
+          FamilyAgreement& row = pool.rows[family];
+          row.family = family;
+          row.fast_p_agree.resize(thresholds.size());
+          ++row.plans;
+          if (a.live_correct == b.live_correct) ++row.correct_agree;
+          if (a.live_correct && b.live_correct) {
+            ++row.timed;
+            pool.errors[family].push_back(std::abs(std::log(a.live_speedup / b.live_speedup)));
+          }
+          for (size_t t = 0; t < thresholds.size(); ++t)
+            if (fast_p_verdict(a.live_correct, a.live_decoy, a.live_speedup, thresholds[t]) ==
+                fast_p_verdict(b.live_correct, b.live_decoy, b.live_speedup, thresholds[t]))
+              ++row.fast_p_agree[t];
+        }
+      }
+    }
+  }
+  return table_of(pool, thresholds);
+}
+
+std::string repeatability_table_markdown(const AgreementTable& t) {
+  std::string s = "| family | pairs | both correct | median abs ln(speedup ratio) | correctness agrees %";
   for (double p : t.thresholds) s += " | fast_" + threshold_name(p) + " agrees %";
   s += " |\n|---|---:|---:|---:|---:";
   for (size_t i = 0; i < t.thresholds.size(); ++i) s += "|---:";
@@ -297,6 +348,7 @@ Result<HeldOutReport> held_out_calibration(const DeviceProfile& start, const std
     VINCI_RETURN_IF_ERROR(judge(fit->fitted, half[h], thresholds, &held));
   }
   report.held_out = table_of(held, thresholds);
+  report.repeats = live_repeatability(all, thresholds);
   std::vector<CalibrationSample> every = samples_of(all);
   if (every.empty()) return invalid_argument("calibration: no correct plan to fit to");
   VINCI_ASSIGN_OR_RETURN(report.fit_all, calibrate(start, every, options.fit));
@@ -398,6 +450,13 @@ std::string held_out_report_markdown(const HeldOutReport& r, const AgreementGoal
   } else {
     os << "**Missed (" << r.shortfalls.size() << "):**\n\n";
     for (const auto& s : r.shortfalls) os << "- " << s << "\n";
+  }
+  if (!r.repeats.rows.empty()) {
+    os << "\n### The GPU against itself: plans measured more than once\n\n"
+       << "Every pair of measurements of one plan (the same task, size and generated plan, in one sweep or in "
+          "several), compared as the sim is compared above. Where the GPU's own verdicts part, no model can agree "
+          "with both: a goal above the GPU's own agreement is a goal for the measurement.\n\n"
+       << repeatability_table_markdown(r.repeats);
   }
   os << "\nThe profile fitted to every correct plan: mean squared log error " << fixed(r.fit_all.loss_before, "%.4f")
      << " -> " << fixed(r.fit_all.loss_after, "%.4f") << " (" << r.fit_all.rounds << " rounds, "

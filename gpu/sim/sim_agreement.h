@@ -116,6 +116,17 @@ std::string plan_verdicts_jsonl(const std::vector<PlanVerdicts>& plans);
 Result<AgreementTable> sim_agreement(const DeviceProfile& profile, const std::vector<const MeasuredPlan*>& plans,
                                      const std::vector<double>& thresholds);
 
+// How the GPU agrees with itself: the plans measured in more than one row (the same task, size and
+// generated plan, in one sweep or in several), each pair of a plan's measurements compared the way
+// the sim is compared with the GPU. Where the GPU's own verdicts part (a plan measured at 1.01x in
+// one sweep and 0.99x in another), no model can agree with both. The rows read: plans = the pairs
+// compared; timed = the pairs correct in both; median_log_error = the median |ln(speedup a /
+// speedup b)| over those; the agreement counts are of pairs. `plans` of the table is empty.
+AgreementTable live_repeatability(const std::vector<const MeasuredPlan*>& plans, const std::vector<double>& thresholds);
+
+// Markdown: one row per family and "all", as agreement_table_markdown with the pair counts.
+std::string repeatability_table_markdown(const AgreementTable& t);
+
 struct HeldOutOptions {
   uint64_t split_seed = 0;  // the keyed hash that halves the tasks
   CalibrationOptions fit;
@@ -149,6 +160,7 @@ struct HeldOutReport {
   int halves[2] = {0, 0};   // tasks in each half
   AgreementTable before;    // the starting profile on every plan
   AgreementTable held_out;  // each half judged by the profile fitted to the other
+  AgreementTable repeats;   // the GPU against itself (live_repeatability)
   DeviceProfile fitted;     // fitted to every correct plan (what a user would install)
   CalibrationReport fit_all;
   std::vector<std::string> shortfalls;  // held-out goals missed, one line each; empty: all met

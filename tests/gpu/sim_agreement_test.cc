@@ -100,6 +100,60 @@ TEST(SimAgreement, TheSimAgreesWithItselfAndSeesADistortion) {
   EXPECT_NE(md.find("Missed"), std::string::npos);
 }
 
+// The GPU against itself: every pair of rows of one plan is compared, and only those.
+TEST(SimAgreement, RepeatabilityComparesEveryPairOfMeasurementsOfOnePlan) {
+  std::string dir = make_temp_dir("agreement_repeats");
+  const std::string once = sweep(1.0), twice = sweep(2.0);
+  Result<MeasuredPlans> single = load_measured_plans(write(dir, "single.jsonl", once), simtest::suite());
+  ASSERT_TRUE(single.ok()) << single.status().to_string();
+  const int n = static_cast<int>(single->plans.size());
+  ASSERT_GE(n, 10);
+  // One row a plan: nothing to compare.
+  EXPECT_TRUE(live_repeatability(pointers(*single), {1.0, 1.2}).rows.empty());
+
+  // The same sweep twice: n pairs, every verdict and speedup the same.
+  Result<MeasuredPlans> same = load_measured_plans(write(dir, "same.jsonl", once + once), simtest::suite());
+  ASSERT_TRUE(same.ok());
+  AgreementTable t = live_repeatability(pointers(*same), {1.0, 1.2});
+  ASSERT_FALSE(t.rows.empty());
+  const FamilyAgreement& all = t.rows.back();
+  ASSERT_EQ(all.family, "all");
+  EXPECT_EQ(all.plans, n);
+  EXPECT_EQ(all.correct_agree, n);
+  EXPECT_EQ(all.fast_p_agree, (std::vector<int>{n, n}));
+  EXPECT_NEAR(all.median_log_error, 0.0, 1e-12);
+
+  // Once at the measured speedup, once at twice it, once at the measured speedup again: three pairs a
+  // plan, two of them ln 2 apart; a fast_1 verdict parts where s <= 1 < 2s.
+  Result<MeasuredPlans> three = load_measured_plans(write(dir, "three.jsonl", once + twice + once), simtest::suite());
+  ASSERT_TRUE(three.ok());
+  AgreementTable u = live_repeatability(pointers(*three), {1.0});
+  const FamilyAgreement& a = u.rows.back();
+  int timed = 0, parts = 0;
+  for (const MeasuredPlan& p : single->plans) {
+    timed += p.live_correct ? 3 : 0;
+    parts += p.live_correct && !p.live_decoy && p.live_speedup <= 1.0 && 2 * p.live_speedup > 1.0 ? 2 : 0;
+  }
+  EXPECT_EQ(a.plans, 3 * n);
+  EXPECT_EQ(a.timed, timed);
+  EXPECT_NEAR(a.median_log_error, std::log(2.0), 1e-9);  // two of every three pairs
+  EXPECT_EQ(a.fast_p_agree[0], 3 * n - parts);
+  EXPECT_GT(parts, 0);  // the sweep has plans between 0.5x and 1x, so the check can fail
+  int family_pairs = 0;
+  for (const auto& r : u.rows)
+    if (r.family != "all") family_pairs += r.plans;
+  EXPECT_EQ(family_pairs, 3 * n);
+
+  // The held-out report shows it.
+  HeldOutOptions options;
+  options.fit.max_rounds = 1;
+  Result<HeldOutReport> h = held_out_calibration(simtest::h200(), three->plans, options);
+  ASSERT_TRUE(h.ok()) << h.status().to_string();
+  std::string md = held_out_report_markdown(*h, options.goals);
+  EXPECT_NE(md.find("The GPU against itself"), std::string::npos);
+  EXPECT_NE(md.find(repeatability_table_markdown(h->repeats)), std::string::npos);
+}
+
 // A plan that launches none of its own kernels is a decoy in both worlds, on every task (a bare
 // library GEMM here): it never counts toward fast_p, however fast it measured.
 TEST(SimAgreement, DecoysNeverPassFastPInEitherWorld) {
