@@ -122,8 +122,12 @@ AgreementTable table_of(Pool& pool, const std::vector<double>& thresholds) {
 
 }  // namespace
 
-std::string agreement_table_markdown(const AgreementTable& t) {
-  std::string s = "| family | plans | timed | median abs ln(sim / measured speedup) | correctness agrees %";
+namespace {
+
+// One row per family and "all" under the columns named in `head` (family, count, timed, log error,
+// correctness), then one fast_p column per threshold.
+std::string table_markdown(const AgreementTable& t, const std::string& head) {
+  std::string s = head;
   for (double p : t.thresholds) s += " | fast_" + threshold_name(p) + " agrees %";
   s += " |\n|---|---:|---:|---:|---:";
   for (size_t i = 0; i < t.thresholds.size(); ++i) s += "|---:";
@@ -135,6 +139,12 @@ std::string agreement_table_markdown(const AgreementTable& t) {
     s += " |\n";
   }
   return s;
+}
+
+}  // namespace
+
+std::string agreement_table_markdown(const AgreementTable& t) {
+  return table_markdown(t, "| family | plans | timed | median abs ln(sim / measured speedup) | correctness agrees %");
 }
 
 AgreementTable live_repeatability(const std::vector<const MeasuredPlan*>& plans,
@@ -173,18 +183,7 @@ AgreementTable live_repeatability(const std::vector<const MeasuredPlan*>& plans,
 }
 
 std::string repeatability_table_markdown(const AgreementTable& t) {
-  std::string s = "| family | pairs | both correct | median abs ln(speedup ratio) | correctness agrees %";
-  for (double p : t.thresholds) s += " | fast_" + threshold_name(p) + " agrees %";
-  s += " |\n|---|---:|---:|---:|---:";
-  for (size_t i = 0; i < t.thresholds.size(); ++i) s += "|---:";
-  s += "|\n";
-  for (const auto& r : t.rows) {
-    s += "| " + r.family + " | " + std::to_string(r.plans) + " | " + std::to_string(r.timed) + " | " +
-         fixed(r.median_log_error, "%.3f") + " | " + percent(r.correct_agree, r.plans);
-    for (size_t i = 0; i < t.thresholds.size(); ++i) s += " | " + percent(r.fast_p_agree.at(i), r.plans);
-    s += " |\n";
-  }
-  return s;
+  return table_markdown(t, "| family | pairs | both correct | median abs ln(speedup ratio) | correctness agrees %");
 }
 
 std::string plan_verdicts_jsonl(const std::vector<PlanVerdicts>& plans) {
