@@ -39,6 +39,14 @@ torch::ScalarType compute_type(StepType type) {
   return torch::kFloat32;
 }
 
+}  // namespace
+
+StepType step_type(const std::string& precision) {
+  return precision == "bf16" ? StepType::kBFloat16 : precision == "fp16" ? StepType::kFloat16 : StepType::kFloat32;
+}
+
+namespace {
+
 std::string op_where(const Task& t, const OpSpec& op) {
   return t.source_file + ": task '" + t.id + "': op '" + op.op + "'";
 }

@@ -50,9 +50,11 @@ uint64_t input_seed(uint64_t root_seed, const std::string& task_id, int64_t tria
 // PyTorch's weight seed in KernelBench (torch.manual_seed(42) before building the model).
 constexpr uint64_t kWeightSeed = 42;
 
-// A task at concrete sizes on one device, with its weights.
 // The floating type a library step computes in (PlanStep::precision bf16, fp16; FP32 otherwise).
 enum class StepType { kFloat32, kBFloat16, kFloat16 };
+StepType step_type(const std::string& precision);
+
+// A task at concrete sizes on one device, with its weights.
 
 class TaskInstance {
  public:

@@ -324,7 +324,9 @@ Status check_triton_constexpr(const std::string& text) {
   return Status();
 }
 
-bool is_library_precision(const std::string& p) { return p == "fp32" || p == "tf32" || p == "bf16" || p == "fp16"; }
+bool is_library_precision(const std::string& p) { return p == "fp32" || p == "tf32" || is_16bit_precision(p); }
+
+bool is_16bit_precision(const std::string& p) { return p == "bf16" || p == "fp16"; }
 
 bool Plan::library_only() const {
   for (const auto& s : steps)

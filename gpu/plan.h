@@ -131,6 +131,8 @@ struct PlanStep {
 
 // The precisions a library step may ask for.
 bool is_library_precision(const std::string& p);
+// bf16 or fp16: products on 16-bit operands (wmma m16n16k16; a library step casts to and from them).
+bool is_16bit_precision(const std::string& p);
 
 struct Plan {
   std::string task_id;

@@ -847,7 +847,7 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   bool tc = precision != "fp32";
   // 16-bit operands: wmma m16n16k16, tiles kept in shared memory in that type (converted as they are
   // loaded), a k-step of 16. A 16-deep fragment needs tile_k >= 16; it is raised (tile records it).
-  bool half = precision == "bf16" || precision == "fp16";
+  bool half = is_16bit_precision(precision);
   if (half) TK = std::max<int64_t>(TK, 16);
   const std::string ht = precision == "bf16" ? "__nv_bfloat16" : "__half";
   const std::string to_ht = precision == "bf16" ? "__float2bfloat16" : "__float2half";

@@ -360,10 +360,7 @@ struct LiveDevice::Impl {
             }
             bool on;
           } guard(step.precision == "tf32");
-          StepType type = step.precision == "bf16"   ? StepType::kBFloat16
-                          : step.precision == "fp16" ? StepType::kFloat16
-                                                     : StepType::kFloat32;
-          return inst.run_op(step.op, in, type);
+          return inst.run_op(step.op, in, step_type(step.precision));
         }();
         if (!out.ok()) fail("bad_plan", "step " + std::to_string(si) + ": " + out.status().message());
         for (size_t i = 0; i < out->size(); ++i) values[step.op.outputs[i]] = (*out)[i].contiguous();

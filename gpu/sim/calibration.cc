@@ -89,21 +89,18 @@ class Fitter {
   }
 
   // The time SimModel::predict (or reprice, for a reference) gives under `p`, from a tape of a
-  // profile that differs from `p` in launch figures and efficiency terms alone: the same
-  // arithmetic in the same order as the model's kernel_step and library_step, so the same bits.
+  // profile that differs from `p` in launch figures and efficiency terms alone: the model's own
+  // kernel_exec_us and library_exec_us, so the same bits.
   static double replay(const std::vector<StepTape>& tape, const DeviceProfile& p) {
     double time_us = 0;
     for (const StepTape& s : tape) {
       double launch_us, exec_us;
       if (!s.library) {
         launch_us = p.kernel_launch_us;
-        exec_us = s.empty_launch ? 0 : std::max(p.kernel_floor_us, s.body_us / (p.*s.efficiency));
+        exec_us = kernel_exec_us(p, s.empty_launch, s.body_us, p.*s.efficiency);
       } else {
         launch_us = s.launches * (p.kernel_launch_us + p.library_dispatch_us);
-        exec_us = s.launches == 0 ? 0 : std::max(p.kernel_floor_us, s.body_us / (p.*s.efficiency));
-        if (s.launches > 1) exec_us = std::max(exec_us, s.launches * p.kernel_floor_us);
-        if (s.cast_launches > 0)
-          exec_us += std::max(s.cast_launches * p.kernel_floor_us, s.cast_body_us / p.eff_library_other);
+        exec_us = library_exec_us(p, s.launches, s.body_us, p.*s.efficiency, s.cast_launches, s.cast_body_us);
       }
       time_us += launch_us + exec_us;
     }

@@ -410,7 +410,7 @@ class PlanCoster {
     s.body_us = t;
     s.efficiency = eff_term;
     s.empty_launch = g.blocks == 0 || g.threads == 0;
-    s.exec_us = g.blocks == 0 || g.threads == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff);
+    s.exec_us = kernel_exec_us(p_, s.empty_launch, t, eff);
     s.bound = s.exec_us == p_.kernel_floor_us && t / eff < p_.kernel_floor_us ? StepBound::kFloor : body.bound;
     if (occ.bps == 0) s.bound = StepBound::kRefused;  // the device would not launch it: correctness fails it
     s.time_us = s.launch_us + s.exec_us;
@@ -569,7 +569,7 @@ class PlanCoster {
       double side = std::sqrt(tm * tn / warps);
       // 16-bit operands (bf16, fp16) are half the bytes of shared memory and run at the 16-bit
       // tensor peak.
-      bool half = k.precision == "bf16" || k.precision == "fp16";
+      bool half = is_16bit_precision(k.precision);
       double bytes_per_flop = (half ? 1 : 2) * (side + side) / (side * side);
       b.shared_us = flops * bytes_per_flop / (p_.shared_bytes_per_clock * sms * p_.clock_hz);
       rate_sm = (half ? p_.bf16_peak_flops : p_.tf32_peak_flops) * p_.wmma_fraction / sms;
@@ -1016,7 +1016,7 @@ class PlanCoster {
     // 32768 weight: 2.07 ms in BF16 on the H200, 1.18 ms in TF32).
     double cast_bytes = 0;
     int cast_launches = 0;
-    if (gemm && (precision == "bf16" || precision == "fp16")) {
+    if (gemm && is_16bit_precision(precision)) {
       cast_bytes = 1.5 * (in_bytes + out_bytes);
       cast_launches = static_cast<int>(reads.size() + writes.size());
       in_bytes /= 2;
@@ -1049,9 +1049,9 @@ class PlanCoster {
       double waves = std::ceil(work / static_cast<double>(p_.sms));
       double wave_eff = work / (waves * static_cast<double>(p_.sms));
       // 16-bit products: the measured rate of cuBLAS' BF16 GEMMs (FP16 runs at the same peak).
-      double library_rate = precision == "tf32"                          ? p_.tf32_peak_flops * p_.library_tf32_fraction
-                            : precision == "bf16" || precision == "fp16" ? p_.bf16_measured_flops
-                                                                         : p_.fp32_library_flops;
+      double library_rate = precision == "tf32"             ? p_.tf32_peak_flops * p_.library_tf32_fraction
+                            : is_16bit_precision(precision) ? p_.bf16_measured_flops
+                                                            : p_.fp32_library_flops;
       b.compute_us = flops / (library_rate * wave_eff);
       blocks = static_cast<int64_t>(work);
       occ = est_.occupancy({256, 128, 32768});
@@ -1069,8 +1069,6 @@ class PlanCoster {
     double t = b.total() * 1e6;
     s.body_us = t;
     s.efficiency = eff_term;
-    s.exec_us = launches == 0 ? 0 : std::max(p_.kernel_floor_us, t / eff);
-    if (launches > 1) s.exec_us = std::max(s.exec_us, launches * p_.kernel_floor_us);
     if (cast_launches > 0) {
       double cast_elems = cast_bytes / 6;
       int64_t cast_blocks = static_cast<int64_t>(std::max(1.0, ceil_div(cast_elems, kLibraryElementsPerBlock)));
@@ -1078,9 +1076,9 @@ class PlanCoster {
           est_.memory_s(cast_bytes, 0, cast_blocks, est_.occupancy({kLibraryBlockThreads, 32, 0}), 32.0 * 16);
       s.cast_launches = cast_launches;
       s.cast_body_us = std::max(cd, cl) * 1e6;
-      s.exec_us += std::max(cast_launches * p_.kernel_floor_us, s.cast_body_us / p_.eff_library_other);
       b.dram_bytes += cast_bytes;
     }
+    s.exec_us = library_exec_us(p_, launches, t, eff, s.cast_launches, s.cast_body_us);
     s.bound = launches == 0 ? StepBound::kNone : t / eff < p_.kernel_floor_us ? StepBound::kFloor : b.bound;
     s.time_us = s.launch_us + s.exec_us;
     s.dram_bytes = b.dram_bytes;

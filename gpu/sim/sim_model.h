@@ -36,6 +36,23 @@
 
 namespace vinci {
 
+// A step's execution time from its body under the profile's launch floor and efficiency term.
+// SimModel prices with these and calibration replays a step with them when only those figures
+// change, so a replayed time is the priced one bit for bit.
+// A kernel: max(launch.kernel_floor_us, body / efficiency); 0 for an empty launch.
+inline double kernel_exec_us(const DeviceProfile& p, bool empty_launch, double body_us, double efficiency) {
+  return empty_launch ? 0 : std::max(p.kernel_floor_us, body_us / efficiency);
+}
+// A library step: as a kernel, 0 for no launches and at least one floor a launch, plus its casts
+// (a 16-bit product's): max(cast_launches x kernel_floor_us, cast_body_us / efficiency.library_other).
+inline double library_exec_us(const DeviceProfile& p, int launches, double body_us, double efficiency,
+                              int cast_launches, double cast_body_us) {
+  double exec_us = launches == 0 ? 0 : std::max(p.kernel_floor_us, body_us / efficiency);
+  if (launches > 1) exec_us = std::max(exec_us, launches * p.kernel_floor_us);
+  if (cast_launches > 0) exec_us += std::max(cast_launches * p.kernel_floor_us, cast_body_us / p.eff_library_other);
+  return exec_us;
+}
+
 namespace sim_internal {
 class PlanCoster;  // gpu/sim/sim_model.cc: the cost model of one prediction
 }  // namespace sim_internal
@@ -61,16 +78,14 @@ struct StepPrediction {
   int launches = 0;
   double launch_us = 0;  // launch and dispatch overhead
   double exec_us = 0;    // execution on the device
-  // How exec_us follows from the profile: max(launch.kernel_floor_us, body_us / efficiency term)
-  // (0 for an empty launch or no launches; a library step of n > 1 launches at least n floors),
-  // and launch_us is launch.kernel_us (a library step: launches x (kernel_us +
-  // library_dispatch_us)). body_us reads no launch figure and no efficiency term.
+  // How exec_us follows from the profile: kernel_exec_us and library_exec_us below; launch_us is
+  // launch.kernel_us (a library step: launches x (kernel_us + library_dispatch_us)). body_us reads
+  // no launch figure and no efficiency term.
   double body_us = 0;
   double DeviceProfile::*efficiency = nullptr;
   bool empty_launch = false;  // a kernel launch of no blocks or no threads
-  // A 16-bit library product's casts of its operands and output (counted in launches too): they
-  // add max(cast_launches x launch.kernel_floor_us, cast_body_us / efficiency.library_other) to
-  // exec_us. cast_body_us reads no launch figure and no efficiency term.
+  // A 16-bit library product's casts of its operands and output (counted in launches too; their
+  // time is in library_exec_us). cast_body_us reads no launch figure and no efficiency term.
   int cast_launches = 0;
   double cast_body_us = 0;
   double time_us = 0;  // launch_us + exec_us

@@ -98,10 +98,7 @@ Result<torch::Tensor> run_plan(const Plan& plan, const TaskInstance& gpu, const 
       std::vector<at::Tensor> in;
       for (const auto& n : step.op.inputs) in.push_back(values.at(n));
       if (step.precision == "tf32") at::globalContext().setAllowTF32CuBLAS(true);
-      StepType type = step.precision == "bf16"   ? StepType::kBFloat16
-                      : step.precision == "fp16" ? StepType::kFloat16
-                                                 : StepType::kFloat32;
-      Result<std::vector<at::Tensor>> run = gpu.run_op(step.op, in, type);
+      Result<std::vector<at::Tensor>> run = gpu.run_op(step.op, in, step_type(step.precision));
       at::globalContext().setAllowTF32CuBLAS(false);
       VINCI_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, std::move(run));
       for (size_t i = 0; i < out.size(); ++i) values[step.op.outputs[i]] = out[i].contiguous();
