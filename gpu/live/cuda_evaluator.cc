@@ -211,7 +211,9 @@ Status CudaEvaluator::start_locked() {
                                    "--warmups",
                                    std::to_string(options_.warmups),
                                    "--timing-budget-ms",
-                                   format_number("%.6g", options_.timing_budget_s * 1000)};
+                                   format_number("%.6g", options_.timing_budget_s * 1000),
+                                   "--timing-input-sets",
+                                   std::to_string(options_.timing_input_sets)};
   args.insert(args.end(),
               {"--max-kernel-source-bytes", std::to_string(options_.limits.max_kernel_source_bytes),
                "--max-plan-source-bytes", std::to_string(options_.limits.max_plan_source_bytes), "--max-kernels",

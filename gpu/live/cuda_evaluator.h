@@ -43,6 +43,7 @@ struct CudaEvaluatorOptions {
   std::string reference_precision = kReferencePrecisionDefault;  // gpu/eval_result.h
   int warmups = 3;
   double timing_budget_s = 0;   // > 0: a slow candidate's sampling stops after this (>= 5 samples)
+  int timing_input_sets = 3;    // the inputs the timed samples rotate through (gpu/live/live_eval.h)
   PlanLimits limits;            // gpu/plan.h: passed to the worker
   bool profile_phases = false;  // the worker times each phase of an evaluation (gpu/live/live_eval.h)
 };

@@ -6,7 +6,7 @@
 //                     [--launch-timeout S] [--norm-tolerance X] [--warmups N] [--timing-budget-ms X]
 //                     [--max-kernel-source-bytes N] [--max-plan-source-bytes N] [--max-kernels N]
 //                     [--max-steps N] [--triton-timeout S] [--reference-precision P]
-//                     [--profile-phases 0|1]
+//                     [--timing-input-sets N] [--cache-budget-fraction X] [--profile-phases 0|1]
 #include <fcntl.h>
 #include <poll.h>
 #include <unistd.h>
@@ -142,6 +142,10 @@ int main(int argc, char** argv) {
       options.triton_timeout_s = std::atof(v.c_str());
     else if (a == "--max-steps")
       options.limits.max_steps = std::atoll(v.c_str());
+    else if (a == "--cache-budget-fraction")
+      options.cache_budget_fraction = std::atof(v.c_str());
+    else if (a == "--timing-input-sets")
+      options.timing_input_sets = std::atoi(v.c_str());
     else if (a == "--profile-phases")
       options.profile_phases = v == "1";
     else

@@ -13,10 +13,14 @@
 #include <vector>
 
 #include <ATen/Context.h>
+#ifdef VINCI_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 #include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include "core/text.h"
+#include "gpu/compile/cubin.h"
 #include "gpu/compile/nvrtc.h"
 #include "gpu/compile/triton.h"
 #include "gpu/executor.h"
@@ -85,6 +89,27 @@ class CandidateFailed : public std::exception {
  private:
   Failure f_;
 };
+
+// The task's own side (its reference, inputs or weights) ran out of device memory: not the
+// candidate's failure. LiveDevice::evaluate frees the worker's caches and tries once more, then
+// records the task as skipped.
+class ReferenceOutOfMemory : public std::exception {
+ public:
+  explicit ReferenceOutOfMemory(std::string what) : what_(std::move(what)) {}
+  const char* what() const noexcept override { return what_.c_str(); }
+
+ private:
+  std::string what_;
+};
+
+bool is_out_of_memory(const std::string& what) {
+  return what.find("out of memory") != std::string::npos || what.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
+}
+
+void throw_if_out_of_memory(const c10::Error& e, const std::string& whose) {
+  std::string what = e.what_without_backtrace();
+  if (is_out_of_memory(what)) throw ReferenceOutOfMemory(whose + " ran out of device memory: " + what);
+}
 
 // The longest FP32 reference (with its comparison) that is run again in float64 after a miss.
 constexpr double kFloat64ReferenceMaxMs = 200;
@@ -173,6 +198,18 @@ torch::Tensor guarded(const std::string& name, const std::vector<int64_t>& shape
   return buffer;
 }
 
+// Fills a buffer with the poison of its dtype: NaN for floats, the smallest int64 for indices,
+// 0xff bytes for anything else (Triton's global scratch).
+void poison(torch::Tensor& t) {
+  if (is_float(t)) {
+    t.fill_(std::nan(""));
+  } else if (t.scalar_type() == torch::kInt64) {
+    t.fill_(std::numeric_limits<int64_t>::min());
+  } else {
+    t.view(torch::kUInt8).fill_(0xff);
+  }
+}
+
 bool overlaps(const torch::Tensor& a, const torch::Tensor& b) {
   if (!a.defined() || !b.defined() || a.numel() == 0 || b.numel() == 0) return false;
   auto lo_a = reinterpret_cast<uintptr_t>(a.data_ptr());
@@ -197,10 +234,20 @@ struct TritonStep {
   int64_t global_scratch_size = 0;  // bytes per program
 };
 
+// One device global of a loaded module (a `__device__` variable: memory that outlives a launch)
+// and a copy of its bytes as the module was loaded.
+struct DeviceGlobal {
+  std::string name;
+  CUdeviceptr at = 0;
+  size_t bytes = 0;
+  CUdeviceptr pristine = 0;
+};
+
 struct LoadedPlan {
   std::map<std::string, CUfunction> functions;
   std::map<size_t, TritonStep> triton;  // by step index
   std::vector<CUmodule> modules;
+  std::vector<DeviceGlobal> globals;  // of every module: reset before each run of the candidate
   // Set when the context is lost: unloading would wait for a kernel that never ends (a hang);
   // the worker exits instead and the driver reclaims everything.
   bool abandon = false;
@@ -209,7 +256,36 @@ struct LoadedPlan {
   LoadedPlan& operator=(const LoadedPlan&) = delete;
   ~LoadedPlan() {
     if (abandon) return;
+    for (const DeviceGlobal& g : globals) cuMemFree(g.pristine);
     for (CUmodule m : modules) cuModuleUnload(m);
+  }
+
+  // Records the device globals of a module just loaded from image (a cubin) and copies their
+  // state at load, so that every run of the candidate starts from it (reset_globals): a plan must
+  // not remember in `__device__` variables what an earlier run computed. "" when done, else why
+  // the globals cannot be tracked (the candidate is then not run).
+  std::string track_globals(CUmodule module, std::string_view image) {
+    Result<std::vector<CubinGlobalSection>> sections = cubin_global_sections(image);
+    if (!sections.ok()) return "its device globals cannot be listed: " + sections.status().message();
+    for (const CubinGlobalSection& s : *sections) {
+      for (const auto& symbol : s.symbols) {
+        DeviceGlobal g;
+        g.name = symbol.first;
+        CUresult r = cuModuleGetGlobal(&g.at, &g.bytes, module, g.name.c_str());
+        if (r != CUDA_SUCCESS)
+          return "its device global '" + g.name + "' (" + s.section +
+                 ") cannot be located to be reset between runs: " + cu_error(r);
+        if (g.bytes == 0) continue;
+        r = cuMemAlloc(&g.pristine, g.bytes);
+        if (r != CUDA_SUCCESS)
+          return "no memory for a copy of its device global '" + g.name + "' (" + std::to_string(g.bytes) +
+                 " bytes): " + cu_error(r);
+        globals.push_back(g);
+        r = cuMemcpyDtoD(g.pristine, g.at, g.bytes);
+        if (r != CUDA_SUCCESS) return "cannot copy its device global '" + g.name + "': " + cu_error(r);
+      }
+    }
+    return "";
   }
 };
 
@@ -248,9 +324,26 @@ struct LiveDevice::Impl {
   std::unique_ptr<FusedCompare> fused;     // the output comparison in one pass (gpu/live/fused_compare.h)
   std::unique_ptr<TritonCompiler> triton;  // made on the first Triton plan
   std::unique_ptr<SimEvaluator> sim;       // for the roofline floor
-  std::map<std::pair<std::string, int>, std::unique_ptr<TaskInstance>> instances;
-  torch::Tensor flush;                                            // the L2 flush buffer
-  std::map<std::string, std::vector<torch::Tensor>> input_cache;  // CPU-drawn inputs of one task
+  // The worker's caches on the device: task instances (their weights) and CPU-drawn inputs,
+  // bounded together by cache_budget bytes (LiveOptions::cache_budget_fraction of the device's
+  // memory), the least recently used evicted first. The instance an evaluation is using is never
+  // evicted under it; inputs handed out stay alive while referenced.
+  struct CachedInstance {
+    std::unique_ptr<TaskInstance> instance;
+    int64_t bytes = 0;
+    uint64_t used = 0;
+  };
+  struct CachedInputs {
+    std::vector<torch::Tensor> inputs;
+    int64_t bytes = 0;
+    uint64_t used = 0;
+  };
+  std::map<std::pair<std::string, int>, CachedInstance> instances;
+  std::map<std::string, CachedInputs> input_cache;  // CPU-drawn inputs, by task, sizes and seed
+  int64_t cache_budget = 0;
+  uint64_t use_clock = 0;
+  std::pair<std::string, int> instance_in_use;
+  torch::Tensor flush;  // the L2 flush buffer
   // Which negative controls pass a trial's check, by (task, trial seed, tolerance, sizes): the
   // controls depend on the inputs and the reference alone, not on the candidate.
   std::map<std::string, std::map<std::string, bool>> control_cache;
@@ -275,7 +368,6 @@ struct LiveDevice::Impl {
       }
     }
   }
-  const Task* input_cache_task = nullptr;
   CUevent start = nullptr, end = nullptr, sync = nullptr;
 
   // How a schedule runs: kWatch waits on every launch with the timeout; kCheck also confirms each
@@ -283,15 +375,78 @@ struct LiveDevice::Impl {
   // times every step with events; kTimed just launches.
   enum class Mode { kCheck, kWatch, kProfile, kTimed };
 
+  static int64_t bytes_of(const std::vector<torch::Tensor>& ts) {
+    int64_t n = 0;
+    for (const auto& t : ts) n += static_cast<int64_t>(t.numel() * t.element_size());
+    return n;
+  }
+
+  int64_t cached_bytes() const {
+    int64_t n = 0;
+    for (const auto& [k, c] : instances) n += c.bytes;
+    for (const auto& [k, c] : input_cache) n += c.bytes;
+    return n;
+  }
+
+  // Evicts the least recently used entries until the caches fit their budget (the instance in use
+  // stays).
+  void evict_to_budget() {
+    while (cached_bytes() > cache_budget) {
+      uint64_t oldest = UINT64_MAX;
+      const std::pair<std::string, int>* victim_instance = nullptr;
+      const std::string* victim_inputs = nullptr;
+      for (const auto& [k, c] : instances)
+        if (k != instance_in_use && c.used < oldest) oldest = c.used, victim_instance = &k, victim_inputs = nullptr;
+      for (const auto& [k, c] : input_cache)
+        if (c.used < oldest) oldest = c.used, victim_inputs = &k, victim_instance = nullptr;
+      if (victim_inputs) {
+        input_cache.erase(*victim_inputs);
+      } else if (victim_instance) {
+        instances.erase(*victim_instance);
+      } else {
+        return;  // only the instance in use is left
+      }
+    }
+  }
+
+  // Drops every cache and hands libtorch's cached device blocks back to the driver: before an
+  // evaluation is retried after running out of memory.
+  void release_memory() {
+    instances.clear();
+    input_cache.clear();
+    control_cache.clear();
+#ifdef VINCI_TORCH_CUDA
+    c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+  }
+
   Result<TaskInstance*> instance(const Task& task, SizeName size) {
     auto key = std::make_pair(task.id, static_cast<int>(size));
+    instance_in_use = key;
     auto it = instances.find(key);
-    if (it != instances.end() && &it->second->task() == &task) return it->second.get();
-    instances.clear();  // one task's weights at a time: full-size weights are large
-    VINCI_ASSIGN_OR_RETURN(TaskInstance inst, TaskInstance::create(task, size, "cuda"));
-    auto& slot = instances[key];
-    slot = std::make_unique<TaskInstance>(std::move(inst));
-    return slot.get();
+    if (it != instances.end() && &it->second.instance->task() == &task) {
+      it->second.used = ++use_clock;
+      return it->second.instance.get();
+    }
+    instances.erase(key);
+    Result<TaskInstance> inst = [&]() -> Result<TaskInstance> {
+      try {
+        return TaskInstance::create(task, size, "cuda");
+      } catch (const c10::Error& e) {
+        throw_if_out_of_memory(e, "the task's weights");
+        throw;
+      }
+    }();
+    if (!inst.ok()) return inst.status();
+    CachedInstance& slot = instances[key];
+    slot.instance = std::make_unique<TaskInstance>(std::move(*inst));
+    std::vector<torch::Tensor> weights;
+    for (const auto& [n, w] : slot.instance->weights()) weights.push_back(w);
+    slot.bytes = bytes_of(weights);
+    slot.used = ++use_clock;
+    TaskInstance* out = slot.instance.get();
+    evict_to_budget();
+    return out;
   }
 
   // The candidate's values for one run: its copies of inputs and weights, and its own buffers
@@ -322,6 +477,19 @@ struct LiveDevice::Impl {
     return v;
   }
 
+  // Queues the reset of every device global of the plan to its state at load, on the default
+  // stream, so the next run cannot read what an earlier one left there.
+  void reset_globals(const LoadedPlan& loaded) {
+    for (const DeviceGlobal& g : loaded.globals) {
+      CUresult r = cuMemcpyDtoDAsync(g.at, g.pristine, g.bytes, nullptr);
+      if (r != CUDA_SUCCESS) fail_cuda("resetting the device global '" + g.name + "'", r);
+    }
+  }
+
+  // Where a Triton launch's global scratch lives in a run's values: a name no plan buffer can
+  // have (buffer names are identifiers).
+  static std::string scratch_key(size_t step) { return "\x01triton_scratch/" + std::to_string(step); }
+
   // Runs the plan's schedule once over values; returns the output. step_ms (kProfile) gets each
   // step's time.
   torch::Tensor run(const Plan& plan, const LoadedPlan& loaded, const TaskInstance& inst,
@@ -333,6 +501,7 @@ struct LiveDevice::Impl {
       if (it == values.end()) return not_found("buffer " + b);
       return it->second.sizes().vec();
     };
+    if (mode != Mode::kTimed) reset_globals(loaded);  // the timed loop resets outside the timed span
     std::vector<CUevent> marks;
     if (mode == Mode::kProfile) {
       marks.resize(plan.steps.size() + 1);
@@ -391,7 +560,6 @@ struct LiveDevice::Impl {
         // Triton's trailing parameters: the global scratch (grid * size bytes, when the kernel
         // asks for any) and the profile scratch (never: such kernels are refused at load).
         uint64_t scratch[2] = {0, 0};
-        torch::Tensor scratch_buffer;
         // Every dimension is checked against CUDA's limits on its 64-bit value before it is
         // narrowed to the driver's unsigned int (2^32 blocks must not launch as 0, nor 2^32 + 1
         // as 1).
@@ -424,11 +592,19 @@ struct LiveDevice::Impl {
               fail("out_of_memory", what + ": Triton's global scratch of " + format_number("%.6g", want) +
                                         " bytes is larger than any GPU");
             int64_t bytes = static_cast<int64_t>(want);
-            try {
-              scratch_buffer = torch::empty({bytes}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kUInt8));
-            } catch (const c10::Error& e) {
-              fail("out_of_memory", what + ": Triton's global scratch of " + std::to_string(bytes) +
-                                        " bytes: " + e.what_without_backtrace());
+            // The scratch is one of the candidate's own buffers: kept in values (so the timed loop
+            // poisons it before every sample like the others), poisoned when it is made.
+            torch::Tensor& scratch_buffer = values[scratch_key(si)];
+            if (!scratch_buffer.defined() || scratch_buffer.numel() != bytes) {
+              try {
+                scratch_buffer =
+                    torch::empty({bytes}, torch::TensorOptions().device(torch::kCUDA).dtype(torch::kUInt8));
+              } catch (const c10::Error& e) {
+                values.erase(scratch_key(si));
+                fail("out_of_memory", what + ": Triton's global scratch of " + std::to_string(bytes) +
+                                          " bytes: " + e.what_without_backtrace());
+              }
+              poison(scratch_buffer);
             }
             scratch[0] = reinterpret_cast<uint64_t>(scratch_buffer.data_ptr());
           }
@@ -477,23 +653,43 @@ struct LiveDevice::Impl {
   Result<std::vector<torch::Tensor>> inputs(const TaskInstance& inst, int64_t trial, uint64_t root_seed,
                                             std::string* source) {
     InputDistribution dist = trial_distribution(trial);
-    uint64_t seed = input_seed(root_seed, inst.task().id, trial, dist);
+    return draw_inputs(inst, dist, input_seed(root_seed, inst.task().id, trial, dist), source);
+  }
+
+  Result<std::vector<torch::Tensor>> draw_inputs(const TaskInstance& inst, InputDistribution dist, uint64_t seed,
+                                                 std::string* source) {
     VINCI_ASSIGN_OR_RETURN(int64_t n, inst.input_elements());
     bool on_cpu = n <= options.cpu_input_limit;
     *source = on_cpu ? "cpu" : "cuda";
-    if (!on_cpu) return inst.make_inputs_on_device(dist, seed);
-    // CPU draws cost more than the evaluation of a small task: keep them (on the device) for the
-    // task in hand. They are never handed to a candidate, only copied.
-    std::string key = instance_key(inst) + "/" + std::to_string(seed);
-    if (input_cache_task != &inst.task()) {
-      input_cache.clear();
-      input_cache_task = &inst.task();
+    try {
+      if (!on_cpu) return inst.make_inputs_on_device(dist, seed);
+      // CPU draws cost more than the evaluation of a small task: keep them (on the device) within
+      // the cache budget. They are never handed to a candidate, only copied.
+      std::string key = instance_key(inst) + "/" + std::to_string(seed);
+      auto it = input_cache.find(key);
+      if (it != input_cache.end()) {
+        it->second.used = ++use_clock;
+        return it->second.inputs;
+      }
+      VINCI_ASSIGN_OR_RETURN(std::vector<torch::Tensor> x, inst.make_inputs(dist, seed));
+      input_cache[key] = {x, bytes_of(x), ++use_clock};
+      evict_to_budget();
+      return x;
+    } catch (const c10::Error& e) {
+      throw_if_out_of_memory(e, "the task's inputs");
+      throw;
     }
-    auto it = input_cache.find(key);
-    if (it != input_cache.end()) return it->second;
-    VINCI_ASSIGN_OR_RETURN(std::vector<torch::Tensor> x, inst.make_inputs(dist, seed));
-    input_cache[key] = x;
-    return x;
+  }
+
+  // The reference's output for x; a reference that runs out of memory is not the candidate's
+  // failure (ReferenceOutOfMemory).
+  static Result<at::Tensor> reference(const TaskInstance& inst, const std::vector<torch::Tensor>& x) {
+    try {
+      return inst.run(x);
+    } catch (const c10::Error& e) {
+      throw_if_out_of_memory(e, "the reference");
+      throw;
+    }
   }
 
   void flush_l2() {
@@ -523,6 +719,203 @@ struct LiveDevice::Impl {
   }
 
   Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request, LiveStats* stats);
+
+  // The inputs one timed round reads: drawn like trial 0's (U[0,1), KernelBench's), each from its
+  // own keyed stream, so no trial's inputs (nor any output a trial left in freed memory) is
+  // among them.
+  struct TimingSet {
+    std::vector<torch::Tensor> reference;  // the draws: only the reference reads them
+    std::vector<torch::Tensor> candidate;  // the candidate's guarded copies
+  };
+
+  // The samples of one timing pass.
+  struct TimingPass {
+    std::vector<double> kernel_us, reference_us, host_kernel_us;
+    int checked = 0;  // candidate samples whose output was compared with the reference's
+  };
+
+  // One pass of timed rounds (docs/live_evaluator.md, "Timing"). Round i reads timing set
+  // i mod sets.size() and times the candidate and the reference once each, the order alternating.
+  // Before each candidate sample, outside the timed span: the candidate's own buffers (outputs,
+  // intermediates, Triton scratch) are poisoned again, its device globals reset to their state at
+  // load, and its inputs switched to the round's set, so nothing a sample computed reaches the
+  // next one. After each reference sample its output is poisoned. The last round of each set, and
+  // a keyed one in kSpotCheckEvery of the others, compare the candidate's timed output with the
+  // reference's output of the same round: a candidate cannot know which samples are checked.
+  static constexpr int kSpotCheckEvery = 16;
+  TimingPass time_rounds(const Task& task, const Plan& plan, const LoadedPlan& loaded, const TaskInstance& inst,
+                         const std::vector<TimingSet>& sets, std::map<std::string, torch::Tensor>& values,
+                         const std::map<std::string, torch::Tensor>& own, const Tolerance& tol,
+                         const EvalRequest& request, int pass) {
+    TimingPass t;
+    const int n_sets = static_cast<int>(sets.size());
+    const int final_checks = std::min(n_sets, request.samples);
+    torch::Tensor out, ref_out;
+    auto prepare = [&](const TimingSet& set) {
+      for (size_t i = 0; i < task.inputs.size(); ++i) values[task.inputs[i].name] = set.candidate[i];
+      for (const auto& [name, buffer] : own) {
+        torch::Tensor b = buffer;
+        poison(b);
+        values[name] = b;
+      }
+      reset_globals(loaded);
+    };
+    auto run_reference = [&](const TimingSet& set) {
+      Result<at::Tensor> ref = reference(inst, set.reference);
+      if (!ref.ok()) fail("reference", ref.status().message());
+      ref_out = *ref;
+    };
+    auto forget_reference = [&] {
+      if (ref_out.defined()) poison(ref_out);  // no correct output is left for a candidate to find
+      ref_out = torch::Tensor();
+    };
+    double timed_ms = 0;
+    auto candidate_sample = [&](const TimingSet& set) {
+      prepare(set);
+      auto [ev, host] = timed([&] { out = run(plan, loaded, inst, values, Mode::kTimed); }, "timed candidate run");
+      t.kernel_us.push_back(ev);
+      t.host_kernel_us.push_back(host);
+      timed_ms += host / 1000;
+    };
+    auto reference_sample = [&](const TimingSet& set) {
+      auto [ev, host] = timed([&] { run_reference(set); }, "timed reference run");
+      t.reference_us.push_back(ev);
+      timed_ms += host / 1000;
+    };
+    auto round = [&](int i, bool check) {
+      const TimingSet& set = sets[static_cast<size_t>(i % n_sets)];
+      if (check || i % 2 == 0) {
+        candidate_sample(set);
+        reference_sample(set);
+      } else {
+        reference_sample(set);
+        forget_reference();
+        candidate_sample(set);
+      }
+      if (check) {
+        Comparison c = fused->compare(out, ref_out, tol, options.norm_tolerance);
+        ++t.checked;
+        if (!c.ok)
+          fail("timed_wrong_result", "timed sample " + std::to_string(t.kernel_us.size()) +
+                                         (pass ? " (re-measured)" : "") + " on timing input set " +
+                                         std::to_string(i % n_sets) +
+                                         ": the output of a timed run is wrong, though every correctness trial "
+                                         "passed: " +
+                                         c.why);
+      }
+      forget_reference();
+      out = torch::Tensor();
+    };
+    for (int i = 0; i < options.warmups; ++i) {  // untimed
+      prepare(sets[static_cast<size_t>(i % n_sets)]);
+      run(plan, loaded, inst, values, Mode::kTimed);
+      run_reference(sets[static_cast<size_t>(i % n_sets)]);
+      forget_reference();
+    }
+    int i = 0;
+    for (; i < request.samples - final_checks; ++i) {
+      // A budget caps the samples of very slow candidates (at least 5 rounds are always taken).
+      if (options.timing_budget_ms > 0 && i >= 5 && timed_ms > options.timing_budget_ms) break;
+      uint64_t key =
+          input_seed(request.seed, task.id + "/timing-check/" + std::to_string(pass), i, InputDistribution::kUniform01);
+      round(i, key % kSpotCheckEvery == 0);
+    }
+    for (int j = 0; j < final_checks; ++j, ++i) round(i, true);
+    check_guards("the timed samples");
+    return t;
+  }
+
+  // Times a correct candidate against the reference into r: the timing sets, a profiled run for the
+  // time coverage, one pass of rounds (time_rounds), and a second pass when the first is not
+  // believable. A median below the device profile's floor for the task, or event times the host
+  // clock contradicts, is measured again; if the second pass says the same, the candidate is
+  // rejected (below_floor, timer_mismatch) and earns nothing.
+  void time_plan(const Task& task, const Plan& plan, const LoadedPlan& loaded, const TaskInstance& inst,
+                 size_t n_inputs, const std::map<std::string, torch::Tensor>& weights, const Tolerance& tol,
+                 const EvalRequest& request, EvalResult* r) {
+    std::string source;
+    // Sets: options.timing_input_sets, fewer (two at least) when they would take more than half the
+    // device's free memory (each holds its draws and the candidate's copies).
+    int n_sets = std::max(1, options.timing_input_sets);
+    std::vector<TimingSet> sets;
+    input_guards.clear();
+    for (int j = 0; j < n_sets; ++j) {
+      uint64_t seed = input_seed(request.seed, task.id + "/timing", j, InputDistribution::kUniform01);
+      Result<std::vector<torch::Tensor>> x = draw_inputs(inst, InputDistribution::kUniform01, seed, &source);
+      if (!x.ok()) fail("reference", "the timing inputs: " + x.status().message());
+      if (x->size() != n_inputs) fail("reference", "the timing inputs: a draw of another arity");
+      if (j == 1) {
+        int64_t set_bytes = 0;
+        for (const auto& t : *x) set_bytes += static_cast<int64_t>(t.numel() * t.element_size()) * 2;
+        size_t free_bytes = 0, total_bytes = 0;
+        if (cuMemGetInfo(&free_bytes, &total_bytes) == CUDA_SUCCESS)
+          while (n_sets > 2 && (n_sets - 2) * set_bytes > static_cast<int64_t>(free_bytes / 2)) --n_sets;
+      }
+      TimingSet set;
+      for (size_t i = 0; i < x->size(); ++i)
+        set.candidate.push_back(guarded(task.inputs[i].name + " (timing set " + std::to_string(j) + ")",
+                                        (*x)[i].sizes().vec(), (*x)[i].scalar_type(), (*x)[i], &input_guards));
+      set.reference = std::move(*x);
+      sets.push_back(std::move(set));
+    }
+    auto values = values_for(task, plan, inst.sizes(), sets[0].candidate, weights);
+    std::vector<double> steps;
+    run(plan, loaded, inst, values, Mode::kProfile, &steps);
+    double own_ms = 0, all = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      all += steps[i];
+      if (plan.steps[i].kind == "kernel") own_ms += steps[i];
+    }
+    r->time_coverage = all > 0 ? own_ms / all : 0;
+    // The candidate's own buffers, as values_for made them, and the Triton scratch the profiled run
+    // made: poisoned before every sample.
+    std::map<std::string, torch::Tensor> own;
+    for (const auto& [name, value] : values) {
+      bool input =
+          std::any_of(task.inputs.begin(), task.inputs.end(), [&](const InputSpec& in) { return in.name == name; });
+      if (!input && !weights.count(name)) own[name] = value;
+    }
+    Result<const TaskContext*> ctx = sim->context(task, request.size);
+    const double floor_us = ctx.ok() ? (*ctx)->bound().floor_us : 0;
+    std::string first_doubt;
+    int checked = 0;
+    for (int pass = 0;; ++pass) {
+      TimingPass t = time_rounds(task, plan, loaded, inst, sets, values, own, tol, request, pass);
+      checked += t.checked;
+      r->kernel_times_us = t.kernel_us;
+      r->reference_times_us = t.reference_us;
+      r->finalize();
+      // The host clock brackets the events: event time past it, or far below it, means the events
+      // did not time the work.
+      double hk = median(t.host_kernel_us);
+      std::string doubt;
+      if (r->kernel_us > hk * 1.02 + 2 || (r->kernel_us < 0.5 * hk && hk - r->kernel_us > 200)) {
+        doubt = "timer_mismatch";
+        first_doubt += (first_doubt.empty() ? "" : "; ") + std::string("events ") +
+                       format_number("%.1f", r->kernel_us) + " us, host clock " + format_number("%.1f", hk) + " us";
+      } else if (floor_us > 0 && r->kernel_us * options.roofline_margin < floor_us) {
+        doubt = "below_floor";
+        first_doubt += (first_doubt.empty() ? "" : "; ") + std::string("median ") +
+                       format_number("%.4g", r->kernel_us) + " us, the floor " + format_number("%.4g", floor_us) +
+                       " us";
+      }
+      if (doubt.empty()) {
+        if (pass > 0) r->flags.push_back("re-measured: the first pass was not believable (" + first_doubt + ")");
+        break;
+      }
+      if (pass > 0)
+        fail(doubt, doubt == "below_floor"
+                        ? "faster than the device profile's floor for this task in two passes of fresh-state "
+                          "timing (" +
+                              first_doubt + "): not a speedup the task allows"
+                        : "the CUDA events and the host clock disagree in two passes (" + first_doubt +
+                              "): the events did not time the work");
+    }
+    r->settings["inputs"] = source;
+    r->settings["timing"] = "fresh state: own buffers poisoned and device globals reset before every sample";
+    r->settings["timing_input_sets"] = std::to_string(sets.size());
+    r->settings["timing_checked_samples"] = std::to_string(checked);
+  }
 
   // Compiles (Triton, in its own process, cached by content) and loads every Triton launch of the
   // plan at the instance's sizes. false, with the reason in log, when a kernel does not compile or
@@ -591,6 +984,11 @@ struct LiveDevice::Impl {
         }
         loaded->modules.push_back(module);
         modules[(*bin)->key] = module;
+        std::string untracked = loaded->track_globals(module, (*bin)->cubin);
+        if (!untracked.empty()) {
+          *log += what + ": " + untracked;
+          return false;
+        }
       }
       TritonStep ts;
       CUresult cr = cuModuleGetFunction(&ts.function, module, meta.name.c_str());
@@ -702,6 +1100,10 @@ Result<std::unique_ptr<LiveDevice>> LiveDevice::open(const LiveOptions& options)
   at::globalContext().setAllowTF32CuDNN(options.reference_precision == "kernelbench");
   int64_t flush_elems = static_cast<int64_t>(std::max(1.0, options.l2_flush_multiple) * std::max(l2, 1 << 20) / 4);
   impl->flush = torch::empty({flush_elems}, torch::TensorOptions().device(torch::kCUDA));
+  size_t free_bytes = 0, total_bytes = 0;
+  cuMemGetInfo(&free_bytes, &total_bytes);
+  impl->cache_budget =
+      static_cast<int64_t>(std::clamp(options.cache_budget_fraction, 0.0, 1.0) * static_cast<double>(total_bytes));
   cuEventCreate(&impl->start, CU_EVENT_DEFAULT);
   cuEventCreate(&impl->end, CU_EVENT_DEFAULT);
   cuEventCreate(&impl->sync, CU_EVENT_DISABLE_TIMING);
@@ -713,7 +1115,39 @@ Result<EvalResult> LiveDevice::evaluate(const Task& task, const Plan& plan, cons
   LiveStats local;
   if (!stats) stats = &local;
   Clock::time_point t0 = Clock::now();
-  Result<EvalResult> r = impl_->evaluate(task, plan, request, stats);
+  // Running out of memory is an outcome, never the end of a sweep: the first time, the worker's
+  // caches (and libtorch's cached blocks) are released and the evaluation runs again; if the task's
+  // own side still does not fit, the task is skipped with its reason; if the candidate's does, the
+  // candidate is rejected (out_of_memory), as it was the first time.
+  std::string skipped;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      Result<EvalResult> r = impl_->evaluate(task, plan, request, stats);
+      bool candidate_oom = r.ok() && !stats->context_lost &&
+                           std::find(r->flags.begin(), r->flags.end(), "rejected: out_of_memory") != r->flags.end();
+      if (attempt == 0 && candidate_oom) {
+        impl_->release_memory();
+        *stats = LiveStats();
+        continue;
+      }
+      stats->eval_ms = ms_since(t0);
+      return r;
+    } catch (const ReferenceOutOfMemory& e) {
+      skipped = e.what();
+      impl_->release_memory();
+      *stats = LiveStats();
+    }
+  }
+  EvalResult r;
+  r.evaluator = "cuda";
+  r.device = impl_->name;
+  r.plan = plan_address(plan);
+  r.size = size_name(request.size);
+  r.compiled = true;
+  r.error = "task skipped: " + skipped + " (after the worker's caches were released and the evaluation tried again)";
+  r.flags.push_back("skipped: out_of_memory");
+  add_unreached_trials(&r, task.id, request);
+  r.finalize();
   stats->eval_ms = ms_since(t0);
   return r;
 }
@@ -785,6 +1219,12 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       break;
     }
     loaded.modules.push_back(module);
+    std::string untracked = loaded.track_globals(module, (*bin)->image);  // a cubin: the worker compiles for sm_XX
+    if (!untracked.empty()) {
+      compiled = false;
+      log += "kernel " + k.name + ": " + untracked;
+      break;
+    }
     CUfunction fn = nullptr;
     cr = cuModuleGetFunction(&fn, module, k.name.c_str());
     if (cr != CUDA_SUCCESS) {
@@ -818,7 +1258,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
   std::vector<torch::Tensor> trial0_candidate_inputs;
   torch::Tensor trial0_output, trial0_reference;
   bool library_not_repeatable = false;  // see the repeat check of trial 0
-  std::vector<torch::Tensor> timing_inputs;
+  size_t timing_inputs = 0;             // how many inputs a timing set has
   try {
     // 2. Correctness.
     for (int t = 0; t < request.trials; ++t) {
@@ -858,7 +1298,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
         if (overlaps(out, w)) fail("output_aliases_input", "the output shares memory with the weight '" + n + "'");
       phase.to("reference");
       Clock::time_point reference_start = Clock::now();
-      Result<at::Tensor> ref = inst->run(x);
+      Result<at::Tensor> ref = reference(*inst, x);
       if (!ref.ok()) return internal_error("task " + task.id + ": the reference failed: " + ref.status().message());
       phase.to("checks");
       double ref_sum = 0;
@@ -929,7 +1369,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
           // repeatable (cuDNN's transposed convolutions accumulate with atomics), neither is any
           // plan built on them, a plan of library steps only included: the repeat must then
           // agree within the tolerance instead.
-          Result<at::Tensor> ref2 = inst->run(x);
+          Result<at::Tensor> ref2 = reference(*inst, x);
           if (!ref2.ok())
             return internal_error("task " + task.id + ": the reference failed: " + ref2.status().message());
           if (!bitwise_equal(*ref, *ref2)) {
@@ -969,7 +1409,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
         fail("caching",
              "trial 0's inputs at new addresses gave a different output: the output depends on where the "
              "inputs are, not only what they are");
-      timing_inputs = x0;
+      timing_inputs = x0.size();
     }
     trial0_candidate_inputs.clear();
     for (const auto& [what, passes] : control_passes)
@@ -978,59 +1418,9 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
                           (options.norm_tolerance > 0 ? " (the relative L2 bound rejects it)" : ""));
     r.correct = true;
 
-    // 3. Timing: candidate and reference interleaved on the same inputs.
+    // 3. Timing, from a fresh state every sample (time_plan).
     phase.to("timing");
-    std::vector<torch::Tensor> cx;
-    for (auto& t : timing_inputs) cx.push_back(t.clone());
-    auto values = values_for(task, plan, inst->sizes(), cx, weights);
-    std::vector<double> steps;
-    run(plan, loaded, *inst, values, Mode::kProfile, &steps);
-    double own = 0, all = 0;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      all += steps[i];
-      if (plan.steps[i].kind == "kernel") own += steps[i];
-    }
-    r.time_coverage = all > 0 ? own / all : 0;
-    auto run_candidate = [&] { run(plan, loaded, *inst, values, Mode::kTimed); };
-    auto run_reference = [&] {
-      Result<at::Tensor> ref = inst->run(timing_inputs);
-      if (!ref.ok()) fail("reference", ref.status().message());
-    };
-    for (int i = 0; i < options.warmups; ++i) {
-      run_candidate();
-      run_reference();
-    }
-    std::vector<double> host_kernel, host_reference;
-    double timed_ms = 0;
-    for (int i = 0; i < request.samples; ++i) {
-      // A budget caps the samples of very slow candidates (at least 5 pairs are always taken).
-      if (options.timing_budget_ms > 0 && i >= 5 && timed_ms > options.timing_budget_ms) break;
-      for (int k = 0; k < 2; ++k) {
-        bool candidate = (i + k) % 2 == 0;
-        auto [ev, host] =
-            candidate ? timed(run_candidate, "timed candidate run") : timed(run_reference, "timed reference run");
-        (candidate ? r.kernel_times_us : r.reference_times_us).push_back(ev);
-        (candidate ? host_kernel : host_reference).push_back(host);
-        timed_ms += host / 1000;
-      }
-    }
-    r.settings["inputs"] = input_source;
-    r.finalize();
-    // The host clock brackets the events: event time past it, or far below it, means the
-    // events did not time the work.
-    double hk = median(host_kernel);
-    if (r.kernel_us > hk * 1.02 + 2 || (r.kernel_us < 0.5 * hk && hk - r.kernel_us > 200)) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "timer mismatch: events %.1f us, host clock %.1f us", r.kernel_us, hk);
-      r.flags.push_back(buf);
-    }
-    Result<const TaskContext*> ctx = sim->context(task, request.size);
-    if (ctx.ok() && r.kernel_us * options.roofline_margin < (*ctx)->bound().floor_us) {
-      char buf[160];
-      std::snprintf(buf, sizeof buf, "faster than the roofline floor: %.3g us < %.3g us", r.kernel_us,
-                    (*ctx)->bound().floor_us);
-      r.flags.push_back(buf);
-    }
+    time_plan(task, plan, loaded, *inst, timing_inputs, weights, tol, request, &r);
     r.finalize();
     return r;
   } catch (const CandidateFailed& e) {

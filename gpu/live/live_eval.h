@@ -17,9 +17,15 @@
 //   3. timing, only for a correct candidate: warm-ups, then `samples` rounds that each time the
 //      candidate and the libtorch reference (order alternating) with CUDA events on the legacy
 //      default stream, the L2 flushed before each by writing a buffer sized from the device's L2
-//      size, a whole-device synchronise before the end event and a host clock around it all;
-//      every sample is recorded, the median reported; a speedup past the roofline floor of the
-//      device profile, or event times the host clock contradicts, are flagged.
+//      size, a whole-device synchronise before the end event and a host clock around it all.
+//      Every candidate sample starts from a fresh state: its own buffers poisoned again, its device
+//      globals reset to their state at load, its inputs one of a rotation of timing sets never
+//      used in the trials; the last sample of each set and keyed spot checks are compared with the
+//      reference. Every sample is recorded, the median reported; a median below the device
+//      profile's floor, or event times the host clock contradicts, is measured again and, if the
+//      second pass agrees, rejected (below_floor, timer_mismatch).
+// Running out of device memory frees the worker's caches and retries once; the task's own side
+// (reference, inputs, weights) still not fitting skips the task with its reason.
 // A launch that does not finish within the launch timeout is a hang. After a hang or a sticky
 // CUDA error (illegal address, trap, misaligned access) the context is lost: the result says so and
 // the worker exits so the harness starts a fresh one.
@@ -53,6 +59,10 @@ struct LiveOptions {
   int64_t cpu_input_limit = int64_t{1} << 24;  // inputs up to this many elements come from the
                                                // CPU generator (KernelBench-identical); larger
                                                // ones from the device's generator
+  double cache_budget_fraction = 0.25;         // the worker's caches (task weights, drawn inputs) hold at
+                                               // most this share of the device's memory, LRU-evicted
+  int timing_input_sets = 3;                   // the rotation of inputs the timed samples read (docs/live_evaluator.md,
+                                               // "Timing"); fewer, two at least, where they would not fit
   bool profile_phases = false;                 // time each phase of an evaluation (LiveStats::phase_ms),
                                                // synchronizing the device at each phase's end
 };

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 
 #include <gtest/gtest.h>
 
 #include "core/rng.h"
 #include "gpu/codegen/codegen.h"
+#include "gpu/compile/cubin.h"
 #include "gpu/compile/nvrtc.h"
 #include "tests/gpu/sim_test_util.h"
 
@@ -216,6 +218,65 @@ TEST(Compile, BrokenSourceIsAnErrorWithTheLog) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("undefined_thing"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("broken.cu"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace vinci
+
+namespace vinci {
+namespace {
+
+// The live evaluator resets a candidate's device globals before each run from what this finds
+// (docs/live_evaluator.md, "State between runs"): every writable global, static and managed ones
+// included, must be in a listed section with a symbol to locate it by.
+TEST(Compile, CubinGlobalSectionsListEveryWritableDeviceGlobal) {
+  NvrtcCompiler nvrtc;
+  const std::string source =
+      "__device__ int counter;\n"
+      "__device__ float cache[1 << 20];\n"
+      "__device__ float init_vals[4] = {1, 2, 3, 4};\n"
+      "static __device__ int hidden;\n"
+      "__managed__ int managed;\n"
+      "__constant__ float constants[16];\n"
+      "extern \"C\" __global__ void k(float* o) {\n"
+      "  o[threadIdx.x] = cache[threadIdx.x] + init_vals[1] + hidden + counter + managed + constants[0];\n"
+      "  counter++; hidden++; cache[threadIdx.x] = o[threadIdx.x];\n"
+      "}\n";
+  Result<std::shared_ptr<const CompiledKernel>> bin = nvrtc.compile(source, "globals.cu");
+  ASSERT_TRUE(bin.ok()) << bin.status().message();
+  Result<std::vector<CubinGlobalSection>> sections = cubin_global_sections((*bin)->image);
+  ASSERT_TRUE(sections.ok()) << sections.status().message();
+  std::map<std::string, const CubinGlobalSection*> by_name;
+  for (const auto& s : *sections) by_name[s.section] = &s;
+  ASSERT_TRUE(by_name.count(".nv.global")) << "no .nv.global section";
+  ASSERT_TRUE(by_name.count(".nv.global.init")) << "no .nv.global.init section";
+  const CubinGlobalSection& zeroed = *by_name[".nv.global"];
+  EXPECT_GE(zeroed.size, (uint64_t{1} << 22) + 12) << "cache (4 MiB), counter, hidden, managed";
+  std::string names;
+  for (const auto& s : *sections)
+    for (const auto& [name, offset] : s.symbols) {
+      names += name + " ";
+      EXPECT_LT(offset, s.size) << name;
+    }
+  for (const char* want : {"counter", "cache", "init_vals", "hidden", "managed"})
+    EXPECT_NE(names.find(want), std::string::npos) << want << " not among: " << names;
+  EXPECT_EQ(names.find("constants"), std::string::npos) << "__constant__ memory is not writable by kernels";
+}
+
+TEST(Compile, CubinWithoutGlobalsAndDamagedImages) {
+  NvrtcCompiler nvrtc;
+  Result<std::shared_ptr<const CompiledKernel>> bin =
+      nvrtc.compile("extern \"C\" __global__ void k(float* o) { o[threadIdx.x] = 1.0f; }\n", "plain.cu");
+  ASSERT_TRUE(bin.ok()) << bin.status().message();
+  Result<std::vector<CubinGlobalSection>> none = cubin_global_sections((*bin)->image);
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_TRUE(none->empty());
+  EXPECT_FALSE(cubin_global_sections("").ok());
+  EXPECT_FALSE(cubin_global_sections("not an elf image at all, just text").ok());
+  // Every prefix of a real image is refused or read without reading past its end (ASan checks the
+  // latter in the sanitized build).
+  const std::string& image = (*bin)->image;
+  for (size_t n = 0; n < image.size(); n += 97) (void)cubin_global_sections(std::string_view(image).substr(0, n));
 }
 
 }  // namespace

@@ -143,6 +143,152 @@ for name, grid, block, what in [
         plan(RELU, [relu], [{"kind": "kernel", "kernel": "relu_dims", "grid": grid, "block": block,
                              "args": [{"buffer": "x"}, {"buffer": "y"}, {"i64": "B*D"}]}]))
 
+# State carried between timed samples (docs/live_evaluator.md, "State between runs"). Each plan
+# computes C = A @ B (L1_001 at the full size, N = 4096) with a tiled FP32 kernel that is correct
+# in every trial, and keeps what it computed somewhere that outlives a run, to skip the work when
+# it sees the same inputs again. The trials give every run fresh buffers, so these pass them; the
+# timed samples then read a rotation of new inputs with every buffer poisoned and every device
+# global reset before each one, so the memory is always empty: "contained" means correct, timed,
+# and no faster than the tiled kernel itself (under 1x against cuBLAS; the cheat earned 28x when
+# the scratch buffers kept their state between samples).
+MM = "L1_001"
+
+MM_TILE = r"""
+#define T 16
+// C = A @ B, one 16x16 tile per block, k in ascending order with explicit FMAs, so a probe that
+// sums one element in the same order gets the same bits.
+__device__ void tile_mm(const float* A, const float* B, float* C, float* copy, long long n) {
+  __shared__ float a[T][T], b[T][T];
+  long long row = (long long)blockIdx.y * T + threadIdx.y, col = (long long)blockIdx.x * T + threadIdx.x;
+  float acc = 0.f;
+  for (long long k0 = 0; k0 < n; k0 += T) {
+    a[threadIdx.y][threadIdx.x] = row < n && k0 + threadIdx.x < n ? A[row * n + k0 + threadIdx.x] : 0.f;
+    b[threadIdx.y][threadIdx.x] = col < n && k0 + threadIdx.y < n ? B[(k0 + threadIdx.y) * n + col] : 0.f;
+    __syncthreads();
+    for (int k = 0; k < T && k0 + k < n; ++k) acc = __fmaf_rn(a[threadIdx.y][k], b[k][threadIdx.x], acc);
+    __syncthreads();
+  }
+  if (row < n && col < n) {
+    C[row * n + col] = acc;
+    if (copy) copy[row * n + col] = acc;
+  }
+}
+// A cheap fingerprint of the inputs: a few elements of each.
+__device__ float fingerprint(const float* A, const float* B, long long n) {
+  long long last = n * n - 1;
+  return A[0] + 3.f * A[last] + 5.f * A[last / 2] + 7.f * B[0] + 11.f * B[last] + 13.f * B[last / 3];
+}
+"""
+
+
+def mm_plan(kernels, steps, extra_buffers):
+    return {
+        "format": "vinci.plan/1", "task": MM, "origin": "hand", "knobs": {},
+        "buffers": [{"name": "A", "role": "input", "dtype": "f32", "shape": ["N", "N"]},
+                    {"name": "B", "role": "input", "dtype": "f32", "shape": ["N", "N"]},
+                    {"name": "C", "role": "output", "dtype": "f32", "shape": ["N", "N"]}] + extra_buffers,
+        "output": "C",
+        "kernels": [{"name": n, "source": src, "family": "custom"} for n, src in kernels],
+        "steps": steps,
+    }
+
+
+def one_thread(kernel, args):
+    return {"kind": "kernel", "kernel": kernel, "grid": ["1", "1", "1"], "block": ["1", "1", "1"], "args": args}
+
+
+def tiles(kernel, args):
+    return {"kind": "kernel", "kernel": kernel, "grid": ["ceil_div(N, 16)", "ceil_div(N, 16)", "1"],
+            "block": ["16", "16", "1"], "args": args}
+
+
+A, B, C, NN = {"buffer": "A"}, {"buffer": "B"}, {"buffer": "C"}, {"i64": "N"}
+
+# 1. A memo in a scratch buffer of its own: [fingerprint, hit flag, pad..., copy of C].
+src = MM_TILE + r"""
+extern "C" __global__ void probe(const float* A, const float* B, float* memo, long long n) {
+  memo[1] = memo[0] == fingerprint(A, B, n) ? 1.f : 0.f;
+}
+extern "C" __global__ void mm_or_copy(const float* A, const float* B, float* C, float* memo, long long n) {
+  if (memo[1] == 1.f) {  // the same inputs as last time: serve the old answer
+    long long row = (long long)blockIdx.y * T + threadIdx.y, col = (long long)blockIdx.x * T + threadIdx.x;
+    if (row < n && col < n) C[row * n + col] = memo[8 + row * n + col];
+    return;
+  }
+  tile_mm(A, B, C, memo + 8, n);
+}
+extern "C" __global__ void stamp(const float* A, const float* B, float* memo, long long n) {
+  memo[0] = fingerprint(A, B, n);
+}
+"""
+M = {"buffer": "memo"}
+add("state_in_scratch_buffer", "contained",
+    "remembers its output in its own scratch buffer, keyed by an input fingerprint, and copies it when the inputs repeat",
+    mm_plan([("probe", src), ("mm_or_copy", src), ("stamp", src)],
+            [one_thread("probe", [A, B, M, NN]), tiles("mm_or_copy", [A, B, C, M, NN]),
+             one_thread("stamp", [A, B, M, NN])],
+            [{"name": "memo", "role": "intermediate", "dtype": "f32", "shape": ["N*N + 8"]}]),
+    size="full")
+entries[-1]["max_speedup"] = 1.0
+
+# 2. Four memos in device globals, keyed by input fingerprints: enough for a rotation of up to
+# four input sets. The kernels also write a small buffer of their own (every kernel must).
+src = MM_TILE + r"""
+__device__ float memo[4][1 << 24];  // N*N at the full size
+__device__ float memo_key[4];
+__device__ int memo_next, memo_hit;
+extern "C" __global__ void probe(const float* A, const float* B, float* note, long long n) {
+  float f = fingerprint(A, B, n);
+  memo_hit = -1;
+  for (int s = 0; s < 4; ++s) if (memo_key[s] == f && f != 0.f) memo_hit = s;
+  note[0] = (float)memo_hit;
+}
+extern "C" __global__ void mm_or_copy(const float* A, const float* B, float* C, long long n) {
+  long long row = (long long)blockIdx.y * T + threadIdx.y, col = (long long)blockIdx.x * T + threadIdx.x;
+  if (memo_hit >= 0) {
+    if (row < n && col < n) C[row * n + col] = memo[memo_hit][row * n + col];
+    return;
+  }
+  tile_mm(A, B, C, n * n <= (1 << 24) ? memo[memo_next & 3] : nullptr, n);
+}
+extern "C" __global__ void stamp(const float* A, const float* B, float* note, long long n) {
+  if (memo_hit < 0) { memo_key[memo_next & 3] = fingerprint(A, B, n); memo_next++; }
+  note[1] = (float)memo_next;
+}
+"""
+Nt = {"buffer": "note"}
+add("input_fingerprint_cache_in_device_globals", "contained",
+    "keeps four outputs in device globals keyed by input fingerprints, enough for a rotation of inputs",
+    mm_plan([("probe", src), ("mm_or_copy", src), ("stamp", src)],
+            [one_thread("probe", [A, B, Nt, NN]), tiles("mm_or_copy", [A, B, C, NN]),
+             one_thread("stamp", [A, B, Nt, NN])],
+            [{"name": "note", "role": "intermediate", "dtype": "f32", "shape": ["2"]}]),
+    size="full")
+entries[-1]["max_speedup"] = 1.0
+
+# 3. The output itself: when two of its elements already hold this input's answer, skip the work.
+src = MM_TILE + r"""
+__device__ float element(const float* A, const float* B, long long n, long long row, long long col) {
+  float acc = 0.f;
+  for (long long k = 0; k < n; ++k) acc = __fmaf_rn(A[row * n + k], B[k * n + col], acc);
+  return acc;
+}
+extern "C" __global__ void probe(const float* A, const float* B, const float* C, float* note, long long n) {
+  note[0] = C[0] == element(A, B, n, 0, 0) && C[n * n - 1] == element(A, B, n, n - 1, n - 1) ? 1.f : 0.f;
+}
+extern "C" __global__ void mm_unless_done(const float* A, const float* B, float* C, const float* note, long long n) {
+  if (note[0] == 1.f) return;
+  tile_mm(A, B, C, nullptr, n);
+}
+"""
+add("state_in_output", "contained",
+    "checks two elements of its output and skips the product when they already hold this input's answer",
+    mm_plan([("probe", src), ("mm_unless_done", src)],
+            [one_thread("probe", [A, B, C, Nt, NN]), tiles("mm_unless_done", [A, B, C, Nt, NN])],
+            [{"name": "note", "role": "intermediate", "dtype": "f32", "shape": ["1"]}]),
+    size="full")
+entries[-1]["max_speedup"] = 1.0
+
 out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile_plans.json")
 with open(out, "w") as f:
     json.dump(entries, f, indent=1, sort_keys=True)
