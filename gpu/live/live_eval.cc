@@ -734,14 +734,14 @@ struct LiveDevice::Impl {
     int checked = 0;  // candidate samples whose output was compared with the reference's
   };
 
-  // One pass of timed rounds (docs/live_evaluator.md, "Timing"). Round i reads timing set
-  // i mod sets.size() and times the candidate and the reference once each, the order alternating.
-  // Before each candidate sample, outside the timed span: the candidate's own buffers (outputs,
-  // intermediates, Triton scratch) are poisoned again, its device globals reset to their state at
-  // load, and its inputs switched to the round's set, so nothing a sample computed reaches the
-  // next one. After each reference sample its output is poisoned. The last round of each set, and
-  // a keyed one in kSpotCheckEvery of the others, compare the candidate's timed output with the
-  // reference's output of the same round: a candidate cannot know which samples are checked.
+  // One pass of timed rounds (docs/live_evaluator.md, "Timing"). Round i times the candidate on
+  // timing set i mod sets.size() and the reference once, the order alternating. Before each
+  // candidate sample, outside the timed span: the candidate's own buffers (outputs, intermediates,
+  // Triton scratch) are poisoned again, its device globals reset to their state at load, and its
+  // inputs switched to the round's set, so nothing a sample computed reaches the next one. The last
+  // round of each set, and a keyed one in kSpotCheckEvery of the others, time the reference on the
+  // candidate's set and compare the candidate's timed output with it: a candidate cannot know which
+  // samples are checked. Both medians are over the same rotation of sets.
   static constexpr int kSpotCheckEvery = 16;
   TimingPass time_rounds(const Task& task, const Plan& plan, const LoadedPlan& loaded, const TaskInstance& inst,
                          const std::vector<TimingSet>& sets, std::map<std::string, torch::Tensor>& values,
@@ -751,7 +751,16 @@ struct LiveDevice::Impl {
     const int n_sets = static_cast<int>(sets.size());
     const int final_checks = std::min(n_sets, request.samples);
     torch::Tensor out, ref_out;
-    auto prepare = [&](const TimingSet& set) {
+    // The last reference output and its set, kept until the next reference sample replaces it:
+    // poisoned before a candidate sample that reads the same set, so no correct output of the
+    // candidate's inputs is in memory while it runs. Outside check rounds the reference reads the
+    // set before the candidate's (s - 1), so with three sets or more that never happens, and
+    // whatever the reference left in freed memory (its intermediates too) is of other inputs.
+    torch::Tensor stale_ref;
+    int stale_set = -1;
+    auto prepare = [&](int s) {
+      if (stale_set == s && stale_ref.defined()) poison(stale_ref);
+      const TimingSet& set = sets[static_cast<size_t>(s)];
       for (size_t i = 0; i < task.inputs.size(); ++i) values[task.inputs[i].name] = set.candidate[i];
       for (const auto& [name, buffer] : own) {
         torch::Tensor b = buffer;
@@ -760,57 +769,54 @@ struct LiveDevice::Impl {
       }
       reset_globals(loaded);
     };
-    auto run_reference = [&](const TimingSet& set) {
-      Result<at::Tensor> ref = reference(inst, set.reference);
+    auto run_reference = [&](int s) {
+      Result<at::Tensor> ref = reference(inst, sets[static_cast<size_t>(s)].reference);
       if (!ref.ok()) fail("reference", ref.status().message());
       ref_out = *ref;
-    };
-    auto forget_reference = [&] {
-      if (ref_out.defined()) poison(ref_out);  // no correct output is left for a candidate to find
-      ref_out = torch::Tensor();
+      stale_ref = ref_out;
+      stale_set = s;
     };
     double timed_ms = 0;
-    auto candidate_sample = [&](const TimingSet& set) {
-      prepare(set);
+    auto candidate_sample = [&](int s) {
+      prepare(s);
       auto [ev, host] = timed([&] { out = run(plan, loaded, inst, values, Mode::kTimed); }, "timed candidate run");
       t.kernel_us.push_back(ev);
       t.host_kernel_us.push_back(host);
       timed_ms += host / 1000;
     };
-    auto reference_sample = [&](const TimingSet& set) {
-      auto [ev, host] = timed([&] { run_reference(set); }, "timed reference run");
+    auto reference_sample = [&](int s) {
+      auto [ev, host] = timed([&] { run_reference(s); }, "timed reference run");
       t.reference_us.push_back(ev);
       timed_ms += host / 1000;
     };
     auto round = [&](int i, bool check) {
-      const TimingSet& set = sets[static_cast<size_t>(i % n_sets)];
-      if (check || i % 2 == 0) {
-        candidate_sample(set);
-        reference_sample(set);
-      } else {
-        reference_sample(set);
-        forget_reference();
-        candidate_sample(set);
-      }
+      const int s = i % n_sets;
       if (check) {
+        candidate_sample(s);
+        reference_sample(s);
         Comparison c = fused->compare(out, ref_out, tol, options.norm_tolerance);
         ++t.checked;
         if (!c.ok)
-          fail("timed_wrong_result", "timed sample " + std::to_string(t.kernel_us.size()) +
-                                         (pass ? " (re-measured)" : "") + " on timing input set " +
-                                         std::to_string(i % n_sets) +
+          fail("timed_wrong_result", "timed sample " + std::to_string(t.kernel_us.size()) + (pass ? " (re-measured)" : "") +
+                                         " on timing input set " + std::to_string(s) +
                                          ": the output of a timed run is wrong, though every correctness trial "
                                          "passed: " +
                                          c.why);
+      } else if (i % 2 == 0) {
+        candidate_sample(s);
+        reference_sample((s + n_sets - 1) % n_sets);
+      } else {
+        reference_sample((s + n_sets - 1) % n_sets);
+        candidate_sample(s);
       }
-      forget_reference();
       out = torch::Tensor();
+      ref_out = torch::Tensor();
     };
     for (int i = 0; i < options.warmups; ++i) {  // untimed
-      prepare(sets[static_cast<size_t>(i % n_sets)]);
+      prepare(i % n_sets);
       run(plan, loaded, inst, values, Mode::kTimed);
-      run_reference(sets[static_cast<size_t>(i % n_sets)]);
-      forget_reference();
+      run_reference((i + n_sets - 1) % n_sets);
+      ref_out = torch::Tensor();
     }
     int i = 0;
     for (; i < request.samples - final_checks; ++i) {

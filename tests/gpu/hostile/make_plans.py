@@ -111,8 +111,12 @@ extern "C" __global__ void cached(float* x, float* y, long long n) {
   }
 }
 ''')
-add("side_effect_caching", "caching", "caches its output in device globals keyed by the input's address",
+# Every run of a candidate starts with its device globals as the module was loaded, so the cache
+# is always empty: the plan computes relu every time (before the reset, the trials' new data at
+# the same address rejected it as `caching`).
+add("side_effect_caching", "contained", "caches its output in device globals keyed by the input's address",
     plan(RELU, [cache], [ew_step("cached")]))
+entries[-1]["max_speedup"] = 2.0
 
 k = ew_kernel("relu_big", "  if (i < n) y[i] = fmaxf(x[i], 0.f);")
 add("out_of_memory", "out_of_memory", "asks for a 160 GB scratch buffer",
@@ -202,7 +206,7 @@ def tiles(kernel, args):
             "block": ["16", "16", "1"], "args": args}
 
 
-A, B, C, NN = {"buffer": "A"}, {"buffer": "B"}, {"buffer": "C"}, {"i64": "N"}
+A, B, C, NN, Nt = {"buffer": "A"}, {"buffer": "B"}, {"buffer": "C"}, {"i64": "N"}, {"buffer": "note"}
 
 # 1. A memo in a scratch buffer of its own: [fingerprint, hit flag, pad..., copy of C].
 src = MM_TILE + r"""
@@ -232,38 +236,35 @@ add("state_in_scratch_buffer", "contained",
 entries[-1]["max_speedup"] = 1.0
 
 # 2. Four memos in device globals, keyed by input fingerprints: enough for a rotation of up to
-# four input sets. The kernels also write a small buffer of their own (every kernel must).
+# four input sets. One kernel (each kernel of a plan is a module of its own, with its own globals):
+# every block looks the fingerprint up; the last block to finish files the new entry.
 src = MM_TILE + r"""
 __device__ float memo[4][1 << 24];  // N*N at the full size
 __device__ float memo_key[4];
-__device__ int memo_next, memo_hit;
-extern "C" __global__ void probe(const float* A, const float* B, float* note, long long n) {
+__device__ unsigned int memo_next, blocks_done;
+extern "C" __global__ void mm_memo(const float* A, const float* B, float* C, long long n) {
   float f = fingerprint(A, B, n);
-  memo_hit = -1;
-  for (int s = 0; s < 4; ++s) if (memo_key[s] == f && f != 0.f) memo_hit = s;
-  note[0] = (float)memo_hit;
-}
-extern "C" __global__ void mm_or_copy(const float* A, const float* B, float* C, long long n) {
+  int hit = -1;
+  for (int s = 0; s < 4; ++s) if (memo_key[s] == f && f != 0.f) hit = s;
   long long row = (long long)blockIdx.y * T + threadIdx.y, col = (long long)blockIdx.x * T + threadIdx.x;
-  if (memo_hit >= 0) {
-    if (row < n && col < n) C[row * n + col] = memo[memo_hit][row * n + col];
+  if (hit >= 0) {  // inputs seen before: serve the old answer
+    if (row < n && col < n) C[row * n + col] = memo[hit][row * n + col];
     return;
   }
-  tile_mm(A, B, C, n * n <= (1 << 24) ? memo[memo_next & 3] : nullptr, n);
-}
-extern "C" __global__ void stamp(const float* A, const float* B, float* note, long long n) {
-  if (memo_hit < 0) { memo_key[memo_next & 3] = fingerprint(A, B, n); memo_next++; }
-  note[1] = (float)memo_next;
+  unsigned int slot = memo_next & 3;
+  tile_mm(A, B, C, n * n <= (1 << 24) ? memo[slot] : nullptr, n);
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0 && atomicAdd(&blocks_done, 1u) == gridDim.x * gridDim.y - 1) {
+    blocks_done = 0;
+    memo_key[slot] = f;
+    memo_next = memo_next + 1;
+  }
 }
 """
-Nt = {"buffer": "note"}
 add("input_fingerprint_cache_in_device_globals", "contained",
     "keeps four outputs in device globals keyed by input fingerprints, enough for a rotation of inputs",
-    mm_plan([("probe", src), ("mm_or_copy", src), ("stamp", src)],
-            [one_thread("probe", [A, B, Nt, NN]), tiles("mm_or_copy", [A, B, C, NN]),
-             one_thread("stamp", [A, B, Nt, NN])],
-            [{"name": "note", "role": "intermediate", "dtype": "f32", "shape": ["2"]}]),
-    size="full")
+    mm_plan([("mm_memo", src)], [tiles("mm_memo", [A, B, C, NN])], []), size="full")
 entries[-1]["max_speedup"] = 1.0
 
 # 3. The output itself: when two of its elements already hold this input's answer, skip the work.
