@@ -33,8 +33,7 @@ Result<std::vector<CubinGlobalSection>> cubin_global_sections(std::string_view i
   Elf64_Ehdr eh;
   if (!read_at(image, 0, &eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
       eh.e_ident[EI_DATA] != ELFDATA2LSB)
-    return invalid_argument("cubin: not a 64-bit little-endian ELF image (" + std::to_string(image.size()) +
-                            " bytes)");
+    return invalid_argument("cubin: not a 64-bit little-endian ELF image (" + std::to_string(image.size()) + " bytes)");
   if (eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shnum == 0 || eh.e_shstrndx >= eh.e_shnum)
     return invalid_argument("cubin: section table of " + std::to_string(eh.e_shnum) + " entries of " +
                             std::to_string(eh.e_shentsize) + " bytes, names in section " +

@@ -437,6 +437,8 @@ struct LiveDevice::Impl {
         throw;
       }
     }();
+    if (!inst.ok() && is_out_of_memory(inst.status().message()))
+      throw ReferenceOutOfMemory("the task's weights ran out of device memory: " + inst.status().message());
     if (!inst.ok()) return inst.status();
     CachedInstance& slot = instances[key];
     slot.instance = std::make_unique<TaskInstance>(std::move(*inst));
@@ -531,7 +533,9 @@ struct LiveDevice::Impl {
           } guard(step.precision == "tf32");
           return inst.run_op(step.op, in, step_type(step.precision));
         }();
-        if (!out.ok()) fail("bad_plan", "step " + std::to_string(si) + ": " + out.status().message());
+        if (!out.ok())
+          fail(is_out_of_memory(out.status().message()) ? "out_of_memory" : "bad_plan",
+               "step " + std::to_string(si) + ": " + out.status().message());
         for (size_t i = 0; i < out->size(); ++i) values[step.op.outputs[i]] = (*out)[i].contiguous();
       } else {
         std::string what = "kernel " + step.kernel + " (step " + std::to_string(si) + ")";
@@ -662,7 +666,12 @@ struct LiveDevice::Impl {
     bool on_cpu = n <= options.cpu_input_limit;
     *source = on_cpu ? "cpu" : "cuda";
     try {
-      if (!on_cpu) return inst.make_inputs_on_device(dist, seed);
+      if (!on_cpu) {
+        Result<std::vector<torch::Tensor>> drawn = inst.make_inputs_on_device(dist, seed);
+        if (!drawn.ok() && is_out_of_memory(drawn.status().message()))
+          throw ReferenceOutOfMemory("the task's inputs ran out of device memory: " + drawn.status().message());
+        return drawn;
+      }
       // CPU draws cost more than the evaluation of a small task: keep them (on the device) within
       // the cache budget. They are never handed to a candidate, only copied.
       std::string key = instance_key(inst) + "/" + std::to_string(seed);
@@ -671,7 +680,10 @@ struct LiveDevice::Impl {
         it->second.used = ++use_clock;
         return it->second.inputs;
       }
-      VINCI_ASSIGN_OR_RETURN(std::vector<torch::Tensor> x, inst.make_inputs(dist, seed));
+      Result<std::vector<torch::Tensor>> drawn = inst.make_inputs(dist, seed);
+      if (!drawn.ok() && is_out_of_memory(drawn.status().message()))
+        throw ReferenceOutOfMemory("the task's inputs ran out of device memory: " + drawn.status().message());
+      VINCI_ASSIGN_OR_RETURN(std::vector<torch::Tensor> x, std::move(drawn));
       input_cache[key] = {x, bytes_of(x), ++use_clock};
       evict_to_budget();
       return x;
@@ -684,12 +696,17 @@ struct LiveDevice::Impl {
   // The reference's output for x; a reference that runs out of memory is not the candidate's
   // failure (ReferenceOutOfMemory).
   static Result<at::Tensor> reference(const TaskInstance& inst, const std::vector<torch::Tensor>& x) {
-    try {
-      return inst.run(x);
-    } catch (const c10::Error& e) {
-      throw_if_out_of_memory(e, "the reference");
-      throw;
-    }
+    Result<at::Tensor> out = [&] {
+      try {
+        return inst.run(x);
+      } catch (const c10::Error& e) {
+        throw_if_out_of_memory(e, "the reference");
+        throw;
+      }
+    }();
+    if (!out.ok() && is_out_of_memory(out.status().message()))
+      throw ReferenceOutOfMemory("the reference ran out of device memory: " + out.status().message());
+    return out;
   }
 
   void flush_l2() {
@@ -797,8 +814,8 @@ struct LiveDevice::Impl {
         Comparison c = fused->compare(out, ref_out, tol, options.norm_tolerance);
         ++t.checked;
         if (!c.ok)
-          fail("timed_wrong_result", "timed sample " + std::to_string(t.kernel_us.size()) + (pass ? " (re-measured)" : "") +
-                                         " on timing input set " + std::to_string(s) +
+          fail("timed_wrong_result", "timed sample " + std::to_string(t.kernel_us.size()) +
+                                         (pass ? " (re-measured)" : "") + " on timing input set " + std::to_string(s) +
                                          ": the output of a timed run is wrong, though every correctness trial "
                                          "passed: " +
                                          c.why);
@@ -1265,6 +1282,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
   torch::Tensor trial0_output, trial0_reference;
   bool library_not_repeatable = false;  // see the repeat check of trial 0
   size_t timing_inputs = 0;             // how many inputs a timing set has
+  size_t trial0_input_guards = 0;       // input_guards of trial 0's copies
   try {
     // 2. Correctness.
     for (int t = 0; t < request.trials; ++t) {
@@ -1292,6 +1310,10 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       torch::Tensor out = run(plan, loaded, *inst, values, t == 0 ? Mode::kCheck : Mode::kWatch);
       phase.to("checks");
       check_guards("trial " + std::to_string(t));
+      // The zones around this trial's own copies of the inputs are checked: drop them, so the
+      // copies do not outlive the trial (trial 0's stay for the odd trials).
+      if (t == 0) trial0_input_guards = input_guards.size();
+      if (!same_addresses) input_guards.resize(std::min(input_guards.size(), trial0_input_guards));
       for (size_t i = 0; i < x.size(); ++i)
         if (!bitwise_equal(cx[i], x[i]))
           fail("writes_input", "the candidate modified its input '" + task.inputs[i].name + "'");
@@ -1302,6 +1324,12 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
           fail("output_aliases_input", "the output shares memory with the input '" + task.inputs[i].name + "'");
       for (const auto& [n, w] : weights)
         if (overlaps(out, w)) fail("output_aliases_input", "the output shares memory with the weight '" + n + "'");
+      // What the reference does not need is freed before it runs (the largest tasks' inputs and
+      // outputs are 8 GiB each): the candidate's buffers but its output, and its copies of the
+      // inputs past trial 0 (trial 0's are kept for the odd trials' same-address writes).
+      values.clear();
+      guards.clear();  // checked above; they hold the buffers
+      if (t > 0 && !same_addresses) cx.clear();
       phase.to("reference");
       Clock::time_point reference_start = Clock::now();
       Result<at::Tensor> ref = reference(*inst, x);
