@@ -27,6 +27,7 @@
 #include "gpu/expr.h"
 #include "gpu/live/fused_compare.h"
 #include "gpu/live/live_compare.h"
+#include "gpu/live/memory_budget.h"
 #include "gpu/shapes.h"
 #include "gpu/sim/device_profile.h"
 #include "gpu/sim/sim_evaluator.h"
@@ -325,25 +326,14 @@ struct LiveDevice::Impl {
   std::unique_ptr<TritonCompiler> triton;  // made on the first Triton plan
   std::unique_ptr<SimEvaluator> sim;       // for the roofline floor
   // The worker's caches on the device: task instances (their weights) and CPU-drawn inputs,
-  // bounded together by cache_budget bytes (LiveOptions::cache_budget_fraction of the device's
+  // bounded together by the ledger's budget (LiveOptions::cache_budget_fraction of the device's
   // memory), the least recently used evicted first. The instance an evaluation is using is never
   // evicted under it; inputs handed out stay alive while referenced.
-  struct CachedInstance {
-    std::unique_ptr<TaskInstance> instance;
-    int64_t bytes = 0;
-    uint64_t used = 0;
-  };
-  struct CachedInputs {
-    std::vector<torch::Tensor> inputs;
-    int64_t bytes = 0;
-    uint64_t used = 0;
-  };
-  std::map<std::pair<std::string, int>, CachedInstance> instances;
-  std::map<std::string, CachedInputs> input_cache;  // CPU-drawn inputs, by task, sizes and seed
-  int64_t cache_budget = 0;
-  uint64_t use_clock = 0;
-  std::pair<std::string, int> instance_in_use;
-  torch::Tensor flush;  // the L2 flush buffer
+  std::map<std::pair<std::string, int>, std::unique_ptr<TaskInstance>> instances;
+  std::map<std::string, std::vector<torch::Tensor>> input_cache;  // CPU-drawn inputs, by task, sizes and seed
+  CacheLedger ledger{0};                                          // both, by bytes (set at open)
+  std::string instance_in_use;                                    // its ledger name
+  torch::Tensor flush;                                            // the L2 flush buffer
   // Which negative controls pass a trial's check, by (task, trial seed, tolerance, sizes): the
   // controls depend on the inputs and the reference alone, not on the candidate.
   std::map<std::string, std::map<std::string, bool>> control_cache;
@@ -381,31 +371,24 @@ struct LiveDevice::Impl {
     return n;
   }
 
-  int64_t cached_bytes() const {
-    int64_t n = 0;
-    for (const auto& [k, c] : instances) n += c.bytes;
-    for (const auto& [k, c] : input_cache) n += c.bytes;
-    return n;
+  static std::string instance_name(const std::pair<std::string, int>& key) {
+    return "instance:" + key.first + "/" + std::to_string(key.second);
   }
 
   // Evicts the least recently used entries until the caches fit their budget (the instance in use
   // stays).
   void evict_to_budget() {
-    while (cached_bytes() > cache_budget) {
-      uint64_t oldest = UINT64_MAX;
-      const std::pair<std::string, int>* victim_instance = nullptr;
-      const std::string* victim_inputs = nullptr;
-      for (const auto& [k, c] : instances)
-        if (k != instance_in_use && c.used < oldest) oldest = c.used, victim_instance = &k, victim_inputs = nullptr;
-      for (const auto& [k, c] : input_cache)
-        if (c.used < oldest) oldest = c.used, victim_inputs = &k, victim_instance = nullptr;
-      if (victim_inputs) {
-        input_cache.erase(*victim_inputs);
-      } else if (victim_instance) {
-        instances.erase(*victim_instance);
-      } else {
-        return;  // only the instance in use is left
+    for (const std::string& name : ledger.over_budget(instance_in_use)) {
+      ledger.remove(name);
+      if (name.rfind("inputs:", 0) == 0) {
+        input_cache.erase(name.substr(7));
+        continue;
       }
+      for (auto it = instances.begin(); it != instances.end(); ++it)
+        if (instance_name(it->first) == name) {
+          instances.erase(it);
+          break;
+        }
     }
   }
 
@@ -414,6 +397,7 @@ struct LiveDevice::Impl {
   void release_memory() {
     instances.clear();
     input_cache.clear();
+    ledger.clear();
     control_cache.clear();
 #ifdef VINCI_TORCH_CUDA
     c10::cuda::CUDACachingAllocator::emptyCache();
@@ -422,13 +406,14 @@ struct LiveDevice::Impl {
 
   Result<TaskInstance*> instance(const Task& task, SizeName size) {
     auto key = std::make_pair(task.id, static_cast<int>(size));
-    instance_in_use = key;
+    instance_in_use = instance_name(key);
     auto it = instances.find(key);
-    if (it != instances.end() && &it->second.instance->task() == &task) {
-      it->second.used = ++use_clock;
-      return it->second.instance.get();
+    if (it != instances.end() && &it->second->task() == &task) {
+      ledger.touch(instance_in_use);
+      return it->second.get();
     }
     instances.erase(key);
+    ledger.remove(instance_in_use);
     Result<TaskInstance> inst = [&]() -> Result<TaskInstance> {
       try {
         return TaskInstance::create(task, size, "cuda");
@@ -440,13 +425,12 @@ struct LiveDevice::Impl {
     if (!inst.ok() && is_out_of_memory(inst.status().message()))
       throw ReferenceOutOfMemory("the task's weights ran out of device memory: " + inst.status().message());
     if (!inst.ok()) return inst.status();
-    CachedInstance& slot = instances[key];
-    slot.instance = std::make_unique<TaskInstance>(std::move(*inst));
+    auto& slot = instances[key];
+    slot = std::make_unique<TaskInstance>(std::move(*inst));
     std::vector<torch::Tensor> weights;
-    for (const auto& [n, w] : slot.instance->weights()) weights.push_back(w);
-    slot.bytes = bytes_of(weights);
-    slot.used = ++use_clock;
-    TaskInstance* out = slot.instance.get();
+    for (const auto& [n, w] : slot->weights()) weights.push_back(w);
+    ledger.add(instance_in_use, bytes_of(weights));
+    TaskInstance* out = slot.get();
     evict_to_budget();
     return out;
   }
@@ -677,14 +661,15 @@ struct LiveDevice::Impl {
       std::string key = instance_key(inst) + "/" + std::to_string(seed);
       auto it = input_cache.find(key);
       if (it != input_cache.end()) {
-        it->second.used = ++use_clock;
-        return it->second.inputs;
+        ledger.touch("inputs:" + key);
+        return it->second;
       }
       Result<std::vector<torch::Tensor>> drawn = inst.make_inputs(dist, seed);
       if (!drawn.ok() && is_out_of_memory(drawn.status().message()))
         throw ReferenceOutOfMemory("the task's inputs ran out of device memory: " + drawn.status().message());
       VINCI_ASSIGN_OR_RETURN(std::vector<torch::Tensor> x, std::move(drawn));
-      input_cache[key] = {x, bytes_of(x), ++use_clock};
+      input_cache[key] = x;
+      ledger.add("inputs:" + key, bytes_of(x));
       evict_to_budget();
       return x;
     } catch (const c10::Error& e) {
@@ -1125,8 +1110,8 @@ Result<std::unique_ptr<LiveDevice>> LiveDevice::open(const LiveOptions& options)
   impl->flush = torch::empty({flush_elems}, torch::TensorOptions().device(torch::kCUDA));
   size_t free_bytes = 0, total_bytes = 0;
   cuMemGetInfo(&free_bytes, &total_bytes);
-  impl->cache_budget =
-      static_cast<int64_t>(std::clamp(options.cache_budget_fraction, 0.0, 1.0) * static_cast<double>(total_bytes));
+  impl->ledger = CacheLedger(
+      static_cast<int64_t>(std::clamp(options.cache_budget_fraction, 0.0, 1.0) * static_cast<double>(total_bytes)));
   cuEventCreate(&impl->start, CU_EVENT_DEFAULT);
   cuEventCreate(&impl->end, CU_EVENT_DEFAULT);
   cuEventCreate(&impl->sync, CU_EVENT_DISABLE_TIMING);
@@ -1143,23 +1128,29 @@ Result<EvalResult> LiveDevice::evaluate(const Task& task, const Plan& plan, cons
   // own side still does not fit, the task is skipped with its reason; if the candidate's does, the
   // candidate is rejected (out_of_memory), as it was the first time.
   std::string skipped;
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  for (int attempt = 0;; ++attempt) {
+    MemoryOutcome outcome = MemoryOutcome::kFine;
+    Result<EvalResult> r = invalid_argument("not evaluated");
     try {
-      Result<EvalResult> r = impl_->evaluate(task, plan, request, stats);
-      bool candidate_oom = r.ok() && !stats->context_lost &&
-                           std::find(r->flags.begin(), r->flags.end(), "rejected: out_of_memory") != r->flags.end();
-      if (attempt == 0 && candidate_oom) {
-        impl_->release_memory();
-        *stats = LiveStats();
-        continue;
-      }
-      stats->eval_ms = ms_since(t0);
-      return r;
+      r = impl_->evaluate(task, plan, request, stats);
+      if (stats->context_lost)
+        outcome = MemoryOutcome::kContextLost;
+      else if (r.ok() && std::find(r->flags.begin(), r->flags.end(), "rejected: out_of_memory") != r->flags.end())
+        outcome = MemoryOutcome::kCandidateOom;
     } catch (const ReferenceOutOfMemory& e) {
+      outcome = MemoryOutcome::kTaskOom;
       skipped = e.what();
+    }
+    if (retry_after(attempt, outcome)) {
       impl_->release_memory();
       *stats = LiveStats();
+      continue;
     }
+    if (outcome != MemoryOutcome::kTaskOom) {
+      stats->eval_ms = ms_since(t0);
+      return r;
+    }
+    break;
   }
   EvalResult r;
   r.evaluator = "cuda";

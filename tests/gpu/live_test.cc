@@ -2,6 +2,7 @@
 // with a GPU the hostile plans of tests/gpu/hostile/hostile_plans.json, every one rejected with
 // its reason by one evaluator that survives them all, then honest plans accepted.
 #include "gpu/live/cuda_evaluator.h"
+#include "gpu/live/memory_budget.h"
 
 #include <dlfcn.h>
 #include <sys/socket.h>
@@ -407,6 +408,47 @@ TEST(CudaEvaluator, KernelPrintfIsCapturedCappedAndKeptOffTheTerminal) {
   EXPECT_GT(std::atoll(r->settings["memory_clock_khz"].c_str()), 0);
   std::printf("kernel output: %zu bytes kept, %lld more counted; %lld bytes reached fd 1/2\n", r->kernel_output.size(),
               static_cast<long long>(r->kernel_output_dropped), static_cast<long long>(leaked));
+}
+
+}  // namespace
+}  // namespace vinci
+
+namespace vinci {
+namespace {
+
+// The worker's caches (docs/live_evaluator.md, "Memory"): least recently used out first, the entry
+// in use never, and nothing evicted while the total fits.
+TEST(CacheLedger, EvictsLeastRecentlyUsedFirstAndNeverTheEntryInUse) {
+  CacheLedger ledger(100);
+  ledger.add("instance:L1_001/0", 40);
+  ledger.add("inputs:a", 30);
+  ledger.add("inputs:b", 30);
+  EXPECT_EQ(ledger.total(), 100);
+  EXPECT_TRUE(ledger.over_budget("").empty()) << "at the budget, nothing goes";
+  ledger.touch("instance:L1_001/0");  // now the most recent
+  ledger.add("inputs:c", 25);
+  EXPECT_EQ(ledger.over_budget(""), std::vector<std::string>({"inputs:a"}));
+  // The oldest is in use: the next oldest goes instead.
+  EXPECT_EQ(ledger.over_budget("inputs:a"), std::vector<std::string>({"inputs:b"}));
+  // An entry in use larger than the whole budget stays; everything else goes.
+  CacheLedger small(10);
+  small.add("instance:L1_038/0", 500);
+  small.add("inputs:x", 5);
+  EXPECT_EQ(small.over_budget("instance:L1_038/0"), std::vector<std::string>({"inputs:x"}));
+  small.remove("inputs:x");
+  EXPECT_TRUE(small.over_budget("instance:L1_038/0").empty());
+  small.clear();
+  EXPECT_EQ(small.total(), 0);
+}
+
+// Out of memory: one retry after the caches are released, only with the context intact.
+TEST(CacheLedger, OutOfMemoryIsRetriedOnceWithTheContextIntact) {
+  EXPECT_TRUE(retry_after(0, MemoryOutcome::kCandidateOom));
+  EXPECT_TRUE(retry_after(0, MemoryOutcome::kTaskOom));
+  EXPECT_FALSE(retry_after(1, MemoryOutcome::kCandidateOom));
+  EXPECT_FALSE(retry_after(1, MemoryOutcome::kTaskOom));
+  EXPECT_FALSE(retry_after(0, MemoryOutcome::kContextLost));
+  EXPECT_FALSE(retry_after(0, MemoryOutcome::kFine));
 }
 
 }  // namespace
