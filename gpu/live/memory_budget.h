@@ -60,10 +60,10 @@ class CacheLedger {
 
 // What an evaluation's attempt came to, as far as memory goes.
 enum class MemoryOutcome {
-  kFine,             // no allocation failed (the candidate may still be rejected for other reasons)
-  kCandidateOom,     // the candidate's own allocation failed: rejected: out_of_memory
-  kTaskOom,          // the task's side (reference, inputs, weights) failed: not the candidate's fault
-  kContextLost,      // the CUDA context is gone: the worker is replaced, never retried here
+  kFine,          // no allocation failed (the candidate may still be rejected for other reasons)
+  kCandidateOom,  // the candidate's own allocation failed: rejected: out_of_memory
+  kTaskOom,       // the task's side (reference, inputs, weights) failed: not the candidate's fault
+  kContextLost,   // the CUDA context is gone: the worker is replaced, never retried here
 };
 
 // Whether to release the caches and run the evaluation again after an attempt: once, after the

@@ -611,7 +611,13 @@ TEST(LlmRun, ApiKey) {
     EXPECT_FALSE(contains(out, wrong));
     EXPECT_TRUE(contains(out, var)) << "the manifest names the variable";
   }
-  EXPECT_EQ(sh("grep -rlF -e " + key + " -e " + wrong + " " + runs, &out), 1) << out;
+  // Nor in what is exported for trainers: the calls export and the tables.
+  const std::string exports = dir + "/exports";
+  ASSERT_EQ(sh("mkdir -p " + exports, &out), 0);
+  ASSERT_EQ(sh(kReplay + " export " + keyed + " --out " + exports + "/calls.jsonl", &out), 0) << out;
+  ASSERT_EQ(sh(kReplay + " export " + keyed + " --format jsonl --out " + exports + "/tables", &out), 0) << out;
+  EXPECT_TRUE(exists(exports + "/calls.jsonl"));
+  EXPECT_EQ(sh("grep -rlF -e " + key + " -e " + wrong + " " + runs + " " + exports, &out), 1) << out;
   EXPECT_TRUE(exists(runs + "/objects")) << "the objects folder was searched";
 }
 
