@@ -91,6 +91,10 @@ while read -r kind pkg; do
         if [ -f /usr/include/zlib.h ]; then continue; fi ;;
       libbrotli*)
         if [ -f /usr/include/brotli/decode.h ]; then continue; fi ;;
+      libcap2)
+        if ls /usr/lib/$arch/libcap.so.2 /lib/$arch/libcap.so.2 >/dev/null 2>&1; then continue; fi ;;
+      libselinux1)
+        if ls /usr/lib/$arch/libselinux.so.1 /lib/$arch/libselinux.so.1 >/dev/null 2>&1; then continue; fi ;;
     esac
     say "this machine lacks what $pkg provides; using bookworm's"
   fi
@@ -175,13 +179,20 @@ if ! pkg-config --version >/dev/null 2>&1; then
 fi
 "$prefix/usr/bin/capnp" --version >/dev/null || die "the unpacked capnp does not run (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)"
 say "capnp: $("$prefix/usr/bin/capnp" --version)"
+# The Triton compile sandbox: this machine's bwrap if it has one, else the unpacked one (on PATH
+# after the system's folders, here and in env.sh). `harness env` below says what a compile runs in.
+if command -v bwrap >/dev/null; then
+  say "bwrap: $(command -v bwrap) ($(bwrap --version))"
+else
+  say "bwrap: not found, not even in $prefix/usr/bin: Triton compiles will run without their sandbox"
+fi
 say "pkg-config: ${PKG_CONFIG:-$(command -v pkg-config)} $("${PKG_CONFIG:-pkg-config}" --version)"
 say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 
 # For running the built programs later: source $build_dir/env.sh
 cat >"$build_dir/env.sh" <<ENV
 # Written by scripts/build_gpu.sh: the loader path vinci's programs need on this machine, and the
-# unpacked programs (redis-server for the evaluation queue).
+# unpacked programs (redis-server for the evaluation queue, bwrap for the Triton compile sandbox).
 export LD_LIBRARY_PATH=$ld_dir\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 export PATH=\$PATH:$prefix/usr/bin
 ENV

@@ -27,12 +27,17 @@ packages=(
   # The evaluation queue's server (docs/distributed.md) and its tests: redis-server is a link to
   # redis-tools' redis-check-rdb, which needs jemalloc and lzf.
   redis-server redis-tools libjemalloc2 liblzf1
+  # The Triton compile sandbox (docs/live_evaluator.md, "Compile sandbox"): build_gpu.sh puts its
+  # bin/ on PATH, where TritonCompiler finds bwrap.
+  bubblewrap
 )
 # Unpacked on the GPU machine only if it lacks them: CapnProtoConfig.cmake requires OpenSSL's
 # headers and libssl.so (nothing in vinci links it), and find_package(PkgConfig) needs pkg-config.
-# The same for libcurl's runtime library, and for the headers cpp-httplib's header includes
-# (it was built with OpenSSL, zlib and Brotli support).
-fallback_packages=(libssl-dev libssl3 pkgconf pkgconf-bin libpkgconf3 libcurl4 zlib1g-dev libbrotli-dev libbrotli1)
+# The same for libcurl's runtime library, for the headers cpp-httplib's header includes (it was
+# built with OpenSSL, zlib and Brotli support), and for the libraries bwrap links (libcap2,
+# libselinux1; Ubuntu has both).
+fallback_packages=(libssl-dev libssl3 pkgconf pkgconf-bin libpkgconf3 libcurl4 zlib1g-dev libbrotli-dev libbrotli1
+  libcap2 libselinux1)
 all=("${packages[@]}" "${fallback_packages[@]}")
 
 # The GPU machine's copy of the working tree is capped at 64 MiB in all; keep room for the sources.

@@ -41,6 +41,9 @@ echo "build: $(( $(date +%s) - t0 )) s"
 source build-gpu/env.sh
 bin=build-gpu/bin
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,memory.total --format=csv >"$figs/gpu.txt" 2>&1
+# What a Triton compile runs in there (the triton_sandbox setting of its measurements), and the
+# warning when part of the sandbox is missing.
+"$bin/harness" env 2>&1 | grep -E "^triton_sandbox:|WARNING" >>"$figs/gpu.txt"
 cat "$figs/gpu.txt"
 n=0
 for stage in "$@"; do

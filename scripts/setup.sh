@@ -19,6 +19,7 @@ packages=(
   python3-torch python3-numpy
   clang-format  # scripts/format.sh: the C++ layout of .clang-format
   strace  # the kill tests: a SIGKILL injected at a chosen system call of a run (docs/testing.md)
+  bubblewrap  # the Triton compile sandbox (docs/live_evaluator.md, "Compile sandbox")
   clang libclang-rt-dev  # the fuzz targets and sanitized tests (scripts/fuzz.sh): libFuzzer, ASan, UBSan
 )
 

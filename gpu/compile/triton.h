@@ -2,15 +2,18 @@
 //
 // A plan kernel of language "triton" is a Python module of @triton.jit functions; each launch of
 // it says its compile-time constants, num_warps and num_stages (PlanStep::triton). Triton is the
-// compiler only: TritonCompiler runs gpu/compile/triton_compile.py in a separate process (a time limit, a
-// fresh temporary folder for Triton's own cache, no proxy variables, no network where `unshare -rn`
-// works) and gets back the cubin and its launch metadata (TritonKernelMeta: the entry point's name,
-// dynamic shared memory, warps, the trailing scratch arguments). Results are cached by content
-// address, like NVRTC's, in memory and optionally in a folder shared between processes. The CUDA
-// worker loads the cubin with the driver API and launches it with Triton's argument convention:
-// the launch's non-constexpr arguments, then the global scratch pointer and the profile scratch
-// pointer (null when their sizes are 0). docs/plan_format.md ("Triton kernels") is the user-facing
-// description. No GPU is needed to compile.
+// compiler only: TritonCompiler runs gpu/compile/triton_compile.py in a separate process and gets
+// back the cubin and its launch metadata (TritonKernelMeta: the entry point's name, dynamic shared
+// memory, warps, the trailing scratch arguments). Importing the module runs model-written Python,
+// so that process runs in a sandbox (docs/live_evaluator.md, "Compile sandbox"): an allowlisted
+// environment, a read-only view of only what Python and Triton need plus a fresh temporary folder,
+// its own pid, network and IPC namespaces (bwrap), uid 65534 when vinci runs as root, and limits
+// on time, CPU, memory, file size and processes. Results are cached by content address, like
+// NVRTC's, in memory and optionally in a folder shared between processes. The CUDA worker loads
+// the cubin with the driver API and launches it with Triton's argument convention: the launch's
+// non-constexpr arguments, then the global scratch pointer and the profile scratch pointer (null
+// when their sizes are 0). docs/plan_format.md ("Triton kernels") is the user-facing description.
+// No GPU is needed to compile.
 #ifndef VINCI_GPU_COMPILE_TRITON_H_
 #define VINCI_GPU_COMPILE_TRITON_H_
 
@@ -83,12 +86,30 @@ struct CompiledTriton {
   double compile_ms = 0;
 };
 
+// The compile process's limits, each enforced by the kernel (setrlimit through prlimit); 0: none.
+// A compile past one is rejected (InvalidArgument) with a message that names it. The defaults
+// leave a real compile far from every limit: a compile of tests/gpu/triton_plans (Triton 3.9, one
+// thread) peaks at 0.23 GiB of address space, a few seconds of CPU and files of at most a few
+// hundred KiB, in one process plus ptxas. Address space grows with LLVM's threads and glibc's
+// per-thread malloc arenas (64 MiB reserved each) on many-core machines, hence 8 GiB; a real
+// kernel rejected with "MemoryError" or "out of memory" naming the limit means it needs raising.
+struct TritonLimits {
+  int64_t cpu_s = 60;                    // CPU seconds per process: SIGXCPU, then SIGKILL a second later
+  int64_t memory_bytes = 8LL << 30;      // address space per process (RLIMIT_AS): MemoryError, ENOMEM
+  int64_t file_size_bytes = 64LL << 20;  // the largest file it may write (RLIMIT_FSIZE): EFBIG, SIGXFSZ
+  int64_t processes = 64;                // processes and threads (RLIMIT_NPROC): fork fails with EAGAIN
+};
+
 struct TritonOptions {
-  std::string python;           // empty: $VINCI_TRITON_PYTHON, else python3
-  std::string script;           // empty: $VINCI_TRITON_COMPILE, else gpu/compile/triton_compile.py of the tree
-  std::string cache_dir;        // empty: memory only
-  double timeout_s = 120;       // a compile still running after this is rejected
-  bool isolate_network = true;  // run under `unshare -rn` when it works here
+  std::string python;      // empty: $VINCI_TRITON_PYTHON, else python3
+  std::string script;      // empty: $VINCI_TRITON_COMPILE, else gpu/compile/triton_compile.py of the tree
+  std::string cache_dir;   // empty: memory only
+  double timeout_s = 120;  // wall-clock: a compile still running after this is rejected
+  TritonLimits limits;
+  // false: no bwrap (the environment allowlist and the limits still apply); for a machine where
+  // bwrap cannot work, and said loudly as a missing sandbox is.
+  bool sandbox = true;
+  std::string bwrap;  // empty: $VINCI_BWRAP, else bwrap on PATH
   int arch = 90;
 };
 
@@ -100,22 +121,33 @@ class TritonCompiler {
   // and the fix when Triton is not installed.
   Result<std::string> version();
 
-  // A kernel that does not compile (or exceeds the time limit) is an expected failure:
-  // InvalidArgument with Triton's message. FailedPrecondition when Triton is missing.
+  // A kernel that does not compile, or whose compile hits a limit, is an expected failure:
+  // InvalidArgument with Triton's message or the limit's. FailedPrecondition when Triton is missing.
   Result<std::shared_ptr<const CompiledTriton>> compile(const TritonCompileRequest& request);
 
   const TritonOptions& options() const { return options_; }
-  bool network_isolated();  // whether compiles run without a network (unshare -rn works)
+  // What the compile process runs in here, as recorded in a measurement's settings
+  // (triton_sandbox): "bwrap: env allowlist, read-only fs, pid+net+ipc namespace, uid 65534,
+  // limits cpu=60s as=8GiB fsize=64MiB nproc=64 core=0 oom_score_adj=1000", or "none (why): ..."
+  // where bwrap cannot be used, or "unavailable: why" where the python cannot run. Probes once
+  // (runs the python, then bwrap); a missing feature is also said once on stderr.
+  std::string sandbox_description();
+  bool network_isolated();  // whether compiles run without a network (bwrap, else `unshare -rn`)
   int64_t hits() const;
   int64_t misses() const;
 
+  struct Sandbox;  // how a compile process is started here (triton.cc)
+
  private:
-  Result<std::string> run_script(const std::vector<std::string>& args, const std::string& input, double timeout_s);
+  Result<std::shared_ptr<const Sandbox>> sandbox();
 
   TritonOptions options_;
   mutable std::mutex mu_;
+  std::mutex probe_mu_;  // held while the sandbox is probed, so it is probed once
+  std::shared_ptr<const Sandbox> sandbox_;
+  Status probe_error_;
+  bool probed_ = false;
   std::string version_;
-  int unshare_ = -1;  // -1: not yet probed
   std::map<Digest, std::shared_ptr<const CompiledTriton>> memory_;
   int64_t hits_ = 0;
   int64_t misses_ = 0;

@@ -3,9 +3,12 @@
 
 vinci compiles a plan's Triton kernels here and launches the cubin itself, through the driver API,
 in the CUDA worker (gpu/live/live_eval.cc); Triton's own launcher and caches are never used. The harness
-(gpu/compile/triton.cc) starts this script in a process of its own, with a time limit, a fresh temporary
-folder as Triton's cache and working folder, no proxy variables, and without a network where
-`unshare -rn` works. No GPU is needed: the target is given (GPUTarget("cuda", arch, 32)).
+(gpu/compile/triton.cc) starts this script in a sandbox of its own (docs/live_evaluator.md, "Compile
+sandbox"): an allowlisted environment, a fresh temporary folder as home, Triton's cache and working
+folder (the only place it may write), no network, its own processes only, and limits on time, CPU,
+memory, file size and processes. No GPU is needed: the target is given (GPUTarget("cuda", arch, 32)).
+
+The module's own output goes to stderr: stdout carries the answer alone.
 
   request:  {"source": MODULE TEXT, "kernel": NAME, "signature": ["*fp32", "*i64", "i64", ...],
              "constexprs": {"BLOCK": 1024, "EPS": 1e-5, "FLAG": true}, "num_warps": 4,
@@ -33,9 +36,21 @@ import traceback
 FIXED_OPTIONS = {"num_ctas": 1, "enable_fp_fusion": True, "debug": False}
 
 
+# The answer's channel: the process's stdout, kept on a descriptor of its own before the module
+# runs; fd 1 and sys.stdout then go to stderr, so a module that prints does not break the answer.
+_answer_out = sys.stdout
+
+
 def answer(obj):
-    sys.stdout.write(json.dumps(obj, sort_keys=True))
-    sys.stdout.flush()
+    _answer_out.write(json.dumps(obj, sort_keys=True))
+    _answer_out.flush()
+
+
+def divert_stdout():
+    global _answer_out
+    _answer_out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
 
 
 def fail(kind, error):
@@ -88,6 +103,7 @@ def main():
     except Exception as e:  # noqa: BLE001
         fail("no_triton", "Triton cannot be imported by " + sys.executable + ": " + short_error(e))
 
+    divert_stdout()
     work = tempfile.mkdtemp(prefix="vinci_triton_")
     path = os.path.join(work, "vinci_kernel.py")
     with open(path, "w") as f:

@@ -939,6 +939,7 @@ struct LiveDevice::Impl {
     }
     VINCI_ASSIGN_OR_RETURN(std::string version, triton->version());
     (*settings)["triton_version"] = version;
+    (*settings)["triton_sandbox"] = triton->sandbox_description();
     (*settings)["triton_compile_timeout_s"] = format_number("%.6g", options.triton_timeout_s);
     ExprEnv env;
     env.symbols = inst.sizes();

@@ -1,7 +1,9 @@
 // `harness env`: prints the environment a run started here would record: the numeric settings
-// that replay compares ("pinned"), and the variables that can steer them, which it does not.
+// that replay compares ("pinned"), the variables that can steer them, which it does not, and what
+// a Triton compile runs in here (the triton_sandbox setting of a measurement of a Triton plan).
 #include <cstdio>
 
+#include "gpu/compile/triton.h"
 #include "harness/cli/commands.h"
 #include "harness/world.h"
 #include "recorder/environment.h"
@@ -20,6 +22,9 @@ int cmd_env(const std::vector<std::string>& args) {
   for (const auto& [k, v] : env.pinned()) std::printf("pinned %s=%s\n", k.c_str(), v.c_str());
   std::printf("variable ATEN_CPU_CAPABILITY=%s\nvariable OPENBLAS_CORETYPE=%s\n", env.aten_cpu_capability.c_str(),
               env.openblas_coretype.c_str());
+  // Where part of the sandbox is missing, the probe has also said so on stderr.
+  TritonCompiler triton;
+  std::printf("triton_sandbox: %s\n", triton.sandbox_description().c_str());
   return 0;
 }
 

@@ -331,6 +331,7 @@ TEST(CudaEvaluator, TritonPlansMeetEveryCheckOfACudaPlan) {
     EXPECT_TRUE(r->correct) << name << ": " << r->error << " " << r->compile_log;
     EXPECT_EQ(r->kernel_times_us.size(), 10u) << name;
     EXPECT_TRUE(r->settings.count("triton_version")) << name;
+    EXPECT_NE(r->settings["triton_sandbox"].find("env allowlist"), std::string::npos) << name;
     EXPECT_NE(r->settings["triton_options"].find("arch=sm_90"), std::string::npos) << name;
   }
 }

@@ -1,14 +1,27 @@
 // Triton kernels without a GPU: the model-facing triton block and its launches, the plan JSON of a
 // Triton launch, the launch metadata codec, the sim world's verdict, and (where Triton is
 // installed: scripts/setup.sh installs it) compiling the plans of tests/gpu/triton_plans to sm_90
-// cubins, the cache, compile errors, the compile time limit and a missing Triton.
+// cubins, the cache, compile errors, the compile time limit and a missing Triton; and the compile
+// sandbox, each of its properties against a module written to break it.
 #include "gpu/compile/triton.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <csignal>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
+#include <map>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -569,6 +582,509 @@ TEST(TritonCompile, FailuresAreCleanRejectionsWithTritonsMessage) {
       EXPECT_TRUE(k.ok()) << file << ": " << k.status().to_string();
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The compile sandbox (docs/live_evaluator.md, "Compile sandbox"). Each test hands the compiler a
+// module whose top-level code (run at import, before any kernel is compiled) tries to break one
+// property, and reports what it managed in the exception it raises: the compile error is what
+// the test reads, as the model would.
+
+// The seed of the secrets and markers these tests make up: VINCI_TEST_SEED, else random; printed.
+uint64_t sandbox_seed() {
+  static uint64_t seed = [] {
+    const char* s = std::getenv("VINCI_TEST_SEED");
+    uint64_t v =
+        s && *s ? std::strtoull(s, nullptr, 10) : (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+    std::cout << "sandbox tests: VINCI_TEST_SEED=" << v << std::endl;
+    return v;
+  }();
+  return seed;
+}
+
+// A made-up value of 12 hex digits, distinct per call (splitmix64 over the seed).
+std::string made_up() {
+  static uint64_t n = 0;
+  uint64_t z = sandbox_seed() + 0x9e3779b97f4a7c15ULL * ++n;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  z ^= z >> 31;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(z));
+  return std::string(buf, 12);
+}
+
+std::string with(std::string text, const std::map<std::string, std::string>& values) {
+  for (const auto& [from, to] : values)
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+  return text;
+}
+
+// A module: the hostile top-level code, then a kernel that compiles.
+Result<std::shared_ptr<const CompiledTriton>> compile_module(TritonCompiler& c, const std::string& top) {
+  TritonCompileRequest r;
+  r.source = top + R"(
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def k(x_ptr):
+    tl.store(x_ptr, 1.0)
+)";
+  r.kernel = "k";
+  r.signature = {"*fp32"};
+  return c.compile(r);
+}
+
+// The compile error a hostile module gets; "" (and a test failure) when it compiled.
+std::string compile_error(TritonCompiler& c, const std::string& top) {
+  Result<std::shared_ptr<const CompiledTriton>> k = compile_module(c, top);
+  EXPECT_FALSE(k.ok()) << "the module compiled";
+  if (k.ok()) return "";
+  EXPECT_EQ(k.status().code(), StatusCode::kInvalidArgument) << k.status().to_string();
+  return k.status().message();
+}
+
+// The processes of this machine whose name (/proc/PID/comm) is name.
+std::vector<std::string> processes_named(const std::string& name) {
+  std::vector<std::string> pids;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string comm = read(e.path().string() + "/comm");
+    if (!comm.empty() && comm.back() == '\n') comm.pop_back();
+    if (comm == name) pids.push_back(pid);
+  }
+  return pids;
+}
+
+bool sandboxed(TritonCompiler& c) { return c.sandbox_description().rfind("bwrap:", 0) == 0; }
+
+// Properties only bwrap gives (the filesystem, other processes, processes left behind) are tested
+// where it runs; elsewhere the test says why it skipped.
+#define SKIP_WITHOUT_SANDBOX(c)                                                                      \
+  do {                                                                                               \
+    if (!sandboxed(c))                                                                               \
+      GTEST_SKIP() << "the compile sandbox cannot run here (scripts/setup.sh installs bubblewrap): " \
+                   << (c).sandbox_description();                                                     \
+  } while (0)
+
+TEST(TritonSandbox, DescribesWhatItRunsIn) {
+  SKIP_WITHOUT_TRITON();
+  TritonCompiler c;
+  std::string d = c.sandbox_description();
+  EXPECT_NE(d.find("env allowlist"), std::string::npos) << d;
+  EXPECT_NE(d.find("limits cpu=60s as=8GiB fsize=64MiB nproc=64"), std::string::npos) << d;
+  EXPECT_NE(d.find("core=0"), std::string::npos) << d;
+  // The module cannot lower what the out-of-memory killer sees (raising is all uid 65534 may do).
+  if (d.find("oom_score_adj=1000") != std::string::npos && d.find("uid 0,") == std::string::npos) {
+    std::string error = compile_error(c, R"(
+import os
+with open("/proc/self/oom_score_adj", "w") as f:
+    f.write("-1000")
+)");
+    EXPECT_TRUE(error.find("Permission denied") != std::string::npos ||
+                error.find("Operation not permitted") != std::string::npos)
+        << error;
+  }
+  if (sandboxed(c)) {
+    EXPECT_NE(d.find("read-only fs, pid+net+ipc namespace"), std::string::npos) << d;
+    EXPECT_TRUE(c.network_isolated());
+    if (::geteuid() == 0) {
+      EXPECT_NE(d.find("uid 65534"), std::string::npos) << d;
+    }
+  }
+  TritonOptions off;
+  off.sandbox = false;
+  off.limits.cpu_s = 0;
+  off.limits.file_size_bytes = 3LL << 20;
+  TritonCompiler o(off);
+  std::string od = o.sandbox_description();
+  EXPECT_EQ(od.rfind("none (TritonOptions::sandbox is off): env allowlist", 0), 0u) << od;
+  EXPECT_NE(od.find("cpu=none as=8GiB fsize=3MiB"), std::string::npos) << od;
+}
+
+// Secrets: the environment is an allowlist, and a name that looks like a secret never passes.
+TEST(TritonSandbox, SecretsInTheEnvironmentStayOut) {
+  SKIP_WITHOUT_TRITON();
+  const std::map<std::string, std::string> secrets = {
+      {"OPENAI_API_KEY", "sk-" + made_up()}, {"VINCI_TEST_SECRET", made_up()}, {"LC_AUTH_TOKEN", made_up()}};
+  for (const auto& [k, v] : secrets) ::setenv(k.c_str(), v.c_str(), 1);
+  TritonCompiler c;
+  std::string error = compile_error(c, R"(
+import os
+raise RuntimeError("environment: %r" % sorted(os.environ.items()))
+)");
+  // The module did run and print its environment: the compile's own variables are there.
+  EXPECT_NE(error.find("'TRITON_CACHE_DIR', '/tmp/vinci_triton_"), std::string::npos) << error;
+  EXPECT_NE(error.find("'HOME', '/tmp/vinci_triton_"), std::string::npos) << error;
+  // A compile that succeeds carries none of them either.
+  Result<std::shared_ptr<const CompiledTriton>> k = compile_module(c, "import os\nx = dict(os.environ)\n");
+  ASSERT_TRUE(k.ok()) << k.status().to_string();
+  for (const auto& [name, value] : secrets) {
+    EXPECT_EQ(error.find(value), std::string::npos) << name << " reached the compile: " << error;
+    EXPECT_EQ(error.find(name), std::string::npos) << name << " reached the compile: " << error;
+    EXPECT_EQ((*k)->cubin.find(value), std::string::npos) << name;
+    EXPECT_EQ(encode_triton_meta((*k)->meta).find(value), std::string::npos) << name;
+    ::unsetenv(name.c_str());
+  }
+}
+
+// Other processes: the harness's environment and command line are out of reach, and so is the
+// harness itself (signals, ptrace).
+TEST(TritonSandbox, OtherProcessesAreNotVisible) {
+  SKIP_WITHOUT_TRITON();
+  std::string secret = made_up();
+  ::setenv("VINCI_TEST_SECRET", secret.c_str(), 1);
+  TritonCompiler c;
+  SKIP_WITHOUT_SANDBOX(c);
+  std::string error = compile_error(c, with(R"(
+import ctypes, os
+seen = []
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        for f in ("environ", "cmdline"):
+            try:
+                seen.append((pid, f, open("/proc/%s/%s" % (pid, f), "rb").read()))
+            except OSError as e:
+                seen.append((pid, f, e.strerror))
+try:
+    os.kill(@PID@, 0)
+    seen.append("SIGNALLED the harness")
+except OSError as e:
+    seen.append(("kill the harness", e.strerror))
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(16, @PID@, 0, 0) == 0:  # PTRACE_ATTACH
+    seen.append("TRACED the harness")
+else:
+    seen.append(("ptrace the harness", os.strerror(ctypes.get_errno())))
+raise RuntimeError("seen: %r" % seen)
+)",
+                                            {{"@PID@", std::to_string(::getpid())}}));
+  ::unsetenv("VINCI_TEST_SECRET");
+  EXPECT_NE(error.find("seen: "), std::string::npos) << error;
+  EXPECT_EQ(error.find(secret), std::string::npos) << "the harness's environment was read: " << error;
+  EXPECT_EQ(error.find("'" + std::to_string(::getpid()) + "', 'environ'"), std::string::npos) << error;
+  EXPECT_NE(error.find("('kill the harness', 'No such process')"), std::string::npos) << error;
+  EXPECT_EQ(error.find("SIGNALLED"), std::string::npos) << error;
+  EXPECT_NE(error.find("('ptrace the harness', 'No such process')"), std::string::npos) << error;
+}
+
+// The module's own output and exit: what it prints goes to stderr and does not break the answer;
+// a module that exits the compile process is the candidate's failure, not the evaluator's.
+TEST(TritonSandbox, AModuleThatPrintsOrExitsFailsOnlyItself) {
+  SKIP_WITHOUT_TRITON();
+  TritonCompiler c;
+  Result<std::shared_ptr<const CompiledTriton>> printed = compile_module(c, R"(
+import os
+print("hello")
+os.write(1, b'{"ok": false}')
+)");
+  EXPECT_TRUE(printed.ok()) << printed.status().to_string();
+  std::string exited = compile_error(c, "import os\nos._exit(127)\n");
+  EXPECT_NE(exited.find("the compile process exited with status 127 without an answer"), std::string::npos) << exited;
+}
+
+// Descriptors: nothing the harness has open (a run's log, its sockets) reaches the compile, even
+// without close-on-exec.
+TEST(TritonSandbox, NoDescriptorOfTheHarnessIsInherited) {
+  SKIP_WITHOUT_TRITON();
+  std::string log = ::testing::TempDir() + "vinci_run_log_" + made_up();
+  int fd = ::open(log.c_str(), O_CREAT | O_WRONLY, 0600);  // no O_CLOEXEC, as a careless library opens it
+  ASSERT_GE(fd, 0);
+  TritonCompiler c;
+  std::string error = compile_error(c, R"(
+import os
+seen = []
+for f in sorted(os.listdir("/proc/self/fd")):
+    try:
+        seen.append("%s -> %s" % (f, os.readlink("/proc/self/fd/" + f)))
+    except OSError:  # the descriptor listdir used
+        pass
+raise RuntimeError("open: " + ", ".join(seen))
+)");
+  ::close(fd);
+  std::filesystem::remove(log);
+  EXPECT_NE(error.find("open: 0 -> "), std::string::npos) << error;
+  EXPECT_EQ(error.find(log), std::string::npos) << error;
+  // 0-2, and 3: the compile script's own answer channel (its stdout, kept before the module runs).
+  // bwrap's info descriptor is not there either.
+  EXPECT_NE(error.find(", 3 -> pipe:"), std::string::npos) << error;
+  EXPECT_EQ(error.find(", 4 -> "), std::string::npos) << error;
+}
+
+// The filesystem: read-only outside the compile's own folder, which it can write.
+TEST(TritonSandbox, NothingOutsideItsFolderIsWritable) {
+  SKIP_WITHOUT_TRITON();
+  TritonCompiler c;
+  SKIP_WITHOUT_SANDBOX(c);
+  std::string name = "vinci_sandbox_" + made_up();
+  std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
+  const std::vector<std::string> outside = {"/tmp/" + name, home + "/" + name, "/dev/shm/" + name,
+                                            std::string(VINCI_SOURCE_DIR) + "/" + name};
+  std::string paths;
+  for (const auto& p : outside) paths += "\"" + p + "\", ";
+  std::string error = compile_error(c, with(R"(
+import os
+tried = []
+for path in [@PATHS@os.path.join(os.environ["TMPDIR"], "mine")]:
+    try:
+        with open(path, "w") as f:
+            f.write("x")
+        tried.append("WROTE " + path)
+    except OSError as e:
+        tried.append("%s: %s" % (path, e.strerror))
+try:
+    open("@SCRIPT@", "a").close()
+    tried.append("WROTE the compile script")
+except OSError as e:
+    tried.append("the compile script: " + e.strerror)
+raise RuntimeError("; ".join(tried))
+)",
+                                            {{"@PATHS@", paths}, {"@SCRIPT@", c.options().script}}));
+  EXPECT_NE(error.find("WROTE /tmp/vinci_triton_"), std::string::npos) << "its own folder: " << error;
+  for (const auto& p : outside) {
+    EXPECT_FALSE(std::filesystem::exists(p)) << p;
+    std::filesystem::remove(p);
+    EXPECT_EQ(error.find("WROTE " + p), std::string::npos) << error;
+  }
+  EXPECT_NE(error.find("/tmp/" + name + ": Read-only file system"), std::string::npos) << error;
+  EXPECT_NE(error.find("/dev/shm/" + name + ": Read-only file system"), std::string::npos) << error;
+  // Read-only, and not its file either (uid 65534's error comes first where vinci runs as root).
+  EXPECT_TRUE(error.find("the compile script: Read-only file system") != std::string::npos ||
+              error.find("the compile script: Permission denied") != std::string::npos)
+      << error;
+}
+
+// The home folder and the runs are not there at all: neither listed nor read.
+TEST(TritonSandbox, HomeAndRunFoldersAreNotVisible) {
+  SKIP_WITHOUT_TRITON();
+  TritonCompiler c;
+  SKIP_WITHOUT_SANDBOX(c);
+  std::string tag = made_up();
+  std::string home = std::getenv("HOME") ? std::getenv("HOME") : "/root";
+  std::string run = ::testing::TempDir() + "vinci_run_" + tag;
+  std::filesystem::create_directories(run);
+  std::ofstream(run + "/records.log") << "run record " << tag;
+  std::string home_file = home + "/.vinci_sandbox_" + tag;
+  std::ofstream(home_file) << "home file " << tag;
+  std::string error = compile_error(
+      c, with(R"(
+import os
+seen = []
+for d in ("@HOME@", "@RUN@", "@CWD@"):
+    try:
+        seen.append("LISTED " + "|".join(sorted(os.listdir(d))))
+    except OSError as e:
+        seen.append("cannot list: " + e.strerror)
+for f in ("@HOME@/.vinci_sandbox_@TAG@", "@RUN@/records.log"):
+    try:
+        seen.append("READ " + open(f).read())
+    except OSError as e:
+        seen.append("cannot read: " + e.strerror)
+raise RuntimeError("; ".join(seen))
+)",
+              {{"@HOME@", home}, {"@RUN@", run}, {"@TAG@", tag}, {"@CWD@", std::filesystem::current_path().string()}}));
+  std::filesystem::remove(home_file);
+  std::filesystem::remove_all(run);
+  EXPECT_NE(error.find("cannot read: No such file or directory; cannot read: No such file or directory"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.find("READ "), std::string::npos) << error;
+  EXPECT_EQ(error.find(tag), std::string::npos) << error;  // in no listing, in no file read
+  EXPECT_EQ(error.find("records.log"), std::string::npos) << error;
+}
+
+// Processes the module starts end with the compile: a daemon (double fork, setsid) is gone when
+// compile() returns, and compile() returns when the module's process ends, not when the daemon
+// would.
+TEST(TritonSandbox, ADaemonDiesWithTheCompile) {
+  SKIP_WITHOUT_TRITON();
+  TritonCompiler c;
+  SKIP_WITHOUT_SANDBOX(c);
+  std::string marker = "vd" + made_up();
+  std::string error = compile_error(c, with(R"(
+import os, time
+r, w = os.pipe()
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        with open("/proc/self/comm", "w") as f:
+            f.write("@MARKER@")
+        os.write(w, b"up")
+        time.sleep(3600)
+    os._exit(0)
+os.close(w)
+raise RuntimeError("the daemon is " + os.read(r, 2).decode())
+)",
+                                            {{"@MARKER@", marker}}));
+  std::vector<std::string> left = processes_named(marker);
+  EXPECT_NE(error.find("the daemon is up"), std::string::npos) << error;
+  EXPECT_EQ(error.find("exceeded its time limit"), std::string::npos) << error;
+  EXPECT_TRUE(left.empty()) << "the daemon outlived the compile: pid " << left[0];
+  for (const auto& pid : left) ::kill(std::stoi(pid), SIGKILL);
+}
+
+// A fork bomb stops at the process limit, fails the compile naming it, and leaves nothing behind.
+TEST(TritonSandbox, AForkBombStopsAtTheProcessLimit) {
+  SKIP_WITHOUT_TRITON();
+  TritonOptions o;
+  o.limits.processes = 16;
+  TritonCompiler c(o);
+  SKIP_WITHOUT_SANDBOX(c);
+  std::string d = c.sandbox_description();
+  if (d.find("nproc=16 (") != std::string::npos) GTEST_SKIP() << "the process limit does not hold here: " << d;
+  std::string marker = "vf" + made_up();
+  std::string error = compile_error(c, with(R"(
+import os
+r, w = os.pipe()
+for n in range(200):
+    if os.fork() == 0:
+        with open("/proc/self/comm", "w") as f:
+            f.write("@MARKER@")
+        os.read(r, 1)
+        os._exit(0)
+raise RuntimeError("forked 200 processes")
+)",
+                                            {{"@MARKER@", marker}}));
+  std::vector<std::string> left = processes_named(marker);
+  EXPECT_NE(error.find("BlockingIOError: [Errno 11] Resource temporarily unavailable"), std::string::npos) << error;
+  EXPECT_NE(error.find("(the compile's process limit: 16 processes and threads"), std::string::npos) << error;
+  EXPECT_TRUE(left.empty()) << left.size() << " of its processes outlived the compile";
+  for (const auto& pid : left) ::kill(std::stoi(pid), SIGKILL);
+  // The machine and the compiler are fine: the next compile works.
+  Result<std::shared_ptr<const CompiledTriton>> k = compile_module(c, "");
+  EXPECT_TRUE(k.ok()) << k.status().to_string();
+}
+
+// Memory: an allocation past the address space limit fails, and the error names the limit. Both
+// allocations would succeed without it (the mapping is never touched).
+TEST(TritonSandbox, MemoryPastTheLimitIsRejectedNamingIt) {
+  SKIP_WITHOUT_TRITON();
+  TritonOptions o;
+  o.limits.memory_bytes = 1LL << 30;
+  TritonCompiler c(o);
+  if (c.sandbox_description().find("no limits") != std::string::npos) GTEST_SKIP() << c.sandbox_description();
+  std::string mapped = compile_error(c, R"(
+import mmap
+m = mmap.mmap(-1, 4 << 30)
+raise RuntimeError("mapped 4 GiB")
+)");
+  EXPECT_NE(mapped.find("[Errno 12] Cannot allocate memory"), std::string::npos) << mapped;
+  EXPECT_NE(mapped.find("(the compile's memory limit: 1 GiB of address space)"), std::string::npos) << mapped;
+  std::string allocated = compile_error(c, R"(
+x = bytearray(2 << 30)
+raise RuntimeError("allocated 2 GiB")
+)");
+  EXPECT_NE(allocated.find("MemoryError"), std::string::npos) << allocated;
+  EXPECT_NE(allocated.find("(the compile's memory limit: 1 GiB of address space)"), std::string::npos) << allocated;
+}
+
+// File size: a write past the limit fails (EFBIG; Python ignores SIGXFSZ), or, for a process that
+// takes SIGXFSZ's default action, ends it; either way the error names the limit.
+TEST(TritonSandbox, AFilePastTheSizeLimitIsRejectedNamingIt) {
+  SKIP_WITHOUT_TRITON();
+  TritonOptions o;
+  o.limits.file_size_bytes = 1LL << 20;
+  TritonCompiler c(o);
+  if (c.sandbox_description().find("no limits") != std::string::npos) GTEST_SKIP() << c.sandbox_description();
+  const char* write = R"(
+import os
+with open(os.path.join(os.environ["TMPDIR"], "big"), "wb") as f:
+    f.write(b"x" * (2 << 20))
+raise RuntimeError("wrote 2 MiB")
+)";
+  std::string efbig = compile_error(c, write);
+  EXPECT_NE(efbig.find("File too large"), std::string::npos) << efbig;
+  EXPECT_NE(efbig.find("(the compile's file size limit: 1 MiB per file)"), std::string::npos) << efbig;
+  std::string killed =
+      compile_error(c, std::string("import signal\nsignal.signal(signal.SIGXFSZ, signal.SIG_DFL)\n") + write);
+  EXPECT_NE(killed.find("the compile process wrote a file past its file size limit of 1 MiB (SIGXFSZ)"),
+            std::string::npos)
+      << killed;
+}
+
+// CPU time: a module that spins is stopped at the CPU limit (well before the wall-clock limit),
+// by SIGXCPU, or by SIGKILL a second later when it ignores SIGXCPU; the error names the limit.
+TEST(TritonSandbox, CpuTimePastTheLimitIsRejectedNamingIt) {
+  SKIP_WITHOUT_TRITON();
+  TritonOptions o;
+  o.limits.cpu_s = 1;
+  TritonCompiler c(o);
+  if (c.sandbox_description().find("no limits") != std::string::npos) GTEST_SKIP() << c.sandbox_description();
+  std::string spun = compile_error(c, "while True:\n    pass\n");
+  EXPECT_NE(spun.find("the compile process used up its CPU time limit of 1 s (SIGXCPU)"), std::string::npos) << spun;
+  std::string ignored = compile_error(c, R"(
+import signal
+signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+while True:
+    pass
+)");
+  EXPECT_NE(ignored.find("killed (SIGKILL): past its CPU time limit's hard limit of 2 s"), std::string::npos)
+      << ignored;
+}
+
+// Ways out that do not work: the harness's sockets (abstract Unix, TCP on loopback) are in another
+// network namespace, and a symbolic link the module leaves in its folder is removed as a link, not
+// followed when the folder is removed.
+TEST(TritonSandbox, SocketsAndLinksOutDoNotReachTheHost) {
+  SKIP_WITHOUT_TRITON();
+  TritonCompiler c;
+  SKIP_WITHOUT_SANDBOX(c);
+  std::string tag = made_up();
+  int unix_fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un ua{};
+  ua.sun_family = AF_UNIX;
+  std::string abstract = "vinci_test_" + tag;
+  std::memcpy(ua.sun_path + 1, abstract.data(), abstract.size());
+  socklen_t ulen = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + abstract.size());
+  ASSERT_EQ(::bind(unix_fd, reinterpret_cast<sockaddr*>(&ua), ulen), 0);
+  ASSERT_EQ(::listen(unix_fd, 4), 0);
+  int tcp_fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in ta{};
+  ta.sin_family = AF_INET;
+  ta.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(tcp_fd, reinterpret_cast<sockaddr*>(&ta), sizeof ta), 0);
+  ASSERT_EQ(::listen(tcp_fd, 4), 0);
+  socklen_t tlen = sizeof ta;
+  ::getsockname(tcp_fd, reinterpret_cast<sockaddr*>(&ta), &tlen);
+  std::string victim = ::testing::TempDir() + "vinci_victim_" + tag;
+  std::filesystem::create_directories(victim);
+  std::ofstream(victim + "/keep") << "keep";
+  std::string error = compile_error(
+      c, with(R"(
+import os, socket
+seen = []
+for family, address in ((socket.AF_UNIX, "\0@ABSTRACT@"), (socket.AF_INET, ("127.0.0.1", @PORT@))):
+    s = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        s.connect(address)
+        seen.append("CONNECTED %r" % (address,))
+    except OSError as e:
+        seen.append("%s: %s" % (family.name, e.strerror))
+own = os.environ["TMPDIR"]
+os.symlink("@VICTIM@", os.path.join(own, "dir"))
+os.symlink("@VICTIM@/keep", os.path.join(own, "file"))
+os.makedirs(os.path.join(own, "deep", "er"))
+os.symlink("@VICTIM@", os.path.join(own, "deep", "er", "dir"))
+try:
+    seen.append("READ " + open(os.path.join(own, "file")).read())
+except OSError as e:
+    seen.append("through the link: " + e.strerror)
+raise RuntimeError("; ".join(seen))
+)",
+              {{"@ABSTRACT@", abstract}, {"@PORT@", std::to_string(ntohs(ta.sin_port))}, {"@VICTIM@", victim}}));
+  ::close(unix_fd);
+  ::close(tcp_fd);
+  EXPECT_NE(error.find("AF_UNIX: Connection refused"), std::string::npos) << error;
+  EXPECT_NE(error.find("AF_INET: "), std::string::npos) << error;
+  EXPECT_EQ(error.find("CONNECTED"), std::string::npos) << error;
+  EXPECT_NE(error.find("through the link: No such file or directory"), std::string::npos) << error;
+  EXPECT_TRUE(std::filesystem::exists(victim + "/keep")) << "removing the compile's folder followed its links";
+  std::filesystem::remove_all(victim);
 }
 
 }  // namespace
