@@ -838,13 +838,34 @@ struct LiveDevice::Impl {
   // believable. A median below the device profile's floor for the task, or event times the host
   // clock contradicts, is measured again; if the second pass says the same, the candidate is
   // rejected (below_floor, timer_mismatch) and earns nothing.
+  // What one evaluation's data take on the device, in bytes: for the number of timing sets.
+  struct DataBytes {
+    int64_t input_bytes = 0;   // one draw of the task's inputs
+    int64_t output_bytes = 0;  // the output
+    int64_t own_bytes = 0;     // the candidate's own buffers (output and intermediates)
+  };
+
   void time_plan(const Task& task, const Plan& plan, const LoadedPlan& loaded, const TaskInstance& inst,
-                 size_t n_inputs, const std::map<std::string, torch::Tensor>& weights, const Tolerance& tol,
-                 const EvalRequest& request, EvalResult* r) {
+                 size_t n_inputs, const DataBytes& sizes, const std::map<std::string, torch::Tensor>& weights,
+                 const Tolerance& tol, const EvalRequest& request, EvalResult* r) {
     std::string source;
-    // Sets: options.timing_input_sets, fewer (two at least) when they would take more than half the
-    // device's free memory (each holds its draws and the candidate's copies).
+    // Sets: options.timing_input_sets, fewer (down to one) where they would not fit beside what a
+    // timed round needs: the candidate's own buffers, and the reference's output, a stale one and
+    // its working tensors (counted as three outputs). Each set holds its draws and the candidate's
+    // copies.
     int n_sets = std::max(1, options.timing_input_sets);
+    {
+      int64_t set_bytes = 2 * sizes.input_bytes;
+      int64_t round_bytes = sizes.own_bytes + 3 * sizes.output_bytes;
+#ifdef VINCI_TORCH_CUDA
+      if (set_bytes > (int64_t{1} << 30)) c10::cuda::CUDACachingAllocator::emptyCache();  // so free is free
+#endif
+      size_t free_bytes = 0, total_bytes = 0;
+      if (cuMemGetInfo(&free_bytes, &total_bytes) == CUDA_SUCCESS) {
+        const int64_t usable = static_cast<int64_t>(static_cast<double>(free_bytes) * 0.9);
+        while (n_sets > 1 && n_sets * set_bytes + round_bytes > usable) --n_sets;
+      }
+    }
     std::vector<TimingSet> sets;
     input_guards.clear();
     for (int j = 0; j < n_sets; ++j) {
@@ -852,13 +873,6 @@ struct LiveDevice::Impl {
       Result<std::vector<torch::Tensor>> x = draw_inputs(inst, InputDistribution::kUniform01, seed, &source);
       if (!x.ok()) fail("reference", "the timing inputs: " + x.status().message());
       if (x->size() != n_inputs) fail("reference", "the timing inputs: a draw of another arity");
-      if (j == 1) {
-        int64_t set_bytes = 0;
-        for (const auto& t : *x) set_bytes += static_cast<int64_t>(t.numel() * t.element_size()) * 2;
-        size_t free_bytes = 0, total_bytes = 0;
-        if (cuMemGetInfo(&free_bytes, &total_bytes) == CUDA_SUCCESS)
-          while (n_sets > 2 && (n_sets - 2) * set_bytes > static_cast<int64_t>(free_bytes / 2)) --n_sets;
-      }
       TimingSet set;
       for (size_t i = 0; i < x->size(); ++i)
         set.candidate.push_back(guarded(task.inputs[i].name + " (timing set " + std::to_string(j) + ")",
@@ -1275,6 +1289,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
   bool library_not_repeatable = false;  // see the repeat check of trial 0
   size_t timing_inputs = 0;             // how many inputs a timing set has
   size_t trial0_input_guards = 0;       // input_guards of trial 0's copies
+  DataBytes data_bytes;
   try {
     // 2. Correctness.
     for (int t = 0; t < request.trials; ++t) {
@@ -1436,7 +1451,12 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
              "trial 0's inputs at new addresses gave a different output: the output depends on where the "
              "inputs are, not only what they are");
       timing_inputs = x0.size();
+      data_bytes.input_bytes = bytes_of(x0);
+      data_bytes.output_bytes = static_cast<int64_t>(trial0_output.numel() * trial0_output.element_size());
+      for (const GuardedBuffer& g : guards) data_bytes.own_bytes += g.buffer_words * 4;
     }
+    trial0_output = torch::Tensor();  // not needed past the trials: its memory is the timing's
+    trial0_reference = torch::Tensor();
     trial0_candidate_inputs.clear();
     for (const auto& [what, passes] : control_passes)
       if (passes)
@@ -1446,7 +1466,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
 
     // 3. Timing, from a fresh state every sample (time_plan).
     phase.to("timing");
-    time_plan(task, plan, loaded, *inst, timing_inputs, weights, tol, request, &r);
+    time_plan(task, plan, loaded, *inst, timing_inputs, data_bytes, weights, tol, request, &r);
     r.finalize();
     return r;
   } catch (const CandidateFailed& e) {
