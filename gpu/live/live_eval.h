@@ -62,7 +62,7 @@ struct LiveOptions {
   double cache_budget_fraction = 0.25;         // the worker's caches (task weights, drawn inputs) hold at
                                                // most this share of the device's memory, LRU-evicted
   int timing_input_sets = 3;                   // the rotation of inputs the timed samples read (docs/live_evaluator.md,
-                                               // "Timing"); fewer, two at least, where they would not fit
+                                               // "Timing"); fewer, down to one, where they would not fit
   bool profile_phases = false;                 // time each phase of an evaluation (LiveStats::phase_ms),
                                                // synchronizing the device at each phase's end
 };
