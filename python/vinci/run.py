@@ -354,10 +354,10 @@ class Run:
                 a_nkernel(len(kt))
                 a_nreference(len(rt))
                 if objects:
-                    if plan:
+                    if _is_address(plan):
                         addresses.add(plan)
                     log = get(f_log)
-                    if log:
+                    if _is_address(log):
                         addresses.add(log)
                 for t in ts:
                     tget = t._get_by_field
@@ -386,11 +386,11 @@ class Run:
                 body = r._get_by_field(ufield)
                 for f in afields:
                     a = body._get_by_field(f)
-                    if a:
+                    if _is_address(a):
                         addresses.add(a)
                 if kind == "selection":
                     for c in body.candidates:
-                        if c.skill:
+                        if _is_address(c.skill):
                             addresses.add(c.skill)
             if kind == "reward" or kind == "advantage" or kind == "sample":
                 body = r._get_by_field(union[kind])
@@ -556,6 +556,12 @@ class Run:
         return pd.DataFrame(rows, columns=[
             "library_seq", "for_step", "snapshot", "name", "description", "scope", "tags",
             "family", "source", "content_chars", "added"])
+
+
+def _is_address(a):
+    """An object's address: present and not the zero address, which stands for "none" (a turn
+    without a kernel has no plan)."""
+    return bool(a) and any(bytes(a))
 
 
 def _struct_of(kind):

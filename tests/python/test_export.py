@@ -123,3 +123,31 @@ def test_ablation_plots_from_a_suite(smoke_runs, tmp_path):
                  str(tmp_path / "fig"), "--thresholds", "1.2"])
     assert "smoke_s9: no run there, skipped" in p.stderr
     assert os.path.exists(tmp_path / "fig" / "fast_p_1.2.png")
+
+
+def test_export_of_a_model_run_with_turns_without_a_kernel(replay, tmp_path):
+    # A language-model run whose first calls fail every retry has turns without a candidate: their
+    # measurement names no plan (the zero address), which is not an object to read. Every export
+    # reads every run `replay verify` accepts.
+    from conftest import binary
+    serve = subprocess.Popen([binary("harness"), "serve", "--port", "0", "--faults", "500,500,500,500"],
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = serve.stdout.readline()  # waits for the server's own word, not a deadline
+        assert line.startswith("listening on "), line
+        port = line.strip().rsplit(":", 1)[1]
+        root = str(tmp_path / "runs")
+        run_cmd([binary("harness"), "run", "experiments/llm_smoke.toml", "--out", root, "--name", "kernelless",
+                 "--set", f"backbone.base_url=http://127.0.0.1:{port}/v1", "--set", "tts.enabled=false",
+                 "--set", "backbone.retries=1", "--set", "backbone.concurrency=1", "--threads", "1"])
+    finally:
+        serve.terminate()
+        serve.wait()
+    run = os.path.join(root, "kernelless")
+    run_cmd([replay, "verify", run])
+    measurements = vinci.open_run(run).measurements()
+    assert (measurements["plan"] == "0" * 32).any(), "the faults made no turn without a kernel"
+    for fmt in ("parquet", "jsonl"):
+        out = str(tmp_path / fmt)
+        run_cmd([replay, "export", run, "--format", fmt, "--out", out])
+        assert os.path.exists(os.path.join(out, f"measurements.{fmt}"))
