@@ -94,7 +94,7 @@ Result<std::string> QueueEvaluator::task_file_text(const Task& task) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(task.source_file);
   if (it != files_.end()) return it->second;
-  Result<std::string> text = read_file(task.source_file);
+  Result<std::string> text = read_file(task.source_file, kTaskFile);
   if (!text.ok())
     return Status(text.status().code(),
                   "queue: task " + task.id + ": its task file cannot be sent: " + text.status().message());

@@ -218,7 +218,7 @@ Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& 
 }
 
 Result<ManifestInfo> read_manifest(const std::string& path) {
-  auto bytes = read_file(path);
+  auto bytes = read_file(path, kManifestFile);
   if (!bytes.ok()) {
     if (bytes.status().code() == StatusCode::kNotFound) {
       return not_found("no run manifest at " + path + " (is this a run folder?)");

@@ -174,8 +174,9 @@ std::string text_field(const nlohmann::json& j, const char* key) {
 // writing leaves its last line cut short, without a newline: that line is dropped (its measurement
 // is taken again). A bad line anywhere else is an error.
 Result<std::vector<std::pair<std::string, nlohmann::json>>> read_reuse_lines(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return not_found("--reuse: cannot open " + path);
+  Result<std::string> text = read_file(path, kMeasurementFile);
+  if (!text.ok()) return Status(text.status().code(), "--reuse: " + text.status().message());
+  std::istringstream in(*text);
   std::vector<std::pair<std::string, nlohmann::json>> rows;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
@@ -373,7 +374,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     std::string path = options.device == "sim" && !options.profile.empty() ? options.profile
                        : !exp.device_profile.empty()                       ? exp.device_profile
                                                                            : profile_path("h200");
-    VINCI_ASSIGN_OR_RETURN(std::string profile_text, read_file(path));
+    VINCI_ASSIGN_OR_RETURN(std::string profile_text, read_file(path, kDeviceProfileFile));
     QueueOptions qo;
     qo.url = options.queue;
     qo.attempts = exp.queue_attempts;

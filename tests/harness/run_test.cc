@@ -3,6 +3,7 @@
 // uninterrupted run's digest; bad configs fail with file, line and key.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -475,6 +476,38 @@ TEST(HarnessEval, PlanOverALimitIsRejectedNamingTheLimit) {
   EXPECT_NE(out.find("is over the limit max_plan_source_bytes = 100"), std::string::npos) << out;
   // The generated plan of L1_019 has one kernel and one step.
   ASSERT_EQ(sh(eval + " --max-kernels 1 --max-steps 1 2>/dev/null", &out), 0) << out;
+}
+
+// Every path a user names, pointed at a device that never ends, a FIFO without a writer or a
+// folder, is refused naming the file and what it is (it was read whole: std::bad_alloc, exit 134;
+// the FIFO waited forever). `timeout` only keeps an old binary's hang from stalling the suite.
+TEST(HarnessInput, EveryUserNamedPathRefusesDevicesFifosAndFolders) {
+  std::string root = temp_dir(), out;
+  const std::string fifo = root + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::vector<std::string> commands = {
+      " config @",
+      " run @ --out " + root,
+      " eval L1_019 --size small --samples 3 --trials 1 --plan @",
+      " eval L1_019 --size small --samples 3 --trials 1 --profile @",
+      " skills search @ tiling",
+      " run " + kSmoke + " --out " + root + " --name lib --set library.seed=@",
+      " run " + kSmoke + " --out " + root + " --name prof --set device.profile=@",
+  };
+  const std::vector<std::pair<std::string, std::string>> paths = {{"/dev/zero", "a character device"},
+                                                                  {"/dev/urandom", "a character device"},
+                                                                  {fifo, "a FIFO"},
+                                                                  {root, "a folder"}};
+  for (const std::string& command : commands) {
+    for (const auto& [path, what] : paths) {
+      std::string cmd = command;
+      cmd.replace(cmd.find('@'), 1, path);
+      int rc = sh("timeout 300 " + kHarness + cmd, &out);
+      EXPECT_TRUE(rc == 1 || rc == 2) << cmd << " exited " << rc << ": " << out;
+      EXPECT_NE(out.find(path + ": expected a regular file"), std::string::npos) << cmd << ": " << out;
+      EXPECT_NE(out.find("found " + what), std::string::npos) << cmd << ": " << out;
+    }
+  }
 }
 
 TEST(HarnessServe, NonsenseNumbersAreRefused) {
