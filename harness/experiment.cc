@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "queue/queue_url.h"
+
 namespace vinci {
 namespace {
 
@@ -368,6 +370,11 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
     e.checkpoints = false;
     // Requests in flight come from tasks worked on at once (a task's turns are sequential).
     e.threads = std::max(e.threads, llm.concurrency);
+  }
+  if (!e.queue.empty()) {
+    // Checked here, before a run folder exists; the message shows the URL without its password.
+    Result<QueueUrl> url = parse_queue_url(e.queue);
+    if (!url.ok()) return invalid_argument(path + ": key 'device.queue': " + url.status().message());
   }
   VINCI_RETURN_IF_ERROR(check_runs_root(e.out_root, path + ": key 'run.out'"));
   VINCI_RETURN_IF_ERROR(check_run_name(e.name, path + ": key 'run.name'"));

@@ -8,6 +8,7 @@
 
 #include "core/cli.h"
 #include "gpu/eval_result.h"
+#include "queue/queue_url.h"
 #include "replay/commands.h"
 #include "replay/rescore.h"
 
@@ -81,6 +82,13 @@ int cmd_rescore(const std::vector<std::string>& args) {
   if (o.device.empty()) {
     std::cerr << "replay rescore: say where to measure: --live (this GPU) or --device sim --profile FILE\n";
     return 2;
+  }
+  if (!o.queue.empty()) {
+    // Checked before the run is read; the message shows the URL without its password.
+    if (Result<QueueUrl> url = parse_queue_url(o.queue); !url.ok()) {
+      std::cerr << "replay rescore: --queue: " << url.status().message() << "\n";
+      return 2;
+    }
   }
   if (!o.queue.empty() && (!o.cuda.nvrtc_cache_dir.empty() || !vm["timeout"].defaulted())) {
     // The workers compile and time: these are theirs (harness worker --nvrtc-cache, --timeout-s).

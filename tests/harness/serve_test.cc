@@ -181,7 +181,7 @@ TEST(HarnessServe, MalformedRequestsAreAnswered4xxWithAJsonBodyAndALogLine) {
   EXPECT_NE(error_message(out.substr(0, out.rfind(' '))).find("no such endpoint"), std::string::npos) << out;
   // Every refusal is logged, with its message.
   std::string log = s.log();
-  for (const auto& c : cases) EXPECT_NE(log.find("from 127.0.0.1:" ), std::string::npos) << c.second;
+  for (const auto& c : cases) EXPECT_NE(log.find("from 127.0.0.1:"), std::string::npos) << c.second;
   for (const auto& c : cases) EXPECT_NE(log.find(": " + c.second + "\n"), std::string::npos) << c.second << "\n" << log;
   EXPECT_NE(log.find("chat server: 400 POST /v1/chat/completions from 127.0.0.1:"), std::string::npos) << log;
   EXPECT_NE(log.find("messages[0].role: expected a string, found number"), std::string::npos) << log;
@@ -226,9 +226,10 @@ TEST(HarnessServe, AClientThatSendsItsFirstRequestLateIsAnswered) {
   ASSERT_GE(fd, 0);
   // The slow client of the scenario, not a deadline: it sends after the keep-alive wait.
   std::this_thread::sleep_for(std::chrono::milliseconds(3000));
-  std::string req = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                    "Connection: close\r\nContent-Length: " +
-                    std::to_string(kGood.size()) + "\r\n\r\n" + kGood;
+  std::string req =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Connection: close\r\nContent-Length: " +
+      std::to_string(kGood.size()) + "\r\n\r\n" + kGood;
   ASSERT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
   std::string reply = read_all(fd);
   close(fd);

@@ -149,6 +149,37 @@ TEST(QueueRun, NoServerOrABadUrlIsAClearErrorNamingTheUrl) {
       << out;
 }
 
+// A password in a queue URL is refused, and no command repeats it: not in an error, not in the
+// worker's banner (printed before the URL was checked), not in a run folder or a config listing.
+TEST(QueueRun, APasswordInAQueueUrlIsNeverPrinted) {
+  const std::string secret = "S3CRET-pw-in-url";
+  std::string root = clitest::temp_dir("vinci_queue_url_pw_"), out;
+  const std::string port = std::to_string(testing_redis::free_port());
+  for (const std::string& url :
+       {"redis://alice:" + secret + "@127.0.0.1:" + port + "/q", "redis://" + secret + "@127.0.0.1:" + port,
+        "redis://alice:" + secret + "@x@127.0.0.1:" + port}) {
+    const std::vector<std::string> commands = {
+        kHarness + " worker --queue '" + url + "' --max-requests 1",
+        kHarness + " workers --queue '" + url + "' --sim 1",
+        kHarness + " queue status --queue '" + url + "'",
+        kHarness + " run " + kSmoke + " --out " + root + " --name r --set 'device.queue=" + url + "'",
+        kHarness + " config " + kSmoke + " --set 'device.queue=" + url + "'",
+        kReplay + " rescore " + root + "/none --device sim --out " + root + "/x --queue '" + url + "'",
+    };
+    for (const std::string& cmd : commands) {
+      EXPECT_NE(sh(cmd, &out), 0) << cmd << ": " << out;
+      EXPECT_EQ(out.find(secret), std::string::npos) << cmd << ": " << out;
+      EXPECT_NE(out.find("VINCI_REDIS_PASSWORD"), std::string::npos) << cmd << ": " << out;
+      EXPECT_NE(out.find("***@127.0.0.1:" + port), std::string::npos) << cmd << ": " << out;
+    }
+  }
+  EXPECT_NE(sh("grep -r -l -a '" + secret + "' " + root, &out), 0) << out;
+  EXPECT_NE(access((root + "/r").c_str(), F_OK), 0) << "a refused run leaves no folder";
+  EXPECT_EQ(redact_url("redis://alice:pw@h:1/q"), "redis://alice:***@h:1/q");
+  EXPECT_EQ(redact_url("redis://pw@h:1"), "redis://***@h:1");
+  EXPECT_EQ(redact_url("redis://h:1/a@b"), "redis://h:1/a@b");
+}
+
 TEST(QueueRun, APasswordFromTheEnvironmentIsNeverRecorded) {
   VINCI_NEED_REDIS();
   const std::string secret = "pw-4c1d-never-in-a-run";
