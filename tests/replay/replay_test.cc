@@ -613,6 +613,59 @@ TEST(Replay, AnObjectCutShortIsCorrupt) {
   EXPECT_NE(out.find("object " + address + " (a 'library' its records name) is missing"), std::string::npos) << out;
 }
 
+// --objects looks up objects only: digests (sample keys, parameter and run digests) are not
+// printed as missing objects, and a really missing object, or a missing objects/ folder, fails.
+TEST(Replay, CatObjectsTellsDigestsFromMissingObjects) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root);
+  EXPECT_EQ(sh(kBin + "replay cat " + run + " --objects 2>&1", &out), 0) << out.substr(0, 2000);
+  EXPECT_EQ(out.find("\"missing\""), std::string::npos) << "a clean run has no missing object";
+  // Every address it inlines is an object: its kind is printed.
+  EXPECT_NE(out.find("\"kind\":\"library\""), std::string::npos);
+  ASSERT_EQ(sh(kBin + "replay cat " + run, &out), 0);
+  std::string address = hex_after(out, "\"librarySnapshot\"", "snapshot");
+  ASSERT_EQ(address.size(), 32u) << out.substr(0, 2000);
+  std::string path = root + "/objects/" + address.substr(0, 2) + "/" + address.substr(2);
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  EXPECT_EQ(sh(kBin + "replay cat " + run + " --objects", &out), 1) << out.substr(0, 2000);
+  EXPECT_NE(out.find("\"" + address + "\":{\"missing\":true}"), std::string::npos);
+  EXPECT_NE(out.find("replay cat: object " + address + " is missing from " + root + "/objects"), std::string::npos)
+      << out.substr(out.size() > 2000 ? out.size() - 2000 : 0);
+  // Without its objects/ folder: refused, nothing printed as if it were there.
+  ASSERT_EQ(sh("rm -r " + root + "/objects", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay cat " + run + " --objects", &out), 2) << out.substr(0, 2000);
+  EXPECT_NE(out.find("replay cat: --objects: expected the run's object store, a folder at " + root + "/objects"),
+            std::string::npos)
+      << out.substr(0, 2000);
+  EXPECT_EQ(out.find("\"missing\""), std::string::npos);
+  // Without --objects the log alone is printed.
+  EXPECT_EQ(sh(kBin + "replay cat " + run + " >/dev/null", &out), 0) << out;
+}
+
+// A stopped run (its manifest not complete) scores with a header and a line on stderr that say
+// so and which evaluation was scored; a finished run's tables have neither.
+TEST(Replay, ScoreOfAnUnfinishedRunSaysSo) {
+  std::string dir = temp_dir(), out;
+  const std::string run = kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + dir + " --set loop.steps=1";
+  ASSERT_EQ(sh(run + " --name whole", &out), 0) << out;
+  // summary.md a folder: the run stops before its reports, its manifest not complete.
+  ASSERT_EQ(sh("mkdir -p " + dir + "/stopped/summary.md", &out), 0) << out;
+  ASSERT_EQ(sh(run + " --name stopped", &out), 2) << out;
+  ASSERT_FALSE(read_manifest(dir + "/stopped/manifest.bin").value().completed);
+  // In a subshell: sh() sends stderr to stdout after the command's own redirections.
+  EXPECT_EQ(sh("(" + kBin + "replay score " + dir + "/stopped 2>" + dir + "/err)", &out), 0) << out;
+  const std::string said =
+      "unfinished run (its manifest is not complete: stopped, or still running): scored the "
+      "evaluation before step 1, the last one it recorded";
+  EXPECT_EQ(out.rfind("**Unfinished run**: " + said, 0), 0u) << out;
+  EXPECT_NE(read_file(dir + "/err").value().find("replay score: " + dir + "/stopped: " + said), std::string::npos)
+      << read_file(dir + "/err").value();
+  EXPECT_EQ(sh("(" + kBin + "replay score " + dir + "/stopped --format csv 2>" + dir + "/err)", &out), 0) << out;
+  EXPECT_NE(read_file(dir + "/err").value().find(said), std::string::npos);
+  EXPECT_EQ(sh(kBin + "replay score " + dir + "/whole 2>&1", &out), 0) << out;
+  EXPECT_EQ(out.find("nfinished"), std::string::npos) << out;
+}
+
 // Numbers that make no sense are refused, naming the option.
 TEST(Replay, NonsenseNumbersAreRefused) {
   std::string out;
