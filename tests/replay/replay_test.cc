@@ -666,6 +666,39 @@ TEST(Replay, ScoreOfAnUnfinishedRunSaysSo) {
   EXPECT_EQ(out.find("nfinished"), std::string::npos) << out;
 }
 
+// `replay verify` is read-only: its scratch store is under $TMPDIR (it was always /tmp), nothing
+// is written in the run's folder, and a verify killed with SIGKILL leaves a folder the next one
+// removes. The kill is strace's: a SIGKILL at the entry of the third rename (the scratch store's
+// writes).
+TEST(Replay, VerifyWritesOnlyUnderTmpdirAndTheNextRemovesAKilledOnesScratch) {
+  std::string root = temp_dir(), out;
+  const std::string tmp = root + "/tmp";
+  ASSERT_EQ(sh("mkdir -p " + tmp, &out), 0) << out;
+  std::string run = copy_run(kGolden, root + "/runs");
+  std::string before;
+  ASSERT_EQ(sh("cd " + root + "/runs && find . -printf '%p %s\\n' | sort", &before), 0);
+  const std::string verify = "TMPDIR=" + tmp + " " + kBin + "replay verify " + run;
+  ASSERT_EQ(sh(verify, &out), 0) << out;
+  EXPECT_EQ(sh("ls -A " + tmp, &out), 0);
+  EXPECT_EQ(out, "") << "left in TMPDIR";
+  std::string after;
+  ASSERT_EQ(sh("cd " + root + "/runs && find . -printf '%p %s\\n' | sort", &after), 0);
+  EXPECT_EQ(before, after) << "verify wrote beside the run";
+  EXPECT_EQ(sh("TMPDIR=" + root + "/none " + kBin + "replay verify " + run, &out), 2) << out;
+  EXPECT_NE(out.find("cannot create a scratch folder in " + root + "/none (TMPDIR)"), std::string::npos) << out;
+
+  if (std::string why = clitest::strace_unusable(); !why.empty()) GTEST_SKIP() << why;
+  int rc = sh("TMPDIR=" + tmp + " strace -f -qq -o /dev/null -e trace=rename -e inject=rename:signal=KILL:when=3 " +
+                  kBin + "replay verify " + run,
+              &out);
+  EXPECT_NE(rc, 0) << out;
+  ASSERT_EQ(sh("ls -A " + tmp, &out), 0);
+  EXPECT_EQ(out.rfind("vinci_verify_", 0), 0u) << "the killed verify left: '" << out << "'";
+  ASSERT_EQ(sh(verify, &out), 0) << out;
+  EXPECT_EQ(sh("ls -A " + tmp, &out), 0);
+  EXPECT_EQ(out, "") << "the next verify removes what a killed one left";
+}
+
 // Numbers that make no sense are refused, naming the option.
 TEST(Replay, NonsenseNumbersAreRefused) {
   std::string out;
