@@ -130,7 +130,11 @@ RunLocation RunLocation::of(const std::string& run_dir) {
   while (loc.run_dir.size() > 1 && loc.run_dir.back() == '/') loc.run_dir.pop_back();
   loc.log_dir = loc.run_dir + "/log";
   loc.manifest_path = loc.run_dir + "/manifest.bin";
-  loc.store_dir = parent_folder(loc.run_dir) + "/objects";
+  // A run keeps its objects in its own folder when it has an objects/ folder (a rescore, which is
+  // written where --out says and nowhere else); else in the runs root's shared store.
+  struct stat sb;
+  std::string own = loc.run_dir + "/objects";
+  loc.store_dir = ::stat(own.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode) ? own : parent_folder(loc.run_dir) + "/objects";
   return loc;
 }
 

@@ -25,7 +25,9 @@ int cmd_rescore(const std::vector<std::string>& args) {
                                                  "re-measure on this machine's GPU (the same as --device cuda)")(
       "device", po::value<std::string>(&o.device), "cuda (this GPU) or sim (the sim device under --profile)")(
       "profile", po::value<std::string>(&o.profile), "sim: the device profile TOML (default: the run's own)")(
-      "out", po::value<std::string>(&o.out_dir), "the new run's folder (must not exist)")(
+      "out", po::value<std::string>(&o.out_dir),
+      "the new run's folder (must not exist); everything the rescore writes goes inside it: its log, "
+      "manifest, objects (NEW/objects), measurements.jsonl and drift.md")(
       "trials", po::value<std::string>()->default_value("0"),
       "correctness trials per plan (0: the run's; at most 100)")(
       "samples", po::value<std::string>()->default_value("0"), "timing samples per plan (0: the run's; at most 10000)")(

@@ -442,7 +442,9 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   }
   // Every measurement is appended to <out>/measurements.jsonl as it is taken: GPU time is not lost
   // if the re-drive fails, and --reuse takes it up again.
-  VINCI_RETURN_IF_ERROR(make_dirs(options.out_dir));
+  // NEW/objects: the new run's objects stay inside the folder --out names (RunLocation finds them
+  // there), never in a store beside it.
+  VINCI_RETURN_IF_ERROR(make_dirs(options.out_dir + "/objects"));
   std::ofstream saved(options.out_dir + "/measurements.jsonl", std::ios::app);
   auto save = [&](const std::string& task, const EvalResult& r) {
     saved << nlohmann::json{{"task", task},

@@ -401,6 +401,27 @@ bool write_profile_with(const std::string& path, const std::string& key, const s
 // Under another profile (elementwise kernels at a third of their efficiency) speedups move, the
 // new run differs from the old at its first measurement, verifies, and a tampered measurement
 // of it is caught.
+// --out DIR/new writes inside DIR/new only (its objects were in DIR/objects, beside it), and the
+// new run reads back whole from there: it verifies, its objects inline, Python opens it.
+TEST(Rescore, EverythingItWritesIsInsideItsOutFolder) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root + "/runs");
+  const std::string dir = root + "/elsewhere";
+  ASSERT_EQ(sh("mkdir -p " + dir, &out), 0) << out;
+  ASSERT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + dir + "/new", &out), 0) << out;
+  EXPECT_EQ(sh("ls -A " + dir, &out), 0);
+  EXPECT_EQ(out, "new\n") << "written beside the --out folder";
+  EXPECT_EQ(access((dir + "/new/objects").c_str(), F_OK), 0);
+  EXPECT_EQ(sh(kBin + "replay verify " + dir + "/new", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay cat " + dir + "/new --objects >/dev/null", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay score " + dir + "/new >/dev/null", &out), 0) << out;
+  // Moved elsewhere whole, it still reads: nothing of it is left outside.
+  ASSERT_EQ(sh("mv " + dir + "/new " + root + "/moved", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/moved", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay rescore " + run + " --help", &out), 0) << out;
+  EXPECT_NE(out.find("(NEW/objects)"), std::string::npos) << out;
+}
+
 TEST(Rescore, AnotherProfileMovesSpeedupsAndTheNewRunVerifies) {
   std::string root = temp_dir(), out;
   std::string run = copy_run(kGolden, root);
