@@ -33,7 +33,9 @@ ConfigSchema build_schema() {
          "device models the H200 at either.", {"small", "full"}});
   s.add({"tasks.levels", T::kIntList, ConfigValue(std::vector<int64_t>{1, 2, 3}), "KernelBench levels used.", {}, 1, 3});
   s.add({"tasks.eval_share", T::kFloat, F(0.25),
-         "Share of each level's tasks held out for evaluation (picked by a keyed hash of the id).", {}, 0, 1});
+         "Share of each level's tasks held out for evaluation (picked by a keyed hash of the id). A\n"
+         "selection that leaves no training task (with loop.steps > 0) is refused before the run's\n"
+         "folder is made.", {}, 0, 1});
   s.add({"tasks.split_seed", T::kInt, I(0), "Seed of the train/eval split (independent of run.seed).", {}, 0, 9.2e18});
   s.add({"tasks.max_per_level", T::kInt, I(0), "Use at most this many tasks per level, the first by id (0: all).", {}, 0, 1e6});
   s.add({"tasks.sample_per_level", T::kInt, I(0),

@@ -121,6 +121,11 @@ Result<OpenRun> resume_run(const std::string& run_dir, const Environment& env) {
   auto built = build_world(run.exp, ModelCalls::kRecordedThenLive, run_dir, run_dir + "/llm_calls.jsonl");
   if (!built.ok()) return invalid_argument(built.status().to_string());
   run.world = std::move(built).value();
+  // A folder an older vinci made before finding this: resuming would fail the same way forever.
+  if (Status st = check_task_split(run.world.suite, run.exp); !st.ok()) {
+    return invalid_argument(st.to_string() + "\n(run " + run_dir +
+                            " cannot be resumed with the settings it recorded: remove it and run again)");
+  }
   return run;
 }
 
@@ -145,6 +150,7 @@ Result<OpenRun> start_run(const std::string& config, const std::vector<std::stri
   auto built = build_world(exp, ModelCalls::kLive, "", run.run_dir + "/llm_calls.jsonl");
   if (!built.ok()) return invalid_argument(built.status().to_string());
   run.world = std::move(built).value();
+  VINCI_RETURN_IF_ERROR(check_task_split(run.world.suite, exp));
   if (!exp.init_run.empty()) {
     auto source = find_run_checkpoint(resolve_init_run(exp.init_run, exp.out_root), exp.init_step);
     if (!source.ok()) {

@@ -338,6 +338,25 @@ TEST(HarnessRun, AConfigNamingAMissingRunCreatesNothing) {
 }
 
 // A folder holding a log but no manifest is refused, and nothing is written beside the log.
+// A config whose task selection leaves no training task is refused before the run's folder is
+// made (it left a folder, a manifest and an empty log; the rerun was refused as "already holds a
+// run" and the suggested --resume repeated the error forever). A rerun with other settings works.
+TEST(HarnessRun, ATaskSelectionWithNoTrainingTaskCreatesNothing) {
+  std::string root = temp_dir(), out;
+  for (const char* set :
+       {"'tasks.ids=[\"L1_019\"]'", "tasks.eval_share=1.0", "'tasks.levels=[3]' --set tasks.max_per_level=1"}) {
+    EXPECT_EQ(sh(kHarness + " run " + kSmoke + " --out " + root + " --name r --set " + std::string(set), &out), 2)
+        << set << ": " << out;
+    EXPECT_NE(out.find(kSmoke + ": no training tasks: keys 'tasks.levels', 'tasks.set', 'tasks.ids'"),
+              std::string::npos)
+        << set << ": " << out;
+    EXPECT_NE(out.find("expected at least one training task for loop.steps = "), std::string::npos) << out;
+    EXPECT_EQ(out.find("--resume"), std::string::npos) << out;
+    EXPECT_NE(access((root + "/r").c_str(), F_OK), 0) << set << ": a refused run leaves no folder";
+  }
+  EXPECT_EQ(sh(kHarness + " run " + kSmoke + " --out " + root + " --name r --set loop.steps=1", &out), 0) << out;
+}
+
 TEST(HarnessRun, ALogWithoutItsManifestIsRefusedAndLeftAlone) {
   std::string dir = temp_dir(), out;
   const std::string run = kHarness + " run " + kSmoke + " --out " + dir + " --set loop.steps=0";
