@@ -115,10 +115,12 @@ ConfigSchema build_schema() {
   s.add({"backbone.init_run", T::kString, S(""),
          "Start from a checkpoint of another run (its folder; relative paths resolve against the\n"
          "current folder, then run.out). The checkpoint's digest is checked against that run's\n"
-         "records and recorded in this run's checkpoint record. Empty: fresh parameters.", {}});
+         "records and recorded in this run's checkpoint record. A run that replay calls damaged (a\n"
+         "cut log, a corrupt frame, a log that is not its manifest's) is refused. Empty: fresh\n"
+         "parameters.", {}});
   s.add({"backbone.init_step", T::kInt, I(-1),
          "With init_run: the parameters that run had at the start of this step (0: after its\n"
-         "initialisation or cold start; -1: its last checkpoint).", {}, -1, 1e6});
+         "initialisation or cold start; -1: its last checkpoint, for a finished run only).", {}, -1, 1e6});
   s.add({"backbone.base_url", T::kString, S("http://127.0.0.1:8000/v1"),
          "openai: the server's API root (requests go to BASE_URL/chat/completions).", {}});
   s.add({"backbone.model", T::kString, S(""), "openai: the model name the server serves (required).", {}});

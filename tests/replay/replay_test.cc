@@ -118,6 +118,52 @@ TEST(Checkpoints, ATamperedCheckpointRecordFailsVerify) {
   EXPECT_NE(out.find("record " + std::to_string(at) + " ("), std::string::npos) << out;
 }
 
+// A run every replay reader calls damaged is no backbone.init_run: a log cut at a frame boundary
+// (its last checkpoint is then an early one: a run started from step 1 with exit 0), a corrupt
+// frame. Nothing is created for the refused run.
+TEST(Checkpoints, ADamagedRunIsNoStartingPoint) {
+  std::string root = temp_dir(), out;
+  const std::string smoke = kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root;
+  ASSERT_EQ(sh(smoke + " --name src", &out), 0) << out;
+  const std::string from = smoke + " --name from --set coldstart.enabled=false --set backbone.init_step=-1";
+  std::string seg = root + "/src/log/00000000.vlog";
+  std::string bytes = read_file(seg).value();
+  std::vector<size_t> frames;
+  for (size_t pos = kSegmentHeaderSize; pos < bytes.size();) {
+    frames.push_back(pos);
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos, 4);
+    pos += kFrameHeaderSize + len;
+  }
+  ASSERT_GT(frames.size(), 40u);
+  // Cut at a frame boundary halfway: every frame left is valid; only the manifest tells.
+  ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[frames.size() / 2])).ok());
+  EXPECT_EQ(sh(from + " --set backbone.init_run=" + root + "/src", &out), 2) << out;
+  EXPECT_NE(out.find("key 'backbone.init_run': Corruption: run " + root + "/src is damaged after record " +
+                     std::to_string(frames.size() / 2)),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("a damaged run is no starting point"), std::string::npos) << out;
+  EXPECT_NE(access((root + "/from").c_str(), F_OK), 0) << "a refused run leaves no folder";
+  // A flipped byte inside a frame.
+  std::string flipped = bytes;
+  flipped[frames[frames.size() / 2] + kFrameHeaderSize + 1] ^= 0x40;
+  ASSERT_TRUE(write_file_atomic(seg, flipped).ok());
+  EXPECT_EQ(sh(from + " --set backbone.init_run=" + root + "/src", &out), 2) << out;
+  EXPECT_NE(out.find("a damaged run is no starting point"), std::string::npos) << out;
+  // Whole again, it is one.
+  ASSERT_TRUE(write_file_atomic(seg, bytes).ok());
+  EXPECT_EQ(sh(from + " --set backbone.init_run=" + root + "/src", &out), 0) << out;
+  // An unfinished run (stopped before its reports: summary.md is a folder) has no "last" step.
+  ASSERT_EQ(sh("mkdir -p " + root + "/stopped/summary.md", &out), 0) << out;
+  ASSERT_EQ(sh(smoke + " --name stopped", &out), 2) << out;
+  const std::string from2 = smoke + " --name from2 --set coldstart.enabled=false";
+  EXPECT_EQ(sh(from2 + " --set backbone.init_step=-1 --set backbone.init_run=" + root + "/stopped", &out), 2) << out;
+  EXPECT_NE(out.find("run " + root + "/stopped is unfinished (its manifest is not complete)"), std::string::npos)
+      << out;
+  EXPECT_EQ(sh(from2 + " --set backbone.init_step=1 --set backbone.init_run=" + root + "/stopped", &out), 0) << out;
+}
+
 TEST(Checkpoints, ARunStartsFromAStepOfAnotherRun) {
   std::string root = temp_dir(), out;
   ASSERT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root, &out), 0) << out;
@@ -154,8 +200,10 @@ TEST(Checkpoints, ARunStartsFromAStepOfAnotherRun) {
     return true;
   });
   ASSERT_GE(at, 0);
-  EXPECT_EQ(sh(kBin + "replay verify " + root + "/from", &out), 1) << out;
-  EXPECT_NE(out.find("checkpoint"), std::string::npos) << out;
+  // The tampered source's log no longer has its manifest's digest: it is damaged, no starting point.
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/from", &out), 2) << out;
+  EXPECT_NE(out.find("run " + src + " is damaged"), std::string::npos) << out;
+  EXPECT_NE(out.find("a damaged run is no starting point"), std::string::npos) << out;
 }
 
 TEST(TestTimeScaling, RecordedAndReplayed) {
