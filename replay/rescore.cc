@@ -301,7 +301,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   pin_numeric_settings();
   if (options.device != "cuda" && options.device != "sim")
     return invalid_argument("rescore: the device must be cuda or sim, found '" + options.device + "'");
-  if (options.out_dir.empty()) return invalid_argument("rescore: no output run folder");
+  if (options.out_dir.empty()) return invalid_argument("--out: expected a new run folder, found an empty string");
   struct stat st;
   if (::stat(options.out_dir.c_str(), &st) == 0)
     return invalid_argument("rescore: " + options.out_dir + " already exists (choose a new --out; --reuse " +

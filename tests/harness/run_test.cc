@@ -254,7 +254,9 @@ TEST(HarnessRun, BadConfigsFailClearly) {
   ASSERT_EQ(sh(kHarness + " run " + kSmoke + " --out " + dir + " --name once", &out), 0) << out;
   std::string before = digest_of(dir + "/once");
   EXPECT_EQ(sh(kHarness + " run " + kSmoke + " --out " + dir + " --name once", &out), 2);
-  EXPECT_NE(out.find("already holds a run"), std::string::npos) << out;
+  EXPECT_NE(out.find("already holds a complete run; pick another name (a complete run is not resumed)"),
+            std::string::npos)
+      << out;
   EXPECT_EQ(digest_of(dir + "/once"), before);
 }
 
@@ -495,6 +497,50 @@ TEST(HarnessEval, PlanOverALimitIsRejectedNamingTheLimit) {
   EXPECT_NE(out.find("is over the limit max_plan_source_bytes = 100"), std::string::npos) << out;
   // The generated plan of L1_019 has one kernel and one step.
   ASSERT_EQ(sh(eval + " --max-kernels 1 --max-steps 1 2>/dev/null", &out), 0) << out;
+}
+
+// Messages that named nothing useful: an empty run folder read as "/manifest.bin", an empty --out
+// as Python's "[Errno 2] ... ''", a damaged complete run called "complete; nothing to resume",
+// serve's library error without its option, coldstart's errors as "harness run:".
+TEST(HarnessInput, UnclearMessagesNowNameWhatIsWrong) {
+  const std::string replay = std::string(VINCI_BINARY_DIR) + "/bin/replay";
+  std::string root = temp_dir(), out;
+  EXPECT_EQ(sh(kHarness + " run --resume ''", &out), 2) << out;
+  EXPECT_NE(out.find("harness run: --resume: expected a run folder, found an empty string"), std::string::npos) << out;
+  for (const char* cmd : {"verify", "score", "cat", "export"}) {
+    EXPECT_EQ(sh(replay + " " + cmd + " ''", &out), 2) << cmd << ": " << out;
+    EXPECT_NE(out.find(std::string("replay ") + cmd + ": RUN: expected a run folder, found an empty string"),
+              std::string::npos)
+        << out;
+  }
+  ASSERT_EQ(sh(kHarness + " run " + kSmoke + " --out " + root + " --name c --set loop.steps=1", &out), 0) << out;
+  EXPECT_EQ(sh(replay + " export " + root + "/c --out ''", &out), 2) << out;
+  EXPECT_NE(out.find("replay export: --out: expected a file, found an empty string"), std::string::npos) << out;
+  EXPECT_EQ(sh(replay + " export " + root + "/c --format jsonl --out ''", &out), 2) << out;
+  EXPECT_NE(out.find("replay export: --out: expected a folder, found an empty string"), std::string::npos) << out;
+  // A complete run whose log was damaged afterwards: resuming it says what is wrong.
+  EXPECT_EQ(sh(kHarness + " run --resume " + root + "/c", &out), 2) << out;
+  EXPECT_NE(out.find("run " + root + "/c is complete; nothing to resume"), std::string::npos) << out;
+  std::string seg = root + "/c/log/00000000.vlog";
+  std::string bytes = read_file(seg).value();
+  bytes[bytes.size() / 2] ^= 0x40;
+  ASSERT_TRUE(write_file_atomic(seg, bytes).ok());
+  EXPECT_EQ(sh(kHarness + " run --resume " + root + "/c", &out), 2) << out;
+  EXPECT_NE(out.find("run " + root + "/c is complete but damaged after record "), std::string::npos) << out;
+  EXPECT_NE(out.find("a complete run is not resumed: make it again from its config under another name"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(sh(kHarness + " run " + kSmoke + " --out " + root + " --name c --set loop.steps=1", &out), 2) << out;
+  EXPECT_NE(out.find("already holds a complete run; pick another name"), std::string::npos) << out;
+  EXPECT_EQ(sh(kHarness + " serve --port 0 --library " + root + "/nonexistent.jsonl", &out), 2) << out;
+  EXPECT_NE(out.find("harness serve: --library: no such file: " + root + "/nonexistent.jsonl"), std::string::npos)
+      << out;
+  EXPECT_EQ(sh(kHarness + " coldstart " + kSmoke + " --out ''", &out), 2) << out;
+  EXPECT_EQ(out.rfind("harness coldstart: --out: expected a folder", 0), 0u) << out;
+  EXPECT_EQ(sh(kHarness + " coldstart " + kSmoke + " --out " + root + " --name c", &out), 2) << out;
+  EXPECT_EQ(out.rfind("harness coldstart: run folder " + root + "/c already holds", 0), 0u) << out;
+  EXPECT_EQ(sh(kHarness + " eval L1_019 --plan " + root, &out), 2) << out;
+  EXPECT_NE(out.find(root + ": expected a regular file (plan), found a folder"), std::string::npos) << out;
 }
 
 // Every path a user names, pointed at a device that never ends, a FIFO without a writer or a
