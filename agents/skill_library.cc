@@ -127,7 +127,7 @@ Result<SkillLibrary> SkillLibrary::parse_jsonl(std::string_view text, const std:
 }
 
 Result<SkillLibrary> SkillLibrary::load(const std::string& path) {
-  VINCI_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  VINCI_ASSIGN_OR_RETURN(std::string text, read_file(path, kSkillLibraryFile));
   return parse_jsonl(text, path);
 }
 

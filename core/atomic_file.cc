@@ -88,23 +88,72 @@ Status write_file_atomic(const std::string& path, std::string_view bytes, bool d
   return durable ? sync_dir(dir) : Status();
 }
 
-Result<std::string> read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+
+// "a folder", "a character device": what a non-regular file is, for messages.
+const char* file_type_name(mode_t mode) {
+  if (S_ISDIR(mode)) return "a folder";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISREG(mode)) return "a regular file";
+  return "not a regular file";
+}
+
+std::string size_text(uint64_t bytes) {
+  if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+  return std::to_string(bytes) + " bytes";
+}
+
+Status wrong_type(const std::string& path, const FileKind& kind, mode_t mode) {
+  return invalid_argument(path + ": expected a regular file (" + kind.name + "), found " + file_type_name(mode));
+}
+
+Status too_large(const std::string& path, const FileKind& kind, const std::string& found) {
+  return invalid_argument(path + ": expected a " + kind.name + " of at most " + size_text(kind.max_bytes) + ", found " +
+                          found);
+}
+
+}  // namespace
+
+Result<std::string> read_file(const std::string& path, const FileKind& kind) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer; the type check
+  // below refuses it right after the open.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     if (errno == ENOENT) return not_found("no such file: " + path);
+    if (errno == ENXIO) return invalid_argument(path + ": expected a regular file (" + kind.name + "), found a socket");
     return io_error(errno_text("cannot open", path));
   }
+  struct stat sb;
+  if (::fstat(fd, &sb) != 0) {
+    Status st = io_error(errno_text("cannot stat", path));
+    ::close(fd);
+    return st;
+  }
+  if (!S_ISREG(sb.st_mode) || static_cast<uint64_t>(sb.st_size) > kind.max_bytes) {
+    ::close(fd);
+    if (!S_ISREG(sb.st_mode)) return wrong_type(path, kind, sb.st_mode);
+    return too_large(path, kind, std::to_string(sb.st_size) + " bytes");
+  }
   std::string out;
+  out.reserve(static_cast<size_t>(sb.st_size));
   char buf[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd, buf, sizeof buf);
     if (n < 0) {
-      if (errno == EINTR) continue;
+      if (errno == EINTR || errno == EAGAIN) continue;
       Status st = io_error(errno_text("cannot read", path));
       ::close(fd);
       return st;
     }
     if (n == 0) break;
+    // A file that grows while read (or a /proc file whose size reads as 0) stops at the limit.
+    if (out.size() + static_cast<size_t>(n) > kind.max_bytes) {
+      ::close(fd);
+      return too_large(path, kind, "more (it grew while read)");
+    }
     out.append(buf, static_cast<size_t>(n));
   }
   ::close(fd);

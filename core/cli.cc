@@ -62,6 +62,21 @@ std::optional<int> parse_options(const std::string& what, const std::vector<std:
     std::cout << named;
     return 0;
   }
+  // An empty path or name ('' from an unset shell variable) would otherwise become "/manifest.bin"
+  // or the current folder further on.
+  for (const auto& [name, count] : positional) {
+    if (!vm->count(name) || name == "query") continue;
+    std::vector<std::string> values = count == 1 ? std::vector<std::string>{(*vm)[name].as<std::string>()}
+                                                 : (*vm)[name].as<std::vector<std::string>>();
+    for (const std::string& v : values) {
+      if (!v.empty()) continue;
+      std::string upper = name;
+      for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      std::cerr << what << ": " << upper << ": expected "
+                << (name == "run" || name == "runs" ? "a run folder" : "a value") << ", found an empty string\n";
+      return 2;
+    }
+  }
   return std::nullopt;
 }
 

@@ -30,7 +30,9 @@ int run_subcommand(const char* program, const std::vector<Subcommand>& commands,
 // --help and errors print); each (name, count) of `positional` takes the next bare arguments: one
 // string for count 1, else a list of at most count strings. Returns the exit code to stop with
 // (0 after --help, 2 after a malformed command line, both with the usage printed), or nullopt to
-// go on with *vm filled. `what` prefixes messages ("replay cat").
+// go on with *vm filled. `what` prefixes messages ("replay cat"). An empty positional argument
+// (but a "query") is refused (2), naming it: "replay verify: RUN: expected a run folder, found an
+// empty string".
 std::optional<int> parse_options(const std::string& what, const std::vector<std::string>& args,
                                  const boost::program_options::options_description& named,
                                  const std::vector<std::pair<std::string, int>>& positional,

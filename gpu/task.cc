@@ -798,7 +798,7 @@ Result<TaskSuite> load_task_suite(const std::string& dir) {
   std::map<std::string, std::string> seen;
   for (const auto& f : files) {
     std::string path = dir + "/" + f;
-    VINCI_ASSIGN_OR_RETURN(std::string text, read_file(path));
+    VINCI_ASSIGN_OR_RETURN(std::string text, read_file(path, kTaskFile));
     VINCI_ASSIGN_OR_RETURN(std::vector<Task> tasks, parse_task_file(path, text));
     for (auto& t : tasks) {
       auto [it, fresh] = seen.emplace(t.id, path);

@@ -1,12 +1,20 @@
 #include "harness/chat_server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <iostream>
 
 #include "core/hash.h"
 
@@ -125,6 +133,55 @@ std::string error_body(const std::string& message, const char* type, int code) {
   return e.dump();
 }
 
+// Why a body nests too deep to parse, or "". Counted on the bytes before parsing, since a parse
+// (and every later walk of the value) recurses once per level.
+std::string request_shape_error(std::string_view body, int max_depth) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max_depth) {
+        return "request body nests deeper than " + std::to_string(max_depth) + " levels of brackets";
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return "";
+}
+
+const char* json_type_name(const json& j) { return j.type_name(); }
+
+// Why a request's messages are not the shape handlers rely on, or "".
+std::string messages_shape_error(const json& request) {
+  auto it = request.find("messages");
+  if (it == request.end() || !it->is_array()) return "request has no messages list";
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return at + ": expected an object, found " + json_type_name(m);
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      return at + ".role: expected a string, found " + (role == m.end() ? "nothing" : json_type_name(*role));
+    }
+    auto content = m.find("content");
+    if (content != m.end() && !content->is_string() && !content->is_null() && !content->is_array()) {
+      return at + ".content: expected a string, null or a list of parts, found " + json_type_name(*content);
+    }
+  }
+  return "";
+}
+
 }  // namespace
 
 json chat_completion_json(std::string_view body, const json& request, const ChatAnswer& answer,
@@ -166,15 +223,224 @@ json chat_completion_json(std::string_view body, const json& request, const Chat
 
 // ----- the server ------------------------------------------------------------------------------
 
-// cpp-httplib 0.11 listens with a backlog of 5: a burst of concurrent connects overflows it and
-// the dropped SYNs are retried a second later. listen() again on the bound socket raises it.
-class BackloggedServer : public httplib::Server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// "127.0.0.1:50312", for log lines.
+std::string peer_of(int sock) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getpeername(sock, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
+  char host[INET6_ADDRSTRLEN] = "?";
+  int port = 0;
+  if (addr.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+  }
+  return std::string(host) + ":" + std::to_string(port);
+}
+
+void ip_and_port(int sock, bool peer, std::string& ip, int& port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  int rc = peer ? ::getpeername(sock, reinterpret_cast<sockaddr*>(&addr), &len)
+                : ::getsockname(sock, reinterpret_cast<sockaddr*>(&addr), &len);
+  if (rc != 0) return;
+  char host[INET6_ADDRSTRLEN] = "";
+  if (addr.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    port = ntohs(a->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    port = ntohs(a->sin6_port);
+  }
+  ip = host;
+}
+
+// One connection's byte stream, buffered (httplib reads request lines a byte at a time). Every
+// read of a request ends by its deadline, whatever pace the client sends at, and stops at its
+// budget of bytes (httplib 0.11 bounds a body by its Content-Length, but reads a chunked body
+// whole); writes wait at most write_timeout for the socket.
+class DeadlineStream : public httplib::Stream {
  public:
+  DeadlineStream(int sock, std::chrono::seconds write_timeout) : sock_(sock), write_timeout_(write_timeout) {}
+
+  void start_request(Clock::time_point deadline, size_t budget) {
+    deadline_ = deadline;
+    read_failed_ = false;
+    budget_ = budget;
+    read_ = 0;
+    over_budget_ = false;
+    written_ = 0;
+  }
+  // A read of this request failed and its deadline has passed.
+  bool deadline_hit() const { return read_failed_ && Clock::now() >= deadline_; }
+  bool over_budget() const { return over_budget_; }
+  size_t written() const { return written_; }
+  bool buffered() const { return pos_ < len_; }
+
+  bool is_readable() const override {
+    if (buffered() || wait_for(POLLIN, deadline_)) return true;
+    read_failed_ = true;
+    return false;
+  }
+  bool is_writable() const override { return wait_for(POLLOUT, Clock::now() + write_timeout_); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (read_ >= budget_) {
+      over_budget_ = true;
+      return -1;
+    }
+    if (!buffered()) {
+      if (!wait_for(POLLIN, deadline_)) {
+        read_failed_ = true;
+        return -1;
+      }
+      ssize_t n;
+      do {
+        n = ::recv(sock_, buf_, sizeof buf_, 0);
+      } while (n < 0 && errno == EINTR);
+      if (n <= 0) return n;
+      pos_ = 0;
+      len_ = static_cast<size_t>(n);
+    }
+    size_t n = std::min({size, len_ - pos_, budget_ - read_});
+    std::memcpy(ptr, buf_ + pos_, n);
+    pos_ += n;
+    read_ += n;
+    return static_cast<ssize_t>(n);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    ssize_t n;
+    do {
+      n = ::send(sock_, ptr, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    if (n > 0) written_ += static_cast<size_t>(n);
+    return n;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { ip_and_port(sock_, true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { ip_and_port(sock_, false, ip, port); }
+  int socket() const override { return sock_; }
+
+ private:
+  // Waits until the socket is ready for `events` or `until` passes.
+  bool wait_for(short events, Clock::time_point until) const {
+    for (;;) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd p{sock_, events, 0};
+      int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
+      if (rc > 0) return true;
+      if (rc < 0 && errno != EINTR) return false;
+    }
+  }
+
+  int sock_;
+  std::chrono::seconds write_timeout_;
+  Clock::time_point deadline_ = Clock::now();
+  mutable bool read_failed_ = false;
+  size_t budget_ = 0, read_ = 0;
+  bool over_budget_ = false;
+  size_t written_ = 0;
+  char buf_[16384];
+  size_t pos_ = 0, len_ = 0;
+};
+
+// The stream of the connection this worker thread serves: the error handler reads from it why a
+// request failed (its deadline passed).
+thread_local const DeadlineStream* t_stream = nullptr;
+
+}  // namespace
+
+// cpp-httplib 0.11 with the connection handling vinci needs: a longer wait for a connection's first
+// request than between keep-alive requests (httplib applies its keep-alive timeout to both, so a
+// client that sends 2 s after connecting was closed without a reply), a deadline on reading each
+// request, and a log line for every connection closed without an answer.
+class ChatHttpServer : public httplib::Server {
+ public:
+  ChatHttpServer(ChatServerLimits limits, std::function<void(const std::string&)> log)
+      : limits_(limits), log_(std::move(log)) {}
+
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of concurrent connects overflows it and
+  // the dropped SYNs are retried a second later. listen() again on the bound socket raises it.
   void raise_backlog() { ::listen(svr_sock_, SOMAXCONN); }
+
+ private:
+  enum class Wait { kReady, kTimedOut, kStopping };
+
+  // Polls in short slices so that stop() is seen within 100 ms.
+  Wait wait_for_request(const DeadlineStream& strm, Clock::time_point until) const {
+    if (strm.buffered()) return Wait::kReady;
+    for (;;) {
+      if (svr_sock_ == INVALID_SOCKET) return Wait::kStopping;
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+      if (left <= 0) return Wait::kTimedOut;
+      pollfd p{strm.socket(), POLLIN, 0};
+      int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 100)));
+      if (rc > 0) return Wait::kReady;
+      if (rc < 0 && errno != EINTR) return Wait::kStopping;
+    }
+  }
+
+  bool process_and_close_socket(socket_t sock) override {
+    DeadlineStream strm(sock, std::chrono::seconds(std::max(1, limits_.request_read_seconds)));
+    t_stream = &strm;
+    bool ret = false;
+    for (int served = 0;; ++served) {
+      int wait_s = served == 0 ? limits_.first_request_seconds : limits_.keep_alive_seconds;
+      Wait w = wait_for_request(strm, Clock::now() + std::chrono::seconds(wait_s));
+      if (w != Wait::kReady) {
+        if (served == 0 && w == Wait::kTimedOut) {
+          log_("chat server: closed the connection from " + peer_of(sock) + ": no request within " +
+               std::to_string(wait_s) + " s of connecting");
+        }
+        break;
+      }
+      // Twice the body's limit and room for the headers: a chunked body's framing (its chunk
+      // sizes) counts too. A chunked body under this budget but over the limit is refused after.
+      strm.start_request(Clock::now() + std::chrono::seconds(limits_.request_read_seconds),
+                         2 * limits_.max_request_bytes + (1u << 20));
+      bool closed = false;
+      ret = process_request(strm, /*close_connection=*/false, closed, nullptr);
+      if (strm.written() == 0 && strm.deadline_hit()) {
+        // httplib drops a connection whose request line did not arrive in full; answer it.
+        std::string body = error_body(
+            "the request was not received in full within " + std::to_string(limits_.request_read_seconds) + " s",
+            "invalid_request_error", 408);
+        std::string reply = "HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nContent-Length: " +
+                            std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+        strm.write(reply.data(), reply.size());
+        log_("chat server: 408 from " + peer_of(sock) + ": the request was not received in full within " +
+             std::to_string(limits_.request_read_seconds) + " s");
+        break;
+      }
+      // After a request not read in full, where the next one would start is unknown.
+      if (!ret || closed || strm.deadline_hit() || strm.over_budget()) break;
+    }
+    t_stream = nullptr;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ret;
+  }
+
+  ChatServerLimits limits_;
+  std::function<void(const std::string&)> log_;
 };
 
 struct ChatServer::Impl {
-  BackloggedServer server;
+  Impl(ChatServerLimits limits, std::function<void(const std::string&)> log) : server(limits, std::move(log)) {}
+  ChatHttpServer server;
   std::atomic<bool> listen_returned{false};
 };
 
@@ -216,6 +482,14 @@ bool ChatServer::hang(double seconds) {
   return !stop_cv_.wait_for(lock, span, [this] { return stopping_; });
 }
 
+void ChatServer::log(const std::string& line) const {
+  if (options_.log) {
+    options_.log(line);
+  } else {
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
+}
+
 bool ChatServer::authorized(const std::string& authorization) const {
   return options_.api_key.empty() || authorization == "Bearer " + options_.api_key;
 }
@@ -224,13 +498,50 @@ Status ChatServer::start(const std::string& host, int port) {
   if (listener_.joinable()) {
     return failed_precondition("chat server already running on port " + std::to_string(port_));
   }
-  impl_ = std::make_unique<Impl>();
-  BackloggedServer& svr = impl_->server;
+  impl_ = std::make_unique<Impl>(options_.limits, [this](const std::string& line) { log(line); });
+  ChatHttpServer& svr = impl_->server;
   const size_t threads = static_cast<size_t>(std::max(1, options_.threads));
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // An idle keep-alive connection holds a worker, and stop() waits for it: keep the wait short.
-  svr.set_keep_alive_timeout(2);
-  svr.set_keep_alive_max_count(100000);
+  svr.set_payload_max_length(options_.limits.max_request_bytes);
+  svr.set_write_timeout(std::max(1, options_.limits.request_read_seconds));
+  const ChatServerLimits limits = options_.limits;
+  // httplib's own refusals (413, a request that is not HTTP, an unknown path) come with an empty
+  // body: give them an OpenAI-style one.
+  svr.set_error_handler(httplib::Server::HandlerWithResponse([limits](const httplib::Request&, httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message;
+    if (res.status == 413 || (t_stream != nullptr && t_stream->over_budget())) {
+      res.status = 413;
+      message = "the request body is over the limit of " + std::to_string(limits.max_request_bytes) + " bytes";
+    } else if (res.status == 404) {
+      message = "no such endpoint (POST /v1/chat/completions, GET /v1/models)";
+    } else if (res.status == 400 && t_stream != nullptr && t_stream->deadline_hit()) {
+      res.status = 408;
+      message = "the request was not received in full within " + std::to_string(limits.request_read_seconds) + " s";
+    } else if (res.status == 400) {
+      message = "the request is not valid HTTP";
+    } else {
+      message = "the request failed with HTTP " + std::to_string(res.status);
+    }
+    res.set_content(error_body(message, res.status >= 500 ? "server_error" : "invalid_request_error", res.status),
+                    "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+    res.status = 500;
+    res.set_content(error_body("internal server error", "server_error", 500), "application/json");
+  });
+  // Every refused or failed request, with the message its body gives (never the request's body).
+  svr.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    if (res.status < 400) return;
+    json body = json::parse(res.body, nullptr, false);
+    std::string message = body.is_object() && body.contains("error") && body["error"].is_object() &&
+                                  body["error"].contains("message") && body["error"]["message"].is_string()
+                              ? body["error"]["message"].get<std::string>()
+                              : std::string();
+    log("chat server: " + std::to_string(res.status) + " " + req.method + " " + req.path + " from " + req.remote_addr +
+        ":" + std::to_string(req.remote_port) + (message.empty() ? "" : ": " + message));
+  });
   // Headers and body go out in separate writes; without this, Nagle's algorithm and the client's
   // delayed ACK hold the body back 40 ms.
   svr.set_tcp_nodelay(true);
@@ -240,6 +551,10 @@ Status ChatServer::start(const std::string& host, int port) {
     res.set_content(r.body, "application/json");
   };
   svr.Post("/v1/chat/completions", [this, send](const httplib::Request& req, httplib::Response& res) {
+    if (req.body.size() > options_.limits.max_request_bytes) {
+      res.status = 413;  // a chunked body: its size is known only now; the error handler says why
+      return;
+    }
     send(res, handle_chat(req.body, req.get_header_value("Authorization")));
   });
   svr.Get("/v1/models", [this, send](const httplib::Request& req, httplib::Response& res) {
@@ -301,13 +616,14 @@ ChatServer::Reply ChatServer::handle_chat(const std::string& body, const std::st
   if (!authorized(authorization)) {
     return {401, error_body("Incorrect API key provided.", "invalid_request_error", 401), ""};
   }
-  json request = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!request.is_object()) {
-    return {400, error_body("request body is not a JSON object", "invalid_request_error", 400), ""};
+  std::string shape = request_shape_error(body, options_.limits.max_json_depth);
+  json request;
+  if (shape.empty()) {
+    request = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (!request.is_object()) shape = "request body is not a JSON object";
   }
-  if (!request.contains("messages") || !request["messages"].is_array()) {
-    return {400, error_body("request has no messages list", "invalid_request_error", 400), ""};
-  }
+  if (shape.empty()) shape = messages_shape_error(request);
+  if (!shape.empty()) return {400, error_body(shape, "invalid_request_error", 400), ""};
   ChatFault fault;
   if (!take_fault(&fault)) return answer(body, request, nullptr);
   ++faults_injected_;
@@ -336,7 +652,15 @@ ChatServer::Reply ChatServer::handle_chat(const std::string& body, const std::st
 
 ChatServer::Reply ChatServer::answer(const std::string& body, const json& request, const ChatFault* fault) {
   Result<ChatAnswer> a = ChatAnswer{"I would rather describe the kernel in prose.", "", {}, "stop"};
-  if (fault == nullptr || fault->kind != ChatFaultKind::kNoToolCall) a = handler_(request);
+  if (fault == nullptr || fault->kind != ChatFaultKind::kNoToolCall) {
+    try {
+      a = handler_(request);
+    } catch (const std::exception& e) {
+      // A bug of the handler, not the client's: logged with what it said, answered as a 500.
+      log(std::string("chat server: the handler failed: ") + e.what());
+      a = internal_error("internal server error");
+    }
+  }
   if (!a.ok()) {
     bool bad_request = a.status().code() == StatusCode::kInvalidArgument;
     return {bad_request ? 400 : 500,

@@ -48,7 +48,9 @@ struct ChatAnswer {
 
 // Called for each chat request that gets an answer, from the server's worker threads, concurrently:
 // it must be thread-safe. An error Status becomes HTTP 400 (kInvalidArgument) or 500 (any other),
-// with its message in an OpenAI-style error body.
+// with its message in an OpenAI-style error body; so does an exception (500, logged). The request
+// it gets is a JSON object within the server's limits whose "messages" is a list of objects, each
+// with a string "role" and a string, null or list "content".
 using ChatHandler = std::function<Result<ChatAnswer>(const nlohmann::json& request)>;
 
 enum class ChatFaultKind {
@@ -83,13 +85,43 @@ std::string chat_faults_text(const std::vector<ChatFault>& faults);
 nlohmann::json chat_completion_json(std::string_view body, const nlohmann::json& request, const ChatAnswer& answer,
                                     std::string_view default_model);
 
+// What the server reads of a request, and how long it waits for it (docs/input_limits.md). A
+// request past a limit gets a 4xx with an OpenAI-style JSON error body, and the server logs a line:
+//   413  body over max_request_bytes (refused from its Content-Length, or as a chunked body
+//        crosses it; the body is not kept)
+//   400  not HTTP, not a JSON object, nesting deeper than max_json_depth, or messages of the
+//        wrong shape (each an object with a string "role" and a string, null or list "content")
+//   408  a request not received in full within request_read_seconds of its first byte
+//   404  any other path
+// A connection that sends nothing for first_request_seconds is closed, with a log line.
+struct ChatServerLimits {
+  // The largest chat request vinci sends is a prompt of a few hundred KiB (a trajectory with its
+  // kernels); 16 MiB leaves room for long contexts and refuses what would fill memory.
+  size_t max_request_bytes = 16u << 20;
+  // Brackets a request may nest: OpenAI messages nest 5 deep (body, messages, message, content
+  // parts, a part); tool arguments a few more.
+  int max_json_depth = 64;
+  // From a connection's accept to its first request's first byte. A loaded client (hundreds of
+  // concurrent calls) may connect long before it sends.
+  int first_request_seconds = 30;
+  // From a request's first byte to its last: bounds a client that trickles its bytes.
+  int request_read_seconds = 30;
+  // Between requests of a keep-alive connection: an idle connection holds a worker thread.
+  int keep_alive_seconds = 2;
+};
+
 struct ChatServerOptions {
   std::string model = "vinci-echo";  // listed by /v1/models; replies name the request's model
   std::string api_key;               // empty: no key check
   // Worker threads. Each open connection holds one while it lasts (an idle keep-alive connection up
-  // to 2 s), and so does each hang: give at least as many as the calls clients keep in flight.
+  // to keep_alive_seconds), and so does each hang: give at least as many as the calls clients keep
+  // in flight.
   int threads = 64;
   std::vector<ChatFault> faults;
+  ChatServerLimits limits;
+  // Where a refused request, a handler's failure or a dropped connection is logged, one line each
+  // (never the request's body or its Authorization header); empty: stderr.
+  std::function<void(const std::string& line)> log;
 };
 
 class ChatServer {
@@ -129,6 +161,7 @@ class ChatServer {
   Reply handle_models(const std::string& authorization);
   Reply answer(const std::string& body, const nlohmann::json& request, const ChatFault* fault);
   bool authorized(const std::string& authorization) const;
+  void log(const std::string& line) const;
   bool take_fault(ChatFault* fault);
   // Sleeps up to `seconds`; false when the server stopped meanwhile.
   bool hang(double seconds);

@@ -63,6 +63,17 @@ Result<RunCheckpoint> find_run_checkpoint(const std::string& run_dir, int32_t st
     }
   }
   VINCI_RETURN_IF_ERROR(reader->status());
+  // A damaged run (a cut log, a corrupt frame, a log that is not its manifest's) is no starting
+  // point: its last checkpoint is not the run's last, and what it recorded is in doubt.
+  if (reader->damage()) {
+    return corruption("run " + run_dir + " is damaged after record " + std::to_string(reader->records_read()) + ": " +
+                      reader->damage()->to_string() + "; a damaged run is no starting point");
+  }
+  if (step < 0 && !reader->manifest().completed) {
+    return failed_precondition("run " + run_dir +
+                               " is unfinished (its manifest is not complete): its last checkpoint is not its "
+                               "final one; name the step with backbone.init_step");
+  }
   if (found.empty()) {
     return not_found("run " + run_dir +
                      " names no checkpoint object (recorded with "

@@ -36,8 +36,11 @@ struct RunCheckpoint {
 std::string resolve_init_run(const std::string& init_run, const std::string& out_root);
 
 // The parameters run_dir had at the start of `step` (-1: its last checkpoint). Fails with
-// kNotFound (naming the steps it has) when the run names no checkpoint for that step, and with
-// kMismatch when the object's bytes do not hash to the recorded parameter digest.
+// kCorruption when the run is damaged as every replay reader sees it (a cut log, a corrupt frame,
+// a log that disagrees with its manifest's count or digest), with kFailedPrecondition for step -1
+// of an unfinished run, with kNotFound (naming the steps it has) when the run names no checkpoint
+// for that step, and with kMismatch when the object's bytes do not hash to the recorded parameter
+// digest.
 Result<RunCheckpoint> find_run_checkpoint(const std::string& run_dir, int32_t step);
 
 // Checks every checkpoint object run_dir's log names: present in its store, unaltered (the

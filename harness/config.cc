@@ -278,7 +278,7 @@ Status read_layers(std::string_view text, const std::string& source, std::vector
                                 ")");
       }
     }
-    auto base_text = read_file(path);
+    auto base_text = read_file(path, kConfigFile);
     if (!base_text.ok()) {
       if (base_text.status().code() == StatusCode::kNotFound) {
         return not_found(at + ": key 'base': base config " + path + " does not exist");
@@ -347,7 +347,7 @@ std::string ConfigSchema::reference_toml() const {
 
 Result<Config> Config::load(const ConfigSchema& schema, const std::string& path,
                             const std::vector<std::string>& overrides) {
-  auto text = read_file(path);
+  auto text = read_file(path, kConfigFile);
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) {
       return not_found("experiment config " + path + " does not exist");

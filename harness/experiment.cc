@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "queue/queue_url.h"
+
 namespace vinci {
 namespace {
 
@@ -31,7 +33,9 @@ ConfigSchema build_schema() {
          "device models the H200 at either.", {"small", "full"}});
   s.add({"tasks.levels", T::kIntList, ConfigValue(std::vector<int64_t>{1, 2, 3}), "KernelBench levels used.", {}, 1, 3});
   s.add({"tasks.eval_share", T::kFloat, F(0.25),
-         "Share of each level's tasks held out for evaluation (picked by a keyed hash of the id).", {}, 0, 1});
+         "Share of each level's tasks held out for evaluation (picked by a keyed hash of the id). A\n"
+         "selection that leaves no training task (with loop.steps > 0) is refused before the run's\n"
+         "folder is made.", {}, 0, 1});
   s.add({"tasks.split_seed", T::kInt, I(0), "Seed of the train/eval split (independent of run.seed).", {}, 0, 9.2e18});
   s.add({"tasks.max_per_level", T::kInt, I(0), "Use at most this many tasks per level, the first by id (0: all).", {}, 0, 1e6});
   s.add({"tasks.sample_per_level", T::kInt, I(0),
@@ -111,10 +115,12 @@ ConfigSchema build_schema() {
   s.add({"backbone.init_run", T::kString, S(""),
          "Start from a checkpoint of another run (its folder; relative paths resolve against the\n"
          "current folder, then run.out). The checkpoint's digest is checked against that run's\n"
-         "records and recorded in this run's checkpoint record. Empty: fresh parameters.", {}});
+         "records and recorded in this run's checkpoint record. A run that replay calls damaged (a\n"
+         "cut log, a corrupt frame, a log that is not its manifest's) is refused. Empty: fresh\n"
+         "parameters.", {}});
   s.add({"backbone.init_step", T::kInt, I(-1),
          "With init_run: the parameters that run had at the start of this step (0: after its\n"
-         "initialisation or cold start; -1: its last checkpoint).", {}, -1, 1e6});
+         "initialisation or cold start; -1: its last checkpoint, for a finished run only).", {}, -1, 1e6});
   s.add({"backbone.base_url", T::kString, S("http://127.0.0.1:8000/v1"),
          "openai: the server's API root (requests go to BASE_URL/chat/completions).", {}});
   s.add({"backbone.model", T::kString, S(""), "openai: the model name the server serves (required).", {}});
@@ -368,6 +374,11 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
     e.checkpoints = false;
     // Requests in flight come from tasks worked on at once (a task's turns are sequential).
     e.threads = std::max(e.threads, llm.concurrency);
+  }
+  if (!e.queue.empty()) {
+    // Checked here, before a run folder exists; the message shows the URL without its password.
+    Result<QueueUrl> url = parse_queue_url(e.queue);
+    if (!url.ok()) return invalid_argument(path + ": key 'device.queue': " + url.status().message());
   }
   VINCI_RETURN_IF_ERROR(check_runs_root(e.out_root, path + ": key 'run.out'"));
   VINCI_RETURN_IF_ERROR(check_run_name(e.name, path + ": key 'run.name'"));

@@ -28,7 +28,7 @@ Result<PromptTemplates> PromptTemplates::load(const std::string& dir, const std:
   if (std::find(languages.begin(), languages.end(), "triton") != languages.end()) files.push_back(kTritonFormat);
   for (const char* file : files) {
     std::string path = dir + "/" + file;
-    auto text = read_file(path);
+    auto text = read_file(path, kPromptTemplateFile);
     if (!text.ok()) {
       return not_found("backbone.prompts: cannot read the prompt template " + path + " (" + text.status().message() +
                        ")");

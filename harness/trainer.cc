@@ -11,6 +11,7 @@
 
 #include "agents/agents.h"
 #include "agents/bm25.h"
+#include "core/text.h"
 #include "gpu/codegen/codegen.h"
 #include "harness/checkpoints.h"
 #include "harness/coldstart.h"
@@ -706,6 +707,18 @@ TaskSplit split_tasks(const TaskSuite& suite, const Experiment& exp) {
   return split;
 }
 
+Status check_task_split(const TaskSuite& suite, const Experiment& exp) {
+  if (exp.steps <= 0) return Status();
+  TaskSplit split = split_tasks(suite, exp);
+  if (!split.train.empty()) return Status();
+  return invalid_argument(
+      exp.config_path +
+      ": no training tasks: keys 'tasks.levels', 'tasks.set', 'tasks.ids', 'tasks.max_per_level' "
+      "and 'tasks.sample_per_level' select " +
+      std::to_string(split.eval.size()) + " task(s) and 'tasks.eval_share' = " + format_number("%g", exp.eval_share) +
+      " holds out all of them; expected at least one " + "training task for loop.steps = " + std::to_string(exp.steps));
+}
+
 Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite, Evaluator& evaluator,
                                      Backbone& backbone, const SkillLibrary& seed_library, RecordSink& sink,
                                      const ProgressFn& progress, AgentModel* model) {
@@ -718,9 +731,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   TaskSplit split = split_tasks(suite, exp);
   for (const Task* t : split.train) out.train_tasks.push_back(t->id);
   for (const Task* t : split.eval) out.eval_tasks.push_back(t->id);
-  if (split.train.empty() && exp.steps > 0) {
-    return invalid_argument("no training tasks: tasks.levels and tasks.eval_share leave none");
-  }
+  VINCI_RETURN_IF_ERROR(check_task_split(suite, exp));
   out.library = seed_library;
   StepContext ctx;
   ctx.exp = &exp;

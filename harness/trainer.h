@@ -59,6 +59,9 @@ struct TaskSplit {
 // Per level: the first max_per_level tasks by id, ordered by a keyed hash of (split seed, id);
 // the first ceil(eval_share x n) of them are held out. Both lists are returned sorted by id.
 TaskSplit split_tasks(const TaskSuite& suite, const Experiment& exp);
+// Ok when the split leaves a training task for loop.steps > 0; else InvalidArgument naming the
+// config and the keys that select tasks. `harness run` checks it before the run's folder exists.
+Status check_task_split(const TaskSuite& suite, const Experiment& exp);
 
 // Progress: (done, total, line) after each unit of work.
 //

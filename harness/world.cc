@@ -178,7 +178,7 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
   if (!exp.queue.empty()) {
     // Evaluations go to the queue's workers; nothing is evaluated here. The request carries the
     // profile's text (the sim prices with the run's profile wherever the worker runs).
-    auto profile_text = read_file(profile_path);
+    auto profile_text = read_file(profile_path, kDeviceProfileFile);
     if (!profile_text.ok()) return keyed("device.profile", exp.device_profile, profile_text.status());
     QueueOptions qo;
     qo.url = exp.queue;

@@ -94,7 +94,7 @@ Result<std::string> QueueEvaluator::task_file_text(const Task& task) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = files_.find(task.source_file);
   if (it != files_.end()) return it->second;
-  Result<std::string> text = read_file(task.source_file);
+  Result<std::string> text = read_file(task.source_file, kTaskFile);
   if (!text.ok())
     return Status(text.status().code(),
                   "queue: task " + task.id + ": its task file cannot be sent: " + text.status().message());
@@ -217,6 +217,8 @@ void QueueEvaluator::reader_loop() {
   double down_since = -1;
   bool lost = false;
   const std::string stream = keys_.reply(client_);
+  double quiet_since = now_s();  // since the last answer, or since requests began waiting
+  bool warned = false;
   while (!stop_) {
     if (!conn) {
       Result<std::unique_ptr<Redis>> c = Redis::connect(url_, 5, 30);
@@ -267,7 +269,32 @@ void QueueEvaluator::reader_loop() {
       if (r.status().code() != StatusCode::kIoError) sleep_s(0.5);
       continue;
     }
-    if (r->is_nil() || !r->is_array() || r->elements.empty()) continue;
+    if (r->is_nil() || !r->is_array() || r->elements.empty()) {
+      size_t waiting = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (const auto& [a, p] : pending_) waiting += p->done ? 0 : 1;
+      }
+      double t = now_s();
+      if (waiting == 0) {
+        quiet_since = t;
+      } else if (!warned && t - quiet_since > options_.no_worker_warn_s) {
+        Result<QueueStatus> qs = read_queue_status(*conn, keys_);
+        if (qs.ok() && qs->workers == 0) {
+          std::fprintf(stderr,
+                       "queue %s: %zu evaluations waiting for %.0f s and no worker is alive; start one with "
+                       "`harness worker --queue %s` (the run waits for it)\n",
+                       url_.text.c_str(), waiting, t - quiet_since, url_.text.c_str());
+          warned = true;
+        }
+      }
+      continue;
+    }
+    quiet_since = now_s();
+    if (warned) {
+      std::fprintf(stderr, "queue %s: a worker answers; going on\n", url_.text.c_str());
+      warned = false;
+    }
     const RedisReply& s = r->elements[0];
     if (!s.is_array() || s.elements.size() != 2) continue;
     std::vector<std::string> ids;

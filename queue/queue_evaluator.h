@@ -31,6 +31,9 @@ struct QueueOptions {
   int attempts = 3;                     // deliveries before a request is recorded as failed
   double give_up_s = 600;               // without a server this long, evaluations fail
   double object_ttl_s = 7 * 24 * 3600;  // objects (task files, profiles) expire after this
+  // Requests unanswered this long with no worker alive: say so on stderr (once, until an answer
+  // comes), naming the command that starts one. A run without workers otherwise waits silently.
+  double no_worker_warn_s = 10;
 };
 
 // What the queue looks like now: for `harness queue status` and the progress line.

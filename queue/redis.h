@@ -1,11 +1,8 @@
 // A small synchronous Redis client over hiredis: one connection, commands as argument vectors,
 // replies as plain values. vinci's queue (queue/queue.h) is built on it.
 //
-// A queue is named by a URL: redis://HOST:PORT[/NAME]. NAME (default "vinci") prefixes every key
-// the queue uses, so several queues can share one server. The URL never carries a password: a
-// server that wants one (requirepass, or an ACL user) gets it from the environment,
-// VINCI_REDIS_PASSWORD (and VINCI_REDIS_USER for an ACL user), so it is never written into a
-// config, a manifest or a log.
+// A queue is named by a URL, redis://HOST:PORT[/NAME] (queue/queue_url.h); a password comes from
+// the environment, never from the URL.
 #ifndef VINCI_QUEUE_REDIS_H_
 #define VINCI_QUEUE_REDIS_H_
 
@@ -16,22 +13,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "queue/queue_url.h"
 
 namespace vinci {
-
-constexpr const char* kRedisPasswordEnv = "VINCI_REDIS_PASSWORD";
-constexpr const char* kRedisUserEnv = "VINCI_REDIS_USER";
-
-struct QueueUrl {
-  std::string host;
-  int port = 6379;
-  std::string name = "vinci";  // the key prefix
-  std::string text;            // the URL as given (for messages)
-};
-
-// Parses redis://HOST:PORT[/NAME]. Errors name the URL and what was expected; a URL with a
-// user or password part is refused (the password comes from VINCI_REDIS_PASSWORD).
-Result<QueueUrl> parse_queue_url(const std::string& url);
 
 struct RedisReply {
   enum class Type { kNil, kInteger, kString, kStatus, kError, kArray };

@@ -9,12 +9,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
+#include "core/scratch_dir.h"
 #include "core/text.h"
 #include "gpu/live/cuda_evaluator.h"
 #include "gpu/sim/device_profile.h"
@@ -36,10 +38,7 @@ class Evaluators {
   // call: a command on the worker's connection, reconnecting while the server is away.
   Evaluators(const WorkerOptions& o, Call call, const QueueKeys& keys)
       : options_(o), call_(std::move(call)), keys_(keys) {}
-  ~Evaluators() {
-    cudas_.clear();
-    if (!dir_.empty()) std::system(("rm -rf '" + dir_ + "'").c_str());
-  }
+  ~Evaluators() { cudas_.clear(); }
 
   // The evaluation's result, or why it could not be done.
   Result<EvalResult> evaluate(const QueueRequest& q, const std::string& plan_bytes) {
@@ -128,9 +127,10 @@ class Evaluators {
     // The live evaluator's worker reads its tasks from a folder: the task files this worker has
     // received, one file per object.
     if (dir_.empty()) {
-      char tmpl[] = "/tmp/vinci_queue_worker_XXXXXX";
-      if (!mkdtemp(tmpl)) return io_error("cannot create a folder in /tmp for the received task files");
-      dir_ = tmpl;
+      // Under $TMPDIR, removed with the worker; a killed worker's is removed by the next.
+      VINCI_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::create("vinci_queue_worker"));
+      scratch_.emplace(std::move(scratch));
+      dir_ = scratch_->path();
       VINCI_RETURN_IF_ERROR(make_dirs(dir_ + "/tasks"));
     }
     if (!files_.count(q.task_file)) {
@@ -178,6 +178,7 @@ class Evaluators {
   std::map<Digest, std::vector<Task>> tasks_;
   std::map<Digest, std::unique_ptr<SimEvaluator>> sims_;
   std::map<Digest, std::unique_ptr<CudaEvaluator>> cudas_;
+  std::optional<ScratchDir> scratch_;
   std::string dir_;
   std::set<Digest> files_;
   std::map<std::string, Digest> task_ids_;

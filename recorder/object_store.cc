@@ -150,7 +150,7 @@ Result<Digest> ObjectStore::put(std::string_view kind, std::string_view bytes) {
 
 Result<StoredObject> ObjectStore::get(const Digest& address) const {
   std::string path = path_of(address);
-  auto file = read_file(path);
+  auto file = read_file(path, kObjectFile);
   if (!file.ok()) {
     if (file.status().code() == StatusCode::kNotFound) {
       return not_found("object " + address.hex() + " is not in the store at " + root_);

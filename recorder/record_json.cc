@@ -16,7 +16,17 @@
 namespace vinci {
 namespace {
 
-// Collects every 16-byte Data field (an address) reachable from a struct.
+// The 16-byte Data fields of recorder/vinci.capnp that are digests, not addresses of objects: a
+// sample's RngKey digest, parameter and run digests. Every other 16-byte field names an object.
+// A new digest field must be added here, or `replay cat --objects` reports it missing.
+bool is_digest_field(const std::string& name) {
+  static const std::set<std::string> kDigests = {"key",       "digest",      "paramDigest",
+                                                 "runDigest", "digestSoFar", "sourceRunDigest"};
+  return kDigests.count(name) > 0;
+}
+
+// Collects every object address (a 16-byte Data field that is not a digest) reachable from a
+// struct.
 void collect_addresses(capnp::DynamicStruct::Reader s, std::set<Digest>* out);
 
 void collect_value(capnp::DynamicValue::Reader v, std::set<Digest>* out) {
@@ -40,6 +50,7 @@ void collect_value(capnp::DynamicValue::Reader v, std::set<Digest>* out) {
 void collect_addresses(capnp::DynamicStruct::Reader s, std::set<Digest>* out) {
   for (auto field : s.getSchema().getFields()) {
     if (!s.has(field)) continue;
+    if (is_digest_field(std::string(field.getProto().getName().cStr()))) continue;
     collect_value(s.get(field), out);
   }
 }
@@ -71,7 +82,8 @@ capnp::JsonCodec& codec() {
 
 }  // namespace
 
-std::string record_to_json(RecordView& record, const ObjectStore* store, std::map<Digest, std::string>* corrupt) {
+std::string record_to_json(RecordView& record, const ObjectStore* store, std::map<Digest, std::string>* corrupt,
+                           std::set<Digest>* missing) {
   auto root = record.message().getRoot<schema::Record>();
   kj::String text = codec().encode(root);
   std::string out(text.cStr());
@@ -84,6 +96,7 @@ std::string record_to_json(RecordView& record, const ObjectStore* store, std::ma
     nlohmann::json entry;
     if (!obj.ok() && obj.status().code() == StatusCode::kNotFound) {
       entry["missing"] = true;
+      if (missing) missing->insert(d);
     } else if (!obj.ok()) {
       entry["corrupt"] = obj.status().message();
       if (corrupt) (*corrupt)[d] = obj.status().message();

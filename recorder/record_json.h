@@ -6,6 +6,7 @@
 #define VINCI_RECORDER_RECORD_JSON_H_
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "recorder/run.h"
@@ -14,11 +15,12 @@ namespace vinci {
 
 // One line of JSON for a decoded record. With store, every object the record names by address
 // is added under "objects": {"<hex>": {"kind": ..., "text": ...}} (bytes that are not UTF-8 text
-// print as "hex"); an address missing from the store prints {"missing": true} (not every 16-byte
-// field is an object: parameter and run digests are not), and an object that is there but damaged
-// (cut short, altered) prints {"corrupt": "why"} and is added to *corrupt when given.
+// print as "hex"). Digests that are not objects (sample keys, parameter and run digests) are not
+// looked up. An object missing from the store prints {"missing": true} and is added to *missing
+// when given; one that is there but damaged (cut short, altered) prints {"corrupt": "why"} and is
+// added to *corrupt when given.
 std::string record_to_json(RecordView& record, const ObjectStore* store,
-                           std::map<Digest, std::string>* corrupt = nullptr);
+                           std::map<Digest, std::string>* corrupt = nullptr, std::set<Digest>* missing = nullptr);
 
 // One line of JSON for a manifest, as {"manifest": {...}}.
 std::string manifest_to_json(const ManifestInfo& manifest);

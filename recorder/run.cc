@@ -130,7 +130,11 @@ RunLocation RunLocation::of(const std::string& run_dir) {
   while (loc.run_dir.size() > 1 && loc.run_dir.back() == '/') loc.run_dir.pop_back();
   loc.log_dir = loc.run_dir + "/log";
   loc.manifest_path = loc.run_dir + "/manifest.bin";
-  loc.store_dir = parent_folder(loc.run_dir) + "/objects";
+  // A run keeps its objects in its own folder when it has an objects/ folder (a rescore, which is
+  // written where --out says and nowhere else); else in the runs root's shared store.
+  struct stat sb;
+  std::string own = loc.run_dir + "/objects";
+  loc.store_dir = ::stat(own.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode) ? own : parent_folder(loc.run_dir) + "/objects";
   return loc;
 }
 
@@ -218,7 +222,7 @@ Result<ManifestInfo> decode_manifest(std::string_view bytes, const std::string& 
 }
 
 Result<ManifestInfo> read_manifest(const std::string& path) {
-  auto bytes = read_file(path);
+  auto bytes = read_file(path, kManifestFile);
   if (!bytes.ok()) {
     if (bytes.status().code() == StatusCode::kNotFound) {
       return not_found("no run manifest at " + path + " (is this a run folder?)");
@@ -337,6 +341,20 @@ Status remove_stale_temps(const std::string& dir) {
   return Status();
 }
 
+// Why a new run cannot go where a run is: a complete run is kept as it is; a stopped one can be
+// continued.
+Status already_holds_a_run(const RunLocation& loc) {
+  auto m = read_manifest(loc.manifest_path);
+  if (m.ok() && m->completed) {
+    return failed_precondition("run folder " + loc.run_dir +
+                               " already holds a complete run; pick another name (a complete run is not resumed)");
+  }
+  return failed_precondition("run folder " + loc.run_dir +
+                             " already holds a stopped run; pick another name, or continue it with `harness run "
+                             "--resume " +
+                             loc.run_dir + "`");
+}
+
 }  // namespace
 
 Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& run_dir, ManifestInfo info,
@@ -344,10 +362,7 @@ Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& run_dir,
   std::unique_ptr<RunWriter> w(new RunWriter());
   w->loc_ = RunLocation::of(run_dir);
   struct stat sb;
-  if (::stat(w->loc_.manifest_path.c_str(), &sb) == 0) {
-    return failed_precondition("run folder " + w->loc_.run_dir +
-                               " already holds a run; pick another name or resume it");
-  }
+  if (::stat(w->loc_.manifest_path.c_str(), &sb) == 0) return already_holds_a_run(w->loc_);
   // A log without its manifest (deleted, or never written): writing a manifest beside it would
   // pair it with records of another run. Nothing is written.
   if (DIR* d = ::opendir(w->loc_.log_dir.c_str())) {
@@ -365,8 +380,7 @@ Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& run_dir,
   VINCI_RETURN_IF_ERROR(make_dirs(w->loc_.run_dir));
   VINCI_ASSIGN_OR_RETURN(w->lock_fd_, lock_run_dir(w->loc_.run_dir));
   if (::stat(w->loc_.manifest_path.c_str(), &sb) == 0) {  // made while this one waited for the lock
-    return failed_precondition("run folder " + w->loc_.run_dir +
-                               " already holds a run; pick another name or resume it");
+    return already_holds_a_run(w->loc_);
   }
   VINCI_RETURN_IF_ERROR(remove_stale_temps(w->loc_.run_dir));
   info.completed = false;

@@ -33,6 +33,8 @@ class MessageReader;
 
 namespace vinci {
 
+// Where a run's files are. Its objects are in RUN/objects when that folder exists (a rescored
+// run: everything inside its --out folder), else in the runs root's shared store, ROOT/objects.
 struct RunLocation {
   std::string run_dir;
   std::string log_dir;

@@ -98,7 +98,7 @@ bool RunLogReader::load_segment(size_t i) {
   if (!in_memory_.empty()) {
     data_ = in_memory_[i];
   } else {
-    auto bytes = read_file(file);
+    auto bytes = read_file(file, kLogSegmentFile);
     if (!bytes.ok()) {
       status_ = bytes.status();
       return false;
@@ -265,7 +265,7 @@ Result<std::unique_ptr<RunLogWriter>> RunLogWriter::reopen(const std::string& di
   LogRecovery rec;
   rec.frames = w->digest_.count();
   uint32_t segment = static_cast<uint32_t>(files.size() - 1);
-  VINCI_ASSIGN_OR_RETURN(std::string last, read_file(files.back()));
+  VINCI_ASSIGN_OR_RETURN(std::string last, read_file(files.back(), kLogSegmentFile));
   uint64_t keep = last.size();
   if (reader->damage()) {
     const LogDamage& d = *reader->damage();

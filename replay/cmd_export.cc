@@ -116,6 +116,11 @@ int cmd_export(const std::vector<std::string>& args) {
   }
   const std::string run = vm["run"].as<std::string>();
   const std::string format = vm["format"].as<std::string>();
+  if (vm.count("out") && vm["out"].as<std::string>().empty()) {
+    std::cerr << "replay export: --out: expected " << (format == "calls" ? "a file" : "a folder")
+              << ", found an empty string\n";
+    return 2;
+  }
   if (format != "calls") {
     if (format != "parquet" && format != "jsonl" && format != "tensorboard") {
       std::cerr << "replay export: --format: expected calls, parquet, jsonl or tensorboard, found '" << format << "'\n";

@@ -8,6 +8,7 @@
 
 #include "core/cli.h"
 #include "gpu/eval_result.h"
+#include "queue/queue_url.h"
 #include "replay/commands.h"
 #include "replay/rescore.h"
 
@@ -24,7 +25,9 @@ int cmd_rescore(const std::vector<std::string>& args) {
                                                  "re-measure on this machine's GPU (the same as --device cuda)")(
       "device", po::value<std::string>(&o.device), "cuda (this GPU) or sim (the sim device under --profile)")(
       "profile", po::value<std::string>(&o.profile), "sim: the device profile TOML (default: the run's own)")(
-      "out", po::value<std::string>(&o.out_dir), "the new run's folder (must not exist)")(
+      "out", po::value<std::string>(&o.out_dir),
+      "the new run's folder (must not exist); everything the rescore writes goes inside it: its log, "
+      "manifest, objects (NEW/objects), measurements.jsonl and drift.md")(
       "trials", po::value<std::string>()->default_value("0"),
       "correctness trials per plan (0: the run's; at most 100)")(
       "samples", po::value<std::string>()->default_value("0"), "timing samples per plan (0: the run's; at most 10000)")(
@@ -81,6 +84,13 @@ int cmd_rescore(const std::vector<std::string>& args) {
   if (o.device.empty()) {
     std::cerr << "replay rescore: say where to measure: --live (this GPU) or --device sim --profile FILE\n";
     return 2;
+  }
+  if (!o.queue.empty()) {
+    // Checked before the run is read; the message shows the URL without its password.
+    if (Result<QueueUrl> url = parse_queue_url(o.queue); !url.ok()) {
+      std::cerr << "replay rescore: --queue: " << url.status().message() << "\n";
+      return 2;
+    }
   }
   if (!o.queue.empty() && (!o.cuda.nvrtc_cache_dir.empty() || !vm["timeout"].defaulted())) {
     // The workers compile and time: these are theirs (harness worker --nvrtc-cache, --timeout-s).

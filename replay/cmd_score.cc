@@ -4,7 +4,9 @@
 // fast_p of a run's held-out evaluation, from its log alone. With the defaults it prints the
 // tables of the run's final evaluation as summary.md has them, after a line saying which task set
 // it scored (KernelBench problems, flagged ones, vinci's own) and which comparison fast_p used:
-// speedup > p (KernelBench's definition) unless --fast-p-inclusive asks for speedup >= p.
+// speedup > p (KernelBench's definition) unless --fast-p-inclusive asks for speedup >= p. A run
+// whose manifest is not complete (stopped, or still running) is scored too, with a first line
+// (Markdown) and a line on stderr saying it is unfinished and which evaluation was scored.
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <sstream>
@@ -143,6 +145,20 @@ int cmd_score(const std::vector<std::string>& args) {
     return 2;
   }
   FastPCompare compare = vm.count("fast-p-inclusive") ? FastPCompare::kInclusive : FastPCompare::kStrict;
+  // A stopped (or still running) run's tables look like a finished run's: say which they are.
+  std::string unfinished;
+  if (!data->manifest.completed) {
+    unfinished =
+        "unfinished run (its manifest is not complete: stopped, or still running): scored the evaluation "
+        "before step " +
+        std::to_string(step) + (vm.count("step") ? "" : ", the last one it recorded") +
+        "; a finished run's final evaluation may differ";
+    std::cerr << "replay score: " << vm["run"].as<std::string>() << ": " << unfinished << "\n";
+  }
+  auto header = [&] {
+    if (format != TableFormat::kMarkdown) return;
+    if (!unfinished.empty()) std::cout << "**Unfinished run**: " << unfinished << ".\n\n";
+  };
   std::string set = vm["tasks"].as<std::string>();
   if (set != "all" && set != "kernelbench" && set != "unflagged") {
     std::cerr << "replay score: --tasks: expected all, kernelbench or unflagged, found '" << set << "'\n";
@@ -168,6 +184,7 @@ int cmd_score(const std::vector<std::string>& args) {
       return 2;
     }
     TurnMode m = t == "last" ? TurnMode::kLast : TurnMode::kBest;
+    header();
     if (format == TableFormat::kMarkdown) std::cout << scored_set_line(sets, set, compare);
     for (Denominator d : {Denominator::kAll, Denominator::kCorrect}) {
       std::cout << fast_p_table(point.fast_p, m, d, format);
@@ -175,6 +192,7 @@ int cmd_score(const std::vector<std::string>& args) {
     }
     return 0;
   }
+  header();
   if (format == TableFormat::kMarkdown) std::cout << scored_set_line(sets, set, compare);
   std::cout << fast_p_report(point, format);
   return 0;

@@ -174,8 +174,9 @@ std::string text_field(const nlohmann::json& j, const char* key) {
 // writing leaves its last line cut short, without a newline: that line is dropped (its measurement
 // is taken again). A bad line anywhere else is an error.
 Result<std::vector<std::pair<std::string, nlohmann::json>>> read_reuse_lines(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return not_found("--reuse: cannot open " + path);
+  Result<std::string> text = read_file(path, kMeasurementFile);
+  if (!text.ok()) return Status(text.status().code(), "--reuse: " + text.status().message());
+  std::istringstream in(*text);
   std::vector<std::pair<std::string, nlohmann::json>> rows;
   std::string line;
   for (int n = 1; std::getline(in, line); ++n) {
@@ -300,7 +301,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   pin_numeric_settings();
   if (options.device != "cuda" && options.device != "sim")
     return invalid_argument("rescore: the device must be cuda or sim, found '" + options.device + "'");
-  if (options.out_dir.empty()) return invalid_argument("rescore: no output run folder");
+  if (options.out_dir.empty()) return invalid_argument("--out: expected a new run folder, found an empty string");
   struct stat st;
   if (::stat(options.out_dir.c_str(), &st) == 0)
     return invalid_argument("rescore: " + options.out_dir + " already exists (choose a new --out; --reuse " +
@@ -373,7 +374,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     std::string path = options.device == "sim" && !options.profile.empty() ? options.profile
                        : !exp.device_profile.empty()                       ? exp.device_profile
                                                                            : profile_path("h200");
-    VINCI_ASSIGN_OR_RETURN(std::string profile_text, read_file(path));
+    VINCI_ASSIGN_OR_RETURN(std::string profile_text, read_file(path, kDeviceProfileFile));
     QueueOptions qo;
     qo.url = options.queue;
     qo.attempts = exp.queue_attempts;
@@ -441,7 +442,9 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   }
   // Every measurement is appended to <out>/measurements.jsonl as it is taken: GPU time is not lost
   // if the re-drive fails, and --reuse takes it up again.
-  VINCI_RETURN_IF_ERROR(make_dirs(options.out_dir));
+  // NEW/objects: the new run's objects stay inside the folder --out names (RunLocation finds them
+  // there), never in a store beside it.
+  VINCI_RETURN_IF_ERROR(make_dirs(options.out_dir + "/objects"));
   std::ofstream saved(options.out_dir + "/measurements.jsonl", std::ios::app);
   auto save = [&](const std::string& task, const EvalResult& r) {
     saved << nlohmann::json{{"task", task},

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "core/scratch_dir.h"
 #include "harness/checkpoints.h"
 #include "harness/record_sink.h"
 #include "harness/trainer.h"
@@ -50,14 +51,10 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   // Objects the re-driven loop stores go to a scratch store, never into the run's: the records
   // name objects by address, so comparing records compares the objects too, and a diverging
   // replay must not leave new objects beside a recorded run.
-  char tmpl[] = "/tmp/vinci_verify_XXXXXX";
-  if (!mkdtemp(tmpl)) return io_error("cannot create a scratch folder in /tmp");
-  std::string scratch = tmpl;
-  struct Cleanup {
-    std::string dir;
-    ~Cleanup() { std::system(("rm -rf '" + dir + "'").c_str()); }
-  } cleanup{scratch};
-  ObjectStore store(scratch + "/objects");
+  // The scratch folder is under $TMPDIR (verify is read-only: nothing goes into the run's folder),
+  // removed on every return; one a killed verify left is removed by the next.
+  VINCI_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::create("vinci_verify"));
+  ObjectStore store(scratch.path() + "/objects");
   CheckSink sink(std::move(expected), &store, nullptr);
   // A language model's replies are events too: they come from the log (no server is needed).
   VINCI_ASSIGN_OR_RETURN(World world, build_world(exp, ModelCalls::kRecorded, run_dir));

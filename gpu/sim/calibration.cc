@@ -10,6 +10,7 @@
 #include <sstream>
 #include <utility>
 
+#include "core/atomic_file.h"
 #include "core/parallel.h"
 #include "gpu/codegen/codegen.h"
 #include "gpu/sim/sim_model.h"
@@ -408,8 +409,9 @@ Result<CalibrationReport> calibrate(const DeviceProfile& start, const std::vecto
 
 Status read_json_lines(const std::string& path, const std::string& what,
                        const std::function<Status(const std::string& where, const nlohmann::json& j)>& line) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found(what + " " + path + ": cannot open");
+  Result<std::string> file = read_file(path, kMeasurementFile);
+  if (!file.ok()) return Status(file.status().code(), what + " " + file.status().message());
+  std::istringstream in(*file);
   std::string text;
   for (int n = 1; std::getline(in, text); ++n) {
     std::string where = path + ":" + std::to_string(n);

@@ -7,6 +7,7 @@
 
 #include <toml++/toml.h>
 
+#include "core/atomic_file.h"
 #include "core/text.h"
 
 namespace vinci {
@@ -180,11 +181,9 @@ Result<DeviceProfile> parse_device_profile(const std::string& path, const std::s
 }
 
 Result<DeviceProfile> load_device_profile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return not_found("device profile " + path + ": cannot open");
-  std::ostringstream os;
-  os << in.rdbuf();
-  return parse_device_profile(path, os.str());
+  Result<std::string> text = read_file(path, kDeviceProfileFile);
+  if (!text.ok()) return Status(text.status().code(), "device profile " + text.status().message());
+  return parse_device_profile(path, *text);
 }
 
 std::string default_profile_dir() { return VINCI_DEVICE_PROFILE_DIR; }

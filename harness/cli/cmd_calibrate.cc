@@ -169,7 +169,7 @@ int cmd_calibrate(const std::vector<std::string>& args) {
   if (vm.count("check")) {
     std::vector<ShortfallAllowance> allow;
     if (!expect_file.empty()) {
-      Result<std::string> text = read_file(expect_file);
+      Result<std::string> text = read_file(expect_file, kConfigFile);
       if (!text.ok()) return fail("--expect: " + text.status().to_string());
       Result<std::vector<ShortfallAllowance>> a = parse_shortfall_allowances(expect_file, *text);
       if (!a.ok()) return fail(a.status().to_string());

@@ -23,6 +23,7 @@
 
 #include <boost/program_options.hpp>
 
+#include "core/atomic_file.h"
 #include "core/cli.h"
 #include "core/text.h"
 #include "gpu/codegen/codegen.h"
@@ -49,11 +50,9 @@ int fail(const std::string& what) {
 // messages harness eval prints.
 Result<Plan> plan_to_evaluate(const std::string& plan_path, const std::vector<std::string>& knobs, const Task& task) {
   if (!plan_path.empty()) {
-    std::ifstream in(plan_path, std::ios::binary);
-    if (!in) return invalid_argument("--plan: cannot open " + plan_path);
-    std::ostringstream text;
-    text << in.rdbuf();
-    std::string t = text.str();
+    Result<std::string> text = read_file(plan_path, kPlanFile);
+    if (!text.ok()) return invalid_argument("--plan: " + text.status().message());
+    const std::string& t = *text;
     size_t first = t.find_first_not_of(" \t\r\n");
     Result<Plan> p = first != std::string::npos && t[first] == '{' ? parse_plan(t) : parse_model_plan(t, task);
     if (!p.ok()) return invalid_argument(plan_path + ": " + p.status().message());

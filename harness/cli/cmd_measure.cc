@@ -379,8 +379,9 @@ std::vector<double> precompile_work(const MeasureOptions& o, const CudaEvaluator
 Status read_earlier_sweeps(const MeasureOptions& o, const TaskSuite& suite, SimEvaluator& sim,
                            const EvalRequest& sim_req, std::ostream& jsonl, Sweep* out) {
   for (const std::string& file : o.from_files) {
-    std::ifstream in(file);
-    if (!in) return failure("--from-measurements: cannot open " + file);
+    Result<std::string> text = read_file(file, kMeasurementFile);
+    if (!text.ok()) return failure("--from-measurements: " + text.status().message());
+    std::istringstream in(*text);
     std::string line;
     for (int n = 1; std::getline(in, line); ++n) {
       if (line.empty()) continue;

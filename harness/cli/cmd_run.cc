@@ -49,8 +49,11 @@ class Progress {
   bool tty_;
 };
 
+// "harness run" or "harness coldstart": the command whose messages these are.
+const char* g_command = "harness run";
+
 int fail(const std::string& what) {
-  std::cerr << "harness run: " << what << "\n";
+  std::cerr << g_command << ": " << what << "\n";
   return 2;
 }
 
@@ -98,7 +101,21 @@ Result<OpenRun> resume_run(const std::string& run_dir, const Environment& env) {
   run.run_dir = run_dir;
   auto manifest = read_manifest(RunLocation::of(run_dir).manifest_path);
   if (!manifest.ok()) return invalid_argument(manifest.status().to_string());
-  if (manifest->completed) return invalid_argument("run " + run_dir + " is complete; nothing to resume");
+  if (manifest->completed) {
+    // Complete is not enough to say there is nothing to do: a damaged complete run needs making
+    // again, and the message must say why.
+    auto reader = RunReader::open(run_dir);
+    if (reader.ok()) {
+      while ((*reader)->next()) {
+      }
+      if ((*reader)->damage()) {
+        return invalid_argument("run " + run_dir + " is complete but damaged after record " +
+                                std::to_string((*reader)->records_read()) + ": " + (*reader)->damage()->to_string() +
+                                "; a complete run is not resumed: make it again from its config under another name");
+      }
+    }
+    return invalid_argument("run " + run_dir + " is complete; nothing to resume");
+  }
   VINCI_RETURN_IF_ERROR(check_numeric_settings(manifest->environment, env, run_dir));
   auto e = experiment_from_text(manifest->config_text, run_dir + "/manifest.bin (config)");
   if (!e.ok()) return invalid_argument(e.status().to_string());
@@ -112,15 +129,20 @@ Result<OpenRun> resume_run(const std::string& run_dir, const Environment& env) {
   if (!w.ok()) return invalid_argument(w.status().to_string());
   run.writer = std::move(w).value();
   if (rec.damage) {
-    std::cerr << "harness run: dropped a damaged tail of " << rec.bytes_dropped << " bytes (" << rec.damage->to_string()
-              << ")\n";
+    std::cerr << g_command << ": dropped a damaged tail of " << rec.bytes_dropped << " bytes ("
+              << rec.damage->to_string() << ")\n";
   }
-  std::cerr << "harness run: resuming " << run_dir << " after " << expected.size() << " records\n";
+  std::cerr << g_command << ": resuming " << run_dir << " after " << expected.size() << " records\n";
   run.sink = std::make_unique<CheckSink>(std::move(expected), &run.writer->store(), run.writer.get());
   // A resumed run re-asks its model nothing it recorded: replies come from the log first.
   auto built = build_world(run.exp, ModelCalls::kRecordedThenLive, run_dir, run_dir + "/llm_calls.jsonl");
   if (!built.ok()) return invalid_argument(built.status().to_string());
   run.world = std::move(built).value();
+  // A folder an older vinci made before finding this: resuming would fail the same way forever.
+  if (Status st = check_task_split(run.world.suite, run.exp); !st.ok()) {
+    return invalid_argument(st.to_string() + "\n(run " + run_dir +
+                            " cannot be resumed with the settings it recorded: remove it and run again)");
+  }
   return run;
 }
 
@@ -145,6 +167,7 @@ Result<OpenRun> start_run(const std::string& config, const std::vector<std::stri
   auto built = build_world(exp, ModelCalls::kLive, "", run.run_dir + "/llm_calls.jsonl");
   if (!built.ok()) return invalid_argument(built.status().to_string());
   run.world = std::move(built).value();
+  VINCI_RETURN_IF_ERROR(check_task_split(run.world.suite, exp));
   if (!exp.init_run.empty()) {
     auto source = find_run_checkpoint(resolve_init_run(exp.init_run, exp.out_root), exp.init_step);
     if (!source.ok()) {
@@ -184,7 +207,7 @@ Status finish_run(OpenRun& run, const TrainerOutput& out, RunSummaryInfo* info) 
                               " records, but the run ends after " + std::to_string(check->position()) +
                               ": the log is not this run's");
     }
-    std::cerr << "harness run: re-derived and matched " << check->checked() << " recorded records\n";
+    std::cerr << g_command << ": re-derived and matched " << check->checked() << " recorded records\n";
   }
   st = run.writer->checkpoint();
   if (!st.ok()) return invalid_argument(st.to_string());
@@ -258,8 +281,8 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
                                                   "override a config key: key=value")(
       "resume", po::value<std::string>(), "continue a stopped run (its folder)");
   po::variables_map vm;
-  if (auto stop =
-          parse_options(coldstart_only ? "harness coldstart" : "harness run", args, opts, {{"config", 1}}, &vm)) {
+  g_command = coldstart_only ? "harness coldstart" : "harness run";
+  if (auto stop = parse_options(g_command, args, opts, {{"config", 1}}, &vm)) {
     return *stop;
   }
   pin_numeric_settings();
@@ -269,8 +292,11 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     return 2;
   }
   if (resume == (vm.count("config") > 0)) {
-    std::cerr << "harness run: give either an experiment config or --resume RUN\n" << opts;
+    std::cerr << g_command << ": give either an experiment config or --resume RUN\n" << opts;
     return 2;
+  }
+  if (resume && vm["resume"].as<std::string>().empty()) {
+    return fail("--resume: expected a run folder, found an empty string");
   }
   if (resume) {
     // A resumed run continues the records it has: only the settings it recorded can do that.
@@ -323,7 +349,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
   World& world = run.world;
 
   if (!exp.queue.empty() && exp.threads < 2) {
-    std::cerr << "harness run: device.queue with run.threads = " << exp.threads
+    std::cerr << g_command << ": device.queue with run.threads = " << exp.threads
               << " keeps one evaluation in flight; --threads N keeps N (records do not depend on it)\n";
   }
   Progress progress;

@@ -3,12 +3,14 @@
 // weights, and for tests against a real HTTP server.
 #include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <iostream>
 
 #include "agents/sim_backbone.h"
+#include "agents/skill_library.h"
 #include "core/cli.h"
 #include "harness/cli/commands.h"
 #include "harness/sim_server.h"
@@ -54,6 +56,16 @@ int cmd_serve(const std::vector<std::string>& args) {
   exp.seed = static_cast<uint64_t>(*seed);
   exp.backbone = "sim";
   exp.queue.clear();  // the server answers model calls; it evaluates nothing
+  // Named by --library here, not by a config key: its errors say so. A relative path resolves as
+  // build_world resolves it: the current folder, then the source tree.
+  {
+    std::string path = exp.seed_library;
+    if (!path.empty() && path[0] != '/' && ::access(path.c_str(), F_OK) != 0) {
+      std::string in_tree = std::string(VINCI_SOURCE_DIR) + "/" + path;
+      if (::access(in_tree.c_str(), F_OK) == 0) path = in_tree;
+    }
+    if (auto library = SkillLibrary::load(path); !library.ok()) return fail("--library: " + library.status().message());
+  }
   auto world = build_world(exp);
   if (!world.ok()) return fail(world.status().to_string());
   ChatServerOptions so;

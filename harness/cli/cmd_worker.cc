@@ -72,6 +72,8 @@ int cmd_worker(const std::vector<std::string>& args) {
   pin_numeric_settings();
   WorkerOptions wo;
   wo.url = vm["queue"].as<std::string>();
+  // Before anything prints the URL: one with a password is refused without repeating it.
+  if (Result<QueueUrl> url = parse_queue_url(wo.url); !url.ok()) return fail(url.status().message());
   wo.device = vm["device"].as<std::string>();
   if (wo.device != "sim" && wo.device != "cuda") return fail("--device must be sim or cuda, found '" + wo.device + "'");
   if (vm.count("gpu")) {

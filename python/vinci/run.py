@@ -72,7 +72,10 @@ class Run:
         self.format_version = version
         self.schema = _format.load_schema(version)
         self._manifest = self.schema.Manifest.from_bytes_packed(data)
-        self.store = _format.ObjectStore(os.path.join(os.path.dirname(self.path), "objects"))
+        # A run with its own objects/ folder (a rescore) keeps its objects there; others share
+        # their runs root's store (docs/log_format.md).
+        own = os.path.join(self.path, "objects")
+        self.store = _format.ObjectStore(own if os.path.isdir(own) else os.path.join(os.path.dirname(self.path), "objects"))
         self._tables = None
         self._measurement_tables = None
         self._config = None

@@ -2,11 +2,17 @@
 // injected fault, deadlines, API keys, concurrency, and the keyed backoff schedule.
 #include "agents/chat_client.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -524,6 +530,128 @@ TEST_F(ChatHttp, UnusableSettingsAreAStatusError) {
     s.base_url = url;
     EXPECT_TRUE(check_chat_settings(s).ok()) << url << ": " << check_chat_settings(s).to_string();
   }
+}
+
+// ----- the server's limits on connections --------------------------------------------------------
+
+// A socket connected to the server on loopback, or -1.
+int connect_to(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Everything the server sends until it closes the connection (an event, not a timer).
+std::string read_until_closed(int fd) {
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+// The log lines a server writes, kept for the test.
+struct LogLines {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(const std::string&)> sink() {
+    return [this](const std::string& line) {
+      std::lock_guard<std::mutex> lock(mu);
+      lines.push_back(line);
+    };
+  }
+  std::string text() {
+    std::lock_guard<std::mutex> lock(mu);
+    std::string out;
+    for (const auto& l : lines) out += l + "\n";
+    return out;
+  }
+};
+
+// A client that trickles its request past the read deadline gets a 408 with a JSON body, and one
+// that connects and sends nothing is closed after first_request_seconds with a log line: neither
+// holds a worker for good, neither is dropped without a word.
+TEST_F(ChatHttp, ASlowRequestIsAnswered408AndASilentConnectionIsLogged) {
+  LogLines log;
+  ChatServerOptions options;
+  options.limits.first_request_seconds = 1;
+  options.limits.request_read_seconds = 1;
+  options.log = log.sink();
+  start(options);
+  int fd = connect_to(server_->port());
+  ASSERT_GE(fd, 0);
+  // Half a request line; the rest never comes.
+  ASSERT_EQ(send(fd, "POST /v1/chat", 13, MSG_NOSIGNAL), 13);
+  std::string reply = read_until_closed(fd);
+  close(fd);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 408", 0), 0u) << reply;
+  std::string body = reply.substr(reply.find("\r\n\r\n") + 4);
+  json j = json::parse(body, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << reply;
+  EXPECT_EQ(j["error"]["message"], "the request was not received in full within 1 s") << reply;
+
+  // Headers in full, the body cut short.
+  fd = connect_to(server_->port());
+  ASSERT_GE(fd, 0);
+  std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"mess";
+  ASSERT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL), static_cast<ssize_t>(head.size()));
+  reply = read_until_closed(fd);
+  close(fd);
+  EXPECT_EQ(reply.rfind("HTTP/1.1 408", 0), 0u) << reply;
+  EXPECT_TRUE(contains(reply, "not received in full within 1 s")) << reply;
+
+  fd = connect_to(server_->port());
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(read_until_closed(fd), "");
+  close(fd);
+  std::string lines = log.text();
+  EXPECT_TRUE(contains(lines, "chat server: 408 from 127.0.0.1:")) << lines;
+  EXPECT_TRUE(contains(lines, "chat server: 408 POST /v1/chat/completions from 127.0.0.1:")) << lines;
+  EXPECT_TRUE(contains(lines, ": no request within 1 s of connecting")) << lines;
+}
+
+// 200 clients at once, ten calls each, no retries: every call answered 200 (the server has 64
+// workers, so most connections wait in its queue before a worker reads them).
+TEST_F(ChatHttp, TwoHundredConcurrentClientsAreAllAnswered) {
+  LogLines log;
+  ChatServerOptions options;
+  options.log = log.sink();
+  start(options);
+  ChatSettings s = settings();
+  s.retries = 0;
+  s.timeout_s = 120;
+  s.deadline_s = 240;
+  std::atomic<int> ok{0};
+  std::vector<std::string> failures(200);
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 200; ++c) {
+    clients.emplace_back([&, c] {
+      ChatClient client(s);
+      for (int i = 0; i < 10; ++i) {
+        auto r = client.complete(request_bytes("hello " + std::to_string(c)), key(c * 10 + i));
+        if (r.ok() && r->ok) {
+          ++ok;
+        } else {
+          failures[c] = r.ok() ? r->failure : r.status().to_string();
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 2000);
+  for (int c = 0; c < 200; ++c) EXPECT_TRUE(failures[c].empty()) << "client " << c << ": " << failures[c];
+  EXPECT_EQ(server_->requests(), 2000);
+  EXPECT_EQ(log.text(), "");
 }
 
 }  // namespace

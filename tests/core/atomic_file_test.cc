@@ -2,6 +2,9 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -53,6 +56,54 @@ TEST(AtomicFile, UnwritableTargetFailsWithoutPartialFile) {
   Status st = write_file_atomic(dir + "/target", "x");
   EXPECT_FALSE(st.ok());
   EXPECT_EQ(count_entries(dir), 1);
+}
+
+// The message of a refused read, and that it is an InvalidArgument naming the file.
+std::string refusal(const std::string& path, const FileKind& kind) {
+  auto r = read_file(path, kind);
+  EXPECT_FALSE(r.ok()) << path;
+  if (r.ok()) return "";
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().to_string();
+  EXPECT_NE(r.status().message().find(path), std::string::npos) << r.status().to_string();
+  return r.status().message();
+}
+
+// /dev/zero and /dev/urandom never end: an unbounded read takes all memory (std::bad_alloc).
+TEST(BoundedRead, RefusesDevicesFifosSocketsAndFolders) {
+  EXPECT_NE(refusal("/dev/zero", kConfigFile).find("expected a regular file (config), found a character device"),
+            std::string::npos);
+  EXPECT_NE(refusal("/dev/urandom", kSkillLibraryFile).find("found a character device"), std::string::npos);
+  std::string dir = temp_dir();
+  EXPECT_NE(refusal(dir, kConfigFile).find("found a folder"), std::string::npos);
+  // A FIFO without a writer: opening it for reading would wait forever.
+  std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(refusal(fifo, kPlanFile).find("found a FIFO"), std::string::npos);
+  std::string sock = dir + "/sock";
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", sock.c_str());
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  EXPECT_NE(refusal(sock, kConfigFile).find("found a socket"), std::string::npos);
+  ::close(fd);
+  // A link to a device is the device.
+  ASSERT_EQ(::symlink("/dev/zero", (dir + "/link").c_str()), 0);
+  EXPECT_NE(refusal(dir + "/link", kConfigFile).find("found a character device"), std::string::npos);
+}
+
+TEST(BoundedRead, AFileOverItsKindsLimitIsRefusedAtTheLimit) {
+  std::string path = temp_dir() + "/f";
+  ASSERT_TRUE(write_file_atomic(path, std::string(100, 'x')).ok());
+  constexpr FileKind kTiny{"tiny file", 100};
+  EXPECT_EQ(read_file(path, kTiny).value(), std::string(100, 'x'));
+  ASSERT_TRUE(write_file_atomic(path, std::string(101, 'x')).ok());
+  EXPECT_NE(refusal(path, kTiny).find("expected a tiny file of at most 100 bytes, found 101 bytes"), std::string::npos);
+  // A file whose size reads as 0 but which has bytes (as /proc files) stops at the limit too.
+  constexpr FileKind kTen{"ten", 10};
+  auto r = read_file("/proc/self/status", kTen);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("at most 10 bytes"), std::string::npos) << r.status().to_string();
 }
 
 }  // namespace

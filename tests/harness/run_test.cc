@@ -3,6 +3,7 @@
 // uninterrupted run's digest; bad configs fail with file, line and key.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -253,7 +254,9 @@ TEST(HarnessRun, BadConfigsFailClearly) {
   ASSERT_EQ(sh(kHarness + " run " + kSmoke + " --out " + dir + " --name once", &out), 0) << out;
   std::string before = digest_of(dir + "/once");
   EXPECT_EQ(sh(kHarness + " run " + kSmoke + " --out " + dir + " --name once", &out), 2);
-  EXPECT_NE(out.find("already holds a run"), std::string::npos) << out;
+  EXPECT_NE(out.find("already holds a complete run; pick another name (a complete run is not resumed)"),
+            std::string::npos)
+      << out;
   EXPECT_EQ(digest_of(dir + "/once"), before);
 }
 
@@ -337,6 +340,25 @@ TEST(HarnessRun, AConfigNamingAMissingRunCreatesNothing) {
 }
 
 // A folder holding a log but no manifest is refused, and nothing is written beside the log.
+// A config whose task selection leaves no training task is refused before the run's folder is
+// made (it left a folder, a manifest and an empty log; the rerun was refused as "already holds a
+// run" and the suggested --resume repeated the error forever). A rerun with other settings works.
+TEST(HarnessRun, ATaskSelectionWithNoTrainingTaskCreatesNothing) {
+  std::string root = temp_dir(), out;
+  for (const char* set :
+       {"'tasks.ids=[\"L1_019\"]'", "tasks.eval_share=1.0", "'tasks.levels=[3]' --set tasks.max_per_level=1"}) {
+    EXPECT_EQ(sh(kHarness + " run " + kSmoke + " --out " + root + " --name r --set " + std::string(set), &out), 2)
+        << set << ": " << out;
+    EXPECT_NE(out.find(kSmoke + ": no training tasks: keys 'tasks.levels', 'tasks.set', 'tasks.ids'"),
+              std::string::npos)
+        << set << ": " << out;
+    EXPECT_NE(out.find("expected at least one training task for loop.steps = "), std::string::npos) << out;
+    EXPECT_EQ(out.find("--resume"), std::string::npos) << out;
+    EXPECT_NE(access((root + "/r").c_str(), F_OK), 0) << set << ": a refused run leaves no folder";
+  }
+  EXPECT_EQ(sh(kHarness + " run " + kSmoke + " --out " + root + " --name r --set loop.steps=1", &out), 0) << out;
+}
+
 TEST(HarnessRun, ALogWithoutItsManifestIsRefusedAndLeftAlone) {
   std::string dir = temp_dir(), out;
   const std::string run = kHarness + " run " + kSmoke + " --out " + dir + " --set loop.steps=0";
@@ -475,6 +497,82 @@ TEST(HarnessEval, PlanOverALimitIsRejectedNamingTheLimit) {
   EXPECT_NE(out.find("is over the limit max_plan_source_bytes = 100"), std::string::npos) << out;
   // The generated plan of L1_019 has one kernel and one step.
   ASSERT_EQ(sh(eval + " --max-kernels 1 --max-steps 1 2>/dev/null", &out), 0) << out;
+}
+
+// Messages that named nothing useful: an empty run folder read as "/manifest.bin", an empty --out
+// as Python's "[Errno 2] ... ''", a damaged complete run called "complete; nothing to resume",
+// serve's library error without its option, coldstart's errors as "harness run:".
+TEST(HarnessInput, UnclearMessagesNowNameWhatIsWrong) {
+  const std::string replay = std::string(VINCI_BINARY_DIR) + "/bin/replay";
+  std::string root = temp_dir(), out;
+  EXPECT_EQ(sh(kHarness + " run --resume ''", &out), 2) << out;
+  EXPECT_NE(out.find("harness run: --resume: expected a run folder, found an empty string"), std::string::npos) << out;
+  for (const char* cmd : {"verify", "score", "cat", "export"}) {
+    EXPECT_EQ(sh(replay + " " + cmd + " ''", &out), 2) << cmd << ": " << out;
+    EXPECT_NE(out.find(std::string("replay ") + cmd + ": RUN: expected a run folder, found an empty string"),
+              std::string::npos)
+        << out;
+  }
+  ASSERT_EQ(sh(kHarness + " run " + kSmoke + " --out " + root + " --name c --set loop.steps=1", &out), 0) << out;
+  EXPECT_EQ(sh(replay + " export " + root + "/c --out ''", &out), 2) << out;
+  EXPECT_NE(out.find("replay export: --out: expected a file, found an empty string"), std::string::npos) << out;
+  EXPECT_EQ(sh(replay + " export " + root + "/c --format jsonl --out ''", &out), 2) << out;
+  EXPECT_NE(out.find("replay export: --out: expected a folder, found an empty string"), std::string::npos) << out;
+  // A complete run whose log was damaged afterwards: resuming it says what is wrong.
+  EXPECT_EQ(sh(kHarness + " run --resume " + root + "/c", &out), 2) << out;
+  EXPECT_NE(out.find("run " + root + "/c is complete; nothing to resume"), std::string::npos) << out;
+  std::string seg = root + "/c/log/00000000.vlog";
+  std::string bytes = read_file(seg).value();
+  bytes[bytes.size() / 2] ^= 0x40;
+  ASSERT_TRUE(write_file_atomic(seg, bytes).ok());
+  EXPECT_EQ(sh(kHarness + " run --resume " + root + "/c", &out), 2) << out;
+  EXPECT_NE(out.find("run " + root + "/c is complete but damaged after record "), std::string::npos) << out;
+  EXPECT_NE(out.find("a complete run is not resumed: make it again from its config under another name"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(sh(kHarness + " run " + kSmoke + " --out " + root + " --name c --set loop.steps=1", &out), 2) << out;
+  EXPECT_NE(out.find("already holds a complete run; pick another name"), std::string::npos) << out;
+  EXPECT_EQ(sh(kHarness + " serve --port 0 --library " + root + "/nonexistent.jsonl", &out), 2) << out;
+  EXPECT_NE(out.find("harness serve: --library: no such file: " + root + "/nonexistent.jsonl"), std::string::npos)
+      << out;
+  EXPECT_EQ(sh(kHarness + " coldstart " + kSmoke + " --out ''", &out), 2) << out;
+  EXPECT_EQ(out.rfind("harness coldstart: --out: expected a folder", 0), 0u) << out;
+  EXPECT_EQ(sh(kHarness + " coldstart " + kSmoke + " --out " + root + " --name c", &out), 2) << out;
+  EXPECT_EQ(out.rfind("harness coldstart: run folder " + root + "/c already holds", 0), 0u) << out;
+  EXPECT_EQ(sh(kHarness + " eval L1_019 --plan " + root, &out), 2) << out;
+  EXPECT_NE(out.find(root + ": expected a regular file (plan), found a folder"), std::string::npos) << out;
+}
+
+// Every path a user names, pointed at a device that never ends, a FIFO without a writer or a
+// folder, is refused naming the file and what it is (it was read whole: std::bad_alloc, exit 134;
+// the FIFO waited forever). `timeout` only keeps an old binary's hang from stalling the suite.
+TEST(HarnessInput, EveryUserNamedPathRefusesDevicesFifosAndFolders) {
+  std::string root = temp_dir(), out;
+  const std::string fifo = root + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::vector<std::string> commands = {
+      " config @",
+      " run @ --out " + root,
+      " eval L1_019 --size small --samples 3 --trials 1 --plan @",
+      " eval L1_019 --size small --samples 3 --trials 1 --profile @",
+      " skills search @ tiling",
+      " run " + kSmoke + " --out " + root + " --name lib --set library.seed=@",
+      " run " + kSmoke + " --out " + root + " --name prof --set device.profile=@",
+  };
+  const std::vector<std::pair<std::string, std::string>> paths = {{"/dev/zero", "a character device"},
+                                                                  {"/dev/urandom", "a character device"},
+                                                                  {fifo, "a FIFO"},
+                                                                  {root, "a folder"}};
+  for (const std::string& command : commands) {
+    for (const auto& [path, what] : paths) {
+      std::string cmd = command;
+      cmd.replace(cmd.find('@'), 1, path);
+      int rc = sh("timeout 120 " + kHarness + cmd, &out);
+      EXPECT_TRUE(rc == 1 || rc == 2) << cmd << " exited " << rc << ": " << out;
+      EXPECT_NE(out.find(path + ": expected a regular file"), std::string::npos) << cmd << ": " << out;
+      EXPECT_NE(out.find("found " + what), std::string::npos) << cmd << ": " << out;
+    }
+  }
 }
 
 TEST(HarnessServe, NonsenseNumbersAreRefused) {

@@ -239,3 +239,13 @@ def test_language_model_run(replay):
     ours = fp[(fp["phase"] == "eval") & (fp["step"] == theirs["step"])]
     assert len(ours) == len(theirs["fast_p"])
     assert sorted(ours["numerator"]) == sorted(r["numerator"] for r in theirs["fast_p"])
+
+
+def test_a_rescored_run_reads_its_own_objects(replay, golden_copy, tmp_path):
+    # replay rescore --out NEW keeps the new run's objects in NEW/objects: the reader finds them
+    # there, with nothing of the run outside its folder.
+    new = str(tmp_path / "elsewhere" / "new")
+    run_cmd([replay, "rescore", golden_copy, "--device", "sim", "--out", new])
+    assert sorted(os.listdir(os.path.dirname(new))) == ["new"]
+    run = vinci.open_run(new)
+    assert run.verify(objects=True) > 0

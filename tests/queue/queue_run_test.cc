@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/rng.h"
 #include "queue/redis.h"
 #include "recorder/run.h"
@@ -147,6 +148,75 @@ TEST(QueueRun, NoServerOrABadUrlIsAClearErrorNamingTheUrl) {
   EXPECT_NE(out.find("VINCI_REDIS_PASSWORD"), std::string::npos) << out;
   EXPECT_EQ(sh(kReplay + " rescore " + root + "/none --device sim --out " + root + "/x --queue " + url, &out), 2)
       << out;
+}
+
+// A queued run with no worker says so (it waited without a word), and goes on when one comes.
+// Waits on the line appearing in the run's output and on the run's exit, not on a timer.
+TEST(QueueRun, ARunWithNoWorkerSaysSoAndGoesOnWhenOneComes) {
+  VINCI_NEED_REDIS();
+  testing_redis::RedisServer server;
+  ASSERT_TRUE(server.start());
+  std::string root = clitest::temp_dir("vinci_queue_noworker_"), out;
+  const std::string log = root + "/run.log";
+  pid_t run = fork();
+  if (run == 0) {
+    freopen(log.c_str(), "w", stderr);
+    freopen("/dev/null", "w", stdout);
+    execl(kHarness.c_str(), "harness", "run", kSmoke.c_str(), "--out", root.c_str(), "--name", "r", "--set",
+          "loop.steps=1", "--set", ("device.queue=" + server.url()).c_str(), (char*)nullptr);
+    _exit(127);
+  }
+  const std::string says = "evaluations waiting for ";
+  std::string text;
+  for (;;) {
+    auto t = read_file(log);
+    text = t.ok() ? *t : "";
+    if (text.find(says) != std::string::npos) break;
+    int st;
+    if (waitpid(run, &st, WNOHANG) == run) FAIL() << "the run ended without saying it waits for a worker:\n" << text;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(text.find("queue " + server.url() + ": "), std::string::npos) << text;
+  EXPECT_NE(text.find("no worker is alive; start one with `harness worker --queue " + server.url() + "`"),
+            std::string::npos)
+      << text;
+  pid_t worker = start_worker(server.url(), "late", root + "/worker.log");
+  int st = 0;
+  ASSERT_EQ(waitpid(run, &st, 0), run);
+  stop_worker(worker, SIGTERM);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << read_file(log).value();
+  EXPECT_NE(read_file(log).value().find("a worker answers; going on"), std::string::npos) << read_file(log).value();
+}
+
+// A password in a queue URL is refused, and no command repeats it: not in an error, not in the
+// worker's banner (printed before the URL was checked), not in a run folder or a config listing.
+TEST(QueueRun, APasswordInAQueueUrlIsNeverPrinted) {
+  const std::string secret = "S3CRET-pw-in-url";
+  std::string root = clitest::temp_dir("vinci_queue_url_pw_"), out;
+  const std::string port = std::to_string(testing_redis::free_port());
+  for (const std::string& url :
+       {"redis://alice:" + secret + "@127.0.0.1:" + port + "/q", "redis://" + secret + "@127.0.0.1:" + port,
+        "redis://alice:" + secret + "@x@127.0.0.1:" + port}) {
+    const std::vector<std::string> commands = {
+        kHarness + " worker --queue '" + url + "' --max-requests 1",
+        kHarness + " workers --queue '" + url + "' --sim 1",
+        kHarness + " queue status --queue '" + url + "'",
+        kHarness + " run " + kSmoke + " --out " + root + " --name r --set 'device.queue=" + url + "'",
+        kHarness + " config " + kSmoke + " --set 'device.queue=" + url + "'",
+        kReplay + " rescore " + root + "/none --device sim --out " + root + "/x --queue '" + url + "'",
+    };
+    for (const std::string& cmd : commands) {
+      EXPECT_NE(sh(cmd, &out), 0) << cmd << ": " << out;
+      EXPECT_EQ(out.find(secret), std::string::npos) << cmd << ": " << out;
+      EXPECT_NE(out.find("VINCI_REDIS_PASSWORD"), std::string::npos) << cmd << ": " << out;
+      EXPECT_NE(out.find("***@127.0.0.1:" + port), std::string::npos) << cmd << ": " << out;
+    }
+  }
+  EXPECT_NE(sh("grep -r -l -a '" + secret + "' " + root, &out), 0) << out;
+  EXPECT_NE(access((root + "/r").c_str(), F_OK), 0) << "a refused run leaves no folder";
+  EXPECT_EQ(redact_url("redis://alice:pw@h:1/q"), "redis://alice:***@h:1/q");
+  EXPECT_EQ(redact_url("redis://pw@h:1"), "redis://***@h:1");
+  EXPECT_EQ(redact_url("redis://h:1/a@b"), "redis://h:1/a@b");
 }
 
 TEST(QueueRun, APasswordFromTheEnvironmentIsNeverRecorded) {

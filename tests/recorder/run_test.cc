@@ -211,7 +211,11 @@ TEST(Run, CreateRefusesExistingRunAndResumeContinues) {
   }
   auto again = RunWriter::create(root + "/c", sample_manifest());
   ASSERT_FALSE(again.ok());
-  EXPECT_NE(again.status().message().find("already holds a run"), std::string::npos);
+  EXPECT_NE(again.status().message().find("already holds a stopped run; pick another name, or continue it with "
+                                          "`harness run --resume " +
+                                          root + "/c`"),
+            std::string::npos)
+      << again.status().message();
   {
     LogRecovery rec;
     auto w = RunWriter::resume(root + "/c", &rec);

@@ -118,6 +118,52 @@ TEST(Checkpoints, ATamperedCheckpointRecordFailsVerify) {
   EXPECT_NE(out.find("record " + std::to_string(at) + " ("), std::string::npos) << out;
 }
 
+// A run every replay reader calls damaged is no backbone.init_run: a log cut at a frame boundary
+// (its last checkpoint is then an early one: a run started from step 1 with exit 0), a corrupt
+// frame. Nothing is created for the refused run.
+TEST(Checkpoints, ADamagedRunIsNoStartingPoint) {
+  std::string root = temp_dir(), out;
+  const std::string smoke = kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root;
+  ASSERT_EQ(sh(smoke + " --name src", &out), 0) << out;
+  const std::string from = smoke + " --name from --set coldstart.enabled=false --set backbone.init_step=-1";
+  std::string seg = root + "/src/log/00000000.vlog";
+  std::string bytes = read_file(seg).value();
+  std::vector<size_t> frames;
+  for (size_t pos = kSegmentHeaderSize; pos < bytes.size();) {
+    frames.push_back(pos);
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos, 4);
+    pos += kFrameHeaderSize + len;
+  }
+  ASSERT_GT(frames.size(), 40u);
+  // Cut at a frame boundary halfway: every frame left is valid; only the manifest tells.
+  ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[frames.size() / 2])).ok());
+  EXPECT_EQ(sh(from + " --set backbone.init_run=" + root + "/src", &out), 2) << out;
+  EXPECT_NE(out.find("key 'backbone.init_run': Corruption: run " + root + "/src is damaged after record " +
+                     std::to_string(frames.size() / 2)),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("a damaged run is no starting point"), std::string::npos) << out;
+  EXPECT_NE(access((root + "/from").c_str(), F_OK), 0) << "a refused run leaves no folder";
+  // A flipped byte inside a frame.
+  std::string flipped = bytes;
+  flipped[frames[frames.size() / 2] + kFrameHeaderSize + 1] ^= 0x40;
+  ASSERT_TRUE(write_file_atomic(seg, flipped).ok());
+  EXPECT_EQ(sh(from + " --set backbone.init_run=" + root + "/src", &out), 2) << out;
+  EXPECT_NE(out.find("a damaged run is no starting point"), std::string::npos) << out;
+  // Whole again, it is one.
+  ASSERT_TRUE(write_file_atomic(seg, bytes).ok());
+  EXPECT_EQ(sh(from + " --set backbone.init_run=" + root + "/src", &out), 0) << out;
+  // An unfinished run (stopped before its reports: summary.md is a folder) has no "last" step.
+  ASSERT_EQ(sh("mkdir -p " + root + "/stopped/summary.md", &out), 0) << out;
+  ASSERT_EQ(sh(smoke + " --name stopped", &out), 2) << out;
+  const std::string from2 = smoke + " --name from2 --set coldstart.enabled=false";
+  EXPECT_EQ(sh(from2 + " --set backbone.init_step=-1 --set backbone.init_run=" + root + "/stopped", &out), 2) << out;
+  EXPECT_NE(out.find("run " + root + "/stopped is unfinished (its manifest is not complete)"), std::string::npos)
+      << out;
+  EXPECT_EQ(sh(from2 + " --set backbone.init_step=1 --set backbone.init_run=" + root + "/stopped", &out), 0) << out;
+}
+
 TEST(Checkpoints, ARunStartsFromAStepOfAnotherRun) {
   std::string root = temp_dir(), out;
   ASSERT_EQ(sh(kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root, &out), 0) << out;
@@ -154,8 +200,10 @@ TEST(Checkpoints, ARunStartsFromAStepOfAnotherRun) {
     return true;
   });
   ASSERT_GE(at, 0);
-  EXPECT_EQ(sh(kBin + "replay verify " + root + "/from", &out), 1) << out;
-  EXPECT_NE(out.find("checkpoint"), std::string::npos) << out;
+  // The tampered source's log no longer has its manifest's digest: it is damaged, no starting point.
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/from", &out), 2) << out;
+  EXPECT_NE(out.find("run " + src + " is damaged"), std::string::npos) << out;
+  EXPECT_NE(out.find("a damaged run is no starting point"), std::string::npos) << out;
 }
 
 TEST(TestTimeScaling, RecordedAndReplayed) {
@@ -401,6 +449,27 @@ bool write_profile_with(const std::string& path, const std::string& key, const s
 // Under another profile (elementwise kernels at a third of their efficiency) speedups move, the
 // new run differs from the old at its first measurement, verifies, and a tampered measurement
 // of it is caught.
+// --out DIR/new writes inside DIR/new only (its objects were in DIR/objects, beside it), and the
+// new run reads back whole from there: it verifies, its objects inline, Python opens it.
+TEST(Rescore, EverythingItWritesIsInsideItsOutFolder) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root + "/runs");
+  const std::string dir = root + "/elsewhere";
+  ASSERT_EQ(sh("mkdir -p " + dir, &out), 0) << out;
+  ASSERT_EQ(sh(kBin + "replay rescore " + run + " --device sim --out " + dir + "/new", &out), 0) << out;
+  EXPECT_EQ(sh("ls -A " + dir, &out), 0);
+  EXPECT_EQ(out, "new\n") << "written beside the --out folder";
+  EXPECT_EQ(access((dir + "/new/objects").c_str(), F_OK), 0);
+  EXPECT_EQ(sh(kBin + "replay verify " + dir + "/new", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay cat " + dir + "/new --objects >/dev/null", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay score " + dir + "/new >/dev/null", &out), 0) << out;
+  // Moved elsewhere whole, it still reads: nothing of it is left outside.
+  ASSERT_EQ(sh("mv " + dir + "/new " + root + "/moved", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay verify " + root + "/moved", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay rescore " + run + " --help", &out), 0) << out;
+  EXPECT_NE(out.find("(NEW/objects)"), std::string::npos) << out;
+}
+
 TEST(Rescore, AnotherProfileMovesSpeedupsAndTheNewRunVerifies) {
   std::string root = temp_dir(), out;
   std::string run = copy_run(kGolden, root);
@@ -611,6 +680,92 @@ TEST(Replay, AnObjectCutShortIsCorrupt) {
   ASSERT_EQ(::unlink(path.c_str()), 0);
   EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 2) << out;
   EXPECT_NE(out.find("object " + address + " (a 'library' its records name) is missing"), std::string::npos) << out;
+}
+
+// --objects looks up objects only: digests (sample keys, parameter and run digests) are not
+// printed as missing objects, and a really missing object, or a missing objects/ folder, fails.
+TEST(Replay, CatObjectsTellsDigestsFromMissingObjects) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root);
+  EXPECT_EQ(sh(kBin + "replay cat " + run + " --objects 2>&1", &out), 0) << out.substr(0, 2000);
+  EXPECT_EQ(out.find("\"missing\""), std::string::npos) << "a clean run has no missing object";
+  // Every address it inlines is an object: its kind is printed.
+  EXPECT_NE(out.find("\"kind\":\"library\""), std::string::npos);
+  ASSERT_EQ(sh(kBin + "replay cat " + run, &out), 0);
+  std::string address = hex_after(out, "\"librarySnapshot\"", "snapshot");
+  ASSERT_EQ(address.size(), 32u) << out.substr(0, 2000);
+  std::string path = root + "/objects/" + address.substr(0, 2) + "/" + address.substr(2);
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  EXPECT_EQ(sh(kBin + "replay cat " + run + " --objects", &out), 1) << out.substr(0, 2000);
+  EXPECT_NE(out.find("\"" + address + "\":{\"missing\":true}"), std::string::npos);
+  EXPECT_NE(out.find("replay cat: object " + address + " is missing from " + root + "/objects"), std::string::npos)
+      << out.substr(out.size() > 2000 ? out.size() - 2000 : 0);
+  // Without its objects/ folder: refused, nothing printed as if it were there.
+  ASSERT_EQ(sh("rm -r " + root + "/objects", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay cat " + run + " --objects", &out), 2) << out.substr(0, 2000);
+  EXPECT_NE(out.find("replay cat: --objects: expected the run's object store, a folder at " + root + "/objects"),
+            std::string::npos)
+      << out.substr(0, 2000);
+  EXPECT_EQ(out.find("\"missing\""), std::string::npos);
+  // Without --objects the log alone is printed.
+  EXPECT_EQ(sh(kBin + "replay cat " + run + " >/dev/null", &out), 0) << out;
+}
+
+// A stopped run (its manifest not complete) scores with a header and a line on stderr that say
+// so and which evaluation was scored; a finished run's tables have neither.
+TEST(Replay, ScoreOfAnUnfinishedRunSaysSo) {
+  std::string dir = temp_dir(), out;
+  const std::string run = kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + dir + " --set loop.steps=1";
+  ASSERT_EQ(sh(run + " --name whole", &out), 0) << out;
+  // summary.md a folder: the run stops before its reports, its manifest not complete.
+  ASSERT_EQ(sh("mkdir -p " + dir + "/stopped/summary.md", &out), 0) << out;
+  ASSERT_EQ(sh(run + " --name stopped", &out), 2) << out;
+  ASSERT_FALSE(read_manifest(dir + "/stopped/manifest.bin").value().completed);
+  // In a subshell: sh() sends stderr to stdout after the command's own redirections.
+  EXPECT_EQ(sh("(" + kBin + "replay score " + dir + "/stopped 2>" + dir + "/err)", &out), 0) << out;
+  const std::string said =
+      "unfinished run (its manifest is not complete: stopped, or still running): scored the "
+      "evaluation before step 1, the last one it recorded";
+  EXPECT_EQ(out.rfind("**Unfinished run**: " + said, 0), 0u) << out;
+  EXPECT_NE(read_file(dir + "/err").value().find("replay score: " + dir + "/stopped: " + said), std::string::npos)
+      << read_file(dir + "/err").value();
+  EXPECT_EQ(sh("(" + kBin + "replay score " + dir + "/stopped --format csv 2>" + dir + "/err)", &out), 0) << out;
+  EXPECT_NE(read_file(dir + "/err").value().find(said), std::string::npos);
+  EXPECT_EQ(sh(kBin + "replay score " + dir + "/whole 2>&1", &out), 0) << out;
+  EXPECT_EQ(out.find("nfinished"), std::string::npos) << out;
+}
+
+// `replay verify` is read-only: its scratch store is under $TMPDIR (it was always /tmp), nothing
+// is written in the run's folder, and a verify killed with SIGKILL leaves a folder the next one
+// removes. The kill is strace's: a SIGKILL at the entry of the third rename (the scratch store's
+// writes).
+TEST(Replay, VerifyWritesOnlyUnderTmpdirAndTheNextRemovesAKilledOnesScratch) {
+  std::string root = temp_dir(), out;
+  const std::string tmp = root + "/tmp";
+  ASSERT_EQ(sh("mkdir -p " + tmp, &out), 0) << out;
+  std::string run = copy_run(kGolden, root + "/runs");
+  std::string before;
+  ASSERT_EQ(sh("cd " + root + "/runs && find . -printf '%p %s\\n' | sort", &before), 0);
+  const std::string verify = "TMPDIR=" + tmp + " " + kBin + "replay verify " + run;
+  ASSERT_EQ(sh(verify, &out), 0) << out;
+  EXPECT_EQ(sh("ls -A " + tmp, &out), 0);
+  EXPECT_EQ(out, "") << "left in TMPDIR";
+  std::string after;
+  ASSERT_EQ(sh("cd " + root + "/runs && find . -printf '%p %s\\n' | sort", &after), 0);
+  EXPECT_EQ(before, after) << "verify wrote beside the run";
+  EXPECT_EQ(sh("TMPDIR=" + root + "/none " + kBin + "replay verify " + run, &out), 2) << out;
+  EXPECT_NE(out.find("cannot create a scratch folder in " + root + "/none (TMPDIR)"), std::string::npos) << out;
+
+  if (std::string why = clitest::strace_unusable(); !why.empty()) GTEST_SKIP() << why;
+  int rc = sh("TMPDIR=" + tmp + " strace -f -qq -o /dev/null -e trace=rename -e inject=rename:signal=KILL:when=3 " +
+                  kBin + "replay verify " + run,
+              &out);
+  EXPECT_NE(rc, 0) << out;
+  ASSERT_EQ(sh("ls -A " + tmp, &out), 0);
+  EXPECT_EQ(out.rfind("vinci_verify_", 0), 0u) << "the killed verify left: '" << out << "'";
+  ASSERT_EQ(sh(verify, &out), 0) << out;
+  EXPECT_EQ(sh("ls -A " + tmp, &out), 0);
+  EXPECT_EQ(out, "") << "the next verify removes what a killed one left";
 }
 
 // Numbers that make no sense are refused, naming the option.
