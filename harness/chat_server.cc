@@ -227,25 +227,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// "127.0.0.1:50312", for log lines.
-std::string peer_of(int sock) {
-  sockaddr_storage addr{};
-  socklen_t len = sizeof addr;
-  if (::getpeername(sock, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return "?";
-  char host[INET6_ADDRSTRLEN] = "?";
-  int port = 0;
-  if (addr.ss_family == AF_INET) {
-    auto* a = reinterpret_cast<sockaddr_in*>(&addr);
-    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
-    port = ntohs(a->sin_port);
-  } else if (addr.ss_family == AF_INET6) {
-    auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
-    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
-    port = ntohs(a->sin6_port);
-  }
-  return std::string(host) + ":" + std::to_string(port);
-}
-
 void ip_and_port(int sock, bool peer, std::string& ip, int& port) {
   sockaddr_storage addr{};
   socklen_t len = sizeof addr;
@@ -263,6 +244,14 @@ void ip_and_port(int sock, bool peer, std::string& ip, int& port) {
     port = ntohs(a->sin6_port);
   }
   ip = host;
+}
+
+// "127.0.0.1:50312", for log lines.
+std::string peer_of(int sock) {
+  std::string ip = "?";
+  int port = 0;
+  ip_and_port(sock, true, ip, port);
+  return ip + ":" + std::to_string(port);
 }
 
 // One connection's byte stream, buffered (httplib reads request lines a byte at a time). Every

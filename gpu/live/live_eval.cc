@@ -107,9 +107,15 @@ bool is_out_of_memory(const std::string& what) {
   return what.find("out of memory") != std::string::npos || what.find("CUDA_ERROR_OUT_OF_MEMORY") != std::string::npos;
 }
 
-void throw_if_out_of_memory(const c10::Error& e, const std::string& whose) {
-  std::string what = e.what_without_backtrace();
+void throw_if_out_of_memory(const std::string& what, const std::string& whose) {
   if (is_out_of_memory(what)) throw ReferenceOutOfMemory(whose + " ran out of device memory: " + what);
+}
+void throw_if_out_of_memory(const c10::Error& e, const std::string& whose) {
+  throw_if_out_of_memory(e.what_without_backtrace(), whose);
+}
+// For a Status the task's side returned (libtorch's errors caught below it).
+void throw_if_out_of_memory(const Status& s, const std::string& whose) {
+  if (!s.ok()) throw_if_out_of_memory(s.message(), whose);
 }
 
 // The longest FP32 reference (with its comparison) that is run again in float64 after a miss.
@@ -422,8 +428,7 @@ struct LiveDevice::Impl {
         throw;
       }
     }();
-    if (!inst.ok() && is_out_of_memory(inst.status().message()))
-      throw ReferenceOutOfMemory("the task's weights ran out of device memory: " + inst.status().message());
+    throw_if_out_of_memory(inst.status(), "the task's weights");
     if (!inst.ok()) return inst.status();
     auto& slot = instances[key];
     slot = std::make_unique<TaskInstance>(std::move(*inst));
@@ -652,8 +657,7 @@ struct LiveDevice::Impl {
     try {
       if (!on_cpu) {
         Result<std::vector<torch::Tensor>> drawn = inst.make_inputs_on_device(dist, seed);
-        if (!drawn.ok() && is_out_of_memory(drawn.status().message()))
-          throw ReferenceOutOfMemory("the task's inputs ran out of device memory: " + drawn.status().message());
+        throw_if_out_of_memory(drawn.status(), "the task's inputs");
         return drawn;
       }
       // CPU draws cost more than the evaluation of a small task: keep them (on the device) within
@@ -665,8 +669,7 @@ struct LiveDevice::Impl {
         return it->second;
       }
       Result<std::vector<torch::Tensor>> drawn = inst.make_inputs(dist, seed);
-      if (!drawn.ok() && is_out_of_memory(drawn.status().message()))
-        throw ReferenceOutOfMemory("the task's inputs ran out of device memory: " + drawn.status().message());
+      throw_if_out_of_memory(drawn.status(), "the task's inputs");
       VINCI_ASSIGN_OR_RETURN(std::vector<torch::Tensor> x, std::move(drawn));
       input_cache[key] = x;
       ledger.add("inputs:" + key, bytes_of(x));
@@ -689,8 +692,7 @@ struct LiveDevice::Impl {
         throw;
       }
     }();
-    if (!out.ok() && is_out_of_memory(out.status().message()))
-      throw ReferenceOutOfMemory("the reference ran out of device memory: " + out.status().message());
+    throw_if_out_of_memory(out.status(), "the reference");
     return out;
   }
 
@@ -1481,7 +1483,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
   } catch (const c10::Error& e) {
     phase.abandon();
     std::string what = e.what_without_backtrace();
-    bool oom = what.find("out of memory") != std::string::npos;
+    bool oom = is_out_of_memory(what);
     r.correct = false;
     r.kernel_times_us.clear();
     r.reference_times_us.clear();
