@@ -883,6 +883,13 @@ struct LiveDevice::Impl {
       sets.push_back(std::move(set));
     }
     auto values = values_for(task, plan, inst.sizes(), sets[0].candidate, weights);
+    // The candidate's own buffers: those values_for made (outputs and intermediates), and the
+    // Triton scratch the profiled run makes below; poisoned before every sample. Never what a
+    // library step produced: its value is made anew each run, and may be a view of an input or a
+    // weight (a reshape), which poisoning would overwrite.
+    std::map<std::string, torch::Tensor> own;
+    for (const auto& b : plan.buffers)
+      if (b.role == "intermediate" || b.role == "output") own[b.name] = values.at(b.name);
     std::vector<double> steps;
     run(plan, loaded, inst, values, Mode::kProfile, &steps);
     double own_ms = 0, all = 0;
@@ -891,13 +898,9 @@ struct LiveDevice::Impl {
       if (plan.steps[i].kind == "kernel") own_ms += steps[i];
     }
     r->time_coverage = all > 0 ? own_ms / all : 0;
-    // The candidate's own buffers, as values_for made them, and the Triton scratch the profiled run
-    // made: poisoned before every sample.
-    std::map<std::string, torch::Tensor> own;
-    for (const auto& [name, value] : values) {
-      bool input =
-          std::any_of(task.inputs.begin(), task.inputs.end(), [&](const InputSpec& in) { return in.name == name; });
-      if (!input && !weights.count(name)) own[name] = value;
+    for (size_t si = 0; si < plan.steps.size(); ++si) {
+      auto it = values.find(scratch_key(si));
+      if (it != values.end()) own[it->first] = it->second;
     }
     Result<const TaskContext*> ctx = sim->context(task, request.size);
     const double floor_us = ctx.ok() ? (*ctx)->bound().floor_us : 0;

@@ -251,8 +251,10 @@ TEST(CudaEvaluator, RejectsEveryHostilePlanAndSurvives) {
   Result<EvalResult> d = ev.evaluate(task("L1_019"), *eager, small_request());
   ASSERT_TRUE(d.ok()) << d.status().to_string();
   EXPECT_TRUE(d->decoy);
-  // Survived: honest plans after all of that are accepted and timed.
-  for (const char* id : {"L1_019", "L1_023", "L1_047", "L2_012"}) {
+  // Survived: honest plans after all of that are accepted and timed. L1_012, L2_089 and L3_031
+  // have library steps whose output is a view of an input or a weight (a reshape): the timed
+  // loop's poison of the candidate's own buffers must not reach through them.
+  for (const char* id : {"L1_019", "L1_023", "L1_047", "L2_012", "L1_012", "L2_089", "L3_031"}) {
     Result<Plan> p = default_plan(task(id));
     ASSERT_TRUE(p.ok());
     Result<EvalResult> r = ev.evaluate(task(id), *p, small_request());
