@@ -241,6 +241,97 @@ Result<ChatReply> parse_chat_reply(std::string_view body) {
   return reply;
 }
 
+namespace {
+
+// Copies the fields of `from` named in `keys` that it holds into `to`.
+void copy_fields(const json& from, std::initializer_list<const char*> keys, json* to) {
+  for (const char* k : keys) {
+    auto it = from.find(k);
+    if (it != from.end()) (*to)[k] = *it;
+  }
+}
+
+}  // namespace
+
+Result<std::string> canonical_chat_reply(std::string_view body) {
+  VINCI_ASSIGN_OR_RETURN(json j, parse_body_json(body));
+  if (!j.is_object()) return corruption("reply body is JSON but not an object");
+  json out = json::object();
+  copy_fields(j, {"model"}, &out);
+  json choices = json::array();
+  auto in_choices = j.find("choices");
+  if (in_choices != j.end() && in_choices->is_array()) {
+    for (const json& c : *in_choices) {
+      if (!c.is_object()) {
+        choices.push_back(c);
+        continue;
+      }
+      json choice = json::object();
+      copy_fields(c, {"index", "finish_reason", "stop_reason"}, &choice);
+      auto msg = c.find("message");
+      if (msg != c.end() && msg->is_object()) {
+        json m = json::object();
+        copy_fields(*msg, {"role", "content", "reasoning_content", "reasoning", "refusal"}, &m);
+        auto calls = msg->find("tool_calls");
+        if (calls != msg->end() && calls->is_array()) {
+          json tc = json::array();
+          for (const json& call : *calls) {
+            json one = json::object();  // the call's id is the server's, drawn per response
+            if (call.is_object()) copy_fields(call, {"type", "function"}, &one);
+            tc.push_back(std::move(one));
+          }
+          m["tool_calls"] = std::move(tc);
+        } else if (calls != msg->end()) {
+          m["tool_calls"] = *calls;
+        }
+        choice["message"] = std::move(m);
+      } else if (msg != c.end()) {
+        choice["message"] = *msg;
+      }
+      choices.push_back(std::move(choice));
+    }
+    out["choices"] = std::move(choices);
+  }
+  auto usage = j.find("usage");
+  if (usage != j.end() && usage->is_object()) {
+    json u = json::object();
+    copy_fields(*usage, {"prompt_tokens", "completion_tokens", "total_tokens"}, &u);
+    out["usage"] = std::move(u);
+  }
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+json chat_reply_envelope(std::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  json out = json::object();
+  if (!j.is_object()) return out;
+  for (const auto& [k, v] : j.items()) {
+    if (k != "model" && k != "choices" && k != "usage") out[k] = v;
+  }
+  auto usage = j.find("usage");
+  if (usage != j.end() && usage->is_object()) {
+    json rest = json::object();
+    for (const auto& [k, v] : usage->items())
+      if (k != "prompt_tokens" && k != "completion_tokens" && k != "total_tokens") rest[k] = v;
+    if (!rest.empty()) out["usage"] = std::move(rest);
+  }
+  json ids = json::array();
+  auto choices = j.find("choices");
+  if (choices != j.end() && choices->is_array()) {
+    for (const json& c : *choices) {
+      if (!c.is_object()) continue;
+      auto msg = c.find("message");
+      if (msg == c.end() || !msg->is_object()) continue;
+      auto calls = msg->find("tool_calls");
+      if (calls == msg->end() || !calls->is_array()) continue;
+      for (const json& call : *calls)
+        if (call.is_object() && call.contains("id")) ids.push_back(call["id"]);
+    }
+  }
+  if (!ids.empty()) out["tool_call_ids"] = std::move(ids);
+  return out;
+}
+
 std::string chat_reply_text(const ChatReply& reply) {
   std::string text = reply.content;
   for (const auto& call : reply.tool_calls) {
@@ -473,9 +564,16 @@ Result<ChatOutcome> ChatClient::complete(const std::string& body, const RngKey& 
     out.body = std::move(r.body);
     out.attempt_log.push_back({out.http_status, v.reply ? "" : v.head + ": " + v.detail, wait});
     if (v.reply) {
-      out.ok = true;
-      out.reply = std::move(v.reply);
-      break;
+      Result<std::string> record = canonical_chat_reply(out.body);
+      if (record.ok()) {
+        out.ok = true;
+        out.reply = std::move(v.reply);
+        out.record = std::move(record).value();
+        break;
+      }
+      v.head = "malformed reply";
+      v.detail = record.status().message();
+      v.retryable = true;
     }
     last = v.head + ": " + v.detail;
     if (!v.retryable) {
@@ -498,6 +596,13 @@ Result<ChatOutcome> ChatClient::complete(const std::string& body, const RngKey& 
 }
 
 Result<std::vector<std::string>> list_models(const ChatSettings& settings) {
+  VINCI_ASSIGN_OR_RETURN(std::vector<ModelCard> cards, list_model_cards(settings));
+  std::vector<std::string> ids;
+  for (const ModelCard& c : cards) ids.push_back(c.id);
+  return ids;
+}
+
+Result<std::vector<ModelCard>> list_model_cards(const ChatSettings& settings, int* http_status) {
   VINCI_RETURN_IF_ERROR(check_chat_settings(settings));
   ensure_curl_initialized();
   CURL* handle = curl_easy_init();
@@ -505,6 +610,7 @@ Result<std::vector<std::string>> list_models(const ChatSettings& settings) {
   const std::string url = settings.base_url + "/models";
   HttpResult r = perform(handle, url, nullptr, settings.api_key, settings.timeout_s);
   curl_easy_cleanup(handle);
+  if (http_status) *http_status = static_cast<int>(r.status);
   std::string error;
   if (r.code != CURLE_OK) {
     error = "GET " + url + ": " + r.curl_error;
@@ -521,13 +627,17 @@ Result<std::vector<std::string>> list_models(const ChatSettings& settings) {
     redact(&what, settings.api_key);
     return corruption(what);
   }
-  std::vector<std::string> ids;
+  std::vector<ModelCard> cards;
   for (const auto& m : j["data"]) {
     if (m.is_object() && m.contains("id") && m["id"].is_string()) {
-      ids.push_back(m["id"].get<std::string>());
+      ModelCard c;
+      c.id = m["id"].get<std::string>();
+      auto len = m.find("max_model_len");
+      if (len != m.end() && len->is_number_integer() && len->get<int64_t>() > 0) c.max_model_len = len->get<int64_t>();
+      cards.push_back(std::move(c));
     }
   }
-  return ids;
+  return cards;
 }
 
 }  // namespace vinci

@@ -95,6 +95,19 @@ struct ChatReply {
 // prompt), and all of an opened block that never closes (generation stopped while thinking).
 Result<ChatReply> parse_chat_reply(std::string_view body);
 
+// What a run records of a reply: its meaning, not its envelope. The body with only these fields,
+// keys sorted: model; per choice index, finish_reason, stop_reason and message (role, content,
+// reasoning_content, reasoning, refusal, and tool_calls with each call's type and function);
+// usage's prompt_tokens, completion_tokens and total_tokens. What a server draws per response
+// (id, created, system_fingerprint, tool-call ids, usage details such as cached tokens) is left
+// out, so two runs against one deterministic server record the same bytes. Idempotent; parse_chat_reply
+// reads it as it reads the body. Error: the body is not a JSON object.
+Result<std::string> canonical_chat_reply(std::string_view body);
+
+// The rest of the body: its top-level fields but model, choices and usage, usage's other fields,
+// and the tool-call ids ("tool_call_ids"). Kept beside a run (RUN/llm_calls.jsonl), never in it.
+nlohmann::json chat_reply_envelope(std::string_view body);
+
 // The content followed by each tool call as "<tool_call>\n{"name": ..., "arguments": RAW}\n
 // </tool_call>" (RAW as a JSON string), so agents/tool_calls.h's parsers read native tool calls too.
 std::string chat_reply_text(const ChatReply& reply);
@@ -109,6 +122,9 @@ struct ChatAttempt {
 struct ChatOutcome {
   bool ok = false;
   std::string body;                // the last reply body received, as received (key redacted)
+  // What a run records of the reply, when ok: canonical_chat_reply(body) for a call the server
+  // answered, the recorded bytes for one a log answered.
+  std::string record;
   std::optional<ChatReply> reply;  // set when ok
   int http_status = 0;             // of the last attempt; 0 when it got no response
   std::string failure;             // why the call failed, e.g. "HTTP 500 after 3 attempts: ..."
@@ -151,7 +167,16 @@ class ChatClient {
   std::vector<void*> idle_handles_;  // CURL easy handles, kept out of this header
 };
 
-// The model ids GET {base_url}/models lists; one attempt bounded by timeout_s.
+// A model GET {base_url}/models lists.
+struct ModelCard {
+  std::string id;
+  int64_t max_model_len = 0;  // the context length, where the server states it (vLLM, SGLang); else 0
+};
+// The models GET {base_url}/models lists; one attempt bounded by timeout_s. Errors name the URL
+// and carry the server's message: IoError (no answer, or an HTTP error status; http_status, when
+// given, gets it), Corruption (a body without a data list).
+Result<std::vector<ModelCard>> list_model_cards(const ChatSettings& settings, int* http_status = nullptr);
+// Their ids.
 Result<std::vector<std::string>> list_models(const ChatSettings& settings);
 
 }  // namespace vinci

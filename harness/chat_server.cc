@@ -614,7 +614,10 @@ ChatServer::Reply ChatServer::handle_chat(const std::string& body, const std::st
   if (shape.empty()) shape = messages_shape_error(request);
   if (!shape.empty()) return {400, error_body(shape, "invalid_request_error", 400), ""};
   ChatFault fault;
-  if (!take_fault(&fault)) return answer(body, request, nullptr);
+  // A client's preflight (max_tokens 1) takes no fault: the faults are for the calls under test.
+  bool preflight = request.contains("max_tokens") && request["max_tokens"].is_number_integer() &&
+                   request["max_tokens"].get<int64_t>() == 1;
+  if (preflight || !take_fault(&fault)) return answer(body, request, nullptr);
   ++faults_injected_;
   const std::string injected = "injected fault " + chat_fault_name(fault);
   const std::string retry_after = std::to_string(static_cast<int64_t>(fault.seconds));

@@ -11,7 +11,8 @@
 // bytes / 4 (rounded up), so a recorded reply reproduces byte for byte.
 //
 // Faults make a server misbehave on purpose, for tests of clients: a queue applied to the next chat
-// requests in arrival order (a request that fails the key check does not take one). A fault list has
+// requests in arrival order (a request that fails the key check does not take one, nor does a
+// client's preflight, a request with max_tokens 1). A fault list has
 // a text form for command lines, e.g. "500,429:1,malformed,truncated,no_tool_call,hang:5".
 #ifndef VINCI_HARNESS_CHAT_SERVER_H_
 #define VINCI_HARNESS_CHAT_SERVER_H_

@@ -132,6 +132,31 @@ ConfigSchema build_schema() {
          "send 0.", {}, 0, 10});
   s.add({"backbone.top_p", T::kFloat, F(1.0), "openai: nucleus sampling; sent only when below 1.", {}, 0, 1});
   s.add({"backbone.max_tokens", T::kInt, I(0), "openai: reply token limit; 0 sends none (the server's).", {}, 0, 1e7});
+  {
+    // Recorded only when set, so configs recorded before these keys read back unchanged.
+    ConfigKey ctx{"backbone.context_length", T::kInt, I(0),
+                  "openai: the model's context length in tokens. 0: the server's (GET /models, max_model_len,\n"
+                  "as vLLM and SGLang state it), written here when the run starts; unknown leaves it 0. With\n"
+                  "max_tokens 0 it sets each request's limit: min(max_tokens_cap, context_length - the\n"
+                  "prompt's estimated tokens - 32), and trims the oldest policy turns of a history that\n"
+                  "would leave a reply less than min(1024, context_length / 4) (docs/llm.md).",
+                  {}, 0, 1e9};
+    ctx.omit_when_default = true;
+    s.add(ctx);
+    ConfigKey cap{"backbone.max_tokens_cap", T::kInt, I(8192),
+                  "openai: the most tokens a request's computed limit asks for (with max_tokens 0 and a\n"
+                  "known context length).",
+                  {}, 1, 1e9};
+    cap.omit_when_default = true;
+    s.add(cap);
+    ConfigKey bpt{"backbone.bytes_per_token", T::kFloat, F(2.0),
+                  "openai: the prompt-token estimate of the computed limit: UTF-8 bytes / this, plus 8 per\n"
+                  "message. 2 is safe for BPE tokenizers (about 3-4 bytes a token for English and code);\n"
+                  "lower it for a tokenizer that splits finer.",
+                  {}, 0.1, 64};
+    bpt.omit_when_default = true;
+    s.add(bpt);
+  }
   s.add({"backbone.seed", T::kBool, B(true),
          "openai: send a per-call seed derived from the run's seed and the call's key (vLLM and\n"
          "SGLang honour it); false for servers that reject the field.", {}});
@@ -144,8 +169,8 @@ ConfigSchema build_schema() {
   s.add({"backbone.retries", T::kInt, I(4),
          "openai: retries of a failed attempt (connection errors, timeouts, 429, 5xx, a malformed\n"
          "body), with exponential backoff and keyed jitter; Retry-After is honoured. A call that\n"
-         "still fails is a turn without a candidate, never a crashed run; a server that cannot\n"
-         "be reached at all (connection refused) stops the run, which --resume continues.", {}, 0, 100});
+         "still fails, or that the server refuses (400, 401, 403, 404), stops the run and records\n"
+         "nothing of it: `harness run --resume` continues once the server or setup is fixed.", {}, 0, 100});
   s.add({"backbone.concurrency", T::kInt, I(8),
          "openai: requests in flight at most (the loop works on this many tasks at once; a vLLM\n"
          "server batches them). Records keep their order whatever it is.", {}, 1, 1024});
@@ -320,6 +345,9 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   llm.temperature = c.get_float("backbone.temperature");
   llm.top_p = c.get_float("backbone.top_p");
   llm.max_tokens = c.get_int("backbone.max_tokens");
+  llm.context_length = c.get_int("backbone.context_length");
+  llm.max_tokens_cap = c.get_int("backbone.max_tokens_cap");
+  llm.bytes_per_token = c.get_float("backbone.bytes_per_token");
   llm.seed = c.get_bool("backbone.seed");
   llm.tools = c.get_bool("backbone.tools");
   llm.timeout_s = c.get_float("backbone.timeout_s");

@@ -69,6 +69,8 @@ struct Experiment {
     std::string base_url, model, api_key_env, prompts;
     double temperature = 1.0, top_p = 1.0, timeout_s = 600, deadline_s = 1800;
     int64_t max_tokens = 0;
+    int64_t context_length = 0, max_tokens_cap = 8192;
+    double bytes_per_token = 2.0;
     bool seed = true, tools = false;
     int32_t retries = 4, concurrency = 8;
   } llm;

@@ -2,8 +2,13 @@
 
 #include <algorithm>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include <capnp/message.h>
 
@@ -95,18 +100,138 @@ Result<ChatOutcome> HttpChatTransport::complete(const std::string& body, const R
     ++free_slots_;
   }
   cv_.notify_one();
-  if (out.ok() && out->unreachable) {
-    // Not an answer of the model: recorded as a failed call, it would end a run (or the rest of a
-    // resumed one) with failures a server that is up would not give.
-    return io_error("the model server at " + client_.settings().base_url + " cannot be reached (" + out->failure +
-                    "); no call is recorded until it answers");
+  if (out.ok() && !out->ok) return failed_call_status(*out, client_.settings().base_url);
+  return out;
+}
+
+Status failed_call_status(const ChatOutcome& out, const std::string& base_url) {
+  // Not an answer of the model: recorded as a failed call, it would make the server's health or
+  // the user's setup part of the experiment's record.
+  const std::string kept = "; the run stops here, keeping every answer it has (resume it with `harness run --resume RUN`";
+  if (out.unreachable) {
+    return io_error("the model server at " + base_url + " cannot be reached (" + out.failure + ")" + kept +
+                    " once it answers)");
+  }
+  switch (out.http_status) {
+    case 400:
+    case 401:
+    case 403:
+    case 404:
+    case 413:
+    case 422: {
+      std::string what = out.http_status == 401 || out.http_status == 403 ? "refused the API key (backbone.api_key_env)"
+                         : out.http_status == 404 ? "does not know the model or the path (backbone.model, backbone.base_url)"
+                                                  : "refused the request (a parameter of [backbone])";
+      return failed_precondition("the model server at " + base_url + " " + what + ": " + out.failure + kept +
+                                 " after fixing the setup)");
+    }
+    default:
+      return io_error("the model server at " + base_url + " failed the call: " + out.failure + kept +
+                      " when the server is healthy)");
+  }
+}
+
+// ---- the journal
+
+namespace {
+
+Digest journal_check(const Digest& key, const Digest& request, std::string_view reply) {
+  Hasher h("llm_journal");
+  h.update_str(key.hex());
+  h.update_str(request.hex());
+  h.update_str(reply);
+  return h.finish();
+}
+
+}  // namespace
+
+CallJournal::~CallJournal() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status CallJournal::add(const Digest& key, const Digest& request, const std::string& reply) {
+  nlohmann::json line = {{"key", key.hex()},
+                         {"request", request.hex()},
+                         {"reply", reply},
+                         {"check", journal_check(key, request, reply).hex()}};
+  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  std::lock_guard<std::mutex> lock(mu_);
+  if (fd_ < 0) {
+    bool existed = ::access(path_.c_str(), F_OK) == 0;
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return io_error("cannot open the model call journal " + path_ + ": " + std::strerror(errno));
+    if (!existed) {
+      // The new file's name must survive a crash too.
+      std::string dir = path_.substr(0, path_.rfind('/') == std::string::npos ? 0 : path_.rfind('/'));
+      int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (dfd >= 0) {
+        ::fsync(dfd);
+        ::close(dfd);
+      }
+    }
+  }
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(fd_, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return io_error("cannot write the model call journal " + path_ + ": " + std::strerror(errno));
+    done += static_cast<size_t>(n);
+  }
+  if (::fdatasync(fd_) != 0) return io_error("cannot sync the model call journal " + path_ + ": " + std::strerror(errno));
+  return Status();
+}
+
+Result<std::vector<CallJournal::Entry>> CallJournal::read(const std::string& path, std::string* dropped) {
+  std::vector<Entry> out;
+  if (::access(path.c_str(), F_OK) != 0) return out;
+  VINCI_ASSIGN_OR_RETURN(std::string text, read_file(path, kCallJournalFile));
+  size_t at = 0;
+  int64_t line_no = 0;
+  while (at < text.size()) {
+    ++line_no;
+    size_t end = text.find('\n', at);
+    std::string why;
+    if (end == std::string::npos) {
+      why = "a last line without its end (a write cut short)";
+    } else {
+      nlohmann::json j = nlohmann::json::parse(text.begin() + static_cast<std::ptrdiff_t>(at),
+                                               text.begin() + static_cast<std::ptrdiff_t>(end), nullptr, false);
+      Entry e;
+      bool shaped = j.is_object() && j.contains("key") && j["key"].is_string() && j.contains("request") &&
+                    j["request"].is_string() && j.contains("reply") && j["reply"].is_string() && j.contains("check") &&
+                    j["check"].is_string();
+      bool parsed = shaped && Digest::parse_hex(j["key"].get<std::string>(), &e.key) &&
+                    Digest::parse_hex(j["request"].get<std::string>(), &e.request);
+      if (!parsed) {
+        why = "line " + std::to_string(line_no) + " is not a journal entry";
+      } else {
+        e.reply = j["reply"].get<std::string>();
+        if (journal_check(e.key, e.request, e.reply).hex() != j["check"].get<std::string>()) {
+          why = "line " + std::to_string(line_no) + " fails its check";
+        } else {
+          out.push_back(std::move(e));
+          at = end + 1;
+          continue;
+        }
+      }
+    }
+    if (dropped) *dropped = why + ": " + std::to_string(text.size() - at) + " bytes from there are ignored";
+    break;
+  }
+  return out;
+}
+
+Result<ChatOutcome> JournalingTransport::complete(const std::string& body, const RngKey& key) {
+  VINCI_ASSIGN_OR_RETURN(ChatOutcome out, inner_.complete(body, key));
+  if (out.ok && out.attempts > 0) {
+    VINCI_RETURN_IF_ERROR(journal_.add(key.digest(), chat_request_address(body), out.record));
   }
   return out;
 }
 
 Result<std::unique_ptr<RecordedChatTransport>> RecordedChatTransport::open(const std::string& run_dir,
                                                                            ChatTransport* fallback,
-                                                                           bool check_requests) {
+                                                                           bool check_requests,
+                                                                           const std::string& journal) {
   VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
   ObjectStore store(reader->location().store_dir);
   std::unique_ptr<RecordedChatTransport> t(new RecordedChatTransport());
@@ -134,6 +259,19 @@ Result<std::unique_ptr<RecordedChatTransport>> RecordedChatTransport::open(const
   }
   VINCI_RETURN_IF_ERROR(reader->status());
   if (reader->damage()) return corruption("run " + run_dir + ": " + reader->damage()->to_string());
+  if (!journal.empty()) {
+    std::string dropped;
+    VINCI_ASSIGN_OR_RETURN(std::vector<CallJournal::Entry> entries, CallJournal::read(journal, &dropped));
+    if (!dropped.empty()) std::fprintf(stderr, "the model call journal %s: %s\n", journal.c_str(), dropped.c_str());
+    for (CallJournal::Entry& e : entries) {
+      if (t->calls_.count(e.key)) continue;  // the log's record of it is what counts
+      Call call;
+      call.request = e.request;
+      call.reply = std::move(e.reply);
+      t->calls_.emplace(e.key, std::move(call));
+      ++t->journaled_;
+    }
+  }
   return t;
 }
 
@@ -156,6 +294,7 @@ Result<ChatOutcome> RecordedChatTransport::complete(const std::string& body, con
   out.attempts = 0;
   if (out.ok) {
     out.body = c.reply;
+    out.record = c.reply;
     out.http_status = 200;
     VINCI_ASSIGN_OR_RETURN(ChatReply reply, parse_chat_reply(c.reply));
     out.reply = std::move(reply);
@@ -167,9 +306,10 @@ Result<ChatOutcome> RecordedChatTransport::complete(const std::string& body, con
 
 LlmCallLog::LlmCallLog(std::string path) : path_(std::move(path)) {}
 
-void LlmCallLog::add(const LlmCall& call, const std::vector<int>& statuses) {
+void LlmCallLog::add(const LlmCall& call, const std::vector<int>& statuses, const nlohmann::json& envelope) {
   nlohmann::json line = {{"key", call.key.hex()}, {"role", agent_role_name(call.role)}, {"attempts", call.attempts},
-                         {"statuses", statuses},  {"latency_s", call.latency_s},        {"failure", call.failure}};
+                         {"statuses", statuses},  {"latency_s", call.latency_s},        {"failure", call.failure},
+                         {"envelope", envelope}};
   std::lock_guard<std::mutex> lock(mu_);
   stats_.calls++;
   if (!call.failure.empty()) stats_.failed++;
@@ -178,7 +318,7 @@ void LlmCallLog::add(const LlmCall& call, const std::vector<int>& statuses) {
   stats_.latencies_s.push_back(call.latency_s);
   if (path_.empty()) return;
   if (FILE* f = std::fopen(path_.c_str(), "a")) {
-    std::string text = line.dump() + "\n";
+    std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     std::fwrite(text.data(), 1, text.size(), f);
     std::fclose(f);
   }
@@ -207,13 +347,40 @@ std::string LlmAgentModel::task_text(const Task& task, SizeName size) const {
   return out;
 }
 
+int64_t estimate_prompt_tokens(const std::vector<ChatMessage>& messages, const std::vector<nlohmann::json>& tools,
+                               double bytes_per_token) {
+  uint64_t bytes = 0;
+  for (const ChatMessage& m : messages) bytes += m.role.size() + m.content.size();
+  for (const nlohmann::json& t : tools) bytes += t.dump().size();
+  double per = bytes_per_token > 0 ? bytes_per_token : 1.0;
+  return static_cast<int64_t>(std::ceil(static_cast<double>(bytes) / per)) + 8 * static_cast<int64_t>(messages.size());
+}
+
+int64_t min_reply_tokens(const LlmSettings& s) { return std::min<int64_t>(1024, s.context_length / 4); }
+
+RequestBudget budget_request(const LlmSettings& s, const std::vector<ChatMessage>& messages,
+                             const std::vector<nlohmann::json>& tools) {
+  RequestBudget b;
+  b.estimated_prompt_tokens = estimate_prompt_tokens(messages, tools, s.bytes_per_token);
+  if (s.max_tokens) {
+    b.max_tokens = s.max_tokens;
+  } else if (s.context_length > 0) {
+    // The room the prompt leaves, capped; a prompt that leaves no room is still sent with one
+    // token, so the server's own message (its context length) stops the run.
+    int64_t room = s.context_length - b.estimated_prompt_tokens - kContextMargin;
+    b.max_tokens = std::max<int64_t>(1, std::min(s.max_tokens_cap, room));
+  }
+  return b;
+}
+
 Result<std::optional<std::string>> LlmAgentModel::call(AgentRole role, const std::vector<ChatMessage>& messages,
                                                        const std::vector<nlohmann::json>& tools, const RngKey& key,
                                                        bool greedy, LlmCall* record) {
   ChatSampling sampling;
   sampling.temperature = greedy ? 0.0 : settings_.temperature;
   sampling.top_p = settings_.top_p;
-  sampling.max_tokens = settings_.max_tokens;
+  sampling.max_tokens =
+      budget_request(settings_, messages, settings_.send_tools ? tools : std::vector<nlohmann::json>{}).max_tokens;
   if (settings_.send_seed) {
     sampling.seed = static_cast<int64_t>(Stream(key.with("purpose", "llm-seed")).next_u64() & 0x7fffffff);
   }
@@ -234,14 +401,14 @@ Result<std::optional<std::string>> LlmAgentModel::call(AgentRole role, const std
     if (log_ == nullptr || outcome.attempts == 0) return;
     std::vector<int> statuses;
     for (const auto& a : outcome.attempt_log) statuses.push_back(a.http_status);
-    log_->add(*record, statuses);
+    log_->add(*record, statuses, chat_reply_envelope(outcome.body));
   };
   if (!outcome.ok || !outcome.reply) {
     record->failure = outcome.failure.empty() ? "the call failed" : outcome.failure;
     log_call();
     return std::optional<std::string>();
   }
-  record->reply = outcome.body;
+  record->reply = outcome.record.empty() ? outcome.body : outcome.record;
   record->finish_reason = outcome.reply->finish_reason;
   record->prompt_tokens = static_cast<uint32_t>(std::max<int64_t>(0, outcome.reply->prompt_tokens));
   record->completion_tokens = static_cast<uint32_t>(std::max<int64_t>(0, outcome.reply->completion_tokens));
@@ -268,6 +435,13 @@ Result<SelectionAnswer> LlmAgentModel::select(const SelectionQuestion& q) {
     }
   }
   return a;
+}
+
+std::string history_reply_text(const PolicyTurn& turn) {
+  if (!turn.reply_text.empty()) return turn.reply_text;
+  if (turn.call && turn.call->finish_reason == "length")
+    return "(no answer: the reply reached the token limit while still reasoning, inside its <think> block)";
+  return "(no reply)";
 }
 
 std::string turn_feedback_text(const PolicyTurn& turn) {
@@ -321,10 +495,29 @@ Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
       {"system", policy_system_prompt(templates_.render("policy_system.md"), q.skills)},
       {"user", "# Task\n\n" + task_text(*q.task, q.size) + "\n\n" + format}};
   if (q.history) {
-    for (const PolicyTurn& h : *q.history) {
-      messages.push_back({"assistant", h.reply_text.empty() ? "(no reply)" : h.reply_text});
-      messages.push_back({"user", templates_.render("policy_feedback.md", {{"feedback", turn_feedback_text(h)}})});
+    // Oldest turns first out when the history leaves a reply too little of the context.
+    size_t first = 0;
+    auto with_history = [&](size_t from) {
+      std::vector<ChatMessage> m = messages;
+      if (from > 0) {
+        m[1].content += "\n\n(" + std::to_string(from) + (from == 1 ? " earlier turn is" : " earlier turns are") +
+                        " omitted to fit the model's context.)";
+      }
+      for (size_t i = from; i < q.history->size(); ++i) {
+        const PolicyTurn& h = (*q.history)[i];
+        m.push_back({"assistant", history_reply_text(h)});
+        m.push_back({"user", templates_.render("policy_feedback.md", {{"feedback", turn_feedback_text(h)}})});
+      }
+      return m;
+    };
+    if (!settings_.max_tokens && settings_.context_length > 0) {
+      while (first < q.history->size() &&
+             settings_.context_length - estimate_prompt_tokens(with_history(first), {}, settings_.bytes_per_token) -
+                     kContextMargin <
+                 min_reply_tokens(settings_))
+        ++first;
     }
+    messages = with_history(first);
   }
   PolicyTurn turn;
   turn.call.emplace();
@@ -335,7 +528,9 @@ Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
   }
   turn.reply_text = *text;
   if (turn.call->finish_reason == "length") {
-    turn.reply_error = "the reply was cut off at the token limit (finish_reason length)";
+    turn.reply_error = text->empty() ? "the reply reached the token limit while still reasoning (finish_reason "
+                                       "length, inside its <think> block): no answer was written"
+                                     : "the reply was cut off at the token limit (finish_reason length)";
     return turn;
   }
   ModelPlanLimits limits;

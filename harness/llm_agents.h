@@ -32,6 +32,7 @@
 
 #include "agents/backbone.h"
 #include "agents/chat_client.h"
+#include "core/atomic_file.h"
 #include "harness/agent_model.h"
 
 namespace vinci {
@@ -60,19 +61,73 @@ class ChatTransport {
   virtual Result<ChatOutcome> complete(const std::string& body, const RngKey& key) = 0;
 };
 
-// HTTP through ChatClient, with at most `concurrency` requests in flight. A call no attempt of
-// which reached the server (connection refused, host not resolved) is an IoError, not a failed
-// call: the run stops, keeping what it recorded, and `harness run --resume` continues it.
+// HTTP through ChatClient, with at most `concurrency` requests in flight. Only an answer is an
+// outcome: a call that failed says nothing of the model, so it is an error that stops the run,
+// keeping what it recorded, for `harness run --resume` to continue once the cause is fixed:
+//   FailedPrecondition: the server refused the setup (HTTP 400, 401, 403, 404, 413, 422: a wrong
+//     key, model name or parameter), with its own message;
+//   IoError: the server could not be reached, or failed every attempt (timeouts, connection
+//     errors, 408/429/5xx, malformed bodies) within the call's retries and deadline.
 class HttpChatTransport : public ChatTransport {
  public:
   HttpChatTransport(ChatSettings settings, int concurrency);
   Result<ChatOutcome> complete(const std::string& body, const RngKey& key) override;
+  const ChatSettings& settings() const { return client_.settings(); }
 
  private:
   ChatClient client_;
   int free_slots_;
   std::mutex mu_;
   std::condition_variable cv_;
+};
+
+// The status a failed live call stops the run with (HttpChatTransport's rule above).
+Status failed_call_status(const ChatOutcome& outcome, const std::string& base_url);
+
+// Every answer a run paid for, on disk before the call that asked for it returns: RUN/llm_journal.jsonl,
+// one JSON object a line {"key", "request", "reply", "check"} (the call key and request address
+// in hex, the recorded reply bytes, and the hex of hash_tagged("llm_journal", key, request,
+// reply)), appended and fdatasync'd per call. The log keeps a run's records in their
+// deterministic order, which a call's reply can reach long after it was paid for; the journal
+// is where `harness run --resume` finds it after a kill. It is not part of the run (no digest
+// reads it) and is removed when the run completes. A torn or damaged last line (a kill mid-write)
+// ends the journal there. Thread-safe.
+constexpr FileKind kCallJournalFile{"model call journal", 8ull << 30};
+
+class CallJournal {
+ public:
+  explicit CallJournal(std::string path) : path_(std::move(path)) {}
+  ~CallJournal();
+  CallJournal(const CallJournal&) = delete;
+  CallJournal& operator=(const CallJournal&) = delete;
+
+  // Appends one answered call and makes it durable (the file and, when it was created, its folder).
+  Status add(const Digest& key, const Digest& request, const std::string& reply);
+
+  struct Entry {
+    Digest key, request;
+    std::string reply;
+  };
+  // The journal's entries up to its first torn or damaged line (*dropped gets a description of
+  // what was ignored from there, if anything); none when the file does not exist.
+  static Result<std::vector<Entry>> read(const std::string& path, std::string* dropped = nullptr);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::mutex mu_;
+  int fd_ = -1;
+};
+
+// Journals every live answer of `inner` (a call answered with attempts > 0) before returning it.
+class JournalingTransport : public ChatTransport {
+ public:
+  JournalingTransport(ChatTransport& inner, CallJournal& journal) : inner_(inner), journal_(journal) {}
+  Result<ChatOutcome> complete(const std::string& body, const RngKey& key) override;
+
+ private:
+  ChatTransport& inner_;
+  CallJournal& journal_;
 };
 
 // Answers from a recorded run's LlmReply records, by call key; the request must hash to the
@@ -82,9 +137,12 @@ class HttpChatTransport : public ChatTransport {
 // key without one.
 class RecordedChatTransport : public ChatTransport {
  public:
+  // With a journal path, the answers it holds for calls the log does not are taken too (resume).
   static Result<std::unique_ptr<RecordedChatTransport>> open(const std::string& run_dir,
                                                              ChatTransport* fallback = nullptr,
-                                                             bool check_requests = true);
+                                                             bool check_requests = true,
+                                                             const std::string& journal = "");
+  size_t journaled() const { return journaled_; }
   Result<ChatOutcome> complete(const std::string& body, const RngKey& key) override;
   size_t calls() const { return calls_.size(); }
 
@@ -97,17 +155,21 @@ class RecordedChatTransport : public ChatTransport {
   std::unordered_map<Digest, Call, DigestHash> calls_;
   ChatTransport* fallback_ = nullptr;
   bool check_requests_ = true;
+  size_t journaled_ = 0;  // calls taken from the journal
 };
 
 // What the records leave out of each call because it differs between two runs of one config:
-// attempts, the HTTP status of each, and latency. Appended to RUN/llm_calls.jsonl as calls end
-// (one JSON object a line, in completion order: {"key", "role", "attempts", "statuses",
-// "latency_s", "failure"}), for people; nothing reads it back. Thread-safe.
+// attempts, the HTTP status of each, latency, and the reply's envelope (the server's id, created,
+// system_fingerprint, tool-call ids...). Appended to RUN/llm_calls.jsonl as calls end (one JSON
+// object a line, in completion order: {"key", "role", "attempts", "statuses", "latency_s",
+// "failure", "envelope"}), for people; nothing reads it back. Thread-safe.
 class LlmCallLog {
  public:
   // An empty path keeps the counts only.
   explicit LlmCallLog(std::string path = "");
-  void add(const LlmCall& call, const std::vector<int>& statuses);
+  // envelope: what the record of the reply leaves out (chat_reply_envelope), written as "envelope".
+  void add(const LlmCall& call, const std::vector<int>& statuses,
+           const nlohmann::json& envelope = nlohmann::json::object());
 
   struct Stats {
     uint64_t calls = 0, failed = 0, retries = 0;
@@ -127,7 +189,14 @@ struct LlmSettings {
   std::string model;
   double temperature = 1.0;  // sampled calls; greedy calls send 0
   std::optional<double> top_p;
-  std::optional<int64_t> max_tokens;
+  std::optional<int64_t> max_tokens;  // set: every request's limit
+  // Without max_tokens, a known context length (backbone.context_length, or the server's at the
+  // run's start) sets each request's limit: min(max_tokens_cap, context_length - the prompt's
+  // estimated tokens - kContextMargin); policy history that leaves less than min_reply_tokens is
+  // trimmed, oldest turns first (budget_request()).
+  int64_t context_length = 0;  // 0: unknown, no limit is sent
+  int64_t max_tokens_cap = 8192;
+  double bytes_per_token = 2.0;  // the estimate: a prompt's UTF-8 bytes / this, plus 8 per message
   bool send_seed = true;                          // a per-call seed derived from the call's key
   bool send_tools = false;                        // offer the tools as structured schemas (tool_choice auto)
   int32_t max_skills = 3;                         // selection cap named in the prompt
@@ -159,6 +228,23 @@ class LlmAgentModel : public AgentModel {
   ChatTransport& transport_;
   LlmCallLog* log_;
 };
+
+// The request limit and history trimming without max_tokens (LlmSettings): tokens of a prompt are
+// estimated as ceil(bytes / bytes_per_token) + 8 per message, tools' schemas included.
+constexpr int64_t kContextMargin = 32;
+int64_t estimate_prompt_tokens(const std::vector<ChatMessage>& messages, const std::vector<nlohmann::json>& tools,
+                               double bytes_per_token);
+struct RequestBudget {
+  std::optional<int64_t> max_tokens;  // unset: none is sent
+  int64_t estimated_prompt_tokens = 0;
+};
+RequestBudget budget_request(const LlmSettings& s, const std::vector<ChatMessage>& messages,
+                             const std::vector<nlohmann::json>& tools);
+// The least a reply gets before history is trimmed: min(1024, context_length / 4).
+int64_t min_reply_tokens(const LlmSettings& s);
+
+// What the next turn's history shows of a turn's reply: its text, or why there is none.
+std::string history_reply_text(const PolicyTurn& turn);
 
 // What the policy is told of an evaluated turn (the feedback of the next turn).
 std::string turn_feedback_text(const PolicyTurn& turn);

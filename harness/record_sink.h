@@ -28,6 +28,9 @@ class RecordSink {
   virtual uint64_t position() const = 0;
   // The digest of every record taken so far (the run digest so far).
   virtual Digest digest() const = 0;
+  // Makes every record written so far durable (a run's prompt templates before its first model
+  // call); nothing to do where nothing is written.
+  virtual Status sync() { return Status(); }
 };
 
 class WriteSink : public RecordSink {
@@ -37,6 +40,7 @@ class WriteSink : public RecordSink {
   ObjectStore& store() override { return writer_->store(); }
   uint64_t position() const override { return writer_->record_count(); }
   Digest digest() const override { return writer_->digest(); }
+  Status sync() override { return writer_->checkpoint(); }
 
  private:
   RunWriter* writer_;
@@ -51,6 +55,7 @@ class CheckSink : public RecordSink {
   ObjectStore& store() override { return *store_; }
   uint64_t position() const override { return position_; }
   Digest digest() const override { return digest_.value(); }
+  Status sync() override { return writer_ && position_ > expected_.size() ? writer_->checkpoint() : Status(); }
   uint64_t checked() const { return checked_; }
   // How many records the log held to compare with.
   uint64_t expected() const { return expected_.size(); }

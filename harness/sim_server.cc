@@ -146,6 +146,15 @@ Result<ChatAnswer> SimChatResponder::answer(const json& request) {
   bool greedy = request.contains("temperature") && request["temperature"].is_number() &&
                 request["temperature"].get<double>() == 0.0;
   bool tools = request.contains("tools");
+  // A request about no task at all (a client's connection check, a run's preflight) gets "OK".
+  static const std::regex any_task(R"(Task ([A-Za-z0-9_]+): )");
+  bool names_a_task = false;
+  for (const json& m : messages) names_a_task = names_a_task || std::regex_search(message_text(m), any_task);
+  if (!names_a_task) {
+    ChatAnswer ok;
+    ok.content = "OK";
+    return ok;
+  }
   if (user.find("\n# Candidate Skills\n") != std::string::npos) return select(user, key, greedy, tools);
   if (user.find("\n# Trajectory\n") != std::string::npos) return summary(user, key, greedy, tools);
   return policy(messages, key, greedy);

@@ -33,7 +33,8 @@ class SimChatResponder {
   // REQUIRES: suite, library and backbone outlive the responder.
   SimChatResponder(const TaskSuite& suite, const SkillLibrary& library, Backbone& backbone);
   // The answer to one chat completions request; InvalidArgument for a request it cannot read
-  // (the server answers 400 with the message).
+  // (the server answers 400 with the message). A request no message of which names a task (no
+  // line "Task <id>: "), such as a run's preflight, is answered "OK".
   Result<ChatAnswer> answer(const nlohmann::json& request);
 
  private:

@@ -754,6 +754,8 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     write_blob(b, RecordPos::of_step(-1), {name, "prompt_template", addr, text.size()});
     VINCI_RETURN_IF_ERROR(flush(b, sink));
   }
+  // A resume reads them back: durable before the first model call is paid for.
+  if (model && !model->attachments().empty()) VINCI_RETURN_IF_ERROR(sink.sync());
 
   // The parameters step 0 starts from.
   out.start_origin = "init";

@@ -116,6 +116,59 @@ Result<ChatSettings> chat_settings(const Experiment& exp) {
   return cs;
 }
 
+}  // namespace
+
+Result<ModelServerInfo> preflight_model_server(const Experiment& exp) {
+  VINCI_ASSIGN_OR_RETURN(ChatSettings cs, chat_settings(exp));
+  // The preflight answers at once or not at all: a setup mistake must not wait out the retries.
+  cs.retries = std::min(cs.retries, 1);
+  cs.timeout_s = std::min(cs.timeout_s, 120.0);
+  cs.deadline_s = std::min(cs.deadline_s, 300.0);
+  const std::string where = "the model server at " + cs.base_url;
+  const std::string fix = "; nothing was recorded (see docs/llm.md, \"Pointing a run at a server\")";
+  int status = 0;
+  Result<std::vector<ModelCard>> cards = list_model_cards(cs, &status);
+  ModelServerInfo info;
+  info.model = exp.llm.model;
+  if (!cards.ok()) {
+    std::string why = status == 0                     ? " cannot be reached"
+                      : status == 401 || status == 403 ? " refused the API key (backbone.api_key_env)"
+                      : status == 404                  ? " has no GET /models here: is backbone.base_url its API root (.../v1)?"
+                                                       : " did not list its models";
+    return failed_precondition(where + why + ": " + cards.status().message() + fix);
+  }
+  std::string served;
+  const ModelCard* card = nullptr;
+  for (const ModelCard& c : *cards) {
+    served += (served.empty() ? "" : ", ") + c.id;
+    if (c.id == exp.llm.model) card = &c;
+  }
+  if (card == nullptr) {
+    return failed_precondition(where + " does not serve the model '" + exp.llm.model +
+                               "' (backbone.model); it serves: " + (served.empty() ? "(none)" : served) + fix);
+  }
+  info.context_length = card->max_model_len;
+  // One tiny request with the run's sampling fields: a parameter the server refuses shows here.
+  ChatSampling sampling;
+  sampling.temperature = 0.0;
+  if (exp.llm.top_p < 1.0) sampling.top_p = exp.llm.top_p;
+  sampling.max_tokens = 1;
+  if (exp.llm.seed) sampling.seed = 0;
+  std::string body = chat_request_body(exp.llm.model, {{"user", "Reply with OK."}}, {}, sampling).dump();
+  ChatClient client(cs);
+  VINCI_ASSIGN_OR_RETURN(ChatOutcome out, client.complete(body, RngKey::root(0).with("purpose", "preflight")));
+  if (!out.ok) {
+    Status st = failed_call_status(out, cs.base_url);
+    std::string msg = st.message();
+    size_t cut = msg.find("; the run stops here");
+    return failed_precondition("preflight request: " + msg.substr(0, cut) + fix);
+  }
+  if (out.reply) info.probe_tokens = out.reply->prompt_tokens;
+  return info;
+}
+
+namespace {
+
 // The language-model side of a world: transports, templates, the model, and the parameters'
 // stand-in.
 Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run_dir, const std::string& call_log_path,
@@ -126,15 +179,29 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
   } else {
     VINCI_ASSIGN_OR_RETURN(templates, PromptTemplates::recorded(run_dir));
   }
+  std::string journal_path;
+  if (!call_log_path.empty()) {
+    size_t slash = call_log_path.rfind('/');
+    journal_path = (slash == std::string::npos ? std::string(".") : call_log_path.substr(0, slash)) +
+                   "/llm_journal.jsonl";
+  }
   if (calls == ModelCalls::kLive || calls == ModelCalls::kRecordedThenLive) {
     VINCI_ASSIGN_OR_RETURN(ChatSettings cs, chat_settings(exp));
-    w->fallback_transport = std::make_unique<HttpChatTransport>(cs, exp.llm.concurrency);
+    w->http_transport = std::make_unique<HttpChatTransport>(cs, exp.llm.concurrency);
+    if (journal_path.empty()) {
+      w->fallback_transport = std::move(w->http_transport);
+    } else {
+      w->journal = std::make_unique<CallJournal>(journal_path);
+      w->fallback_transport = std::make_unique<JournalingTransport>(*w->http_transport, *w->journal);
+    }
   }
   if (calls == ModelCalls::kLive) {
     w->transport = std::move(w->fallback_transport);
   } else {
-    VINCI_ASSIGN_OR_RETURN(w->transport, RecordedChatTransport::open(run_dir, w->fallback_transport.get(),
-                                                                     calls != ModelCalls::kRecordedDecisions));
+    VINCI_ASSIGN_OR_RETURN(w->transport, RecordedChatTransport::open(
+                                             run_dir, w->fallback_transport.get(),
+                                             calls != ModelCalls::kRecordedDecisions,
+                                             calls == ModelCalls::kRecordedThenLive ? journal_path : ""));
   }
   LlmSettings ls;
   ls.endpoint = exp.llm.base_url;
@@ -142,6 +209,9 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
   ls.temperature = exp.llm.temperature;
   if (exp.llm.top_p < 1.0) ls.top_p = exp.llm.top_p;
   if (exp.llm.max_tokens > 0) ls.max_tokens = exp.llm.max_tokens;
+  ls.context_length = exp.llm.context_length;
+  ls.max_tokens_cap = exp.llm.max_tokens_cap;
+  ls.bytes_per_token = exp.llm.bytes_per_token;
   ls.send_seed = exp.llm.seed;
   ls.send_tools = exp.llm.tools;
   ls.max_skills = exp.selection.max_skills;

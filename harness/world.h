@@ -31,6 +31,8 @@ struct World {
   // whose backbone answers through SimAgentModel).
   std::unique_ptr<ChatTransport> transport;
   std::unique_ptr<ChatTransport> fallback_transport;
+  std::unique_ptr<ChatTransport> http_transport;  // under the journaling one (live calls)
+  std::unique_ptr<CallJournal> journal;           // RUN/llm_journal.jsonl of a run that calls a server
   std::unique_ptr<AgentModel> model;
   std::unique_ptr<LlmCallLog> call_log;  // the model's calls: attempts, latency (openai)
   SkillLibrary seed_library;
@@ -45,7 +47,8 @@ enum class ModelCalls { kLive, kRecorded, kRecordedThenLive, kRecordedDecisions 
 // against the current folder, then against the source tree vinci was built from. For an openai
 // backbone with calls other than kLive, the prompt templates and replies come from run_dir.
 // call_log_path: where the model's calls are logged with their attempts and latency (empty: counted
-// only).
+// only); a world that calls a server journals its answers beside it (llm_journal.jsonl, CallJournal)
+// and, resuming, takes the journal's answers too.
 Result<World> build_world(const Experiment& exp, ModelCalls calls = ModelCalls::kLive, const std::string& run_dir = "",
                           const std::string& call_log_path = "");
 
@@ -53,6 +56,20 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls = ModelCalls::
 // the sim backbone pins torch's threads) and returns the environment to record. Call before any
 // torch work.
 void pin_numeric_settings();
+
+// What a run learns of its model server before its first call (preflight_model_server).
+struct ModelServerInfo {
+  std::string model;
+  int64_t context_length = 0;  // the server's max_model_len for the model; 0 when it does not say
+  int64_t probe_tokens = 0;    // prompt tokens the server counted for the probe request
+};
+
+// Checks, before a run spends anything, that its backbone.kind = "openai" setup works: GET /models
+// lists backbone.model (its context length is read when stated), then one tiny greedy request
+// (max_tokens 1) with the run's sampling fields is answered. Errors (FailedPrecondition) say what
+// is wrong with the server's own message: a server that cannot be reached, a wrong URL, key or
+// model name (naming the models it serves), a parameter it refuses.
+Result<ModelServerInfo> preflight_model_server(const Experiment& exp);
 Environment capture_environment();
 
 // The settings of `recorded` that differ from this process's, as "key: recorded X, here Y" lines

@@ -5,9 +5,11 @@
 // and ends with the final fast_p table. --resume re-drives a run that was stopped at any point:
 // every record already in its log is re-derived and compared, then the run continues, so it
 // ends with the digest an uninterrupted run has.
+#include <signal.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -121,6 +123,16 @@ Result<OpenRun> resume_run(const std::string& run_dir, const Environment& env) {
   if (!e.ok()) return invalid_argument(e.status().to_string());
   run.exp = std::move(e).value();
   run.config_shown = manifest->config_path;
+  if (run.exp.backbone == "openai") {
+    // The setup may have changed since the run stopped (a key, a server): checked before anything
+    // is touched or asked.
+    Result<ModelServerInfo> server = preflight_model_server(run.exp);
+    if (!server.ok()) {
+      return invalid_argument(server.status().message() + "\n(run " + run_dir +
+                              " is kept as it was; `harness run --resume " + run_dir + "` continues it once the " +
+                              "server answers)");
+    }
+  }
   auto payloads = read_payloads(run_dir, /*allow_damage=*/true);
   if (!payloads.ok()) return invalid_argument(payloads.status().to_string());
   std::vector<std::string> expected = std::move(payloads).value();
@@ -160,6 +172,28 @@ Result<OpenRun> start_run(const std::string& config, const std::vector<std::stri
     auto renamed = load_experiment(config, with_name);
     if (!renamed.ok()) return renamed.status();
     run.exp = std::move(renamed).value();
+  }
+  if (run.exp.backbone == "openai") {
+    // Before the folder exists: a setup the server refuses costs nothing and leaves nothing.
+    Result<ModelServerInfo> server = preflight_model_server(run.exp);
+    if (!server.ok()) return invalid_argument(server.status().message());
+    std::cerr << g_command << ": model server " << run.exp.llm.base_url << " serves " << server->model;
+    if (run.exp.llm.context_length == 0 && server->context_length > 0) {
+      // The run records the context length its request limits were computed from.
+      std::vector<std::string> with_ctx = overrides;
+      if (coldstart_only && !named) with_ctx.push_back("run.name=" + run.exp.name);
+      with_ctx.push_back("backbone.context_length=" + std::to_string(server->context_length));
+      auto again = load_experiment(config, with_ctx);
+      if (!again.ok()) return again.status();
+      run.exp = std::move(again).value();
+      std::cerr << ", context length " << server->context_length << " (the server's)";
+    } else if (run.exp.llm.context_length > 0) {
+      std::cerr << ", context length " << run.exp.llm.context_length << " (backbone.context_length)";
+    } else if (run.exp.llm.max_tokens == 0) {
+      std::cerr << "; it does not state the context length, so no request limit is sent (set "
+                   "backbone.context_length or backbone.max_tokens)";
+    }
+    std::cerr << "\n";
   }
   const Experiment& exp = run.exp;
   run.run_dir = exp.out_root + "/" + exp.name;
@@ -220,7 +254,37 @@ Status finish_run(OpenRun& run, const TrainerOutput& out, RunSummaryInfo* info) 
   }
   st = run.writer->mark_complete();
   if (!st.ok()) return invalid_argument(st.to_string());
+  // The answers are in the log now: the journal that kept them for a resume has done its job.
+  if (run.world.journal) ::unlink(run.world.journal->path().c_str());
   return Status();
+}
+
+// SIGINT and SIGTERM stop a run at once, as a kill would, with a line that says how to continue:
+// every model answer it paid for is in its journal, and a resume re-derives the rest.
+char g_stop_line[4096];
+size_t g_stop_len = 0;
+
+void on_stop_signal(int sig) {
+  const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+  ssize_t ignored = ::write(STDERR_FILENO, "\n", 1);
+  ignored = ::write(STDERR_FILENO, g_stop_line, 20);  // "harness run: stopped"
+  ignored = ::write(STDERR_FILENO, " by ", 4);
+  ignored = ::write(STDERR_FILENO, name, std::strlen(name));
+  ignored = ::write(STDERR_FILENO, g_stop_line + 20, g_stop_len - 20);
+  (void)ignored;
+  ::_exit(128 + sig);
+}
+
+void stop_cleanly_on_signals(const std::string& run_dir) {
+  std::string line = std::string("harness run: stopped") + "; the run is kept: `harness run --resume " + run_dir +
+                     "` continues it (model answers already paid for are not asked again)\n";
+  g_stop_len = std::min(line.size(), sizeof g_stop_line);
+  std::memcpy(g_stop_line, line.data(), g_stop_len);
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
 }
 
 // What a finished run prints: the final fast_p table, test-time scaling's, the cold start's line,
@@ -352,6 +416,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
     std::cerr << g_command << ": device.queue with run.threads = " << exp.threads
               << " keeps one evaluation in flight; --threads N keeps N (records do not depend on it)\n";
   }
+  stop_cleanly_on_signals(run.run_dir);
   Progress progress;
   auto start = std::chrono::steady_clock::now();
   auto out = run_experiment(

@@ -126,11 +126,12 @@ def test_ablation_plots_from_a_suite(smoke_runs, tmp_path):
 
 
 def test_export_of_a_model_run_with_turns_without_a_kernel(replay, tmp_path):
-    # A language-model run whose first calls fail every retry has turns without a candidate: their
-    # measurement names no plan (the zero address), which is not an object to read. Every export
-    # reads every run `replay verify` accepts.
+    # A language-model run whose first replies hold no kernel (prose only) has turns without a
+    # candidate: their measurement names no plan (the zero address), which is not an object to
+    # read. Every export reads every run `replay verify` accepts.
     from conftest import binary
-    serve = subprocess.Popen([binary("harness"), "serve", "--port", "0", "--faults", "500,500,500,500"],
+    serve = subprocess.Popen([binary("harness"), "serve", "--port", "0", "--faults",
+                              ",".join(["no_tool_call"] * 8)],
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         line = serve.stdout.readline()  # waits for the server's own word, not a deadline
