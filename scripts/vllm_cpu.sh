@@ -184,6 +184,11 @@ serve() {
   # VLLM_CPU_KVCACHE_SPACE: the KV cache in GiB (vLLM's CPU default is far larger).
   # VLLM_CPU_OMP_THREADS_BIND=nobind: leave the two shared cores unpinned.
   # --enforce-eager: no torch.compile (minutes on two cores, and a C++ compiler at startup).
+  # --no-enable-chunked-prefill --max-num-batched-tokens 4096: a prompt is prefilled in one step.
+  #   With chunked prefill, a request that carries a seed (vinci sends one per call) and whose
+  #   prompt is split kills the engine: vLLM rewinds the request's torch.Generator with
+  #   set_offset, which a CPU generator refuses ("CPU Generator does not use offset"), and every
+  #   later request is answered 500 until the server is restarted.
   export VLLM_CPU_KVCACHE_SPACE="$kv_gib" VLLM_CPU_OMP_THREADS_BIND=nobind
   export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
   # vllm-cpu 0.32.0's `vllm` command asks for the version of a package named "vllm" (this build
@@ -196,7 +201,7 @@ sys.argv[0] = "vllm"
 from vllm.entrypoints.cli.main import main
 sys.exit(main())' serve "$model_dir" --host 127.0.0.1 --port "$port" \
     --served-model-name qwen3-tiny --max-model-len 4096 --dtype float32 --enforce-eager \
-    --max-num-seqs 8 "$@"
+    --max-num-seqs 8 --no-enable-chunked-prefill --max-num-batched-tokens 4096 "$@"
 }
 
 cmd="${1:-all}"

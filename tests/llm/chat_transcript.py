@@ -35,12 +35,16 @@ A transcript line (JSON; keys in this order):
   response_body       the body when it is UTF-8, else response_body_base64
   upstream_ms         how long the upstream took (information only)
 
+replay and show read a transcript compressed with gzip when its name ends in .gz (record writes
+plain JSON lines; `gzip -9n FILE` compresses one reproducibly).
+
 The body of a streamed (chunked) answer is recorded whole, after the last chunk, and replayed
 with a Content-Length. Only the Python standard library is used.
 """
 
 import argparse
 import base64
+import gzip
 import hashlib
 import http.client
 import http.server
@@ -62,6 +66,13 @@ NOT_FORWARDED = HOP_BY_HOP | {"host", "content-length", "expect", "accept-encodi
 NOT_RECORDED = HOP_BY_HOP | {"content-length"}
 RECORDED_REQUEST_HEADERS = ("content-type", "accept")
 RESET_PATH = "/_transcript/reset"
+
+
+def open_text(path):
+    """A transcript for reading: gzip-compressed when its name ends in .gz."""
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
 
 
 def body_fields(prefix, data):
@@ -241,7 +252,7 @@ def load_transcripts(paths):
     """{(method, path, body bytes): [entries in seq order]}; seq is per file, files in order."""
     exchanges = {}
     for file_index, path in enumerate(paths):
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             for line_no, line in enumerate(f, 1):
                 if not line.strip():
                     continue
@@ -305,7 +316,7 @@ def replay(args):
 
 def show(args):
     """One line per exchange: seq, method, path, request body size, status, body head."""
-    with open(args.file, encoding="utf-8") as f:
+    with open_text(args.file) as f:
         for line in f:
             if not line.strip():
                 continue
