@@ -12,6 +12,9 @@ if (($# == 0)); then
   # vinci's Python package against the real binaries (docs/python.md).
   echo "test.sh: python tests (tests/python)"
   python3 -m pytest -q -p no:cacheprovider tests/python
+  # Recorded vLLM answers replayed byte for byte (tests/llm/README.md; no vLLM needed).
+  echo "test.sh: vLLM transcript tests (tests/llm)"
+  python3 -m pytest -q -p no:cacheprovider tests/llm
   # Replays must not depend on variables a machine happens to set: the replay tests once more with
   # the OpenBLAS variables unset, and once with them set (docs/ARCHITECTURE.md, "Numeric pinning").
   # Only the tests that re-derive numbers (verify, score, rescore under the run's own profile); the
