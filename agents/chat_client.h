@@ -121,7 +121,7 @@ struct ChatAttempt {
 
 struct ChatOutcome {
   bool ok = false;
-  std::string body;                // the last reply body received, as received (key redacted)
+  std::string body;  // the last reply body received, as received (key redacted)
   // What a run records of the reply, when ok: canonical_chat_reply(body) for a call the server
   // answered, the recorded bytes for one a log answered.
   std::string record;

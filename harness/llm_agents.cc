@@ -107,7 +107,8 @@ Result<ChatOutcome> HttpChatTransport::complete(const std::string& body, const R
 Status failed_call_status(const ChatOutcome& out, const std::string& base_url) {
   // Not an answer of the model: recorded as a failed call, it would make the server's health or
   // the user's setup part of the experiment's record.
-  const std::string kept = "; the run stops here, keeping every answer it has (resume it with `harness run --resume RUN`";
+  const std::string kept =
+      "; the run stops here, keeping every answer it has (resume it with `harness run --resume RUN`";
   if (out.unreachable) {
     return io_error("the model server at " + base_url + " cannot be reached (" + out.failure + ")" + kept +
                     " once it answers)");
@@ -120,8 +121,9 @@ Status failed_call_status(const ChatOutcome& out, const std::string& base_url) {
     case 413:
     case 422: {
       std::string what = out.http_status == 401 || out.http_status == 403 ? "refused the API key (backbone.api_key_env)"
-                         : out.http_status == 404 ? "does not know the model or the path (backbone.model, backbone.base_url)"
-                                                  : "refused the request (a parameter of [backbone])";
+                         : out.http_status == 404
+                             ? "does not know the model or the path (backbone.model, backbone.base_url)"
+                             : "refused the request (a parameter of [backbone])";
       return failed_precondition("the model server at " + base_url + " " + what + ": " + out.failure + kept +
                                  " after fixing the setup)");
     }
@@ -176,7 +178,8 @@ Status CallJournal::add(const Digest& key, const Digest& request, const std::str
     if (n <= 0) return io_error("cannot write the model call journal " + path_ + ": " + std::strerror(errno));
     done += static_cast<size_t>(n);
   }
-  if (::fdatasync(fd_) != 0) return io_error("cannot sync the model call journal " + path_ + ": " + std::strerror(errno));
+  if (::fdatasync(fd_) != 0)
+    return io_error("cannot sync the model call journal " + path_ + ": " + std::strerror(errno));
   return Status();
 }
 
@@ -229,8 +232,7 @@ Result<ChatOutcome> JournalingTransport::complete(const std::string& body, const
 }
 
 Result<std::unique_ptr<RecordedChatTransport>> RecordedChatTransport::open(const std::string& run_dir,
-                                                                           ChatTransport* fallback,
-                                                                           bool check_requests,
+                                                                           ChatTransport* fallback, bool check_requests,
                                                                            const std::string& journal) {
   VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
   ObjectStore store(reader->location().store_dir);

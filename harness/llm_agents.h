@@ -196,7 +196,7 @@ struct LlmSettings {
   // trimmed, oldest turns first (budget_request()).
   int64_t context_length = 0;  // 0: unknown, no limit is sent
   int64_t max_tokens_cap = 8192;
-  double bytes_per_token = 2.0;  // the estimate: a prompt's UTF-8 bytes / this, plus 8 per message
+  double bytes_per_token = 2.0;                   // the estimate: a prompt's UTF-8 bytes / this, plus 8 per message
   bool send_seed = true;                          // a per-call seed derived from the call's key
   bool send_tools = false;                        // offer the tools as structured schemas (tool_choice auto)
   int32_t max_skills = 3;                         // selection cap named in the prompt

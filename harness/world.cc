@@ -131,10 +131,10 @@ Result<ModelServerInfo> preflight_model_server(const Experiment& exp) {
   ModelServerInfo info;
   info.model = exp.llm.model;
   if (!cards.ok()) {
-    std::string why = status == 0                     ? " cannot be reached"
+    std::string why = status == 0                      ? " cannot be reached"
                       : status == 401 || status == 403 ? " refused the API key (backbone.api_key_env)"
-                      : status == 404                  ? " has no GET /models here: is backbone.base_url its API root (.../v1)?"
-                                                       : " did not list its models";
+                      : status == 404 ? " has no GET /models here: is backbone.base_url its API root (.../v1)?"
+                                      : " did not list its models";
     return failed_precondition(where + why + ": " + cards.status().message() + fix);
   }
   std::string served;
@@ -182,8 +182,8 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
   std::string journal_path;
   if (!call_log_path.empty()) {
     size_t slash = call_log_path.rfind('/');
-    journal_path = (slash == std::string::npos ? std::string(".") : call_log_path.substr(0, slash)) +
-                   "/llm_journal.jsonl";
+    journal_path =
+        (slash == std::string::npos ? std::string(".") : call_log_path.substr(0, slash)) + "/llm_journal.jsonl";
   }
   if (calls == ModelCalls::kLive || calls == ModelCalls::kRecordedThenLive) {
     VINCI_ASSIGN_OR_RETURN(ChatSettings cs, chat_settings(exp));
@@ -198,10 +198,10 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
   if (calls == ModelCalls::kLive) {
     w->transport = std::move(w->fallback_transport);
   } else {
-    VINCI_ASSIGN_OR_RETURN(w->transport, RecordedChatTransport::open(
-                                             run_dir, w->fallback_transport.get(),
-                                             calls != ModelCalls::kRecordedDecisions,
-                                             calls == ModelCalls::kRecordedThenLive ? journal_path : ""));
+    VINCI_ASSIGN_OR_RETURN(
+        w->transport,
+        RecordedChatTransport::open(run_dir, w->fallback_transport.get(), calls != ModelCalls::kRecordedDecisions,
+                                    calls == ModelCalls::kRecordedThenLive ? journal_path : ""));
   }
   LlmSettings ls;
   ls.endpoint = exp.llm.base_url;

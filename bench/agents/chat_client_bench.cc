@@ -7,7 +7,8 @@
 // (the cost of a call in throughput terms); call_latency_us is the mean time one call takes from the
 // caller's side (complete() only: with N in flight it includes waiting for the CPU). BuildRequest
 // and ParseReply time the two ends alone; PolicyTurnRecorded a whole policy turn of the
-// language-model backbone with its recording. A request is a policy-sized prompt (~2 KB) and a reply
+// language-model backbone with its recording, PolicyTurnJournaled the same with the answer synced
+// to the run's journal first (docs/llm.md, "Kills and resume"). A request is a policy-sized prompt (~2 KB) and a reply
 // carries ~2 KB of content, so the JSON work is of the size a real rollout turn has.
 #include <benchmark/benchmark.h>
 
@@ -149,6 +150,9 @@ struct TurnFixture {
     char tmpl[] = "/tmp/vinci_chat_bench_XXXXXX";
     store_dir = mkdtemp(tmpl);
     store = std::make_unique<ObjectStore>(store_dir + "/objects");
+    journal = std::make_unique<CallJournal>(store_dir + "/llm_journal.jsonl");
+    journaling = std::make_unique<JournalingTransport>(*transport, *journal);
+    journaled_model = std::make_unique<LlmAgentModel>(ls, *templates, *journaling);
   }
   ~TurnFixture() { std::system(("rm -rf '" + store_dir + "'").c_str()); }
   TaskSuite tasks;
@@ -159,6 +163,9 @@ struct TurnFixture {
   std::unique_ptr<LlmAgentModel> model;
   std::string store_dir;
   std::unique_ptr<ObjectStore> store;
+  std::unique_ptr<CallJournal> journal;
+  std::unique_ptr<JournalingTransport> journaling;
+  std::unique_ptr<LlmAgentModel> journaled_model;  // every answer synced to the journal first
 };
 
 TurnFixture& turn_fixture() {
@@ -166,8 +173,10 @@ TurnFixture& turn_fixture() {
   return f;
 }
 
-void PolicyTurnRecorded(benchmark::State& state) {
+template <bool kJournaled>
+void PolicyTurn(benchmark::State& state) {
   TurnFixture& f = turn_fixture();
+  LlmAgentModel& model = kJournaled ? *f.journaled_model : *f.model;
   const RngKey root = RngKey::root(2).with("thread", state.thread_index());
   int64_t i = 0, failed = 0;
   for (auto _ : state) {
@@ -175,7 +184,7 @@ void PolicyTurnRecorded(benchmark::State& state) {
     q.task = f.task;
     q.size = SizeName::kFull;
     q.key = root.with("call", i++);
-    auto turn = f.model->write_plan(q);
+    auto turn = model.write_plan(q);
     if (!turn.ok() || !turn->plan) {
       ++failed;
       continue;
@@ -187,7 +196,12 @@ void PolicyTurnRecorded(benchmark::State& state) {
   }
   if (failed > 0) state.SkipWithError("a turn had no plan");
 }
+void PolicyTurnRecorded(benchmark::State& state) { PolicyTurn<false>(state); }
+// The same with every answer appended to the run's journal and fdatasync'd before the call
+// returns (what a run does): the cost of durability per call, beside the turn without it.
+void PolicyTurnJournaled(benchmark::State& state) { PolicyTurn<true>(state); }
 BENCHMARK(PolicyTurnRecorded)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(PolicyTurnJournaled)->Threads(1)->Threads(8)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace vinci

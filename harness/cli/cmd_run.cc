@@ -9,9 +9,9 @@
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
-#include <cstring>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 
 #include "core/atomic_file.h"

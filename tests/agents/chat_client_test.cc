@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -652,6 +653,76 @@ TEST_F(ChatHttp, TwoHundredConcurrentClientsAreAllAnswered) {
   for (int c = 0; c < 200; ++c) EXPECT_TRUE(failures[c].empty()) << "client " << c << ": " << failures[c];
   EXPECT_EQ(server_->requests(), 2000);
   EXPECT_EQ(log.text(), "");
+}
+
+}  // namespace
+}  // namespace vinci
+
+namespace vinci {
+namespace {
+
+// Every chat completion vLLM 0.32.0 answered in tests/llm/data/vllm_cases.jsonl (real bodies: ids,
+// timestamps, nulls): the record keeps the meaning, drops the envelope, parses as the body does,
+// and is a fixed point.
+TEST(CanonicalReply, RealVllmBodiesKeepTheirMeaningAndLoseTheirEnvelope) {
+  std::ifstream in(std::string(VINCI_SOURCE_DIR) + "/tests/llm/data/vllm_cases.jsonl");
+  ASSERT_TRUE(in.good());
+  std::string line;
+  int bodies = 0, with_tools = 0;
+  while (std::getline(in, line)) {
+    nlohmann::json ex = nlohmann::json::parse(line);
+    if (ex["path"] != "/v1/chat/completions" || ex["status"] != 200) continue;
+    const std::string body = ex["response_body"].get<std::string>();
+    if (body.rfind("data:", 0) == 0) continue;  // a stream
+    ++bodies;
+    Result<std::string> record = canonical_chat_reply(body);
+    ASSERT_TRUE(record.ok()) << record.status().to_string();
+    Result<std::string> again = canonical_chat_reply(*record);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(*again, *record) << "not a fixed point";
+    for (const char* gone : {"\"id\"", "\"created\"", "system_fingerprint", "chatcmpl-", "prompt_logprobs", "metrics"})
+      EXPECT_EQ(record->find(gone), std::string::npos) << gone << " in " << *record;
+    Result<ChatReply> a = parse_chat_reply(body), b = parse_chat_reply(*record);
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->content, b->content);
+    EXPECT_EQ(a->reasoning, b->reasoning);
+    EXPECT_EQ(a->finish_reason, b->finish_reason);
+    EXPECT_EQ(a->prompt_tokens, b->prompt_tokens);
+    EXPECT_EQ(a->completion_tokens, b->completion_tokens);
+    ASSERT_EQ(a->tool_calls.size(), b->tool_calls.size());
+    for (size_t i = 0; i < a->tool_calls.size(); ++i) {
+      EXPECT_EQ(a->tool_calls[i].name, b->tool_calls[i].name);
+      EXPECT_EQ(a->tool_calls[i].arguments, b->tool_calls[i].arguments);
+      EXPECT_EQ(b->tool_calls[i].id, "") << "a tool call's id is the server's draw";
+    }
+    with_tools += a->tool_calls.empty() ? 0 : 1;
+    nlohmann::json envelope = chat_reply_envelope(body);
+    EXPECT_TRUE(envelope.contains("id") && envelope.contains("created") && envelope.contains("system_fingerprint"))
+        << envelope.dump();
+    if (!a->tool_calls.empty()) EXPECT_TRUE(envelope.contains("tool_call_ids")) << envelope.dump();
+  }
+  EXPECT_GE(bodies, 5);
+  EXPECT_GE(with_tools, 1);
+}
+
+TEST(CanonicalReply, TwoEnvelopesOneRecord) {
+  const std::string a =
+      R"({"id":"chatcmpl-1","created":1,"system_fingerprint":"fp_a","model":"m","choices":[{"index":0,)"
+      R"("message":{"role":"assistant","content":"hi","tool_calls":[{"id":"call_1","type":"function",)"
+      R"("function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls","logprobs":null}],)"
+      R"("usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5,"prompt_tokens_details":{"cached_tokens":0}}})";
+  const std::string b =
+      R"({"created":99,"id":"chatcmpl-2","model":"m","system_fingerprint":"fp_b","choices":[{"finish_reason":)"
+      R"("tool_calls","index":0,"message":{"content":"hi","role":"assistant","tool_calls":[{"function":{"arguments":)"
+      R"("{}","name":"f"},"id":"call_2","type":"function"}]}}],"usage":{"completion_tokens":2,"prompt_tokens":3,)"
+      R"("total_tokens":5,"prompt_tokens_details":{"cached_tokens":3}}})";
+  EXPECT_EQ(*canonical_chat_reply(a), *canonical_chat_reply(b));
+  // A different meaning is a different record.
+  std::string c = b;
+  c.replace(c.find("\"hi\""), 4, "\"ho\"");
+  EXPECT_NE(*canonical_chat_reply(a), *canonical_chat_reply(c));
+  EXPECT_EQ(chat_reply_envelope(b)["usage"]["prompt_tokens_details"]["cached_tokens"], 3);
+  EXPECT_FALSE(canonical_chat_reply("[1,2]").ok());
 }
 
 }  // namespace

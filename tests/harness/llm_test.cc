@@ -332,8 +332,9 @@ TEST(LlmRun, RecordedAndVerifiedWithoutServer) {
   size_t tts_calls = 0;
   for (const json& c : calls) tts_calls += c.value("phase", "") == "tts";
   EXPECT_GT(tts_calls, 0u) << "test-time scaling asks the model too";
-  // Without faults every call is one request, and every request is a recorded call.
-  EXPECT_EQ(static_cast<long long>(calls.size()), served.requests);
+  // Without faults every call is one request, and every request is a recorded call but the
+  // preflight's two (GET /models and one tiny request).
+  EXPECT_EQ(static_cast<long long>(calls.size()) + 2, served.requests);
 
   // The policy's replies are plans the sim world priced as the generator plans they equal.
   size_t priced = 0, measurements = 0;
@@ -573,29 +574,22 @@ TEST(LlmRun, ApiKey) {
   }
   EXPECT_EQ(sh(kReplay + " verify " + keyed, &out), 0) << out;
 
+  // A wrong key stops the run at its preflight: one GET /models refused, no folder, no call.
   ServeCounts refused;
   {
     Serve serve(dir, 0, {"--api-key-env", var}, {var + "=" + key});
     ASSERT_TRUE(serve.up()) << serve.log();
-    ASSERT_EQ(sh(var + "=" + wrong + " " + run_cmd(serve.url(), runs, "refused", settings), &out), 0) << out;
+    EXPECT_EQ(sh(var + "=" + wrong + " " + run_cmd(serve.url(), runs, "refused", settings), &out), 2) << out;
     EXPECT_FALSE(contains(out, wrong)) << out;
     refused = serve.stop();
   }
-  const std::string bad = runs + "/refused";
-  ASSERT_TRUE(completed(bad)) << out;
-  std::vector<json> calls = of_kind(records_of(bad), "llmReply");
-  ASSERT_FALSE(calls.empty());
-  for (const json& c : calls) {
-    std::string failure = c["llmReply"].value("failure", "");
-    EXPECT_TRUE(starts_with(failure, "HTTP 401 (not retried)")) << failure;
-  }
-  // Not retried: one request a call.
-  EXPECT_EQ(refused.requests, static_cast<long long>(calls.size()));
-  EXPECT_EQ(sh(kReplay + " verify " + bad, &out), 0) << out;
-  for (const char* f : {"summary.md", "metrics.csv"}) EXPECT_TRUE(exists(bad + "/" + f)) << f;
+  EXPECT_TRUE(contains(out, "refused the API key (backbone.api_key_env)")) << out;
+  EXPECT_TRUE(contains(out, "nothing was recorded")) << out;
+  EXPECT_FALSE(exists(runs + "/refused")) << "a refused setup makes no folder";
+  EXPECT_EQ(refused.requests, 1);
 
   // Neither key is written anywhere: records, manifests, objects, reports.
-  for (const std::string& run : {keyed, bad}) {
+  for (const std::string& run : {keyed}) {
     ASSERT_EQ(sh(kReplay + " cat " + run + " --objects", &out), 0);
     EXPECT_FALSE(contains(out, key));
     EXPECT_FALSE(contains(out, wrong));
@@ -822,6 +816,130 @@ TEST(LlmAgents, RecordedTransportAnswersRebuiltRequestsAndNamesTheKeyOfAChangedO
     ASSERT_FALSE(turn.ok());
     EXPECT_TRUE(contains(turn.status().message(), other.key.digest().hex())) << turn.status().to_string();
   }
+}
+
+}  // namespace
+}  // namespace vinci
+
+namespace vinci {
+namespace {
+
+// A policy turn with a long history against a server that records what it was asked: with a
+// context length and no max_tokens, each request's limit is the room its prompt leaves (capped),
+// and a history that would leave a reply too little loses its oldest turns, saying how many.
+TEST(LlmAgents, RequestLimitsComeFromTheContextAndLongHistoriesLoseTheirOldestTurns) {
+  auto suite = load_task_suite(default_task_dir());
+  ASSERT_TRUE(suite.ok()) << suite.status().to_string();
+  const Task& task = suite->tasks.front();
+  std::mutex mu;
+  json asked;
+  ChatServer server(
+      [&](const json& request) -> Result<ChatAnswer> {
+        std::lock_guard<std::mutex> lock(mu);
+        asked = request;
+        return ChatAnswer{"no kernel today", "", {}, "stop"};
+      },
+      ChatServerOptions{});
+  ASSERT_TRUE(server.start().ok());
+  ChatSettings cs;
+  cs.base_url = server.base_url();
+  cs.model = "vinci-test";
+  cs.retries = 0;
+  HttpChatTransport transport(cs, 1);
+  LlmSettings ls;
+  ls.endpoint = cs.base_url;
+  ls.model = cs.model;
+  ls.context_length = 16384;
+  ls.max_tokens_cap = 100000;
+  LlmAgentModel model(ls, bundled_templates(), transport);
+  // Six earlier turns of 6 KB replies each.
+  std::vector<PolicyTurn> history(6);
+  for (size_t i = 0; i < history.size(); ++i) {
+    history[i].reply_text = "turn " + std::to_string(i) + " " + std::string(6000, 'x');
+    history[i].reply_error = "no kernel";
+  }
+  PolicyQuestion q;
+  q.task = &task;
+  q.size = SizeName::kSmall;
+  q.key = RngKey::root(kSmokeSeed).with("test", "budget");
+  q.history = &history;
+  ASSERT_TRUE(model.write_plan(q).ok());
+  json messages;
+  int64_t max_tokens = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    messages = asked["messages"];
+    ASSERT_TRUE(asked.contains("max_tokens")) << asked.dump().substr(0, 400);
+    max_tokens = asked["max_tokens"].get<int64_t>();
+  }
+  std::vector<ChatMessage> sent;
+  for (const json& m : messages) sent.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+  const int64_t estimate = estimate_prompt_tokens(sent, {}, ls.bytes_per_token);
+  EXPECT_EQ(max_tokens, ls.context_length - estimate - kContextMargin);
+  EXPECT_GE(max_tokens, min_reply_tokens(ls));
+  // 6 turns at 3000+ tokens each do not fit 16384 with 1024 left: the oldest went, the newest stayed.
+  const std::string task_message = messages[1]["content"].get<std::string>();
+  EXPECT_TRUE(contains(task_message, "earlier turns are omitted to fit the model's context.)")) << task_message;
+  std::string all = messages.dump();
+  EXPECT_FALSE(contains(all, "turn 0 xxx"));
+  EXPECT_TRUE(contains(all, "turn 5 xxx"));
+  const size_t kept = (messages.size() - 2) / 2;
+  EXPECT_LT(kept, history.size());
+  EXPECT_GE(kept, 1u);
+  EXPECT_TRUE(contains(task_message, std::to_string(history.size() - kept) + " earlier turns")) << task_message;
+
+  // A set max_tokens is sent as it is; no context length and no max_tokens send none.
+  RequestBudget set = budget_request(
+      [&] {
+        LlmSettings s = ls;
+        s.max_tokens = 77;
+        return s;
+      }(),
+      sent, {});
+  EXPECT_EQ(set.max_tokens, 77);
+  EXPECT_FALSE(budget_request(LlmSettings{}, sent, {}).max_tokens.has_value());
+  LlmSettings tiny = ls;
+  tiny.context_length = 100;
+  EXPECT_EQ(budget_request(tiny, sent, {}).max_tokens, 1) << "a prompt that does not fit gets the server's error";
+  LlmSettings capped = ls;
+  capped.max_tokens_cap = 50;
+  EXPECT_EQ(budget_request(capped, sent, {}).max_tokens, 50);
+}
+
+// The journal keeps every answer across a kill: whole lines are read back, a torn or damaged line
+// ends it there.
+TEST(CallJournal, AnswersAreReadBackAndATornTailIsIgnored) {
+  TempDir tmp;
+  const std::string path = tmp.path() + "/llm_journal.jsonl";
+  auto key = [](int i) { return RngKey::root(1).with("call", i).digest(); };
+  {
+    CallJournal j(path);
+    for (int i = 0; i < 3; ++i)
+      ASSERT_TRUE(j.add(key(i), hash_tagged("llm_request", std::to_string(i)), "reply " + std::to_string(i)).ok());
+  }
+  std::string dropped;
+  auto e = CallJournal::read(path, &dropped);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  ASSERT_EQ(e->size(), 3u);
+  EXPECT_EQ((*e)[2].key, key(2));
+  EXPECT_EQ((*e)[2].reply, "reply 2");
+  EXPECT_EQ(dropped, "");
+  // A kill mid-write leaves half a line.
+  std::string whole = slurp(path);
+  std::ofstream(path, std::ios::app) << whole.substr(0, whole.find('\n') / 2);
+  e = CallJournal::read(path, &dropped);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->size(), 3u);
+  EXPECT_TRUE(contains(dropped, "a last line without its end")) << dropped;
+  // A changed reply fails its check: the journal ends before it.
+  std::string damaged = whole;
+  damaged.replace(damaged.find("reply 1"), 7, "reply X");
+  std::ofstream(path, std::ios::trunc) << damaged;
+  e = CallJournal::read(path, &dropped);
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->size(), 1u);
+  EXPECT_TRUE(contains(dropped, "line 2 fails its check")) << dropped;
+  EXPECT_TRUE(CallJournal::read(tmp.path() + "/none.jsonl")->empty());
 }
 
 }  // namespace
