@@ -102,6 +102,7 @@ const char* file_type_name(mode_t mode) {
 }
 
 std::string size_text(uint64_t bytes) {
+  if (bytes >= (1u << 30) && bytes % (1u << 30) == 0) return std::to_string(bytes >> 30) + " GiB";
   if (bytes >= (1u << 20) && bytes % (1u << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
   return std::to_string(bytes) + " bytes";
 }
@@ -111,8 +112,9 @@ Status wrong_type(const std::string& path, const FileKind& kind, mode_t mode) {
 }
 
 Status too_large(const std::string& path, const FileKind& kind, const std::string& found) {
-  return invalid_argument(path + ": expected a " + kind.name + " of at most " + size_text(kind.max_bytes) + ", found " +
-                          found);
+  const char* article = std::strchr("aeiou", kind.name[0]) != nullptr && kind.name[0] != '\0' ? "an " : "a ";
+  return invalid_argument(path + ": expected " + article + kind.name + " of at most " + size_text(kind.max_bytes) +
+                          ", found " + found);
 }
 
 }  // namespace

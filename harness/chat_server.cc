@@ -323,10 +323,12 @@ class DeadlineStream : public httplib::Stream {
   int socket() const override { return sock_; }
 
  private:
-  // Waits until the socket is ready for `events` or `until` passes.
+  // Waits until the socket is ready for `events` or `until` passes. The wait is rounded up to whole
+  // milliseconds, so a false return means `until` has passed (deadline_hit() holds): rounded down,
+  // the last fraction of a millisecond ended the wait early and the 408 was never sent.
   bool wait_for(short events, Clock::time_point until) const {
     for (;;) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
       if (left <= 0) return false;
       pollfd p{sock_, events, 0};
       int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
@@ -373,7 +375,7 @@ class ChatHttpServer : public httplib::Server {
     if (strm.buffered()) return Wait::kReady;
     for (;;) {
       if (svr_sock_ == INVALID_SOCKET) return Wait::kStopping;
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now()).count();
       if (left <= 0) return Wait::kTimedOut;
       pollfd p{strm.socket(), POLLIN, 0};
       int rc = ::poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 100)));

@@ -88,8 +88,9 @@ nlohmann::json chat_completion_json(std::string_view body, const nlohmann::json&
 
 // What the server reads of a request, and how long it waits for it (docs/input_limits.md). A
 // request past a limit gets a 4xx with an OpenAI-style JSON error body, and the server logs a line:
-//   413  body over max_request_bytes (refused from its Content-Length, or as a chunked body
-//        crosses it; the body is not kept)
+//   413  body over max_request_bytes (known from its Content-Length, or as a chunked body
+//        crosses it); the body is read and discarded up to the request's read budget (twice
+//        max_request_bytes and 1 MiB) before the answer, and not kept
 //   400  not HTTP, not a JSON object, nesting deeper than max_json_depth, or messages of the
 //        wrong shape (each an object with a string "role" and a string, null or list "content")
 //   408  a request not received in full within request_read_seconds of its first byte

@@ -9,8 +9,9 @@ namespace vinci {
 
 Status WriteSink::put(capnp::MessageBuilder& record) { return writer_->append(record).status(); }
 
-CheckSink::CheckSink(std::vector<std::string> expected, ObjectStore* store, RunWriter* writer)
-    : expected_(std::move(expected)), store_(store), writer_(writer) {}
+CheckSink::CheckSink(std::vector<std::string> expected, ObjectStore* store, RunWriter* writer,
+                     std::function<Status()> start_writing)
+    : expected_(std::move(expected)), store_(store), writer_(writer), start_writing_(std::move(start_writing)) {}
 
 std::string describe_record(schema::Record::Reader r) {
   std::string out;
@@ -52,6 +53,7 @@ Status CheckSink::put(capnp::MessageBuilder& record) {
                     " records, but re-driving it produces more (next: " +
                     describe_record(record.getRoot<schema::Record>().asReader()) + ")");
   }
+  if (!writer_->writing()) VINCI_RETURN_IF_ERROR(start_writing_ ? start_writing_() : writer_->start_writing());
   VINCI_RETURN_IF_ERROR(writer_->append(record).status());
   digest_.add(encode_message(record));
   ++position_;

@@ -3,12 +3,13 @@
 // WriteSink appends them to a run. CheckSink compares each with the record already at its position
 // in a run's log (resume and replay): a difference stops the loop with a kMismatch naming the
 // position, the record's place (step, task, scheme, rollout, turn, kind) and both values as JSON.
-// ResumeSink checks the records a run already has, then appends the rest.
+// Given a writer (resume), it checks the records a run already has, then appends the rest.
 #ifndef VINCI_HARNESS_RECORD_SINK_H_
 #define VINCI_HARNESS_RECORD_SINK_H_
 
 #include <capnp/message.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,9 +49,13 @@ class WriteSink : public RecordSink {
 
 // Compares with `expected` (the recorded payloads, in order); past their end, appends to writer
 // (resume) or fails (writer == nullptr: verify, where the loop must not outrun the log).
+// A resumed writer writes nothing until every recorded record has matched (RunWriter::resume): its
+// first append calls start_writing (when given, else the writer's own), so a log that is not the
+// run's is refused with the run's folder untouched.
 class CheckSink : public RecordSink {
  public:
-  CheckSink(std::vector<std::string> expected, ObjectStore* store, RunWriter* writer);
+  CheckSink(std::vector<std::string> expected, ObjectStore* store, RunWriter* writer,
+            std::function<Status()> start_writing = nullptr);
   Status put(capnp::MessageBuilder& record) override;
   ObjectStore& store() override { return *store_; }
   uint64_t position() const override { return position_; }
@@ -64,6 +69,7 @@ class CheckSink : public RecordSink {
   std::vector<std::string> expected_;
   ObjectStore* store_;
   RunWriter* writer_;
+  std::function<Status()> start_writing_;
   uint64_t position_ = 0;
   uint64_t checked_ = 0;
   RunDigest digest_;

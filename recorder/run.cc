@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "core/atomic_file.h"
+#include "core/check.h"
 #include "recorder/address.h"
 #include "recorder/vinci.capnp.h"
 
@@ -394,10 +395,10 @@ Result<std::unique_ptr<RunWriter>> RunWriter::create(const std::string& run_dir,
   return w;
 }
 
-Result<std::unique_ptr<RunWriter>> RunWriter::resume(const std::string& run_dir, LogRecovery* recovery,
-                                                     RunLogOptions options) {
+Result<std::unique_ptr<RunWriter>> RunWriter::resume(const std::string& run_dir, RunLogOptions options) {
   std::unique_ptr<RunWriter> w(new RunWriter());
   w->loc_ = RunLocation::of(run_dir);
+  w->log_options_ = options;
   VINCI_ASSIGN_OR_RETURN(w->manifest_, read_manifest(w->loc_.manifest_path));
   VINCI_ASSIGN_OR_RETURN(w->lock_fd_, lock_run_dir(w->loc_.run_dir));
   // Read again under the lock: a writer that held it may have finished the run meanwhile.
@@ -405,23 +406,49 @@ Result<std::unique_ptr<RunWriter>> RunWriter::resume(const std::string& run_dir,
   if (w->manifest_.completed) {
     return failed_precondition("run " + w->loc_.run_dir + " is complete; nothing to resume");
   }
-  VINCI_RETURN_IF_ERROR(remove_stale_temps(w->loc_.run_dir));
-  VINCI_RETURN_IF_ERROR(remove_stale_temps(w->loc_.log_dir));
+  // Nothing is written here: start_writing does it, once the caller knows the log is this run's.
   w->store_ = std::make_unique<ObjectStore>(w->loc_.store_dir);
-  VINCI_ASSIGN_OR_RETURN(w->log_, RunLogWriter::reopen(w->loc_.log_dir, options, recovery));
   return w;
 }
 
+Status RunWriter::start_writing() {
+  if (log_) return Status();
+  VINCI_RETURN_IF_ERROR(remove_stale_temps(loc_.run_dir));
+  VINCI_RETURN_IF_ERROR(remove_stale_temps(loc_.log_dir));
+  VINCI_ASSIGN_OR_RETURN(log_, RunLogWriter::reopen(loc_.log_dir, log_options_, &recovery_));
+  return Status();
+}
+
+uint64_t RunWriter::record_count() const {
+  VINCI_REQUIRE(log_, "a resumed run's writer has not started writing");
+  return log_->frame_count();
+}
+
+Digest RunWriter::digest() const {
+  VINCI_REQUIRE(log_, "a resumed run's writer has not started writing");
+  return log_->digest();
+}
+
+RunLogWriter& RunWriter::log() {
+  VINCI_REQUIRE(log_, "a resumed run's writer has not started writing");
+  return *log_;
+}
+
 Result<uint64_t> RunWriter::append(capnp::MessageBuilder& message) {
+  VINCI_RETURN_IF_ERROR(start_writing());
   uint64_t seq = log_->frame_count();
   message.getRoot<schema::Record>().setSeq(seq);
   VINCI_RETURN_IF_ERROR(log_->append(encode_message(message)));
   return seq;
 }
 
-Status RunWriter::append_encoded(std::string_view payload) { return log_->append(payload); }
+Status RunWriter::append_encoded(std::string_view payload) {
+  VINCI_RETURN_IF_ERROR(start_writing());
+  return log_->append(payload);
+}
 
 Status RunWriter::checkpoint() {
+  VINCI_RETURN_IF_ERROR(start_writing());
   VINCI_RETURN_IF_ERROR(store_->sync());
   return log_->sync();
 }
@@ -433,6 +460,7 @@ void init_run_end(capnp::MessageBuilder& message, uint64_t record_count, const D
 }
 
 Status RunWriter::finish() {
+  VINCI_RETURN_IF_ERROR(start_writing());
   capnp::MallocMessageBuilder msg;
   init_run_end(msg, log_->frame_count(), log_->digest());
   VINCI_RETURN_IF_ERROR(append(msg).status());

@@ -111,11 +111,21 @@ class RunWriter {
   // lock on the run folder while it lives: a second writer of the same run is refused.
   static Result<std::unique_ptr<RunWriter>> create(const std::string& run_dir, ManifestInfo info,
                                                    RunLogOptions options = {});
-  // Continues a run that was not finished, after its last good record. The temporary files of
-  // writes the stopped writer left unfinished in the run's folder and its log are removed.
-  static Result<std::unique_ptr<RunWriter>> resume(const std::string& run_dir, LogRecovery* recovery = nullptr,
-                                                   RunLogOptions options = {});
+  // Continues a run that was not finished, after its last good record. Takes the folder's lock and
+  // writes nothing: the caller first checks that the log is this run's (harness run --resume
+  // re-derives the recorded records and compares them), so a refused resume leaves every byte of
+  // the folder as it was. The first write (start_writing, or append, checkpoint, finish,
+  // mark_complete) removes the temporary files of writes the stopped writer left unfinished in the
+  // run's folder and its log, and reopens the log after its last good frame, truncating a damaged
+  // tail (recovery() says what it found).
+  static Result<std::unique_ptr<RunWriter>> resume(const std::string& run_dir, RunLogOptions options = {});
   ~RunWriter();
+
+  // Readies a resumed writer to write (above); nothing to do once done, or for a created writer.
+  Status start_writing();
+  bool writing() const { return log_ != nullptr; }
+  // What start_writing found in a resumed run's log: the good frames kept, the damaged tail dropped.
+  const LogRecovery& recovery() const { return recovery_; }
 
   ObjectStore& store() { return *store_; }
   const ManifestInfo& manifest() const { return manifest_; }
@@ -126,7 +136,8 @@ class RunWriter {
   Result<uint64_t> append(capnp::MessageBuilder& message);
   // Appends an already encoded record (its seq must be the next frame number).
   Status append_encoded(std::string_view payload);
-  Status flush() { return log_->flush(); }
+  // Writes out what is buffered; nothing for a resumed writer that has not started writing.
+  Status flush() { return log_ ? log_->flush() : Status(); }
   // Makes everything so far durable (log and objects).
   Status checkpoint();
   // Appends RunEnd, syncs, and marks the manifest completed.
@@ -135,16 +146,19 @@ class RunWriter {
   // caller): what a run writes after its records (its reports) goes between the two.
   Status mark_complete();
 
-  uint64_t record_count() const { return log_->frame_count(); }
-  Digest digest() const { return log_->digest(); }
-  RunLogWriter& log() { return *log_; }
+  // REQUIRES (these three): writing().
+  uint64_t record_count() const;
+  Digest digest() const;
+  RunLogWriter& log();
 
  private:
   RunWriter() = default;
   RunLocation loc_;
   ManifestInfo manifest_;
   std::unique_ptr<ObjectStore> store_;
-  std::unique_ptr<RunLogWriter> log_;
+  std::unique_ptr<RunLogWriter> log_;  // null for a resumed writer until start_writing
+  RunLogOptions log_options_;
+  LogRecovery recovery_;
   int lock_fd_ = -1;  // the run folder, locked (flock) while this writer lives
 };
 

@@ -95,6 +95,26 @@ struct OpenRun {
   World world;
 };
 
+// What a resume refused for a record the run does not derive adds to the difference.
+std::string not_this_runs_log(const std::string& run_dir) {
+  return "\n(the log of " + run_dir +
+         " is not this run's: the resume is refused and nothing in the folder was changed; make the run again "
+         "from its config under another name)";
+}
+
+// A resumed run's first write: the log reopened after its last good record (a damaged tail
+// dropped, and said so) and the unfinished writes of the stopped writer removed.
+Status start_writing(RunWriter& writer) {
+  if (writer.writing()) return Status();
+  VINCI_RETURN_IF_ERROR(writer.start_writing());
+  const LogRecovery& rec = writer.recovery();
+  if (rec.damage) {
+    std::cerr << g_command << ": dropped a damaged tail of " << rec.bytes_dropped << " bytes ("
+              << rec.damage->to_string() << ")\n";
+  }
+  return Status();
+}
+
 // `--resume RUN`: the run's recorded settings, its writer after the last good record, and a sink
 // that checks every re-derived record against the log before writing anything new. Errors are
 // the messages `harness run` prints.
@@ -133,19 +153,28 @@ Result<OpenRun> resume_run(const std::string& run_dir, const Environment& env) {
                               "server answers)");
     }
   }
-  auto payloads = read_payloads(run_dir, /*allow_damage=*/true);
-  if (!payloads.ok()) return invalid_argument(payloads.status().to_string());
-  std::vector<std::string> expected = std::move(payloads).value();
-  LogRecovery rec;
-  auto w = RunWriter::resume(run_dir, &rec);
+  // The writer holds the folder's lock and writes nothing until every recorded record has been
+  // re-derived and matched: a log that is not this run's (another config's or seed's) is refused
+  // with the folder untouched, its damaged tail and unfinished writes included.
+  auto w = RunWriter::resume(run_dir);
   if (!w.ok()) return invalid_argument(w.status().to_string());
   run.writer = std::move(w).value();
-  if (rec.damage) {
-    std::cerr << g_command << ": dropped a damaged tail of " << rec.bytes_dropped << " bytes ("
-              << rec.damage->to_string() << ")\n";
+  // The recorded records up to the first damage, which the first write truncates; damage before
+  // the last segment cannot be truncated away, so it is refused now.
+  auto reader = RunLogReader::open(RunLocation::of(run_dir).log_dir);
+  if (!reader.ok()) return invalid_argument(reader.status().to_string());
+  std::vector<std::string> expected;
+  LogFrame frame;
+  while ((*reader)->next(&frame)) expected.emplace_back(frame.payload);
+  if (!(*reader)->status().ok()) return invalid_argument((*reader)->status().to_string());
+  if (const auto& damage = (*reader)->damage(); damage && damage->file != (*reader)->segment_files().back()) {
+    return invalid_argument("run " + run_dir + " cannot be resumed: its log is damaged before its last segment, " +
+                            damage->to_string() + "; make it again from its config under another name");
   }
   std::cerr << g_command << ": resuming " << run_dir << " after " << expected.size() << " records\n";
-  run.sink = std::make_unique<CheckSink>(std::move(expected), &run.writer->store(), run.writer.get());
+  RunWriter* writer = run.writer.get();
+  run.sink = std::make_unique<CheckSink>(std::move(expected), &writer->store(), writer,
+                                         [writer] { return start_writing(*writer); });
   // A resumed run re-asks its model nothing it recorded: replies come from the log first.
   auto built = build_world(run.exp, ModelCalls::kRecordedThenLive, run_dir, run_dir + "/llm_calls.jsonl");
   if (!built.ok()) return invalid_argument(built.status().to_string());
@@ -234,6 +263,9 @@ Status finish_run(OpenRun& run, const TrainerOutput& out, RunSummaryInfo* info) 
   capnp::MallocMessageBuilder end;
   init_run_end(end, run.sink->position(), run.sink->digest());
   Status st = run.sink->put(end);
+  if (!st.ok() && st.code() == StatusCode::kMismatch && !run.writer->writing()) {
+    return invalid_argument(st.to_string() + not_this_runs_log(run.run_dir));
+  }
   if (!st.ok()) return invalid_argument(st.to_string());
   if (auto* check = dynamic_cast<CheckSink*>(run.sink.get())) {
     if (check->position() < check->expected()) {
@@ -243,6 +275,9 @@ Status finish_run(OpenRun& run, const TrainerOutput& out, RunSummaryInfo* info) 
     }
     std::cerr << g_command << ": re-derived and matched " << check->checked() << " recorded records\n";
   }
+  // A log that already held every record (the run stopped before its reports) starts writing here.
+  st = start_writing(*run.writer);
+  if (!st.ok()) return invalid_argument(st.to_string());
   st = run.writer->checkpoint();
   if (!st.ok()) return invalid_argument(st.to_string());
   info->run_digest = run.writer->digest().hex();
@@ -426,6 +461,10 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
       },
       world.model.get());
   if (!out.ok()) {
+    if (resume && !run.writer->writing() && out.status().code() == StatusCode::kMismatch) {
+      // A recorded record the run does not derive, found before the resume wrote anything.
+      return fail(out.status().to_string() + not_this_runs_log(run.run_dir));
+    }
     (void)run.writer->flush();
     return fail(out.status().to_string() + "\n(the run so far is kept; `harness run --resume " + run.run_dir +
                 "` continues it)");

@@ -1,13 +1,16 @@
 #include "core/atomic_file.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace vinci {
@@ -90,6 +93,61 @@ TEST(BoundedRead, RefusesDevicesFifosSocketsAndFolders) {
   // A link to a device is the device.
   ASSERT_EQ(::symlink("/dev/zero", (dir + "/link").c_str()), 0);
   EXPECT_NE(refusal(dir + "/link", kConfigFile).find("found a character device"), std::string::npos);
+}
+
+// Every kind of file refuses what never ends, what would block and what is not a file, with the
+// whole message: the path, the kind, and what was found. A FIFO with no writer and one whose
+// writer never writes are refused at once (the reader opens with O_NONBLOCK and checks the type
+// before reading); a hang here is the bug, which the test's ctest timeout reports.
+TEST(BoundedRead, EveryKindRefusesDevicesFifosAndFoldersNamingWhatItFound) {
+  const FileKind kinds[] = {kConfigFile,     kDeviceProfileFile, kTaskFile,        kPromptTemplateFile,
+                            kPlanFile,       kSkillLibraryFile,  kMeasurementFile, kManifestFile,
+                            kLogSegmentFile, kObjectFile,        kAnyFile};
+  std::string dir = temp_dir();
+  std::string fifo = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  ASSERT_EQ(::symlink(dir.c_str(), (dir + "/folder_link").c_str()), 0);
+  ASSERT_EQ(::symlink(fifo.c_str(), (dir + "/fifo_link").c_str()), 0);
+  const std::pair<std::string, const char*> cases[] = {{"/dev/zero", "a character device"},
+                                                       {"/dev/null", "a character device"},
+                                                       {fifo, "a FIFO"},
+                                                       {dir + "/fifo_link", "a FIFO"},
+                                                       {dir, "a folder"},
+                                                       {dir + "/folder_link", "a folder"}};
+  for (const FileKind& kind : kinds) {
+    for (const auto& [path, found] : cases) {
+      EXPECT_EQ(refusal(path, kind), path + ": expected a regular file (" + kind.name + "), found " + found);
+    }
+    // A FIFO whose writer holds it open and never writes: still refused, not read.
+    int writer = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);
+    ASSERT_GE(writer, 0);
+    EXPECT_EQ(refusal(fifo, kind), fifo + ": expected a regular file (" + kind.name + "), found a FIFO");
+    ::close(writer);
+  }
+}
+
+// Every kind refuses a file one byte past its limit by its size, before reading a byte (the files
+// here are sparse: no byte is written), naming the file, the kind, the limit and the size.
+TEST(BoundedRead, EveryKindRefusesAFileOneBytePastItsLimit) {
+  const std::pair<FileKind, const char*> kinds[] = {{kConfigFile, "16 MiB"},
+                                                    {kDeviceProfileFile, "16 MiB"},
+                                                    {kTaskFile, "16 MiB"},
+                                                    {kPromptTemplateFile, "16 MiB"},
+                                                    {kPlanFile, "16 MiB"},
+                                                    {kSkillLibraryFile, "256 MiB"},
+                                                    {kMeasurementFile, "1 GiB"},
+                                                    {kManifestFile, "64 MiB"},
+                                                    {kLogSegmentFile, "134221824 bytes"},
+                                                    {kObjectFile, "67112960 bytes"},
+                                                    {kAnyFile, "1 GiB"}};
+  std::string path = temp_dir() + "/sparse";
+  for (const auto& [kind, limit] : kinds) {
+    ASSERT_TRUE(write_file_atomic(path, "").ok());
+    ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(kind.max_bytes + 1)), 0) << std::strerror(errno);
+    EXPECT_EQ(refusal(path, kind), path + ": expected " + (std::strchr("aeiou", kind.name[0]) ? "an " : "a ") +
+                                       kind.name + " of at most " + limit + ", found " +
+                                       std::to_string(kind.max_bytes + 1) + " bytes");
+  }
 }
 
 TEST(BoundedRead, AFileOverItsKindsLimitIsRefusedAtTheLimit) {

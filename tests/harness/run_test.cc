@@ -391,6 +391,93 @@ TEST(HarnessRun, AStopBeforeTheReportsResumesAndWritesThem) {
   EXPECT_EQ(read_file(dir + "/stopped/metrics.csv").value(), read_file(dir + "/whole/metrics.csv").value());
 }
 
+// path -> the sha256 of every file under dir ("folder" for a folder): a "nothing changed" check.
+std::map<std::string, std::string> checksums(const std::string& dir) {
+  std::string out;
+  sh("cd " + dir + " && find . -type d -printf 'folder  %p\\n' && find . -type f -print0 | xargs -0 sha256sum", &out);
+  std::map<std::string, std::string> sums;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    size_t gap = line.find("  ");
+    if (gap != std::string::npos) sums[line.substr(gap + 2)] = line.substr(0, gap);
+  }
+  return sums;
+}
+
+// The paths whose checksum differs between two checksums() calls, or that only one has.
+std::vector<std::string> changed(const std::map<std::string, std::string>& before,
+                                 const std::map<std::string, std::string>& after) {
+  std::vector<std::string> out;
+  for (const auto& [path, sum] : before) {
+    auto it = after.find(path);
+    if (it == after.end())
+      out.push_back(path + " (removed)");
+    else if (it->second != sum)
+      out.push_back(path + " (changed)");
+  }
+  for (const auto& [path, sum] : after) {
+    if (!before.count(path)) out.push_back(path + " (added)");
+  }
+  return out;
+}
+
+// A run folder `to` holding the run `from`'s manifest, marked unfinished, and the log `log_from`'s
+// log cut at the start of its middle frame, with a torn frame header after it and a killed
+// writer's temporary file beside the manifest: a run killed in the middle of an append.
+void make_stopped_run(const std::string& from, const std::string& log_from, const std::string& to) {
+  std::string out;
+  ASSERT_EQ(sh("mkdir -p " + to + "/log && cp " + log_from + "/log/* " + to + "/log/", &out), 0) << out;
+  auto m = read_manifest(from + "/manifest.bin");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  m->completed = false;
+  m->record_count = 0;
+  m->run_digest = Digest();
+  ASSERT_TRUE(write_file_atomic(to + "/manifest.bin", encode_manifest(*m)).ok());
+  ASSERT_TRUE(write_file_atomic(to + "/manifest.bin.tmp.99999.0", "a killed writer's").ok());
+  auto reader = RunLogReader::open(to + "/log");
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  std::vector<LogFrame> frames;
+  LogFrame f;
+  while ((*reader)->next(&f)) frames.push_back(f);
+  ASSERT_GE(frames.size(), 4u);
+  const LogFrame& cut = frames[frames.size() / 2];
+  ASSERT_EQ(cut.segment + 1, (*reader)->segment_files().size()) << "a log of one segment";
+  const std::string segment = (*reader)->segment_files().back();
+  std::string bytes = read_file(segment).value();
+  ASSERT_TRUE(write_file_atomic(segment, bytes.substr(0, cut.offset) + std::string("\x40\x00\x00", 3)).ok());
+}
+
+// A stopped run whose log is another run's (another seed's, here) is refused by --resume, and the
+// refused resume changes nothing: the torn tail, the unfinished write, every file under the runs
+// root keep every byte (it truncated the tail before re-deriving the first record). The same
+// folder with the run's own log resumes to the uninterrupted run's digest, dropping the tail.
+TEST(HarnessRun, AResumeOfAnotherRunsLogIsRefusedAndChangesNothing) {
+  std::string root = temp_dir(), out;
+  const std::string run = kHarness + " run " + kSmoke + " --out " + root + " --set loop.steps=1";
+  ASSERT_EQ(sh(run + " --name a", &out), 0) << out;
+  ASSERT_EQ(sh(run + " --name b --seed 8", &out), 0) << out;
+  ASSERT_NE(digest_of(root + "/a"), digest_of(root + "/b"));
+  make_stopped_run(root + "/a", root + "/b", root + "/foreign");
+  const auto before = checksums(root);
+  ASSERT_GT(before.size(), 10u);
+  ASSERT_EQ(before.count("./foreign/log/00000000.vlog"), 1u);
+  EXPECT_EQ(sh(kHarness + " run --resume " + root + "/foreign", &out), 2) << out;
+  EXPECT_NE(out.find("differs"), std::string::npos) << out;
+  EXPECT_NE(out.find("the log of " + root +
+                     "/foreign is not this run's: the resume is refused and nothing in the "
+                     "folder was changed"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("dropped a damaged tail"), std::string::npos) << out;
+  EXPECT_EQ(changed(before, checksums(root)), std::vector<std::string>{});
+
+  make_stopped_run(root + "/a", root + "/a", root + "/own");
+  ASSERT_EQ(sh(kHarness + " run --resume " + root + "/own", &out), 0) << out;
+  EXPECT_NE(out.find("dropped a damaged tail of 3 bytes"), std::string::npos) << out;
+  EXPECT_EQ(digest_of(root + "/own"), digest_of(root + "/a"));
+  EXPECT_NE(access((root + "/own/manifest.bin.tmp.99999.0").c_str(), F_OK), 0) << "the unfinished write is removed";
+}
+
 // --resume continues with the settings the run recorded; others beside it are refused by name.
 TEST(HarnessRun, ResumeRefusesOtherSettings) {
   std::string dir = temp_dir(), out;

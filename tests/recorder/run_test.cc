@@ -217,16 +217,61 @@ TEST(Run, CreateRefusesExistingRunAndResumeContinues) {
             std::string::npos)
       << again.status().message();
   {
-    LogRecovery rec;
-    auto w = RunWriter::resume(root + "/c", &rec);
+    auto w = RunWriter::resume(root + "/c");
     ASSERT_TRUE(w.ok()) << w.status().to_string();
-    EXPECT_EQ(rec.frames, 5u);
+    EXPECT_FALSE((*w)->writing());
+    ASSERT_TRUE((*w)->start_writing().ok());
+    EXPECT_EQ((*w)->recovery().frames, 5u);
     for (uint64_t i = 5; i < 9; ++i) ASSERT_TRUE((*w)->append_encoded(sample_payload(3, i)).ok());
     ASSERT_TRUE((*w)->finish().ok());
   }
   auto done = RunWriter::resume(root + "/c");
   ASSERT_FALSE(done.ok());
   EXPECT_EQ(done.status().code(), StatusCode::kFailedPrecondition);
+}
+
+// A resumed writer writes nothing until it starts writing: its caller checks the log first, and a
+// refused resume leaves the folder as it was (the torn tail and a killed writer's temporary file
+// included). The first write truncates the tail and removes the temporary file.
+TEST(Run, ResumeWritesNothingUntilItStartsWriting) {
+  std::string root = make_temp_dir("runs");
+  {
+    auto w = RunWriter::create(root + "/c", sample_manifest());
+    ASSERT_TRUE(w.ok());
+    for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE((*w)->append_encoded(sample_payload(3, i)).ok());
+  }
+  const std::string segment = root + "/c/log/00000000.vlog";
+  std::string good = read_file(segment).value();
+  ASSERT_TRUE(write_file_atomic(segment, good + std::string("\x40\x00\x00", 3)).ok());  // a torn frame header
+  ASSERT_TRUE(write_file_atomic(root + "/c/manifest.bin.tmp.99999.0", "unfinished").ok());
+  // name -> bytes of every file of the run's folder and its log.
+  auto files = [&] {
+    auto out = slurp_dir(root + "/c/log");
+    for (const auto& n : list_dir(root + "/c")) {
+      if (n != "log") out.emplace_back(n, read_file(root + "/c/" + n).value());
+    }
+    return out;
+  };
+  auto before = files();
+  {
+    auto w = RunWriter::resume(root + "/c");
+    ASSERT_TRUE(w.ok()) << w.status().to_string();
+    EXPECT_FALSE((*w)->writing());
+    ASSERT_TRUE((*w)->flush().ok());  // nothing to write out
+    // The lock is held: a second writer is refused.
+    EXPECT_EQ(RunWriter::resume(root + "/c").status().code(), StatusCode::kFailedPrecondition);
+  }
+  EXPECT_EQ(files(), before);
+  auto w = RunWriter::resume(root + "/c");
+  ASSERT_TRUE(w.ok()) << w.status().to_string();
+  ASSERT_TRUE((*w)->append_encoded(sample_payload(3, 3)).ok());
+  EXPECT_TRUE((*w)->writing());
+  EXPECT_EQ((*w)->recovery().frames, 3u);
+  EXPECT_EQ((*w)->recovery().bytes_dropped, 3u);
+  EXPECT_EQ((*w)->record_count(), 4u);
+  ASSERT_TRUE((*w)->flush().ok());
+  EXPECT_EQ(list_dir(root + "/c"), (std::vector<std::string>{"log", "manifest.bin"}));
+  EXPECT_EQ(read_file(segment).value().substr(0, good.size()), good);
 }
 
 TEST(Run, MissingRunIsAClearError) {
