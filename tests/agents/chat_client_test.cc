@@ -699,7 +699,9 @@ TEST(CanonicalReply, RealVllmBodiesKeepTheirMeaningAndLoseTheirEnvelope) {
     nlohmann::json envelope = chat_reply_envelope(body);
     EXPECT_TRUE(envelope.contains("id") && envelope.contains("created") && envelope.contains("system_fingerprint"))
         << envelope.dump();
-    if (!a->tool_calls.empty()) EXPECT_TRUE(envelope.contains("tool_call_ids")) << envelope.dump();
+    if (!a->tool_calls.empty()) {
+      EXPECT_TRUE(envelope.contains("tool_call_ids")) << envelope.dump();
+    }
   }
   EXPECT_GE(bodies, 5);
   EXPECT_GE(with_tools, 1);
