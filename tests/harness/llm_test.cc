@@ -137,13 +137,6 @@ std::vector<json> of_kind(const std::vector<json>& recs, const std::string& kind
   return out;
 }
 
-bool same_place(const json& a, const json& b) {
-  for (const char* k : {"step", "task", "scheme", "rollout", "turn", "phase"}) {
-    if (a.value(k, json()) != b.value(k, json())) return false;
-  }
-  return true;
-}
-
 struct ServeCounts {
   long long requests = -1;  // -1: the server did not report (it did not stop cleanly)
   long long faults = -1;
