@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agents/skill_library.h"
+#include "core/atomic_file.h"
 #include "core/hash.h"
 #include "core/rng.h"
 #include "gpu/task.h"
@@ -463,6 +464,13 @@ TEST(LlmRun, KillAndResumeReasksNothingRecorded) {
   const std::string killed = root + "/killed";
   ASSERT_TRUE(exists(killed + "/manifest.bin"));
   ASSERT_FALSE(completed(killed)) << "the run ended before it was killed";
+  // Killed, it is unfinished, not diverged: verify (no server) says so, and how to continue it.
+  EXPECT_EQ(sh(kReplay + " verify " + killed, &out), 2) << out;
+  EXPECT_TRUE(contains(out, "run " + killed + " is unfinished (its manifest is not complete")) << out;
+  EXPECT_TRUE(
+      contains(out, "records it holds re-derived and matched. `harness run --resume " + killed + "` continues it"))
+      << out;
+  EXPECT_FALSE(contains(out, "Mismatch")) << out;
   ServeCounts resumed;
   {
     Serve second(root, port);
@@ -518,6 +526,85 @@ TEST(LlmRun, KillAndResumeReasksNothingRecorded) {
     fifth.stop();
   }
   EXPECT_EQ(digest_of(down), want);
+}
+
+// A language-model run stopped mid-way is unfinished, not diverged. `replay verify` answers the
+// calls its log holds from the log; a call it does not hold (the log ends before it) is a failed
+// call there, so the loop reaches the log's end; and it says the run is unfinished, where its log
+// ends, that every record it holds matched, and that `harness run --resume` continues it (it said
+// "Mismatch: the recorded run holds no model call with key ..."). The stop is put where the test
+// chooses: a finished run's copy cut at a frame boundary, before its middle model call, with its
+// manifest as the run's start wrote it (what a kill between two writes of the log leaves).
+TEST(LlmRun, VerifyOfAnUnfinishedRunSaysWhereItEnds) {
+  TempDir tmp;
+  std::string root = tmp.path(), out;
+  int port = 0;
+  {
+    Serve serve(root, 0);
+    ASSERT_TRUE(serve.up()) << serve.log();
+    port = serve.port();
+    ASSERT_EQ(sh(run_cmd(serve.url(), root, "whole"), &out), 0) << out;
+  }
+  const std::string whole = root + "/whole", run = root + "/cut";
+  ASSERT_TRUE(completed(whole)) << out;
+  ASSERT_EQ(sh("cp -r " + whole + " " + run, &out), 0) << out;  // under the same root: the same objects
+  std::vector<json> recs = records_of(run);
+  std::vector<size_t> calls;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    if (recs[i].contains("llmReply")) calls.push_back(i);
+  }
+  ASSERT_GT(calls.size(), 4u);
+  const size_t kept = calls[calls.size() / 2];  // the records before the middle call
+  const json& last = recs[kept - 1];
+  std::printf("cut before record %zu of %zu (the middle of %zu model calls)\n", kept, recs.size(), calls.size());
+
+  const std::string seg = run + "/log/00000000.vlog";
+  ASSERT_FALSE(exists(run + "/log/00000001.vlog")) << "the test cuts a log of one segment";
+  std::string bytes = slurp(seg);
+  std::vector<size_t> frames;
+  for (size_t pos = kSegmentHeaderSize; pos < bytes.size();) {
+    frames.push_back(pos);
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos, 4);
+    pos += kFrameHeaderSize + len;
+  }
+  ASSERT_EQ(frames.size(), recs.size());
+  ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[kept])).ok());
+  auto m = read_manifest(run + "/manifest.bin");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  m->completed = false;
+  m->record_count = 0;
+  m->run_digest = Digest();
+  ASSERT_TRUE(write_file_atomic(run + "/manifest.bin", encode_manifest(*m)).ok());
+
+  // No server: the replies come from the log.
+  EXPECT_EQ(sh(kReplay + " verify " + run, &out), 2) << out;
+  std::printf("%s", out.c_str());
+  const std::string n = std::to_string(kept);
+  EXPECT_TRUE(contains(out, "replay verify: FailedPrecondition: run " + run +
+                                " is unfinished (its manifest is not complete: stopped, or still running): its log "
+                                "ends after " +
+                                n + " records, in "))
+      << out;
+  if (last.contains("step")) {
+    EXPECT_TRUE(contains(out, "the last record: step " + std::to_string(last["step"].get<int>()) + " ")) << out;
+  }
+  EXPECT_TRUE(contains(
+      out, "; the " + n + " records it holds re-derived and matched. `harness run --resume " + run + "` continues it"))
+      << out;
+  EXPECT_FALSE(contains(out, "holds no model call")) << out;
+  EXPECT_FALSE(contains(out, "Mismatch")) << out;
+
+  // It does: resumed against a server on the run's address, it ends as the whole run did.
+  {
+    Serve serve(root, port);
+    ASSERT_TRUE(serve.up()) << serve.log();
+    ASSERT_EQ(sh(kHarness + " run --resume " + run, &out), 0) << out;
+    EXPECT_TRUE(contains(out, "re-derived and matched " + n + " recorded records")) << out;
+  }
+  EXPECT_EQ(digest_of(run), digest_of(whole));
+  ASSERT_EQ(sh(kReplay + " verify " + run, &out), 0) << out;
+  EXPECT_FALSE(contains(out, "unfinished")) << out;
 }
 
 TEST(LlmRun, ApiKey) {
