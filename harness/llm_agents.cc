@@ -233,12 +233,14 @@ Result<ChatOutcome> JournalingTransport::complete(const std::string& body, const
 
 Result<std::unique_ptr<RecordedChatTransport>> RecordedChatTransport::open(const std::string& run_dir,
                                                                            ChatTransport* fallback, bool check_requests,
-                                                                           const std::string& journal) {
+                                                                           const std::string& journal,
+                                                                           bool unrecorded_fail) {
   VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
   ObjectStore store(reader->location().store_dir);
   std::unique_ptr<RecordedChatTransport> t(new RecordedChatTransport());
   t->fallback_ = fallback;
   t->check_requests_ = check_requests;
+  t->unrecorded_fail_ = unrecorded_fail;
   while (RecordView* view = reader->next()) {
     auto r = view->message().getRoot<schema::Record>();
     if (!r.isLlmReply()) continue;
@@ -260,7 +262,10 @@ Result<std::unique_ptr<RecordedChatTransport>> RecordedChatTransport::open(const
     }
   }
   VINCI_RETURN_IF_ERROR(reader->status());
-  if (reader->damage()) return corruption("run " + run_dir + ": " + reader->damage()->to_string());
+  // An unfinished run's log may end in a frame a kill cut short: the calls before it are its own.
+  if (reader->damage() && !unrecorded_fail) {
+    return corruption("run " + run_dir + ": " + reader->damage()->to_string());
+  }
   if (!journal.empty()) {
     std::string dropped;
     VINCI_ASSIGN_OR_RETURN(std::vector<CallJournal::Entry> entries, CallJournal::read(journal, &dropped));
@@ -281,6 +286,13 @@ Result<ChatOutcome> RecordedChatTransport::complete(const std::string& body, con
   auto it = calls_.find(key.digest());
   if (it == calls_.end()) {
     if (fallback_) return fallback_->complete(body, key);
+    if (unrecorded_fail_) {
+      ChatOutcome out;
+      out.ok = false;
+      out.failure = kUnrecordedFailure;
+      out.attempts = 0;
+      return out;
+    }
     return mismatch("the recorded run holds no model call with key " + key.digest().hex());
   }
   const Call& c = it->second;

@@ -134,14 +134,19 @@ class JournalingTransport : public ChatTransport {
 // recorded address (unless !check_requests: rescore keeps a run's decisions while the feedback in
 // its prompts changes with the new measurements). Keys the run does not hold go to `fallback`
 // (resuming a stopped run asks the server only what was not recorded), or are an error naming the
-// key without one.
+// key without one; or, with unrecorded_fail (verify of an unfinished run, whose log ends before
+// those calls, perhaps in a frame a kill cut short: the calls before it are read), failed calls
+// saying kUnrecordedFailure: the loop goes on, so every record the log does hold is re-derived and
+// compared, and the first one past its end stops it (a CheckSink).
 class RecordedChatTransport : public ChatTransport {
  public:
+  static constexpr const char* kUnrecordedFailure = "not in the recorded run: its log ends before this call";
   // With a journal path, the answers it holds for calls the log does not are taken too (resume).
   static Result<std::unique_ptr<RecordedChatTransport>> open(const std::string& run_dir,
                                                              ChatTransport* fallback = nullptr,
                                                              bool check_requests = true,
-                                                             const std::string& journal = "");
+                                                             const std::string& journal = "",
+                                                             bool unrecorded_fail = false);
   size_t journaled() const { return journaled_; }
   Result<ChatOutcome> complete(const std::string& body, const RngKey& key) override;
   size_t calls() const { return calls_.size(); }
@@ -156,6 +161,7 @@ class RecordedChatTransport : public ChatTransport {
   ChatTransport* fallback_ = nullptr;
   bool check_requests_ = true;
   size_t journaled_ = 0;  // calls taken from the journal
+  bool unrecorded_fail_ = false;
 };
 
 // What the records leave out of each call because it differs between two runs of one config:

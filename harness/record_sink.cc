@@ -40,6 +40,7 @@ Status CheckSink::put(capnp::MessageBuilder& record) {
       std::string where = want.parse(expected_[position_]).ok()
                               ? describe_record(want.message().getRoot<schema::Record>())
                               : std::string("?");
+      diverged_ = true;
       return mismatch("record " + std::to_string(position_) + " (" + where + ") differs\n  recorded: " + want_json +
                       "\n  derived:  " + got_json);
     }
@@ -49,6 +50,7 @@ Status CheckSink::put(capnp::MessageBuilder& record) {
     return Status();
   }
   if (!writer_) {
+    ran_past_log_ = true;
     return mismatch("the run's log ends after " + std::to_string(expected_.size()) +
                     " records, but re-driving it produces more (next: " +
                     describe_record(record.getRoot<schema::Record>().asReader()) + ")");
@@ -60,7 +62,8 @@ Status CheckSink::put(capnp::MessageBuilder& record) {
   return Status();
 }
 
-Result<std::vector<std::string>> read_payloads(const std::string& run_dir, bool allow_damage) {
+Result<std::vector<std::string>> read_payloads(const std::string& run_dir, bool allow_damage,
+                                               std::optional<LogDamage>* damage) {
   VINCI_ASSIGN_OR_RETURN(auto reader, RunLogReader::open(RunLocation::of(run_dir).log_dir));
   std::vector<std::string> out;
   LogFrame f;
@@ -70,6 +73,7 @@ Result<std::vector<std::string>> read_payloads(const std::string& run_dir, bool 
     return corruption("run log of " + run_dir + " is damaged after record " + std::to_string(out.size()) + ": " +
                       reader->damage()->to_string());
   }
+  if (damage) *damage = reader->damage();
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,11 @@ class CheckSink : public RecordSink {
   uint64_t checked() const { return checked_; }
   // How many records the log held to compare with.
   uint64_t expected() const { return expected_.size(); }
+  // Whether a record differed from the log's (the mismatch put returned).
+  bool diverged() const { return diverged_; }
+  // Whether the loop produced a record past the log's end with no writer to take it (the mismatch
+  // put returned): every record the log holds was produced and matched first.
+  bool ran_past_log() const { return ran_past_log_; }
 
  private:
   std::vector<std::string> expected_;
@@ -72,14 +78,18 @@ class CheckSink : public RecordSink {
   std::function<Status()> start_writing_;
   uint64_t position_ = 0;
   uint64_t checked_ = 0;
+  bool diverged_ = false;
+  bool ran_past_log_ = false;
   RunDigest digest_;
 };
 
 // "step 3 task L1_019 scheme 2 rollout 1 turn 0 measurement" for messages.
 std::string describe_record(schema::Record::Reader record);
 
-// Every record payload of a run's log; fails on damage unless allow_damage (then the good prefix).
-Result<std::vector<std::string>> read_payloads(const std::string& run_dir, bool allow_damage);
+// Every record payload of a run's log; fails on damage unless allow_damage (then the good prefix,
+// and the damage in *damage when given).
+Result<std::vector<std::string>> read_payloads(const std::string& run_dir, bool allow_damage,
+                                               std::optional<LogDamage>* damage = nullptr);
 
 }  // namespace vinci
 

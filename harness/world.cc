@@ -201,7 +201,8 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
     VINCI_ASSIGN_OR_RETURN(
         w->transport,
         RecordedChatTransport::open(run_dir, w->fallback_transport.get(), calls != ModelCalls::kRecordedDecisions,
-                                    calls == ModelCalls::kRecordedThenLive ? journal_path : ""));
+                                    calls == ModelCalls::kRecordedThenLive ? journal_path : "",
+                                    calls == ModelCalls::kRecordedPrefix));
   }
   LlmSettings ls;
   ls.endpoint = exp.llm.base_url;

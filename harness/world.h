@@ -41,7 +41,9 @@ struct World {
 // How a world's language model is reached: over HTTP (a new run), only from a run's log (verify),
 // or from the log first and over HTTP for what it does not hold (resume).
 // kRecordedDecisions: from the log by call key alone, whatever the rebuilt request (rescore).
-enum class ModelCalls { kLive, kRecorded, kRecordedThenLive, kRecordedDecisions };
+// kRecordedPrefix: from the log of an unfinished run (verify): a call it does not hold (its log
+// ends before it) is a failed call, so the loop reaches the log's end instead of stopping there.
+enum class ModelCalls { kLive, kRecorded, kRecordedThenLive, kRecordedDecisions, kRecordedPrefix };
 
 // Relative paths in the experiment (task dir, device profile, seed library, prompts) resolve
 // against the current folder, then against the source tree vinci was built from. For an openai

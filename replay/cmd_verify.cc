@@ -1,6 +1,8 @@
 // `replay verify RUN`: re-derives every record of a run and compares; exit 0 with the run digest
-// when bit-exact, 1 at the first divergence (printed with both values), 2 on error. Numeric
-// settings that differ from the run's are named, whichever way it ends.
+// when bit-exact, 1 at the first divergence (printed with both values), 2 on error, and 2 for an
+// unfinished run whose log ends before its loop does (saying where, that the records it holds
+// matched, and that `harness run --resume RUN` continues it). Numeric settings that differ from
+// the run's are named, whichever way it ends.
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -40,6 +42,14 @@ int cmd_verify(const std::vector<std::string>& args) {
                  "its numbers\n";
   }
   std::cout << "verified " << rep->records << " records in " << rep->seconds << " s\n";
+  if (rep->unfinished) {
+    std::cout << "note: the run is unfinished (its manifest is not complete): its log holds every record of its "
+                 "loop, but it stopped before its reports were written; `harness run --resume "
+              << vm["run"].as<std::string>() << "` finishes it\n";
+    if (!rep->damage.empty()) {
+      std::cout << "note: its log then ends in a damaged frame (" << rep->damage << "), which the resume drops\n";
+    }
+  }
   if (rep->objects) std::cout << "read back " << rep->objects << " objects whole\n";
   if (rep->checkpoints) std::cout << "checked " << rep->checkpoints << " checkpoint objects\n";
   std::cout << "digest: " << rep->digest.hex() << "\n";

@@ -9,7 +9,7 @@
 
 namespace vinci {
 
-Result<std::unique_ptr<RecordedBackbone>> RecordedBackbone::open(const std::string& run_dir) {
+Result<std::unique_ptr<RecordedBackbone>> RecordedBackbone::open(const std::string& run_dir, bool allow_damage) {
   VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
   std::unique_ptr<RecordedBackbone> b(new RecordedBackbone());
   b->store_dir_ = reader->location().store_dir;
@@ -63,7 +63,7 @@ Result<std::unique_ptr<RecordedBackbone>> RecordedBackbone::open(const std::stri
     }
   }
   VINCI_RETURN_IF_ERROR(reader->status());
-  if (reader->damage()) {
+  if (reader->damage() && !allow_damage) {
     return corruption("run " + run_dir + ": " + reader->damage()->to_string());
   }
   return b;

@@ -26,8 +26,10 @@ namespace vinci {
 
 class RecordedBackbone : public Backbone {
  public:
-  // Reads every backbone sample, step beginning and parameter digest of the run.
-  static Result<std::unique_ptr<RecordedBackbone>> open(const std::string& run_dir);
+  // Reads every backbone sample, step beginning and parameter digest of the run. allow_damage: an
+  // unfinished run's log may end in a frame a kill cut short; what is before it is read (else that
+  // is kCorruption).
+  static Result<std::unique_ptr<RecordedBackbone>> open(const std::string& run_dir, bool allow_damage = false);
 
   std::string kind() const override { return "recorded"; }
   Result<PolicySample> sample_policy(const PolicyInput& in, const RngKey& key, bool greedy) override;

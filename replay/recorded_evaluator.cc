@@ -10,7 +10,7 @@
 
 namespace vinci {
 
-Result<std::unique_ptr<RecordedEvaluator>> RecordedEvaluator::open(const std::string& run_dir) {
+Result<std::unique_ptr<RecordedEvaluator>> RecordedEvaluator::open(const std::string& run_dir, bool allow_damage) {
   RunLocation loc = RunLocation::of(run_dir);
   ObjectStore store(loc.store_dir);
   VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
@@ -35,7 +35,7 @@ Result<std::unique_ptr<RecordedEvaluator>> RecordedEvaluator::open(const std::st
     ev->by_call_.emplace(key, std::move(e));
   }
   VINCI_RETURN_IF_ERROR(reader->status());
-  if (reader->damage()) return corruption("run " + run_dir + ": " + reader->damage()->to_string());
+  if (reader->damage() && !allow_damage) return corruption("run " + run_dir + ": " + reader->damage()->to_string());
   for (const auto& [key, e] : ev->by_call_) ev->by_plan_[key.first].push_back(&e);
   return ev;
 }

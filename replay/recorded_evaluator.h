@@ -23,7 +23,9 @@ namespace vinci {
 
 class RecordedEvaluator : public Evaluator {
  public:
-  static Result<std::unique_ptr<RecordedEvaluator>> open(const std::string& run_dir);
+  // allow_damage: an unfinished run's log may end in a frame a kill cut short; the measurements
+  // before it are read (else that is kCorruption).
+  static Result<std::unique_ptr<RecordedEvaluator>> open(const std::string& run_dir, bool allow_damage = false);
 
   Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request) override;
   std::string name() const override { return "recorded"; }

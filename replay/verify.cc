@@ -27,6 +27,36 @@ Status with_settings_note(Status st, const std::vector<std::string>& differ) {
   return Status(st.code(), msg);
 }
 
+// Where an unfinished run's log ends: "its log ends after 412 records, in step 3 (steps 0 to 7; the
+// last record: step 3 task L1_019 ... measurement)".
+std::string where_log_ends(const std::string& last_payload, uint64_t n, int32_t steps) {
+  if (n == 0) return "its log holds no record yet";
+  std::string out = "its log ends after " + std::to_string(n) + (n == 1 ? " record" : " records");
+  RecordView last;
+  if (!last.parse(last_payload).ok()) return out;
+  auto r = last.message().getRoot<schema::Record>();
+  int32_t step = r.getStep();
+  std::string last_record = "the last record: " + describe_record(r);
+  while (!last_record.empty() && last_record.back() == ' ') last_record.pop_back();
+  if (step >= 0 && step < steps) {
+    return out + ", in step " + std::to_string(step) + " (" +
+           (steps == 1 ? std::string("its only step") : "steps 0 to " + std::to_string(steps - 1)) + "; " +
+           last_record + ")";
+  }
+  if (step >= 0 && step == steps) {
+    return out + ", in its final evaluation, after its " + std::to_string(steps) + " steps (" + last_record + ")";
+  }
+  return out + " (" + last_record + ")";
+}
+
+// What verify says of a run whose manifest is not complete (stopped, or still running) when
+// re-driving it goes past what its log holds: the run is unfinished, not diverged.
+Status unfinished_run(const std::string& run_dir, const std::string& where, const std::string& checked) {
+  return failed_precondition(
+      "run " + run_dir + " is unfinished (its manifest is not complete: stopped, or still running): " + where + "; " +
+      checked + ". `harness run --resume " + run_dir + "` continues it; verify it once it is complete");
+}
+
 Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool recorded_backbone, VerifyReport* rep,
                 std::vector<std::pair<Digest, std::string>>* objects) {
   RunLocation loc = RunLocation::of(run_dir);
@@ -38,7 +68,10 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   if (measured) exp.device = "sim";
   // A queued sim run is re-derived here: the queue is where its evaluations ran, not what they were.
   exp.queue.clear();
-  VINCI_ASSIGN_OR_RETURN(std::vector<std::string> expected, read_payloads(run_dir, false));
+  // An unfinished run's log may end in a frame a kill cut short (resume drops it): its good prefix
+  // is what it holds.
+  std::optional<LogDamage> damage;
+  VINCI_ASSIGN_OR_RETURN(std::vector<std::string> expected, read_payloads(run_dir, !manifest.completed, &damage));
   size_t n = expected.size();
   // A log cut at a frame boundary (or extended) holds only valid frames: its manifest's count
   // tells. (A log of the right length whose records differ is re-derived: the first differing
@@ -55,20 +88,43 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   // removed on every return; one a killed verify left is removed by the next.
   VINCI_ASSIGN_OR_RETURN(ScratchDir scratch, ScratchDir::create("vinci_verify"));
   ObjectStore store(scratch.path() + "/objects");
+  std::string where = manifest.completed ? "" : where_log_ends(n ? expected.back() : "", n, exp.steps);
+  if (damage) {
+    where += ", then a damaged frame (" + damage->to_string() + "), which `harness run --resume` drops";
+  }
   CheckSink sink(std::move(expected), &store, nullptr);
-  // A language model's replies are events too: they come from the log (no server is needed).
-  VINCI_ASSIGN_OR_RETURN(World world, build_world(exp, ModelCalls::kRecorded, run_dir));
+  // A language model's replies are events too: they come from the log (no server is needed). An
+  // unfinished run's log ends before some calls: they fail, and the loop goes on to the log's end.
+  VINCI_ASSIGN_OR_RETURN(
+      World world, build_world(exp, manifest.completed ? ModelCalls::kRecorded : ModelCalls::kRecordedPrefix, run_dir));
   if (measured) {
-    VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedEvaluator::open(run_dir));
+    VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedEvaluator::open(run_dir, !manifest.completed));
     world.evaluator = std::move(recorded);
   }
   if (recorded_backbone && !world.model) {
-    VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedBackbone::open(run_dir));
+    VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedBackbone::open(run_dir, !manifest.completed));
     world.backbone = std::move(recorded);
   }
-  VINCI_RETURN_IF_ERROR(run_experiment(exp, world.suite, *world.evaluator, *world.backbone, world.seed_library, sink,
-                                       nullptr, world.model.get())
-                            .status());
+  Status ran = run_experiment(exp, world.suite, *world.evaluator, *world.backbone, world.seed_library, sink, nullptr,
+                              world.model.get())
+                   .status();
+  // An unfinished run: the loop went past its log's end (every record it holds matched), or it
+  // stopped short of it asking for what the log does not hold (a live run's measurement, a
+  // rescored run's decision) after matching the records before. A record that differs, or any
+  // other mismatch, is a mismatch, as in a completed run.
+  if (!ran.ok() && !manifest.completed && !sink.diverged() &&
+      (sink.ran_past_log() || ran.code() != StatusCode::kMismatch)) {
+    if (sink.ran_past_log()) {
+      std::string checked = n == 0   ? "there is nothing in it to compare yet"
+                            : n == 1 ? "the record it holds re-derived and matched"
+                                     : "the " + std::to_string(n) + " records it holds re-derived and matched";
+      return unfinished_run(run_dir, where, checked);
+    }
+    return unfinished_run(run_dir, where,
+                          "re-deriving it matched its first " + std::to_string(sink.position()) +
+                              " records, then stopped: " + ran.to_string());
+  }
+  VINCI_RETURN_IF_ERROR(ran);
   // A completed run's log ends with its RunEnd record; so may a run stopped after its last record
   // (while writing its reports), whose manifest is not marked complete yet.
   if (manifest.completed || sink.position() < n) {
@@ -92,6 +148,8 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   }
   rep->records = sink.position();
   rep->digest = sink.digest();
+  rep->unfinished = !manifest.completed;
+  if (damage) rep->damage = damage->to_string();
   return Status();
 }
 

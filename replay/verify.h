@@ -20,6 +20,10 @@ struct VerifyReport {
   // empty when they are the same. Verify re-derives under them all the same: a run that then
   // verifies shows that they did not move its numbers.
   std::vector<std::string> settings_differ;
+  // The run's manifest is not complete, but its log holds every record of its loop (it stopped
+  // after them, before its reports were written and it was marked complete).
+  bool unfinished = false;
+  std::string damage;  // an unfinished run's log ends then in this damaged frame (resume drops it)
 };
 
 // Rebuilds the run's world from its recorded config, runs the loop with every record compared
@@ -32,6 +36,14 @@ struct VerifyReport {
 // the mismatch when it does not, as the likely cause. With recorded_backbone, backbone calls are answered from the log
 // (replay/recorded_backbone.h) instead of re-running the sim network: the way to replay a run whose backbone is
 // external.
+//
+// A run whose manifest is not complete (stopped, or still running) is re-derived up to where its
+// log ends: a language-model call its log does not hold is a failed call there, so the loop runs
+// on to the log's end. When the loop then produces a record past that end, the run is unfinished:
+// kFailedPrecondition saying so, where the log ends (records, step, the last record), that every
+// record it holds matched, and that `harness run --resume RUN` continues it. A record that differs
+// is a kMismatch, as in a completed run. Its log may end in a frame a kill cut short: the good
+// frames before it are what it holds (resume drops the rest).
 Result<VerifyReport> verify_run(const std::string& run_dir, bool recorded_backbone = false);
 
 }  // namespace vinci

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "agents/skill_library.h"
+#include "core/atomic_file.h"
 #include "core/hash.h"
 #include "core/rng.h"
 #include "gpu/task.h"
@@ -40,8 +41,6 @@
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
 #include "tests/cli_test_util.h"
-
-extern char** environ;
 
 namespace vinci {
 namespace {
@@ -142,92 +141,57 @@ struct ServeCounts {
   long long faults = -1;
 };
 
-// `harness serve --port PORT ARGS...` in the background; its output goes to files in `dir`.
-// `env` entries ("NAME=VALUE") are added to its environment alone.
+// `harness serve --port PORT ARGS...` in the background; its output (stdout and stderr) goes to a
+// file in `dir`. `env` entries ("NAME=VALUE") are added to its environment alone. The constructor
+// returns once the server printed its port, or exited (a failure naming its exit status), however
+// long its start takes: it waits on the server's output, not on a clock.
 class Serve {
  public:
   Serve(const std::string& dir, int port, const std::vector<std::string>& args = {},
         const std::vector<std::string>& env = {}) {
     static int serial = 0;
-    std::string base = dir + "/serve" + std::to_string(++serial);
-    out_path_ = base + ".out";
-    err_path_ = base + ".err";
-    std::vector<std::string> argv_s = {"harness", "serve", "--port", std::to_string(port)};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(&a[0]);
-    argv.push_back(nullptr);
-    std::vector<std::string> env_s = env;
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(&e[0]);
-    for (char** e = environ; *e != nullptr; ++e) envp.push_back(*e);
-    envp.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      int o = open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int e = open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(o, 1);
-      dup2(e, 2);
-      execve(kHarness.c_str(), argv.data(), envp.data());
-      _exit(127);
-    }
-    if (pid_ < 0) {
-      ADD_FAILURE() << "fork failed";
+    std::vector<std::string> argv = {kHarness, "serve", "--port", std::to_string(port)};
+    argv.insert(argv.end(), args.begin(), args.end());
+    if (!child_.start(argv, dir + "/serve" + std::to_string(++serial) + ".out", env)) {
+      ADD_FAILURE() << child_.why();
       return;
     }
     static const std::regex listening(R"(listening on [^\s:]+:(\d+))");
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < deadline) {
-      std::smatch m;
-      std::string text = slurp(out_path_);
-      if (std::regex_search(text, m, listening)) {
-        port_ = std::stoi(m[1].str());
-        std::printf("harness serve %s on port %d\n", chat_args(args).c_str(), port_);
-        return;
-      }
-      int st;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        ADD_FAILURE() << "harness serve exited before listening:\n" << log();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::vector<std::string> m;
+    if (!child_.wait_for(listening, &m)) {
+      ADD_FAILURE() << child_.why();
+      return;
     }
-    ADD_FAILURE() << "harness serve did not print its port within 60 s:\n" << log();
+    port_ = std::stoi(m[1]);
+    std::printf("harness serve %s on port %d\n", chat_args(args).c_str(), port_);
   }
-  ~Serve() { stop(); }
   Serve(const Serve&) = delete;
   Serve& operator=(const Serve&) = delete;
+  ~Serve() { stop(); }
 
-  bool up() const { return port_ > 0 && pid_ > 0; }
+  bool up() const { return port_ > 0 && child_.running(); }
   int port() const { return port_; }
   std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/v1"; }
-  std::string log() const { return slurp(out_path_) + slurp(err_path_); }
+  std::string log() const { return child_.output(); }
 
   // SIGTERM, then what the server said of its requests.
   ServeCounts stop() {
-    if (pid_ <= 0) return counts_;
-    kill(pid_, SIGTERM);
-    int st = 0;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-    while (waitpid(pid_, &st, WNOHANG) != pid_) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ADD_FAILURE() << "harness serve did not stop within 30 s of SIGTERM";
-        kill(pid_, SIGKILL);
-        waitpid(pid_, &st, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (stopped_ || port_ <= 0) return counts_;  // never up: the constructor said why
+    stopped_ = true;
+    int st = child_.stop(SIGTERM);
+    if (st < 0) {
+      ADD_FAILURE() << child_.why();
+      return counts_;
     }
-    pid_ = -1;
-    std::string err = slurp(err_path_);
     static const std::regex summary(R"(harness serve: (\d+) requests, (\d+) faults injected)");
     std::smatch m;
-    if (std::regex_search(err, m, summary)) {
+    std::string text = child_.output();
+    if (std::regex_search(text, m, summary)) {
       counts_.requests = std::stoll(m[1].str());
       counts_.faults = std::stoll(m[2].str());
     } else {
-      ADD_FAILURE() << "harness serve did not report its requests:\n" << log();
+      ADD_FAILURE() << "harness serve did not report its requests (it " << clitest::describe_wait_status(st) << "):\n"
+                    << text;
     }
     std::printf("harness serve on port %d: %lld requests, %lld faults injected\n", port_, counts_.requests,
                 counts_.faults);
@@ -241,9 +205,9 @@ class Serve {
     return s.empty() ? "(no options)" : s;
   }
 
-  pid_t pid_ = -1;
+  clitest::Child child_;
   int port_ = 0;
-  std::string out_path_, err_path_;
+  bool stopped_ = false;
   ServeCounts counts_;
 };
 
@@ -267,11 +231,13 @@ pid_t spawn(const std::string& cmd, const std::string& log) {
 }
 
 // Kills (SIGKILL) the run `pid` writes into `run` once its log segment holds records beyond the
-// header, i.e. once the first buffer of records reached the file. False when the run ended first.
+// header, i.e. once the first buffer of records reached the file. False when the run ended first,
+// or was still running without that after clitest::kHangGuardS (a hang guard, not a deadline: the
+// file is looked at every 2 ms for as long as the run lives).
 bool kill_once_logged(pid_t pid, const std::string& run) {
   const std::string segment = run + "/log/00000000.vlog";
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (std::chrono::steady_clock::now() < deadline) {
+  auto guard = std::chrono::steady_clock::now() + std::chrono::seconds(clitest::kHangGuardS);
+  while (std::chrono::steady_clock::now() < guard) {
     int st;
     if (waitpid(pid, &st, WNOHANG) == pid) return false;
     if (file_size(segment) > 4096) {
@@ -281,6 +247,8 @@ bool kill_once_logged(pid_t pid, const std::string& run) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  ADD_FAILURE() << "the run into " << run << " wrote no records in " << clitest::kHangGuardS
+                << " s (the test's hang guard)";
   kill(pid, SIGKILL);
   int st;
   waitpid(pid, &st, 0);
@@ -489,6 +457,13 @@ TEST(LlmRun, KillAndResumeReasksNothingRecorded) {
   const std::string killed = root + "/killed";
   ASSERT_TRUE(exists(killed + "/manifest.bin"));
   ASSERT_FALSE(completed(killed)) << "the run ended before it was killed";
+  // Killed, it is unfinished, not diverged: verify (no server) says so, and how to continue it.
+  EXPECT_EQ(sh(kReplay + " verify " + killed, &out), 2) << out;
+  EXPECT_TRUE(contains(out, "run " + killed + " is unfinished (its manifest is not complete")) << out;
+  EXPECT_TRUE(
+      contains(out, "records it holds re-derived and matched. `harness run --resume " + killed + "` continues it"))
+      << out;
+  EXPECT_FALSE(contains(out, "Mismatch")) << out;
   ServeCounts resumed;
   {
     Serve second(root, port);
@@ -544,6 +519,85 @@ TEST(LlmRun, KillAndResumeReasksNothingRecorded) {
     fifth.stop();
   }
   EXPECT_EQ(digest_of(down), want);
+}
+
+// A language-model run stopped mid-way is unfinished, not diverged. `replay verify` answers the
+// calls its log holds from the log; a call it does not hold (the log ends before it) is a failed
+// call there, so the loop reaches the log's end; and it says the run is unfinished, where its log
+// ends, that every record it holds matched, and that `harness run --resume` continues it (it said
+// "Mismatch: the recorded run holds no model call with key ..."). The stop is put where the test
+// chooses: a finished run's copy cut at a frame boundary, before its middle model call, with its
+// manifest as the run's start wrote it (what a kill between two writes of the log leaves).
+TEST(LlmRun, VerifyOfAnUnfinishedRunSaysWhereItEnds) {
+  TempDir tmp;
+  std::string root = tmp.path(), out;
+  int port = 0;
+  {
+    Serve serve(root, 0);
+    ASSERT_TRUE(serve.up()) << serve.log();
+    port = serve.port();
+    ASSERT_EQ(sh(run_cmd(serve.url(), root, "whole"), &out), 0) << out;
+  }
+  const std::string whole = root + "/whole", run = root + "/cut";
+  ASSERT_TRUE(completed(whole)) << out;
+  ASSERT_EQ(sh("cp -r " + whole + " " + run, &out), 0) << out;  // under the same root: the same objects
+  std::vector<json> recs = records_of(run);
+  std::vector<size_t> calls;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    if (recs[i].contains("llmReply")) calls.push_back(i);
+  }
+  ASSERT_GT(calls.size(), 4u);
+  const size_t kept = calls[calls.size() / 2];  // the records before the middle call
+  const json& last = recs[kept - 1];
+  std::printf("cut before record %zu of %zu (the middle of %zu model calls)\n", kept, recs.size(), calls.size());
+
+  const std::string seg = run + "/log/00000000.vlog";
+  ASSERT_FALSE(exists(run + "/log/00000001.vlog")) << "the test cuts a log of one segment";
+  std::string bytes = slurp(seg);
+  std::vector<size_t> frames;
+  for (size_t pos = kSegmentHeaderSize; pos < bytes.size();) {
+    frames.push_back(pos);
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos, 4);
+    pos += kFrameHeaderSize + len;
+  }
+  ASSERT_EQ(frames.size(), recs.size());
+  ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[kept])).ok());
+  auto m = read_manifest(run + "/manifest.bin");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  m->completed = false;
+  m->record_count = 0;
+  m->run_digest = Digest();
+  ASSERT_TRUE(write_file_atomic(run + "/manifest.bin", encode_manifest(*m)).ok());
+
+  // No server: the replies come from the log.
+  EXPECT_EQ(sh(kReplay + " verify " + run, &out), 2) << out;
+  std::printf("%s", out.c_str());
+  const std::string n = std::to_string(kept);
+  EXPECT_TRUE(contains(out, "replay verify: FailedPrecondition: run " + run +
+                                " is unfinished (its manifest is not complete: stopped, or still running): its log "
+                                "ends after " +
+                                n + " records, in "))
+      << out;
+  if (last.contains("step")) {
+    EXPECT_TRUE(contains(out, "the last record: step " + std::to_string(last["step"].get<int>()) + " ")) << out;
+  }
+  EXPECT_TRUE(contains(
+      out, "; the " + n + " records it holds re-derived and matched. `harness run --resume " + run + "` continues it"))
+      << out;
+  EXPECT_FALSE(contains(out, "holds no model call")) << out;
+  EXPECT_FALSE(contains(out, "Mismatch")) << out;
+
+  // It does: resumed against a server on the run's address, it ends as the whole run did.
+  {
+    Serve serve(root, port);
+    ASSERT_TRUE(serve.up()) << serve.log();
+    ASSERT_EQ(sh(kHarness + " run --resume " + run, &out), 0) << out;
+    EXPECT_TRUE(contains(out, "re-derived and matched " + n + " recorded records")) << out;
+  }
+  EXPECT_EQ(digest_of(run), digest_of(whole));
+  ASSERT_EQ(sh(kReplay + " verify " + run, &out), 0) << out;
+  EXPECT_FALSE(contains(out, "unfinished")) << out;
 }
 
 TEST(LlmRun, ApiKey) {

@@ -3,7 +3,6 @@
 // error body and a log line; a 50 MB body is refused with 413 and its memory is not kept; a
 // client that sends its first request late is still answered.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -31,54 +30,38 @@ const std::string kHarness = std::string(VINCI_BINARY_DIR) + "/bin/harness";
 const std::string kLibrary = std::string(VINCI_SOURCE_DIR) + "/experiments/seed_skills.jsonl";
 using clitest::sh;
 
-// `harness serve --port 0` in the background, stdout and stderr in DIR/serve.out.
+// `harness serve --port 0` in the background, stdout and stderr in DIR/serve.out. The
+// constructor returns once the server printed its port, or exited (a failure naming its exit
+// status and output), however long its start takes.
 class Serve {
  public:
-  explicit Serve(const std::string& dir) : log_(dir + "/serve.out") {
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-      execl(kHarness.c_str(), "harness", "serve", "--port", "0", "--library", kLibrary.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
+  explicit Serve(const std::string& dir) {
+    if (!child_.start({kHarness, "serve", "--port", "0", "--library", kLibrary}, dir + "/serve.out")) {
+      ADD_FAILURE() << child_.why();
+      return;
     }
-    // Waits for the port line (or the server's exit), however long the start takes.
-    const std::regex listening("listening on [^:\\s]+:(\\d+)");
-    for (;;) {
-      auto text = read_file(log_);
-      std::smatch m;
-      if (text.ok() && std::regex_search(*text, m, listening)) {
-        port_ = std::stoi(m[1]);
-        return;
-      }
-      int st;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::vector<std::string> m;
+    if (!child_.wait_for(std::regex("listening on [^:\\s]+:(\\d+)"), &m)) {
+      ADD_FAILURE() << child_.why();
+      return;
     }
+    port_ = std::stoi(m[1]);
   }
-  ~Serve() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
+  ~Serve() { child_.stop(SIGTERM); }
   int port() const { return port_; }
   std::string url(const std::string& path = "/v1/chat/completions") const {
     return "http://127.0.0.1:" + std::to_string(port_) + path;
   }
-  std::string log() const {
-    auto text = read_file(log_);
-    return text.ok() ? *text : std::string();
+  // What the server printed so far: a line it wrote may still be in the pipe.
+  std::string log() const { return child_.output(); }
+  // SIGTERM; then everything the server printed (whole: it has exited).
+  std::string stop_and_log() {
+    child_.stop(SIGTERM);
+    return child_.output();
   }
   // The server's resident memory in KiB, from /proc.
   long rss_kib() const {
-    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+    std::ifstream in("/proc/" + std::to_string(child_.pid()) + "/status");
     std::string line;
     while (std::getline(in, line)) {
       if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
@@ -87,8 +70,7 @@ class Serve {
   }
 
  private:
-  std::string log_;
-  pid_t pid_ = -1;
+  clitest::Child child_;
   int port_ = 0;
 };
 
@@ -151,7 +133,7 @@ TEST(HarnessServe, A50MBBodyIsRefusedWith413AndItsMemoryIsNotKept) {
   // The limit is 16 MiB: a body kept whole would add 50 MiB, two of them 100.
   EXPECT_LT(after - before, 40 * 1024) << "RSS before " << before << " KiB, after " << after << " KiB";
   EXPECT_EQ(post(s, dir, kGood).status, 200);
-  std::string log = s.log();
+  std::string log = s.stop_and_log();
   EXPECT_NE(log.find("chat server: 413 POST /v1/chat/completions from 127.0.0.1:"), std::string::npos) << log;
 }
 
@@ -179,15 +161,45 @@ TEST(HarnessServe, MalformedRequestsAreAnswered4xxWithAJsonBodyAndALogLine) {
   ASSERT_EQ(sh("curl -s -w ' %{http_code}' " + s.url("/v1/nothing"), &out), 0) << out;
   EXPECT_NE(out.find(" 404"), std::string::npos) << out;
   EXPECT_NE(error_message(out.substr(0, out.rfind(' '))).find("no such endpoint"), std::string::npos) << out;
+  // And the server still answers.
+  EXPECT_EQ(post(s, dir, kGood).status, 200) << s.log();
   // Every refusal is logged, with its message.
-  std::string log = s.log();
+  std::string log = s.stop_and_log();
   for (const auto& c : cases) EXPECT_NE(log.find("from 127.0.0.1:"), std::string::npos) << c.second;
   for (const auto& c : cases) EXPECT_NE(log.find(": " + c.second + "\n"), std::string::npos) << c.second << "\n" << log;
   EXPECT_NE(log.find("chat server: 400 POST /v1/chat/completions from 127.0.0.1:"), std::string::npos) << log;
   EXPECT_NE(log.find("messages[0].role: expected a string, found number"), std::string::npos) << log;
   EXPECT_NE(log.find("chat server: 404 GET /v1/nothing"), std::string::npos) << log;
-  // And the server still answers.
-  EXPECT_EQ(post(s, dir, kGood).status, 200) << s.log();
+}
+
+// A server that cannot start is a failure that names its exit status and says what it printed, at
+// once: the test waits on its output, which ends when it exits, not on a clock.
+TEST(HarnessServe, AServerThatCannotStartSaysHowItExitedAndWhatItPrinted) {
+  std::string dir = clitest::temp_dir("vinci_serve_");
+  clitest::Child child;
+  ASSERT_TRUE(child.start({kHarness, "serve", "--port", "0", "--faults", "sometimes"}, dir + "/serve.out"))
+      << child.why();
+  EXPECT_FALSE(child.wait_for(std::regex("listening on ")));
+  const std::string why = child.why();
+  EXPECT_NE(why.find(kHarness + " serve --port 0 --faults sometimes exited with status 2 before it printed the line"),
+            std::string::npos)
+      << why;
+  EXPECT_NE(why.find("harness serve: --faults: "), std::string::npos) << why;
+  EXPECT_EQ(read_file(dir + "/serve.out").value(), child.output());
+  int st = child.wait();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 2) << clitest::describe_wait_status(st);
+}
+
+// A child that prints far more than a pipe holds never blocks on it (a thread drains it), and a
+// line after all that is seen.
+TEST(ChildProcess, OneThatPrintsALotNeverBlocksAndItsLastLineIsSeen) {
+  clitest::Child child;
+  ASSERT_TRUE(child.start({"/bin/sh", "-c", "yes 'a line of output' | head -n 200000; echo the end >&2"}))
+      << child.why();
+  ASSERT_TRUE(child.wait_for(std::regex("the end\n"))) << child.why().substr(0, 200);
+  int st = child.wait();
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << clitest::describe_wait_status(st);
+  EXPECT_EQ(child.output().size(), 200000u * 17 + 8);
 }
 
 // A socket connected to the server.

@@ -1,8 +1,10 @@
 """Shared fixtures of the Python package's tests: the repository, the real binaries, small runs."""
 import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -27,6 +29,72 @@ def run_cmd(args, check=True, **kw):
     if check and p.returncode != 0:
         raise AssertionError(f"{' '.join(args)} exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
     return p
+
+
+# How long a test waits on a child (for a line, for its exit) before it calls it stuck: a guard so
+# that a hung test cannot hold CI forever, never a measure of speed (tests wait on events, so a
+# machine 10x slower only takes longer). tests/cli_test_util.h's kHangGuardS.
+HANG_GUARD_S = 600
+
+
+class Child:
+    """A background process (`harness serve`) whose stdout and stderr a thread reads as they come,
+    so that a test waits on what it prints, or on its exit, never on a clock; and so that it never
+    blocks on a full pipe."""
+
+    def __init__(self, args, **kw):
+        self.args = args
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+        self._text = ""
+        self._ended = False
+        self._cond = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            with self._cond:
+                self._text += line
+                self._cond.notify_all()
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    def output(self):
+        with self._cond:
+            return self._text
+
+    def wait_for(self, pattern):
+        """Blocks until the output holds a match of the regex `pattern` (returned); fails the test,
+        naming the exit status and the output, when the process exits first (or after the hang
+        guard)."""
+        rx = re.compile(pattern)
+        with self._cond:
+            self._cond.wait_for(lambda: rx.search(self._text) or self._ended, timeout=HANG_GUARD_S)
+            m = rx.search(self._text)
+            if m:
+                return m
+        if not self._ended:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail(f"{' '.join(self.args)} printed no line matching {pattern!r} in {HANG_GUARD_S} s "
+                        f"(the test's hang guard); its output:\n{self.output()}")
+        rc = self.proc.wait()
+        self._reader.join()
+        pytest.fail(f"{' '.join(self.args)} exited with status {rc} before it printed a line matching "
+                    f"{pattern!r}; its output:\n{self.output()}")
+
+    def stop(self):
+        """SIGTERM, then its exit status (killed after the hang guard)."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        try:
+            rc = self.proc.wait(timeout=HANG_GUARD_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        self._reader.join()
+        return rc
 
 
 @pytest.fixture(scope="session")

@@ -129,21 +129,17 @@ def test_export_of_a_model_run_with_turns_without_a_kernel(replay, tmp_path):
     # A language-model run whose first replies hold no kernel (prose only) has turns without a
     # candidate: their measurement names no plan (the zero address), which is not an object to
     # read. Every export reads every run `replay verify` accepts.
-    from conftest import binary
-    serve = subprocess.Popen([binary("harness"), "serve", "--port", "0", "--faults",
-                              ",".join(["no_tool_call"] * 8)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    from conftest import Child, binary
+    serve = Child([binary("harness"), "serve", "--port", "0", "--faults", ",".join(["no_tool_call"] * 8)])
     try:
-        line = serve.stdout.readline()  # waits for the server's own word, not a deadline
-        assert line.startswith("listening on "), line
-        port = line.strip().rsplit(":", 1)[1]
+        # Waits for the server's own word (or its exit), not a deadline.
+        port = serve.wait_for(r"listening on [^:\s]+:(\d+)\n").group(1)
         root = str(tmp_path / "runs")
         run_cmd([binary("harness"), "run", "experiments/llm_smoke.toml", "--out", root, "--name", "kernelless",
                  "--set", f"backbone.base_url=http://127.0.0.1:{port}/v1", "--set", "tts.enabled=false",
                  "--set", "backbone.retries=1", "--set", "backbone.concurrency=1", "--threads", "1"])
     finally:
-        serve.terminate()
-        serve.wait()
+        serve.stop()
     run = os.path.join(root, "kernelless")
     run_cmd([replay, "verify", run])
     measurements = vinci.open_run(run).measurements()

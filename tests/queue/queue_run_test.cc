@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -158,34 +159,24 @@ TEST(QueueRun, ARunWithNoWorkerSaysSoAndGoesOnWhenOneComes) {
   ASSERT_TRUE(server.start());
   std::string root = clitest::temp_dir("vinci_queue_noworker_"), out;
   const std::string log = root + "/run.log";
-  pid_t run = fork();
-  if (run == 0) {
-    freopen(log.c_str(), "w", stderr);
-    freopen("/dev/null", "w", stdout);
-    execl(kHarness.c_str(), "harness", "run", kSmoke.c_str(), "--out", root.c_str(), "--name", "r", "--set",
-          "loop.steps=1", "--set", ("device.queue=" + server.url()).c_str(), (char*)nullptr);
-    _exit(127);
-  }
-  const std::string says = "evaluations waiting for ";
-  std::string text;
-  for (;;) {
-    auto t = read_file(log);
-    text = t.ok() ? *t : "";
-    if (text.find(says) != std::string::npos) break;
-    int st;
-    if (waitpid(run, &st, WNOHANG) == run) FAIL() << "the run ended without saying it waits for a worker:\n" << text;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  clitest::Child run;
+  ASSERT_TRUE(run.start({kHarness, "run", kSmoke, "--out", root, "--name", "r", "--set", "loop.steps=1", "--set",
+                         "device.queue=" + server.url()},
+                        log))
+      << run.why();
+  // The whole line: it may come through the pipe in more than one read.
+  ASSERT_TRUE(run.wait_for(std::regex("evaluations waiting for [^\n]*\n"))) << run.why();
+  std::string text = run.output();
   EXPECT_NE(text.find("queue " + server.url() + ": "), std::string::npos) << text;
   EXPECT_NE(text.find("no worker is alive; start one with `harness worker --queue " + server.url() + "`"),
             std::string::npos)
       << text;
   pid_t worker = start_worker(server.url(), "late", root + "/worker.log");
-  int st = 0;
-  ASSERT_EQ(waitpid(run, &st, 0), run);
+  int st = run.wait();
   stop_worker(worker, SIGTERM);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << read_file(log).value();
-  EXPECT_NE(read_file(log).value().find("a worker answers; going on"), std::string::npos) << read_file(log).value();
+  text = run.output();
+  EXPECT_TRUE(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0) << run.why() << "\n" << text;
+  EXPECT_NE(text.find("a worker answers; going on"), std::string::npos) << text;
 }
 
 // A password in a queue URL is refused, and no command repeats it: not in an error, not in the
@@ -253,16 +244,18 @@ TEST(QueueRun, APasswordFromTheEnvironmentIsNeverRecorded) {
   EXPECT_NE(out.find("VINCI_REDIS_PASSWORD"), std::string::npos) << out;
 }
 
-// A connection for watching the queue from the test.
+// A connection for watching the queue from the test, to a server that is up (RedisServer::start
+// returned once it accepts connections). Its connect and its commands wait as long as the hang
+// guard: a slow reply on a loaded machine is not a lost connection.
 std::unique_ptr<Redis> watch(const std::string& url) {
   Result<QueueUrl> u = parse_queue_url(url);
   VINCI_REQUIRE(u.ok(), u.status().to_string());
-  for (int i = 0; i < 100; ++i) {
-    auto r = Redis::connect(*u, 1, 5);
-    if (r.ok()) return std::move(r).value();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto r = Redis::connect(*u, clitest::kHangGuardS, clitest::kHangGuardS);
+  if (!r.ok()) {
+    ADD_FAILURE() << r.status().to_string();
+    return nullptr;
   }
-  return nullptr;
+  return std::move(r).value();
 }
 
 TEST(QueueRun, AWorkerKilledAtRandomPointsLosesNothing) {

@@ -5,18 +5,17 @@
 #ifndef VINCI_TESTS_QUEUE_REDIS_FIXTURE_H_
 #define VINCI_TESTS_QUEUE_REDIS_FIXTURE_H_
 
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
+#include <memory>
+#include <regex>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "queue/redis.h"
 #include "tests/cli_test_util.h"
 
 namespace vinci {
@@ -48,43 +47,33 @@ class RedisServer {
     std::system(("rm -rf '" + dir_ + "'").c_str());
   }
 
-  // Starts the server (again, on the same port and folder after a stop) and waits until it answers.
+  // Starts the server (again, on the same port and folder after a stop) and returns once it says
+  // it accepts connections (its log, on its stdout, appended to DIR/redis.log): true. False, a
+  // test failure naming its exit status and log, when it exits first (a port taken meanwhile, a
+  // bad option), or after clitest::kHangGuardS without either. However long its start takes
+  // (loading a large append-only file on a loaded machine), it is waited for.
   bool start() {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      std::string port = std::to_string(port_);
-      std::string log = dir_ + "/redis.log";
-      std::vector<std::string> args = {"redis-server", "--port", port,           "--bind",    "127.0.0.1",
-                                       "--save",       "",       "--appendonly", "yes",       "--appendfsync",
-                                       "always",       "--dir",  dir_,           "--logfile", log};
-      args.insert(args.end(), extra_.begin(), extra_.end());
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(&a[0]);
-      argv.push_back(nullptr);
-      ::execvp("redis-server", argv.data());
-      ::_exit(127);
+    child_ = std::make_unique<clitest::Child>();
+    // The log on stdout ("--logfile" ""), where the Child reads it.
+    std::string port = std::to_string(port_);
+    std::vector<std::string> args = {"redis-server", "--port", port,           "--bind",    "127.0.0.1",
+                                     "--save",       "",       "--appendonly", "yes",       "--appendfsync",
+                                     "always",       "--dir",  dir_,           "--logfile", ""};
+    args.insert(args.end(), extra_.begin(), extra_.end());
+    if (!child_->start(args, dir_ + "/redis.log")) {
+      ADD_FAILURE() << child_->why();
+      return false;
     }
-    QueueUrl u;
-    u.host = "127.0.0.1";
-    u.port = port_;
-    u.text = url();
-    for (int i = 0; i < 200; ++i) {
-      auto r = Redis::connect(u, 1, 1);
-      if (r.ok()) {
-        auto ping = (*r)->command({"PING"});
-        // A server that wants a password answers NOAUTH: it is up.
-        if (ping.ok() || ping.status().message().find("NOAUTH") != std::string::npos) return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    if (!child_->wait_for(std::regex("Ready to accept connections"))) {
+      ADD_FAILURE() << "redis-server on port " << port_ << ": " << child_->why();
+      return false;
     }
-    return false;
+    return true;
   }
   void stop(int sig) {
-    if (pid_ <= 0) return;
-    ::kill(pid_, sig);
-    int st;
-    ::waitpid(pid_, &st, 0);
-    pid_ = -1;
+    if (!child_) return;
+    child_->stop(sig);
+    child_.reset();
   }
   // Removes what the server stored (while it is stopped): it comes back empty.
   void wipe() {
@@ -100,7 +89,7 @@ class RedisServer {
   std::string dir_;
   int port_;
   std::vector<std::string> extra_;
-  pid_t pid_ = -1;
+  std::unique_ptr<clitest::Child> child_;
 };
 
 }  // namespace testing_redis

@@ -1,20 +1,17 @@
 // `replay export` end to end: a language-model run against `harness serve` (the sim backbone behind
 // the chat completions API), exported and cross-checked record by record against `replay cat`;
 // the other phases, roles, damaged objects and a sim run.
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -46,54 +43,37 @@ std::vector<json> json_lines(const std::string& text) {
   return out;
 }
 
-// `harness serve --port 0` in the background, its output in a file; the port it listens on.
+// `harness serve --port 0` in the background, its output in DIR/serve.out; the port it listens on.
+// The constructor returns once the server printed its port, or exited (a failure naming its exit
+// status and output), however long its start takes.
 class Server {
  public:
   // faults: harness serve's --faults list, for the first requests.
   explicit Server(const std::string& dir, const std::string& faults = "") {
-    const std::string bin = kBin + "harness", library = kSrc + "experiments/seed_skills.jsonl";
-    const std::string log = dir + "/serve.out";
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      close(fd);
-      execl(bin.c_str(), "harness", "serve", "--port", "0", "--library", library.c_str(), "--faults", faults.c_str(),
-            static_cast<char*>(nullptr));
-      _exit(127);
+    const std::string library = kSrc + "experiments/seed_skills.jsonl";
+    if (!child_.start({kBin + "harness", "serve", "--port", "0", "--library", library, "--faults", faults},
+                      dir + "/serve.out")) {
+      ADD_FAILURE() << child_.why();
+      return;
     }
-    const std::regex listening("listening on [^:\\s]+:(\\d+)");
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-    while (std::chrono::steady_clock::now() < deadline) {
-      auto text = read_file(log);
-      std::smatch m;
-      if (text.ok() && std::regex_search(*text, m, listening)) {
-        port_ = std::stoi(m[1]);
-        return;
-      }
-      int st;
-      if (waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::vector<std::string> m;
+    if (!child_.wait_for(std::regex("listening on [^:\\s]+:(\\d+)"), &m)) {
+      ADD_FAILURE() << child_.why();
+      return;
     }
+    port_ = std::stoi(m[1]);
   }
   ~Server() { stop(); }
   int port() const { return port_; }
   // SIGTERM; the server's exit code (-1 when it did not exit normally or was not running).
   int stop() {
-    if (pid_ <= 0) return -1;
-    kill(pid_, SIGTERM);
-    int st = 0;
-    waitpid(pid_, &st, 0);
-    pid_ = -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (!child_.running()) return -1;
+    int st = child_.stop(SIGTERM);
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   }
 
  private:
-  pid_t pid_ = -1;
+  clitest::Child child_;
   int port_ = 0;
 };
 

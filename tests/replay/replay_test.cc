@@ -733,6 +733,96 @@ TEST(Replay, ScoreOfAnUnfinishedRunSaysSo) {
   EXPECT_NE(read_file(dir + "/err").value().find(said), std::string::npos);
   EXPECT_EQ(sh(kBin + "replay score " + dir + "/whole 2>&1", &out), 0) << out;
   EXPECT_EQ(out.find("nfinished"), std::string::npos) << out;
+  // Its log holds every record of its loop: verify matches them all and says the run is unfinished.
+  EXPECT_EQ(sh(kBin + "replay verify " + dir + "/stopped", &out), 0) << out;
+  EXPECT_NE(out.find("note: the run is unfinished (its manifest is not complete): its log holds every record of "
+                     "its loop, but it stopped before its reports were written; `harness run --resume " +
+                     dir + "/stopped` finishes it"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(sh(kBin + "replay verify " + dir + "/whole", &out), 0) << out;
+  EXPECT_EQ(out.find("nfinished"), std::string::npos) << out;
+}
+
+// Marks `run` unfinished as a run stopped mid-way leaves it: its manifest as written when the run
+// started (not complete, no record count or digest).
+void mark_unfinished(const std::string& run) {
+  auto m = read_manifest(run + "/manifest.bin");
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  m->completed = false;
+  m->record_count = 0;
+  m->run_digest = Digest();
+  ASSERT_TRUE(write_file_atomic(run + "/manifest.bin", encode_manifest(*m)).ok());
+}
+
+// A run stopped mid-way (its manifest not complete, its log ending at a frame boundary: what a
+// kill between two writes of its log leaves) is unfinished, not diverged: `replay verify` says so
+// (exit 2), where its log ends, that every record it holds re-derived and matched, and that
+// `harness run --resume` continues it (it said "Mismatch: the run's log ends after N records, but
+// re-driving it produces more"). A record that differs in what it holds is a mismatch all the same.
+TEST(Replay, VerifyOfAnUnfinishedRunSaysWhereItEnds) {
+  std::string root = temp_dir(), out;
+  std::string run = copy_run(kGolden, root);
+  std::string seg = run + "/log/00000000.vlog";
+  std::string bytes = read_file(seg).value();
+  std::vector<size_t> frames;
+  for (size_t pos = kSegmentHeaderSize; pos < bytes.size();) {
+    frames.push_back(pos);
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos, 4);
+    pos += kFrameHeaderSize + len;
+  }
+  ASSERT_GT(frames.size(), 40u);
+  const size_t kept = frames.size() / 2;
+  ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[kept])).ok());
+  mark_unfinished(run);
+  // The last record it holds, as replay cat prints it: its step.
+  ASSERT_EQ(sh(kBin + "replay cat " + run + " --no-manifest | tail -n 1", &out), 0) << out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(out, m, std::regex("\"step\":(\\d+)"))) << out;
+  const std::string step = m[1];
+  const std::string n = std::to_string(kept);
+
+  EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 2) << out;
+  EXPECT_NE(out.find("replay verify: FailedPrecondition: run " + run +
+                     " is unfinished (its manifest is not complete: stopped, or still running): its log ends after " +
+                     n + " records, in step " + step + " ("),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("; the last record: step " + step + " "), std::string::npos) << out;
+  EXPECT_NE(out.find("; the " + n + " records it holds re-derived and matched. `harness run --resume " + run +
+                     "` continues it"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(out.find("Mismatch"), std::string::npos) << out;
+  EXPECT_EQ(out.find("digest:"), std::string::npos) << out;
+
+  // Then a frame a kill cut short (its header, part of its payload): left out, as the resume
+  // leaves it out, and named.
+  ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[kept] + kFrameHeaderSize + 2)).ok());
+  EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 2) << out;
+  EXPECT_NE(out.find(" is unfinished (its manifest is not complete: stopped, or still running): its log ends after " +
+                     n + " records, in step " + step + " ("),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("), then a damaged frame ("), std::string::npos) << out;
+  EXPECT_NE(out.find(" at offset " + std::to_string(frames[kept]) + ": "), std::string::npos) << out;
+  EXPECT_NE(out.find("), which `harness run --resume` drops; the " + n + " records it holds re-derived and matched"),
+            std::string::npos)
+      << out;
+  ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[kept])).ok());
+
+  // A record that differs before the log's end: the record, both values, exit 1.
+  int64_t at = tamper_first(run, [](schema::Record::Builder r) {
+    if (!r.isReward()) return false;
+    r.getReward().setValue(r.getReward().getValue() + 1);
+    return true;
+  });
+  ASSERT_GE(at, 0);
+  ASSERT_LT(at, static_cast<int64_t>(kept));
+  EXPECT_EQ(sh(kBin + "replay verify " + run, &out), 1) << out;
+  EXPECT_NE(out.find("replay verify: Mismatch: record " + std::to_string(at) + " ("), std::string::npos) << out;
+  EXPECT_EQ(out.find("unfinished"), std::string::npos) << out;
 }
 
 // `replay verify` is read-only: its scratch store is under $TMPDIR (it was always /tmp), nothing
