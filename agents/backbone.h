@@ -50,6 +50,10 @@ struct PolicyInput {
   std::vector<float> previous;        // choice_dim: the previous turn's choices (zeros at turn 0)
   std::vector<float> feedback;        // feedback_dim
   std::vector<int32_t> active_heads;  // global knob indices of the task's knobs, in its order
+  // choice_dim, or empty: every choice may be chosen. A 0 locks that choice: it is never sampled
+  // and its probability is 0 (the sim world's locked techniques, harness/sim_world.h). Every
+  // active head keeps at least one choice.
+  std::vector<float> allowed;
 };
 
 struct PolicySample {

@@ -221,7 +221,15 @@ struct SimBackbone::Net {
     VINCI_RETURN_IF_ERROR(check_vector("skill_hint", in.skill_hint, choice_dim));
     VINCI_RETURN_IF_ERROR(check_vector("previous", in.previous, choice_dim));
     VINCI_RETURN_IF_ERROR(check_vector("feedback", in.feedback, shape.feedback_dim));
-    return check_active_heads(in.active_heads);
+    VINCI_RETURN_IF_ERROR(check_active_heads(in.active_heads));
+    if (in.allowed.empty()) return Status();
+    VINCI_RETURN_IF_ERROR(check_vector("allowed", in.allowed, choice_dim));
+    for (int32_t k : in.active_heads) {
+      bool any = false;
+      for (int32_t c = 0; c < shape.head_sizes[k]; ++c) any = any || in.allowed[head_offsets[k] + c] != 0;
+      if (!any) return invalid_argument("allowed: every choice of active head " + str(k) + " is locked");
+    }
+    return Status();
   }
 
   Status check(const SelectionInput& in) const {
@@ -254,6 +262,10 @@ struct SimBackbone::Net {
       if (s.choices[i] < 0 || s.choices[i] >= size) {
         return invalid_argument("policy choices[" + str(i) + "] = " + str(s.choices[i]) + ": head " +
                                 str(in.active_heads[i]) + " has " + str(size) + " choices");
+      }
+      if (!in.allowed.empty() && in.allowed[head_offsets[in.active_heads[i]] + s.choices[i]] == 0) {
+        return invalid_argument("policy choices[" + str(i) + "] = " + str(s.choices[i]) + ": head " +
+                                str(in.active_heads[i]) + " has that choice locked");
       }
     }
     return Status();
@@ -422,10 +434,16 @@ struct SimBackbone::Net {
     const int64_t n = static_cast<int64_t>(rows.size());
     std::vector<float> x(static_cast<size_t>(n) * input_dim), adv(n), mask(n * n_heads, 0.0f);
     std::vector<int64_t> choice(n * n_heads, 0);
+    // Locked choices (PolicyInput::allowed), only when some row has a lock: a run without locks
+    // computes exactly what it did before locks existed.
+    bool any_lock = false;
+    for (size_t i : rows) any_lock = any_lock || !batch[i].policy_input.allowed.empty();
+    std::vector<float> locked(any_lock ? static_cast<size_t>(n) * choice_dim : 0, 0.0f);
     for (int64_t r = 0; r < n; ++r) {
       const Experience& e = batch[rows[r]];
       const PolicyInput& in = e.policy_input;
       fill_row(&x[r * input_dim], in.task, in.skill_hint, in.previous, in.feedback);
+      for (size_t c = 0; c < in.allowed.size(); ++c) locked[r * choice_dim + c] = in.allowed[c] == 0 ? 1.0f : 0.0f;
       adv[r] = static_cast<float>(e.advantage);
       for (size_t a = 0; a < in.active_heads.size(); ++a) {
         choice[r * n_heads + in.active_heads[a]] = e.policy.choices[a];
@@ -433,6 +451,7 @@ struct SimBackbone::Net {
       }
     }
     torch::Tensor logits = torch::linear(trunk(matrix(x, n, input_dim), AgentRole::kPolicy), policy_w, policy_b);
+    if (any_lock) logits = logits.masked_fill(matrix(locked, n, choice_dim).ne(0), kMaskedScore);
     torch::Tensor choices = vector64(choice).view({n, n_heads});
     torch::Tensor masks = matrix(mask, n, n_heads);
     torch::Tensor log_prob = torch::zeros({n}, torch::kFloat32);
@@ -577,6 +596,11 @@ Result<PolicySample> SimBackbone::sample_policy(const PolicyInput& in, const Rng
   VINCI_RETURN_IF_ERROR(net_->check(in));
   std::vector<double> logits;
   VINCI_RETURN_IF_ERROR(torch_call("policy forward", [&] { logits = net_->policy_logits(in); }));
+  // A locked choice's logit is -inf: it draws its noise like any other (the stream's positions do
+  // not depend on the lock) and is never the argmax; its probability is 0.
+  for (size_t c = 0; c < in.allowed.size(); ++c) {
+    if (in.allowed[c] == 0) logits[c] = -std::numeric_limits<double>::infinity();
+  }
   PolicySample out;
   for (int32_t k : in.active_heads) {
     const double* l = logits.data() + net_->head_offsets[k];

@@ -77,6 +77,9 @@ struct PolicyTurn {
   std::string reply_text;    // a model's reply content (empty for the sim)
   PolicyInput input;         // sim: what the network saw
   PolicySample sample;       // sim: its choices and their log-probability
+  // sim, sim.knowledge = "skills": what the policy knew (TurnKnowledge::to_json, harness/sim_world.h),
+  // recorded as the sample's prompt (object kind "sim_knowledge"); empty otherwise.
+  std::string knowledge;
   std::optional<LlmCall> call;
   // Filled by the loop once the turn is evaluated.
   Digest plan_address;  // zero when there is no plan

@@ -176,6 +176,24 @@ ConfigSchema build_schema() {
          "server batches them). Records keep their order whatever it is.", {}, 1, 1024});
   s.add({"backbone.prompts", T::kString, S("prompts"),
          "openai: the folder of prompt templates (prompts/README.md). A run records their text.", {}});
+  // [sim]: recorded only when set, so configs recorded before these keys read back unchanged.
+  {
+    ConfigKey knowledge{"sim.knowledge", T::kString, S("open"),
+                        "backbone.kind = \"sim\": open (the policy may choose every knob setting) or skills (the\n"
+                        "techniques tensor_cores, warp_level_rows, vectorized_access, epilogue_fusion and fast_math\n"
+                        "are locked in a turn unless an injected skill teaches them, an earlier turn of the\n"
+                        "conversation used them, or the turn discovers them; docs/sim_model.md, \"Skills as\n"
+                        "knowledge\").",
+                        {"open", "skills"}};
+    knowledge.omit_when_default = true;
+    s.add(knowledge);
+    ConfigKey discovery{"sim.discovery", T::kFloat, F(0.05),
+                        "sim.knowledge = \"skills\": probability that a turn discovers a locked technique it does\n"
+                        "not know (per turn and technique, keyed).",
+                        {}, 0, 1};
+    discovery.omit_when_default = true;
+    s.add(discovery);
+  }
   // [device]
   s.add({"device.kind", T::kString, S("sim"),
          "The evaluator: sim (the analytic H200 model) or cuda (this machine's GPU; candidates run in a worker "
@@ -318,6 +336,8 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.train_selection = c.get_bool("backbone.train_selection");
   e.train_policy = c.get_bool("backbone.train_policy");
   e.train_summary = c.get_bool("backbone.train_summary");
+  VINCI_ASSIGN_OR_RETURN(e.sim.knowledge, parse_sim_knowledge(c.get_string("sim.knowledge")));
+  e.sim.discovery = c.get_float("sim.discovery");
   e.device = c.get_string("device.kind");
   e.device_profile = c.get_string("device.profile");
   e.reference_precision = c.get_string("device.reference_precision");
@@ -381,6 +401,12 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   if (e.tts.enabled && e.tts.window > e.tts.turns * e.tts.iterations) {
     return invalid_argument(path + ": key 'tts.window': expected at most tts.turns x tts.iterations = " +
                             std::to_string(e.tts.turns * e.tts.iterations) + ", found " + std::to_string(e.tts.window));
+  }
+  if (e.sim.knowledge != SimKnowledge::kOpen && e.backbone != "sim") {
+    return invalid_argument(path + ": key 'sim.knowledge' = \"" + sim_knowledge_name(e.sim.knowledge) +
+                            "\": expected \"open\" with backbone.kind = \"" + e.backbone +
+                            "\" (locked techniques model what the sim backbone does not know; a language model knows "
+                            "what it knows)");
   }
   if (e.backbone == "openai") {
     if (llm.model.empty()) {

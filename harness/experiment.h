@@ -14,6 +14,7 @@
 #include "gpu/plan.h"
 #include "harness/config.h"
 #include "harness/rl.h"
+#include "harness/sim_knowledge.h"
 
 namespace vinci {
 
@@ -80,6 +81,9 @@ struct Experiment {
   bool checkpoints = true;  // a checkpoint object per step (false for runs recorded before it)
   std::string init_run;     // start from a checkpoint of this run (empty: init or cold start)
   int32_t init_step = -1;   // ... the parameters it had at the start of this step (-1: its last)
+
+  // [sim]
+  KnowledgeParams sim;
 
   // [device]
   std::string device;                               // "sim"

@@ -212,6 +212,8 @@ inline Status write_policy_turn(RecordBuf& buf, ObjectStore& store, const std::s
   std::optional<Digest> request;
   if (t.call) {
     VINCI_ASSIGN_OR_RETURN(request, write_llm_call(buf, store, pos, *t.call));
+  } else if (!t.knowledge.empty()) {
+    VINCI_ASSIGN_OR_RETURN(request, store.put("sim_knowledge", t.knowledge));
   }
   write_policy_sample(buf, pos, t.sample, greedy, t.plan_address, key, backbone, request ? &*request : nullptr);
   write_measurement(buf, pos, t.eval);

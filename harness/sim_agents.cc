@@ -6,7 +6,8 @@
 
 namespace vinci {
 
-SimAgentModel::SimAgentModel(Backbone& backbone) : backbone_(backbone), shape_(sim_backbone_shape()) {}
+SimAgentModel::SimAgentModel(Backbone& backbone, KnowledgeParams knowledge)
+    : backbone_(backbone), shape_(sim_backbone_shape()), knowledge_(knowledge) {}
 
 Result<SelectionAnswer> SimAgentModel::select(const SelectionQuestion& q) {
   SimSkillFeaturizer featurizer(*q.task);
@@ -36,6 +37,15 @@ Result<PolicyTurn> SimAgentModel::write_plan(const PolicyQuestion& q) {
     const PolicyTurn& last = q.history->back();
     in.previous = encode_choices(shape_, in.active_heads, last.sample.choices);
     in.feedback = encode_feedback(last.result);
+  }
+  if (knowledge_.knowledge != SimKnowledge::kOpen) {
+    std::vector<std::vector<int32_t>> earlier;
+    if (q.history != nullptr) {
+      for (const PolicyTurn& t : *q.history) earlier.push_back(t.sample.choices);
+    }
+    TurnKnowledge known = turn_knowledge(knowledge_, space, q.skills, earlier, q.key);
+    turn.knowledge = known.to_json();
+    in.allowed = std::move(known.allowed);
   }
   VINCI_ASSIGN_OR_RETURN(turn.sample, backbone_.sample_policy(in, q.key, q.greedy));
   KnobSetting setting(turn.sample.choices.begin(), turn.sample.choices.end());

@@ -5,7 +5,10 @@
 //              Backbone::sample_selection -> picked candidate indices
 //   write_plan task features, the injected skills' knob hint, the active heads, and the last
 //              turn of the history (its choices one-hot, its feedback vector; zeros without one)
-//              -> Backbone::sample_policy -> knob choices -> generate_plan
+//              -> Backbone::sample_policy -> knob choices -> generate_plan; with
+//              sim.knowledge = "skills", the choices of the techniques the turn does not know are
+//              locked (turn_knowledge, harness/sim_world.h) and what it knew is the turn's
+//              `knowledge`
 //   summarise  the best turn's choices and feedback -> Backbone::sample_summary -> a skill
 //              written by SimSkillWriter (at most one a sample), dropped when it keeps no knob or
 //              is lazy
@@ -15,12 +18,13 @@
 
 #include "agents/backbone.h"
 #include "harness/agent_model.h"
+#include "harness/sim_world.h"
 
 namespace vinci {
 
 class SimAgentModel : public AgentModel {
  public:
-  explicit SimAgentModel(Backbone& backbone);
+  explicit SimAgentModel(Backbone& backbone, KnowledgeParams knowledge = {});
 
   std::string kind() const override { return "sim"; }
   Result<SelectionAnswer> select(const SelectionQuestion& q) override;
@@ -30,6 +34,7 @@ class SimAgentModel : public AgentModel {
  private:
   Backbone& backbone_;
   BackboneShape shape_;
+  KnowledgeParams knowledge_;
 };
 
 }  // namespace vinci

@@ -162,6 +162,116 @@ std::vector<float> SimSkillFeaturizer::candidate_features(const Skill& skill, do
   return f;
 }
 
+const char* sim_knowledge_name(SimKnowledge k) {
+  switch (k) {
+    case SimKnowledge::kOpen: return "open";
+    case SimKnowledge::kSkills: return "skills";
+  }
+  return "open";
+}
+
+Result<SimKnowledge> parse_sim_knowledge(std::string_view text) {
+  if (text == "open") return SimKnowledge::kOpen;
+  if (text == "skills") return SimKnowledge::kSkills;
+  return invalid_argument("sim.knowledge = \"" + std::string(text) + "\": expected \"open\" or \"skills\"");
+}
+
+const std::vector<Technique>& locked_techniques() {
+  // Named from the code generator's knobs (gpu/codegen/knobs.cc). Each keeps at least one choice
+  // of its knobs open, so a task can always be written without it.
+  static const std::vector<Technique> table = {
+      {"tensor_cores",
+       {{"gemm.tensor_cores", "tf32"}, {"gemm.tensor_cores", "bf16"}, {"gemm.tensor_cores", "fp16"}},
+       "GEMMs on tensor cores (wmma, tf32/bf16/fp16 operands)"},
+      {"warp_level_rows",
+       {{"row.strategy", "warp_shuffle"}, {"row.strategy", "block_shuffle"}, {"row.strategy", "inner_tile"}},
+       "row reductions with warp shuffles or a strided-row tile instead of a shared-memory tree or a thread per row"},
+      {"vectorized_access",
+       {{"ew.vector_width", "2"}, {"ew.vector_width", "4"}, {"row.vector_width", "4"}},
+       "float2/float4 loads and stores"},
+      {"epilogue_fusion", {{"fusion", "fused"}}, "elementwise epilogues inside the producing kernel"},
+      {"fast_math", {{"ew.math", "fast"}}, "fast-math intrinsics (__expf, __fdividef, ...)"},
+  };
+  return table;
+}
+
+std::vector<size_t> taught_techniques(const Skill& skill) {
+  std::vector<size_t> out;
+  const auto& table = locked_techniques();
+  for (size_t t = 0; t < table.size(); ++t) {
+    for (const auto& [knob, value] : table[t].choices) {
+      if (skill.content.find("`" + knob + " = " + value + "`") != std::string::npos) {
+        out.push_back(t);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string TurnKnowledge::to_json() const {
+  if (allowed.empty()) return "";
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  j["locked"] = locked;
+  j["taught"] = taught;
+  j["carried"] = carried;
+  j["discovered"] = discovered;
+  return j.dump();
+}
+
+TurnKnowledge turn_knowledge(const KnowledgeParams& params, const KnobSpace& space,
+                             const std::vector<const Skill*>& skills, const std::vector<std::vector<int32_t>>& earlier,
+                             const RngKey& key) {
+  TurnKnowledge out;
+  if (params.knowledge == SimKnowledge::kOpen) return out;
+  const KnobTable& table = KnobTable::get();
+  std::vector<int32_t> offset(table.knobs.size() + 1, 0);
+  for (size_t i = 0; i < table.knobs.size(); ++i) {
+    offset[i + 1] = offset[i] + static_cast<int32_t>(table.knobs[i].choices.size());
+  }
+  out.allowed.assign(static_cast<size_t>(offset.back()), 1.0f);
+  std::set<size_t> taught;
+  for (const Skill* s : skills) {
+    for (size_t t : taught_techniques(*s)) taught.insert(t);
+  }
+  const auto& techniques = locked_techniques();
+  for (size_t t = 0; t < techniques.size(); ++t) {
+    const Technique& tech = techniques[t];
+    // The technique's choices present in this task's space: (position in the space, choice index).
+    std::vector<std::pair<int32_t, int32_t>> here;
+    for (const auto& [knob, value] : tech.choices) {
+      int32_t pos = space.index_of(knob);
+      if (pos < 0) continue;
+      const auto& choices = space.knobs[static_cast<size_t>(pos)].choices;
+      auto c = std::find(choices.begin(), choices.end(), value);
+      VINCI_ASSERT_MSG(c != choices.end(), "technique " << tech.name << ": " << knob << " has no choice " << value);
+      here.emplace_back(pos, static_cast<int32_t>(c - choices.begin()));
+    }
+    if (here.empty()) continue;
+    bool carried = false;
+    for (const auto& setting : earlier) {
+      for (const auto& [pos, c] : here) carried = carried || setting.at(static_cast<size_t>(pos)) == c;
+    }
+    // Drawn for every relevant technique, known or not, so one technique's draw does not depend on
+    // another's state.
+    bool discovered = Stream(key.with("discover", static_cast<int64_t>(t))).uniform() < params.discovery;
+    if (taught.count(t) != 0) {
+      out.taught.push_back(tech.name);
+    } else if (carried) {
+      out.carried.push_back(tech.name);
+    } else if (discovered) {
+      out.discovered.push_back(tech.name);
+    } else {
+      out.locked.push_back(tech.name);
+      for (const auto& [pos, c] : here) {
+        int32_t head = table.head_of(space.knobs[static_cast<size_t>(pos)].name);
+        out.allowed[static_cast<size_t>(offset[head] + c)] = 0.0f;
+      }
+    }
+  }
+  return out;
+}
+
 std::optional<Skill> SimSkillWriter::write_skill(const SummarySample& sample) const {
   const Task& task = *win_.task;
   std::vector<std::pair<const Knob*, std::string>> kept;

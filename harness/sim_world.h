@@ -7,13 +7,18 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "agents/agents.h"
 #include "agents/backbone.h"
+#include "core/rng.h"
+#include "core/status.h"
 #include "gpu/codegen/knobs.h"
 #include "gpu/plan.h"
 #include "gpu/task.h"
+#include "harness/sim_knowledge.h"
 
 namespace vinci {
 
@@ -53,6 +58,46 @@ class SimSkillFeaturizer : public SkillFeaturizer {
  private:
   const Task& task_;
 };
+
+// ---------------------------------------------------------------------------------------------
+// Knowledge (config key sim.knowledge; docs/sim_model.md, "Skills as knowledge").
+//
+//   open    every choice of every knob is open to the policy (the default world).
+//   skills  the techniques below are locked: the policy cannot choose a locked technique's
+//           choices in a turn unless the technique is known in that turn, because
+//             taught      a skill injected into the turn's prompt teaches it: the skill's content
+//                         holds one of the technique's choices written `knob = value` (in
+//                         backquotes), as the summary agent's skills write their key idea;
+//             carried     an earlier turn of the conversation (its history) chose one of its
+//                         choices: the model has seen its own code;
+//             discovered  a keyed draw: with probability sim.discovery, per turn and technique
+//                         (key: the turn's key, "discover", the technique's index).
+// A technique is relevant to a task when one of its knobs is in the task's knob space; only
+// relevant techniques are locked, drawn or recorded.
+// A technique: the (knob, value) choices it consists of.
+struct Technique {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> choices;
+  std::string what;  // one line, for the docs and the config reference
+};
+const std::vector<Technique>& locked_techniques();
+
+// The indices (locked_techniques()) of the techniques a skill's content teaches.
+std::vector<size_t> taught_techniques(const Skill& skill);
+
+// What the policy knows in one turn, and the choices it may make.
+struct TurnKnowledge {
+  std::vector<std::string> locked, taught, carried, discovered;  // technique names, table order
+  std::vector<float> allowed;                                    // PolicyInput::allowed; empty in the open world
+  // {"locked":[...],"taught":[...],"carried":[...],"discovered":[...]}: the object a skills-world
+  // policy sample names as its prompt. Empty in the open world.
+  std::string to_json() const;
+};
+
+// earlier: the settings of the conversation's earlier turns (each in the space's knob order).
+TurnKnowledge turn_knowledge(const KnowledgeParams& params, const KnobSpace& space,
+                             const std::vector<const Skill*>& skills, const std::vector<std::vector<int32_t>>& earlier,
+                             const RngKey& key);
 
 // What the summary agent saw of the winning rollout.
 struct WinningRollout {

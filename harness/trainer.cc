@@ -209,6 +209,8 @@ Result<VerificationVerdict> verify_skill(const StepContext& ctx, int32_t step, c
   std::optional<Digest> request;
   if (vt.call) {
     VINCI_ASSIGN_OR_RETURN(request, write_llm_call(work->records, *ctx.store, vpos.at_turn(0), *vt.call));
+  } else if (!vt.knowledge.empty()) {
+    VINCI_ASSIGN_OR_RETURN(request, ctx.store->put("sim_knowledge", vt.knowledge));
   }
   write_policy_sample(work->records, vpos.at_turn(0), vt.sample, true, vt.plan_address, vkey, ctx.model->kind(),
                       request ? &*request : nullptr);
@@ -725,7 +727,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   TrainerOutput out;
   std::unique_ptr<SimAgentModel> sim_model;
   if (model == nullptr) {
-    sim_model = std::make_unique<SimAgentModel>(backbone);
+    sim_model = std::make_unique<SimAgentModel>(backbone, exp.sim);
     model = sim_model.get();
   }
   TaskSplit split = split_tasks(suite, exp);

@@ -560,6 +560,86 @@ TEST(SimBackbone, NegativeAdvantageLowersLogProb) {
   EXPECT_LT(policy_log_prob(*b, pin, {1, 1, 1}), before - 0.05);
 }
 
+// Locked choices (PolicyInput::allowed): head 0 keeps only choice 2, head 2 loses choices 0 and 3.
+std::vector<float> some_locks() {
+  std::vector<float> allowed(small_shape().choice_dim(), 1.0f);
+  allowed[0] = allowed[1] = 0;  // head 0: choices 0, 1 locked
+  allowed[3 + 2 + 0] = 0;       // head 2: choice 0 locked
+  allowed[3 + 2 + 3] = 0;       // head 2: choice 3 locked
+  return allowed;
+}
+
+TEST(SimBackbone, LockedChoicesAreNeverSampledAndTheLogProbIsTheMaskedSoftmax) {
+  auto b = make(small_config());
+  std::map<std::vector<int32_t>, int> counts;
+  for (int64_t i = 0; i < 400; ++i) {
+    PolicyInput in = policy_input(i % 4);
+    in.allowed = some_locks();
+    auto p = b->sample_policy(in, key(i), false);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_EQ(p->choices[0], 2);
+    EXPECT_TRUE(p->choices[2] == 1 || p->choices[2] == 2) << p->choices[2];
+    counts[p->choices]++;
+    // The masked softmax, computed here: the open choices' logits renormalised.
+    auto logits = b->policy_logits(in);
+    ASSERT_TRUE(logits.ok());
+    std::vector<double> h2 = head_logits(*logits, small_shape(), 2);
+    std::vector<double> open2 = log_softmax({h2[1], h2[2]});
+    double want = 0 + log_softmax(head_logits(*logits, small_shape(), 1))[p->choices[1]] + open2[p->choices[2] - 1];
+    EXPECT_NEAR(p->log_prob, want, 1e-12);
+    auto g = b->sample_policy(in, key(i), true);
+    ASSERT_TRUE(g.ok());
+    EXPECT_EQ(g->choices[0], 2);
+    EXPECT_NE(g->choices[2], 0);
+    EXPECT_NE(g->choices[2], 3);
+  }
+  EXPECT_EQ(counts.size(), 4u);  // head 1 x head 2's two open choices all occur
+  // Without locks the same keys sample the locked choices too: the mask is what kept them out.
+  int locked_seen = 0;
+  for (int64_t i = 0; i < 400; ++i) {
+    auto p = b->sample_policy(policy_input(i % 4), key(i), false);
+    ASSERT_TRUE(p.ok());
+    locked_seen += p->choices[0] != 2 || p->choices[2] == 0 || p->choices[2] == 3;
+  }
+  EXPECT_GT(locked_seen, 0);
+}
+
+TEST(SimBackbone, LocksAreCheckedAndTheUpdateUsesTheMaskedDistribution) {
+  auto b = make(small_config());
+  PolicyInput in = policy_input(1);
+  in.allowed = some_locks();
+  in.allowed[3 + 2 + 1] = in.allowed[3 + 2 + 2] = 0;  // every choice of head 2 locked
+  auto bad = b->sample_policy(in, key(0), false);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("every choice of active head 2 is locked"), std::string::npos)
+      << bad.status().to_string();
+  in.allowed.pop_back();
+  EXPECT_FALSE(b->sample_policy(in, key(0), false).ok());  // wrong length
+  // An experience whose action is a locked choice is refused, and changes nothing.
+  Experience e = policy_experience(1, {0, 1, 1}, 1.0);
+  e.policy_input.allowed = some_locks();
+  Digest before = b->parameter_digest();
+  auto refused = b->update({e});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("locked"), std::string::npos) << refused.status().to_string();
+  EXPECT_EQ(b->parameter_digest(), before);
+  // A positive advantage on an open choice raises its masked log-probability, and the loss the
+  // update reports is -advantage x that log-probability (one experience).
+  Experience ok = policy_experience(1, {2, 0, 1}, 1.0);
+  ok.policy_input.allowed = some_locks();
+  auto logits = b->policy_logits(ok.policy_input);
+  ASSERT_TRUE(logits.ok());
+  std::vector<double> h2 = head_logits(*logits, small_shape(), 2);
+  double masked = log_softmax(head_logits(*logits, small_shape(), 1))[0] + log_softmax({h2[1], h2[2]})[0];
+  auto stats = b->update({ok});
+  ASSERT_TRUE(stats.ok()) << stats.status().to_string();
+  EXPECT_NEAR(stats->loss, -masked, 1e-5);
+  auto after = b->policy_logits(ok.policy_input);
+  ASSERT_TRUE(after.ok());
+  std::vector<double> a2 = head_logits(*after, small_shape(), 2);
+  EXPECT_GT(log_softmax(head_logits(*after, small_shape(), 1))[0] + log_softmax({a2[1], a2[2]})[0], masked);
+}
+
 TEST(SimBackbone, UntrainedRolesLeaveParametersUnchanged) {
   SimBackboneConfig c = small_config();
   c.train_selection = false;
