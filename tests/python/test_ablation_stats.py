@@ -1,5 +1,7 @@
 """The ablation report's statistics (ablations/stats.py) against values worked out independently
-(t tables, closed forms, exact bootstrap distributions)."""
+(t tables, closed forms, exact bootstrap distributions), and the commands ablations/run_suite.py
+builds for each world (the skills world's setting is checked as arguments, not run)."""
+import importlib.util
 import itertools
 import math
 import os
@@ -10,6 +12,13 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "ablations"))
 import stats  # noqa: E402
+
+
+def load_run_suite():
+    spec = importlib.util.spec_from_file_location("run_suite", os.path.join(ROOT, "ablations", "run_suite.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 # Student's t quantiles from a printed table (three decimals).
@@ -99,3 +108,77 @@ def test_minimal_detectable_effect_and_seeds_needed():
     assert stats.seeds_needed(0.0, 1.0) is None
     assert stats.seeds_needed(0.01, 10.0) is None  # more than 1000 seeds
     assert stats.seeds_needed(3.0, 0.0) == 2
+
+
+def test_each_world_passes_its_setting_to_every_harness_call():
+    rs = load_run_suite()
+    row = {"name": "abl1_noskill", "config": "experiments/abl1_noskill.toml", "set": ["eval.turns=2"]}
+    for world in ("open", "skills"):
+        extra = [] if world == "open" else ["--set", "sim.knowledge=skills"]
+        assert rs.run_args("build", row, 2, "runs/ablations", world) == [
+            "build/bin/harness", "run", "experiments/abl1_noskill.toml", "--seed", "2", "--out",
+            f"runs/ablations/{world}", "--name", "abl1_noskill_s2", "--set", "eval.turns=2"] + extra
+        assert rs.config_args("build", row, 2, "runs/ablations", world) == [
+            "build/bin/harness", "config", "experiments/abl1_noskill.toml", "--set", "run.seed=2", "--set",
+            "run.name=abl1_noskill_s2", "--set", f"run.out=runs/ablations/{world}", "--set", "eval.turns=2"] + extra
+        assert rs.oracle_args("build", "experiments/main.toml", 3, 4000, world) == [
+            "build/bin/harness", "oracle", "experiments/main.toml", "--set", "run.seed=3", "--budget", "4000",
+            "--format", "json"] + extra
+        assert rs.run_dir("runs/ablations", world, row, 2) == f"runs/ablations/{world}/abl1_noskill_s2"
+
+
+def test_run_suite_options():
+    rs = load_run_suite()
+    args = rs.parse_args(["--seeds", "2", "--world", "open", "--rows", "main,abl1_noskill"])
+    assert rs.seeds_of(args.seeds, [1, 2, 3]) == [1, 2]
+    assert rs.seeds_of(None, [7, 8]) == [7, 8]
+    assert rs.worlds_of(args.world) == ["open"]
+    assert rs.worlds_of(rs.parse_args([]).world) == ["open", "skills"]
+    rows = [{"name": n} for n in ("main", "drkernel_baseline", "abl1_noskill")]
+    assert [r["name"] for r in rs.select_rows(rows, args.rows)] == ["main", "abl1_noskill"]
+    assert rs.select_rows(rows, None) == rows
+    with pytest.raises(SystemExit):
+        rs.select_rows(rows, "main,nosuchrow")
+    with pytest.raises(SystemExit):
+        rs.parse_args(["--seeds", "0"])
+
+
+def test_effect_cells_say_what_was_detected():
+    rs = load_run_suite()
+    e = stats.Effect([14.0, 15.0, 16.0], [10.0, 10.0, 10.0], "k")
+    assert rs.effect_cell(e) == "+5.0 [+4.0, +6.0] t[+2.5, +7.5] (3) detected"
+    e = stats.Effect([10.0, 10.0, 10.0], [10.0, 10.0, 10.0], "k")
+    assert rs.effect_cell(e) == "+0.0 [+0.0, +0.0] t[+0.0, +0.0] (3)"
+    assert rs.power_cell(e) == "0.0 / -"
+    e = stats.Effect([9.0, 8.0, 7.0], [10.0, 10.0, 10.0], "k")  # -1, -2, -3
+    assert rs.power_cell(e) == f"{stats.mde(1.0, 3):.1f} / {stats.seeds_needed(2.0, 1.0)}"
+
+
+def test_claims_are_read_from_detected_effects():
+    from types import SimpleNamespace
+    rs = load_run_suite()
+    levels, thresholds = [1, 2, 3], [1.0, 1.2, 2.0]
+    base = [50.0, 50.0, 50.0]
+
+    def world(drops):
+        """abl1_noskill losing drops[level] points at every seed (+-1), every other cell unmoved."""
+        effects = {}
+        for l in levels + [0]:
+            for p in thresholds:
+                d = drops.get(l, 0.0) if p == 1.0 else 0.0
+                effects[("abl1_noskill", l, p)] = stats.Effect([50.0 - d - 1, 50.0 - d, 50.0 - d + 1], base, "k")
+        return SimpleNamespace(name="skills", factors=["abl1_noskill"], effects=effects)
+
+    ctx = SimpleNamespace(baseline="main", levels=levels, thresholds=thresholds)
+    (text, ok, figures), = rs.claims_of(ctx, world({1: 5.0, 2: 10.0, 3: 20.0}))
+    assert text.startswith("Abl.1") and ok, figures
+    assert figures.startswith("L1 -5.0 [-6.0, -4.0] t[-7.5, -2.5] detected")
+    # A drop of 1 point at L1 is within the t interval (+-2.5): not detected, so not reproduced.
+    (_, ok, figures), = rs.claims_of(ctx, world({1: 1.0, 2: 10.0, 3: 20.0}))
+    assert not ok and figures.startswith("L1 -1.0 [-2.0, +0.0] t[-3.5, +1.5], L2"), figures
+    # Detected everywhere but shrinking with the level: not the paper's claim.
+    (_, ok, _), = rs.claims_of(ctx, world({1: 20.0, 2: 10.0, 3: 5.0}))
+    assert not ok
+    summary = rs.detection_summary(world({1: 5.0, 2: 10.0, 3: 20.0}))
+    assert summary.startswith("No effect detected in 9 of 12 row x cell comparisons; 3 detected.")
+    assert "positive control: 3 of the skill factors' (abl1_noskill) 12 row x cell intervals" in summary
