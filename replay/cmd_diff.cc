@@ -1,11 +1,12 @@
 // `replay diff RUN_A RUN_B`: exit 0 when the runs hold the same records, 1 when they differ, 2 on
 // error (as diff(1)). Prints the first divergence, the final evaluation's fast_p deltas per level
-// with bootstrap 95% intervals over tasks, the tasks whose speedup changed most, and the skills in
-// one final library and not the other. Works between runs of different configs; when the configs
-// differ in more than one factor (a key other than those non_factor_keys() names: run name, seed,
-// output folder, threads, the report-only fast_p comparison), it says so: an effect it shows is
-// then not attributable to any one setting. fast_p counts speedup > p (KernelBench's definition)
-// unless --fast-p-inclusive asks for speedup >= p.
+// and threshold with paired bootstrap 95% intervals over the held-out tasks (when both runs
+// evaluated the same tasks; replay/paired_bootstrap.h), the tasks whose speedup changed most, and
+// the skills in one final library and not the other. Works between runs of different configs;
+// when the configs differ in more than one factor (a key other than those non_factor_keys()
+// names: run name, seed, output folder, threads, the report-only fast_p comparison), it says so:
+// an effect it shows is then not attributable to any one setting. fast_p counts speedup > p
+// (KernelBench's definition) unless --fast-p-inclusive asks for speedup >= p.
 #include <capnp/message.h>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "harness/report.h"
 #include "recorder/record_json.h"
 #include "replay/commands.h"
+#include "replay/paired_bootstrap.h"
 #include "replay/run_data.h"
 
 namespace vinci {
@@ -106,8 +108,37 @@ void print_divergence(const std::vector<std::string>& a, const std::vector<std::
   std::cout << "records: A " << a.size() << ", B " << b.size() << "\n";
 }
 
-// fast_p of the final evaluations per level and threshold, B - A with bootstrap intervals over
-// tasks (keyed resampling: the same intervals every time).
+// The final evaluations' tasks paired by task id (index in A, index in B), in task id order; empty,
+// with `why`, when the two runs did not evaluate the same held-out tasks.
+struct TaskPairs {
+  std::vector<std::pair<size_t, size_t>> pairs;
+  std::string why;
+};
+
+TaskPairs pair_tasks(const std::vector<TaskTurns>& ea, const std::vector<TaskTurns>& eb) {
+  std::map<std::string, size_t> ia, ib;
+  for (size_t i = 0; i < ea.size(); ++i) ia.emplace(ea[i].task, i);
+  for (size_t i = 0; i < eb.size(); ++i) ib.emplace(eb[i].task, i);
+  TaskPairs t;
+  if (ia.size() != ea.size() || ib.size() != eb.size()) {
+    t.why = "a run's final evaluation lists a task twice";
+    return t;
+  }
+  size_t common = 0;
+  for (const auto& [task, i] : ia) common += ib.count(task);
+  if (common != ia.size() || common != ib.size() || common == 0) {
+    t.why = "the runs' held-out task sets differ (A " + std::to_string(ia.size()) + " tasks, B " +
+            std::to_string(ib.size()) + ", " + std::to_string(common) +
+            " in common), and a paired interval resamples tasks that both runs evaluated";
+    return t;
+  }
+  for (const auto& [task, i] : ia) t.pairs.emplace_back(i, ib.at(task));
+  return t;
+}
+
+// fast_p of the final evaluations per level and threshold, B - A, with a paired bootstrap interval
+// over the held-out tasks when both runs evaluated the same ones (keyed resampling: the same
+// intervals every time).
 void print_fast_p_deltas(const std::vector<TaskTurns>& ea, const std::vector<TaskTurns>& eb,
                          const std::vector<double>& thresholds, int resamples, FastPCompare compare,
                          const std::string& not_attributable) {
@@ -116,32 +147,49 @@ void print_fast_p_deltas(const std::vector<TaskTurns>& ea, const std::vector<Tas
   for (const auto& t : eb) levels.insert(t.level);
   std::vector<int> order(levels.begin(), levels.end());
   order.push_back(0);
-  std::cout << "\nfinal evaluation, fast_p (last turn, all tasks, %): B - A with bootstrap 95% "
-               "intervals over tasks ("
-            << resamples << " resamples); " << fast_p_compare_line(compare) << ".\n";
+  TaskPairs tasks = pair_tasks(ea, eb);
+  std::cout << "\nfinal evaluation, fast_p (last turn, all tasks, %): B - A per level and threshold";
+  if (tasks.pairs.empty()) {
+    std::cout << "; no intervals: " << tasks.why << ".\n";
+  } else {
+    std::cout << ", with a paired bootstrap 95% interval: the held-out tasks, which both runs evaluated, are "
+                 "resampled with replacement ("
+              << resamples
+              << " keyed resamples, the same tasks in A and B), each task scoring 1 where its last turn "
+                 "counts at p and 0 where not; \"no effect detected\" where the interval covers 0.\n";
+  }
+  std::cout << fast_p_compare_line(compare) << ".\n";
   if (!not_attributable.empty()) std::cout << "Warning: " << not_attributable << ".\n";
-  std::cout << "\n| level | p | A | B | B - A | 95% interval |\n|---|---|---|---|---|---|\n";
+  std::cout << "\n| level | tasks | p | A | B | B - A | 95% interval | verdict |\n|---|---|---|---|---|---|---|---|\n";
   std::vector<size_t> ia(ea.size()), ib(eb.size());
   for (size_t i = 0; i < ia.size(); ++i) ia[i] = i;
   for (size_t i = 0; i < ib.size(); ++i) ib[i] = i;
   for (int level : order) {
+    std::vector<std::pair<size_t, size_t>> at_level;
+    for (const auto& pr : tasks.pairs)
+      if (level == 0 || ea[pr.first].level == level) at_level.push_back(pr);
     for (double p : thresholds) {
       double va = share(ea, ia, level, p, compare), vb = share(eb, ib, level, p, compare);
-      std::vector<double> deltas;
-      Stream s(RngKey::root(0).with("bootstrap", level).with("p", static_cast<int64_t>(p * 1000)));
-      std::vector<size_t> ra(ea.size()), rb(eb.size());
-      for (int k = 0; k < resamples; ++k) {
-        for (auto& x : ra) x = s.below(ea.size());
-        for (auto& x : rb) x = s.below(eb.size());
-        deltas.push_back(share(eb, rb, level, p, compare) - share(ea, ra, level, p, compare));
+      std::string interval = "-", verdict = "-", count = "-";
+      if (!at_level.empty()) {
+        std::vector<double> xa, xb;
+        for (const auto& [i, j] : at_level) {
+          xa.push_back(fast_p_passes(pick_turn(ea[i].turns, TurnMode::kLast), p, compare) ? 1 : 0);
+          xb.push_back(fast_p_passes(pick_turn(eb[j].turns, TurnMode::kLast), p, compare) ? 1 : 0);
+        }
+        RngKey key =
+            RngKey::root(0).with("paired_bootstrap", level).with("p", static_cast<int64_t>(std::llround(p * 1000)));
+        PairedInterval pi = paired_bootstrap(xa, xb, resamples, 0.95, key);
+        char text[80];
+        std::snprintf(text, sizeof text, "[%+.1f, %+.1f]", 100 * pi.lo, 100 * pi.hi);
+        interval = text;
+        verdict = pi.covers_zero() ? "no effect detected" : "effect detected";
+        count = std::to_string(at_level.size());
       }
-      std::sort(deltas.begin(), deltas.end());
-      double lo = deltas.empty() ? 0 : deltas[static_cast<size_t>(0.025 * (deltas.size() - 1))];
-      double hi = deltas.empty() ? 0 : deltas[static_cast<size_t>(0.975 * (deltas.size() - 1))];
-      char line[200];
-      std::snprintf(line, sizeof line, "| %s | %g | %.1f | %.1f | %+.1f | [%+.1f, %+.1f] |\n",
-                    level == 0 ? "all" : ("L" + std::to_string(level)).c_str(), p, 100 * va, 100 * vb, 100 * (vb - va),
-                    100 * lo, 100 * hi);
+      char line[300];
+      std::snprintf(line, sizeof line, "| %s | %s | %g | %.1f | %.1f | %+.1f | %s | %s |\n",
+                    level == 0 ? "all" : ("L" + std::to_string(level)).c_str(), count.c_str(), p, 100 * va, 100 * vb,
+                    100 * (vb - va), interval.c_str(), verdict.c_str());
       std::cout << line;
     }
   }

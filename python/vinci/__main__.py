@@ -30,7 +30,7 @@ def cmd_tensorboard(args):
 
 def cmd_plot(args):
     from . import plots
-    runs = plots.suite_runs(args.suite, args.root) if args.suite else []
+    runs = plots.suite_runs(args.suite, args.root, args.world) if args.suite else []
     present = []
     for method, seed, path in runs:
         if os.path.exists(os.path.join(path, "manifest.bin")):
@@ -69,6 +69,8 @@ def main(argv=None):
     p.add_argument("runs", nargs="*")
     p.add_argument("--suite", help="a suite file (ablations/suite.toml): its rows' runs")
     p.add_argument("--root", default=".", help="folder the suite's out path is relative to")
+    p.add_argument("--world", default="open", choices=("open", "skills"),
+                   help="the suite's sim world: its runs are under <out>/<world>/ (default open)")
     p.add_argument("--thresholds", help="comma-separated p values (default: each run's)")
     p.add_argument("--fast-p-inclusive", action="store_true", help="count speedup >= p")
     p.add_argument("--out", required=True)

@@ -3,9 +3,10 @@ held-out fast_p against the training step, one line per method (row) with its me
 band of +- one sample standard deviation.
 
     python3 -m vinci plot-ablations --suite ablations/suite.toml --out ablations/figures
-    python3 -m vinci plot-ablations runs/ablations/main_s1 runs/ablations/main_s2 ... --out DIR
+    python3 -m vinci plot-ablations runs/ablations/open/main_s1 runs/ablations/open/main_s2 ... --out DIR
 
-With --suite the runs are <suite.out>/<row>_s<seed> for every row and seed (missing ones are
+With --suite the runs are <suite.out>/<world>/<row>_s<seed> for every row and seed, as
+ablations/run_suite.py lays them out (--world: open, the default, or skills; missing ones are
 named and skipped); given as folders, a run's method is its folder name without the _s<seed>
 suffix. Figures follow the report: fast_p from the measurement records as `replay score --turn last`
 computes it (speedup > p unless --fast-p-inclusive), denominator all. One figure per threshold,
@@ -25,12 +26,12 @@ def method_of(path):
     return re.sub(r"_s\d+$", "", os.path.basename(os.path.normpath(path)))
 
 
-def suite_runs(suite_path, root="."):
-    """[(method, seed, run folder)] of a suite file; folders relative to `root`."""
+def suite_runs(suite_path, root=".", world="open"):
+    """[(method, seed, run folder)] of a suite file in one sim world; folders relative to `root`."""
     with open(suite_path, "rb") as f:
         suite = tomllib.load(f)
     out = suite["suite"]["out"]
-    return [(row["name"], seed, os.path.join(root, out, f"{row['name']}_s{seed}"))
+    return [(row["name"], seed, os.path.join(root, out, world, f"{row['name']}_s{seed}"))
             for row in suite["row"] for seed in suite["suite"]["seeds"]]
 
 

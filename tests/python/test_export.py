@@ -115,9 +115,12 @@ def test_ablation_plots(smoke_runs, tmp_path):
 
 
 def test_ablation_plots_from_a_suite(smoke_runs, tmp_path):
-    root = os.path.dirname(next(iter(smoke_runs.values())))
+    # The suite's runs are <out>/<world>/<row>_s<seed>: the open world is the smoke runs' root.
+    out = tmp_path / "suite_runs"
+    out.mkdir()
+    os.symlink(os.path.dirname(next(iter(smoke_runs.values()))), out / "open")
     suite = tmp_path / "suite.toml"
-    suite.write_text(f'[suite]\nseeds = [7, 8, 9]\nout = "{root}"\n\n'
+    suite.write_text(f'[suite]\nseeds = [7, 8, 9]\nout = "{out}"\n\n'
                      '[[row]]\nname = "smoke"\nconfig = "experiments/smoke.toml"\n')
     p = run_cmd(["python3", "-m", "vinci", "plot-ablations", "--suite", str(suite), "--out",
                  str(tmp_path / "fig"), "--thresholds", "1.2"])

@@ -7,6 +7,7 @@
 
 #include <capnp/message.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -18,6 +19,7 @@
 #include "core/atomic_file.h"
 #include "recorder/run.h"
 #include "recorder/vinci.capnp.h"
+#include "replay/paired_bootstrap.h"
 #include "tests/cli_test_util.h"
 
 namespace vinci {
@@ -618,6 +620,167 @@ TEST(Replay, ScoreOfTestTimeScaling) {
   EXPECT_NE(out.find("fast_p counts speedup > p (KernelBench's definition)."), std::string::npos) << out;
   EXPECT_EQ(sh(kBin + "replay score " + kGolden + " --phase tts --step 1", &out), 2) << out;
   EXPECT_EQ(sh(kBin + "replay score " + kGolden + " --phase train", &out), 2) << out;
+}
+
+// The paired bootstrap on cases whose interval is known without sampling.
+TEST(PairedBootstrap, KnownCases) {
+  const RngKey key = RngKey::root(0).with("test", "paired_bootstrap");
+  // The same indicators in both runs: every difference is 0.
+  std::vector<double> a = {1, 0, 1, 1, 0, 0, 1, 0};
+  PairedInterval same = paired_bootstrap(a, a, 2000, 0.95, key);
+  EXPECT_EQ(same.estimate, 0);
+  EXPECT_EQ(same.lo, 0);
+  EXPECT_EQ(same.hi, 0);
+  EXPECT_TRUE(same.covers_zero());
+  // Every task flips from 0 to 1: every resample's mean is 1 (100 points).
+  PairedInterval flip = paired_bootstrap(std::vector<double>(8, 0), std::vector<double>(8, 1), 2000, 0.95, key);
+  EXPECT_EQ(flip.estimate, 1);
+  EXPECT_EQ(flip.lo, 1);
+  EXPECT_EQ(flip.hi, 1);
+  EXPECT_FALSE(flip.covers_zero());
+  // One task of four flips: a resample's mean is K/4 with K ~ Binomial(4, 1/4), P(K = 0) = 0.32,
+  // P(K >= 3) = 0.051, P(K = 4) = 0.004: the 2.5% and 97.5% points are 0 and 3/4.
+  PairedInterval one = paired_bootstrap({0, 0, 0, 0}, {1, 0, 0, 0}, 2000, 0.95, key);
+  EXPECT_EQ(one.estimate, 0.25);
+  EXPECT_EQ(one.lo, 0);
+  EXPECT_EQ(one.hi, 0.75);
+  EXPECT_TRUE(one.covers_zero());
+  // Swapping the runs negates the interval exactly; the same key draws the same resamples.
+  std::vector<double> b = {1, 1, 1, 0, 0, 1, 1, 1};
+  PairedInterval ab = paired_bootstrap(a, b, 2000, 0.95, key), ba = paired_bootstrap(b, a, 2000, 0.95, key);
+  EXPECT_EQ(ba.estimate, -ab.estimate);
+  EXPECT_EQ(ba.lo, -ab.hi);
+  EXPECT_EQ(ba.hi, -ab.lo);
+  PairedInterval again = paired_bootstrap(a, b, 2000, 0.95, key);
+  EXPECT_EQ(again.lo, ab.lo);
+  EXPECT_EQ(again.hi, ab.hi);
+  EXPECT_LE(ab.lo, ab.estimate);
+  EXPECT_GE(ab.hi, ab.estimate);
+}
+
+// One row of `replay diff`'s fast_p table.
+struct DiffRow {
+  std::string level;
+  int tasks = 0;
+  double p = 0, a = 0, b = 0, delta = 0, lo = 0, hi = 0;
+  std::string verdict;
+};
+
+std::vector<DiffRow> diff_rows(const std::string& out) {
+  std::vector<DiffRow> rows;
+  std::regex re(
+      "\\| (L\\d|all) \\| (\\d+) \\| ([\\d.]+) \\| ([\\d.]+) \\| ([\\d.]+) \\| ([+-][\\d.]+) \\| "
+      "\\[([+-][\\d.]+), ([+-][\\d.]+)\\] \\| (no effect detected|effect detected) \\|\\n");
+  for (std::sregex_iterator it(out.begin(), out.end(), re), end; it != end; ++it) {
+    const std::smatch& m = *it;
+    rows.push_back({m[1], std::stoi(m[2]), std::stod(m[3]), std::stod(m[4]), std::stod(m[5]), std::stod(m[6]),
+                    std::stod(m[7]), std::stod(m[8]), m[9]});
+  }
+  return rows;
+}
+
+// P(K <= k) for K ~ Binomial(n, q).
+double binomial_cdf(int k, int n, double q) {
+  double sum = 0;
+  for (int i = 0; i <= k; ++i) {
+    double log_c = std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0);
+    sum += std::exp(log_c + i * std::log(q) + (n - i) * std::log1p(-q));
+  }
+  return sum;
+}
+
+// `replay diff` of two real runs on the same held-out tasks (the smoke config with and without its
+// cold start): B - A per level and threshold with a paired bootstrap interval over the tasks, the
+// figures `replay score` gives each run, and intervals checked where they are known: where each
+// run's figure is 0 or 100%, every task's difference is the same, and where one run's is 0 or
+// 100%, k of n tasks differ by the same amount, so a resample's mean is K/n with K ~ Binomial(n,
+// k/n), whose 2.5% and 97.5% points the bootstrap's 2000 resamples find (checked where no
+// binomial tail is within 0.01 of 2.5%).
+TEST(Replay, DiffGivesPairedIntervalsOverTheHeldOutTasks) {
+  std::string root = temp_dir(), out, again, back, score_a, score_b;
+  const std::string run = kBin + "harness run " + kSrc + "experiments/smoke.toml --out " + root;
+  ASSERT_EQ(sh(run + " --name nocs --set coldstart.enabled=false", &out), 0) << out;
+  const std::string b = root + "/nocs";
+  EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + b, &out), 1) << out;
+  EXPECT_NE(out.find("with a paired bootstrap 95% interval: the held-out tasks, which both runs evaluated, are "
+                     "resampled with replacement (2000 keyed resamples, the same tasks in A and B)"),
+            std::string::npos)
+      << out;
+  std::vector<DiffRow> rows = diff_rows(out);
+  ASSERT_EQ(rows.size(), 12u) << out;  // L1, L2, all x 4 thresholds
+  ASSERT_EQ(sh(kBin + "replay score " + kGolden + " --format csv --turn last", &score_a), 0) << score_a;
+  ASSERT_EQ(sh(kBin + "replay score " + b + " --format csv --turn last", &score_b), 0) << score_b;
+  int moved = 0, known = 0;
+  for (const DiffRow& r : rows) {
+    char p[32];
+    std::snprintf(p, sizeof p, "%g", r.p);
+    // last,all,LEVEL,P,VALUE,NUMERATOR,COUNT of each run.
+    std::smatch ma, mb;
+    std::regex line("last,all," + r.level + "," + p + ",([^,]+),(\\d+),(\\d+)\\n");
+    ASSERT_TRUE(std::regex_search(score_a, ma, line)) << r.level << " " << p;
+    ASSERT_TRUE(std::regex_search(score_b, mb, line)) << r.level << " " << p;
+    const int n = std::stoi(ma[3]), na = std::stoi(ma[2]), nb = std::stoi(mb[2]);
+    ASSERT_EQ(n, std::stoi(mb[3]));
+    EXPECT_EQ(r.tasks, n);
+    EXPECT_NEAR(r.a, 100.0 * na / n, 0.051);
+    EXPECT_NEAR(r.b, 100.0 * nb / n, 0.051);
+    EXPECT_NEAR(r.delta, 100.0 * (nb - na) / n, 0.051);
+    EXPECT_LE(r.lo, r.delta + 0.05);
+    EXPECT_GE(r.hi, r.delta - 0.05);
+    EXPECT_EQ(r.verdict, r.lo <= 0 && r.hi >= 0 ? "no effect detected" : "effect detected");
+    if (r.lo != r.hi) ++moved;
+    // Tasks that differ (k of n), each by `sign`, where one run's figure is 0 or 100%.
+    int k = -1, sign = 0;
+    if (nb == 0 || na == n) {
+      k = nb == 0 ? na : n - nb, sign = -1;
+    } else if (na == 0 || nb == n) {
+      k = na == 0 ? nb : n - na, sign = 1;
+    }
+    if (k < 0) continue;
+    if (k == 0 || k == n) {
+      EXPECT_NEAR(r.lo, sign * 100.0 * k / n, 0.051) << r.level << " " << p;
+      EXPECT_NEAR(r.hi, sign * 100.0 * k / n, 0.051) << r.level << " " << p;
+      ++known;
+      continue;
+    }
+    // The 2.5% point of K: the first K whose cdf passes 0.025; the 97.5% point: the last K whose
+    // upper tail holds 0.025.
+    const double q = static_cast<double>(k) / n;
+    int k_lo = 0, k_hi = n;
+    while (binomial_cdf(k_lo, n, q) < 0.025) ++k_lo;
+    while (1 - binomial_cdf(k_hi - 1, n, q) < 0.025) --k_hi;
+    bool clear = true;
+    for (int i = 0; i <= n; ++i)
+      clear = clear && std::fabs(binomial_cdf(i, n, q) - 0.025) > 0.01 &&
+              std::fabs(1 - binomial_cdf(i - 1, n, q) - 0.025) > 0.01;
+    if (!clear) continue;
+    double lo = 100.0 * (sign > 0 ? k_lo : -k_hi) / n, hi = 100.0 * (sign > 0 ? k_hi : -k_lo) / n;
+    EXPECT_NEAR(r.lo, lo, 0.051) << r.level << " " << p << "\n" << out;
+    EXPECT_NEAR(r.hi, hi, 0.051) << r.level << " " << p << "\n" << out;
+    ++known;
+  }
+  EXPECT_GT(moved, 0) << "the cold start moves no fast_p of the smoke run:\n" << out;
+  EXPECT_GT(known, 0) << out;
+  // The same intervals every time; B and A swapped negate them.
+  EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + b, &again), 1);
+  EXPECT_EQ(again, out);
+  EXPECT_EQ(sh(kBin + "replay diff " + b + " " + kGolden, &back), 1) << back;
+  std::vector<DiffRow> swapped = diff_rows(back);
+  ASSERT_EQ(swapped.size(), rows.size()) << back;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(swapped[i].lo, -rows[i].hi) << back;
+    EXPECT_EQ(swapped[i].hi, -rows[i].lo) << back;
+    EXPECT_EQ(swapped[i].verdict, rows[i].verdict);
+  }
+  // Another split of the tasks: no paired interval, and why.
+  ASSERT_EQ(sh(run + " --name split --set tasks.split_seed=5", &out), 0) << out;
+  EXPECT_EQ(sh(kBin + "replay diff " + kGolden + " " + root + "/split", &out), 1) << out;
+  EXPECT_NE(out.find("; no intervals: the runs' held-out task sets differ (A 6 tasks, B 6, 4 in common), and a "
+                     "paired interval resamples tasks that both runs evaluated."),
+            std::string::npos)
+      << out;
+  EXPECT_TRUE(diff_rows(out).empty()) << out;
+  EXPECT_NE(out.find("| all | - | 1.2 | "), std::string::npos) << out;
 }
 
 TEST(Replay, DiffErrorsAreExitTwo) {
