@@ -162,20 +162,6 @@ std::vector<float> SimSkillFeaturizer::candidate_features(const Skill& skill, do
   return f;
 }
 
-const char* sim_knowledge_name(SimKnowledge k) {
-  switch (k) {
-    case SimKnowledge::kOpen: return "open";
-    case SimKnowledge::kSkills: return "skills";
-  }
-  return "open";
-}
-
-Result<SimKnowledge> parse_sim_knowledge(std::string_view text) {
-  if (text == "open") return SimKnowledge::kOpen;
-  if (text == "skills") return SimKnowledge::kSkills;
-  return invalid_argument("sim.knowledge = \"" + std::string(text) + "\": expected \"open\" or \"skills\"");
-}
-
 const std::vector<Technique>& locked_techniques() {
   // Named from the code generator's knobs (gpu/codegen/knobs.cc). Each keeps at least one choice
   // of its knobs open, so a task can always be written without it.
