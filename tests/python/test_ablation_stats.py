@@ -121,9 +121,10 @@ def test_each_world_passes_its_setting_to_every_harness_call():
         assert rs.config_args("build", row, 2, "runs/ablations", world) == [
             "build/bin/harness", "config", "experiments/abl1_noskill.toml", "--set", "run.seed=2", "--set",
             "run.name=abl1_noskill_s2", "--set", f"run.out=runs/ablations/{world}", "--set", "eval.turns=2"] + extra
-        assert rs.oracle_args("build", "experiments/main.toml", 3, 4000, world) == [
+        # The oracle never consults the policy: one call per seed serves both worlds.
+        assert rs.oracle_args("build", "experiments/main.toml", 3, 4000) == [
             "build/bin/harness", "oracle", "experiments/main.toml", "--set", "run.seed=3", "--budget", "4000",
-            "--format", "json"] + extra
+            "--format", "json"]
         assert rs.run_dir("runs/ablations", world, row, 2) == f"runs/ablations/{world}/abl1_noskill_s2"
 
 
