@@ -15,6 +15,12 @@ ConfigSchema build_schema() {
   auto I = [](int64_t v) { return ConfigValue(v); };
   auto F = [](double v) { return ConfigValue(v); };
   auto B = [](bool v) { return ConfigValue(v); };
+  // A key recorded in a run's config only when it is not at its default, so that configs recorded
+  // before the key existed read back unchanged.
+  auto add_when_set = [&s](ConfigKey key) {
+    key.omit_when_default = true;
+    s.add(std::move(key));
+  };
   // A table, one key per entry: kept as written.
   // clang-format off
   // [run]
@@ -76,13 +82,11 @@ ConfigSchema build_schema() {
   s.add({"selection.bm25_epsilon", T::kFloat, F(0.25), "BM25 epsilon for negative idf.", {}, 0, 100});
   // [policy]
   {
-    ConfigKey languages{"policy.languages", T::kStringList, ConfigValue(std::vector<std::string>{"cuda"}),
+    add_when_set({"policy.languages", T::kStringList, ConfigValue(std::vector<std::string>{"cuda"}),
                         "Kernel languages the policy may write (cuda, triton): the policy prompt describes these, and\n"
                         "a reply in another is rejected. triton needs Triton where kernels are compiled (device.kind =\n"
                         "\"cuda\"); the sim world prices no Triton. Recorded only when not [\"cuda\"].",
-                        {"cuda", "triton"}};
-    languages.omit_when_default = true;
-    s.add(languages);
+                        {"cuda", "triton"}});
   }
   // [summary]
   s.add({"summary.enabled", T::kBool, B(true), "Summarize triggering rollouts into new skills.", {}});
@@ -134,28 +138,22 @@ ConfigSchema build_schema() {
   s.add({"backbone.max_tokens", T::kInt, I(0), "openai: reply token limit; 0 sends none (the server's).", {}, 0, 1e7});
   {
     // Recorded only when set, so configs recorded before these keys read back unchanged.
-    ConfigKey ctx{"backbone.context_length", T::kInt, I(0),
+    add_when_set({"backbone.context_length", T::kInt, I(0),
                   "openai: the model's context length in tokens. 0: the server's (GET /models, max_model_len,\n"
                   "as vLLM and SGLang state it), written here when the run starts; unknown leaves it 0. With\n"
                   "max_tokens 0 it sets each request's limit: min(max_tokens_cap, context_length - the\n"
                   "prompt's estimated tokens - 32), and trims the oldest policy turns of a history that\n"
                   "would leave a reply less than min(1024, context_length / 4) (docs/llm.md).",
-                  {}, 0, 1e9};
-    ctx.omit_when_default = true;
-    s.add(ctx);
-    ConfigKey cap{"backbone.max_tokens_cap", T::kInt, I(8192),
+                  {}, 0, 1e9});
+    add_when_set({"backbone.max_tokens_cap", T::kInt, I(8192),
                   "openai: the most tokens a request's computed limit asks for (with max_tokens 0 and a\n"
                   "known context length).",
-                  {}, 1, 1e9};
-    cap.omit_when_default = true;
-    s.add(cap);
-    ConfigKey bpt{"backbone.bytes_per_token", T::kFloat, F(2.0),
+                  {}, 1, 1e9});
+    add_when_set({"backbone.bytes_per_token", T::kFloat, F(2.0),
                   "openai: the prompt-token estimate of the computed limit: UTF-8 bytes / this, plus 8 per\n"
                   "message. 2 is safe for BPE tokenizers (about 3-4 bytes a token for English and code);\n"
                   "lower it for a tokenizer that splits finer.",
-                  {}, 0.1, 64};
-    bpt.omit_when_default = true;
-    s.add(bpt);
+                  {}, 0.1, 64});
   }
   s.add({"backbone.seed", T::kBool, B(true),
          "openai: send a per-call seed derived from the run's seed and the call's key (vLLM and\n"
@@ -178,21 +176,17 @@ ConfigSchema build_schema() {
          "openai: the folder of prompt templates (prompts/README.md). A run records their text.", {}});
   // [sim]: recorded only when set, so configs recorded before these keys read back unchanged.
   {
-    ConfigKey knowledge{"sim.knowledge", T::kString, S("open"),
+    add_when_set({"sim.knowledge", T::kString, S("open"),
                         "backbone.kind = \"sim\": open (the policy may choose every knob setting) or skills (the\n"
                         "techniques tensor_cores, warp_level_rows, vectorized_access, epilogue_fusion and fast_math\n"
                         "are locked in a turn unless an injected skill teaches them, an earlier turn of the\n"
                         "conversation used them, or the turn discovers them; docs/sim_model.md, \"Skills as\n"
                         "knowledge\").",
-                        {"open", "skills"}};
-    knowledge.omit_when_default = true;
-    s.add(knowledge);
-    ConfigKey discovery{"sim.discovery", T::kFloat, F(0.05),
+                        {"open", "skills"}});
+    add_when_set({"sim.discovery", T::kFloat, F(0.05),
                         "sim.knowledge = \"skills\": probability that a turn discovers a locked technique it does\n"
                         "not know (per turn and technique, keyed).",
-                        {}, 0, 1};
-    discovery.omit_when_default = true;
-    s.add(discovery);
+                        {}, 0, 1});
   }
   // [device]
   s.add({"device.kind", T::kString, S("sim"),

@@ -59,6 +59,16 @@ int32_t KnobTable::head_of(const std::string& knob) const {
   return it == index.end() ? -1 : it->second;
 }
 
+// Where each global knob's choices start in the backbone's one-hot layout; the last entry is
+// choice_dim.
+std::vector<int32_t> choice_offsets(const KnobTable& table) {
+  std::vector<int32_t> offset(table.knobs.size() + 1, 0);
+  for (size_t i = 0; i < table.knobs.size(); ++i) {
+    offset[i + 1] = offset[i] + static_cast<int32_t>(table.knobs[i].choices.size());
+  }
+  return offset;
+}
+
 BackboneShape sim_backbone_shape() {
   BackboneShape s;
   s.task_dim = kTaskFeatureDim;
@@ -131,10 +141,7 @@ std::map<std::string, std::string> skill_knobs(const Skill& skill) {
 
 std::vector<float> skill_hint(const std::vector<const Skill*>& skills) {
   const KnobTable& table = KnobTable::get();
-  std::vector<int32_t> offset(table.knobs.size() + 1, 0);
-  for (size_t i = 0; i < table.knobs.size(); ++i) {
-    offset[i + 1] = offset[i] + static_cast<int32_t>(table.knobs[i].choices.size());
-  }
+  const std::vector<int32_t> offset = choice_offsets(table);
   std::vector<float> hint(static_cast<size_t>(offset.back()), 0.0f);
   for (const Skill* s : skills) {
     for (const auto& [name, value] : skill_knobs(*s)) {
@@ -211,10 +218,7 @@ TurnKnowledge turn_knowledge(const KnowledgeParams& params, const KnobSpace& spa
   TurnKnowledge out;
   if (params.knowledge == SimKnowledge::kOpen) return out;
   const KnobTable& table = KnobTable::get();
-  std::vector<int32_t> offset(table.knobs.size() + 1, 0);
-  for (size_t i = 0; i < table.knobs.size(); ++i) {
-    offset[i + 1] = offset[i] + static_cast<int32_t>(table.knobs[i].choices.size());
-  }
+  const std::vector<int32_t> offset = choice_offsets(table);
   out.allowed.assign(static_cast<size_t>(offset.back()), 1.0f);
   std::set<size_t> taught;
   for (const Skill* s : skills) {

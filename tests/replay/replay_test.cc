@@ -120,6 +120,18 @@ TEST(Checkpoints, ATamperedCheckpointRecordFailsVerify) {
   EXPECT_NE(out.find("record " + std::to_string(at) + " ("), std::string::npos) << out;
 }
 
+// The offset of every frame of a log segment's bytes, in order.
+std::vector<size_t> frame_offsets(const std::string& bytes) {
+  std::vector<size_t> frames;
+  for (size_t pos = kSegmentHeaderSize; pos < bytes.size();) {
+    frames.push_back(pos);
+    uint32_t len;
+    std::memcpy(&len, bytes.data() + pos, 4);
+    pos += kFrameHeaderSize + len;
+  }
+  return frames;
+}
+
 // A run every replay reader calls damaged is no backbone.init_run: a log cut at a frame boundary
 // (its last checkpoint is then an early one: a run started from step 1 with exit 0), a corrupt
 // frame. Nothing is created for the refused run.
@@ -130,13 +142,7 @@ TEST(Checkpoints, ADamagedRunIsNoStartingPoint) {
   const std::string from = smoke + " --name from --set coldstart.enabled=false --set backbone.init_step=-1";
   std::string seg = root + "/src/log/00000000.vlog";
   std::string bytes = read_file(seg).value();
-  std::vector<size_t> frames;
-  for (size_t pos = kSegmentHeaderSize; pos < bytes.size();) {
-    frames.push_back(pos);
-    uint32_t len;
-    std::memcpy(&len, bytes.data() + pos, 4);
-    pos += kFrameHeaderSize + len;
-  }
+  std::vector<size_t> frames = frame_offsets(bytes);
   ASSERT_GT(frames.size(), 40u);
   // Cut at a frame boundary halfway: every frame left is valid; only the manifest tells.
   ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[frames.size() / 2])).ok());
@@ -797,13 +803,7 @@ TEST(Replay, ALogCutAtAFrameBoundaryIsDamageToEveryReader) {
   std::string run = copy_run(kGolden, root);
   std::string seg = run + "/log/00000000.vlog";
   std::string bytes = read_file(seg).value();
-  std::vector<size_t> frames;
-  for (size_t pos = kSegmentHeaderSize; pos < bytes.size();) {
-    frames.push_back(pos);
-    uint32_t len;
-    std::memcpy(&len, bytes.data() + pos, 4);
-    pos += kFrameHeaderSize + len;
-  }
+  std::vector<size_t> frames = frame_offsets(bytes);
   ASSERT_GT(frames.size(), 40u);
   ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[frames.size() - 40])).ok());
   const std::string says = "but the manifest records " + std::to_string(frames.size());
@@ -928,13 +928,7 @@ TEST(Replay, VerifyOfAnUnfinishedRunSaysWhereItEnds) {
   std::string run = copy_run(kGolden, root);
   std::string seg = run + "/log/00000000.vlog";
   std::string bytes = read_file(seg).value();
-  std::vector<size_t> frames;
-  for (size_t pos = kSegmentHeaderSize; pos < bytes.size();) {
-    frames.push_back(pos);
-    uint32_t len;
-    std::memcpy(&len, bytes.data() + pos, 4);
-    pos += kFrameHeaderSize + len;
-  }
+  std::vector<size_t> frames = frame_offsets(bytes);
   ASSERT_GT(frames.size(), 40u);
   const size_t kept = frames.size() / 2;
   ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[kept])).ok());
