@@ -640,4 +640,29 @@ Result<std::vector<ModelCard>> list_model_cards(const ChatSettings& settings, in
   return cards;
 }
 
+Result<HttpPostReply> http_post_json(const std::string& url, const std::string& body, const std::string& api_key,
+                                     double timeout_s, bool* unreachable) {
+  ensure_curl_initialized();
+  CURL* handle = curl_easy_init();
+  if (handle == nullptr) return internal_error("curl_easy_init failed");
+  HttpResult r = perform(handle, url, &body, api_key, timeout_s);
+  curl_easy_cleanup(handle);
+  if (unreachable) {
+    *unreachable = r.code == CURLE_COULDNT_CONNECT || r.code == CURLE_COULDNT_RESOLVE_HOST ||
+                   r.code == CURLE_COULDNT_RESOLVE_PROXY;
+  }
+  if (r.code != CURLE_OK) {
+    std::string error = "POST " + url + ": " + r.curl_error;
+    redact(&error, api_key);
+    return io_error(error);
+  }
+  HttpPostReply out;
+  out.status = static_cast<int>(r.status);
+  out.body = std::move(r.body);
+  if (out.status != 200) out.server_message = server_message(out.body);
+  redact(&out.body, api_key);
+  redact(&out.server_message, api_key);
+  return out;
+}
+
 }  // namespace vinci

@@ -179,6 +179,17 @@ Result<std::vector<ModelCard>> list_model_cards(const ChatSettings& settings, in
 // Their ids.
 Result<std::vector<std::string>> list_models(const ChatSettings& settings);
 
+// One POST of a JSON body to url, one attempt bounded by timeout_s (a trainer's update). Not an
+// error: any HTTP answer (status and body; server_message, the error body's message). IoError: no
+// answer (the message names the URL and curl's reason; `unreachable` when nothing listened).
+struct HttpPostReply {
+  int status = 0;
+  std::string body;
+  std::string server_message;  // the error body's message (OpenAI style), or an excerpt of the body
+};
+Result<HttpPostReply> http_post_json(const std::string& url, const std::string& body, const std::string& api_key,
+                                     double timeout_s, bool* unreachable = nullptr);
+
 }  // namespace vinci
 
 #endif  // VINCI_AGENTS_CHAT_CLIENT_H_

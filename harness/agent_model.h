@@ -132,6 +132,9 @@ class AgentModel {
   // stores them as objects of kind "prompt_template" and names them in blob records at the start
   // of the run, so they are part of its digest.
   virtual std::vector<std::pair<std::string, std::string>> attachments() const { return {}; }
+  // A language model's trainer produced a new model: later calls ask for it by this name (never
+  // while calls are in flight: the loop calls it between steps).
+  virtual void use_model(const std::string& /*name*/) {}
 };
 
 }  // namespace vinci

@@ -254,9 +254,73 @@ RoleDoubles means_of(const RoleCrossEntropy& ce) { return {ce.mean[0], ce.mean[1
 
 }  // namespace
 
+namespace {
+
+// The text form of one kept trajectory's examples (ColdStartExample). The recall is the one the
+// selection example was built from (same key).
+ColdStartExample text_example(const Task& task, const Trajectory& tr, const KnobSpace& space,
+                              const std::vector<const Skill*>& chosen, const Distilled* distilled,
+                              Bm25Index& index, const SkillLibrary& library, const Experiment& exp,
+                              int32_t trajectory) {
+  ColdStartExample x;
+  x.task = task.id;
+  if (!chosen.empty()) {
+    RngKey fkey = RngKey::root(exp.seed)
+                      .with("phase", "coldstart")
+                      .with("task", task.id)
+                      .with("trajectory", trajectory)
+                      .with("purpose", "bm25-fallback");
+    Bm25Recall recall = bm25_recall(index, task.description, exp.selection.recall_top, fkey);
+    for (const auto& hit : recall.hits) {
+      x.scores.push_back(hit.score);
+      x.candidates.push_back(library.at(hit.doc).name);
+    }
+    for (const Skill* c : chosen) {
+      for (size_t h = 0; h < x.candidates.size(); ++h) {
+        if (x.candidates[h] == c->name) x.picked.push_back(static_cast<int32_t>(h));
+      }
+    }
+  }
+  for (size_t t = 0; t < tr.settings.size(); ++t) {
+    x.settings.push_back(knob_values(space, tr.settings[t]));
+    x.evals.push_back(tr.records[t].eval);
+    x.results.push_back(tr.results[t]);
+  }
+  x.best_turn = tr.best_turn;
+  if (distilled && distilled->skill) x.skill = *distilled->skill;
+  return x;
+}
+
+// The end of an unfitted stage: the coldStart record (no cross-entropies, no checkpoint).
+Result<ColdStartResult> finish_unfitted(const Experiment& exp, ColdStartResult& res, const RoleCounts& examples,
+                                        const uint32_t dropped[3], RecordSink& sink) {
+  ObjectStore& store = sink.store();
+  VINCI_ASSIGN_OR_RETURN(Digest lib_addr, store.put("library", res.library.canonical_bytes()));
+  const ColdStartPoint& p = res.point;
+  const ColdStartRecord c{p.trajectories,
+                          p.kept,
+                          p.proposed,
+                          p.verified,
+                          p.added,
+                          exp.coldstart.diversity,
+                          examples,
+                          {dropped[0], dropped[1], dropped[2]},
+                          {0, 0, 0},
+                          {0, 0, 0},
+                          lib_addr,
+                          Digest(),
+                          Digest()};
+  RecordBuf buf;
+  write_cold_start(buf, RecordPos::of_step(kStep, kPhase), c);
+  VINCI_RETURN_IF_ERROR(flush(buf, sink));
+  return std::move(res);
+}
+
+}  // namespace
+
 Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<const Task*>& train,
                                        Evaluator& evaluator, Backbone& backbone, const SkillLibrary& seed_library,
-                                       RecordSink& sink) {
+                                       RecordSink& sink, bool fit) {
   const auto& cs = exp.coldstart;
   ObjectStore& store = sink.store();
   ColdStartResult res;
@@ -439,6 +503,12 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
     }
     per_pattern[group]++;
     for (auto& e : ex) examples.push_back(std::move(e));
+    if (!fit) res.text_examples.push_back(text_example(task, tr, space, chosen, distilled, index, res.library, exp, k.trajectory));
+  }
+  if (!fit) {
+    RoleCounts counts{0, 0, 0};
+    for (const Experience& e : examples) counts[static_cast<size_t>(e.role)]++;
+    return finish_unfitted(exp, res, counts, dropped, sink);
   }
 
   // Fit.

@@ -33,6 +33,8 @@
 #ifndef VINCI_HARNESS_COLDSTART_H_
 #define VINCI_HARNESS_COLDSTART_H_
 
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,7 @@
 #include "gpu/eval_result.h"
 #include "gpu/task.h"
 #include "harness/experiment.h"
+#include "harness/rl.h"
 #include "harness/record_sink.h"
 
 namespace vinci {
@@ -97,8 +100,25 @@ struct ColdStartPoint {
   RoleCrossEntropy before, after;  // on the SFT examples
 };
 
+// One kept trajectory's supervised targets as questions and answers, for a language model trained
+// through its trainer (backbone.kind = "openai", harness/model_trainer.h): the same targets as the
+// sim network's examples, which harness/trainer.cc renders as the chat requests the model will be
+// asked and the replies it should write.
+struct ColdStartExample {
+  std::string task;
+  std::vector<std::string> candidates;  // selection: the BM25 recall (library skill names), rank order
+  std::vector<double> scores;
+  std::vector<int32_t> picked;  // the candidates whose knobs agree with the best setting; empty: no selection example
+  std::vector<std::map<std::string, std::string>> settings;  // each turn's knob values
+  std::vector<EvalResult> evals;                             // each turn's evaluation
+  std::vector<TurnResult> results;
+  int32_t best_turn = 0;
+  std::optional<Skill> skill;  // what the teacher distilled from it (a summary example), if anything
+};
+
 struct ColdStartResult {
   ColdStartPoint point;
+  std::vector<ColdStartExample> text_examples;  // filled when the backbone is not fitted here
   SkillLibrary library;              // seed library + the distilled skills that were kept
   std::vector<Experience> examples;  // the SFT examples (targets as samples, advantage 1)
   Digest checkpoint;                 // address of the fitted parameters' checkpoint object
@@ -107,10 +127,12 @@ struct ColdStartResult {
 };
 
 // Runs the stage on the training tasks and leaves the backbone fitted. REQUIRES: train sorted by
-// id; backbone's shape is sim_backbone_shape().
+// id; backbone's shape is sim_backbone_shape(). fit = false (a language model, trained by its
+// trainer): the examples are returned as text_examples and nothing is fitted here (no sftEpoch
+// records; the coldStart record's cross-entropies are 0 and it names no checkpoint).
 Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<const Task*>& train,
                                        Evaluator& evaluator, Backbone& backbone, const SkillLibrary& seed_library,
-                                       RecordSink& sink);
+                                       RecordSink& sink, bool fit = true);
 
 }  // namespace vinci
 

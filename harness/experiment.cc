@@ -174,6 +174,38 @@ ConfigSchema build_schema() {
          "server batches them). Records keep their order whatever it is.", {}, 1, 1024});
   s.add({"backbone.prompts", T::kString, S("prompts"),
          "openai: the folder of prompt templates (prompts/README.md). A run records their text.", {}});
+  // [policy.format] and [trainer]: recorded only when set, so configs recorded before them read back unchanged.
+  {
+    add_when_set({"policy.format", T::kString, S("plan"),
+                  "openai: what the policy writes. plan: kernels (docs/plan_format.md, the model-facing format);\n"
+                  "knobs: the code generator's knob settings as `knob = value` lines in a ```knobs block\n"
+                  "(docs/training.md), for small models that cannot write kernels byte for byte.",
+                  {"plan", "knobs"}});
+    add_when_set({"trainer.kind", T::kString, S("none"),
+                  "openai: who trains the model. none: nobody (a run evaluates the model; `replay export` writes\n"
+                  "the advantages); http: after every step the step's calls and advantages are sent to\n"
+                  "trainer.url, and the next step asks for the model it names (docs/training.md).",
+                  {"none", "http"}});
+    add_when_set({"trainer.url", T::kString, S("http://127.0.0.1:8000/v1"),
+                  "trainer.kind = \"http\": the trainer's base URL (POST {url}/vinci/update).", {}});
+    add_when_set({"trainer.api_key_env", T::kString, S(""),
+                  "trainer.kind = \"http\": the environment variable holding the trainer's key (sent as a\n"
+                  "Bearer token; never recorded); empty: none.", {}});
+    add_when_set({"trainer.timeout_s", T::kFloat, F(3600), "trainer.kind = \"http\": limit of one update, seconds.",
+                  {}, 0.001, 864000});
+    add_when_set({"trainer.lr", T::kFloat, F(1e-3), "The trainer's learning rate for RL updates (passed as options.lr).",
+                  {}, 0, 1});
+    add_when_set({"trainer.clip", T::kFloat, F(1.0), "Gradient-norm clipping of an update (options.clip; 0: none).",
+                  {}, 0, 1e6});
+    add_when_set({"trainer.kl", T::kFloat, F(0.0), "Weight of the KL term to the base model (options.kl).", {}, 0, 1e3});
+    add_when_set({"trainer.epochs", T::kInt, I(1), "Passes over a step's samples in an RL update (options.epochs).",
+                  {}, 1, 1000});
+    add_when_set({"trainer.sft_epochs", T::kInt, I(3),
+                  "coldstart.enabled with a trainer: passes over the cold start's examples (options.epochs of the\n"
+                  "sft update).", {}, 1, 10000});
+    add_when_set({"trainer.sft_lr", T::kFloat, F(3e-3), "The cold start update's learning rate.", {}, 0, 1});
+    add_when_set({"trainer.batch", T::kInt, I(16), "Samples per optimizer step (options.batch).", {}, 1, 1e6});
+  }
   // [sim]: recorded only when set, so configs recorded before these keys read back unchanged.
   {
     add_when_set({"sim.knowledge", T::kString, S("open"),
@@ -307,6 +339,18 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.selection.recall_top = static_cast<size_t>(c.get_int("selection.recall_top"));
   e.selection.max_skills = static_cast<int32_t>(c.get_int("selection.max_skills"));
   e.languages = c.get_string_list("policy.languages");
+  e.policy_format = c.get_string("policy.format");
+  e.trainer.kind = c.get_string("trainer.kind");
+  e.trainer.url = c.get_string("trainer.url");
+  e.trainer.api_key_env = c.get_string("trainer.api_key_env");
+  e.trainer.timeout_s = c.get_float("trainer.timeout_s");
+  e.trainer.lr = c.get_float("trainer.lr");
+  e.trainer.clip = c.get_float("trainer.clip");
+  e.trainer.kl = c.get_float("trainer.kl");
+  e.trainer.epochs = static_cast<int32_t>(c.get_int("trainer.epochs"));
+  e.trainer.sft_epochs = static_cast<int32_t>(c.get_int("trainer.sft_epochs"));
+  e.trainer.sft_lr = c.get_float("trainer.sft_lr");
+  e.trainer.batch = static_cast<int32_t>(c.get_int("trainer.batch"));
   if (e.languages.empty())
     return invalid_argument(path + ": key 'policy.languages': expected at least one of cuda, triton");
   for (const auto& l : e.languages)
@@ -402,17 +446,24 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
                             "\" (locked techniques model what the sim backbone does not know; a language model knows "
                             "what it knows)");
   }
+  if (e.backbone != "openai" && (e.trainer.kind != "none" || e.policy_format != "plan")) {
+    return invalid_argument(path + ": key '" + (e.trainer.kind != "none" ? "trainer.kind" : "policy.format") +
+                            "': expected the default with backbone.kind = \"" + e.backbone +
+                            "\" (it is about a language model; the sim network trains in this process)");
+  }
   if (e.backbone == "openai") {
     if (llm.model.empty()) {
       return invalid_argument(path +
                               ": key 'backbone.model': expected the model name the server serves "
                               "(backbone.kind = \"openai\"), found none");
     }
-    // A language model's parameters live in the user's trainer, not in this process.
-    if (cs.enabled) {
+    // A language model's parameters live in its trainer, not in this process: the cold start's
+    // supervised examples need one to go to.
+    if (cs.enabled && e.trainer.kind == "none") {
       return invalid_argument(path +
-                              ": key 'coldstart.enabled': the cold start fits the sim network; "
-                              "expected false with backbone.kind = \"openai\"");
+                              ": key 'coldstart.enabled': with backbone.kind = \"openai\" the cold start's "
+                              "examples train the model through its trainer; expected false, or trainer.kind = "
+                              "\"http\"");
     }
     if (!e.init_run.empty()) {
       return invalid_argument(path +

@@ -55,6 +55,7 @@ struct Experiment {
 
   SelectionParams selection;
   std::vector<std::string> languages = {"cuda"};  // policy.languages: kernel languages a reply may use
+  std::string policy_format = "plan";             // policy.format: "plan" | "knobs"
   double selection_scale = 0.3;
   double bm25_k1 = 1.5, bm25_b = 0.75, bm25_epsilon = 0.25;
 
@@ -75,6 +76,14 @@ struct Experiment {
     bool seed = true, tools = false;
     int32_t retries = 4, concurrency = 8;
   } llm;
+  // [trainer] (harness/model_trainer.h): who trains a language model.
+  struct Trainer {
+    std::string kind = "none";  // "none" | "http"
+    std::string url, api_key_env;
+    double timeout_s = 3600;
+    double lr = 1e-3, clip = 1.0, kl = 0.0, sft_lr = 3e-3;
+    int32_t epochs = 1, sft_epochs = 3, batch = 16;
+  } trainer;
   int32_t hidden = 64;
   double lr = 1e-3;
   bool train_selection = true, train_policy = true, train_summary = true;

@@ -15,6 +15,7 @@
 #include "agents/prompts.h"
 #include "agents/tool_calls.h"
 #include "core/atomic_file.h"
+#include "gpu/knob_answer.h"
 #include "gpu/model_plan.h"
 #include "gpu/task_prompt.h"
 #include "harness/records.h"
@@ -499,15 +500,19 @@ Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
   auto allows = [&](const char* l) {
     return std::find(settings_.languages.begin(), settings_.languages.end(), l) != settings_.languages.end();
   };
-  std::string format = allows("cuda") ? templates_.render("policy_format.md") : "";
-  if (allows("triton")) {
+  const bool knobs = settings_.policy_format == "knobs";
+  std::string format = knobs            ? templates_.render("policy_format.md", {{"knobs", knob_menu(*q.task)}})
+                       : allows("cuda") ? templates_.render("policy_format.md")
+                                        : "";
+  if (allows("triton") && !knobs) {
     std::string names = allows("cuda") ? "CUDA (a ```cuda block) and Triton (a ```triton block)" : "Triton only";
     format +=
         (format.empty() ? "" : "\n\n") + templates_.render(PromptTemplates::kTritonFormat, {{"languages", names}});
   }
   std::vector<ChatMessage> messages = {
       {"system", policy_system_prompt(templates_.render("policy_system.md"), q.skills)},
-      {"user", "# Task\n\n" + task_text(*q.task, q.size) + "\n\n" + format}};
+      {"user", "# Task\n\n" + (knobs ? task_prompt_header(*q.task, q.size) : task_text(*q.task, q.size)) + "\n\n" +
+                   format}};
   if (q.history) {
     // Oldest turns first out when the history leaves a reply too little of the context.
     size_t first = 0;
@@ -549,7 +554,7 @@ Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
   }
   ModelPlanLimits limits;
   limits.languages = settings_.languages;
-  auto plan = parse_model_plan(*text, *q.task, limits);
+  auto plan = knobs ? plan_from_knob_answer(*text, *q.task) : parse_model_plan(*text, *q.task, limits);
   if (!plan.ok()) {
     turn.reply_error = plan.status().message();
     return turn;
@@ -587,10 +592,19 @@ Result<SummaryAnswer> LlmAgentModel::summarise(const SummaryQuestion& q) {
 
 // ---- parameters of an external model
 
-ExternalModelParameters::ExternalModelParameters(const std::string& endpoint, const std::string& model) {
+ExternalModelParameters::ExternalModelParameters(const std::string& endpoint, const std::string& model)
+    : endpoint_(endpoint) {
   Hasher h("external-model");
   h.update_str(endpoint);
   h.update_str(model);
+  digest_ = h.finish();
+}
+
+void ExternalModelParameters::use_model(const std::string& model, const std::string& adapter) {
+  Hasher h("external-model");
+  h.update_str(endpoint_);
+  h.update_str(model);
+  h.update_str(adapter);
   digest_ = h.finish();
 }
 

@@ -207,6 +207,10 @@ struct LlmSettings {
   bool send_tools = false;                        // offer the tools as structured schemas (tool_choice auto)
   int32_t max_skills = 3;                         // selection cap named in the prompt
   std::vector<std::string> languages = {"cuda"};  // policy.languages: cuda, triton
+  // policy.format: "plan" (kernels in the model-facing format) or "knobs" (gpu/knob_answer.h: the
+  // user message holds the task's header without its PyTorch source, and policy_format.md gets
+  // {knobs}, the task's knob menu).
+  std::string policy_format = "plan";
 };
 
 class LlmAgentModel : public AgentModel {
@@ -219,6 +223,13 @@ class LlmAgentModel : public AgentModel {
   Result<PolicyTurn> write_plan(const PolicyQuestion& q) override;
   Result<SummaryAnswer> summarise(const SummaryQuestion& q) override;
   std::vector<std::pair<std::string, std::string>> attachments() const override;
+  void use_model(const std::string& name) override { settings_.model = name; }
+  // The same model asking through another transport (the cold start renders its examples as the
+  // calls this model makes, answered by a teacher).
+  std::unique_ptr<LlmAgentModel> with_transport(ChatTransport& transport) const {
+    return std::make_unique<LlmAgentModel>(settings_, templates_, transport, nullptr);
+  }
+  const LlmSettings& settings() const { return settings_; }
 
  private:
   // Sends messages (and tools) for a call with this key; fills the call record. The reply's text
@@ -267,8 +278,12 @@ class ExternalModelParameters : public Backbone {
   Result<SummarySample> sample_summary(const SummaryInput&, const RngKey&, bool) override;
   Result<UpdateStats> update(const std::vector<Experience>& batch) override;
   Digest parameter_digest() const override { return digest_; }
+  // Its trainer produced `model` (the digest of what it trained: `adapter`): the identity now
+  // names both.
+  void use_model(const std::string& model, const std::string& adapter);
 
  private:
+  std::string endpoint_;
   Digest digest_;
 };
 

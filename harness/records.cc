@@ -426,4 +426,42 @@ TtsWindowRecord read_tts_window(schema::TtsWindow::Reader r) {
   return {r.getIteration(), r.getStart(), r.getLength(), r.getRewardSum()};
 }
 
+void write_model_update(RecordBuf& buf, const RecordPos& pos, const ModelUpdateRecord& u) {
+  auto b = buf.add(pos).initModelUpdate();
+  b.setTrainer(u.trainer);
+  b.setEndpoint(u.endpoint);
+  b.setKind(u.kind);
+  b.setBaseModel(u.base_model);
+  b.setParent(u.parent);
+  b.setAdapter(u.adapter);
+  b.setModel(u.model);
+  b.setLoss(u.loss);
+  b.setPromptTokens(u.prompt_tokens);
+  b.setCompletionTokens(u.completion_tokens);
+  b.setSamples(u.samples);
+  auto roles = b.initRoles(static_cast<unsigned>(u.roles.size()));
+  for (size_t i = 0; i < u.roles.size(); ++i) roles.set(static_cast<unsigned>(i), u.roles[i]);
+  b.setRequest(AddressBytes(u.request).data());
+  b.setReply(AddressBytes(u.reply).data());
+}
+
+ModelUpdateRecord read_model_update(schema::ModelUpdate::Reader r) {
+  ModelUpdateRecord u;
+  u.trainer = r.getTrainer();
+  u.endpoint = r.getEndpoint();
+  u.kind = r.getKind();
+  u.base_model = r.getBaseModel();
+  u.parent = r.getParent();
+  u.adapter = r.getAdapter();
+  u.model = r.getModel();
+  u.loss = r.getLoss();
+  u.prompt_tokens = r.getPromptTokens();
+  u.completion_tokens = r.getCompletionTokens();
+  u.samples = r.getSamples();
+  for (schema::Role role : r.getRoles()) u.roles.push_back(role);
+  u.request = address_of(r.getRequest());
+  u.reply = address_of(r.getReply());
+  return u;
+}
+
 }  // namespace vinci

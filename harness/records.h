@@ -136,6 +136,26 @@ struct LlmReplyRecord {
 void write_llm_reply(RecordBuf& buf, const RecordPos& pos, const LlmReplyRecord& l);
 LlmReplyRecord read_llm_reply(schema::LlmReply::Reader r);
 
+// One update of a language model by its trainer (schema ModelUpdate; harness/model_trainer.h).
+struct ModelUpdateRecord {
+  std::string trainer;
+  std::string endpoint;
+  std::string kind;  // "rl" | "sft"
+  std::string base_model;
+  std::string parent;  // empty: the base model
+  std::string adapter;
+  std::string model;
+  double loss = 0;
+  uint64_t prompt_tokens = 0;
+  uint64_t completion_tokens = 0;
+  uint32_t samples = 0;
+  std::vector<schema::Role> roles;
+  Digest request;  // the "trainer_update" object
+  Digest reply;    // the "trainer_reply" object
+};
+void write_model_update(RecordBuf& buf, const RecordPos& pos, const ModelUpdateRecord& u);
+ModelUpdateRecord read_model_update(schema::ModelUpdate::Reader r);
+
 // ---- derived values, recomputed and compared by replay ----
 
 struct SelectionCandidate {

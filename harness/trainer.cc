@@ -13,8 +13,11 @@
 #include "agents/bm25.h"
 #include "core/text.h"
 #include "gpu/codegen/codegen.h"
+#include "gpu/knob_answer.h"
+#include "gpu/model_plan.h"
 #include "harness/checkpoints.h"
 #include "harness/coldstart.h"
+#include "harness/llm_agents.h"
 #include "harness/loop_parts.h"
 #include "harness/sim_agents.h"
 #include "harness/sim_world.h"
@@ -31,6 +34,7 @@ using namespace loop;
 struct TaskWork {
   RecordBuf records;
   std::vector<Experience> experiences;
+  std::vector<TrainSample> llm_samples;  // a language model's calls to train on (trainer.kind)
   std::optional<Skill> staged;
   double reward_sum = 0;
   uint32_t turns = 0, correct_turns = 0;
@@ -45,6 +49,7 @@ struct StepContext {
   Evaluator* evaluator;
   Backbone* backbone;  // the parameters trained and checkpointed (the sim network's)
   AgentModel* model;   // what answers the agents' questions
+  ModelTrainer* trainer = nullptr;  // trains a language model (trainer.kind); null: none does
   ObjectStore* store;
   const SkillLibrary* library;
   Digest library_address;
@@ -56,6 +61,7 @@ struct StepContext {
 struct Scheme {
   std::optional<SchemeDecision> decision;
   std::vector<const Skill*> skills;
+  std::optional<LlmCall> call;  // a language model's selection call
 };
 
 // BM25 recall and the model's rerank for one scheme, recorded (the model call, the sample, the
@@ -97,6 +103,7 @@ Result<Scheme> choose_scheme(const StepContext& ctx, int32_t step, const Task& t
   Scheme s;
   s.skills = skills_named(*ctx.library, d.selected);
   s.decision = std::move(d);
+  if (answer && answer->call) s.call = std::move(answer->call);
   return s;
 }
 
@@ -385,6 +392,13 @@ Status summarise_winner(TaskStep& ts) {
   return Status();
 }
 
+// A language model's call, with its advantage, for the trainer (when one trains the model and the
+// experiment trains the call's role).
+void add_llm_sample(TaskStep& ts, const std::optional<LlmCall>& call, double advantage, double scale) {
+  if (ts.ctx.trainer == nullptr || !call || !trains_role(ts.exp, call->role)) return;
+  if (std::optional<TrainSample> s = train_sample(*call, advantage, scale)) ts.work->llm_samples.push_back(*s);
+}
+
 // Selection rewards and advantages (only sampled schemes are trained).
 void train_selection(TaskStep& ts) {
   const Experiment& exp = ts.exp;
@@ -411,6 +425,7 @@ void train_selection(TaskStep& ts) {
                      static_cast<uint32_t>(ts.real_schemes), j});
     const auto& d = *ts.schemes[j].decision;
     if (d.sampled) {
+      add_llm_sample(ts, ts.schemes[j].call, adv[j], exp.selection_scale);
       Experience e;
       e.role = AgentRole::kSelection;
       e.advantage = adv[j];
@@ -439,6 +454,7 @@ void train_summary(TaskStep& ts) {
     write_advantage(
         ts.work->records, win_pos,
         {schema::Role::SUMMARY, adv[i], reward, base, exp.summary_scale, static_cast<uint32_t>(ts.answers.size()), si});
+    add_llm_sample(ts, ts.answers[i].call, adv[i], exp.summary_scale);
     Experience e;
     e.role = AgentRole::kSummary;
     e.advantage = adv[i];
@@ -474,6 +490,7 @@ void train_policy(TaskStep& ts) {
                         {schema::Role::POLICY, kept ? adv[flat][t] : 0.0, returns[flat][t],
                          returns[flat][t] - adv[flat][t], kept ? 1.0 : 0.0, static_cast<uint32_t>(returns.size()), -1});
         if (!kept) continue;
+        add_llm_sample(ts, turn.call, adv[flat][t], 1.0);
         Experience e;
         e.role = AgentRole::kPolicy;
         e.advantage = adv[flat][t];
@@ -641,6 +658,185 @@ Status tts_task(const StepContext& ctx, int32_t step, const Task& task, Bm25Inde
   return Status();
 }
 
+// The model a language model's trainer has produced so far.
+struct ModelState {
+  std::string adapter;  // "" : the base model
+  std::string model;    // the name requests use
+};
+
+// One update of a language model: the request, the trainer's reply, the ModelUpdate record (at
+// the step's position; the cold start's at step -1), and the model the next calls ask for. A
+// reply that the log does not hold while verifying an unfinished run (NotFound) keeps the model.
+Result<TrainerReply> update_model(const StepContext& ctx, RecordSink& sink, const std::string& kind, int32_t step,
+                                  std::vector<TrainSample> samples, TrainPoint* point, ModelState* state) {
+  const Experiment& exp = *ctx.exp;
+  RngKey key = RngKey::root(exp.seed).with("purpose", "trainer").with("kind", kind).with("step", step);
+  std::string body = update_request_body(exp, kind, step, state->adapter, key, samples);
+  Result<TrainerReply> reply = ctx.trainer->update(kind, step, body);
+  if (!reply.ok() && reply.status().code() == StatusCode::kNotFound) {
+    TrainerReply keep;
+    keep.model = state->model;
+    keep.adapter = state->adapter;
+    return keep;
+  }
+  if (!reply.ok()) return reply.status();
+  VINCI_ASSIGN_OR_RETURN(Digest request, ctx.store->put("trainer_update", body));
+  VINCI_ASSIGN_OR_RETURN(Digest reply_addr, ctx.store->put("trainer_reply", reply->record));
+  ModelUpdateRecord u;
+  u.trainer = ctx.trainer->kind();
+  u.endpoint = ctx.trainer->endpoint();
+  u.kind = kind;
+  u.base_model = exp.llm.model;
+  u.parent = state->adapter;
+  u.adapter = reply->adapter;
+  u.model = reply->model;
+  u.loss = reply->loss;
+  u.prompt_tokens = reply->prompt_tokens;
+  u.completion_tokens = reply->completion_tokens;
+  u.samples = static_cast<uint32_t>(samples.size());
+  for (AgentRole r : trained_roles(exp)) u.roles.push_back(static_cast<schema::Role>(r));
+  u.request = request;
+  u.reply = reply_addr;
+  RecordBuf b;
+  write_model_update(b, step < 0 ? RecordPos::of_step(-1, schema::Record::Phase::COLDSTART) : RecordPos::of_step(step),
+                     u);
+  VINCI_RETURN_IF_ERROR(flush(b, sink));
+  state->adapter = reply->adapter;
+  state->model = reply->model;
+  ctx.model->use_model(reply->model);
+  if (auto* external = dynamic_cast<ExternalModelParameters*>(ctx.backbone)) {
+    external->use_model(reply->model, reply->adapter);
+  }
+  if (point) {
+    point->model = reply->model;
+    point->trained_samples = u.samples;
+    point->update_seconds = reply->seconds;
+  }
+  return reply;
+}
+
+// Answers each call with the text set before it: the cold start's examples, rendered as the calls
+// the model will be asked, with the answers it should give.
+class TeacherTransport : public ChatTransport {
+ public:
+  void set_answer(std::string text) { answer_ = std::move(text); }
+  Result<ChatOutcome> complete(const std::string& body, const RngKey&) override {
+    nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
+    nlohmann::json message = {{"role", "assistant"}, {"content", answer_}};
+    nlohmann::json choice = {{"index", 0}, {"finish_reason", "stop"}, {"message", message}};
+    nlohmann::json reply = {{"model", request.is_object() ? request.value("model", "") : ""},
+                            {"choices", nlohmann::json::array({choice})}};
+    ChatOutcome out;
+    VINCI_ASSIGN_OR_RETURN(out.record, canonical_chat_reply(reply.dump()));
+    VINCI_ASSIGN_OR_RETURN(ChatReply parsed, parse_chat_reply(out.record));
+    out.ok = true;
+    out.body = out.record;
+    out.reply = std::move(parsed);
+    return out;
+  }
+
+ private:
+  std::string answer_;
+};
+
+// A setting as the policy answers it: the knobs block, or the generator's plan in the model-facing
+// format.
+Result<std::string> policy_answer_text(const Experiment& exp, const Task& task,
+                                       const std::map<std::string, std::string>& values) {
+  if (exp.policy_format == "knobs") return render_knob_answer(task, values);
+  VINCI_ASSIGN_OR_RETURN(Plan plan, generate_plan(task, values));
+  return render_model_plan(plan);
+}
+
+std::string skills_answer_text(const char* key, const nlohmann::json& list) {
+  return "```json\n" + nlohmann::json{{key, list}}.dump() + "\n```";
+}
+
+// The cold start's examples as supervised samples for a language model: per kept trajectory the
+// selection (the BM25 candidates -> those agreeing with the best setting), every policy turn (with
+// its real history -> the best setting) and the summary (the trajectory -> the distilled skill),
+// each rendered by the run's own agent model as the request it sends, answered by a teacher.
+Result<std::vector<TrainSample>> cold_start_samples(const StepContext& ctx, const TaskSuite& suite,
+                                                    const SkillLibrary& library,
+                                                    const std::vector<ColdStartExample>& examples) {
+  const Experiment& exp = *ctx.exp;
+  auto* llm = dynamic_cast<LlmAgentModel*>(ctx.model);
+  if (llm == nullptr) return failed_precondition("the cold start's text examples need a language model");
+  TeacherTransport teacher;
+  std::unique_ptr<LlmAgentModel> model = llm->with_transport(teacher);
+  std::vector<TrainSample> out;
+  auto add = [&](const std::optional<LlmCall>& call) {
+    if (!call || !trains_role(exp, call->role)) return;
+    if (auto s = train_sample(*call, 1.0, 1.0)) out.push_back(std::move(*s));
+  };
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const ColdStartExample& x = examples[i];
+    const Task* task = suite.find(x.task);
+    if (task == nullptr) return internal_error("cold start example of unknown task " + x.task);
+    RngKey key = RngKey::root(exp.seed).with("phase", "coldstart-sft").with("example", static_cast<int64_t>(i));
+    std::vector<const Skill*> chosen;
+    if (!x.picked.empty()) {
+      SelectionQuestion q;
+      q.task = task;
+      q.size = ctx.size;
+      for (const std::string& name : x.candidates) q.candidates.push_back(library.find(name));
+      q.scores = x.scores;
+      q.max_pick = exp.selection.max_skills;
+      q.key = key.with("role", "selection");
+      nlohmann::json picked = nlohmann::json::array();
+      for (int32_t p : x.picked) {
+        picked.push_back({{"name", x.candidates[static_cast<size_t>(p)]}});
+        chosen.push_back(q.candidates[static_cast<size_t>(p)]);
+      }
+      teacher.set_answer(skills_answer_text("selected_skills", picked));
+      VINCI_ASSIGN_OR_RETURN(SelectionAnswer a, model->select(q));
+      add(a.call);
+    }
+    VINCI_ASSIGN_OR_RETURN(std::string best,
+                           policy_answer_text(exp, *task, x.settings[static_cast<size_t>(x.best_turn)]));
+    std::vector<PolicyTurn> history;
+    for (size_t t = 0; t < x.settings.size(); ++t) {
+      PolicyQuestion q;
+      q.task = task;
+      q.size = ctx.size;
+      q.skills = chosen;
+      q.history = &history;
+      q.key = key.with("turn", static_cast<int64_t>(t));
+      teacher.set_answer(best);
+      VINCI_ASSIGN_OR_RETURN(PolicyTurn answer, model->write_plan(q));
+      add(answer.call);
+      // What the trajectory really did at turn t is the next turn's history.
+      PolicyTurn done;
+      VINCI_ASSIGN_OR_RETURN(done.reply_text, policy_answer_text(exp, *task, x.settings[t]));
+      VINCI_ASSIGN_OR_RETURN(Plan plan, generate_plan(*task, x.settings[t]));
+      done.plan = std::move(plan);
+      done.eval = x.evals[t];
+      done.result = x.results[t];
+      history.push_back(std::move(done));
+    }
+    if (x.skill) {
+      SummaryQuestion q;
+      q.task = task;
+      q.size = ctx.size;
+      q.injected = chosen;
+      q.turns = &history;
+      q.best_turn = static_cast<size_t>(x.best_turn);
+      q.turn1_speedup = x.results[0].speedup;
+      q.best_speedup = x.results[static_cast<size_t>(x.best_turn)].speedup;
+      q.key = key.with("role", "summary");
+      nlohmann::json skill = {{"name", x.skill->name},
+                              {"description", x.skill->description},
+                              {"scope", x.skill->scope},
+                              {"tags", x.skill->tags},
+                              {"content", x.skill->content}};
+      teacher.set_answer(skills_answer_text("new_skills", nlohmann::json::array({skill})));
+      VINCI_ASSIGN_OR_RETURN(SummaryAnswer a, model->summarise(q));
+      add(a.call);
+    }
+  }
+  return out;
+}
+
 // The checkpoint record of the parameters step 0 starts from.
 Status write_start_checkpoint(Backbone& backbone, RecordSink& sink, const std::string& origin,
                               const RunCheckpoint* source, const std::string& source_run) {
@@ -723,7 +919,7 @@ Status check_task_split(const TaskSuite& suite, const Experiment& exp) {
 
 Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite, Evaluator& evaluator,
                                      Backbone& backbone, const SkillLibrary& seed_library, RecordSink& sink,
-                                     const ProgressFn& progress, AgentModel* model) {
+                                     const ProgressFn& progress, AgentModel* model, ModelTrainer* trainer) {
   TrainerOutput out;
   std::unique_ptr<SimAgentModel> sim_model;
   if (model == nullptr) {
@@ -740,6 +936,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   ctx.evaluator = &evaluator;
   ctx.backbone = &backbone;
   ctx.model = model;
+  ctx.trainer = trainer;
   ctx.store = &sink.store();
   ctx.shape = sim_backbone_shape();
   ctx.size = exp.size == "full" ? SizeName::kFull : SizeName::kSmall;
@@ -772,9 +969,21 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     }
     out.start_origin = "run";
   }
+  ModelState model_state;
+  model_state.model = exp.llm.model;
   if (exp.coldstart.enabled) {
+    // A language model is fitted by its trainer, on the examples as text.
+    const bool text = trainer != nullptr;
     VINCI_ASSIGN_OR_RETURN(ColdStartResult cs,
-                           run_cold_start(exp, split.train, evaluator, backbone, seed_library, sink));
+                           run_cold_start(exp, split.train, evaluator, backbone, seed_library, sink, !text));
+    if (text) {
+      VINCI_ASSIGN_OR_RETURN(std::vector<TrainSample> samples,
+                             cold_start_samples(ctx, suite, cs.library, cs.text_examples));
+      VINCI_ASSIGN_OR_RETURN(TrainerReply reply,
+                             update_model(ctx, sink, "sft", -1, std::move(samples), nullptr, &model_state));
+      out.coldstart_model = reply.model;
+      out.coldstart_loss = reply.loss;
+    }
     out.library = cs.library;
     out.turn_evals += cs.turn_evals;
     out.coldstart = cs.point;
@@ -880,6 +1089,15 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       out.turn_evals += w.evals;
     }
     VINCI_ASSIGN_OR_RETURN(UpdateStats stats, backbone.update(experiences));
+    if (trainer) {
+      std::vector<TrainSample> samples;
+      for (auto& w : work) {
+        for (auto& s : w.llm_samples) samples.push_back(std::move(s));
+      }
+      VINCI_ASSIGN_OR_RETURN(TrainerReply reply,
+                             update_model(ctx, sink, "rl", step, std::move(samples), &point, &model_state));
+      stats.loss = reply.loss;
+    }
     {
       ParameterDigestRecord pd;
       pd.digest = backbone.parameter_digest();

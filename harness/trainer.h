@@ -20,6 +20,7 @@
 #include "harness/agent_model.h"
 #include "harness/coldstart.h"
 #include "harness/experiment.h"
+#include "harness/model_trainer.h"
 #include "harness/record_sink.h"
 #include "harness/rl.h"
 
@@ -34,6 +35,11 @@ struct TrainPoint {
   uint32_t accepted = 0;         // skills that passed verification (one staged per task at most)
   uint32_t library_size = 0;     // after the step
   double loss = 0;
+  // A language model's update after the step (trainer.kind): the model it produced; empty when
+  // nothing trained it.
+  std::string model;
+  uint32_t trained_samples = 0;
+  double update_seconds = 0;  // the trainer's wall time (reports only)
 };
 
 struct EvalPoint {
@@ -45,6 +51,8 @@ struct TrainerOutput {
   std::vector<TrainPoint> train;
   std::vector<EvalPoint> eval;
   std::optional<ColdStartPoint> coldstart;
+  std::string coldstart_model;  // a language model's cold start: the model its trainer returned
+  double coldstart_loss = 0;    // ... and the loss it reported
   std::vector<FastP> tts;    // test-time scaling fast_p (best and last turn), when run
   std::string start_origin;  // where step 0's parameters came from: init, coldstart, run
   std::vector<std::string> train_tasks, eval_tasks;
@@ -74,10 +82,13 @@ using ProgressFn = std::function<void(int64_t done, int64_t total, const std::st
 
 // `model` answers the agents' questions (harness/agent_model.h); without one, the sim network
 // `backbone` answers through SimAgentModel. `backbone` holds the parameters that are trained,
-// checkpointed and digested either way.
+// checkpointed and digested either way. `trainer`, when given, trains a language model: after each
+// step's update it gets the step's calls and advantages (harness/model_trainer.h), a ModelUpdate
+// record names what it returned, and the next step asks for the model it names.
 Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite, Evaluator& evaluator,
                                      Backbone& backbone, const SkillLibrary& seed_library, RecordSink& sink,
-                                     const ProgressFn& progress, AgentModel* model = nullptr);
+                                     const ProgressFn& progress, AgentModel* model = nullptr,
+                                     ModelTrainer* trainer = nullptr);
 
 }  // namespace vinci
 

@@ -217,9 +217,16 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
   ls.send_tools = exp.llm.tools;
   ls.max_skills = exp.selection.max_skills;
   ls.languages = exp.languages;
+  ls.policy_format = exp.policy_format;
   w->call_log = std::make_unique<LlmCallLog>(call_log_path);
   w->model = std::make_unique<LlmAgentModel>(ls, std::move(templates), *w->transport, w->call_log.get());
   w->backbone = std::make_unique<ExternalModelParameters>(exp.llm.base_url, exp.llm.model);
+  TrainerCalls tc = calls == ModelCalls::kLive                 ? TrainerCalls::kLive
+                    : calls == ModelCalls::kRecordedThenLive   ? TrainerCalls::kRecordedThenLive
+                    : calls == ModelCalls::kRecordedPrefix     ? TrainerCalls::kRecordedPrefix
+                    : calls == ModelCalls::kRecordedDecisions ? TrainerCalls::kRecordedDecisions
+                                                               : TrainerCalls::kRecorded;
+  VINCI_ASSIGN_OR_RETURN(w->trainer, build_trainer(exp, tc, run_dir));
   return Status();
 }
 

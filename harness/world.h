@@ -14,6 +14,7 @@
 #include "harness/agent_model.h"
 #include "harness/experiment.h"
 #include "harness/llm_agents.h"
+#include "harness/model_trainer.h"
 #include "recorder/environment.h"
 
 namespace vinci {
@@ -35,6 +36,7 @@ struct World {
   std::unique_ptr<CallJournal> journal;           // RUN/llm_journal.jsonl of a run that calls a server
   std::unique_ptr<AgentModel> model;
   std::unique_ptr<LlmCallLog> call_log;  // the model's calls: attempts, latency (openai)
+  TrainerParts trainer;                  // trainer.kind: who trains the model (null trainer: none)
   SkillLibrary seed_library;
 };
 

@@ -106,7 +106,7 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
     world.backbone = std::move(recorded);
   }
   Status ran = run_experiment(exp, world.suite, *world.evaluator, *world.backbone, world.seed_library, sink, nullptr,
-                              world.model.get())
+                              world.model.get(), world.trainer.trainer.get())
                    .status();
   // An unfinished run: the loop went past its log's end (every record it holds matched), or it
   // stopped short of it asking for what the log does not hold (a live run's measurement, a

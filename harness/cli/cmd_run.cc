@@ -459,7 +459,7 @@ int run_command(const std::vector<std::string>& args, bool coldstart_only) {
       [&](int64_t d, int64_t t, const std::string& l) {
         progress(d, t, world.evaluator_progress ? l + " | " + world.evaluator_progress() : l);
       },
-      world.model.get());
+      world.model.get(), world.trainer.trainer.get());
   if (!out.ok()) {
     if (resume && !run.writer->writing() && out.status().code() == StatusCode::kMismatch) {
       // A recorded record the run does not derive, found before the resume wrote anything.

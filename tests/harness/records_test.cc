@@ -65,6 +65,7 @@ Result<std::string> reencode(schema::Record::Reader r) {
     case schema::Record::SFT_EPOCH: write_sft_epoch(buf, pos, read_sft_epoch(r.getSftEpoch())); break;
     case schema::Record::COLD_START: write_cold_start(buf, pos, read_cold_start(r.getColdStart())); break;
     case schema::Record::TTS_WINDOW: write_tts_window(buf, pos, read_tts_window(r.getTtsWindow())); break;
+    case schema::Record::MODEL_UPDATE: write_model_update(buf, pos, read_model_update(r.getModelUpdate())); break;
     case schema::Record::RUN_END: return std::string();
   }
   if (buf.records.size() != 1)
