@@ -133,6 +133,18 @@ std::string error_body(const std::string& message, const char* type, int code) {
   return e.dump();
 }
 
+// The HTTP status and error type of a failed Status.
+int status_http(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kNotFound: return 404;
+    default: return 500;
+  }
+}
+const char* status_type(int http) {
+  return http == 400 ? "invalid_request_error" : http == 404 ? "not_found" : "server_error";
+}
+
 // Why a body nests too deep to parse, or "". Counted on the bytes before parsing, since a parse
 // (and every later walk of the value) recurses once per level.
 std::string request_shape_error(std::string_view body, int max_depth) {
@@ -184,6 +196,11 @@ std::string messages_shape_error(const json& request) {
 
 }  // namespace
 
+ChatRouteReply chat_route_error(const Status& status) {
+  const int http = status_http(status);
+  return {http, json::parse(error_body(status.message(), status_type(http), http))};
+}
+
 json chat_completion_json(std::string_view body, const json& request, const ChatAnswer& answer,
                           std::string_view default_model) {
   const std::string hex = hash_tagged("llm_request", body).hex();
@@ -209,7 +226,8 @@ json chat_completion_json(std::string_view body, const json& request, const Chat
   if (request.is_object() && request.contains("model") && request["model"].is_string()) {
     model = request["model"].get<std::string>();
   }
-  int64_t prompt = estimate_tokens(body.size()), completion = estimate_tokens(completion_bytes);
+  int64_t prompt = answer.prompt_tokens >= 0 ? answer.prompt_tokens : estimate_tokens(body.size());
+  int64_t completion = answer.completion_tokens >= 0 ? answer.completion_tokens : estimate_tokens(completion_bytes);
   return {
       {"id", "chatcmpl-" + hex},
       {"object", "chat.completion"},
@@ -496,28 +514,31 @@ Status ChatServer::start(const std::string& host, int port) {
   svr.set_payload_max_length(options_.limits.max_request_bytes);
   svr.set_write_timeout(std::max(1, options_.limits.request_read_seconds));
   const ChatServerLimits limits = options_.limits;
+  std::string endpoints = "POST /v1/chat/completions, GET /v1/models";
+  for (const auto& [path, route] : options_.routes) endpoints += ", POST " + path;
   // httplib's own refusals (413, a request that is not HTTP, an unknown path) come with an empty
   // body: give them an OpenAI-style one.
-  svr.set_error_handler(httplib::Server::HandlerWithResponse([limits](const httplib::Request&, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string message;
-    if (res.status == 413 || (t_stream != nullptr && t_stream->over_budget())) {
-      res.status = 413;
-      message = "the request body is over the limit of " + std::to_string(limits.max_request_bytes) + " bytes";
-    } else if (res.status == 404) {
-      message = "no such endpoint (POST /v1/chat/completions, GET /v1/models)";
-    } else if (res.status == 400 && t_stream != nullptr && t_stream->deadline_hit()) {
-      res.status = 408;
-      message = "the request was not received in full within " + std::to_string(limits.request_read_seconds) + " s";
-    } else if (res.status == 400) {
-      message = "the request is not valid HTTP";
-    } else {
-      message = "the request failed with HTTP " + std::to_string(res.status);
-    }
-    res.set_content(error_body(message, res.status >= 500 ? "server_error" : "invalid_request_error", res.status),
-                    "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  svr.set_error_handler(
+      httplib::Server::HandlerWithResponse([limits, endpoints](const httplib::Request&, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string message;
+        if (res.status == 413 || (t_stream != nullptr && t_stream->over_budget())) {
+          res.status = 413;
+          message = "the request body is over the limit of " + std::to_string(limits.max_request_bytes) + " bytes";
+        } else if (res.status == 404) {
+          message = "no such endpoint (" + endpoints + ")";
+        } else if (res.status == 400 && t_stream != nullptr && t_stream->deadline_hit()) {
+          res.status = 408;
+          message = "the request was not received in full within " + std::to_string(limits.request_read_seconds) + " s";
+        } else if (res.status == 400) {
+          message = "the request is not valid HTTP";
+        } else {
+          message = "the request failed with HTTP " + std::to_string(res.status);
+        }
+        res.set_content(error_body(message, res.status >= 500 ? "server_error" : "invalid_request_error", res.status),
+                        "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
   svr.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
     res.status = 500;
     res.set_content(error_body("internal server error", "server_error", 500), "application/json");
@@ -548,6 +569,16 @@ Status ChatServer::start(const std::string& host, int port) {
     }
     send(res, handle_chat(req.body, req.get_header_value("Authorization")));
   });
+  for (const auto& [path, route] : options_.routes) {
+    const ChatRoute* handler = &route;
+    svr.Post(path, [this, send, handler](const httplib::Request& req, httplib::Response& res) {
+      if (req.body.size() > options_.limits.max_request_bytes) {
+        res.status = 413;
+        return;
+      }
+      send(res, handle_route(*handler, req.body, req.get_header_value("Authorization")));
+    });
+  }
   svr.Get("/v1/models", [this, send](const httplib::Request& req, httplib::Response& res) {
     send(res, handle_models(req.get_header_value("Authorization")));
   });
@@ -596,10 +627,45 @@ ChatServer::Reply ChatServer::handle_models(const std::string& authorization) {
   if (!authorized(authorization)) {
     return {401, error_body("Incorrect API key provided.", "invalid_request_error", 401), ""};
   }
-  json list = {
-      {"object", "list"},
-      {"data", json::array({{{"id", options_.model}, {"object", "model"}, {"created", 0}, {"owned_by", "vinci"}}})}};
+  json data = json::array({{{"id", options_.model}}});
+  if (options_.models) {
+    try {
+      data = options_.models();
+    } catch (const std::exception& e) {
+      log(std::string("chat server: the model list failed: ") + e.what());
+      return {500, error_body("internal server error", "server_error", 500), ""};
+    }
+  }
+  const json defaults = {{"object", "model"}, {"created", 0}, {"owned_by", "vinci"}};
+  for (json& m : data) {
+    for (const auto& [key, value] : defaults.items()) {
+      if (m.is_object() && !m.contains(key)) m[key] = value;
+    }
+  }
+  json list = {{"object", "list"}, {"data", std::move(data)}};
   return {200, list.dump(), ""};
+}
+
+ChatServer::Reply ChatServer::handle_route(const ChatRoute& route, const std::string& body,
+                                           const std::string& authorization) {
+  ++requests_;
+  if (!authorized(authorization)) {
+    return {401, error_body("Incorrect API key provided.", "invalid_request_error", 401), ""};
+  }
+  std::string shape = request_shape_error(body, options_.limits.max_json_depth);
+  json request;
+  if (shape.empty()) {
+    request = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (!request.is_object()) shape = "request body is not a JSON object";
+  }
+  if (!shape.empty()) return {400, error_body(shape, "invalid_request_error", 400), ""};
+  try {
+    ChatRouteReply r = route(request);
+    return {r.status, r.body.dump(-1, ' ', false, json::error_handler_t::replace), ""};
+  } catch (const std::exception& e) {
+    log(std::string("chat server: the route handler failed: ") + e.what());
+    return {500, error_body("internal server error", "server_error", 500), ""};
+  }
 }
 
 ChatServer::Reply ChatServer::handle_chat(const std::string& body, const std::string& authorization) {
@@ -656,11 +722,8 @@ ChatServer::Reply ChatServer::answer(const std::string& body, const json& reques
     }
   }
   if (!a.ok()) {
-    bool bad_request = a.status().code() == StatusCode::kInvalidArgument;
-    return {bad_request ? 400 : 500,
-            error_body(a.status().message(), bad_request ? "invalid_request_error" : "server_error",
-                       bad_request ? 400 : 500),
-            ""};
+    const int http = status_http(a.status());
+    return {http, error_body(a.status().message(), status_type(http), http), ""};
   }
   std::string out = chat_completion_json(body, request, *a, options_.model).dump();
   if (fault != nullptr && fault->kind == ChatFaultKind::kTruncated) out.resize(out.size() / 2);

@@ -3,6 +3,7 @@
 // The server speaks the subset of the API vinci's ChatClient uses:
 //   POST /v1/chat/completions  the handler's ChatAnswer wrapped into a chat.completion object
 //   GET  /v1/models            {"object": "list", "data": [{"id": model, ...}]}
+//   POST <path>                any extra routes the options name, each a handler of JSON bodies
 // With an api_key set, a request whose "Authorization: Bearer KEY" does not match gets 401 and an
 // OpenAI-style error body that does not repeat what was sent.
 //
@@ -22,6 +23,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -45,14 +47,31 @@ struct ChatAnswer {
   std::string reasoning;  // sent as message.reasoning_content when not empty
   std::vector<ChatAnswerToolCall> tool_calls;
   std::string finish_reason;  // empty: "tool_calls" when there are tool calls, else "stop"
+  // The usage a model counted; -1: estimated as bytes / 4.
+  int64_t prompt_tokens = -1;
+  int64_t completion_tokens = -1;
 };
 
 // Called for each chat request that gets an answer, from the server's worker threads, concurrently:
 // it must be thread-safe. An error Status becomes HTTP 400 (kInvalidArgument) or 500 (any other),
 // with its message in an OpenAI-style error body; so does an exception (500, logged). The request
 // it gets is a JSON object within the server's limits whose "messages" is a list of objects, each
-// with a string "role" and a string, null or list "content".
+// with a string "role" and a string, null or list "content". NotFound (an unknown model) becomes
+// HTTP 404.
 using ChatHandler = std::function<Result<ChatAnswer>(const nlohmann::json& request)>;
+
+// What an extra route answers: an HTTP status and a JSON body.
+struct ChatRouteReply {
+  int status = 200;
+  nlohmann::json body;
+};
+// An extra POST route's handler, called with the body parsed (a JSON object within the server's
+// limits) from the server's worker threads, concurrently: it must be thread-safe. An exception
+// becomes a 500 (logged).
+using ChatRoute = std::function<ChatRouteReply(const nlohmann::json& body)>;
+// The OpenAI-style error reply for a failed Status: 400 invalid_request_error (InvalidArgument),
+// 404 not_found (NotFound), 500 server_error (any other).
+ChatRouteReply chat_route_error(const Status& status);
 
 enum class ChatFaultKind {
   kHttp500,            // 500 with an error body
@@ -121,6 +140,12 @@ struct ChatServerOptions {
   int threads = 64;
   std::vector<ChatFault> faults;
   ChatServerLimits limits;
+  // Extra POST routes beside the chat endpoint, by path ("/v1/vinci/update"); authorized and
+  // limited as chat requests are.
+  std::map<std::string, ChatRoute> routes;
+  // When set, GET /v1/models lists what it returns (a list of objects, each with at least "id";
+  // "object", "created" and "owned_by" are added when missing) instead of `model` alone.
+  std::function<nlohmann::json()> models;
   // Where a refused request, a handler's failure or a dropped connection is logged, one line each
   // (never the request's body or its Authorization header); empty: stderr.
   std::function<void(const std::string& line)> log;
@@ -161,6 +186,7 @@ class ChatServer {
   };
   Reply handle_chat(const std::string& body, const std::string& authorization);
   Reply handle_models(const std::string& authorization);
+  Reply handle_route(const ChatRoute& route, const std::string& body, const std::string& authorization);
   Reply answer(const std::string& body, const nlohmann::json& request, const ChatFault* fault);
   bool authorized(const std::string& authorization) const;
   void log(const std::string& line) const;

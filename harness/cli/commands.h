@@ -13,6 +13,7 @@ int cmd_coldstart(const std::vector<std::string>& args);
 int cmd_config(const std::vector<std::string>& args);
 int cmd_env(const std::vector<std::string>& args);
 int cmd_eval(const std::vector<std::string>& args);
+int cmd_lm(const std::vector<std::string>& args);
 int cmd_measure(const std::vector<std::string>& args);
 int cmd_oracle(const std::vector<std::string>& args);
 int cmd_queue(const std::vector<std::string>& args);

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
       {"config", "print the config reference, or a config's effective keys", vinci::cmd_config},
       {"env", "print the environment a run would record", vinci::cmd_env},
       {"eval", "evaluate one plan on one task and print its result record", vinci::cmd_eval},
+      {"lm", "train and serve vinci's tiny language model (chat completions and the trainer protocol)", vinci::cmd_lm},
       {"measure", "measure the task suite's plans on a device beside the simulator's predictions", vinci::cmd_measure},
       {"oracle", "the best plan of each held-out task's knob space in an experiment's sim world (fast_p ceiling)",
        vinci::cmd_oracle},
