@@ -322,7 +322,8 @@ Result<ChatOutcome> RecordedChatTransport::complete(const std::string& body, con
 LlmCallLog::LlmCallLog(std::string path) : path_(std::move(path)) {}
 
 void LlmCallLog::add(const LlmCall& call, const std::vector<int>& statuses, const nlohmann::json& envelope) {
-  nlohmann::json line = {{"key", call.key.hex()}, {"role", agent_role_name(call.role)}, {"attempts", call.attempts},
+  nlohmann::json line = {{"key", call.key.hex()},   {"role", agent_role_name(call.role)}, {"model", call.model},
+                         {"attempts", call.attempts},
                          {"statuses", statuses},  {"latency_s", call.latency_s},        {"failure", call.failure},
                          {"envelope", envelope}};
   std::lock_guard<std::mutex> lock(mu_);

@@ -80,7 +80,6 @@ std::string update_request_body(const Experiment& exp, const std::string& kind, 
   json body = json::object();
   body["protocol"] = kTrainerProtocol;
   body["kind"] = kind;
-  body["run"] = exp.name;
   body["step"] = step;
   body["base_model"] = exp.llm.model;
   body["parent"] = parent;
