@@ -87,6 +87,11 @@ ConfigSchema build_schema() {
                         "a reply in another is rejected. triton needs Triton where kernels are compiled (device.kind =\n"
                         "\"cuda\"); the sim world prices no Triton. Recorded only when not [\"cuda\"].",
                         {"cuda", "triton"}});
+    add_when_set({"policy.format", T::kString, S("plan"),
+                  "openai: what the policy writes. plan: kernels (docs/plan_format.md, the model-facing format);\n"
+                  "knobs: the code generator's knob settings as `knob = value` lines in a ```knobs block\n"
+                  "(docs/training.md), for small models that cannot write kernels byte for byte.",
+                  {"plan", "knobs"}});
   }
   // [summary]
   s.add({"summary.enabled", T::kBool, B(true), "Summarize triggering rollouts into new skills.", {}});
@@ -174,13 +179,8 @@ ConfigSchema build_schema() {
          "server batches them). Records keep their order whatever it is.", {}, 1, 1024});
   s.add({"backbone.prompts", T::kString, S("prompts"),
          "openai: the folder of prompt templates (prompts/README.md). A run records their text.", {}});
-  // [policy.format] and [trainer]: recorded only when set, so configs recorded before them read back unchanged.
+  // [trainer]: recorded only when set, so configs recorded before them read back unchanged.
   {
-    add_when_set({"policy.format", T::kString, S("plan"),
-                  "openai: what the policy writes. plan: kernels (docs/plan_format.md, the model-facing format);\n"
-                  "knobs: the code generator's knob settings as `knob = value` lines in a ```knobs block\n"
-                  "(docs/training.md), for small models that cannot write kernels byte for byte.",
-                  {"plan", "knobs"}});
     add_when_set({"trainer.kind", T::kString, S("none"),
                   "openai: who trains the model. none: nobody (a run evaluates the model; `replay export` writes\n"
                   "the advantages); http: after every step the step's calls and advantages are sent to\n"

@@ -31,6 +31,7 @@ _ADDRESS_FIELDS = {
     "blob": ("address",),
     "checkpoint": ("address",),
     "coldStart": ("library", "checkpoint"),
+    "modelUpdate": ("request", "reply"),
 }
 
 
@@ -572,7 +573,7 @@ def _struct_of(kind):
             "selection": "SelectionDecision", "librarySnapshot": "LibrarySnapshot",
             "parameterDigest": "ParameterDigest", "verification": "VerificationDecision",
             "stepBegin": "StepBegin", "blob": "BlobRef", "checkpoint": "CheckpointRef",
-            "coldStart": "ColdStartSummary"}[kind]
+            "coldStart": "ColdStartSummary", "modelUpdate": "ModelUpdate"}[kind]
 
 
 _SNAKE = {"kernelUs": "kernel_us", "referenceUs": "reference_us", "timeCoverage": "time_coverage",

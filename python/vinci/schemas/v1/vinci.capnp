@@ -107,6 +107,10 @@ struct Record {
     sftEpoch @22 :SftEpoch;          # one supervised step of the cold start
     coldStart @23 :ColdStartSummary; # what the cold start stage built
     ttsWindow @24 :TtsWindow;        # the window a test-time-scaling iteration continues from
+
+    # An event: a trainer's answer to one update of a language model (harness/model_trainer.h),
+    # recorded once and replayed from the log, like an llmReply.
+    modelUpdate @25 :ModelUpdate;
   }
 }
 
@@ -228,6 +232,25 @@ struct ParameterDigest {
   checkpoint @1 :Data $Json.hex;  # address of the serialized parameters, when saved
   loss @2 :Float64;
   gradNorm @3 :Float64;
+}
+
+# One update of a language model by its trainer: the step's calls and advantages went in (the
+# request object), a new model came out, named in every later chat request.
+struct ModelUpdate {
+  trainer @0 :Text;            # trainer.kind ("http")
+  endpoint @1 :Text;           # the trainer's base URL
+  kind @2 :Text;               # "rl" (a step's policy gradient) or "sft" (the cold start)
+  baseModel @3 :Text;          # backbone.model
+  parent @4 :Text;             # the adapter the update started from; empty: the base model
+  adapter @5 :Text;            # the trainer's digest of what it trained (weights, optimizer state)
+  model @6 :Text;              # the name later chat requests use
+  loss @7 :Float64;
+  promptTokens @8 :UInt64;     # tokens the update read, as the trainer counts them
+  completionTokens @9 :UInt64;
+  samples @10 :UInt32;
+  roles @11 :List(Role);       # the roles the experiment trains
+  request @12 :Data $Json.hex; # address of the update request (object kind "trainer_update")
+  reply @13 :Data $Json.hex;   # address of the trainer's reply, its wall time removed ("trainer_reply")
 }
 
 struct Metric {
