@@ -63,6 +63,11 @@ void fill_field(capnp::DynamicStruct::Builder b, capnp::StructSchema::Field fiel
           case capnp::schema::Type::FLOAT64: list.set(i, s.uniform() * 1000); break;
           case capnp::schema::Type::UINT32: list.set(i, static_cast<uint32_t>(s.below(64))); break;
           case capnp::schema::Type::BOOL: list.set(i, s.below(2) == 1); break;
+          case capnp::schema::Type::ENUM: {
+            auto enumerants = elem.asEnum().getEnumerants();
+            list.set(i, capnp::DynamicEnum(enumerants[s.below(enumerants.size())]));
+            break;
+          }
           default:
             VINCI_ASSERT_MSG(false,
                              "sample filler: add a case for list element type " << static_cast<int>(elem.which()));
