@@ -707,6 +707,7 @@ Result<TrainerReply> update_model(const StepContext& ctx, RecordSink& sink, cons
   if (auto* external = dynamic_cast<ExternalModelParameters*>(ctx.backbone)) {
     external->use_model(reply->model, reply->adapter);
   }
+  reply->samples = u.samples;  // what was sent, whatever the trainer counted
   if (point) {
     point->model = reply->model;
     point->trained_samples = u.samples;
@@ -983,6 +984,8 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
                              update_model(ctx, sink, "sft", -1, std::move(samples), nullptr, &model_state));
       out.coldstart_model = reply.model;
       out.coldstart_loss = reply.loss;
+      out.coldstart_samples = reply.samples;
+      out.coldstart_seconds = reply.seconds;
     }
     out.library = cs.library;
     out.turn_evals += cs.turn_evals;
@@ -992,11 +995,19 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     ++done;
     if (progress) {
       char line[240];
-      std::snprintf(line, sizeof line,
-                    "cold start: %u/%u trajectories kept, %zu skills, cross-entropy "
-                    "(selection, policy, summary) %.3f %.3f %.3f -> %.3f %.3f %.3f",
-                    p.kept, p.trajectories, p.added.size(), p.before.mean[0], p.before.mean[1], p.before.mean[2],
-                    p.after.mean[0], p.after.mean[1], p.after.mean[2]);
+      if (out.coldstart_model.empty()) {
+        std::snprintf(line, sizeof line,
+                      "cold start: %u/%u trajectories kept, %zu skills, cross-entropy "
+                      "(selection, policy, summary) %.3f %.3f %.3f -> %.3f %.3f %.3f",
+                      p.kept, p.trajectories, p.added.size(), p.before.mean[0], p.before.mean[1], p.before.mean[2],
+                      p.after.mean[0], p.after.mean[1], p.after.mean[2]);
+      } else {
+        std::snprintf(line, sizeof line,
+                      "cold start: %u/%u trajectories kept, %zu skills; the trainer fitted %u examples in %.1f s "
+                      "(loss %.4g): model %s",
+                      p.kept, p.trajectories, p.added.size(), out.coldstart_samples, out.coldstart_seconds,
+                      out.coldstart_loss, out.coldstart_model.c_str());
+      }
       progress(done, total, line);
     }
   }
@@ -1148,7 +1159,13 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       std::snprintf(line, sizeof line, "step %d/%d: reward %.3f, correct %.2f, best speedup %.2f, skills +%zu (%u)",
                     step + 1, exp.steps, point.reward_mean, point.correct_rate, point.best_speedup_mean, added.size(),
                     point.library_size);
-      progress(done, total, line);
+      std::string text = line;
+      if (!point.model.empty()) {
+        std::snprintf(line, sizeof line, "; trained on %u calls in %.1f s (loss %.4g): model %s",
+                      point.trained_samples, point.update_seconds, point.loss, point.model.c_str());
+        text += line;
+      }
+      progress(done, total, text);
     }
   }
   return out;

@@ -187,5 +187,34 @@ TEST(SimKnowledge, TheConfigKeysAreCheckedAndRecordedOnlyWhenSet) {
   EXPECT_FALSE(p.ok());
 }
 
+// [trainer] and policy.format are about a language model: refused with the sim network, and
+// a language model's cold start needs a trainer to fit it.
+TEST(TrainerConfig, KeysAreCheckedAgainstTheBackbone) {
+  const std::string llm =
+      "[run]\nname = \"x\"\n[backbone]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n";
+  auto plain = experiment_from_text(llm, "x.toml");
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  EXPECT_EQ(plain->trainer.kind, "none");
+  EXPECT_EQ(plain->effective_toml.find("[trainer]"), std::string::npos) << plain->effective_toml;
+  auto trained = experiment_from_text(llm + "[trainer]\nkind = \"http\"\nurl = \"http://127.0.0.1:2/v1\"\n"
+                                            "[policy]\nformat = \"knobs\"\n[coldstart]\nenabled = true\n",
+                                      "x.toml");
+  ASSERT_TRUE(trained.ok()) << trained.status().to_string();
+  EXPECT_EQ(trained->trainer.url, "http://127.0.0.1:2/v1");
+  EXPECT_EQ(trained->policy_format, "knobs");
+  auto sim = experiment_from_text("[run]\nname = \"x\"\n[trainer]\nkind = \"http\"\n", "x.toml");
+  ASSERT_FALSE(sim.ok());
+  EXPECT_NE(sim.status().message().find("key 'trainer.kind'"), std::string::npos) << sim.status().to_string();
+  auto knobs = experiment_from_text("[run]\nname = \"x\"\n[policy]\nformat = \"knobs\"\n", "x.toml");
+  ASSERT_FALSE(knobs.ok());
+  EXPECT_NE(knobs.status().message().find("key 'policy.format'"), std::string::npos) << knobs.status().to_string();
+  auto cold = experiment_from_text(llm + "[coldstart]\nenabled = true\n", "x.toml");
+  ASSERT_FALSE(cold.ok());
+  EXPECT_NE(cold.status().message().find("trainer.kind = \"http\""), std::string::npos) << cold.status().to_string();
+  auto bad = experiment_from_text(llm + "[trainer]\nkind = \"grpc\"\n", "x.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("trainer.kind"), std::string::npos) << bad.status().to_string();
+}
+
 }  // namespace
 }  // namespace vinci
