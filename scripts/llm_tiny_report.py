@@ -72,7 +72,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--out", default=os.path.join(ROOT, "runs", "llm_tiny_report"))
-    ap.add_argument("--context", type=int, default=768)
+    ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--set", action="append", default=[], help="extra key=value settings for every run")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
