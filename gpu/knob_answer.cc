@@ -42,8 +42,9 @@ Result<Block> knob_block(std::string_view reply) {
     if (t.rfind("```", 0) == 0) return b;
     b.lines.emplace_back(static_cast<int>(i) + 1, lines[i]);
   }
-  if (open >= 0) return invalid_argument("the ```knobs block opened on line " + std::to_string(open + 1) +
-                                         " is not closed (expected a line ``` after its settings)");
+  if (open >= 0)
+    return invalid_argument("the ```knobs block opened on line " + std::to_string(open + 1) +
+                            " is not closed (expected a line ``` after its settings)");
   // No fence: a reply made only of settings is read as one block.
   b.lines.clear();
   bool any = false;
@@ -53,7 +54,8 @@ Result<Block> knob_block(std::string_view reply) {
     if (t.find('=') == std::string_view::npos) {
       return invalid_argument(
           "no ```knobs block: expected the settings as `knob = value` lines in a ```knobs block, found prose on "
-          "line " + std::to_string(i + 1));
+          "line " +
+          std::to_string(i + 1));
     }
     any = true;
     b.lines.emplace_back(static_cast<int>(i) + 1, lines[i]);
@@ -93,8 +95,8 @@ Result<std::map<std::string, std::string>> parse_knob_answer(std::string_view re
     if (k < 0) {
       std::string names;
       for (const Knob& kn : space.knobs) names += (names.empty() ? "" : ", ") + kn.name;
-      return invalid_argument(where + "task " + task.id + " has no knob '" + name.substr(0, 80) + "' (its knobs: " +
-                              names + ")");
+      return invalid_argument(where + "task " + task.id + " has no knob '" + name.substr(0, 80) +
+                              "' (its knobs: " + names + ")");
     }
     const Knob& knob = space.knobs[static_cast<size_t>(k)];
     bool known = false;

@@ -259,9 +259,8 @@ namespace {
 // The text form of one kept trajectory's examples (ColdStartExample). The recall is the one the
 // selection example was built from (same key).
 ColdStartExample text_example(const Task& task, const Trajectory& tr, const KnobSpace& space,
-                              const std::vector<const Skill*>& chosen, const Distilled* distilled,
-                              Bm25Index& index, const SkillLibrary& library, const Experiment& exp,
-                              int32_t trajectory) {
+                              const std::vector<const Skill*>& chosen, const Distilled* distilled, Bm25Index& index,
+                              const SkillLibrary& library, const Experiment& exp, int32_t trajectory) {
   ColdStartExample x;
   x.task = task.id;
   if (!chosen.empty()) {
@@ -297,18 +296,12 @@ Result<ColdStartResult> finish_unfitted(const Experiment& exp, ColdStartResult& 
   ObjectStore& store = sink.store();
   VINCI_ASSIGN_OR_RETURN(Digest lib_addr, store.put("library", res.library.canonical_bytes()));
   const ColdStartPoint& p = res.point;
-  const ColdStartRecord c{p.trajectories,
-                          p.kept,
-                          p.proposed,
-                          p.verified,
-                          p.added,
-                          exp.coldstart.diversity,
-                          examples,
-                          {dropped[0], dropped[1], dropped[2]},
-                          {0, 0, 0},
-                          {0, 0, 0},
-                          lib_addr,
-                          Digest(),
+  const ColdStartRecord c{p.trajectories, p.kept,
+                          p.proposed,     p.verified,
+                          p.added,        exp.coldstart.diversity,
+                          examples,       {dropped[0], dropped[1], dropped[2]},
+                          {0, 0, 0},      {0, 0, 0},
+                          lib_addr,       Digest(),
                           Digest()};
   RecordBuf buf;
   write_cold_start(buf, RecordPos::of_step(kStep, kPhase), c);
@@ -503,7 +496,9 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
     }
     per_pattern[group]++;
     for (auto& e : ex) examples.push_back(std::move(e));
-    if (!fit) res.text_examples.push_back(text_example(task, tr, space, chosen, distilled, index, res.library, exp, k.trajectory));
+    if (!fit)
+      res.text_examples.push_back(
+          text_example(task, tr, space, chosen, distilled, index, res.library, exp, k.trajectory));
   }
   if (!fit) {
     RoleCounts counts{0, 0, 0};

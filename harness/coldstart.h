@@ -46,8 +46,8 @@
 #include "gpu/eval_result.h"
 #include "gpu/task.h"
 #include "harness/experiment.h"
-#include "harness/rl.h"
 #include "harness/record_sink.h"
+#include "harness/rl.h"
 
 namespace vinci {
 
@@ -119,10 +119,10 @@ struct ColdStartExample {
 struct ColdStartResult {
   ColdStartPoint point;
   std::vector<ColdStartExample> text_examples;  // filled when the backbone is not fitted here
-  SkillLibrary library;              // seed library + the distilled skills that were kept
-  std::vector<Experience> examples;  // the SFT examples (targets as samples, advantage 1)
-  Digest checkpoint;                 // address of the fitted parameters' checkpoint object
-  Digest digest;                     // their parameter digest
+  SkillLibrary library;                         // seed library + the distilled skills that were kept
+  std::vector<Experience> examples;             // the SFT examples (targets as samples, advantage 1)
+  Digest checkpoint;                            // address of the fitted parameters' checkpoint object
+  Digest digest;                                // their parameter digest
   uint64_t turn_evals = 0;
 };
 

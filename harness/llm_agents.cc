@@ -322,10 +322,10 @@ Result<ChatOutcome> RecordedChatTransport::complete(const std::string& body, con
 LlmCallLog::LlmCallLog(std::string path) : path_(std::move(path)) {}
 
 void LlmCallLog::add(const LlmCall& call, const std::vector<int>& statuses, const nlohmann::json& envelope) {
-  nlohmann::json line = {{"key", call.key.hex()},   {"role", agent_role_name(call.role)}, {"model", call.model},
-                         {"attempts", call.attempts},
-                         {"statuses", statuses},  {"latency_s", call.latency_s},        {"failure", call.failure},
-                         {"envelope", envelope}};
+  nlohmann::json line = {{"key", call.key.hex()},   {"role", agent_role_name(call.role)},
+                         {"model", call.model},     {"attempts", call.attempts},
+                         {"statuses", statuses},    {"latency_s", call.latency_s},
+                         {"failure", call.failure}, {"envelope", envelope}};
   std::lock_guard<std::mutex> lock(mu_);
   stats_.calls++;
   if (!call.failure.empty()) stats_.failed++;
@@ -512,8 +512,8 @@ Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
   }
   std::vector<ChatMessage> messages = {
       {"system", policy_system_prompt(templates_.render("policy_system.md"), q.skills)},
-      {"user", "# Task\n\n" + (knobs ? task_prompt_header(*q.task, q.size) : task_text(*q.task, q.size)) + "\n\n" +
-                   format}};
+      {"user",
+       "# Task\n\n" + (knobs ? task_prompt_header(*q.task, q.size) : task_text(*q.task, q.size)) + "\n\n" + format}};
   if (q.history) {
     // Oldest turns first out when the history leaves a reply too little of the context.
     size_t first = 0;

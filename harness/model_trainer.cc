@@ -17,12 +17,9 @@ using json = nlohmann::json;
 
 const char* role_name(AgentRole role) {
   switch (role) {
-    case AgentRole::kSelection:
-      return "selection";
-    case AgentRole::kPolicy:
-      return "policy";
-    case AgentRole::kSummary:
-      return "summary";
+    case AgentRole::kSelection: return "selection";
+    case AgentRole::kPolicy: return "policy";
+    case AgentRole::kSummary: return "summary";
   }
   return "policy";
 }
@@ -57,12 +54,9 @@ std::optional<TrainSample> train_sample(const LlmCall& call, double advantage, d
 
 bool trains_role(const Experiment& exp, AgentRole role) {
   switch (role) {
-    case AgentRole::kSelection:
-      return exp.train_selection;
-    case AgentRole::kPolicy:
-      return exp.train_policy;
-    case AgentRole::kSummary:
-      return exp.train_summary;
+    case AgentRole::kSelection: return exp.train_selection;
+    case AgentRole::kPolicy: return exp.train_policy;
+    case AgentRole::kSummary: return exp.train_summary;
   }
   return false;
 }
@@ -75,8 +69,8 @@ std::vector<AgentRole> trained_roles(const Experiment& exp) {
   return out;
 }
 
-std::string update_request_body(const Experiment& exp, const std::string& kind, int32_t step,
-                                const std::string& parent, const RngKey& key, const std::vector<TrainSample>& samples) {
+std::string update_request_body(const Experiment& exp, const std::string& kind, int32_t step, const std::string& parent,
+                                const RngKey& key, const std::vector<TrainSample>& samples) {
   json body = json::object();
   body["protocol"] = kTrainerProtocol;
   body["kind"] = kind;
@@ -163,8 +157,8 @@ Result<TrainerReply> HttpModelTrainer::update(const std::string& kind, int32_t s
                     r.status().message() + ") for " + what + kept + "answers)");
   }
   if (r->status != 200) {
-    std::string head = "the trainer at " + url_ + " answered HTTP " + std::to_string(r->status) + " to " + what +
-                       ": " + r->server_message;
+    std::string head = "the trainer at " + url_ + " answered HTTP " + std::to_string(r->status) + " to " + what + ": " +
+                       r->server_message;
     if (r->status >= 400 && r->status < 500) return failed_precondition(head + kept + "setup is fixed)");
     return io_error(head + kept + "is healthy)");
   }
@@ -196,9 +190,8 @@ Result<std::string> HttpModelTrainer::load(const std::string& adapter) {
   return j["model"].get<std::string>();
 }
 
-Result<std::unique_ptr<RecordedModelTrainer>> RecordedModelTrainer::open(const std::string& run_dir,
-                                                                         ModelTrainer* live, bool keep_unrecorded,
-                                                                         bool check_requests) {
+Result<std::unique_ptr<RecordedModelTrainer>> RecordedModelTrainer::open(const std::string& run_dir, ModelTrainer* live,
+                                                                         bool keep_unrecorded, bool check_requests) {
   VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
   std::unique_ptr<RecordedModelTrainer> t(new RecordedModelTrainer());
   t->check_requests_ = check_requests;

@@ -53,8 +53,8 @@ bool trains_role(const Experiment& exp, AgentRole role);
 
 // The canonical update request (docs/training.md). parent: the adapter the update starts from
 // ("" for the base model); key: the update's key (its "seed").
-std::string update_request_body(const Experiment& exp, const std::string& kind, int32_t step,
-                                const std::string& parent, const RngKey& key, const std::vector<TrainSample>& samples);
+std::string update_request_body(const Experiment& exp, const std::string& kind, int32_t step, const std::string& parent,
+                                const RngKey& key, const std::vector<TrainSample>& samples);
 
 // A trainer's reply, read.
 struct TrainerReply {

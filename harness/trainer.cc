@@ -47,8 +47,8 @@ struct TaskWork {
 struct StepContext {
   const Experiment* exp;
   Evaluator* evaluator;
-  Backbone* backbone;  // the parameters trained and checkpointed (the sim network's)
-  AgentModel* model;   // what answers the agents' questions
+  Backbone* backbone;               // the parameters trained and checkpointed (the sim network's)
+  AgentModel* model;                // what answers the agents' questions
   ModelTrainer* trainer = nullptr;  // trains a language model (trainer.kind); null: none does
   ObjectStore* store;
   const SkillLibrary* library;
@@ -1161,8 +1161,8 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
                     point.library_size);
       std::string text = line;
       if (!point.model.empty()) {
-        std::snprintf(line, sizeof line, "; trained on %u calls in %.1f s (loss %.4g): model %s",
-                      point.trained_samples, point.update_seconds, point.loss, point.model.c_str());
+        std::snprintf(line, sizeof line, "; trained on %u calls in %.1f s (loss %.4g): model %s", point.trained_samples,
+                      point.update_seconds, point.loss, point.model.c_str());
         text += line;
       }
       progress(done, total, text);

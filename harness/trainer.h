@@ -55,8 +55,8 @@ struct TrainerOutput {
   double coldstart_loss = 0;    // ... and the loss it reported
   uint32_t coldstart_samples = 0;
   double coldstart_seconds = 0;  // the trainer's wall time (reports only)
-  std::vector<FastP> tts;    // test-time scaling fast_p (best and last turn), when run
-  std::string start_origin;  // where step 0's parameters came from: init, coldstart, run
+  std::vector<FastP> tts;        // test-time scaling fast_p (best and last turn), when run
+  std::string start_origin;      // where step 0's parameters came from: init, coldstart, run
   std::vector<std::string> train_tasks, eval_tasks;
   SkillLibrary library;
   uint64_t rollouts = 0;    // training, evaluation and verification rollouts

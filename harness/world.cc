@@ -221,11 +221,11 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
   w->call_log = std::make_unique<LlmCallLog>(call_log_path);
   w->model = std::make_unique<LlmAgentModel>(ls, std::move(templates), *w->transport, w->call_log.get());
   w->backbone = std::make_unique<ExternalModelParameters>(exp.llm.base_url, exp.llm.model);
-  TrainerCalls tc = calls == ModelCalls::kLive                 ? TrainerCalls::kLive
-                    : calls == ModelCalls::kRecordedThenLive   ? TrainerCalls::kRecordedThenLive
-                    : calls == ModelCalls::kRecordedPrefix     ? TrainerCalls::kRecordedPrefix
+  TrainerCalls tc = calls == ModelCalls::kLive                ? TrainerCalls::kLive
+                    : calls == ModelCalls::kRecordedThenLive  ? TrainerCalls::kRecordedThenLive
+                    : calls == ModelCalls::kRecordedPrefix    ? TrainerCalls::kRecordedPrefix
                     : calls == ModelCalls::kRecordedDecisions ? TrainerCalls::kRecordedDecisions
-                                                               : TrainerCalls::kRecorded;
+                                                              : TrainerCalls::kRecorded;
   VINCI_ASSIGN_OR_RETURN(w->trainer, build_trainer(exp, tc, run_dir));
   return Status();
 }

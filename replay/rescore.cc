@@ -520,9 +520,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
   if (options.offline) m.annotations["rescore.measurements"] = options.reuse;
   VINCI_ASSIGN_OR_RETURN(auto writer, RunWriter::create(options.out_dir, m));
   WriteSink sink(writer.get());
-  Result<TrainerOutput> out =
-      run_experiment(exp, world.suite, evaluator, backbone, world.seed_library, sink, nullptr, world.model.get(),
-                     world.trainer.trainer.get());
+  Result<TrainerOutput> out = run_experiment(exp, world.suite, evaluator, backbone, world.seed_library, sink, nullptr,
+                                             world.model.get(), world.trainer.trainer.get());
   if (!out.ok()) {
     (void)writer->flush();
     return Status(out.status().code(), "rescore: re-driving the run failed: " + out.status().message() +

@@ -83,9 +83,8 @@ TEST(KnobAnswer, ErrorsNameTheLineAndWhatWasExpected) {
   auto value = parse_knob_answer("```knobs\n" + k.name + " = 12345\n```", t);
   ASSERT_FALSE(value.ok());
   EXPECT_NE(value.status().message().find("found '12345'"), std::string::npos) << value.status().message();
-  auto twice = parse_knob_answer("```knobs\n" + k.name + " = " + k.choices[0] + "\n" + k.name + " = " +
-                                     k.choices[0] + "\n```",
-                                 t);
+  auto twice = parse_knob_answer(
+      "```knobs\n" + k.name + " = " + k.choices[0] + "\n" + k.name + " = " + k.choices[0] + "\n```", t);
   ASSERT_FALSE(twice.ok());
   EXPECT_NE(twice.status().message().find("set twice"), std::string::npos);
   auto open = parse_knob_answer("```knobs\n" + k.name + " = " + k.choices[0] + "\n", t);

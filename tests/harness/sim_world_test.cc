@@ -196,8 +196,9 @@ TEST(TrainerConfig, KeysAreCheckedAgainstTheBackbone) {
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
   EXPECT_EQ(plain->trainer.kind, "none");
   EXPECT_EQ(plain->effective_toml.find("[trainer]"), std::string::npos) << plain->effective_toml;
-  auto trained = experiment_from_text(llm + "[trainer]\nkind = \"http\"\nurl = \"http://127.0.0.1:2/v1\"\n"
-                                            "[policy]\nformat = \"knobs\"\n[coldstart]\nenabled = true\n",
+  auto trained = experiment_from_text(llm +
+                                          "[trainer]\nkind = \"http\"\nurl = \"http://127.0.0.1:2/v1\"\n"
+                                          "[policy]\nformat = \"knobs\"\n[coldstart]\nenabled = true\n",
                                       "x.toml");
   ASSERT_TRUE(trained.ok()) << trained.status().to_string();
   EXPECT_EQ(trained->trainer.url, "http://127.0.0.1:2/v1");
