@@ -212,7 +212,10 @@ Result<ChatReply> Service::chat(const json& request) {
   std::lock_guard<std::mutex> lock(mu_);
   VINCI_ASSIGN_OR_RETURN(std::string digest, resolve(name));
   VINCI_ASSIGN_OR_RETURN(std::shared_ptr<const Model> model, get(digest));
+  const auto began = std::chrono::steady_clock::now();
   VINCI_ASSIGN_OR_RETURN(Generation g, model->generate(std::move(prompt), so, key));
+  throughput_.generated_tokens += static_cast<int64_t>(g.tokens.size());
+  throughput_.generation_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   ChatReply r;
   r.content = to_valid_utf8(decode(g.tokens));
   r.finish_reason = g.finish_reason;
@@ -346,7 +349,10 @@ Result<json> Service::update(const json& body) {
   }
   std::unique_ptr<Model> child = parent_model->clone();
   const RngKey order_key = RngKey::root(seed).with("lm_update", kind).with("step", step);
+  const auto began = std::chrono::steady_clock::now();
   VINCI_ASSIGN_OR_RETURN(UpdateStats stats, child->update(rl, std::move(seqs), uo, order_key, base_.get()));
+  throughput_.trained_tokens += (stats.prompt_tokens + stats.reply_tokens) * uo.epochs;
+  throughput_.training_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   if (!std::isfinite(stats.loss)) return internal_error("the update's loss is not finite; the state was not stored");
   std::string bytes = child->to_bytes();
   const std::string digest = state_digest(bytes);
@@ -361,6 +367,11 @@ Result<json> Service::update(const json& body) {
   if (!rl) reply.update({{"loss_before", stats.loss_before}, {"loss_after", stats.loss_after}});
   reply["seconds"] = seconds_since(start);
   return reply;
+}
+
+Service::Throughput Service::throughput() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return throughput_;
 }
 
 }  // namespace lm

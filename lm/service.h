@@ -75,6 +75,16 @@ class Service {
   // max_model_len (the context).
   nlohmann::json models() const;
 
+  // What the model did so far: tokens generated and trained on (a training pass over a sample
+  // counts its prompt and reply tokens once per epoch), with the seconds spent.
+  struct Throughput {
+    int64_t generated_tokens = 0;
+    double generation_seconds = 0;
+    int64_t trained_tokens = 0;
+    double training_seconds = 0;
+  };
+  Throughput throughput() const;
+
  private:
   explicit Service(ServiceOptions options) : options_(std::move(options)) {}
   // The digest a model name stands for; NotFound for a name this trainer does not serve.
@@ -90,6 +100,7 @@ class Service {
   mutable std::mutex mu_;  // guards the cache, and serializes model work
   std::map<std::string, std::shared_ptr<const Model>> cache_;
   std::list<std::string> recent_;  // most recent first
+  Throughput throughput_;          // guarded by mu_
 };
 
 }  // namespace lm

@@ -116,7 +116,14 @@ int cmd_lm(const std::vector<std::string>& args) {
     nanosleep(&tick, nullptr);
   }
   server.stop();
-  std::fprintf(stderr, "harness lm: %lld requests\n", static_cast<long long>(server.requests()));
+  const lm::Service::Throughput t = svc->throughput();
+  std::fprintf(stderr,
+               "harness lm: %lld requests; generated %lld tokens in %.1f s (%.0f tokens/s); trained on %lld tokens "
+               "in %.1f s (%.0f tokens/s)\n",
+               static_cast<long long>(server.requests()), static_cast<long long>(t.generated_tokens),
+               t.generation_seconds, t.generation_seconds > 0 ? t.generated_tokens / t.generation_seconds : 0.0,
+               static_cast<long long>(t.trained_tokens), t.training_seconds,
+               t.training_seconds > 0 ? t.trained_tokens / t.training_seconds : 0.0);
   return 0;
 }
 
