@@ -7,9 +7,12 @@
 //
 // The endpoint is part of every LlmReply record, so runs whose digests are compared talk to
 // servers on one address: a "fresh" server is a new process on the port the first one had.
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -440,16 +443,35 @@ TEST(LlmRun, CallsThatFailEveryRetryStopTheRunForResume) {
   EXPECT_EQ(sh(kReplay + " verify " + run, &out), 0) << out;
 }
 
+// A free port below the kernel's ephemeral range (32768-60999 by default), for a server that must
+// come back on the port a run recorded: a socket bound to port 0 elsewhere (any other test) is given
+// an ephemeral port, so it cannot take this one between the stop and the restart.
+int restartable_port() {
+  for (int i = 0; i < 10000; ++i) {
+    int port = 20000 + static_cast<int>((static_cast<unsigned>(getpid()) * 7919u + static_cast<unsigned>(i)) % 10000u);
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (free) return port;
+  }
+  return 0;
+}
+
 TEST(LlmRun, KillAndResumeReasksNothingRecorded) {
   TempDir tmp;
   std::string root = tmp.path(), out;
   // Long enough that the log's first buffer of records reaches the file well before the end.
   const std::string settings = " --set loop.steps=8 --set backbone.retries=1";
-  int port = 0;
+  int port = restartable_port();
+  ASSERT_NE(port, 0);
   {
-    Serve first(root, 0);
+    Serve first(root, port);
     ASSERT_TRUE(first.up()) << first.log();
-    port = first.port();
     pid_t pid = spawn(run_cmd(first.url(), root, "killed", settings), root + "/killed.log");
     ASSERT_TRUE(kill_once_logged(pid, root + "/killed")) << slurp(root + "/killed.log");
     first.stop();

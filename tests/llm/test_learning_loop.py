@@ -47,6 +47,24 @@ RUN_SETTINGS = [
 ]
 
 
+def restartable_port():
+    """A free port below the kernel's ephemeral range (32768-60999 by default): the trainer comes
+    back on the port the run recorded, and a socket bound to port 0 elsewhere (another test) is
+    given an ephemeral port, so it cannot take this one in between."""
+    import socket
+    for i in range(10000):
+        port = 20000 + (os.getpid() * 7919 + 5003 + i) % 10000
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise AssertionError("no free port in 20000-29999")
+
+
 class Trainer:
     """`harness lm` on loopback: the chat API and the trainer protocol, over a store folder."""
 
@@ -112,7 +130,7 @@ class LearningLoop(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="vinci-learn-")
         self.out = os.path.join(self.tmp, "runs")
-        self.trainer = Trainer(os.path.join(self.tmp, "store"))
+        self.trainer = Trainer(os.path.join(self.tmp, "store"), restartable_port())
 
     def tearDown(self):
         self.trainer.stop()
