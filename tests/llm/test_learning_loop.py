@@ -168,11 +168,26 @@ class LearningLoop(unittest.TestCase):
         self.trainer.stop()
         v = subprocess.run([REPLAY, "verify", os.path.join(self.out, "a")], capture_output=True, text=True)
         self.assertEqual(v.returncode, 0, v.stdout + v.stderr)
+        # Rescoring keeps the recorded models; export still writes each call with its advantage.
+        rescored = os.path.join(self.tmp, "rescored")
+        rs = subprocess.run([REPLAY, "rescore", os.path.join(self.out, "a"), "--device", "sim", "--out", rescored],
+                            capture_output=True, text=True)
+        self.assertEqual(rs.returncode, 0, rs.stdout[-2000:] + rs.stderr[-2000:])
+        self.assertEqual([u["model"] for u in updates(rescored)], [u["model"] for u in ups])
+        exported = os.path.join(self.tmp, "export.jsonl")
+        ex = subprocess.run([REPLAY, "export", os.path.join(self.out, "a"), "--out", exported], capture_output=True,
+                            text=True)
+        self.assertEqual(ex.returncode, 0, ex.stderr)
+        with open(exported) as f:
+            self.assertGreater(sum(1 for _ in f), 0)
 
         # The same config again, against a trainer started afresh on the same port and store.
         self.trainer = Trainer(self.trainer.store, self.trainer.port)
         second = self.run_ok("b")
         self.assertEqual(first, second)
+        d = subprocess.run([REPLAY, "diff", os.path.join(self.out, "a"), os.path.join(self.out, "b")],
+                           capture_output=True, text=True)
+        self.assertEqual(d.returncode, 0, d.stdout[-2000:])
         self.assertEqual([u["adapter"] for u in updates(os.path.join(self.out, "b"))],
                          [u["adapter"] for u in ups])
 
