@@ -1,6 +1,8 @@
 #include "lm/model.h"
 
 #include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <stdlib.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -44,12 +46,62 @@ Status torch_call(const char* what, F&& body) {
   }
 }
 
-torch::Tensor ids_tensor(const std::vector<int32_t>& ids, size_t begin, size_t end) {
+torch::Tensor ids_tensor(const std::vector<int32_t>& ids, size_t begin, size_t end, const torch::Device& device) {
   std::vector<int64_t> v(ids.begin() + static_cast<ptrdiff_t>(begin), ids.begin() + static_cast<ptrdiff_t>(end));
-  return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, torch::kInt64).clone();
+  return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, torch::kInt64).to(device, false, true);
+}
+
+template <class T>
+torch::Tensor host_tensor(std::vector<T>& v, torch::Dtype dtype, const torch::Device& device) {
+  return torch::from_blob(v.data(), {static_cast<int64_t>(v.size())}, dtype).to(device, false, true);
+}
+
+// Whether this libtorch carries its CUDA library (the CPU-only build's hooks throw here).
+bool libtorch_has_cuda() {
+  try {
+    (void)at::detail::getCUDAHooks().versionCUDART();
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 }  // namespace
+
+Result<std::string> prepare_device(const std::string& spec) {
+  if (spec == "cpu") return std::string("cpu");
+  int64_t index = -1;
+  if (spec == "cuda") {
+    index = 0;
+  } else if (spec.rfind("cuda:", 0) == 0 && spec.size() > 5 && spec.size() <= 8 &&
+             spec.find_first_not_of("0123456789", 5) == std::string::npos) {
+    index = std::stoll(spec.substr(5));
+  } else {
+    return invalid_argument("--device: expected cpu, cuda or cuda:N, found '" + spec + "'");
+  }
+  if (!libtorch_has_cuda()) {
+    return failed_precondition("--device " + spec +
+                               ": this vinci's libtorch has no CUDA (it was built for the CPU only); build vinci "
+                               "against a libtorch with CUDA (docs/lm.md, \"Devices\"), or use --device cpu");
+  }
+  // cuBLAS is deterministic only with a fixed workspace configuration, read when its handle is
+  // made: set it before the first CUDA call unless the environment chose one.
+  ::setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", 0);
+  const int64_t count = static_cast<int64_t>(torch::cuda::device_count());
+  if (count == 0) {
+    return failed_precondition("--device " + spec + ": this vinci's libtorch has CUDA but sees no GPU");
+  }
+  if (index >= count) {
+    return failed_precondition("--device " + spec + ": this machine has " + std::to_string(count) + " GPU" +
+                               (count == 1 ? "" : "s") + " (cuda:0..cuda:" + std::to_string(count - 1) + ")");
+  }
+  // Deterministic kernels where libtorch has them (warn, not fail, where it has none), and full
+  // float32 matrix products (no TF32), so a GPU's numbers stay close to the CPU's.
+  at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+  at::globalContext().setAllowTF32CuBLAS(false);
+  at::globalContext().setAllowTF32CuDNN(false);
+  return "cuda:" + std::to_string(index);
+}
 
 std::string Shape::text() const {
   return "layers " + std::to_string(layers) + ", d_model " + std::to_string(d_model) + ", heads " +
@@ -98,6 +150,7 @@ struct Model::Net {
   };
 
   Shape shape;
+  torch::Device device = torch::kCPU;
   std::vector<Param> params;  // the layout order: digests and state files follow it
   int64_t step = 0;           // Adam steps taken
   torch::Tensor tok, pos, lnf_w, lnf_b;
@@ -141,11 +194,14 @@ struct Model::Net {
     for (size_t i = 0; i < sp.size(); ++i) {
       Param p;
       p.name = sp[i].name;
-      p.value = torch::from_blob(values[i].data(), sp[i].sizes, torch::kFloat32).clone().set_requires_grad(true);
-      p.exp_avg = avg ? torch::from_blob((*avg)[i].data(), sp[i].sizes, torch::kFloat32).clone()
-                      : torch::zeros(sp[i].sizes, torch::kFloat32);
-      p.exp_avg_sq = sq ? torch::from_blob((*sq)[i].data(), sp[i].sizes, torch::kFloat32).clone()
-                        : torch::zeros(sp[i].sizes, torch::kFloat32);
+      // Made on the CPU from the host's floats, then moved: the values are the same on any device.
+      auto load = [&](std::vector<float>& v) {
+        return torch::from_blob(v.data(), sp[i].sizes, torch::kFloat32).to(device, false, true);
+      };
+      auto zeros = [&] { return torch::zeros(sp[i].sizes, torch::TensorOptions(torch::kFloat32).device(device)); };
+      p.value = load(values[i]).set_requires_grad(true);
+      p.exp_avg = avg ? load((*avg)[i]) : zeros();
+      p.exp_avg_sq = sq ? load((*sq)[i]) : zeros();
       params.push_back(std::move(p));
     }
     size_t i = 0;
@@ -169,7 +225,7 @@ struct Model::Net {
   // without one, pos0 is 0.
   torch::Tensor forward(const torch::Tensor& ids, int64_t pos0, Cache* cache) const {
     const int64_t n = ids.size(0), d = shape.d_model, h = shape.heads, dh = d / h;
-    torch::Tensor x = tok.index_select(0, ids) + pos.narrow(0, pos0, n);
+    torch::Tensor x = embed(ids) + pos.narrow(0, pos0, n);
     for (size_t l = 0; l < layers.size(); ++l) {
       const Layer& L = layers[l];
       torch::Tensor a = torch::layer_norm(x, {d}, L.ln1_w, L.ln1_b, kLayerNormEps);
@@ -189,7 +245,7 @@ struct Model::Net {
       torch::Tensor att = torch::matmul(q, k.transpose(1, 2)) * (1.0 / std::sqrt(static_cast<double>(dh)));
       if (n > 1) {
         // Query i sits at position total - n + i and sees keys up to it.
-        torch::Tensor future = torch::ones({n, total}, torch::kBool).triu(total - n + 1);
+        torch::Tensor future = torch::ones({n, total}, bool_options()).triu(total - n + 1);
         att = att.masked_fill(future, -std::numeric_limits<float>::infinity());
       }
       att = torch::softmax(att, -1);
@@ -201,16 +257,82 @@ struct Model::Net {
     return torch::layer_norm(x, {d}, lnf_w, lnf_b, kLayerNormEps);
   }
 
+  torch::TensorOptions bool_options() const { return torch::TensorOptions(torch::kBool).device(device); }
+
+  // The token embeddings of ids [n]. On the CPU an index_select (as before devices existed, so CPU
+  // digests did not move); on a GPU a one-hot matrix product, whose backward is a matrix product
+  // too, where index_select's backward adds with atomics in no fixed order.
+  torch::Tensor embed(const torch::Tensor& ids) const {
+    if (device.is_cpu()) return tok.index_select(0, ids);
+    return torch::matmul(torch::one_hot(ids, shape.vocab).to(torch::kFloat32), tok);
+  }
+
+  // logp[i, targets[i]] for log-probabilities [n, vocab]: a gather on the CPU, a one-hot product
+  // on a GPU (gather's backward is a scatter-add with atomics there).
+  torch::Tensor pick(const torch::Tensor& logp, const torch::Tensor& targets) const {
+    if (device.is_cpu()) return logp.gather(1, targets.unsqueeze(1)).squeeze(1);
+    return (logp * torch::one_hot(targets, shape.vocab).to(logp.scalar_type())).sum(1);
+  }
+
   // log pi of each reply token after the prompt, [reply.size()] (float32, with gradients unless
   // under a NoGradGuard).
   torch::Tensor reply_logprobs(const std::vector<int32_t>& prompt, const std::vector<int32_t>& reply) const {
     std::vector<int32_t> all(prompt);
     all.insert(all.end(), reply.begin(), reply.end());
-    torch::Tensor hidden = forward(ids_tensor(all, 0, all.size() - 1), 0, nullptr);
+    torch::Tensor hidden = forward(ids_tensor(all, 0, all.size() - 1, device), 0, nullptr);
     const int64_t p = static_cast<int64_t>(prompt.size()), r = static_cast<int64_t>(reply.size());
     torch::Tensor logits = torch::matmul(hidden.narrow(0, p - 1, r), tok.t());
-    torch::Tensor targets = ids_tensor(reply, 0, reply.size()).unsqueeze(1);
-    return torch::log_softmax(logits, -1).gather(1, targets).squeeze(1);
+    return pick(torch::log_softmax(logits, -1), ids_tensor(reply, 0, reply.size(), device));
+  }
+
+  // reply_logprobs of several sequences in one padded pass: [sum of the replies' lengths], the
+  // sequences' tokens one after the other. Each sequence sits at positions 0.. of its row, padded
+  // on the right; the attention mask is causal and hides padded keys, and only reply positions are
+  // read, so padding changes no result (only the summation order of the matrix products).
+  torch::Tensor batch_logprobs(const std::vector<const Sequence*>& seqs) const {
+    if (seqs.size() == 1) return reply_logprobs(seqs[0]->prompt, seqs[0]->reply);
+    const int64_t b = static_cast<int64_t>(seqs.size()), d = shape.d_model, h = shape.heads, dh = d / h;
+    int64_t t = 0;
+    for (const Sequence* s : seqs)
+      t = std::max<int64_t>(t, static_cast<int64_t>(s->prompt.size() + s->reply.size()) - 1);
+    std::vector<int64_t> ids(static_cast<size_t>(b * t), 0), rows, targets;
+    std::vector<uint8_t> pad(static_cast<size_t>(b * t), 1);
+    for (int64_t i = 0; i < b; ++i) {
+      const Sequence& s = *seqs[static_cast<size_t>(i)];
+      const int64_t p = static_cast<int64_t>(s.prompt.size()), r = static_cast<int64_t>(s.reply.size());
+      for (int64_t j = 0; j < p + r - 1; ++j) {
+        ids[static_cast<size_t>(i * t + j)] =
+            j < p ? s.prompt[static_cast<size_t>(j)] : s.reply[static_cast<size_t>(j - p)];
+        pad[static_cast<size_t>(i * t + j)] = 0;
+      }
+      for (int64_t j = 0; j < r; ++j) {
+        rows.push_back(i * t + p - 1 + j);
+        targets.push_back(s.reply[static_cast<size_t>(j)]);
+      }
+    }
+    torch::Tensor id = host_tensor(ids, torch::kInt64, device);
+    torch::Tensor padded = host_tensor(pad, torch::kUInt8, device).to(torch::kBool).view({b, t});
+    // [b, 1, t, t]: query i of a row must not see key j > i nor a padded key.
+    torch::Tensor blocked =
+        (torch::ones({t, t}, bool_options()).triu(1).unsqueeze(0) | padded.unsqueeze(1)).unsqueeze(1);
+    torch::Tensor x = (embed(id).view({b, t, d}) + pos.narrow(0, 0, t)).view({b * t, d});
+    for (const Layer& L : layers) {
+      torch::Tensor a = torch::layer_norm(x, {d}, L.ln1_w, L.ln1_b, kLayerNormEps);
+      torch::Tensor qkv = torch::addmm(L.qkv_b, a, L.qkv_w.t());
+      torch::Tensor q = qkv.narrow(1, 0, d).view({b, t, h, dh}).transpose(1, 2);
+      torch::Tensor k = qkv.narrow(1, d, d).view({b, t, h, dh}).transpose(1, 2);
+      torch::Tensor v = qkv.narrow(1, 2 * d, d).view({b, t, h, dh}).transpose(1, 2);
+      torch::Tensor att = torch::matmul(q, k.transpose(2, 3)) * (1.0 / std::sqrt(static_cast<double>(dh)));
+      att = torch::softmax(att.masked_fill(blocked, -std::numeric_limits<float>::infinity()), -1);
+      torch::Tensor y = torch::matmul(att, v).transpose(1, 2).contiguous().view({b * t, d});
+      x = x + torch::addmm(L.proj_b, y, L.proj_w.t());
+      torch::Tensor c = torch::layer_norm(x, {d}, L.ln2_w, L.ln2_b, kLayerNormEps);
+      x = x + torch::addmm(L.fc2_b, torch::gelu(torch::addmm(L.fc1_b, c, L.fc1_w.t())), L.fc2_w.t());
+    }
+    torch::Tensor hidden = torch::layer_norm(x, {d}, lnf_w, lnf_b, kLayerNormEps);
+    // Each reply position is read once, so index_select's backward adds into distinct rows.
+    torch::Tensor logits = torch::matmul(hidden.index_select(0, host_tensor(rows, torch::kInt64, device)), tok.t());
+    return pick(torch::log_softmax(logits, -1), host_tensor(targets, torch::kInt64, device));
   }
 
   // Clips the gradients to max_norm (global L2 norm, accumulated in double in layout order; 0: no
@@ -243,14 +365,16 @@ struct Model::Net {
 Model::Model() : net_(std::make_unique<Net>()) {}
 Model::~Model() = default;
 
-Result<std::unique_ptr<Model>> Model::init(const Shape& shape_in, uint64_t seed) {
+Result<std::unique_ptr<Model>> Model::init(const Shape& shape_in, uint64_t seed, const std::string& device) {
   Shape shape = shape_in;
   shape.vocab = kVocab;
   VINCI_RETURN_IF_ERROR(check_shape(shape));
   std::unique_ptr<Model> m(new Model());
   m->shape_ = shape;
   m->net_->shape = shape;
+  m->device_ = device;
   Status st = torch_call("init", [&] {
+    m->net_->device = torch::Device(device);
     const auto sp = Net::specs(shape);
     std::vector<std::vector<float>> values;
     const RngKey root = RngKey::root(seed).with("lm_init", shape.text());
@@ -281,14 +405,14 @@ std::string Model::to_bytes() const {
   for (const auto& p : net_->params) {
     w.str(p.name);
     for (const torch::Tensor* t : {&p.value, &p.exp_avg, &p.exp_avg_sq}) {
-      torch::Tensor c = t->detach().contiguous();
+      torch::Tensor c = t->detach().to(torch::kCPU).contiguous();
       w.f32s(c.data_ptr<float>(), static_cast<size_t>(c.numel()));
     }
   }
   return w.take();
 }
 
-Result<std::unique_ptr<Model>> Model::from_bytes(std::string_view bytes) {
+Result<std::unique_ptr<Model>> Model::from_bytes(std::string_view bytes, const std::string& device) {
   ByteReader r(bytes);
   std::string_view magic;
   if (!r.bytes(sizeof kMagic - 1, &magic) || magic != kMagic) {
@@ -330,12 +454,16 @@ Result<std::unique_ptr<Model>> Model::from_bytes(std::string_view bytes) {
   if (r.remaining() != 0) {
     return corruption("language model state: " + std::to_string(r.remaining()) + " bytes after the last parameter");
   }
-  Status st = torch_call("load", [&] { m->net_->assemble(sp, values, &avg, &sq); });
+  m->device_ = device;
+  Status st = torch_call("load", [&] {
+    m->net_->device = torch::Device(device);
+    m->net_->assemble(sp, values, &avg, &sq);
+  });
   if (!st.ok()) return st;
   return m;
 }
 
-std::unique_ptr<Model> Model::clone() const { return std::move(from_bytes(to_bytes())).value(); }
+std::unique_ptr<Model> Model::clone() const { return std::move(from_bytes(to_bytes(), device_)).value(); }
 
 int64_t Model::parameters() const {
   int64_t n = 0;
@@ -378,7 +506,7 @@ int32_t sample_token(std::vector<double> logits, const SampleOptions& o, Stream*
 }
 
 std::vector<double> last_row(const torch::Tensor& logits) {
-  torch::Tensor row = logits[logits.size(0) - 1].to(torch::kFloat64).contiguous();
+  torch::Tensor row = logits[logits.size(0) - 1].to(torch::kCPU).to(torch::kFloat64).contiguous();
   const double* d = row.data_ptr<double>();
   return std::vector<double>(d, d + row.numel());
 }
@@ -398,7 +526,7 @@ Result<Generation> Model::generate(std::vector<int32_t> prompt, const SampleOpti
     Net::Cache cache;
     cache.k.resize(net_->layers.size());
     cache.v.resize(net_->layers.size());
-    torch::Tensor hidden = net_->forward(ids_tensor(prompt, 0, prompt.size()), 0, &cache);
+    torch::Tensor hidden = net_->forward(ids_tensor(prompt, 0, prompt.size(), net_->device), 0, &cache);
     int64_t at = static_cast<int64_t>(prompt.size());
     for (int32_t i = 0; i < reply; ++i) {
       torch::Tensor logits = torch::matmul(hidden.narrow(0, hidden.size(0) - 1, 1), net_->tok.t());
@@ -409,7 +537,7 @@ Result<Generation> Model::generate(std::vector<int32_t> prompt, const SampleOpti
       }
       g.tokens.push_back(t);
       if (i + 1 == reply) return;
-      hidden = net_->forward(ids_tensor(g.tokens, g.tokens.size() - 1, g.tokens.size()), at++, &cache);
+      hidden = net_->forward(ids_tensor(g.tokens, g.tokens.size() - 1, g.tokens.size(), net_->device), at++, &cache);
     }
   });
   if (!st.ok()) return st;
@@ -447,14 +575,26 @@ Result<UpdateStats> Model::update(bool rl, std::vector<Sequence> seqs, const Upd
   }
   if (kept.empty()) return invalid_argument("update: no sample has a reply token to train on");
   const size_t batch = o.batch > 0 ? static_cast<size_t>(o.batch) : rl ? kept.size() : size_t{8};
+  const size_t pass = static_cast<size_t>(std::max(1, o.pass));
   // Mean reply cross-entropy over every sequence, token-weighted, without gradients.
   auto mean_ce = [&]() {
     torch::NoGradGuard no_grad;
     double sum = 0;
     int64_t n = 0;
-    for (const auto& s : kept) {
-      sum -= net_->reply_logprobs(s.prompt, s.reply).to(torch::kFloat64).sum().item<double>();
-      n += static_cast<int64_t>(s.reply.size());
+    if (pass == 1) {
+      for (const auto& s : kept) {
+        sum -= net_->reply_logprobs(s.prompt, s.reply).to(torch::kFloat64).sum().item<double>();
+        n += static_cast<int64_t>(s.reply.size());
+      }
+    } else {
+      for (size_t begin = 0; begin < kept.size(); begin += pass) {
+        std::vector<const Sequence*> group;
+        for (size_t i = begin; i < std::min(kept.size(), begin + pass); ++i) {
+          group.push_back(&kept[i]);
+          n += static_cast<int64_t>(kept[i].reply.size());
+        }
+        sum -= net_->batch_logprobs(group).to(torch::kFloat64).sum().item<double>();
+      }
     }
     return sum / static_cast<double>(n);
   };
@@ -474,7 +614,33 @@ Result<UpdateStats> Model::update(bool rl, std::vector<Sequence> seqs, const Upd
         int64_t n = 0;
         for (size_t i = begin; i < end; ++i) n += static_cast<int64_t>(kept[order[i]].reply.size());
         double step_loss = 0;
-        for (size_t i = begin; i < end; ++i) {
+        for (size_t i = begin; i < end && pass > 1; i += pass) {
+          // One padded pass over up to `pass` sequences: the sum of their terms below.
+          std::vector<const Sequence*> group;
+          std::vector<double> coef;
+          for (size_t j = i; j < std::min(end, i + pass); ++j) {
+            const Sequence& s = kept[order[j]];
+            group.push_back(&s);
+            coef.insert(coef.end(), s.reply.size(), (rl ? -s.advantage : -1.0) / static_cast<double>(n));
+            stats.prompt_tokens += static_cast<int64_t>(s.prompt.size());
+            stats.reply_tokens += static_cast<int64_t>(s.reply.size());
+          }
+          torch::Tensor lp = net_->batch_logprobs(group);
+          torch::Tensor term = (lp * host_tensor(coef, torch::kFloat64, net_->device).to(torch::kFloat32)).sum();
+          if (rl && o.kl > 0) {
+            torch::Tensor ref;
+            {
+              torch::NoGradGuard no_grad;
+              ref = base->net_->batch_logprobs(group);
+            }
+            torch::Tensor diff = ref - lp;
+            term = term + o.kl * (torch::exp(diff) - diff - 1).sum() / static_cast<double>(n);
+          }
+          term.backward();
+          step_loss += term.item<double>();
+          epoch_sum -= lp.detach().to(torch::kFloat64).sum().item<double>();
+        }
+        for (size_t i = begin; i < end && pass == 1; ++i) {
           const Sequence& s = kept[order[i]];
           torch::Tensor lp = net_->reply_logprobs(s.prompt, s.reply);
           torch::Tensor sum_lp = lp.sum();

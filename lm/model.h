@@ -4,8 +4,13 @@
 // 4 x d_model), a final LayerNorm, and the output projection tied to the token embedding.
 // Parameters are drawn from vinci's keyed RNG (core/rng.h), one stream per parameter name, so the
 // base model's bytes and digest are the same on every machine. Every torch call runs on one
-// intra-op thread and nothing draws from torch's generators: a model's outputs and updates are
-// pure functions of its state and the request.
+// intra-op thread and nothing draws from torch's generators: on the CPU a model's outputs and
+// updates are pure functions of its state and the request.
+//
+// A model lives on one device ("cpu" or "cuda:N"): its parameters, Adam state and all compute.
+// Parameters are always drawn on the CPU and then moved, sampling always runs on the host, and
+// to_bytes/from_bytes always go through the CPU, so states and digests do not depend on the
+// device (docs/lm.md says what is and is not bit-exact on a GPU).
 //
 // This header is torch-free; the torch side lives in model.cc.
 #ifndef VINCI_LM_MODEL_H_
@@ -35,6 +40,12 @@ struct Shape {
   }
   std::string text() const;  // "layers 2, d_model 128, heads 4, context 512"
 };
+// The device a spec names, ready for use: "cpu", or "cuda:N" for "cuda" (N = 0) and "cuda:N".
+// InvalidArgument for another spec; FailedPrecondition when this libtorch has no CUDA ("this
+// vinci's libtorch has no CUDA ...") or no such GPU. For CUDA it also makes the GPU's training as
+// deterministic as libtorch allows (docs/lm.md, "Devices"); call it before the first model.
+Result<std::string> prepare_device(const std::string& spec);
+
 // InvalidArgument naming the flag for a shape out of range (layers 1..64, d_model 8..4096 and a
 // multiple of heads, heads 1..64, context 8..65536).
 Status check_shape(const Shape& shape);
@@ -71,6 +82,9 @@ struct UpdateOptions {
   double kl = 0;      // weight of the k3 KL estimate to the base model (rl)
   int32_t epochs = 1;
   int32_t batch = 0;  // sequences per optimizer step; 0: all of them (rl), 8 (sft)
+  // Sequences per forward/backward pass (padded, masked); 1: one at a time. Changes only the
+  // floating-point summation order, never the loss's definition.
+  int32_t pass = 1;
 };
 
 struct UpdateStats {
@@ -88,15 +102,20 @@ class Model {
   Model(const Model&) = delete;
   Model& operator=(const Model&) = delete;
 
-  // The base model: parameters from the keyed RNG under `seed`, Adam state zero.
-  static Result<std::unique_ptr<Model>> init(const Shape& shape, uint64_t seed);
-  // A state written by to_bytes; Corruption naming what is wrong for anything else.
-  static Result<std::unique_ptr<Model>> from_bytes(std::string_view bytes);
-  // Parameters and Adam state in a fixed layout (docs/lm.md): what a digest covers.
+  // The base model: parameters from the keyed RNG under `seed` (drawn on the CPU), Adam state
+  // zero, on `device` (as prepare_device returned it).
+  static Result<std::unique_ptr<Model>> init(const Shape& shape, uint64_t seed, const std::string& device = "cpu");
+  // A state written by to_bytes (on any device), on `device`; Corruption naming what is wrong for
+  // anything else.
+  static Result<std::unique_ptr<Model>> from_bytes(std::string_view bytes, const std::string& device = "cpu");
+  // Parameters and Adam state in a fixed layout (docs/lm.md): what a digest covers. Copied to the
+  // CPU first, so the bytes do not depend on the device.
   std::string to_bytes() const;
+  // The same state on the same device.
   std::unique_ptr<Model> clone() const;
 
   const Shape& shape() const { return shape_; }
+  const std::string& device() const { return device_; }
   int64_t parameters() const;
 
   // Samples a reply to the prompt with a KV cache; draws come from the keyed stream `key` (one
@@ -108,7 +127,8 @@ class Model {
 
   // kind "rl": loss = -(1/N) sum_i A_i sum_t log pi(y_it) + kl * (1/N) sum_i sum_t k3_it over each
   // minibatch (N its reply tokens, after fit_to_context), k3 = exp(r - l) - (r - l) - 1 with r the base's log-prob.
-  // kind "sft": loss = (1/N) sum_i sum_t -log pi(y_it). Minibatches follow one
+  // kind "sft": loss = (1/N) sum_i sum_t -log pi(y_it). options.pass sequences go through each
+  // forward/backward pass (the same loss; only the summation order differs). Minibatches follow one
   // permutation of the sequences per epoch, drawn from `order_key`. `base` may be null when
   // options.kl is 0.
   Result<UpdateStats> update(bool rl, std::vector<Sequence> seqs, const UpdateOptions& options, const RngKey& order_key,
@@ -118,6 +138,7 @@ class Model {
   struct Net;
   Model();
   Shape shape_;
+  std::string device_ = "cpu";
   std::unique_ptr<Net> net_;
 };
 

@@ -86,9 +86,14 @@ Result<std::unique_ptr<Service>> Service::open(const ServiceOptions& options) {
   if (options.base_name.empty() || options.base_name.find('/') != std::string::npos) {
     return invalid_argument("--model: expected a name without '/', found '" + options.base_name + "'");
   }
+  if (options.train_batch < 1) {
+    return invalid_argument("--train-batch: expected an integer >= 1, found " + std::to_string(options.train_batch));
+  }
+  VINCI_ASSIGN_OR_RETURN(std::string device, prepare_device(options.device));
   std::unique_ptr<Service> s(new Service(options));
+  s->options_.device = device;
   VINCI_RETURN_IF_ERROR(make_dirs(options.store));
-  VINCI_ASSIGN_OR_RETURN(std::unique_ptr<Model> base, Model::init(options.shape, options.seed));
+  VINCI_ASSIGN_OR_RETURN(std::unique_ptr<Model> base, Model::init(options.shape, options.seed, device));
   std::string bytes = base->to_bytes();
   s->base_digest_ = state_digest(bytes);
   s->base_ = std::shared_ptr<const Model>(std::move(base));
@@ -160,7 +165,7 @@ Result<std::shared_ptr<const Model>> Service::get(const std::string& digest) {
   if (state_digest(bytes) != digest) {
     return corruption("the store's state " + path + " does not match its name: its digest is " + state_digest(bytes));
   }
-  VINCI_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, Model::from_bytes(bytes));
+  VINCI_ASSIGN_OR_RETURN(std::unique_ptr<Model> m, Model::from_bytes(bytes, options_.device));
   if (!(m->shape() == base_->shape())) {
     return failed_precondition("the store's state " + digest + " has " + m->shape().text() + "; this trainer serves " +
                                base_->shape().text());
@@ -347,6 +352,7 @@ Result<json> Service::update(const json& body) {
                   {"seconds", seconds_since(start)}});
     return reply;
   }
+  uo.pass = options_.train_batch;
   std::unique_ptr<Model> child = parent_model->clone();
   const RngKey order_key = RngKey::root(seed).with("lm_update", kind).with("step", step);
   const auto began = std::chrono::steady_clock::now();

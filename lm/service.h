@@ -39,6 +39,10 @@ struct ServiceOptions {
   Shape shape;
   uint64_t seed = 0;  // of the base model's parameters
   size_t cache = 4;   // states kept in memory besides the base
+  // Where the models live and compute: "cpu", "cuda" or "cuda:N" (lm/model.h's prepare_device).
+  // States and digests do not depend on it.
+  std::string device = "cpu";
+  int32_t train_batch = 1;  // sequences per forward/backward pass of an update (UpdateOptions::pass)
 };
 
 struct ChatReply {
@@ -59,6 +63,7 @@ class Service {
   const std::string& base_name() const { return options_.base_name; }
   const std::string& base_digest() const { return base_digest_; }
   const Shape& shape() const { return base_->shape(); }
+  const std::string& device() const { return base_->device(); }
   int64_t parameters() const { return base_->parameters(); }
   // "<base>-<first 16 hex of digest>".
   std::string model_name(const std::string& digest) const;

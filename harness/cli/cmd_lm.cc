@@ -46,6 +46,10 @@ int cmd_lm(const std::vector<std::string>& args) {
       "d-model", po::value<std::string>()->default_value("128"), "width of the residual stream")(
       "heads", po::value<std::string>()->default_value("4"), "attention heads (dividing --d-model)")(
       "context", po::value<std::string>()->default_value("512"), "positions: prompt and reply together")(
+      "device", po::value<std::string>()->default_value("cpu"),
+      "where the model computes: cpu, cuda or cuda:N (states do not depend on it)")(
+      "train-batch", po::value<std::string>()->default_value("1"),
+      "samples per forward/backward pass of an update (padded; 1: one at a time)")(
       "api-key-env", po::value<std::string>()->default_value(""),
       "require the key held by this environment variable (Authorization: Bearer KEY)");
   po::variables_map vm;
@@ -76,6 +80,10 @@ int cmd_lm(const std::vector<std::string>& args) {
     if (!v.ok()) return fail(v.status().message());
     *f.out = static_cast<int32_t>(*v);
   }
+  so.device = vm["device"].as<std::string>();
+  auto train_batch = parse_int_option("--train-batch", vm["train-batch"].as<std::string>(), 1, 4096);
+  if (!train_batch.ok()) return fail(train_batch.status().message());
+  so.train_batch = static_cast<int32_t>(*train_batch);
   ChatServerOptions co;
   co.model = so.base_name;
   std::string key_env = vm["api-key-env"].as<std::string>();
@@ -106,9 +114,9 @@ int cmd_lm(const std::vector<std::string>& args) {
   if (!st.ok()) return fail(st.to_string());
   signal(SIGINT, on_signal);
   signal(SIGTERM, on_signal);
-  std::fprintf(stderr, "harness lm: %s, %s, %lld parameters, base state %s, store %s\n", so.base_name.c_str(),
-               svc->shape().text().c_str(), static_cast<long long>(svc->parameters()), svc->base_digest().c_str(),
-               so.store.c_str());
+  std::fprintf(stderr, "harness lm: %s, %s, %lld parameters, base state %s, store %s, device %s, train batch %d\n",
+               so.base_name.c_str(), svc->shape().text().c_str(), static_cast<long long>(svc->parameters()),
+               svc->base_digest().c_str(), so.store.c_str(), svc->device().c_str(), static_cast<int>(so.train_batch));
   std::printf("listening on %s:%d\n", vm["host"].as<std::string>().c_str(), server.port());
   std::fflush(stdout);
   while (!g_stop) {

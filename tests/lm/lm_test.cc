@@ -174,6 +174,106 @@ TEST(LmModel, SftLowersTheLossOnItsData) {
   EXPECT_EQ((*r)["model"], "vinci-tiny-" + (*r)["adapter"].get<std::string>().substr(0, 16));
 }
 
+// Byte tokens of a text, closed by <|end|> when `end`.
+std::vector<int32_t> bytes_of(const std::string& text, bool end) {
+  std::vector<int32_t> out(text.begin(), text.end());
+  for (auto& t : out) t &= 0xff;
+  if (end) out.push_back(lm::kTokEnd);
+  return out;
+}
+
+// Sequences of unequal prompt and reply lengths, so a padded pass pads every row but one.
+std::vector<lm::Sequence> uneven_sequences() {
+  const char* prompts[] = {"Task L1_019: ReLU", "Write a softmax kernel for rows of 4096 floats.", "hi",
+                           "Task L2_003: fused matmul + bias + GELU, tile it", "x"};
+  const char* replies[] = {"__global__ void relu(float* x, int n) { if (threadIdx.x < n) x[threadIdx.x] = 0; }", "ok",
+                           "__global__ void k() {}", "# knobs: block = 256, unroll = 4", "tile = 64"};
+  std::vector<lm::Sequence> out;
+  for (size_t i = 0; i < 5; ++i) {
+    lm::Sequence s;
+    s.prompt = bytes_of(prompts[i], false);
+    s.prompt.push_back(lm::kTokAssistant);
+    s.reply = bytes_of(replies[i], true);
+    s.advantage = i % 2 == 0 ? 1.5 : -0.5;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+TEST(LmModel, ABatchedPassGivesTheLossesOfOneSampleAtATime) {
+  auto base = lm::Model::init(small_shape(), 3);
+  ASSERT_TRUE(base.ok()) << base.status().to_string();
+  // An rl step with the KL term moves off the base first, so the reference differs from the policy.
+  auto parent = (*base)->clone();
+  lm::UpdateOptions warm;
+  warm.lr = 3e-3;
+  ASSERT_TRUE(parent->update(true, uneven_sequences(), warm, RngKey::root(1), base->get()).ok());
+  for (bool rl : {false, true}) {
+    lm::UpdateOptions o;
+    o.kl = rl ? 0.1 : 0;
+    o.batch = 5;  // one optimizer step: its loss and gradient norm are measured before it
+    std::vector<lm::UpdateStats> stats;
+    for (int32_t pass : {1, 2, 5}) {
+      o.pass = pass;
+      auto m = parent->clone();
+      auto r = m->update(rl, uneven_sequences(), o, RngKey::root(2), base->get());
+      ASSERT_TRUE(r.ok()) << r.status().to_string();
+      stats.push_back(*r);
+    }
+    for (size_t i = 1; i < stats.size(); ++i) {
+      SCOPED_TRACE(std::string(rl ? "rl" : "sft") + ", pass " + std::to_string(i));
+      EXPECT_NEAR(stats[i].loss, stats[0].loss, 1e-5);
+      EXPECT_NEAR(stats[i].grad_norm, stats[0].grad_norm, 1e-5 * std::max(1.0, stats[0].grad_norm));
+      EXPECT_EQ(stats[i].prompt_tokens, stats[0].prompt_tokens);
+      EXPECT_EQ(stats[i].reply_tokens, stats[0].reply_tokens);
+      if (!rl) {
+        EXPECT_NEAR(stats[i].loss_before, stats[0].loss_before, 1e-5);
+        EXPECT_NEAR(stats[i].loss_after, stats[0].loss_after, 1e-4);
+      }
+    }
+  }
+}
+
+TEST(LmModel, CudaNeedsALibtorchWithCudaAndStatesDoNotDependOnTheDevice) {
+  EXPECT_EQ(*lm::prepare_device("cpu"), "cpu");
+  EXPECT_EQ(lm::prepare_device("gpu").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(lm::prepare_device("cuda:x").status().code(), StatusCode::kInvalidArgument);
+  auto cuda = lm::prepare_device("cuda");
+  if (!cuda.ok()) {
+    // This build's libtorch is CPU-only (or sees no GPU): --device cuda fails at start, saying so.
+    EXPECT_EQ(cuda.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(cuda.status().message().find("libtorch has"), std::string::npos) << cuda.status().to_string();
+    std::string dir = clitest::temp_dir("vinci_lm_"), out;
+    EXPECT_EQ(sh(kHarness + " lm --port 0 --store " + dir + "/store --device cuda 2>&1", &out), 2) << out;
+    EXPECT_NE(out.find("--device cuda: this vinci's libtorch has"), std::string::npos) << out;
+    EXPECT_EQ(sh(kHarness + " lm --port 0 --store " + dir + "/store --train-batch 0 2>&1", &out), 2) << out;
+    EXPECT_NE(out.find("--train-batch"), std::string::npos) << out;
+    return;
+  }
+  // A GPU: the base is drawn on the CPU and moved, so its digest is the CPU's; a state moves
+  // between devices unchanged; generation and updates run there.
+  auto cpu = lm::Model::init(small_shape(), 7);
+  auto gpu = lm::Model::init(small_shape(), 7, *cuda);
+  ASSERT_TRUE(cpu.ok() && gpu.ok()) << gpu.status().to_string();
+  EXPECT_EQ((*gpu)->device(), *cuda);
+  const std::string digest = lm::state_digest((*cpu)->to_bytes());
+  EXPECT_EQ(lm::state_digest((*gpu)->to_bytes()), digest);
+  EXPECT_EQ(lm::state_digest((*lm::Model::from_bytes((*cpu)->to_bytes(), *cuda))->to_bytes()), digest);
+  lm::UpdateOptions o;
+  o.pass = 3;
+  auto r = (*gpu)->update(false, uneven_sequences(), o, RngKey::root(2), nullptr);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  auto on_cpu = lm::Model::from_bytes((*gpu)->to_bytes());
+  ASSERT_TRUE(on_cpu.ok());
+  EXPECT_EQ(lm::state_digest((*on_cpu)->to_bytes()), lm::state_digest((*gpu)->to_bytes()));
+  lm::SampleOptions greedy;
+  greedy.temperature = 0;
+  greedy.max_tokens = 8;
+  auto g = (*gpu)->generate(bytes_of("hello", false), greedy, RngKey::root(1));
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(g->prompt_tokens, 5);
+}
+
 // ----- `harness lm` over HTTP ----------------------------------------------------------------------
 
 class LmServer {
