@@ -2,7 +2,8 @@
 # The learning loop's figures on the GPU machine (docs/training.md, "Measured"), run as a stage of
 # scripts/gpu_figures.sh after its build:
 #
-#   VINCI_DEADLINE=585 bash scripts/gpu_figures.sh 'sh:bash scripts/llm_tiny_gpu.sh'
+#   VINCI_DEADLINE=585 bash scripts/gpu_figures.sh 'sh:bash scripts/llm_tiny_gpu.sh tests throughput'
+#   (then, on the warm machine)  source build-gpu/env.sh && VINCI_FIGS=$OUT/f bash scripts/llm_tiny_gpu.sh loop python
 #
 # 1. lm_tests against the machine's CUDA libtorch (the device branch of the tests);
 # 2. harness lm's generation and training throughput, on the GPU with passes of 16 samples and
@@ -16,9 +17,14 @@ cd "$(dirname "$0")/.."
 figs=${VINCI_FIGS:-gpu-figures/f}
 bin=build-gpu/bin
 mkdir -p "$figs"
+parts=" ${*:-all} "
+has() { [[ "$parts" == *" $1 "* || "$parts" == *" all "* ]]; }
+if has tests; then
 echo "== lm_tests"
 timeout 300 "$bin/lm_tests" --gtest_brief=1 >"$figs/lm_tests.txt" 2>&1
 echo "lm_tests rc=$?"; tail -n 5 "$figs/lm_tests.txt"
+fi
+if has throughput; then
 echo "== throughput"
 for dev in "cuda --train-batch 16" "cpu"; do
   # shellcheck disable=SC2086
@@ -26,6 +32,8 @@ for dev in "cuda --train-batch 16" "cpu"; do
     --prompt-tokens 256 --max-tokens 128 --samples 64 --sample-tokens 384 --epochs 2 --batch 16 \
     2>&1 | tee -a "$figs/lm_throughput.jsonl"
 done
+fi
+if has loop; then
 echo "== llm_tiny, larger batch, on the GPU"
 store=$(mktemp -d)
 "$bin/harness" lm --port 0 --store "$store" --context 512 --device cuda --train-batch 16 \
@@ -44,6 +52,8 @@ tail -n 12 "$figs/llm_tiny_gpu.err"; tail -n 4 "$figs/llm_tiny_gpu.out"; tail -n
 "$bin/replay" verify "$figs/runs/llm_tiny_gpu" 2>&1 | tail -n 2
 tar -C "$figs/runs" -czf "$figs/llm_tiny_gpu_run.tar.gz" llm_tiny_gpu objects 2>/dev/null
 rm -rf "$figs/runs" "$store"
+fi
+if has python; then
 echo "== python packages"
 python3 - <<'PY' 2>&1 | tee "$figs/python.txt"
 import importlib
@@ -54,3 +64,4 @@ for m in ("torch", "transformers", "peft", "vllm"):
     except Exception as e:
         print(m, "missing:", type(e).__name__, str(e)[:120])
 PY
+fi
