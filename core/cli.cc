@@ -1,5 +1,9 @@
 #include "core/cli.h"
 
+#include <execinfo.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -19,8 +23,45 @@ void usage(FILE* out, const char* program, const std::vector<Subcommand>& comman
 
 }  // namespace
 
+namespace {
+
+// A crash says where it happened: the signal, then the stack as `binary(+offset)` frames (for
+// `addr2line -f -C -e BINARY OFFSET`), written with async-signal-safe calls only; then the
+// default action (a core dump, or the signal's exit status).
+const char* g_program = "vinci";
+
+void on_crash(int sig) {
+  const char* what = sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE" : "SIGILL";
+  ssize_t ignored = ::write(STDERR_FILENO, g_program, std::strlen(g_program));
+  ignored = ::write(STDERR_FILENO, ": crashed with ", 15);
+  ignored = ::write(STDERR_FILENO, what, std::strlen(what));
+  ignored = ::write(STDERR_FILENO, "; the stack:\n", 13);
+  (void)ignored;
+  void* frames[64];
+  int n = ::backtrace(frames, 64);
+  ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void install_crash_handler(const char* program) {
+  g_program = program;
+  void* warm[1];
+  ::backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) {
+    struct sigaction sa {};
+    sa.sa_handler = on_crash;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+}  // namespace
+
 int run_subcommand(const char* program, const std::vector<Subcommand>& commands, const char* footer, int argc,
                    char** argv) {
+  install_crash_handler(program);
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     usage(argc < 2 ? stderr : stdout, program, commands, footer);
     return argc < 2 ? 2 : 0;
