@@ -1,7 +1,9 @@
 #include "core/cli.h"
 
+#include <dlfcn.h>
 #include <execinfo.h>
 #include <signal.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -30,13 +32,53 @@ namespace {
 // default action (a core dump, or the signal's exit status).
 const char* g_program = "vinci";
 
-void on_crash(int sig) {
-  const char* what = sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE" : "SIGILL";
-  ssize_t ignored = ::write(STDERR_FILENO, g_program, std::strlen(g_program));
-  ignored = ::write(STDERR_FILENO, ": crashed with ", 15);
-  ignored = ::write(STDERR_FILENO, what, std::strlen(what));
-  ignored = ::write(STDERR_FILENO, "; the stack:\n", 13);
+// Writes v as 0x-prefixed hex (async-signal-safe).
+void write_hex(uintptr_t v) {
+  char buf[2 + 16];
+  buf[0] = '0';
+  buf[1] = 'x';
+  for (int i = 0; i < 16; ++i) buf[2 + i] = "0123456789abcdef"[(v >> (60 - 4 * i)) & 0xf];
+  ssize_t ignored = ::write(STDERR_FILENO, buf, sizeof buf);
   (void)ignored;
+}
+
+void say(const char* text) {
+  ssize_t ignored = ::write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+}
+
+void on_crash(int sig, siginfo_t* info, void* context) {
+  say(g_program);
+  say(sig == SIGSEGV  ? ": crashed with SIGSEGV"
+      : sig == SIGBUS ? ": crashed with SIGBUS"
+      : sig == SIGFPE ? ": crashed with SIGFPE"
+                      : ": crashed with SIGILL");
+  say(" at address ");
+  write_hex(reinterpret_cast<uintptr_t>(info ? info->si_addr : nullptr));
+#if defined(__x86_64__)
+  const auto* uc = static_cast<const ucontext_t*>(context);
+  const uintptr_t pc = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RIP]);
+  const uintptr_t sp = static_cast<uintptr_t>(uc->uc_mcontext.gregs[REG_RSP]);
+  say(", pc ");
+  write_hex(pc);
+  say(", sp ");
+  write_hex(sp);
+  Dl_info where{};
+  if (::dladdr(reinterpret_cast<void*>(pc), &where) != 0 && where.dli_fname != nullptr) {
+    say(" in ");
+    say(where.dli_fname);
+    say(" +");
+    write_hex(pc - reinterpret_cast<uintptr_t>(where.dli_fbase));
+    if (where.dli_sname != nullptr) {
+      say(" (");
+      say(where.dli_sname);
+      say(")");
+    }
+  }
+#else
+  (void)context;
+#endif
+  say("; the stack:\n");
   void* frames[64];
   int n = ::backtrace(frames, 64);
   ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
@@ -48,11 +90,17 @@ void install_crash_handler(const char* program) {
   g_program = program;
   void* warm[1];
   ::backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
+  // Its own stack, so a stack overflow is reported too.
+  static char alt[64 * 1024];
+  stack_t ss{};
+  ss.ss_sp = alt;
+  ss.ss_size = sizeof alt;
+  ::sigaltstack(&ss, nullptr);
   for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL}) {
     struct sigaction sa {};
-    sa.sa_handler = on_crash;
+    sa.sa_sigaction = on_crash;
     sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESETHAND;
+    sa.sa_flags = SA_RESETHAND | SA_SIGINFO | SA_ONSTACK;
     ::sigaction(sig, &sa, nullptr);
   }
 }
