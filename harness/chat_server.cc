@@ -646,19 +646,26 @@ ChatServer::Reply ChatServer::handle_models(const std::string& authorization) {
   return {200, list.dump(), ""};
 }
 
-ChatServer::Reply ChatServer::handle_route(const ChatRoute& route, const std::string& body,
-                                           const std::string& authorization) {
+std::optional<ChatServer::Reply> ChatServer::admit(const std::string& body, const std::string& authorization, bool chat,
+                                                   json* request) {
   ++requests_;
   if (!authorized(authorization)) {
-    return {401, error_body("Incorrect API key provided.", "invalid_request_error", 401), ""};
+    return Reply{401, error_body("Incorrect API key provided.", "invalid_request_error", 401), ""};
   }
   std::string shape = request_shape_error(body, options_.limits.max_json_depth);
-  json request;
   if (shape.empty()) {
-    request = json::parse(body, nullptr, /*allow_exceptions=*/false);
-    if (!request.is_object()) shape = "request body is not a JSON object";
+    *request = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (!request->is_object()) shape = "request body is not a JSON object";
   }
-  if (!shape.empty()) return {400, error_body(shape, "invalid_request_error", 400), ""};
+  if (shape.empty() && chat) shape = messages_shape_error(*request);
+  if (!shape.empty()) return Reply{400, error_body(shape, "invalid_request_error", 400), ""};
+  return std::nullopt;
+}
+
+ChatServer::Reply ChatServer::handle_route(const ChatRoute& route, const std::string& body,
+                                           const std::string& authorization) {
+  json request;
+  if (std::optional<Reply> refused = admit(body, authorization, /*chat=*/false, &request)) return *refused;
   try {
     ChatRouteReply r = route(request);
     return {r.status, r.body.dump(-1, ' ', false, json::error_handler_t::replace), ""};
@@ -669,18 +676,8 @@ ChatServer::Reply ChatServer::handle_route(const ChatRoute& route, const std::st
 }
 
 ChatServer::Reply ChatServer::handle_chat(const std::string& body, const std::string& authorization) {
-  ++requests_;
-  if (!authorized(authorization)) {
-    return {401, error_body("Incorrect API key provided.", "invalid_request_error", 401), ""};
-  }
-  std::string shape = request_shape_error(body, options_.limits.max_json_depth);
   json request;
-  if (shape.empty()) {
-    request = json::parse(body, nullptr, /*allow_exceptions=*/false);
-    if (!request.is_object()) shape = "request body is not a JSON object";
-  }
-  if (shape.empty()) shape = messages_shape_error(request);
-  if (!shape.empty()) return {400, error_body(shape, "invalid_request_error", 400), ""};
+  if (std::optional<Reply> refused = admit(body, authorization, /*chat=*/true, &request)) return *refused;
   ChatFault fault;
   // A client's preflight (max_tokens 1) takes no fault: the faults are for the calls under test.
   bool preflight = request.contains("max_tokens") && request["max_tokens"].is_number_integer() &&

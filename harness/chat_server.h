@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -184,6 +185,10 @@ class ChatServer {
     std::string body;
     std::string retry_after;  // a header value, when not empty
   };
+  // Counts a POST, checks its key and reads its body as a JSON object (a chat request's messages
+  // too, when chat): nullopt and *request set, or the refusal to send.
+  std::optional<Reply> admit(const std::string& body, const std::string& authorization, bool chat,
+                             nlohmann::json* request);
   Reply handle_chat(const std::string& body, const std::string& authorization);
   Reply handle_models(const std::string& authorization);
   Reply handle_route(const ChatRoute& route, const std::string& body, const std::string& authorization);

@@ -15,15 +15,6 @@ namespace {
 
 using json = nlohmann::json;
 
-const char* role_name(AgentRole role) {
-  switch (role) {
-    case AgentRole::kSelection: return "selection";
-    case AgentRole::kPolicy: return "policy";
-    case AgentRole::kSummary: return "summary";
-  }
-  return "policy";
-}
-
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 }  // namespace
@@ -78,7 +69,7 @@ std::string update_request_body(const Experiment& exp, const std::string& kind, 
   body["base_model"] = exp.llm.model;
   body["parent"] = parent;
   json roles = json::array();
-  for (AgentRole r : trained_roles(exp)) roles.push_back(role_name(r));
+  for (AgentRole r : trained_roles(exp)) roles.push_back(agent_role_name(r));
   body["roles"] = roles;
   char seed[17];
   std::snprintf(seed, sizeof seed, "%016llx", static_cast<unsigned long long>(Stream(key).next_u64()));
@@ -92,7 +83,7 @@ std::string update_request_body(const Experiment& exp, const std::string& kind, 
   json list = json::array();
   for (const TrainSample& s : samples) {
     json item = json::object();
-    item["role"] = role_name(s.role);
+    item["role"] = agent_role_name(s.role);
     item["request_digest"] = s.request.hex();
     item["reply_digest"] = s.reply.is_zero() ? "" : s.reply.hex();
     json request = json::parse(s.request_body, nullptr, false);
