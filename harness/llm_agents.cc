@@ -264,7 +264,9 @@ Result<std::unique_ptr<RecordedChatTransport>> RecordedChatTransport::open(const
   }
   VINCI_RETURN_IF_ERROR(reader->status());
   // An unfinished run's log may end in a frame a kill cut short: the calls before it are its own.
-  if (reader->damage() && !unrecorded_fail) {
+  // Resumed (a live fallback) or verified as unfinished, the run's writer and verify judge that
+  // tail; only a reader that must hold every call refuses it.
+  if (reader->damage() && !unrecorded_fail && fallback == nullptr) {
     return corruption("run " + run_dir + ": " + reader->damage()->to_string());
   }
   if (!journal.empty()) {

@@ -548,8 +548,9 @@ TEST(LlmRun, KillAndResumeReasksNothingRecorded) {
 // call there, so the loop reaches the log's end; and it says the run is unfinished, where its log
 // ends, that every record it holds matched, and that `harness run --resume` continues it (it said
 // "Mismatch: the recorded run holds no model call with key ..."). The stop is put where the test
-// chooses: a finished run's copy cut at a frame boundary, before its middle model call, with its
-// manifest as the run's start wrote it (what a kill between two writes of the log leaves).
+// chooses: a finished run's copy cut in the middle of the frame of its middle model call, with its
+// manifest as the run's start wrote it (what a kill in the middle of a write of the log leaves:
+// resume once refused such a torn tail as corruption).
 TEST(LlmRun, VerifyOfAnUnfinishedRunSaysWhereItEnds) {
   TempDir tmp;
   std::string root = tmp.path(), out;
@@ -584,7 +585,10 @@ TEST(LlmRun, VerifyOfAnUnfinishedRunSaysWhereItEnds) {
     pos += kFrameHeaderSize + len;
   }
   ASSERT_EQ(frames.size(), recs.size());
-  ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[kept])).ok());
+  // The cut leaves the first half of the next frame, as a kill in the middle of a write does.
+  uint32_t next_len;
+  std::memcpy(&next_len, bytes.data() + frames[kept], 4);
+  ASSERT_TRUE(write_file_atomic(seg, bytes.substr(0, frames[kept] + kFrameHeaderSize + next_len / 2)).ok());
   auto m = read_manifest(run + "/manifest.bin");
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   m->completed = false;
@@ -606,6 +610,9 @@ TEST(LlmRun, VerifyOfAnUnfinishedRunSaysWhereItEnds) {
   }
   EXPECT_TRUE(contains(
       out, "; the " + n + " records it holds re-derived and matched. `harness run --resume " + run + "` continues it"))
+      << out;
+  EXPECT_TRUE(contains(out, "then a damaged frame (" + seg + " at offset " + std::to_string(frames[kept]) +
+                                ": torn frame: length " + std::to_string(next_len) + " runs past the end of the file"))
       << out;
   EXPECT_FALSE(contains(out, "holds no model call")) << out;
   EXPECT_FALSE(contains(out, "Mismatch")) << out;
