@@ -237,5 +237,101 @@ class PeftTrainerLoop(unittest.TestCase):
             shutil.rmtree(tmp, ignore_errors=True)
 
 
+VLLM_URL = os.environ.get("VINCI_VLLM_URL", "")
+VLLM_MODEL = os.environ.get("VINCI_VLLM_MODEL", "")
+
+
+def post_json(url, body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req) as r:
+        return json.loads(r.read())
+
+
+@unittest.skipUnless(HAS_DEPS and os.path.exists(HARNESS) and VLLM_URL and VLLM_MODEL,
+                     "needs a vLLM server with runtime LoRA: VINCI_VLLM_URL (its /v1 URL) and VINCI_VLLM_MODEL "
+                     "(the model folder it serves as qwen3-tiny); tests/llm/README.md says how")
+class PeftTrainerDrivesVllm(unittest.TestCase):
+    """The trainer loads each adapter into a real vLLM server, which then answers with it: vLLM's
+    log-probability of a reply under the adapter is the trainer's, and the loop runs through vLLM."""
+
+    def setUp(self):
+        global MODEL_DIR
+        self.tmp = tempfile.mkdtemp(prefix="vinci-peft-vllm-")
+        self.saved, MODEL_DIR = MODEL_DIR, VLLM_MODEL  # the trainer's model must be vLLM's
+        self.p = subprocess.Popen([PYTHON, TRAINER, "--model", VLLM_MODEL, "--store", os.path.join(self.tmp, "store"),
+                                   "--name", NAME, "--vllm", VLLM_URL, "--port", "0", "--device", DEVICE],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        line = self.p.stdout.readline()
+        if not line.startswith("listening on 127.0.0.1:"):
+            self.p.kill()
+            raise AssertionError("peft_trainer: %r %s" % (line, self.p.stderr.read()[-3000:]))
+        self.url = "http://127.0.0.1:%d/v1" % int(line.rsplit(":", 1)[1])
+
+    def tearDown(self):
+        global MODEL_DIR
+        MODEL_DIR = self.saved
+        self.p.terminate()
+        self.p.wait()
+        self.p.stdout.close()
+        self.p.stderr.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def vllm_logprob(self, model, completion):
+        """The reply's log-probability as vLLM computes it (prompt_logprobs over the rendered chat)."""
+        from_trainer = post_json(self.url + "/vinci/logprob", {"model": NAME, "request": REQUEST,
+                                                                "completion": completion})
+        tok = subprocess.run([PYTHON, "-c", "import json,sys; from transformers import AutoTokenizer as A\n"
+                              "t=A.from_pretrained(sys.argv[1]); r=json.loads(sys.argv[2])\n"
+                              "p=t.apply_chat_template(r['messages'], add_generation_prompt=True, tokenize=False)\n"
+                              "print(json.dumps([t(p, add_special_tokens=False)['input_ids'], "
+                              "t(sys.argv[3] + t.eos_token, add_special_tokens=False)['input_ids']]))",
+                              VLLM_MODEL, json.dumps(REQUEST), completion], capture_output=True, text=True, check=True)
+        prompt, reply = json.loads(tok.stdout)
+        self.assertEqual(len(reply), from_trainer["tokens"])
+        v = post_json(VLLM_URL + "/completions", {"model": model, "prompt": prompt + reply, "max_tokens": 1,
+                                                   "prompt_logprobs": 0, "temperature": 0})
+        lps = v["choices"][0]["prompt_logprobs"]
+        return sum(lps[len(prompt) + i][str(t)]["logprob"] for i, t in enumerate(reply))
+
+    def test_vllm_serves_the_adapter_the_trainer_made(self):
+        up = post_json(self.url + "/vinci/update", update_body("rl", "", [sample(GOOD, 1.0), sample(BAD, -1.0)]))
+        served = [m["id"] for m in json.loads(urllib.request.urlopen(VLLM_URL + "/models").read())["data"]]
+        self.assertIn(up["model"], served)
+        mine = post_json(self.url + "/vinci/logprob", {"model": up["model"], "request": REQUEST, "completion": GOOD})
+        base = post_json(self.url + "/vinci/logprob", {"model": NAME, "request": REQUEST, "completion": GOOD})
+        theirs = self.vllm_logprob(up["model"], GOOD)
+        print("reply log-probability: base %.6f, adapter %.6f (trainer) %.6f (vLLM)" %
+              (base["logprob"], mine["logprob"], theirs))
+        self.assertNotAlmostEqual(mine["logprob"], base["logprob"], places=2)
+        self.assertAlmostEqual(theirs, mine["logprob"], delta=1e-3 * abs(mine["logprob"]))
+
+        # The loop through vLLM: every update's adapter loaded there, the next calls naming it.
+        out = os.path.join(self.tmp, "runs")
+        digests = []
+        for name in ("a", "b"):
+            args = [HARNESS, "run", "experiments/llm_tiny.toml", "--out", out, "--name", name,
+                    "--set", "backbone.base_url=" + VLLM_URL, "--set", "trainer.url=" + self.url,
+                    "--set", "backbone.model=" + NAME]
+            for s in RUN_SETTINGS:
+                args += ["--set", s]
+            r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout[-2000:] + r.stderr[-3000:])
+            digests.append([l for l in r.stdout.splitlines() if l.startswith("digest: ")][-1])
+        cat = subprocess.run([REPLAY, "cat", os.path.join(out, "a")], capture_output=True, text=True, check=True)
+        recs = [json.loads(l) for l in cat.stdout.splitlines() if l.strip()]
+        ups = [x["modelUpdate"] for x in recs if "modelUpdate" in x]
+        self.assertEqual([u["kind"] for u in ups], ["sft", "rl", "rl"])
+        served = [m["id"] for m in json.loads(urllib.request.urlopen(VLLM_URL + "/models").read())["data"]]
+        for u in ups:
+            self.assertIn(u["model"], served)
+        step1 = {x["llmReply"]["model"] for x in recs if "llmReply" in x and x.get("step") == 1}
+        self.assertEqual(step1, {ups[1]["model"]})
+        print("two runs through vLLM:", digests)
+        if DEVICE == "cpu":
+            self.assertEqual(digests[0], digests[1])
+        v = subprocess.run([REPLAY, "verify", os.path.join(out, "a")], capture_output=True, text=True)
+        self.assertEqual(v.returncode, 0, v.stdout[-2000:] + v.stderr[-2000:])
+
+
 if __name__ == "__main__":
     unittest.main()
