@@ -1,6 +1,7 @@
 #include "harness/model_trainer.h"
 
 #include <cstdlib>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -109,12 +110,20 @@ Result<TrainerReply> parse_trainer_reply(std::string_view body) {
     *out = j[key].get<std::string>();
     return Status();
   };
+  if (j.contains("failure")) {
+    if (!j["failure"].is_string()) return corruption("the trainer's reply: 'failure' is not a string");
+    r.failure = j["failure"].get<std::string>();
+  }
   VINCI_RETURN_IF_ERROR(text("model", &r.model));
   VINCI_RETURN_IF_ERROR(text("adapter", &r.adapter));
-  if (!j.contains("loss") || !j["loss"].is_number()) {
+  if (!r.failure.empty()) {
+    // A failed update (docs/training.md): no loss to report, the model stays the parent.
+    r.loss = std::numeric_limits<double>::quiet_NaN();
+  } else if (!j.contains("loss") || !j["loss"].is_number()) {
     return corruption("the trainer's reply has no 'loss' (expected a number)");
+  } else {
+    r.loss = j["loss"].get<double>();
   }
-  r.loss = j["loss"].get<double>();
   if (j.contains("tokens")) {
     const json& t = j["tokens"];
     if (!t.is_object()) return corruption("the trainer's reply: 'tokens' is not an object");

@@ -63,8 +63,9 @@ struct TrainerReply {
   double loss = 0;
   uint64_t prompt_tokens = 0, completion_tokens = 0;
   uint32_t samples = 0;
-  double seconds = 0;  // the trainer's wall time: reported, never recorded
-  std::string record;  // the canonical reply without its wall time (object kind "trainer_reply")
+  double seconds = 0;   // the trainer's wall time: reported, never recorded
+  std::string failure;  // non-empty: the update failed (a non-finite loss); the model is unchanged
+  std::string record;   // the canonical reply without its wall time (object kind "trainer_reply")
 };
 // Errors name the field that is missing or of the wrong type.
 Result<TrainerReply> parse_trainer_reply(std::string_view body);

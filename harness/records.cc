@@ -436,6 +436,7 @@ void write_model_update(RecordBuf& buf, const RecordPos& pos, const ModelUpdateR
   b.setAdapter(u.adapter);
   b.setModel(u.model);
   b.setLoss(u.loss);
+  b.setFailure(u.failure);
   b.setPromptTokens(u.prompt_tokens);
   b.setCompletionTokens(u.completion_tokens);
   b.setSamples(u.samples);
@@ -455,6 +456,7 @@ ModelUpdateRecord read_model_update(schema::ModelUpdate::Reader r) {
   u.adapter = r.getAdapter();
   u.model = r.getModel();
   u.loss = r.getLoss();
+  u.failure = r.getFailure();
   u.prompt_tokens = r.getPromptTokens();
   u.completion_tokens = r.getCompletionTokens();
   u.samples = r.getSamples();

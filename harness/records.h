@@ -150,8 +150,9 @@ struct ModelUpdateRecord {
   uint64_t completion_tokens = 0;
   uint32_t samples = 0;
   std::vector<schema::Role> roles;
-  Digest request;  // the "trainer_update" object
-  Digest reply;    // the "trainer_reply" object
+  Digest request;       // the "trainer_update" object
+  Digest reply;         // the "trainer_reply" object
+  std::string failure;  // non-empty: the update failed and the model stayed the parent
 };
 void write_model_update(RecordBuf& buf, const RecordPos& pos, const ModelUpdateRecord& u);
 ModelUpdateRecord read_model_update(schema::ModelUpdate::Reader r);

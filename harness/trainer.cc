@@ -666,7 +666,8 @@ struct ModelState {
 
 // One update of a language model: the request, the trainer's reply, the ModelUpdate record (at
 // the step's position; the cold start's at step -1), and the model the next calls ask for. A
-// reply that the log does not hold while verifying an unfinished run (NotFound) keeps the model.
+// reply that the log does not hold while verifying an unfinished run (NotFound) keeps the model;
+// so does a failed update (a non-finite loss), which is recorded with the trainer's reason.
 Result<TrainerReply> update_model(const StepContext& ctx, RecordSink& sink, const std::string& kind, int32_t step,
                                   std::vector<TrainSample> samples, TrainPoint* point, ModelState* state) {
   const Experiment& exp = *ctx.exp;
@@ -688,9 +689,15 @@ Result<TrainerReply> update_model(const StepContext& ctx, RecordSink& sink, cons
   u.kind = kind;
   u.base_model = exp.llm.model;
   u.parent = state->adapter;
+  const bool failed = !reply->failure.empty();
+  if (failed) {
+    reply->adapter = state->adapter;
+    reply->model = state->model;
+  }
   u.adapter = reply->adapter;
   u.model = reply->model;
   u.loss = reply->loss;
+  u.failure = reply->failure;
   u.prompt_tokens = reply->prompt_tokens;
   u.completion_tokens = reply->completion_tokens;
   u.samples = static_cast<uint32_t>(samples.size());
@@ -710,6 +717,7 @@ Result<TrainerReply> update_model(const StepContext& ctx, RecordSink& sink, cons
   reply->samples = u.samples;  // what was sent, whatever the trainer counted
   if (point) {
     point->model = reply->model;
+    point->update_failure = reply->failure;
     point->trained_samples = u.samples;
     point->update_seconds = reply->seconds;
   }
@@ -984,6 +992,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
                              update_model(ctx, sink, "sft", -1, std::move(samples), nullptr, &model_state));
       out.coldstart_model = reply.model;
       out.coldstart_loss = reply.loss;
+      out.coldstart_failure = reply.failure;
       out.coldstart_samples = reply.samples;
       out.coldstart_seconds = reply.seconds;
     }
@@ -995,7 +1004,10 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     ++done;
     if (progress) {
       char line[240];
-      if (out.coldstart_model.empty()) {
+      if (!out.coldstart_failure.empty()) {
+        std::snprintf(line, sizeof line, "cold start: %u/%u trajectories kept, %zu skills; the trainer's update failed",
+                      p.kept, p.trajectories, p.added.size());
+      } else if (out.coldstart_model.empty()) {
         std::snprintf(line, sizeof line,
                       "cold start: %u/%u trajectories kept, %zu skills, cross-entropy "
                       "(selection, policy, summary) %.3f %.3f %.3f -> %.3f %.3f %.3f",
@@ -1008,7 +1020,10 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
                       p.kept, p.trajectories, p.added.size(), out.coldstart_samples, out.coldstart_seconds,
                       out.coldstart_loss, out.coldstart_model.c_str());
       }
-      progress(done, total, line);
+      progress(done, total,
+               out.coldstart_failure.empty()
+                   ? std::string(line)
+                   : std::string(line) + " (" + out.coldstart_failure + "): model " + out.coldstart_model + " kept");
     }
   }
   if (exp.checkpoints) {
@@ -1107,7 +1122,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
       }
       VINCI_ASSIGN_OR_RETURN(TrainerReply reply,
                              update_model(ctx, sink, "rl", step, std::move(samples), &point, &model_state));
-      stats.loss = reply.loss;
+      if (reply.failure.empty()) stats.loss = reply.loss;
     }
     {
       ParameterDigestRecord pd;
@@ -1160,7 +1175,9 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
                     step + 1, exp.steps, point.reward_mean, point.correct_rate, point.best_speedup_mean, added.size(),
                     point.library_size);
       std::string text = line;
-      if (!point.model.empty()) {
+      if (!point.update_failure.empty()) {
+        text += "; the update failed (" + point.update_failure + "): model " + point.model + " kept";
+      } else if (!point.model.empty()) {
         std::snprintf(line, sizeof line, "; trained on %u calls in %.1f s (loss %.4g): model %s", point.trained_samples,
                       point.update_seconds, point.loss, point.model.c_str());
         text += line;

@@ -39,7 +39,8 @@ struct TrainPoint {
   // nothing trained it.
   std::string model;
   uint32_t trained_samples = 0;
-  double update_seconds = 0;  // the trainer's wall time (reports only)
+  double update_seconds = 0;   // the trainer's wall time (reports only)
+  std::string update_failure;  // non-empty: the step's update failed; `model` is the one kept
 };
 
 struct EvalPoint {
@@ -51,8 +52,9 @@ struct TrainerOutput {
   std::vector<TrainPoint> train;
   std::vector<EvalPoint> eval;
   std::optional<ColdStartPoint> coldstart;
-  std::string coldstart_model;  // a language model's cold start: the model its trainer returned
-  double coldstart_loss = 0;    // ... and the loss it reported
+  std::string coldstart_model;    // a language model's cold start: the model its trainer returned
+  double coldstart_loss = 0;      // ... and the loss it reported
+  std::string coldstart_failure;  // ... or why it failed (the model stayed the base)
   uint32_t coldstart_samples = 0;
   double coldstart_seconds = 0;  // the trainer's wall time (reports only)
   std::vector<FastP> tts;        // test-time scaling fast_p (best and last turn), when run

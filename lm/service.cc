@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/atomic_file.h"
@@ -359,7 +360,20 @@ Result<json> Service::update(const json& body) {
   VINCI_ASSIGN_OR_RETURN(UpdateStats stats, child->update(rl, std::move(seqs), uo, order_key, base_.get()));
   throughput_.trained_tokens += (stats.prompt_tokens + stats.reply_tokens) * uo.epochs;
   throughput_.training_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-  if (!std::isfinite(stats.loss)) return internal_error("the update's loss is not finite; the state was not stored");
+  if (next_fault_ < options_.update_faults.size() && options_.update_faults[next_fault_++] == "nonfinite") {
+    stats.loss = std::numeric_limits<double>::quiet_NaN();
+  }
+  if (!std::isfinite(stats.loss)) {
+    // A failed update (docs/training.md): the parent stays the model, nothing is stored.
+    reply.update({{"model", model_name(parent_digest)},
+                  {"adapter", parent_digest},
+                  {"parent", parent_digest},
+                  {"loss", nullptr},
+                  {"failure", "the update's loss is not finite; the parent state is unchanged and nothing was stored"},
+                  {"tokens", {{"prompt", stats.prompt_tokens}, {"completion", stats.reply_tokens}}},
+                  {"seconds", seconds_since(start)}});
+    return reply;
+  }
   std::string bytes = child->to_bytes();
   const std::string digest = state_digest(bytes);
   VINCI_RETURN_IF_ERROR(put(digest, bytes, std::shared_ptr<const Model>(std::move(child))));

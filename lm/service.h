@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -43,6 +44,9 @@ struct ServiceOptions {
   // States and digests do not depend on it.
   std::string device = "cpu";
   int32_t train_batch = 1;  // sequences per forward/backward pass of an update (UpdateOptions::pass)
+  // Faults for the next updates, in order, for testing a run's handling of them: "nonfinite"
+  // (the update is computed, then its loss is taken as NaN: answered as a failed update) or "ok".
+  std::vector<std::string> update_faults;
 };
 
 struct ChatReply {
@@ -106,6 +110,7 @@ class Service {
   std::map<std::string, std::shared_ptr<const Model>> cache_;
   std::list<std::string> recent_;  // most recent first
   Throughput throughput_;          // guarded by mu_
+  size_t next_fault_ = 0;          // of options_.update_faults; guarded by mu_
 };
 
 }  // namespace lm

@@ -51,7 +51,10 @@ int cmd_lm(const std::vector<std::string>& args) {
       "train-batch", po::value<std::string>()->default_value("1"),
       "samples per forward/backward pass of an update (padded; 1: one at a time)")(
       "api-key-env", po::value<std::string>()->default_value(""),
-      "require the key held by this environment variable (Authorization: Bearer KEY)");
+      "require the key held by this environment variable (Authorization: Bearer KEY)")(
+      "faults", po::value<std::string>()->default_value(""),
+      "faults for the next updates, in order (testing): nonfinite (answered as a failed update: the loss is "
+      "taken as NaN, the parent kept) or ok, comma-separated");
   po::variables_map vm;
   if (auto stop = parse_options("harness lm", args, opts, {}, &vm)) return *stop;
   pin_numeric_settings();
@@ -84,6 +87,16 @@ int cmd_lm(const std::vector<std::string>& args) {
   auto train_batch = parse_int_option("--train-batch", vm["train-batch"].as<std::string>(), 1, 4096);
   if (!train_batch.ok()) return fail(train_batch.status().message());
   so.train_batch = static_cast<int32_t>(*train_batch);
+  if (std::string list = vm["faults"].as<std::string>(); !list.empty()) {
+    for (size_t begin = 0;;) {
+      const size_t comma = list.find(',', begin);
+      std::string f = list.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+      if (f != "ok" && f != "nonfinite") return fail("--faults: expected nonfinite or ok, found \"" + f + "\"");
+      so.update_faults.push_back(std::move(f));
+      if (comma == std::string::npos) break;
+      begin = comma + 1;
+    }
+  }
   ChatServerOptions co;
   co.model = so.base_name;
   std::string key_env = vm["api-key-env"].as<std::string>();

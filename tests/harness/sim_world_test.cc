@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
 #include "gpu/codegen/codegen.h"
 #include "harness/experiment.h"
+#include "harness/model_trainer.h"
 
 namespace vinci {
 namespace {
@@ -185,6 +187,28 @@ TEST(SimKnowledge, TheConfigKeysAreCheckedAndRecordedOnlyWhenSet) {
       << llm.status().to_string();
   auto p = experiment_from_text("[run]\nname = \"x\"\n[sim]\ndiscovery = 1.5\n", "x.toml");
   EXPECT_FALSE(p.ok());
+}
+
+// The trainer's reply (docs/training.md): a trained update needs a loss; a failed one carries its
+// reason instead, and its loss is NaN; the wall time is never part of what is recorded.
+TEST(TrainerReply, ParsesTrainedAndFailedUpdates) {
+  auto ok = parse_trainer_reply(
+      R"({"model": "m-1", "adapter": "ab", "loss": 0.5, "tokens": {"prompt": 3, "completion": 2}, "seconds": 9})");
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ(ok->loss, 0.5);
+  EXPECT_EQ(ok->failure, "");
+  EXPECT_EQ(ok->seconds, 9);
+  EXPECT_EQ(ok->record.find("seconds"), std::string::npos) << ok->record;
+  auto failed = parse_trainer_reply(R"({"model": "m", "adapter": "ab", "loss": null, "failure": "loss is nan"})");
+  ASSERT_TRUE(failed.ok()) << failed.status().to_string();
+  EXPECT_EQ(failed->failure, "loss is nan");
+  EXPECT_TRUE(std::isnan(failed->loss));
+  auto no_loss = parse_trainer_reply(R"({"model": "m", "adapter": "ab", "loss": null})");
+  ASSERT_FALSE(no_loss.ok());
+  EXPECT_NE(no_loss.status().message().find("has no 'loss' (expected a number)"), std::string::npos);
+  auto bad_failure = parse_trainer_reply(R"({"model": "m", "adapter": "ab", "failure": 3})");
+  ASSERT_FALSE(bad_failure.ok());
+  EXPECT_NE(bad_failure.status().message().find("'failure' is not a string"), std::string::npos);
 }
 
 // [trainer] and policy.format are about a language model: refused with the sim network, and

@@ -7,7 +7,8 @@ both the chat server and the trainer (docs/training.md):
 - `replay verify` passes with the trainer stopped;
 - two runs of one config have one digest and the same adapters;
 - kill -9 of the trainer and of the harness mid-run, then `harness run --resume`, ends with the
-  uninterrupted run's digest; a trainer that lost the run's adapters is refused clearly.
+  uninterrupted run's digest; a trainer that lost the run's adapters is refused clearly;
+- an update whose loss is not finite is recorded as failed and the model stays what it was.
 
 Needs the built binaries (build/bin, or VINCI_BUILD_DIR).
 """
@@ -68,9 +69,9 @@ def restartable_port():
 class Trainer:
     """`harness lm` on loopback: the chat API and the trainer protocol, over a store folder."""
 
-    def __init__(self, store, port=0):
+    def __init__(self, store, port=0, extra=()):
         self.store = store
-        self.p = subprocess.Popen([HARNESS, "lm", "--port", str(port), "--store", store, *LM_FLAGS],
+        self.p = subprocess.Popen([HARNESS, "lm", "--port", str(port), "--store", store, *LM_FLAGS, *extra],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         line = self.p.stdout.readline()  # the server's own word that it listens, not a deadline
         if not line.startswith("listening on 127.0.0.1:"):
@@ -234,6 +235,32 @@ class LearningLoop(unittest.TestCase):
         self.assertIn(updates(run_dir)[0]["adapter"], r.stderr)
         self.assertIn("cannot load adapter", r.stderr)
         self.assertIn("start the trainer with the store that holds it", r.stderr)
+
+
+    def test_an_update_with_a_non_finite_loss_is_recorded_as_failed_and_keeps_the_model(self):
+        # The cold start's update trains; the first RL update's loss is taken as NaN by the trainer.
+        self.trainer.stop()
+        self.trainer = Trainer(self.trainer.store, 0, ["--faults", "ok,nonfinite"])
+        r = subprocess.run(run_args(self.out, self.trainer.url, "nan"), cwd=ROOT, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertIn("the update failed (the update's loss is not finite", r.stderr)
+        run_dir = os.path.join(self.out, "nan")
+        ups = updates(run_dir)
+        self.assertEqual([u["kind"] for u in ups], ["sft", "rl", "rl"])
+        sft, failed, after = ups
+        self.assertIn("not finite", failed["failure"])
+        self.assertEqual(failed["parent"], sft["adapter"])
+        self.assertEqual(failed["adapter"], sft["adapter"])  # unchanged
+        self.assertEqual(failed["model"], sft["model"])
+        self.assertEqual(failed["loss"], "NaN")
+        self.assertEqual(after.get("failure", ""), "")
+        self.assertEqual(after["parent"], sft["adapter"])  # the next update starts from the kept model
+        recs = records(run_dir)
+        step1 = {x["llmReply"]["model"] for x in recs if "llmReply" in x and x.get("step") == 1}
+        self.assertEqual(step1, {sft["model"]})
+        self.trainer.stop()
+        v = subprocess.run([REPLAY, "verify", run_dir], capture_output=True, text=True)
+        self.assertEqual(v.returncode, 0, v.stdout[-2000:] + v.stderr[-2000:])
 
 
 if __name__ == "__main__":

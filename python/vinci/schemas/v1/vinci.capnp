@@ -251,6 +251,8 @@ struct ModelUpdate {
   roles @11 :List(Role);       # the roles the experiment trains
   request @12 :Data $Json.hex; # address of the update request (object kind "trainer_update")
   reply @13 :Data $Json.hex;   # address of the trainer's reply, its wall time removed ("trainer_reply")
+  failure @14 :Text;           # non-empty: the trainer's reason the update failed (a non-finite loss);
+                               # the model stays the parent (adapter = parent, loss NaN)
 }
 
 struct Metric {
