@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <thread>
 #include <vector>
 
 #include "core/atomic_file.h"
@@ -360,8 +362,14 @@ Result<json> Service::update(const json& body) {
   VINCI_ASSIGN_OR_RETURN(UpdateStats stats, child->update(rl, std::move(seqs), uo, order_key, base_.get()));
   throughput_.trained_tokens += (stats.prompt_tokens + stats.reply_tokens) * uo.epochs;
   throughput_.training_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-  if (next_fault_ < options_.update_faults.size() && options_.update_faults[next_fault_++] == "nonfinite") {
-    stats.loss = std::numeric_limits<double>::quiet_NaN();
+  const std::string fault = next_fault_ < options_.update_faults.size() ? options_.update_faults[next_fault_++] : "";
+  if (fault == "nonfinite") stats.loss = std::numeric_limits<double>::quiet_NaN();
+  if (fault == "stall") {
+    // A trainer that dies in the middle of an update: computed, not stored, never answered.
+    std::fprintf(stderr, "harness lm: update %s step %lld stalled before storing its state (--faults stall)\n",
+                 kind.c_str(), static_cast<long long>(step));
+    std::fflush(stderr);
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   if (!std::isfinite(stats.loss)) {
     // A failed update (docs/training.md): the parent stays the model, nothing is stored.

@@ -45,7 +45,8 @@ struct ServiceOptions {
   std::string device = "cpu";
   int32_t train_batch = 1;  // sequences per forward/backward pass of an update (UpdateOptions::pass)
   // Faults for the next updates, in order, for testing a run's handling of them: "nonfinite"
-  // (the update is computed, then its loss is taken as NaN: answered as a failed update) or "ok".
+  // (the update is computed, then its loss is taken as NaN: answered as a failed update), "stall"
+  // (computed, then never stored or answered: a trainer to kill in the middle of an update) or "ok".
   std::vector<std::string> update_faults;
 };
 

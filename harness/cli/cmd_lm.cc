@@ -54,7 +54,8 @@ int cmd_lm(const std::vector<std::string>& args) {
       "require the key held by this environment variable (Authorization: Bearer KEY)")(
       "faults", po::value<std::string>()->default_value(""),
       "faults for the next updates, in order (testing): nonfinite (answered as a failed update: the loss is "
-      "taken as NaN, the parent kept) or ok, comma-separated");
+      "taken as NaN, the parent kept), stall (computed, then never stored or answered, until killed) or ok, "
+      "comma-separated");
   po::variables_map vm;
   if (auto stop = parse_options("harness lm", args, opts, {}, &vm)) return *stop;
   pin_numeric_settings();
@@ -91,7 +92,9 @@ int cmd_lm(const std::vector<std::string>& args) {
     for (size_t begin = 0;;) {
       const size_t comma = list.find(',', begin);
       std::string f = list.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
-      if (f != "ok" && f != "nonfinite") return fail("--faults: expected nonfinite or ok, found \"" + f + "\"");
+      if (f != "ok" && f != "nonfinite" && f != "stall") {
+        return fail("--faults: expected nonfinite, stall or ok, found \"" + f + "\"");
+      }
       so.update_faults.push_back(std::move(f));
       if (comma == std::string::npos) break;
       begin = comma + 1;

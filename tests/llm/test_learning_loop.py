@@ -6,8 +6,9 @@ both the chat server and the trainer (docs/training.md):
   trainer returned; selection, policy and summary are all trained;
 - `replay verify` passes with the trainer stopped;
 - two runs of one config have one digest and the same adapters;
-- kill -9 of the trainer and of the harness mid-run, then `harness run --resume`, ends with the
-  uninterrupted run's digest; a trainer that lost the run's adapters is refused clearly;
+- kill -9 of the trainer and of the harness mid-run, and of the trainer in the middle of an update,
+  then `harness run --resume`, ends with the uninterrupted run's digest; a trainer that lost the
+  run's adapters is refused clearly;
 - an update whose loss is not finite is recorded as failed and the model stays what it was.
 
 Needs the built binaries (build/bin, or VINCI_BUILD_DIR).
@@ -215,6 +216,33 @@ class LearningLoop(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr[-3000:])
         self.assertEqual(digest_of(r.stdout), whole)
         self.assertEqual(len(updates(run_dir)), n_updates)
+
+    def test_a_trainer_killed_in_the_middle_of_an_update_resumes_to_the_same_digest(self):
+        whole = self.run_ok("whole")
+        self.trainer.stop()
+        shutil.rmtree(self.trainer.store)
+        # The cold start's update is answered; the first RL update is computed and then stalls
+        # before its state is stored, and the trainer is killed there.
+        self.trainer = Trainer(self.trainer.store, self.trainer.port, ["--faults", "ok,stall"])
+        run = subprocess.Popen(run_args(self.out, self.trainer.url, "mid"), cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        for line in self.trainer.p.stderr:  # the trainer's own word that it is inside the update
+            if "stalled before storing its state" in line:
+                break
+        else:
+            raise AssertionError("the trainer ended without stalling: %s" % run.communicate()[1][-2000:])
+        self.trainer.stop(signal.SIGKILL)
+        _, err = run.communicate()
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("the update after step 0", err)
+        self.assertIn("--resume", err)
+        run_dir = os.path.join(self.out, "mid")
+        self.assertEqual([u["kind"] for u in updates(run_dir)], ["sft"])
+
+        self.trainer = Trainer(self.trainer.store, self.trainer.port)
+        r = subprocess.run([HARNESS, "run", "--resume", run_dir], cwd=ROOT, capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertEqual(digest_of(r.stdout), whole)
 
     def test_a_resume_is_refused_when_the_trainer_lost_the_adapter(self):
         run = subprocess.Popen(run_args(self.out, self.trainer.url, "lost"), cwd=ROOT, stdout=subprocess.PIPE,
