@@ -436,7 +436,7 @@ void write_model_update(RecordBuf& buf, const RecordPos& pos, const ModelUpdateR
   b.setAdapter(u.adapter);
   b.setModel(u.model);
   b.setLoss(u.loss);
-  b.setFailure(u.failure);
+  if (!u.failure.empty()) b.setFailure(u.failure);  // unset when empty: older logs' bytes
   b.setPromptTokens(u.prompt_tokens);
   b.setCompletionTokens(u.completion_tokens);
   b.setSamples(u.samples);

@@ -74,15 +74,31 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "runs", "llm_tiny_report"))
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--set", action="append", default=[], help="extra key=value settings for every run")
+    ap.add_argument("--reuse", action="store_true",
+                    help="summarise a seed's run that an earlier invocation completed instead of running it again "
+                         "(its wall time is the one that invocation wrote, if any)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for seed in args.seeds:
+        name = "llm_tiny_s%d" % seed
+        run_dir = os.path.join(args.out, name)
+        if args.reuse and subprocess.run([REPLAY, "verify", run_dir], capture_output=True).returncode == 0:
+            wall = float("nan")
+            if os.path.exists(os.path.join(run_dir, "report_wall.json")):
+                with open(os.path.join(run_dir, "report_wall.json")) as f:
+                    wall = json.load(f)["wall_s"]
+            steps, ups = summarise(run_dir)
+            digest = subprocess.run([REPLAY, "verify", run_dir], capture_output=True, text=True).stdout
+            digest = next((l.split()[1] for l in digest.splitlines() if l.startswith("digest: ")), "")
+            rows.append({"seed": seed, "wall_s": wall, "update_s": [], "steps": steps, "updates": ups,
+                         "digest": digest})
+            print("seed %d: reused %s (verified), digest %s" % (seed, run_dir, digest), flush=True)
+            continue
         store = os.path.join(args.out, "store_s%d" % seed)
         shutil.rmtree(store, ignore_errors=True)
         lm, port = start_lm(store, 0, args.context)
         url = "http://127.0.0.1:%d/v1" % port
-        name = "llm_tiny_s%d" % seed
         shutil.rmtree(os.path.join(args.out, name), ignore_errors=True)
         cmd = [HARNESS, "run", "experiments/llm_tiny.toml", "--seed", str(seed), "--name", name, "--out", args.out,
                "--set", "backbone.base_url=" + url, "--set", "trainer.url=" + url]
@@ -96,7 +112,9 @@ def main():
         if r.returncode != 0:
             sys.exit("seed %d failed:\n%s" % (seed, r.stderr[-3000:]))
         update_s = [float(m) for m in re.findall(r"in ([0-9.]+) s \(loss", r.stderr)]
-        steps, ups = summarise(os.path.join(args.out, name))
+        with open(os.path.join(run_dir, "report_wall.json"), "w") as f:
+            json.dump({"wall_s": wall, "update_s": update_s}, f)
+        steps, ups = summarise(run_dir)
         rows.append({"seed": seed, "wall_s": wall, "update_s": update_s, "steps": steps, "updates": ups,
                      "digest": next((l.split()[1] for l in r.stdout.splitlines() if l.startswith("digest: ")), "")})
         print("seed %d: %.0f s, digest %s" % (seed, wall, rows[-1]["digest"]), flush=True)

@@ -4,15 +4,20 @@
 // recorded before the codec existed.
 #include "harness/records.h"
 
+#include <capnp/message.h>
+#include <capnp/serialize-packed.h>
 #include <gtest/gtest.h>
+#include <kj/io.h>
 
 #include <map>
 #include <set>
 #include <string>
 
+#include "harness/record_sink.h"
 #include "recorder/address.h"
 #include "recorder/run.h"
 #include "recorder/run_log.h"
+#include "recorder/vinci.capnp.h"
 
 namespace vinci {
 namespace {
@@ -183,6 +188,65 @@ TEST(Records, ValuesRoundTripThroughTheirWriterAndReader) {
   auto m = buf.records.back()->getRoot<schema::Record>().asReader();
   EXPECT_EQ(m.getPhase(), schema::Record::Phase::TTS);
   EXPECT_EQ(read_metric(m.getMetric()).threshold, 1.2);
+}
+
+}  // namespace
+}  // namespace vinci
+
+namespace vinci {
+namespace {
+
+// A record as an older recorder wrote it: laid out without the slots of fields the schema gained
+// since (the canonical form drops trailing unset slots, as a struct without them has none).
+std::string as_older_recorder_wrote(const std::string& payload) {
+  RecordView v;
+  EXPECT_TRUE(v.parse(payload).ok());
+  kj::Array<capnp::word> words = capnp::canonicalize(v.message().getRoot<schema::Record>());
+  kj::ArrayPtr<const capnp::word> segments[1] = {words};
+  kj::VectorOutputStream out;
+  capnp::writePackedMessage(out, kj::arrayPtr(segments, 1));
+  auto bytes = out.getArray();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+ModelUpdateRecord an_update(double loss) {
+  ModelUpdateRecord u;
+  u.trainer = "http";
+  u.endpoint = "http://127.0.0.1:8100/v1";
+  u.kind = "rl";
+  u.base_model = "vinci-tiny";
+  u.adapter = std::string(64, 'a');
+  u.model = "vinci-tiny-aaaaaaaaaaaaaaaa";
+  u.loss = loss;
+  u.samples = 3;
+  return u;
+}
+
+// Replay compares what it derives with what the log holds. A field the schema gained (here
+// ModelUpdate.failure, unset) gives today's record one more slot than a log written before it
+// has; the two say the same thing and must match, the run digest staying the log's. A record
+// that says something else still differs.
+TEST(CheckSink, ARecordAnOlderRecorderWroteMatchesAndKeepsTheLogsDigest) {
+  RecordBuf now;
+  write_model_update(now, RecordPos::of_step(0), an_update(0.25));
+  now.records[0]->getRoot<schema::Record>().setSeq(0);
+  const std::string current = encode_message(*now.records[0]);
+  const std::string older = as_older_recorder_wrote(current);
+  ASSERT_NE(older, current) << "the test needs two layouts of one record";
+
+  CheckSink sink({older}, nullptr, nullptr);
+  ASSERT_TRUE(sink.put(*now.records[0]).ok());
+  RunDigest want;
+  want.add(older);
+  EXPECT_EQ(sink.digest(), want.value());
+  EXPECT_FALSE(sink.diverged());
+
+  RecordBuf other;
+  write_model_update(other, RecordPos::of_step(0), an_update(0.5));
+  CheckSink strict({older}, nullptr, nullptr);
+  Status st = strict.put(*other.records[0]);
+  EXPECT_EQ(st.code(), StatusCode::kMismatch) << st.to_string();
+  EXPECT_TRUE(strict.diverged());
 }
 
 }  // namespace
