@@ -32,16 +32,59 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
-// The start of a 640 x 400 plot: the svg element, a white background and the title at title_x.
-std::string svg_open(const std::string& title, double title_x) {
+// The start of a 640 x 400 plot: the svg element, a white background and the title, from the left
+// edge along the top line (squeezed to the plot's width when it is longer), above the legend.
+std::string svg_open(const std::string& title) {
   std::string svg =
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"640\" height=\"400\" font-family=\"sans-serif\" "
       "font-size=\"12\">\n";
   svg += "<rect width=\"640\" height=\"400\" fill=\"white\"/>\n";
-  svg +=
-      "<text x=\"" + format_number("%.0f", title_x) + "\" y=\"22\" font-size=\"15\">" + xml_escape(title) + "</text>\n";
+  // About 8.5 px a character at 15 px; a longer title is fitted to 616 px.
+  const bool squeeze = title.size() * 8.5 > 616;
+  svg += "<text x=\"12\" y=\"22\" font-size=\"15\"" +
+         std::string(squeeze ? " textLength=\"616\" lengthAdjust=\"spacingAndGlyphs\"" : "") + ">" + xml_escape(title) +
+         "</text>\n";
   return svg;
 }
+
+// The legend's first row, clear of the title (its baseline at 22, 15 px high).
+constexpr double kLegendTop = 52;
+
+}  // namespace
+
+AxisTicks nice_ticks(double lo, double hi, int max_intervals, bool whole) {
+  AxisTicks t;
+  if (!(hi > lo)) hi = lo + 1;
+  max_intervals = std::max(1, max_intervals);
+  // The smallest round step whose ticks cover [lo, hi] in at most max_intervals intervals.
+  double power = std::pow(10.0, std::floor(std::log10(hi - lo)) - 2);
+  double step = power, first = 0, last = 0;
+  for (int i = 0;; ++i) {
+    step = power * (i % 3 == 0 ? 1 : i % 3 == 1 ? 2 : 5);
+    if (whole && step < 1) {
+      if (i % 3 == 2) power *= 10;
+      continue;
+    }
+    first = std::floor(lo / step + 1e-9);
+    last = std::ceil(hi / step - 1e-9);
+    if (last - first <= max_intervals) break;
+    if (i % 3 == 2) power *= 10;
+  }
+  t.step = step;
+  t.decimals = std::max(0, static_cast<int>(-std::floor(std::log10(step) + 1e-9)));
+  const double scale = std::pow(10.0, t.decimals);  // k * step rounded to its decimals: no float noise
+  for (double k = first; k <= last + 0.5; ++k) t.values.push_back(std::round(k * step * scale) / scale);
+  return t;
+}
+
+std::string tick_label(double value, const AxisTicks& ticks) {
+  if (std::fabs(value) < ticks.step * 1e-9) value = 0;  // no "-0"
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", ticks.decimals, value);
+  return buf;
+}
+
+namespace {
 
 const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
 
@@ -230,7 +273,7 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
 
 std::string svg_line_chart(const std::string& title, const std::string& x_label, const std::string& y_label,
                            const std::vector<Series>& series) {
-  const double W = 640, H = 400, L = 60, R = 160, T = 40, B = 50;
+  const double W = 640, H = 400, L = 60, R = 160, T = 50, B = 50;
   double x0 = 1e300, x1 = -1e300, y0 = 0, y1 = -1e300;
   for (const auto& s : series) {
     for (double x : s.x) {
@@ -248,22 +291,30 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
   }
   if (x1 == x0) x1 = x0 + 1;
   if (y1 <= y0) y1 = y0 + 1;
-  y1 += (y1 - y0) * 0.05;
+  bool whole_x = true;
+  for (const auto& s : series) {
+    for (double x : s.x) whole_x = whole_x && x == std::floor(x);
+  }
+  const AxisTicks yt = nice_ticks(y0, y1), xt = nice_ticks(x0, x1, 6, whole_x);
+  y0 = yt.values.front();
+  y1 = yt.values.back();
+  x0 = xt.values.front();
+  x1 = xt.values.back();
   auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
   auto py = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
-  std::string svg = svg_open(title, W / 2 - 60);
+  std::string svg = svg_open(title);
   svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", H - B) + "\" x2=\"" +
          format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", H - B) + "\" stroke=\"black\"/>\n";
   svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", T) + "\" x2=\"" +
          format_number("%.1f", L) + "\" y2=\"" + format_number("%.1f", H - B) + "\" stroke=\"black\"/>\n";
-  for (int i = 0; i <= 4; ++i) {
-    double y = y0 + (y1 - y0) * i / 4;
-    svg += "<text x=\"4\" y=\"" + format_number("%.1f", py(y) + 4) + "\">" + format_number("%.3g", y) + "</text>\n";
+  for (double y : yt.values) {
+    svg += "<text x=\"4\" y=\"" + format_number("%.1f", py(y) + 4) + "\">" + tick_label(y, yt) + "</text>\n";
     svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", py(y)) + "\" x2=\"" +
            format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", py(y)) + "\" stroke=\"#ddd\"/>\n";
-    double x = x0 + (x1 - x0) * i / 4;
+  }
+  for (double x : xt.values) {
     svg += "<text x=\"" + format_number("%.1f", px(x) - 8) + "\" y=\"" + format_number("%.1f", H - B + 16) + "\">" +
-           format_number("%.3g", x) + "</text>\n";
+           tick_label(x, xt) + "</text>\n";
   }
   svg += "<text x=\"" + format_number("%.0f", (L + W - R) / 2) + "\" y=\"" + format_number("%.0f", H - 10) + "\">" +
          xml_escape(x_label) + "</text>\n";
@@ -276,7 +327,7 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
     }
     svg +=
         "<polyline fill=\"none\" stroke=\"" + std::string(color) + "\" stroke-width=\"2\" points=\"" + pts + "\"/>\n";
-    double ly = T + 16 * i;
+    double ly = kLegendTop + 16 * i;
     svg += "<line x1=\"" + format_number("%.1f", W - R + 10) + "\" y1=\"" + format_number("%.1f", ly) + "\" x2=\"" +
            format_number("%.1f", W - R + 30) + "\" y2=\"" + format_number("%.1f", ly) + "\" stroke=\"" + color +
            "\" stroke-width=\"2\"/>\n";
@@ -290,19 +341,20 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
 std::string svg_bar_chart(const std::string& title, const std::vector<std::string>& groups,
                           const std::vector<std::string>& bars, const std::vector<std::vector<double>>& values,
                           const std::string& y_label) {
-  const double W = 640, H = 400, L = 60, R = 140, T = 40, B = 50;
+  const double W = 640, H = 400, L = 60, R = 140, T = 50, B = 50;
   double ymax = 0;
   for (const auto& g : values)
     for (double v : g) ymax = std::max(ymax, v);
   if (ymax <= 0) ymax = 1;
-  ymax *= 1.1;
-  std::string svg = svg_open(title, W / 2 - 80);
+  const AxisTicks yt = nice_ticks(0, ymax);
+  ymax = yt.values.back();
+  std::string svg = svg_open(title);
   svg += "<text x=\"12\" y=\"" + format_number("%.0f", T - 8) + "\">" + xml_escape(y_label) + "</text>\n";
   double gw = (W - L - R) / std::max<size_t>(1, groups.size());
   double bw = gw * 0.8 / std::max<size_t>(1, bars.size());
-  for (int i = 0; i <= 4; ++i) {
-    double y = ymax * i / 4, yy = H - B - y / ymax * (H - T - B);
-    svg += "<text x=\"4\" y=\"" + format_number("%.1f", yy + 4) + "\">" + format_number("%.3g", y) + "</text>\n";
+  for (double y : yt.values) {
+    double yy = H - B - y / ymax * (H - T - B);
+    svg += "<text x=\"4\" y=\"" + format_number("%.1f", yy + 4) + "\">" + tick_label(y, yt) + "</text>\n";
     svg += "<line x1=\"" + format_number("%.1f", L) + "\" y1=\"" + format_number("%.1f", yy) + "\" x2=\"" +
            format_number("%.1f", W - R) + "\" y2=\"" + format_number("%.1f", yy) + "\" stroke=\"#ddd\"/>\n";
   }
@@ -319,7 +371,7 @@ std::string svg_bar_chart(const std::string& title, const std::vector<std::strin
            "\">" + xml_escape(groups[g]) + "</text>\n";
   }
   for (size_t b = 0; b < bars.size(); ++b) {
-    double ly = T + 16 * b;
+    double ly = kLegendTop + 16 * b;
     svg += "<rect x=\"" + format_number("%.1f", W - R + 10) + "\" y=\"" + format_number("%.1f", ly - 8) +
            "\" width=\"12\" height=\"12\" fill=\"" + kColors[b % 8] + "\"/>\n";
     svg += "<text x=\"" + format_number("%.1f", W - R + 28) + "\" y=\"" + format_number("%.1f", ly + 2) + "\">" +

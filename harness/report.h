@@ -49,6 +49,17 @@ std::string summary_markdown(const TrainerOutput& out, const RunSummaryInfo& inf
 // Writes metrics.csv, summary.md, reward.svg, fast_p.svg, library.svg, fast_p_final.svg into dir.
 Status write_report(const std::string& dir, const TrainerOutput& out, const RunSummaryInfo& info);
 
+// An axis's ticks at round values: the smallest step of 1, 2 or 5 times a power of ten (as plotting
+// libraries choose them) that covers [lo, hi] in at most max_intervals intervals, the first tick at
+// or below lo and the last at or above hi. With `whole`, steps are at least 1 (training steps).
+struct AxisTicks {
+  double step = 1;
+  std::vector<double> values;
+  int decimals = 0;  // enough to write every value exactly: 0.25 is never a step, 0.05 needs 2
+};
+AxisTicks nice_ticks(double lo, double hi, int max_intervals = 6, bool whole = false);
+std::string tick_label(double value, const AxisTicks& ticks);
+
 // A small SVG line chart: one polyline per series.
 struct Series {
   std::string label;
