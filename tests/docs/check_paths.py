@@ -15,7 +15,7 @@ import re
 import sys
 
 ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-TOP = ["ablations", "agents", "bench", "core", "data", "docs", "experiments", "fuzz", "gpu", "harness", "prompts",
+TOP = ["ablations", "agents", "bench", "core", "data", "docs", "experiments", "fuzz", "gpu", "harness", "lm", "prompts",
        "python", "queue", "recorder", "replay", "scripts", "tests"]
 WORD = re.compile(r"(?<![\w./$-])((?:%s)/[\w./-]*)" % "|".join(TOP))
 
