@@ -18,6 +18,7 @@ Step 0's turns come from the model the cold start trained, before any RL update.
 
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -84,14 +85,15 @@ def main():
         name = "llm_tiny_s%d" % seed
         run_dir = os.path.join(args.out, name)
         if args.reuse and subprocess.run([REPLAY, "verify", run_dir], capture_output=True).returncode == 0:
-            wall = float("nan")
+            wall, update_s = float("nan"), []
             if os.path.exists(os.path.join(run_dir, "report_wall.json")):
                 with open(os.path.join(run_dir, "report_wall.json")) as f:
-                    wall = json.load(f)["wall_s"]
+                    kept = json.load(f)
+                wall, update_s = kept["wall_s"], kept.get("update_s", [])
             steps, ups = summarise(run_dir)
             digest = subprocess.run([REPLAY, "verify", run_dir], capture_output=True, text=True).stdout
             digest = next((l.split()[1] for l in digest.splitlines() if l.startswith("digest: ")), "")
-            rows.append({"seed": seed, "wall_s": wall, "update_s": [], "steps": steps, "updates": ups,
+            rows.append({"seed": seed, "wall_s": wall, "update_s": update_s, "steps": steps, "updates": ups,
                          "digest": digest})
             print("seed %d: reused %s (verified), digest %s" % (seed, run_dir, digest), flush=True)
             continue
@@ -147,7 +149,8 @@ def write_markdown(rows, path):
                 u.get("loss", 0.0), sec))
     lines += ["", "| seed | wall s | digest |", "|---|---|---|"]
     for r in rows:
-        lines.append("| %d | %.0f | %s |" % (r["seed"], r["wall_s"], r["digest"]))
+        wall = "%.0f" % r["wall_s"] if r["wall_s"] == r["wall_s"] else "not kept"
+        lines.append("| %d | %s | %s |" % (r["seed"], wall, r["digest"]))
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -158,7 +161,10 @@ def write_svg(rows, path):
     if not steps:
         return
     vals = [(r["steps"].get(s) or r["steps"].get(str(s)) or {}).get("reward") or 0 for r in rows for s in steps]
-    top = max(0.5, max(vals) * 1.1)
+    # Ticks on round values: the smallest 1-2-5 step covering [0, max] in at most six intervals.
+    hi = max(max(vals), 1e-9)
+    tick = next(m * 10.0 ** e for e in range(-6, 7) for m in (1, 2, 5) if math.ceil(hi / (m * 10.0 ** e)) <= 6)
+    top = math.ceil(hi / tick) * tick
     x = lambda s: pad + (w - 2 * pad) * (s - steps[0]) / max(1, steps[-1] - steps[0])
     y = lambda v: h - pad - (h - 2 * pad) * v / top
     colours = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"]
@@ -169,9 +175,10 @@ def write_svg(rows, path):
            '<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="black"/>' % (pad, pad, pad, h - pad)]
     for s in steps:
         out.append('<text x="%.1f" y="%d" text-anchor="middle">%d</text>' % (x(s), h - pad + 16, s))
-    for k in range(5):
-        v = top * k / 4
-        out.append('<text x="%d" y="%.1f" text-anchor="end">%.2f</text>' % (pad - 4, y(v) + 4, v))
+    decimals = max(0, -math.floor(math.log10(tick) + 1e-9))
+    for k in range(int(round(top / tick)) + 1):
+        v = k * tick
+        out.append('<text x="%d" y="%.1f" text-anchor="end">%.*f</text>' % (pad - 4, y(v) + 4, decimals, v))
     for i, r in enumerate(rows):
         pts = " ".join("%.1f,%.1f" % (x(s), y((r["steps"].get(s) or r["steps"].get(str(s)) or {}).get("reward") or 0))
                        for s in steps)
