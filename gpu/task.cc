@@ -710,6 +710,12 @@ Result<TaskFamily> parse_task_family(const std::string& name) {
 
 const char* size_name(SizeName s) { return s == SizeName::kFull ? "full" : "small"; }
 
+Result<SizeName> parse_size_name(std::string_view name) {
+  if (name == "full") return SizeName::kFull;
+  if (name == "small") return SizeName::kSmall;
+  return invalid_argument("expected full or small, found '" + std::string(name) + "'");
+}
+
 std::vector<std::string> kernelbench_tuple_items(const std::string& e) {
   if (e.size() < 3 || e.front() != '(' || e.back() != ')') return {};
   std::vector<std::string> items;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,8 @@ namespace vinci {
 // Which set of sizes to instantiate a task at.
 enum class SizeName { kFull, kSmall };  // full: KernelBench shapes for a GPU; small: CPU tests
 const char* size_name(SizeName s);
+// "full" or "small"; anything else is an error naming what was found.
+Result<SizeName> parse_size_name(std::string_view name);
 
 // Symbol -> value, e.g. {"B": 4096, "D": 393216}.
 using SizeMap = std::map<std::string, int64_t>;

@@ -402,7 +402,7 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
   });
   Bm25Index index = build_index(res.library, exp);
   const BackboneShape shape = sim_backbone_shape();
-  const SizeName size = exp.size == "full" ? SizeName::kFull : SizeName::kSmall;
+  const SizeName size = exp.size;
   std::map<std::string, int32_t> per_pattern;
   uint32_t dropped[3] = {0, 0, 0};
   std::vector<Experience> examples;

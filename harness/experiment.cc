@@ -314,7 +314,8 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.world = c.get_string("run.world");
   e.out_root = c.get_string("run.out");
   e.task_dir = c.get_string("tasks.dir");
-  e.size = c.get_string("tasks.size");
+  // The schema allows "small" and "full" only; anything else was refused when the config was read.
+  VINCI_ASSIGN_OR_RETURN(e.size, parse_size_name(c.get_string("tasks.size")));
   e.levels = c.get_int_list("tasks.levels");
   e.eval_share = c.get_float("tasks.eval_share");
   e.split_seed = static_cast<uint64_t>(c.get_int("tasks.split_seed"));

@@ -12,6 +12,7 @@
 #include "agents/agents.h"
 #include "core/status.h"
 #include "gpu/plan.h"
+#include "gpu/task.h"
 #include "harness/config.h"
 #include "harness/rl.h"
 #include "harness/sim_knowledge.h"
@@ -30,8 +31,8 @@ struct Experiment {
   std::string out_root;
 
   // [tasks]
-  std::string task_dir;  // empty: the suite in the source tree
-  std::string size;      // "small" | "full"
+  std::string task_dir;              // empty: the suite in the source tree
+  SizeName size = SizeName::kSmall;  // tasks.size
   std::vector<int64_t> levels;
   double eval_share = 0.25;  // share of each level held out for evaluation
   uint64_t split_seed = 0;

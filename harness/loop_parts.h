@@ -82,14 +82,14 @@ class PlanTurnEvaluator {
 
   Result<TurnRecord> evaluate(int32_t turn, const Plan* plan, const std::string& no_plan_reason) const {
     EvalRequest req;
-    req.size = exp_.size == "full" ? SizeName::kFull : SizeName::kSmall;
+    req.size = exp_.size;
     req.seed = eval_seed(key_.with("turn", turn));
     req.trials = exp_.trials;
     req.samples = exp_.timing_samples;
     TurnRecord rec;
     if (plan == nullptr) {
       rec.eval.evaluator = "reply";
-      rec.eval.size = exp_.size;
+      rec.eval.size = size_name(exp_.size);
       rec.eval.error = "no candidate: " + no_plan_reason;
       add_unreached_trials(&rec.eval, task_.id, req);
       rec.eval.finalize();

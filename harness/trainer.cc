@@ -948,7 +948,7 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   ctx.trainer = trainer;
   ctx.store = &sink.store();
   ctx.shape = sim_backbone_shape();
-  ctx.size = exp.size == "full" ? SizeName::kFull : SizeName::kSmall;
+  ctx.size = exp.size;
 
   int64_t evals = split.eval.empty() ? 0 : (exp.steps + exp.eval_every - 1) / exp.eval_every + 1;
   bool tts = exp.tts.enabled && !split.eval.empty();

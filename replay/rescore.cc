@@ -407,7 +407,7 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     device = std::make_unique<SimEvaluator>(std::move(profile), so);
   }
   EvalRequest req;
-  req.size = exp.size == "full" ? SizeName::kFull : SizeName::kSmall;
+  req.size = exp.size;
   req.seed = options.seed;
   req.trials = options.trials > 0 ? options.trials : exp.trials;
   req.samples = options.samples > 0 ? options.samples : exp.timing_samples;

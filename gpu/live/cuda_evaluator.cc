@@ -113,13 +113,9 @@ Result<DecodedRequest> decode_eval_request(const std::string& bytes) {
     nlohmann::json j = nlohmann::json::parse(bytes);
     d.task_id = j.at("task").get<std::string>();
     VINCI_ASSIGN_OR_RETURN(d.plan, plan_from_json(j.at("plan")));
-    std::string size = j.at("size").get<std::string>();
-    if (size == "full")
-      d.request.size = SizeName::kFull;
-    else if (size == "small")
-      d.request.size = SizeName::kSmall;
-    else
-      return invalid_argument("request: size must be full or small, found '" + size + "'");
+    Result<SizeName> size = parse_size_name(j.at("size").get<std::string>());
+    if (!size.ok()) return invalid_argument("request: size: " + size.status().message());
+    d.request.size = *size;
     d.request.seed = j.at("seed").get<uint64_t>();
     d.request.trials = j.at("trials").get<int>();
     d.request.samples = j.at("samples").get<int>();

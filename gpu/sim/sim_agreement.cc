@@ -267,10 +267,9 @@ Result<MeasuredPlans> load_measured_plans(const std::string& path, const TaskSui
           m.task = suite.find(id);
           if (!m.task) return invalid_argument(where + ": key 'task': no task '" + id + "' in the suite");
           key = "size";
-          std::string size = j.at(key).get<std::string>();
-          if (size != "full" && size != "small")
-            return invalid_argument(where + ": key 'size': expected full or small, found '" + size + "'");
-          m.size = size == "full" ? SizeName::kFull : SizeName::kSmall;
+          Result<SizeName> size = parse_size_name(j.at(key).get<std::string>());
+          if (!size.ok()) return invalid_argument(where + ": key 'size': " + size.status().message());
+          m.size = *size;
           key = "knobs";
           std::map<std::string, std::string> knobs = j.at(key).get<std::map<std::string, std::string>>();
           key = "plan_address";

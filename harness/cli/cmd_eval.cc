@@ -202,12 +202,9 @@ int cmd_eval(const std::vector<std::string>& args) {
   limits.max_kernels = *max_kernels;
   limits.max_steps = *max_steps;
   EvalRequest request;
-  if (size == "full")
-    request.size = SizeName::kFull;
-  else if (size == "small")
-    request.size = SizeName::kSmall;
-  else
-    return fail("--size: expected full or small, found '" + size + "'");
+  Result<SizeName> size_value = parse_size_name(size);
+  if (!size_value.ok()) return fail("--size: " + size_value.status().message());
+  request.size = *size_value;
   if (device != "sim" && device != "cuda") return fail("--device: expected sim or cuda, found '" + device + "'");
   if (vm.count("profile-phases") && device != "cuda")
     return fail("--profile-phases: times the GPU worker's phases, so it needs --device cuda (found --device " + device +

@@ -209,7 +209,9 @@ std::optional<int> parse_measure_options(const std::vector<std::string>& args, M
   o->stale_only = vm.count("stale-only") > 0;
   if (o->device != "cuda" && o->device != "sim")
     return fail("--device: expected cuda or sim, found '" + o->device + "'");
-  if (o->size != "full" && o->size != "small") return fail("--size: expected full or small, found '" + o->size + "'");
+  Result<SizeName> size = parse_size_name(o->size);
+  if (!size.ok()) return fail("--size: " + size.status().message());
+  o->size_name = *size;
   if (o->plans_per_task < 0 || o->trials < 1 || o->samples < 1)
     return fail("--plans >= 0, --trials >= 1, --samples >= 1");
   if (Status st = check_reference_precision(o->reference_precision); !st.ok())
@@ -218,7 +220,6 @@ std::optional<int> parse_measure_options(const std::vector<std::string>& args, M
     return fail("--remeasure takes its plans from its files: drop --plans and --variant");
   if (!o->again_files.empty() && !o->from_files.empty()) return fail("--remeasure and --from-measurements do not mix");
   if (o->stale_only && o->again_files.empty()) return fail("--stale-only needs --remeasure");
-  o->size_name = o->size == "full" ? SizeName::kFull : SizeName::kSmall;
   return std::nullopt;
 }
 

@@ -53,7 +53,7 @@ class TaskSearch {
  public:
   TaskSearch(const Experiment& exp, const Task& task, Evaluator& evaluator, int64_t budget)
       : task_(task), evaluator_(evaluator), budget_(budget), space_(knob_space(task)) {
-    request_.size = exp.size == "full" ? SizeName::kFull : SizeName::kSmall;
+    request_.size = exp.size;
     request_.trials = exp.trials;
     request_.samples = exp.timing_samples;
     key_ = RngKey::root(exp.seed).with("phase", "oracle").with("task", task.id);

@@ -69,13 +69,17 @@ int cmd_tasks(const std::vector<std::string>& args) {
       return 2;
     }
   }
-  if ((!reference_of.empty() || !pytorch_of.empty()) && size != "small" && size != "full") {
-    std::fprintf(stderr, "harness tasks: --size: expected small or full, found '%s'\n", size.c_str());
-    return 2;
+  SizeName size_value = SizeName::kSmall;
+  if (!reference_of.empty() || !pytorch_of.empty()) {
+    Result<SizeName> parsed = parse_size_name(size);
+    if (!parsed.ok()) {
+      std::fprintf(stderr, "harness tasks: --size: %s\n", parsed.status().message().c_str());
+      return 2;
+    }
+    size_value = *parsed;
   }
   if (!pytorch_of.empty()) {
-    Result<std::string> py =
-        task_as_pytorch(*suite->find(pytorch_of), size == "full" ? SizeName::kFull : SizeName::kSmall);
+    Result<std::string> py = task_as_pytorch(*suite->find(pytorch_of), size_value);
     if (!py.ok()) {
       std::fprintf(stderr, "harness tasks: %s\n", py.status().to_string().c_str());
       return 1;
@@ -98,8 +102,7 @@ int cmd_tasks(const std::vector<std::string>& args) {
       std::fprintf(stderr, "harness tasks: --distribution: %s\n", dist.status().message().c_str());
       return 2;
     }
-    Status st = dump_reference(*suite->find(reference_of), size == "full" ? SizeName::kFull : SizeName::kSmall, *dist,
-                               static_cast<uint64_t>(seed), out);
+    Status st = dump_reference(*suite->find(reference_of), size_value, *dist, static_cast<uint64_t>(seed), out);
     if (!st.ok()) {
       std::fprintf(stderr, "harness tasks: %s\n", st.to_string().c_str());
       return 1;

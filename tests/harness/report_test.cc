@@ -22,7 +22,7 @@ bool is_round_step(double step) {
 // round steps, evenly spaced values that are multiples of the step, covering the range with at
 // most one step to spare at each end, and a handful of them.
 TEST(PlotTicks, AreRoundValuesCoveringTheRange) {
-  const double ranges[][2] = {{0, 41.7},  {14.8, 44.2}, {0, 1},     {0, 0.37},   {-0.2, 0.9}, {0, 3},
+  const double ranges[][2] = {{0, 41.7},  {14.8, 44.2}, {0, 1},      {0, 0.37},  {-0.2, 0.9}, {0, 3},
                               {0, 12},    {0, 250},     {0.5, 0.52}, {-3, -1},   {0, 1e-4},   {1, 1234567},
                               {0, 0.999}, {2, 2.5},     {-0.0, 5.0}, {0.1, 0.3}, {7, 8}};
   for (const auto& r : ranges) {
@@ -77,8 +77,8 @@ TEST(PlotTicks, ChartsLabelTheirAxesAtRoundValuesBelowTheTitle) {
   EXPECT_EQ(y, (std::vector<std::string>{"0", "10", "20", "30", "40", "50"}));
   std::vector<std::string> x = matches(line, "<text x=\"[0-9.]+\" y=\"366.0\">([^<]+)</text>");
   EXPECT_EQ(x, (std::vector<std::string>{"0", "2", "4", "6", "8", "10", "12"}));
-  const std::string bars = svg_bar_chart("Final fast_p", {"a", "b"}, {"fast_1", "fast_2"}, {{0.4, 0.2}, {0.37, 0.1}},
-                                         "fast_p");
+  const std::string bars =
+      svg_bar_chart("Final fast_p", {"a", "b"}, {"fast_1", "fast_2"}, {{0.4, 0.2}, {0.37, 0.1}}, "fast_p");
   EXPECT_EQ(matches(bars, "<text x=\"4\" y=\"[0-9.]+\">([^<]+)</text>"),
             (std::vector<std::string>{"0.0", "0.1", "0.2", "0.3", "0.4"}));
   // The title's baseline is at 22 (15 px); every legend row and the axis label start below it.
