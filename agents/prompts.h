@@ -1,7 +1,7 @@
 // The prompts of the three agents (selection, policy, summary) and their tool schemas.
 //
 // The texts are part of a run's record: a replay rebuilds them and compares digests, so any edit
-// here changes recorded prompts and must come with a format flag (ARCHITECTURE.md, "Schema
+// here changes recorded prompts and must come with a format flag (docs/log_format.md, "Schema
 // evolution"). Every builder is a pure function of its arguments.
 #ifndef VINCI_AGENTS_PROMPTS_H_
 #define VINCI_AGENTS_PROMPTS_H_

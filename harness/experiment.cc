@@ -281,7 +281,7 @@ ConfigSchema build_schema() {
          "its default loses more than this share of the speedup.", {}, 0, 1});
   s.add({"coldstart.diversity", T::kBool, B(true),
          "Apply the diversity filter to distilled skills and SFT data (near-duplicate removal and\n"
-         "caps per op family and knob pattern; docs/ARCHITECTURE.md, cold start).", {}});
+         "caps per op family and knob pattern; docs/loop.md, cold start).", {}});
   s.add({"coldstart.similarity", T::kFloat, F(0.8),
          "Near-duplicate threshold: Jaccard similarity of two skills' BM25 token sets.", {}, 0, 1});
   s.add({"coldstart.max_per_family", T::kInt, I(3), "Distilled skills per op family, at most.", {}, 1, 1e6});

@@ -16,7 +16,7 @@ if (($# == 0)); then
   echo "test.sh: vLLM transcript tests (tests/llm)"
   python3 -m pytest -q -p no:cacheprovider tests/llm
   # Replays must not depend on variables a machine happens to set: the replay tests once more with
-  # the OpenBLAS variables unset, and once with them set (docs/ARCHITECTURE.md, "Numeric pinning").
+  # the OpenBLAS variables unset, and once with them set (docs/determinism.md, "Numeric pinning").
   # Only the tests that re-derive numbers (verify, score, rescore under the run's own profile); the
   # ones about bad input and damage do not depend on these variables.
   numeric='Golden.*:Checkpoints.*:TestTimeScaling.*:Replay.Verify*:Replay.ScoreMatches*:Replay.ScoreOf*'

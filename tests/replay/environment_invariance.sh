@@ -3,7 +3,7 @@
 # the golden run verifies, and a re-run of its config diffs equal to it, under environment
 # variables a machine may or may not set (OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset and set,
 # ATEN_CPU_CAPABILITY unset), another time zone and locale, one CPU, another working folder and
-# runs root, and OpenBLAS offered ahead of the reference BLAS where the machine has it. docs/ARCHITECTURE.md ("Numeric pinning") says what is compared and why.
+# runs root, and OpenBLAS offered ahead of the reference BLAS where the machine has it. docs/determinism.md ("Numeric pinning") says what is compared and why.
 #
 # usage: environment_invariance.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
