@@ -32,7 +32,7 @@ Usage:
   python3 python/peft_trainer.py --model DIR --store DIR --name NAME (--serve | --vllm URL)
       [--host 127.0.0.1] [--port 8200] [--device cpu|cuda|cuda:N] [--threads N]
       [--lora-rank 8] [--lora-alpha 16] [--lora-targets q_proj,k_proj,v_proj,o_proj]
-      [--api-key-env VAR] [--vllm-api-key-env VAR] [--init-seed 0]
+      [--api-key-env VAR] [--vllm-api-key-env VAR] [--init-seed 0] [--max-body-mb 1024]
 
 Prints `listening on HOST:PORT` on stdout once it answers. Needs torch, transformers, peft and
 safetensors; nothing else of vinci.
@@ -615,6 +615,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     trainer = None
     api_key = ""
+    max_body = 1 << 30
 
     def log_message(self, fmt, *args):  # quiet: the run records what matters
         pass
@@ -648,7 +649,15 @@ class Handler(BaseHTTPRequestHandler):
         self.error(ApiError(404, f"no route GET {self.path}", "not_found"))
 
     def do_POST(self):
-        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            length = -1
+        if length < 0 or length > self.max_body:
+            self.close_connection = True  # the body is not read: the connection cannot be reused
+            return self.error(ApiError(413 if length > 0 else 400,
+                                       f"body: expected a Content-Length from 0 to {self.max_body} bytes "
+                                       f"(--max-body-mb), found {self.headers.get('Content-Length')!r}"))
         raw = self.rfile.read(length) if length > 0 else b""
         if not self.authorised():
             return
@@ -689,6 +698,7 @@ def main(argv=None):
     ap.add_argument("--init-seed", type=int, default=0, help="seed of the adapter's initial A matrices")
     ap.add_argument("--api-key-env", default="", help="require the key this variable holds (Bearer)")
     ap.add_argument("--vllm-api-key-env", default="", help="the variable holding vLLM's --api-key")
+    ap.add_argument("--max-body-mb", type=int, default=1024, help="the largest request body accepted (413 above)")
     args = ap.parse_args(argv)
     if not os.path.exists(os.path.join(args.model, "config.json")):
         ap.error(f"--model {args.model}: expected a Hugging Face model folder (with config.json), found none")
@@ -701,7 +711,7 @@ def main(argv=None):
         if not key:
             ap.error(f"--api-key-env names {args.api_key_env}, which is not set")
     trainer = (VllmDriving if args.vllm else SelfServing)(args)
-    handler = type("H", (Handler,), {"trainer": trainer, "api_key": key})
+    handler = type("H", (Handler,), {"trainer": trainer, "api_key": key, "max_body": args.max_body_mb << 20})
     server = ThreadingHTTPServer((args.host, args.port), handler)
     print(f"peft_trainer: {args.name} from {args.model}, LoRA rank {args.lora_rank} on {args.lora_targets}, "
           f"{sum(p.numel() for p in trainer.params.values())} trained parameters, base state "

@@ -169,6 +169,16 @@ class PeftTrainerProtocol(unittest.TestCase):
         self.assertIn("samples[0].advantage: expected a finite number", err["error"]["message"])
         st, err = t.post("/vinci/update", dict(rl, parent="f" * 64))
         self.assertEqual(st, 404, err)
+        # A body announced past --max-body-mb is refused before it is read.
+        import http.client
+        c = http.client.HTTPConnection("127.0.0.1", t.port)
+        c.putrequest("POST", "/v1/vinci/update")
+        c.putheader("Content-Length", str(1 << 40))
+        c.endheaders()
+        r = c.getresponse()
+        self.assertEqual(r.status, 413)
+        self.assertIn("expected a Content-Length from 0 to", json.loads(r.read())["error"]["message"])
+        c.close()
 
         # A restarted trainer on the same store brings the state back, and repeats the update.
         t.stop()
