@@ -926,21 +926,296 @@ Status check_task_split(const TaskSuite& suite, const Experiment& exp) {
       " holds out all of them; expected at least one " + "training task for loop.steps = " + std::to_string(exp.steps));
 }
 
+namespace {
+
+// One experiment's run: what its stages share. The stages, in order: the prompt templates, the
+// start (a checkpoint, the cold start), then per step the held-out evaluation when due and the
+// training step; after the last step the final evaluation and test-time scaling.
+struct RunState {
+  const Experiment& exp;
+  const TaskSuite& suite;
+  Backbone& backbone;
+  RecordSink& sink;
+  const ProgressFn& progress;
+  ModelTrainer* trainer;
+  StepContext ctx;
+  TaskSplit split;
+  TrainerOutput out;
+  ModelState model_state;
+  std::optional<Bm25Index> index;  // over out.library, from the start on
+  int64_t done = 0, total = 0;
+  bool tts = false;
+
+  void report(const std::string& line) {
+    if (progress) progress(done, total, line);
+  }
+};
+
+// The library as step for_step sees it, recorded as a snapshot before that step.
+Result<Digest> snapshot_library(RunState& r, int32_t for_step, const std::vector<std::string>& added) {
+  VINCI_ASSIGN_OR_RETURN(Digest addr, r.ctx.store->put("library", r.out.library.canonical_bytes()));
+  RecordBuf b;
+  write_library_snapshot(b, RecordPos::of_step(for_step - 1),
+                         {for_step, addr, static_cast<uint32_t>(r.out.library.size()), added});
+  VINCI_RETURN_IF_ERROR(flush(b, r.sink));
+  return addr;
+}
+
+std::string cold_start_line(const TrainerOutput& out) {
+  const ColdStartPoint& p = *out.coldstart;  // REQUIRES: the cold start ran
+  char line[240];
+  if (!out.coldstart_failure.empty()) {
+    std::snprintf(line, sizeof line, "cold start: %u/%u trajectories kept, %zu skills; the trainer's update failed",
+                  p.kept, p.trajectories, p.added.size());
+    return std::string(line) + " (" + out.coldstart_failure + "): model " + out.coldstart_model + " kept";
+  }
+  if (out.coldstart_model.empty()) {
+    std::snprintf(line, sizeof line,
+                  "cold start: %u/%u trajectories kept, %zu skills, cross-entropy "
+                  "(selection, policy, summary) %.3f %.3f %.3f -> %.3f %.3f %.3f",
+                  p.kept, p.trajectories, p.added.size(), p.before.mean[0], p.before.mean[1], p.before.mean[2],
+                  p.after.mean[0], p.after.mean[1], p.after.mean[2]);
+  } else {
+    std::snprintf(line, sizeof line,
+                  "cold start: %u/%u trajectories kept, %zu skills; the trainer fitted %u examples in %.1f s "
+                  "(loss %.4g): model %s",
+                  p.kept, p.trajectories, p.added.size(), out.coldstart_samples, out.coldstart_seconds,
+                  out.coldstart_loss, out.coldstart_model.c_str());
+  }
+  return line;
+}
+
+// Where step 0 starts: the parameters of backbone.init_run's checkpoint or the initial ones, then
+// the cold start when enabled (a language model's is fitted by its trainer, on the examples as
+// text), recorded as the start checkpoint with checkpoints on.
+Status start_stage(RunState& r, Evaluator& evaluator, const SkillLibrary& seed_library) {
+  const Experiment& exp = r.exp;
+  r.out.start_origin = "init";
+  std::optional<RunCheckpoint> source;
+  if (!exp.init_run.empty()) {
+    std::string dir = resolve_init_run(exp.init_run, exp.out_root);
+    VINCI_ASSIGN_OR_RETURN(source, find_run_checkpoint(dir, exp.init_step));
+    VINCI_RETURN_IF_ERROR(r.backbone.load_checkpoint(source->bytes));
+    if (r.backbone.parameter_digest() != source->digest) {
+      return mismatch("backbone.init_run: the loaded checkpoint's parameter digest " +
+                      r.backbone.parameter_digest().hex() + " differs from the recorded " + source->digest.hex());
+    }
+    r.out.start_origin = "run";
+  }
+  if (exp.coldstart.enabled) {
+    const bool text = r.trainer != nullptr;
+    VINCI_ASSIGN_OR_RETURN(ColdStartResult cs,
+                           run_cold_start(exp, r.split.train, evaluator, r.backbone, seed_library, r.sink, !text));
+    if (text) {
+      VINCI_ASSIGN_OR_RETURN(std::vector<TrainSample> samples,
+                             cold_start_samples(r.ctx, r.suite, cs.library, cs.text_examples));
+      VINCI_ASSIGN_OR_RETURN(TrainerReply reply,
+                             update_model(r.ctx, r.sink, "sft", -1, std::move(samples), nullptr, &r.model_state));
+      r.out.coldstart_model = reply.model;
+      r.out.coldstart_loss = reply.loss;
+      r.out.coldstart_failure = reply.failure;
+      r.out.coldstart_samples = reply.samples;
+      r.out.coldstart_seconds = reply.seconds;
+    }
+    r.out.library = cs.library;
+    r.out.turn_evals += cs.turn_evals;
+    r.out.coldstart = cs.point;
+    r.out.start_origin = "coldstart";
+    ++r.done;
+    r.report(cold_start_line(r.out));
+  }
+  if (exp.checkpoints) {
+    VINCI_RETURN_IF_ERROR(
+        write_start_checkpoint(r.backbone, r.sink, r.out.start_origin, source ? &*source : nullptr, exp.init_run));
+  }
+  return Status();
+}
+
+// The held-out evaluation when step is due for one, and after the last step test-time scaling.
+Status held_out_stage(RunState& r, int32_t step, bool last) {
+  const Experiment& exp = r.exp;
+  if (!r.split.eval.empty() && (step % exp.eval_every == 0 || last)) {
+    VINCI_ASSIGN_OR_RETURN(
+        EvalPoint p, evaluate_all(r.ctx, step, r.split.eval, *r.index, r.sink, r.progress, &r.done, r.total, &r.out));
+    r.out.eval.push_back(std::move(p));
+  }
+  if (!last || !r.tts) return Status();
+  VINCI_ASSIGN_OR_RETURN(r.out.tts,
+                         held_out_pass(r.ctx, step, r.split.eval, *r.index, r.sink, &r.out, "tts", tts_task));
+  ++r.done;
+  double best = 0, lastv = 0;
+  for (const auto& f : r.out.tts) {
+    if (f.level == 0 && f.denominator == Denominator::kAll && f.threshold == 1.2) {
+      (f.mode == TurnMode::kBest ? best : lastv) = f.value();
+    }
+  }
+  char line[200];
+  std::snprintf(line, sizeof line,
+                "test-time scaling (%d x %d turns, window %d): fast_1.2 best turn %.3f, last turn %.3f",
+                exp.tts.iterations, exp.tts.turns, exp.tts.window, best, lastv);
+  r.report(line);
+  return Status();
+}
+
+// The step's batch: training tasks ordered by a keyed hash, the first batch_tasks, by id.
+std::vector<const Task*> step_batch(const Experiment& exp, const std::vector<const Task*>& train, int32_t step) {
+  std::vector<std::pair<uint64_t, const Task*>> keyed;
+  for (const Task* t : train) {
+    keyed.emplace_back(Stream(RngKey::root(exp.seed).with("batch", step).with("task", t->id)).next_u64(), t);
+  }
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
+  });
+  std::vector<const Task*> batch;
+  for (size_t i = 0; i < keyed.size() && static_cast<int32_t>(i) < exp.batch_tasks; ++i)
+    batch.push_back(keyed[i].second);
+  std::sort(batch.begin(), batch.end(), [](const Task* a, const Task* b) { return a->id < b->id; });
+  return batch;
+}
+
+std::string train_step_line(const Experiment& exp, const TrainPoint& point, size_t added) {
+  char line[200];
+  std::snprintf(line, sizeof line, "step %d/%d: reward %.3f, correct %.2f, best speedup %.2f, skills +%zu (%u)",
+                point.step + 1, exp.steps, point.reward_mean, point.correct_rate, point.best_speedup_mean, added,
+                point.library_size);
+  std::string text = line;
+  if (!point.update_failure.empty()) {
+    text += "; the update failed (" + point.update_failure + "): model " + point.model + " kept";
+  } else if (!point.model.empty()) {
+    std::snprintf(line, sizeof line, "; trained on %u calls in %.1f s (loss %.4g): model %s", point.trained_samples,
+                  point.update_seconds, point.loss, point.model.c_str());
+    text += line;
+  }
+  return text;
+}
+
+// One training step: the batch's rollouts in parallel, their records in task order, the update
+// (the backbone's, and a language model's through its trainer), the skills staged this step added
+// to the library, the step's training metrics.
+Status train_step(RunState& r, int32_t step) {
+  const Experiment& exp = r.exp;
+  StepContext& ctx = r.ctx;
+  const std::vector<const Task*> batch = step_batch(exp, r.split.train, step);
+  {
+    StepBeginRecord sb;
+    for (const Task* t : batch) sb.tasks.push_back(t->id);
+    sb.library_snapshot = ctx.library_address;
+    sb.param_digest = r.backbone.parameter_digest();
+    RecordBuf b;
+    write_step_begin(b, RecordPos::of_step(step), sb);
+    VINCI_RETURN_IF_ERROR(flush(b, r.sink));
+  }
+
+  std::vector<TaskWork> work(batch.size());
+  VINCI_RETURN_IF_ERROR(parallel_for(exp.threads, batch.size(), [&](size_t i) {
+    Bm25Index local = *r.index;
+    return train_task(ctx, step, *batch[i], local, &work[i]);
+  }));
+  std::vector<Experience> experiences;
+  TrainPoint point;
+  point.step = step;
+  uint32_t turns = 0, correct = 0;
+  double reward_sum = 0, best_sum = 0;
+  for (auto& w : work) {
+    VINCI_RETURN_IF_ERROR(flush(w.records, r.sink));
+    for (auto& e : w.experiences) experiences.push_back(std::move(e));
+    turns += w.turns;
+    correct += w.correct_turns;
+    reward_sum += w.reward_sum;
+    best_sum += w.best_speedup;
+    point.triggered += w.triggered;
+    point.accepted += w.accepted;
+    r.out.rollouts += w.rollouts;
+    r.out.turn_evals += w.evals;
+  }
+  VINCI_ASSIGN_OR_RETURN(UpdateStats stats, r.backbone.update(experiences));
+  if (r.trainer) {
+    std::vector<TrainSample> samples;
+    for (auto& w : work) {
+      for (auto& s : w.llm_samples) samples.push_back(std::move(s));
+    }
+    VINCI_ASSIGN_OR_RETURN(TrainerReply reply,
+                           update_model(ctx, r.sink, "rl", step, std::move(samples), &point, &r.model_state));
+    if (reply.failure.empty()) stats.loss = reply.loss;
+  }
+  {
+    ParameterDigestRecord pd;
+    pd.digest = r.backbone.parameter_digest();
+    pd.loss = stats.loss;
+    pd.grad_norm = stats.grad_norm;
+    if (exp.checkpoints) {
+      VINCI_ASSIGN_OR_RETURN(std::string bytes, r.backbone.checkpoint());
+      VINCI_ASSIGN_OR_RETURN(pd.checkpoint, ctx.store->put("checkpoint", bytes));
+    }
+    RecordBuf b;
+    write_parameter_digest(b, RecordPos::of_step(step), pd);
+    VINCI_RETURN_IF_ERROR(flush(b, r.sink));
+  }
+  // Skills staged this step enter the library after the update, in task order.
+  std::vector<std::string> added;
+  for (auto& w : work) {
+    if (!w.staged) continue;
+    std::string name = r.out.library.add(*w.staged);
+    r.index->add_text(skill_document_text(*r.out.library.find(name)));
+    added.push_back(name);
+  }
+  VINCI_ASSIGN_OR_RETURN(ctx.library_address, snapshot_library(r, step + 1, added));
+
+  point.reward_mean = turns ? reward_sum / turns : 0;
+  point.correct_rate = turns ? static_cast<double>(correct) / turns : 0;
+  point.best_speedup_mean = batch.empty() ? 0 : best_sum / static_cast<double>(batch.size());
+  point.library_size = static_cast<uint32_t>(r.out.library.size());
+  point.loss = stats.loss;
+  {
+    RecordBuf b;
+    // A training metric of the whole batch: no level, threshold, turn mode or denominator.
+    auto train_metric = [&](const char* name, double value, uint32_t numerator, uint32_t count) {
+      write_metric(b, step, {name, "train", -1, 0, "", "", value, numerator, count});
+    };
+    train_metric("reward_mean", point.reward_mean, 0, turns);
+    train_metric("correct_rate", point.correct_rate, correct, turns);
+    train_metric("best_speedup_mean", point.best_speedup_mean, 0, static_cast<uint32_t>(batch.size()));
+    train_metric("skills_accepted", point.accepted, point.accepted, point.triggered);
+    train_metric("library_size", point.library_size, point.library_size, 0);
+    VINCI_RETURN_IF_ERROR(flush(b, r.sink));
+    write_step_end(b, RecordPos::of_step(step), r.sink.digest());
+    VINCI_RETURN_IF_ERROR(flush(b, r.sink));
+  }
+  r.out.train.push_back(point);
+  ++r.done;
+  r.report(train_step_line(exp, point, added.size()));
+  return Status();
+}
+
+}  // namespace
+
 Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& suite, Evaluator& evaluator,
                                      Backbone& backbone, const SkillLibrary& seed_library, RecordSink& sink,
                                      const ProgressFn& progress, AgentModel* model, ModelTrainer* trainer) {
-  TrainerOutput out;
   std::unique_ptr<SimAgentModel> sim_model;
   if (model == nullptr) {
     sim_model = std::make_unique<SimAgentModel>(backbone, exp.sim);
     model = sim_model.get();
   }
-  TaskSplit split = split_tasks(suite, exp);
-  for (const Task* t : split.train) out.train_tasks.push_back(t->id);
-  for (const Task* t : split.eval) out.eval_tasks.push_back(t->id);
+  RunState r{exp,
+             suite,
+             backbone,
+             sink,
+             progress,
+             trainer,
+             StepContext{},
+             split_tasks(suite, exp),
+             TrainerOutput{},
+             ModelState{},
+             std::nullopt,
+             0,
+             0,
+             false};
+  for (const Task* t : r.split.train) r.out.train_tasks.push_back(t->id);
+  for (const Task* t : r.split.eval) r.out.eval_tasks.push_back(t->id);
   VINCI_RETURN_IF_ERROR(check_task_split(suite, exp));
-  out.library = seed_library;
-  StepContext ctx;
+  r.out.library = seed_library;
+  StepContext& ctx = r.ctx;
   ctx.exp = &exp;
   ctx.evaluator = &evaluator;
   ctx.backbone = &backbone;
@@ -949,11 +1224,11 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
   ctx.store = &sink.store();
   ctx.shape = sim_backbone_shape();
   ctx.size = exp.size;
+  r.model_state.model = exp.llm.model;
 
-  int64_t evals = split.eval.empty() ? 0 : (exp.steps + exp.eval_every - 1) / exp.eval_every + 1;
-  bool tts = exp.tts.enabled && !split.eval.empty();
-  int64_t total = exp.steps + evals + (exp.coldstart.enabled ? 1 : 0) + (tts ? 1 : 0);
-  int64_t done = 0;
+  int64_t evals = r.split.eval.empty() ? 0 : (exp.steps + exp.eval_every - 1) / exp.eval_every + 1;
+  r.tts = exp.tts.enabled && !r.split.eval.empty();
+  r.total = exp.steps + evals + (exp.coldstart.enabled ? 1 : 0) + (r.tts ? 1 : 0);
 
   // What the model's answers depend on beyond the config (its prompt templates).
   for (const auto& [name, text] : model->attachments()) {
@@ -963,229 +1238,20 @@ Result<TrainerOutput> run_experiment(const Experiment& exp, const TaskSuite& sui
     VINCI_RETURN_IF_ERROR(flush(b, sink));
   }
   // A resume reads them back: durable before the first model call is paid for.
-  if (model && !model->attachments().empty()) VINCI_RETURN_IF_ERROR(sink.sync());
+  if (!model->attachments().empty()) VINCI_RETURN_IF_ERROR(sink.sync());
 
-  // The parameters step 0 starts from.
-  out.start_origin = "init";
-  std::optional<RunCheckpoint> source;
-  if (!exp.init_run.empty()) {
-    std::string dir = resolve_init_run(exp.init_run, exp.out_root);
-    VINCI_ASSIGN_OR_RETURN(source, find_run_checkpoint(dir, exp.init_step));
-    VINCI_RETURN_IF_ERROR(backbone.load_checkpoint(source->bytes));
-    if (backbone.parameter_digest() != source->digest) {
-      return mismatch("backbone.init_run: the loaded checkpoint's parameter digest " +
-                      backbone.parameter_digest().hex() + " differs from the recorded " + source->digest.hex());
-    }
-    out.start_origin = "run";
-  }
-  ModelState model_state;
-  model_state.model = exp.llm.model;
-  if (exp.coldstart.enabled) {
-    // A language model is fitted by its trainer, on the examples as text.
-    const bool text = trainer != nullptr;
-    VINCI_ASSIGN_OR_RETURN(ColdStartResult cs,
-                           run_cold_start(exp, split.train, evaluator, backbone, seed_library, sink, !text));
-    if (text) {
-      VINCI_ASSIGN_OR_RETURN(std::vector<TrainSample> samples,
-                             cold_start_samples(ctx, suite, cs.library, cs.text_examples));
-      VINCI_ASSIGN_OR_RETURN(TrainerReply reply,
-                             update_model(ctx, sink, "sft", -1, std::move(samples), nullptr, &model_state));
-      out.coldstart_model = reply.model;
-      out.coldstart_loss = reply.loss;
-      out.coldstart_failure = reply.failure;
-      out.coldstart_samples = reply.samples;
-      out.coldstart_seconds = reply.seconds;
-    }
-    out.library = cs.library;
-    out.turn_evals += cs.turn_evals;
-    out.coldstart = cs.point;
-    const ColdStartPoint& p = cs.point;
-    out.start_origin = "coldstart";
-    ++done;
-    if (progress) {
-      char line[240];
-      if (!out.coldstart_failure.empty()) {
-        std::snprintf(line, sizeof line, "cold start: %u/%u trajectories kept, %zu skills; the trainer's update failed",
-                      p.kept, p.trajectories, p.added.size());
-      } else if (out.coldstart_model.empty()) {
-        std::snprintf(line, sizeof line,
-                      "cold start: %u/%u trajectories kept, %zu skills, cross-entropy "
-                      "(selection, policy, summary) %.3f %.3f %.3f -> %.3f %.3f %.3f",
-                      p.kept, p.trajectories, p.added.size(), p.before.mean[0], p.before.mean[1], p.before.mean[2],
-                      p.after.mean[0], p.after.mean[1], p.after.mean[2]);
-      } else {
-        std::snprintf(line, sizeof line,
-                      "cold start: %u/%u trajectories kept, %zu skills; the trainer fitted %u examples in %.1f s "
-                      "(loss %.4g): model %s",
-                      p.kept, p.trajectories, p.added.size(), out.coldstart_samples, out.coldstart_seconds,
-                      out.coldstart_loss, out.coldstart_model.c_str());
-      }
-      progress(done, total,
-               out.coldstart_failure.empty()
-                   ? std::string(line)
-                   : std::string(line) + " (" + out.coldstart_failure + "): model " + out.coldstart_model + " kept");
-    }
-  }
-  if (exp.checkpoints) {
-    VINCI_RETURN_IF_ERROR(
-        write_start_checkpoint(backbone, sink, out.start_origin, source ? &*source : nullptr, exp.init_run));
-  }
-  Bm25Index index = build_index(out.library, exp);
-
-  auto snapshot = [&](int32_t for_step, const std::vector<std::string>& added) -> Result<Digest> {
-    VINCI_ASSIGN_OR_RETURN(Digest addr, ctx.store->put("library", out.library.canonical_bytes()));
-    RecordBuf b;
-    write_library_snapshot(b, RecordPos::of_step(for_step - 1),
-                           {for_step, addr, static_cast<uint32_t>(out.library.size()), added});
-    VINCI_RETURN_IF_ERROR(flush(b, sink));
-    return addr;
-  };
-  VINCI_ASSIGN_OR_RETURN(ctx.library_address, snapshot(0, {}));
-  ctx.library = &out.library;
+  VINCI_RETURN_IF_ERROR(start_stage(r, evaluator, seed_library));
+  r.index.emplace(build_index(r.out.library, exp));
+  VINCI_ASSIGN_OR_RETURN(ctx.library_address, snapshot_library(r, 0, {}));
+  ctx.library = &r.out.library;
 
   for (int32_t step = 0; step <= exp.steps; ++step) {
-    bool last = step == exp.steps;
-    if (!split.eval.empty() && (step % exp.eval_every == 0 || last)) {
-      VINCI_ASSIGN_OR_RETURN(EvalPoint p,
-                             evaluate_all(ctx, step, split.eval, index, sink, progress, &done, total, &out));
-      out.eval.push_back(std::move(p));
-    }
-    if (last && tts) {
-      VINCI_ASSIGN_OR_RETURN(out.tts, held_out_pass(ctx, step, split.eval, index, sink, &out, "tts", tts_task));
-      ++done;
-      if (progress) {
-        double best = 0, lastv = 0;
-        for (const auto& f : out.tts) {
-          if (f.level == 0 && f.denominator == Denominator::kAll && f.threshold == 1.2) {
-            (f.mode == TurnMode::kBest ? best : lastv) = f.value();
-          }
-        }
-        char line[200];
-        std::snprintf(line, sizeof line,
-                      "test-time scaling (%d x %d turns, window %d): fast_1.2 best turn %.3f, last turn %.3f",
-                      exp.tts.iterations, exp.tts.turns, exp.tts.window, best, lastv);
-        progress(done, total, line);
-      }
-    }
+    const bool last = step == exp.steps;
+    VINCI_RETURN_IF_ERROR(held_out_stage(r, step, last));
     if (last) break;
-
-    // The step's batch: training tasks ordered by a keyed hash, the first batch_tasks, by id.
-    std::vector<std::pair<uint64_t, const Task*>> keyed;
-    for (const Task* t : split.train) {
-      keyed.emplace_back(Stream(RngKey::root(exp.seed).with("batch", step).with("task", t->id)).next_u64(), t);
-    }
-    std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
-      return a.first != b.first ? a.first < b.first : a.second->id < b.second->id;
-    });
-    std::vector<const Task*> batch;
-    for (size_t i = 0; i < keyed.size() && static_cast<int32_t>(i) < exp.batch_tasks; ++i)
-      batch.push_back(keyed[i].second);
-    std::sort(batch.begin(), batch.end(), [](const Task* a, const Task* b) { return a->id < b->id; });
-
-    {
-      StepBeginRecord sb;
-      for (const Task* t : batch) sb.tasks.push_back(t->id);
-      sb.library_snapshot = ctx.library_address;
-      sb.param_digest = backbone.parameter_digest();
-      RecordBuf b;
-      write_step_begin(b, RecordPos::of_step(step), sb);
-      VINCI_RETURN_IF_ERROR(flush(b, sink));
-    }
-
-    std::vector<TaskWork> work(batch.size());
-    VINCI_RETURN_IF_ERROR(parallel_for(exp.threads, batch.size(), [&](size_t i) {
-      Bm25Index local = index;
-      return train_task(ctx, step, *batch[i], local, &work[i]);
-    }));
-    std::vector<Experience> experiences;
-    TrainPoint point;
-    point.step = step;
-    uint32_t turns = 0, correct = 0;
-    double reward_sum = 0, best_sum = 0;
-    for (auto& w : work) {
-      VINCI_RETURN_IF_ERROR(flush(w.records, sink));
-      for (auto& e : w.experiences) experiences.push_back(std::move(e));
-      turns += w.turns;
-      correct += w.correct_turns;
-      reward_sum += w.reward_sum;
-      best_sum += w.best_speedup;
-      point.triggered += w.triggered;
-      point.accepted += w.accepted;
-      out.rollouts += w.rollouts;
-      out.turn_evals += w.evals;
-    }
-    VINCI_ASSIGN_OR_RETURN(UpdateStats stats, backbone.update(experiences));
-    if (trainer) {
-      std::vector<TrainSample> samples;
-      for (auto& w : work) {
-        for (auto& s : w.llm_samples) samples.push_back(std::move(s));
-      }
-      VINCI_ASSIGN_OR_RETURN(TrainerReply reply,
-                             update_model(ctx, sink, "rl", step, std::move(samples), &point, &model_state));
-      if (reply.failure.empty()) stats.loss = reply.loss;
-    }
-    {
-      ParameterDigestRecord pd;
-      pd.digest = backbone.parameter_digest();
-      pd.loss = stats.loss;
-      pd.grad_norm = stats.grad_norm;
-      if (exp.checkpoints) {
-        VINCI_ASSIGN_OR_RETURN(std::string bytes, backbone.checkpoint());
-        VINCI_ASSIGN_OR_RETURN(pd.checkpoint, ctx.store->put("checkpoint", bytes));
-      }
-      RecordBuf b;
-      write_parameter_digest(b, RecordPos::of_step(step), pd);
-      VINCI_RETURN_IF_ERROR(flush(b, sink));
-    }
-    // Skills staged this step enter the library after the update, in task order.
-    std::vector<std::string> added;
-    for (auto& w : work) {
-      if (!w.staged) continue;
-      std::string name = out.library.add(*w.staged);
-      index.add_text(skill_document_text(*out.library.find(name)));
-      added.push_back(name);
-    }
-    VINCI_ASSIGN_OR_RETURN(ctx.library_address, snapshot(step + 1, added));
-
-    point.reward_mean = turns ? reward_sum / turns : 0;
-    point.correct_rate = turns ? static_cast<double>(correct) / turns : 0;
-    point.best_speedup_mean = batch.empty() ? 0 : best_sum / static_cast<double>(batch.size());
-    point.library_size = static_cast<uint32_t>(out.library.size());
-    point.loss = stats.loss;
-    {
-      RecordBuf b;
-      // A training metric of the whole batch: no level, threshold, turn mode or denominator.
-      auto train_metric = [&](const char* name, double value, uint32_t numerator, uint32_t count) {
-        write_metric(b, step, {name, "train", -1, 0, "", "", value, numerator, count});
-      };
-      train_metric("reward_mean", point.reward_mean, 0, turns);
-      train_metric("correct_rate", point.correct_rate, correct, turns);
-      train_metric("best_speedup_mean", point.best_speedup_mean, 0, static_cast<uint32_t>(batch.size()));
-      train_metric("skills_accepted", point.accepted, point.accepted, point.triggered);
-      train_metric("library_size", point.library_size, point.library_size, 0);
-      VINCI_RETURN_IF_ERROR(flush(b, sink));
-      write_step_end(b, RecordPos::of_step(step), sink.digest());
-      VINCI_RETURN_IF_ERROR(flush(b, sink));
-    }
-    out.train.push_back(point);
-    ++done;
-    if (progress) {
-      char line[200];
-      std::snprintf(line, sizeof line, "step %d/%d: reward %.3f, correct %.2f, best speedup %.2f, skills +%zu (%u)",
-                    step + 1, exp.steps, point.reward_mean, point.correct_rate, point.best_speedup_mean, added.size(),
-                    point.library_size);
-      std::string text = line;
-      if (!point.update_failure.empty()) {
-        text += "; the update failed (" + point.update_failure + "): model " + point.model + " kept";
-      } else if (!point.model.empty()) {
-        std::snprintf(line, sizeof line, "; trained on %u calls in %.1f s (loss %.4g): model %s", point.trained_samples,
-                      point.update_seconds, point.loss, point.model.c_str());
-        text += line;
-      }
-      progress(done, total, text);
-    }
+    VINCI_RETURN_IF_ERROR(train_step(r, step));
   }
-  return out;
+  return std::move(r.out);
 }
 
 }  // namespace vinci
