@@ -38,7 +38,9 @@ TEST(PlotTicks, AreRoundValuesCoveringTheRange) {
     EXPECT_LT(t.values.back(), r[1] + t.step);
     for (size_t i = 0; i < t.values.size(); ++i) {
       EXPECT_NEAR(t.values[i] / t.step, std::round(t.values[i] / t.step), 1e-6);
-      if (i) EXPECT_NEAR(t.values[i] - t.values[i - 1], t.step, t.step * 1e-6);
+      if (i > 0) {
+        EXPECT_NEAR(t.values[i] - t.values[i - 1], t.step, t.step * 1e-6);
+      }
       // The label is the value, exactly, with no float noise and no trailing digits.
       const std::string label = tick_label(t.values[i], t);
       EXPECT_NEAR(std::stod(label), t.values[i], t.step * 1e-6) << label;
