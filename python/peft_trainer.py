@@ -522,7 +522,7 @@ class SelfServing(Trainer):
         limit = body.get("max_completion_tokens", body.get("max_tokens"))
         limit = self.context if limit is None else integer({"max_tokens": limit}, "max_tokens", "", 0, 1, 1 << 30)
         # A prompt longer than the context loses its first tokens (as in vinci's tiny model).
-        prompt, room = self.fit(prompt, [0] * limit)
+        prompt, room = self.fit(prompt, [0] * min(limit, self.context))
         limit = len(room)
         began = time.monotonic()
         with self.lock, torch.no_grad():
