@@ -528,7 +528,8 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
   };
   VINCI_RETURN_IF_ERROR(need_str("id", &task.id));
   where = path + ": task '" + task.id + "'";
-  auto level = t["level"].value<int64_t>();
+  // Integers only: toml++'s value<int64_t>() converts a float too, out of range undefined (1e24).
+  auto level = t["level"].value_exact<int64_t>();
   if (!level || *level < 1 || *level > 3) return invalid_argument(where + ": key 'level': expected 1, 2 or 3");
   task.level = static_cast<int>(*level);
   VINCI_RETURN_IF_ERROR(need_str("name", &task.name));
@@ -549,7 +550,7 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
     if (!st) return invalid_argument(where + ": key 'sizes." + s + "': expected a table of sizes");
     SizeMap m;
     for (const auto& [k, v] : *st) {
-      auto i = v.value<int64_t>();
+      auto i = v.value_exact<int64_t>();
       if (!i || *i <= 0)
         return invalid_argument(where + ": key 'sizes." + s + "." + std::string(k.str()) +
                                 "': expected a positive integer");
@@ -575,7 +576,7 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
     if (in.domain == InputDomain::kIndex) {
       if (auto c = (*it)["classes"].value<std::string>())
         in.classes = *c;
-      else if (auto ci = (*it)["classes"].value<int64_t>())
+      else if (auto ci = (*it)["classes"].value_exact<int64_t>())
         in.classes = std::to_string(*ci);
       else
         return invalid_argument(where + ": input '" + in.name + "': domain index needs key 'classes'");
