@@ -192,22 +192,11 @@ class PeftTrainerProtocol(unittest.TestCase):
             self.assertEqual(restarted["adapter"], first["adapter"])
 
 
-RUN_SETTINGS = [
-    'tasks.ids=["L1_019", "L1_020", "L1_021", "L1_023"]',
-    "tasks.eval_share=0.25",
-    "loop.steps=2",
-    "loop.batch_tasks=2",
-    "loop.rollouts=2",
-    "loop.turns=2",
-    "summary.samples=1",
-    "eval.every=1",
-    "eval.turns=1",
-    "coldstart.trajectories=1",
-    "coldstart.turns=2",
-    "trainer.sft_epochs=1",
-    "backbone.max_tokens=32",
-    "backbone.concurrency=2",
-]
+sys.path.insert(0, HERE)
+from test_learning_loop import RUN_SETTINGS as LOOP_SETTINGS  # noqa: E402
+
+# The learning-loop test's small run, with shorter replies for the Hugging Face model.
+RUN_SETTINGS = [s for s in LOOP_SETTINGS if not s.startswith("backbone.max_tokens=")] + ["backbone.max_tokens=32"]
 
 
 @unittest.skipUnless(HAS_DEPS and os.path.exists(HARNESS),
