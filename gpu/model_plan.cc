@@ -12,6 +12,7 @@
 #include "gpu/codegen/codegen.h"
 #include "gpu/codegen/knobs.h"
 #include "gpu/expr.h"
+#include "gpu/fenced_blocks.h"
 #include "gpu/ops.h"
 #include "gpu/shapes.h"
 
@@ -59,100 +60,37 @@ bool is_name(const std::string& s) {
 // ---------------------------------------------------------------------------------------------
 // Positions: every message names the block, the line and the column (1-based, in the text).
 
-class Locator {
+class Locator : public LineIndex {
  public:
-  explicit Locator(std::string_view text) : text_(text) {
-    starts_.push_back(0);
-    for (size_t i = 0; i < text.size(); ++i)
-      if (text[i] == '\n') starts_.push_back(i + 1);
-  }
-  std::string_view text() const { return text_; }
-  size_t line_of(size_t off) const {
-    return static_cast<size_t>(std::upper_bound(starts_.begin(), starts_.end(), off) - starts_.begin());
-  }
-  size_t line_start(size_t line) const { return starts_[line - 1]; }
-  size_t line_count() const { return starts_.size(); }
-  // One past the last character of the line (its '\n' or the end of the text).
-  size_t line_end(size_t line) const { return line < starts_.size() ? starts_[line] - 1 : text_.size(); }
+  using LineIndex::LineIndex;
   Status at(const std::string& block, size_t off, const std::string& what) const {
     size_t line = line_of(off);
     return invalid_argument(block + ", line " + std::to_string(line) + ", column " +
-                            std::to_string(off - starts_[line - 1] + 1) + ": " + what);
+                            std::to_string(off - line_start(line) + 1) + ": " + what);
   }
   // What stands at off, for "found ...".
   std::string found(size_t off, size_t end) const {
-    if (off >= end || text_[off] == '\n') return "the end of the line";
+    std::string_view t = text();
+    if (off >= end || t[off] == '\n') return "the end of the line";
     size_t e = off;
-    if (is_name_char(text_[off])) {
-      while (e < end && is_name_char(text_[e])) ++e;
-      return quote(text_.substr(off, e - off));
+    if (is_name_char(t[off])) {
+      while (e < end && is_name_char(t[e])) ++e;
+      return quote(t.substr(off, e - off));
     }
     for (const char* op : {"<<<", ">>>", "->"})
-      if (text_.substr(off, 3).rfind(op, 0) == 0) return quote(op);
-    return quote(text_.substr(off, 1));
+      if (t.substr(off, 3).rfind(op, 0) == 0) return quote(op);
+    return quote(t.substr(off, 1));
   }
-
- private:
-  std::string_view text_;
-  std::vector<size_t> starts_;
 };
 
 // ---------------------------------------------------------------------------------------------
-// Fenced blocks
-
-struct Block {
-  std::string info;  // first word after the fence, lower case: cuda, launch, json, ...
-  size_t open_line = 0;
-  size_t begin = 0, end = 0;  // the content: from after the opening line to the closing line
-};
-
-size_t count_backticks(std::string_view s) {
-  size_t n = 0;
-  while (n < s.size() && s[n] == '`') ++n;
-  return n;
-}
-
-std::string fence_info(std::string_view rest) {
-  rest = trim(rest);
-  size_t n = 0;
-  while (n < rest.size() && !is_space(rest[n])) ++n;
-  std::string info(rest.substr(0, n));
-  for (char& c : info) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return info;
-}
-
-Result<std::vector<Block>> find_blocks(const Locator& loc) {
-  std::vector<Block> blocks;
-  std::string_view t = loc.text();
-  for (size_t line = 1; line <= loc.line_count(); ++line) {
-    std::string_view s = trim(t.substr(loc.line_start(line), loc.line_end(line) - loc.line_start(line)));
-    size_t ticks = count_backticks(s);
-    // As in Markdown, a fence's info text holds no backtick: ```cuda``` in prose opens nothing.
-    if (ticks < 3 || s.substr(ticks).find('`') != std::string_view::npos) continue;
-    Block b;
-    b.info = fence_info(s.substr(ticks));
-    b.open_line = line;
-    b.begin = std::min(loc.line_end(line) + 1, t.size());
-    size_t close = line + 1;
-    for (; close <= loc.line_count(); ++close) {
-      std::string_view c = trim(t.substr(loc.line_start(close), loc.line_end(close) - loc.line_start(close)));
-      if (count_backticks(c) >= ticks && count_backticks(c) == c.size()) break;
-    }
-    if (close > loc.line_count())
-      return invalid_argument("reply, line " + std::to_string(line) + ": the ```" + b.info +
-                              " block opened here is never closed: end it with a line ```");
-    b.end = loc.line_start(close);
-    blocks.push_back(std::move(b));
-    line = close;
-  }
-  return blocks;
-}
+// Fenced blocks (gpu/fenced_blocks.h)
 
 // The one block of a kind, or null; a second one is an error.
-Result<const Block*> single_block(const std::vector<Block>& blocks, const std::string& info,
-                                  const std::string& advice) {
-  const Block* found = nullptr;
-  for (const Block& b : blocks) {
+Result<const FencedBlock*> single_block(const std::vector<FencedBlock>& blocks, const std::string& info,
+                                        const std::string& advice) {
+  const FencedBlock* found = nullptr;
+  for (const FencedBlock& b : blocks) {
     if (b.info != info) continue;
     if (found)
       return Status(invalid_argument("reply, line " + std::to_string(b.open_line) + ": a second ```" + info +
@@ -407,7 +345,7 @@ struct Unit {
   size_t first_line = 0;  // where it starts, for "defines no entry point"
 };
 
-std::vector<Unit> split_units(const Locator& loc, const Block& b) {
+std::vector<Unit> split_units(const Locator& loc, const FencedBlock& b) {
   std::vector<Unit> units;
   Unit u{b.begin, b.end, loc.line_of(b.begin)};
   for (size_t line = loc.line_of(b.begin); b.begin < b.end && loc.line_start(line) < b.end; ++line) {
@@ -426,7 +364,7 @@ struct CudaBlock {
   std::vector<EntryPoint> entries;
 };
 
-Result<CudaBlock> scan_cuda(const Locator& loc, const Block& b, const ModelPlanLimits& limits) {
+Result<CudaBlock> scan_cuda(const Locator& loc, const FencedBlock& b, const ModelPlanLimits& limits) {
   CudaBlock cb;
   cb.units = split_units(loc, b);
   bool blank = cb.units.size() == 1 && trim(loc.text().substr(b.begin, b.end - b.begin)).empty();
@@ -471,7 +409,7 @@ struct TritonBlock {
 // Finds `@triton.jit` (or `@jit`, with or without arguments) decorated `def NAME(params):` at any
 // indentation; the parameter list may span lines. A parameter is constexpr when its annotation
 // names constexpr; `NAME=...` gives it a default.
-Result<TritonBlock> scan_triton(const Locator& loc, const Block& b, const ModelPlanLimits& limits) {
+Result<TritonBlock> scan_triton(const Locator& loc, const FencedBlock& b, const ModelPlanLimits& limits) {
   TritonBlock tb{b.begin, b.end, {}};
   std::string_view t = loc.text();
   size_t line = loc.line_of(b.begin);
@@ -778,7 +716,7 @@ class LaunchParser {
                std::string no_cuda_note = "", const TritonBlock* triton = nullptr)
       : loc_(loc), task_(task), cuda_(cuda), triton_(triton), limits_(limits), no_cuda_note_(std::move(no_cuda_note)) {}
 
-  Result<Plan> run(const Block& b) {
+  Result<Plan> run(const FencedBlock& b) {
     VINCI_RETURN_IF_ERROR(setup());
     VINCI_RETURN_IF_ERROR(split(b));
     for (const Statement& s : stmts_)  // declarations first: a launch may name a later buffer
@@ -817,7 +755,7 @@ class LaunchParser {
   }
 
   // One statement per non-blank line; comments go; a whole-line `# knobs:` comment is the hint.
-  Status split(const Block& b) {
+  Status split(const FencedBlock& b) {
     for (size_t line = loc_.line_of(b.begin); b.begin < b.end && loc_.line_start(line) < b.end; ++line) {
       size_t s = loc_.line_start(line), e = loc_.line_end(line);
       std::string_view text = loc_.text().substr(s, e - s);
@@ -1317,7 +1255,7 @@ Status check_json_kernels(const Plan& p, const std::string& label, const ModelPl
       // launch passes its non-constexpr parameters and names only (and every required) constexpr.
       Locator src(k.source);
       std::string where = label + ", kernel " + quote(k.name) + " source";
-      Result<TritonBlock> tb = scan_triton(src, Block{"triton", 1, 0, k.source.size()}, limits);
+      Result<TritonBlock> tb = scan_triton(src, FencedBlock{"triton", 1, 0, k.source.size()}, limits);
       if (!tb.ok()) return invalid_argument(where + ": " + tb.status().message());
       const TritonFn* fn = nullptr;
       for (const TritonFn& f : tb->fns)
@@ -1404,10 +1342,10 @@ std::string normalise_newlines(std::string_view reply) {
 
 // Where a model labelled its device code otherwise (```cpp, a bare ```), says which block was not
 // read.
-std::string unread_code_note(const std::vector<Block>& blocks) {
+std::string unread_code_note(const std::vector<FencedBlock>& blocks) {
   static const std::set<std::string> kCodeLike = {"", "c", "cpp", "c++", "cxx", "cu", "cuh"};
   static const std::set<std::string> kPythonLike = {"python", "py", "python3"};
-  for (const Block& b : blocks) {
+  for (const FencedBlock& b : blocks) {
     if (kCodeLike.count(b.info))
       return " (the ```" + b.info + " block on line " + std::to_string(b.open_line) +
              " is not read: label device code ```cuda)";
@@ -1419,13 +1357,15 @@ std::string unread_code_note(const std::vector<Block>& blocks) {
 }
 
 Result<Plan> parse_reply(const Locator& loc, const Task& task, const ModelPlanLimits& limits) {
-  VINCI_ASSIGN_OR_RETURN(std::vector<Block> blocks, find_blocks(loc));
-  VINCI_ASSIGN_OR_RETURN(const Block* cuda, single_block(blocks, "cuda", "write every kernel in one ```cuda block"));
-  VINCI_ASSIGN_OR_RETURN(const Block* triton,
+  VINCI_ASSIGN_OR_RETURN(std::vector<FencedBlock> blocks, find_fenced_blocks(loc));
+  VINCI_ASSIGN_OR_RETURN(const FencedBlock* cuda,
+                         single_block(blocks, "cuda", "write every kernel in one ```cuda block"));
+  VINCI_ASSIGN_OR_RETURN(const FencedBlock* triton,
                          single_block(blocks, "triton", "write every Triton kernel in one ```triton block"));
-  VINCI_ASSIGN_OR_RETURN(const Block* launch,
+  VINCI_ASSIGN_OR_RETURN(const FencedBlock* launch,
                          single_block(blocks, "launch", "write every launch in one ```launch block"));
-  for (const auto& [b, lang] : {std::pair<const Block*, const char*>{cuda, kLanguageCuda}, {triton, kLanguageTriton}})
+  for (const auto& [b, lang] :
+       {std::pair<const FencedBlock*, const char*>{cuda, kLanguageCuda}, {triton, kLanguageTriton}})
     if (b && !language_allowed(limits, lang))
       return invalid_argument("reply, line " + std::to_string(b->open_line) + ": kernels in " + lang +
                               " are not accepted here: write them in " + allowed_languages(limits));
@@ -1454,7 +1394,7 @@ Result<Plan> parse_reply(const Locator& loc, const Task& task, const ModelPlanLi
                             " block, write a ```launch block with one launch a line, e.g. " +
                             (cuda ? "my_kernel<<<ceil_div(N, 256), 256>>>(x, y, N)"
                                   : "my_kernel<<<ceil_div(N, 1024)>>>(x, y, N, BLOCK=1024, num_warps=4)"));
-  VINCI_ASSIGN_OR_RETURN(const Block* json, single_block(blocks, "json", "write one plan"));
+  VINCI_ASSIGN_OR_RETURN(const FencedBlock* json, single_block(blocks, "json", "write one plan"));
   if (json) return parse_json_plan(loc, "json block", json->begin, json->end, task, limits);
   std::string_view whole = trim(loc.text());
   if (!whole.empty() && whole.front() == '{') return parse_json_plan(loc, "reply", 0, loc.text().size(), task, limits);
@@ -1524,7 +1464,7 @@ Status render_triton(const Plan& plan, std::string* out) {
                               "' have different sources: a reply holds one triton module");
   }
   Locator loc(source);
-  Block b{"triton", 1, 0, source.size()};
+  FencedBlock b{"triton", 1, 0, source.size()};
   VINCI_ASSIGN_OR_RETURN(TritonBlock tb, scan_triton(loc, b, ModelPlanLimits()));
   std::vector<std::string> readable, names;
   for (const TritonFn& f : tb.fns) {

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "gpu/expr.h"
+#include "gpu/kernelbench_module.h"
 #include "gpu/ops.h"
 
 namespace vinci {
@@ -373,7 +374,16 @@ json plan_to_json(const Plan& plan) {
   for (auto* k : kers) j["kernels"].push_back(kernel_to_json(*k));
   j["steps"] = json::array();
   for (const auto& s : plan.steps) j["steps"].push_back(step_to_json(s));
+  if (plan.is_module()) j["module"] = plan.module;
   return j;
+}
+
+Plan module_plan(const std::string& task_id, std::string source, std::string origin) {
+  Plan p;
+  p.task_id = task_id;
+  p.origin = std::move(origin);
+  p.module = std::move(source);
+  return p;
 }
 
 std::string canonical_bytes(const Plan& plan) { return plan_to_json(plan).dump(); }
@@ -418,6 +428,7 @@ Result<Plan> plan_from_json(const json& j) {
     VINCI_ASSIGN_OR_RETURN(PlanStep s, step_from_json((*steps)[i], "steps[" + std::to_string(i) + "]"));
     p.steps.push_back(std::move(s));
   }
+  VINCI_ASSIGN_OR_RETURN(p.module, r.str("module", false));
   return p;
 }
 
@@ -430,6 +441,14 @@ Result<Plan> parse_plan(const std::string& text) {
 Status validate_plan(const Plan& plan, const Task& task) {
   if (plan.task_id != task.id)
     return invalid_argument("plan: task: expected '" + task.id + "', found '" + plan.task_id + "'");
+  if (plan.is_module()) {
+    if (!plan.buffers.empty() || !plan.kernels.empty() || !plan.steps.empty() || !plan.output.empty())
+      return invalid_argument(
+          "plan: a KernelBench module plan holds its module only: expected no buffers, kernels, steps or output");
+    Status s = check_module_source(plan.module);
+    if (!s.ok()) return invalid_argument("plan: module: " + s.message());
+    return Status();
+  }
   std::set<std::string> declared, ready;
   for (const auto& b : plan.buffers) {
     if (!declared.insert(b.name).second) return invalid_argument("plan: buffers: '" + b.name + "' declared twice");
@@ -568,6 +587,9 @@ std::string plan_limit_error(const Plan& plan, const PlanLimits& limits) {
   auto over = [](const std::string& what, int64_t value, const char* limit, int64_t max) {
     return what + " " + std::to_string(value) + " is over the limit " + limit + " = " + std::to_string(max);
   };
+  if (static_cast<int64_t>(plan.module.size()) > limits.max_plan_source_bytes)
+    return over("module: source bytes:", static_cast<int64_t>(plan.module.size()), "max_plan_source_bytes",
+                limits.max_plan_source_bytes);
   if (static_cast<int64_t>(plan.kernels.size()) > limits.max_kernels)
     return over("kernels:", static_cast<int64_t>(plan.kernels.size()), "max_kernels", limits.max_kernels);
   if (static_cast<int64_t>(plan.steps.size()) > limits.max_steps)

@@ -142,6 +142,13 @@ struct Plan {
   std::vector<PlanKernel> kernels;
   std::vector<PlanStep> steps;
   std::string output;
+  // A KernelBench module (docs/kernelbench_format.md): Python source defining `class ModelNew`,
+  // its kernels inline (load_inline CUDA, Triton, or plain PyTorch). A module plan has nothing else:
+  // no buffers, kernels, steps or output. Written to JSON only when set, so other plans keep their
+  // addresses.
+  std::string module;
+
+  bool is_module() const { return !module.empty(); }
 
   // True when no step launches a kernel of the plan's own (an eager-equivalent plan).
   bool library_only() const;
@@ -151,6 +158,9 @@ struct Plan {
   const PlanKernel* find_kernel(const std::string& name) const;
   const PlanBuffer* find_buffer(const std::string& name) const;
 };
+
+// A KernelBench module as a plan of task_id: origin and the module's source, nothing else.
+Plan module_plan(const std::string& task_id, std::string source, std::string origin = "llm");
 
 nlohmann::json plan_to_json(const Plan& plan);
 std::string canonical_bytes(const Plan& plan);

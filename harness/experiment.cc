@@ -90,8 +90,10 @@ ConfigSchema build_schema() {
     add_when_set({"policy.format", T::kString, S("plan"),
                   "openai: what the policy writes. plan: kernels (docs/plan_format.md, the model-facing format);\n"
                   "knobs: the code generator's knob settings as `knob = value` lines in a ```knobs block\n"
-                  "(docs/training.md), for small models that cannot write kernels byte for byte.",
-                  {"plan", "knobs"}});
+                  "(docs/training.md), for small models that cannot write kernels byte for byte;\n"
+                  "kernelbench: a KernelBench module defining ModelNew, prompted as KernelBench prompts\n"
+                  "(docs/kernelbench_format.md; policy.languages names its one backend, cuda or triton).",
+                  {"plan", "knobs", "kernelbench"}});
   }
   // [summary]
   s.add({"summary.enabled", T::kBool, B(true), "Summarize triggering rollouts into new skills.", {}});
@@ -460,6 +462,25 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
     }
     // A language model's parameters live in its trainer, not in this process: the cold start's
     // supervised examples need one to go to.
+    if (e.policy_format == "kernelbench") {
+      if (e.languages.size() != 1) {
+        return invalid_argument(path +
+                                ": key 'policy.languages': with policy.format = \"kernelbench\" a module is written "
+                                "for one backend: expected [\"cuda\"] or [\"triton\"], found " +
+                                std::to_string(e.languages.size()) + " languages");
+      }
+      if (cs.enabled) {
+        return invalid_argument(path +
+                                ": key 'coldstart.enabled': the cold start's examples are generator plans, which "
+                                "have no KernelBench module form yet: expected false with policy.format = "
+                                "\"kernelbench\"");
+      }
+      if (e.device != "sim") {
+        return invalid_argument(path + ": key 'device.kind' = \"" + e.device +
+                                "\": the CUDA evaluator does not run KernelBench modules yet: expected \"sim\" with "
+                                "policy.format = \"kernelbench\" (the sim records each module as not priceable)");
+      }
+    }
     if (cs.enabled && e.trainer.kind == "none") {
       return invalid_argument(path +
                               ": key 'coldstart.enabled': with backbone.kind = \"openai\" the cold start's "

@@ -15,6 +15,7 @@
 #include "agents/prompts.h"
 #include "agents/tool_calls.h"
 #include "core/atomic_file.h"
+#include "gpu/kernelbench_module.h"
 #include "gpu/knob_answer.h"
 #include "gpu/model_plan.h"
 #include "gpu/task_prompt.h"
@@ -28,11 +29,16 @@ namespace vinci {
 const char* const PromptTemplates::kFiles[5] = {"selection_system.md", "policy_system.md", "policy_format.md",
                                                 "policy_feedback.md", "summary_system.md"};
 
-Result<PromptTemplates> PromptTemplates::load(const std::string& dir, const std::vector<std::string>& languages) {
+Result<PromptTemplates> PromptTemplates::load(const std::string& dir, const std::vector<std::string>& languages,
+                                              const std::string& format) {
   PromptTemplates t;
-  std::vector<const char*> files(std::begin(kFiles), std::end(kFiles));
-  if (std::find(languages.begin(), languages.end(), "triton") != languages.end()) files.push_back(kTritonFormat);
-  for (const char* file : files) {
+  std::vector<std::string> files(std::begin(kFiles), std::end(kFiles));
+  if (format == "kernelbench") {
+    for (const std::string& l : languages) files.push_back(kernelbench_file(l));
+  } else if (std::find(languages.begin(), languages.end(), "triton") != languages.end()) {
+    files.push_back(kTritonFormat);
+  }
+  for (const std::string& file : files) {
     std::string path = dir + "/" + file;
     auto text = read_file(path, kPromptTemplateFile);
     if (!text.ok()) {
@@ -497,7 +503,15 @@ std::string turn_feedback_text(const PolicyTurn& turn) {
   return out;
 }
 
-Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
+std::string LlmAgentModel::policy_user_message(const PolicyQuestion& q) const {
+  if (settings_.policy_format == "kernelbench") {
+    // KernelBench's form: the instruction and an example for the one backend, then the task as the
+    // PyTorch module KernelBench shows (the experiment's check keeps languages to one).
+    auto py = task_as_pytorch(*q.task, q.size);
+    std::string arch = py.ok() ? *py : q.task->description + "\n";
+    while (!arch.empty() && arch.back() == '\n') arch.pop_back();
+    return templates_.render(PromptTemplates::kernelbench_file(settings_.languages.front()), {{"architecture", arch}});
+  }
   // The answer format: CUDA's (the prompt of every run before languages existed), Triton's when
   // the experiment accepts it, or Triton's alone.
   auto allows = [&](const char* l) {
@@ -512,35 +526,54 @@ Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
     format +=
         (format.empty() ? "" : "\n\n") + templates_.render(PromptTemplates::kTritonFormat, {{"languages", names}});
   }
+  return "# Task\n\n" + (knobs ? task_prompt_header(*q.task, q.size) : task_text(*q.task, q.size)) + "\n\n" + format;
+}
+
+std::vector<ChatMessage> LlmAgentModel::policy_messages(const PolicyQuestion& q) const {
   std::vector<ChatMessage> messages = {
       {"system", policy_system_prompt(templates_.render("policy_system.md"), q.skills)},
-      {"user",
-       "# Task\n\n" + (knobs ? task_prompt_header(*q.task, q.size) : task_text(*q.task, q.size)) + "\n\n" + format}};
-  if (q.history) {
-    // Oldest turns first out when the history leaves a reply too little of the context.
-    size_t first = 0;
-    auto with_history = [&](size_t from) {
-      std::vector<ChatMessage> m = messages;
-      if (from > 0) {
-        m[1].content += "\n\n(" + std::to_string(from) + (from == 1 ? " earlier turn is" : " earlier turns are") +
-                        " omitted to fit the model's context.)";
-      }
-      for (size_t i = from; i < q.history->size(); ++i) {
-        const PolicyTurn& h = (*q.history)[i];
-        m.push_back({"assistant", history_reply_text(h)});
-        m.push_back({"user", templates_.render("policy_feedback.md", {{"feedback", turn_feedback_text(h)}})});
-      }
-      return m;
-    };
-    if (!settings_.max_tokens && settings_.context_length > 0) {
-      while (first < q.history->size() &&
-             settings_.context_length - estimate_prompt_tokens(with_history(first), {}, settings_.bytes_per_token) -
-                     kContextMargin <
-                 min_reply_tokens(settings_))
-        ++first;
+      {"user", policy_user_message(q)}};
+  if (!q.history) return messages;
+  // Oldest turns first out when the history leaves a reply too little of the context.
+  size_t first = 0;
+  auto with_history = [&](size_t from) {
+    std::vector<ChatMessage> m = messages;
+    if (from > 0) {
+      m[1].content += "\n\n(" + std::to_string(from) + (from == 1 ? " earlier turn is" : " earlier turns are") +
+                      " omitted to fit the model's context.)";
     }
-    messages = with_history(first);
+    for (size_t i = from; i < q.history->size(); ++i) {
+      const PolicyTurn& h = (*q.history)[i];
+      m.push_back({"assistant", history_reply_text(h)});
+      m.push_back({"user", templates_.render("policy_feedback.md", {{"feedback", turn_feedback_text(h)}})});
+    }
+    return m;
+  };
+  if (!settings_.max_tokens && settings_.context_length > 0) {
+    while (first < q.history->size() &&
+           settings_.context_length - estimate_prompt_tokens(with_history(first), {}, settings_.bytes_per_token) -
+                   kContextMargin <
+               min_reply_tokens(settings_))
+      ++first;
   }
+  return with_history(first);
+}
+
+Result<Plan> LlmAgentModel::plan_of_reply(const std::string& text, const Task& task) const {
+  if (settings_.policy_format == "knobs") return plan_from_knob_answer(text, task);
+  if (settings_.policy_format == "kernelbench") {
+    VINCI_ASSIGN_OR_RETURN(std::string module, extract_module_answer(text));
+    Plan plan = module_plan(task.id, std::move(module));
+    VINCI_RETURN_IF_ERROR(validate_plan(plan, task));
+    return plan;
+  }
+  ModelPlanLimits limits;
+  limits.languages = settings_.languages;
+  return parse_model_plan(text, task, limits);
+}
+
+Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
+  std::vector<ChatMessage> messages = policy_messages(q);
   PolicyTurn turn;
   turn.call.emplace();
   VINCI_ASSIGN_OR_RETURN(auto text, call(AgentRole::kPolicy, messages, {}, q.key, q.greedy, &*turn.call));
@@ -555,9 +588,7 @@ Result<PolicyTurn> LlmAgentModel::write_plan(const PolicyQuestion& q) {
                                      : "the reply was cut off at the token limit (finish_reason length)";
     return turn;
   }
-  ModelPlanLimits limits;
-  limits.languages = settings_.languages;
-  auto plan = knobs ? plan_from_knob_answer(*text, *q.task) : parse_model_plan(*text, *q.task, limits);
+  auto plan = plan_of_reply(*text, *q.task);
   if (!plan.ok()) {
     turn.reply_error = plan.status().message();
     return turn;

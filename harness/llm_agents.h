@@ -45,9 +45,14 @@ struct PromptTemplates {
   // Read only when the experiment's policy.languages holds triton (so runs without it record
   // what they did before): the answer format's Triton part, {languages} the accepted languages.
   static constexpr const char* kTritonFormat = "policy_format_triton.md";
-  // Reads every template file of the folder (and kTritonFormat when languages holds triton); a
-  // missing one is an error naming it.
-  static Result<PromptTemplates> load(const std::string& dir, const std::vector<std::string>& languages = {"cuda"});
+  // Read only with policy.format = "kernelbench": the whole policy user message for a module of
+  // that backend (its instruction and example), {architecture} the task as a PyTorch module.
+  static std::string kernelbench_file(const std::string& language) { return "policy_kernelbench_" + language + ".md"; }
+  // Reads every template file of the folder (and kTritonFormat when languages holds triton, or
+  // with format "kernelbench" the kernelbench_file of each language); a missing one is an error
+  // naming it.
+  static Result<PromptTemplates> load(const std::string& dir, const std::vector<std::string>& languages = {"cuda"},
+                                      const std::string& format = "plan");
   // The templates a run recorded (its blob records of kind "prompt_template").
   static Result<PromptTemplates> recorded(const std::string& run_dir);
   // `file`'s text with each {name} of vars replaced by its value. REQUIRES: file is loaded.
@@ -207,9 +212,11 @@ struct LlmSettings {
   bool send_tools = false;                        // offer the tools as structured schemas (tool_choice auto)
   int32_t max_skills = 3;                         // selection cap named in the prompt
   std::vector<std::string> languages = {"cuda"};  // policy.languages: cuda, triton
-  // policy.format: "plan" (kernels in the model-facing format) or "knobs" (gpu/knob_answer.h: the
+  // policy.format: "plan" (kernels in the model-facing format), "knobs" (gpu/knob_answer.h: the
   // user message holds the task's header without its PyTorch source, and policy_format.md gets
-  // {knobs}, the task's knob menu).
+  // {knobs}, the task's knob menu) or "kernelbench" (a ModelNew module, gpu/kernelbench_module.h:
+  // the user message is PromptTemplates::kernelbench_file of the one language, as KernelBench
+  // prompts).
   std::string policy_format = "plan";
 };
 
@@ -239,6 +246,12 @@ class LlmAgentModel : public AgentModel {
                                           const std::vector<nlohmann::json>& tools, const RngKey& key, bool greedy,
                                           LlmCall* record);
   std::string task_text(const Task& task, SizeName size) const;
+  // The policy's first user message (the task and the answer format), and the whole request with
+  // the earlier turns that fit the context.
+  std::string policy_user_message(const PolicyQuestion& q) const;
+  std::vector<ChatMessage> policy_messages(const PolicyQuestion& q) const;
+  // The candidate a policy reply holds, in the experiment's policy.format.
+  Result<Plan> plan_of_reply(const std::string& text, const Task& task) const;
 
   LlmSettings settings_;
   PromptTemplates templates_;

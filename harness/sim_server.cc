@@ -124,6 +124,24 @@ ChatAnswer tool_answer(const std::string& function, const std::string& think, co
   return a;
 }
 
+// The answer to a KernelBench prompt (policy.format = "kernelbench"): the sim backbone writes no
+// modules, so it answers the model to make faster (the prompt's last ```python block) renamed
+// ModelNew, plain PyTorch, which the sim world records as not priceable.
+Result<ChatAnswer> kernelbench_answer(const std::string& prompt) {
+  const std::string open = "```python\n";
+  size_t begin = prompt.rfind(open);
+  size_t end = begin == std::string::npos ? begin : prompt.find("\n```", begin + open.size());
+  if (end == std::string::npos) return invalid_argument("the KernelBench prompt holds no ```python block");
+  std::string module = prompt.substr(begin + open.size(), end - begin - open.size());
+  const std::string model = "class Model(";
+  size_t at = module.find(model);
+  if (at == std::string::npos) return invalid_argument("the KernelBench prompt's model defines no class Model");
+  module.replace(at, model.size(), "class ModelNew(");
+  ChatAnswer a;
+  a.content = "The sim backbone writes no kernels; this is the model as it is.\n\n```python\n" + module + "\n```";
+  return a;
+}
+
 }  // namespace
 
 SimChatResponder::SimChatResponder(const TaskSuite& suite, const SkillLibrary& library, Backbone& backbone)
@@ -146,6 +164,9 @@ Result<ChatAnswer> SimChatResponder::answer(const json& request) {
   bool greedy = request.contains("temperature") && request["temperature"].is_number() &&
                 request["temperature"].get<double>() == 0.0;
   bool tools = request.contains("tools");
+  // A KernelBench prompt names no task: it shows the model to make faster.
+  if (user.find("class ModelNew") != std::string::npos && user.find("```python\n") != std::string::npos)
+    return kernelbench_answer(user);
   // A request about no task at all (a client's connection check, a run's preflight) gets "OK".
   static const std::regex any_task(R"(Task ([A-Za-z0-9_]+): )");
   bool names_a_task = false;

@@ -175,7 +175,8 @@ Status build_llm(const Experiment& exp, ModelCalls calls, const std::string& run
                  World* w) {
   PromptTemplates templates;
   if (calls == ModelCalls::kLive) {
-    VINCI_ASSIGN_OR_RETURN(templates, PromptTemplates::load(resolve(exp.llm.prompts), exp.languages));
+    VINCI_ASSIGN_OR_RETURN(templates,
+                           PromptTemplates::load(resolve(exp.llm.prompts), exp.languages, exp.policy_format));
   } else {
     VINCI_ASSIGN_OR_RETURN(templates, PromptTemplates::recorded(run_dir));
   }

@@ -22,7 +22,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || ((seconds < 1)); then
   exit 2
 fi
 all_targets=(run_log object_file manifest experiment_config skill_library tool_calls model_plan
-             plan_json expr queue_request task_file sim_checkpoint bounded_read)
+             kernelbench_module plan_json expr queue_request task_file sim_checkpoint bounded_read)
 targets=("$@")
 if ((${#targets[@]} == 0)); then targets=("${all_targets[@]}"); fi
 for t in "${targets[@]}"; do

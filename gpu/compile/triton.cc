@@ -1,33 +1,18 @@
 #include "gpu/compile/triton.h"
 
-#include <fcntl.h>
-#include <ftw.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
 #include "core/text.h"
-
-extern char** environ;
 
 namespace vinci {
 
@@ -68,512 +53,6 @@ Result<std::string> base64_decode(std::string_view in) {
     }
   }
   return out;
-}
-
-int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
-
-// Removes a compile's temporary folder and everything in it, without following symbolic links
-// (the folder was the module's to fill). With nftw, not std::filesystem::remove_all: a libtorch
-// build exports its own copy of that function, and the dynamic linker binds the call to it (on the
-// GPU machine's PyTorch it jumps to address 0).
-void remove_tree(const std::string& dir) {
-  if (dir.empty() || dir.find("vinci_triton_") == std::string::npos) return;
-  ::nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-// ---------------------------------------------------------------------------------------------
-// The compile's environment.
-
-// Variables a compile may see: what Python, Triton and the CUDA toolchain need to find
-// themselves. Everything else the harness has (API keys, tokens, proxies, the run's own settings)
-// stays out.
-bool allowed_variable(const std::string& name) {
-  static const std::set<std::string> kAllowed = {"PATH",
-                                                 "LANG",
-                                                 "LANGUAGE",
-                                                 "TZ",
-                                                 "LD_LIBRARY_PATH",
-                                                 "PYTHONPATH",
-                                                 "PYTHONHOME",
-                                                 "VIRTUAL_ENV",
-                                                 "CUDA_HOME",
-                                                 "CUDA_PATH",
-                                                 "TRITON_PTXAS_PATH",
-                                                 "TRITON_PTXAS_BLACKWELL_PATH",
-                                                 "TRITON_CUOBJDUMP_PATH",
-                                                 "TRITON_NVDISASM_PATH",
-                                                 "TRITON_CUDACRT_PATH",
-                                                 "TRITON_CUDART_PATH",
-                                                 "TRITON_LIBDEVICE_PATH"};
-  return kAllowed.count(name) > 0 || name.rfind("LC_", 0) == 0;
-}
-
-// Whether a variable's name says it holds a secret. Such a variable never reaches a compile, even
-// where the allowlist would let it (LC_AUTH_TOKEN).
-bool looks_secret(const std::string& name) {
-  std::string up;
-  for (char c : name) up.push_back(static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
-  for (const char* word :
-       {"KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "AUTH", "COOKIE", "SESSION", "PRIVATE"})
-    if (up.find(word) != std::string::npos) return true;
-  return false;
-}
-
-// A compile's environment: the allowlisted variables of this process, home, temporary folder and
-// Triton's cache in the compile's own folder, and extra (PYTHONUSERBASE where the python's user
-// site holds packages).
-std::vector<std::string> child_env(const std::string& temp, const std::vector<std::string>& extra) {
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string kv = *e;
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    std::string key = kv.substr(0, eq);
-    if (allowed_variable(key) && !looks_secret(key)) env.push_back(kv);
-  }
-  env.push_back("HOME=" + temp);
-  env.push_back("TMPDIR=" + temp);
-  env.push_back("TRITON_HOME=" + temp);
-  env.push_back("TRITON_CACHE_DIR=" + temp + "/cache");
-  env.push_back("TRITON_DEFAULT_FP_FUSION=1");
-  env.push_back("PYTHONDONTWRITEBYTECODE=1");  // the interpreter's folders are read-only there
-  for (const auto& kv : extra) env.push_back(kv);
-  return env;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Paths.
-
-std::string real_path(const std::string& path) {
-  char* r = ::realpath(path.c_str(), nullptr);
-  if (!r) return "";
-  std::string out = r;
-  std::free(r);
-  return out;
-}
-
-std::string dir_name(const std::string& path) {
-  size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return ".";
-  return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-// Whether path is dir or inside it (both absolute and normalised).
-bool is_within(const std::string& path, const std::string& dir) {
-  if (dir == "/") return true;
-  return path.compare(0, dir.size(), dir) == 0 && (path.size() == dir.size() || path[dir.size()] == '/');
-}
-
-// name with its folder if it has one, else the first executable of that name on PATH; "" if none.
-std::string find_program(const std::string& name) {
-  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
-  std::string path = from_env("PATH", "/usr/local/bin:/usr/bin:/bin");
-  for (size_t at = 0; at <= path.size();) {
-    size_t end = path.find(':', at);
-    if (end == std::string::npos) end = path.size();
-    std::string dir = path.substr(at, end - at);
-    at = end + 1;
-    if (dir.empty()) continue;
-    std::string candidate = dir + "/" + name;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-// ---------------------------------------------------------------------------------------------
-// Processes.
-
-// Starts argv[0] (searched on PATH) with env, in its own process group, with default signal
-// dispositions and an empty signal mask, stdin/stdout/stderr from the given descriptors and, when
-// info >= 0, that descriptor as fd 3; every other descriptor is closed, so nothing the calling
-// process has open (run logs, sockets) reaches the compile. posix_spawn, not fork: the worker
-// that calls this holds a CUDA context and large mappings that a fork would copy.
-Result<pid_t> spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env, int in, int out, int err,
-                    int info, const std::string& cwd) {
-  std::vector<char*> cargv, cenv;
-  std::vector<std::string> a = argv, e = env;
-  for (auto& x : a) cargv.push_back(x.data());
-  cargv.push_back(nullptr);
-  for (auto& x : e) cenv.push_back(x.data());
-  cenv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  const int fds[3] = {in, out, err};
-  for (int i = 0; i < 3; ++i) {
-    if (fds[i] >= 0)
-      posix_spawn_file_actions_adddup2(&fa, fds[i], i);
-    else
-      posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == 0 ? O_RDONLY : O_WRONLY, 0);
-  }
-  if (info >= 0) posix_spawn_file_actions_adddup2(&fa, info, 3);
-  posix_spawn_file_actions_addclosefrom_np(&fa, info >= 0 ? 4 : 3);
-  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-  posix_spawnattr_t at;
-  posix_spawnattr_init(&at);
-  sigset_t all, none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  posix_spawnattr_setsigdefault(&at, &all);
-  posix_spawnattr_setsigmask(&at, &none);
-  posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  posix_spawnattr_setpgroup(&at, 0);
-  pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, cargv[0], &fa, &at, cargv.data(), cenv.data());
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&at);
-  if (rc != 0) return failed_precondition("cannot start '" + argv[0] + "': " + std::strerror(rc));
-  return pid;
-}
-
-int pidfd_open(pid_t pid) { return static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)); }
-int pidfd_kill(int pidfd) { return static_cast<int>(::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0)); }
-
-// A pidfd of the sandbox's PID 1, whose host pid bwrap's info gives; -1 unless it is still the
-// child of bwrap (pid), so a pid reused after PID 1 ended is never the one killed.
-int sandbox_init(pid_t init, pid_t bwrap) {
-  int fd = pidfd_open(init);
-  if (fd < 0) return -1;
-  std::ifstream stat("/proc/" + std::to_string(init) + "/stat");
-  std::string line;
-  std::getline(stat, line);
-  // pid (comm) state ppid ...; comm may hold spaces and parentheses, so read after the last ')'.
-  size_t close = line.rfind(')');
-  long ppid = -1;
-  if (close != std::string::npos) std::sscanf(line.c_str() + close + 1, " %*c %ld", &ppid);
-  if (ppid != bwrap) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-bool wait_readable(int fd, int timeout_ms) {
-  pollfd p = {fd, POLLIN, 0};
-  int n;
-  while ((n = ::poll(&p, 1, timeout_ms)) < 0 && errno == EINTR) {
-  }
-  return n > 0;
-}
-
-constexpr size_t kMaxStdout = 64 << 20;  // a cubin in base64 is a few MiB at most
-constexpr size_t kMaxStderr = 1 << 20;
-
-// How one run of a process ended.
-struct ProcessRun {
-  std::string out, err;
-  bool out_truncated = false;
-  int exit_code = 0;  // valid when signal == 0
-  int signal = 0;     // the signal that ended it; 0: it exited
-  bool timed_out = false;
-};
-
-// Runs argv with env and input on stdin (a memfd: no pipe to block on, no SIGPIPE), in cwd, and
-// returns what it wrote and how it ended. It stops when the process exits: output still buffered
-// then is read, but nothing it left behind is waited for (a daemon holding the pipes open), and
-// its process group is killed. With bwrap_info, fd 3 is bwrap's --info-fd, and at the time limit
-// the sandbox's PID 1 is killed, which ends every process of the sandbox before bwrap exits.
-Result<ProcessRun> run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                               const std::string& input, const std::string& cwd, double timeout_s, bool bwrap_info) {
-  int in = ::memfd_create("vinci_triton_request", MFD_CLOEXEC);
-  if (in < 0) return io_error(std::string("triton compile: memfd_create: ") + std::strerror(errno));
-  for (size_t done = 0; done < input.size();) {
-    ssize_t w = ::write(in, input.data() + done, input.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      ::close(in);
-      return io_error(std::string("triton compile: writing the request: ") + std::strerror(errno));
-    }
-    done += static_cast<size_t>(w);
-  }
-  ::lseek(in, 0, SEEK_SET);
-  int out[2] = {-1, -1}, err[2] = {-1, -1}, info[2] = {-1, -1};
-  bool piped =
-      ::pipe2(out, O_CLOEXEC) == 0 && ::pipe2(err, O_CLOEXEC) == 0 && (!bwrap_info || ::pipe2(info, O_CLOEXEC) == 0);
-  auto close_all = [&] {
-    for (int fd : {in, out[0], out[1], err[0], err[1], info[0], info[1]})
-      if (fd >= 0) ::close(fd);
-  };
-  if (!piped) {
-    std::string why = std::strerror(errno);
-    close_all();
-    return io_error("triton compile: pipe: " + why);
-  }
-  Result<pid_t> spawned = spawn(argv, env, in, out[1], err[1], info[1], cwd);
-  ::close(in);
-  ::close(out[1]);
-  ::close(err[1]);
-  if (info[1] >= 0) ::close(info[1]);
-  if (!spawned.ok()) {
-    for (int fd : {out[0], err[0], info[0]})
-      if (fd >= 0) ::close(fd);
-    return spawned.status();
-  }
-  pid_t pid = *spawned;
-  int child_fd = pidfd_open(pid);  // -1 on kernels before 5.3: then the outputs' end says it ended
-  int pid1_fd = -1;                // the sandbox's PID 1, from bwrap's info
-  std::string info_text;
-  int fds_open[3] = {out[0], err[0], info[0]};
-  for (int fd : fds_open)
-    if (fd >= 0) ::fcntl(fd, F_SETFL, O_NONBLOCK);
-  ProcessRun run;
-  // Reads what fd i has now; false once it is at its end (or broken).
-  auto read_some = [&](int i) {
-    char buf[65536];
-    ssize_t r = ::read(fds_open[i], buf, sizeof buf);
-    if (r < 0 && (errno == EAGAIN || errno == EINTR)) return true;
-    if (r <= 0) {
-      ::close(fds_open[i]);
-      fds_open[i] = -1;
-      return false;
-    }
-    if (i == 0) {
-      if (run.out.size() + static_cast<size_t>(r) <= kMaxStdout)
-        run.out.append(buf, static_cast<size_t>(r));
-      else
-        run.out_truncated = true;
-    } else if (i == 1) {
-      if (run.err.size() < kMaxStderr) run.err.append(buf, static_cast<size_t>(r));
-    } else {
-      info_text.append(buf, static_cast<size_t>(r));
-      json j = json::parse(info_text, nullptr, false);
-      if (pid1_fd < 0 && j.is_object() && j.contains("child-pid") && j["child-pid"].is_number_integer())
-        pid1_fd = sandbox_init(j["child-pid"].get<pid_t>(), pid);
-    }
-    return true;
-  };
-  auto t0 = std::chrono::steady_clock::now();
-  bool exited = false;
-  while (!exited && (fds_open[0] >= 0 || fds_open[1] >= 0 || child_fd >= 0)) {
-    double left =
-        timeout_s * 1000 - std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    if (left <= 0) {
-      run.timed_out = true;
-      break;
-    }
-    pollfd p[4] = {{fds_open[0], POLLIN, 0}, {fds_open[1], POLLIN, 0}, {fds_open[2], POLLIN, 0}, {child_fd, POLLIN, 0}};
-    int n = ::poll(p, 4, static_cast<int>(std::min(left, 1000.0)) + 1);
-    if (n < 0 && errno != EINTR) break;
-    for (int i = 0; i < 3; ++i)
-      if (p[i].fd >= 0 && (p[i].revents & (POLLIN | POLLHUP | POLLERR))) read_some(i);
-    if (child_fd >= 0 && (p[3].revents & POLLIN)) exited = true;
-  }
-  // Output written before the process ended is in the pipes; take it, without waiting for more
-  // (and without following a writer it left behind for longer than the caps allow).
-  for (int i = 0; i < 3; ++i)
-    for (size_t reads = 0; reads < (kMaxStdout + kMaxStderr) / 65536 + 2 && fds_open[i] >= 0 &&
-                           wait_readable(fds_open[i], 0) && read_some(i);
-         ++reads) {
-    }
-  // bwrap exits as soon as its command does, and its PID 1 then dies of --die-with-parent: kill
-  // it here and wait for it, since PID 1 exits only after every other process of its namespace
-  // is gone (the module's daemons, a fork bomb). 30 s is for a process the kernel cannot kill.
-  if (pid1_fd >= 0) {
-    pidfd_kill(pid1_fd);
-    wait_readable(pid1_fd, 30000);
-  }
-  // Whatever is left of its process group: bwrap at the time limit, or without bwrap what the
-  // module started. The child is at most a zombie here, so its process group id is still its own.
-  ::kill(-pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  for (int fd : {fds_open[0], fds_open[1], fds_open[2], child_fd, pid1_fd})
-    if (fd >= 0) ::close(fd);
-  if (WIFSIGNALED(status))
-    run.signal = WTERMSIG(status);
-  else
-    run.exit_code = WEXITSTATUS(status);
-  return run;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Limits.
-
-std::string bytes_text(int64_t b) {
-  if (b % (1LL << 30) == 0) return std::to_string(b >> 30) + " GiB";
-  if (b % (1LL << 20) == 0) return std::to_string(b >> 20) + " MiB";
-  return std::to_string(b) + " bytes";
-}
-
-std::string short_bytes(int64_t b) {
-  std::string t = bytes_text(b);
-  t.erase(std::remove(t.begin(), t.end(), ' '), t.end());
-  return t;
-}
-
-std::string signal_name(int sig) {
-  switch (sig) {
-    case SIGXCPU: return "SIGXCPU";
-    case SIGXFSZ: return "SIGXFSZ";
-    case SIGKILL: return "SIGKILL";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGTERM: return "SIGTERM";
-    default: return "signal " + std::to_string(sig);
-  }
-}
-
-// What a compile's error says about a limit it ran into, " (...)" naming the limit, or "".
-std::string limit_hint(const std::string& text, const TritonLimits& l) {
-  auto has = [&](const char* s) { return text.find(s) != std::string::npos; };
-  if (l.memory_bytes > 0 &&
-      (has("MemoryError") || has("Cannot allocate memory") || has("std::bad_alloc") || has("out of memory")))
-    return " (the compile's memory limit: " + bytes_text(l.memory_bytes) + " of address space)";
-  if (l.file_size_bytes > 0 && has("File too large"))
-    return " (the compile's file size limit: " + bytes_text(l.file_size_bytes) + " per file)";
-  if (l.processes > 0 && (has("BlockingIOError") || has("can't start new thread") || has("Resource temporarily")))
-    return " (the compile's process limit: " + std::to_string(l.processes) +
-           " processes and threads; fork and thread creation fail past it)";
-  return "";
-}
-
-// Why a compile process that gave no answer ended, naming the limit where it hit one.
-std::string ending_text(const ProcessRun& r, const TritonLimits& l) {
-  if (r.signal == SIGXCPU)
-    return "the compile process used up its CPU time limit of " + std::to_string(l.cpu_s) + " s (SIGXCPU)";
-  if (r.signal == SIGXFSZ)
-    return "the compile process wrote a file past its file size limit of " + bytes_text(l.file_size_bytes) +
-           " (SIGXFSZ)";
-  if (r.signal == SIGKILL)
-    return "the compile process was killed (SIGKILL): past its CPU time limit's hard limit of " +
-           std::to_string(l.cpu_s + 1) + " s (SIGXCPU ignored), or by the kernel's out-of-memory killer";
-  if (r.signal != 0) return "the compile process was killed by " + signal_name(r.signal);
-  return "the compile process exited with status " + std::to_string(r.exit_code) + " without an answer";
-}
-
-}  // namespace
-
-// ---------------------------------------------------------------------------------------------
-// The sandbox.
-
-// How a compile process is started here, as probed once. See docs/live_evaluator.md, "Compile
-// sandbox", for what each part keeps in.
-struct TritonCompiler::Sandbox {
-  std::string python;                            // the interpreter the probe found (sys.executable), run directly
-  std::string script;                            // the compile script, as the process sees it
-  std::vector<std::string> binds;                // read-only: what the interpreter, Triton and the script need
-  std::vector<std::string> env;                  // beyond the allowlist (PYTHONUSERBASE)
-  std::string bwrap;                             // "": no bwrap
-  bool bwrap_userns = false;                     // bwrap makes a user namespace (vinci is not root)
-  bool disable_userns = false;                   // and forbids the compile to make more
-  bool drop_uid = false;                         // the compile runs as uid and gid 65534 (vinci is root)
-  bool own_userns = false;                       // in a user namespace of its own, where RLIMIT_NPROC counts it alone
-  bool unshare_net = false;                      // without bwrap: `unshare -rn`
-  std::string setpriv, unshare, prlimit, choom;  // util-linux programs, "" where missing
-  TritonLimits limits;
-  std::string missing;  // what is not in place here, "" when nothing is
-  std::string description;
-};
-
-namespace {
-
-constexpr uid_t kNobody = 65534;
-
-// The command line of one compile process: bwrap (where it works) around setpriv, unshare and
-// prlimit around the interpreter. temp is the compile's own folder, its only writable place.
-std::vector<std::string> sandbox_command(const TritonCompiler::Sandbox& s, const std::string& temp,
-                                         const std::vector<std::string>& python_args) {
-  std::vector<std::string> a;
-  auto add = [&a](std::initializer_list<std::string> xs) { a.insert(a.end(), xs); };
-  if (!s.bwrap.empty()) {
-    add({s.bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-         "--die-with-parent", "--new-session", "--info-fd", "3"});
-    if (s.bwrap_userns) add({"--unshare-user"});
-    if (s.disable_userns) add({"--disable-userns"});
-    for (const char* d : {"/usr", "/etc"}) add({"--ro-bind", d, d});
-    // Merged-/usr systems have these as links into /usr; others as folders of their own.
-    for (const char* d : {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}) {
-      struct stat st;
-      if (::lstat(d, &st) != 0) continue;
-      if (S_ISLNK(st.st_mode)) {
-        char target[PATH_MAX];
-        ssize_t n = ::readlink(d, target, sizeof target - 1);
-        if (n > 0) add({"--symlink", std::string(target, static_cast<size_t>(n)), d});
-      } else if (S_ISDIR(st.st_mode)) {
-        add({"--ro-bind", d, d});
-      }
-    }
-    add({"--proc", "/proc", "--dev", "/dev"});
-    // bwrap makes a destination's missing parents mode 0700, which uid 65534 cannot enter.
-    std::set<std::string> made;
-    auto parents = [&](const std::string& path) {
-      for (size_t i = path.find('/', 1); i != std::string::npos; i = path.find('/', i + 1))
-        if (made.insert(path.substr(0, i)).second) add({"--perms", "0755", "--dir", path.substr(0, i)});
-    };
-    for (const auto& b : s.binds) {
-      parents(b);
-      add({"--ro-bind", b, b});
-    }
-    parents(temp);
-    add({"--bind", temp, temp, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", temp});
-    if (s.drop_uid) add({"--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"});
-    add({"--"});
-    if (s.drop_uid)
-      add({s.setpriv, "--reuid=" + std::to_string(kNobody), "--regid=" + std::to_string(kNobody), "--clear-groups",
-           "--"});
-    if (s.own_userns) add({s.unshare, "--user", "--"});
-  } else if (s.unshare_net) {
-    add({s.unshare, "-rn", "--"});
-  }
-  // The kernel's out-of-memory killer takes the compile's processes before anything else (the
-  // worker and its CUDA context): RLIMIT_AS bounds each process, not all of them together.
-  if (!s.choom.empty()) add({s.choom, "-n", "1000", "--"});
-  const TritonLimits& l = s.limits;
-  if (!s.prlimit.empty()) {
-    a.push_back(s.prlimit);
-    // SIGXCPU at the limit, SIGKILL a second later for a process that ignores it.
-    if (l.cpu_s > 0) a.push_back("--cpu=" + std::to_string(l.cpu_s) + ":" + std::to_string(l.cpu_s + 1));
-    if (l.memory_bytes > 0) a.push_back("--as=" + std::to_string(l.memory_bytes));
-    if (l.file_size_bytes > 0) a.push_back("--fsize=" + std::to_string(l.file_size_bytes));
-    if (l.processes > 0) a.push_back("--nproc=" + std::to_string(l.processes));
-    add({"--core=0", "--"});
-  }
-  a.push_back(s.python);
-  a.insert(a.end(), python_args.begin(), python_args.end());
-  return a;
-}
-
-// Runs the interpreter with python_args in the sandbox, in a fresh temporary folder (owned by the
-// compile's uid, removed afterwards).
-Result<ProcessRun> run_sandboxed(const TritonCompiler::Sandbox& s, const std::vector<std::string>& python_args,
-                                 const std::string& input, double timeout_s) {
-  char temp_template[] = "/tmp/vinci_triton_XXXXXX";
-  if (!::mkdtemp(temp_template)) return io_error(std::string("triton compile: mkdtemp: ") + std::strerror(errno));
-  std::string temp = temp_template;
-  if (s.drop_uid && ::chown(temp.c_str(), kNobody, kNobody) != 0) {
-    std::string why = std::strerror(errno);
-    remove_tree(temp);
-    return io_error("triton compile: chown " + temp + " to uid 65534: " + why);
-  }
-  Result<ProcessRun> run = run_process(sandbox_command(s, temp, python_args), child_env(temp, s.env), input, temp,
-                                       timeout_s, !s.bwrap.empty());
-  remove_tree(temp);
-  // bwrap exits with 128 + the signal that ended the sandbox's command.
-  if (run.ok() && !s.bwrap.empty() && run->signal == 0 && run->exit_code > 128 && run->exit_code < 128 + 65) {
-    run->signal = run->exit_code - 128;
-    run->exit_code = 0;
-  }
-  return run;
-}
-
-// Prints the Python paths the sandbox must show: the interpreter, its prefixes, sys.path, Triton's
-// folder, and the user base when the user site is on sys.path. Trusted code only (no module).
-const char* kPathProbe = R"(import importlib.util, json, site, sys
-try:
-    spec = importlib.util.find_spec("triton")
-    triton = list(spec.submodule_search_locations or []) if spec else []
-except Exception:
-    triton = []
-user = site.getusersitepackages() if site.ENABLE_USER_SITE else ""
-print(json.dumps({"executable": sys.executable, "triton": triton,
-                  "prefixes": [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix],
-                  "path": [p for p in sys.path if p], "user_base": site.getuserbase() if user in sys.path else ""}))
-)";
-
-std::string first_line(const std::string& text) {
-  std::string t = text.substr(0, text.find('\n'));
-  return t.size() > 300 ? t.substr(0, 300) : t;
 }
 
 }  // namespace
@@ -687,10 +166,35 @@ std::string triton_meta_unsupported(const TritonKernelMeta& m) {
   return "";
 }
 
-TritonCompiler::TritonCompiler(TritonOptions options) : options_(std::move(options)) {
-  if (options_.python.empty()) options_.python = from_env("VINCI_TRITON_PYTHON", "python3");
-  if (options_.script.empty()) options_.script = from_env("VINCI_TRITON_COMPILE", VINCI_TRITON_SCRIPT);
+namespace {
+
+TritonOptions resolved(TritonOptions o) {
+  if (o.python.empty()) o.python = from_env("VINCI_TRITON_PYTHON", "python3");
+  if (o.script.empty()) o.script = from_env("VINCI_TRITON_COMPILE", VINCI_TRITON_SCRIPT);
+  return o;
 }
+
+SandboxOptions sandbox_options(const TritonOptions& o) {
+  SandboxOptions s;
+  s.python = o.python;
+  s.script = o.script;
+  s.package = "triton";
+  s.what = "compile";
+  s.purpose = "Triton compiles";
+  s.cannot = "cannot run the Triton compile step '" + o.python + " " + o.script + "': ";
+  s.fix = " (set VINCI_TRITON_PYTHON to a python with triton installed)";
+  s.off_reason = "TritonOptions::sandbox is off";
+  s.temp_prefix = "vinci_triton";
+  s.limits = o.limits;
+  s.sandbox = o.sandbox;
+  s.bwrap = o.bwrap;
+  return s;
+}
+
+}  // namespace
+
+TritonCompiler::TritonCompiler(TritonOptions options)
+    : options_(resolved(std::move(options))), sandbox_(sandbox_options(options_)) {}
 
 int64_t TritonCompiler::hits() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -702,229 +206,18 @@ int64_t TritonCompiler::misses() const {
   return misses_;
 }
 
-namespace {
-
-// The paths the sandbox shows read-only besides the system folders: the interpreter's folder and
-// prefixes, sys.path, Triton's folder, the script, the CUDA toolkit and the toolchain paths of the
-// environment, as real paths. Never "/", and never the home folder or the working folder or a
-// folder above them (runs live there): a sys.path entry like that is left out.
-std::vector<std::string> bind_paths(const json& probe, const std::string& script) {
-  std::vector<std::string> want;
-  std::string exe = probe.value("executable", "");
-  if (!exe.empty()) {
-    want.push_back(dir_name(exe));
-    want.push_back(dir_name(real_path(exe)));
-  }
-  for (const char* key : {"prefixes", "path", "triton"})
-    if (probe.contains(key) && probe[key].is_array())
-      for (const auto& p : probe[key])
-        if (p.is_string()) want.push_back(p.get<std::string>());
-  want.push_back(script);
-  want.push_back("/usr/local/cuda");
-  for (const char* var :
-       {"CUDA_HOME", "CUDA_PATH", "TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_CUOBJDUMP_PATH",
-        "TRITON_NVDISASM_PATH", "TRITON_CUDACRT_PATH", "TRITON_CUDART_PATH", "TRITON_LIBDEVICE_PATH"})
-    want.push_back(from_env(var, ""));
-  std::vector<std::string> never;
-  char cwd[PATH_MAX];
-  for (const std::string& d : {from_env("HOME", ""), std::string(::getcwd(cwd, sizeof cwd) ? cwd : "")})
-    if (!d.empty() && !real_path(d).empty()) never.push_back(real_path(d));
-  std::vector<std::string> paths;
-  for (const std::string& w : want) {
-    std::string r = w.empty() ? "" : real_path(w);
-    if (r.empty() || r == "/") continue;
-    bool above = false;
-    for (const std::string& d : never) above = above || is_within(d, r);
-    if (!above && !is_within(r, "/usr") && !is_within(r, "/etc")) paths.push_back(r);
-  }
-  std::sort(paths.begin(), paths.end());
-  std::vector<std::string> out;
-  for (const std::string& p : paths)
-    if (out.empty() || !is_within(p, out.back())) out.push_back(p);
-  return out;
-}
-
-// The interpreter and what it needs, from a probe run outside the sandbox with this process's
-// whole environment (trusted code only), so that a pyenv shim resolves as it does in a shell.
-Result<TritonCompiler::Sandbox> probe_python(const TritonOptions& o) {
-  std::vector<std::string> env;
-  for (char** e = environ; e && *e; ++e) env.push_back(*e);
-  Result<ProcessRun> probe = run_process({o.python, "-c", kPathProbe}, env, "", "", 60, false);
-  json paths = probe.ok() ? json::parse(probe->out, nullptr, false) : json();
-  if (!probe.ok() || !paths.is_object()) {
-    std::string why = !probe.ok()             ? probe.status().message()
-                      : probe->signal != 0    ? "killed by " + signal_name(probe->signal)
-                      : probe->exit_code != 0 ? "exit " + std::to_string(probe->exit_code) + ": " + probe->err
-                                              : "it printed no paths: " + probe->out.substr(0, 300);
-    return failed_precondition(why);
-  }
-  TritonCompiler::Sandbox s;
-  // The interpreter by the path it was run as (a venv's bin/python finds its pyvenv.cfg so), in
-  // its folder's real path, which is what the sandbox shows.
-  std::string exe = paths.value("executable", "");
-  s.python = exe.rfind('/', 0) == 0 ? real_path(dir_name(exe)) + exe.substr(exe.rfind('/')) : o.python;
-  s.script = real_path(o.script).empty() ? o.script : real_path(o.script);
-  s.binds = bind_paths(paths, s.script);
-  if (!paths.value("user_base", "").empty()) s.env.push_back("PYTHONUSERBASE=" + paths.value("user_base", ""));
-  s.limits = o.limits;
-  s.prlimit = find_program("prlimit");
-  s.setpriv = find_program("setpriv");
-  s.unshare = find_program("unshare");
-  s.choom = find_program("choom");
-  return s;
-}
-
-// The sandboxes to try, strongest first: as root, bwrap with uid 65534 in a user namespace of its
-// own, then without that namespace, then as uid 0; as another user, bwrap in a user namespace
-// that forbids more of them, then one that does not (bwrap before 0.8); then without bwrap, under
-// `unshare -rn`, then not even that.
-std::vector<TritonCompiler::Sandbox> sandbox_tries(const TritonCompiler::Sandbox& base, const std::string& bwrap) {
-  std::vector<TritonCompiler::Sandbox> tries;
-  if (!bwrap.empty()) {
-    TritonCompiler::Sandbox b = base;
-    b.bwrap = bwrap;
-    if (::geteuid() == 0) {
-      b.drop_uid = !b.setpriv.empty();
-      b.own_userns = b.drop_uid && !b.unshare.empty();
-      if (b.own_userns) tries.push_back(b);
-      b.own_userns = false;
-      if (b.drop_uid) tries.push_back(b);
-      b.drop_uid = false;
-      tries.push_back(b);
-    } else {
-      b.bwrap_userns = b.disable_userns = true;
-      tries.push_back(b);
-      b.disable_userns = false;
-      tries.push_back(b);
-    }
-  }
-  TritonCompiler::Sandbox plain = base;
-  if (!plain.unshare.empty()) {
-    plain.unshare_net = true;
-    tries.push_back(plain);
-  }
-  plain.unshare_net = false;
-  tries.push_back(plain);
-  return tries;
-}
-
-// Fills in what is missing from s and its description. no_bwrap: why bwrap is not used ("" when
-// it is); failure: why the first (strongest) sandbox tried did not run.
-void describe(TritonCompiler::Sandbox* s, const std::string& no_bwrap, const std::string& failure) {
-  bool root = ::geteuid() == 0;
-  std::vector<std::string> missing;
-  std::string d;
-  if (s->bwrap.empty()) {
-    missing.push_back("no bwrap (" + no_bwrap +
-                      "): the module sees the whole filesystem as vinci's user does, other processes, and the "
-                      "processes it leaves behind outlive the compile");
-    if (!s->unshare_net) missing.push_back("no network namespace (`unshare -rn` does not work here)");
-    d = "none (" + no_bwrap + "): env allowlist, " + (s->unshare_net ? "net namespace" : "network not isolated") +
-        ", process group kill";
-  } else {
-    if (root && !s->drop_uid)
-      missing.push_back("it runs as uid 0 (" + (s->setpriv.empty() ? std::string("setpriv not found") : failure) +
-                        "), so the process limit does not hold");
-    else if (root && !s->own_userns)
-      missing.push_back("no user namespace of its own (" +
-                        (s->unshare.empty() ? std::string("unshare not found") : failure) +
-                        "): the process limit counts every process of uid 65534");
-    d = "bwrap: env allowlist, read-only fs, pid+net+ipc namespace";
-  }
-  uid_t uid = s->drop_uid ? kNobody : ::geteuid();
-  d += ", uid " + std::to_string(uid);
-  const TritonLimits& l = s->limits;
-  if (s->prlimit.empty()) {
-    missing.push_back("prlimit not found: no CPU, memory, file size or process limits");
-    d += ", no limits (prlimit not found)";
-  } else {
-    auto lim = [](int64_t v, const std::string& text) { return v > 0 ? text : std::string("none"); };
-    d += ", limits cpu=" + lim(l.cpu_s, std::to_string(l.cpu_s) + "s") +
-         " as=" + lim(l.memory_bytes, short_bytes(l.memory_bytes)) +
-         " fsize=" + lim(l.file_size_bytes, short_bytes(l.file_size_bytes)) +
-         " nproc=" + lim(l.processes, std::to_string(l.processes));
-    if (l.processes > 0 && uid == 0) d += " (not enforced: uid 0)";
-    if (l.processes > 0 && s->drop_uid && !s->own_userns) d += " (counted over every uid 65534 process)";
-    d += " core=0";
-  }
-  if (s->choom.empty())
-    missing.push_back("choom not found: the out-of-memory killer does not take the compile first");
-  else
-    d += " oom_score_adj=1000";
-  s->description = d;
-  s->missing.clear();
-  for (size_t i = 0; i < missing.size(); ++i) s->missing += (i ? "; " : "") + missing[i];
-}
-
-}  // namespace
-
-bool TritonCompiler::network_isolated() {
-  Result<std::shared_ptr<const Sandbox>> s = sandbox();
-  return s.ok() && (!(*s)->bwrap.empty() || (*s)->unshare_net);
-}
-
-// Probes once: the interpreter, then the strongest sandbox that runs it (sandbox_tries). What is
-// missing is said once per process on stderr.
-Result<std::shared_ptr<const TritonCompiler::Sandbox>> TritonCompiler::sandbox() {
-  std::lock_guard<std::mutex> probe_lock(probe_mu_);
-  if (probed_) {
-    if (!probe_error_.ok()) return probe_error_;
-    return sandbox_;
-  }
-  probed_ = true;
-  std::string cannot = "cannot run the Triton compile step '" + options_.python + " " + options_.script + "': ";
-  std::string fix = " (set VINCI_TRITON_PYTHON to a python with triton installed)";
-  Result<Sandbox> base = probe_python(options_);
-  if (!base.ok()) {
-    probe_error_ = failed_precondition(cannot + base.status().message() + fix);
-    return probe_error_;
-  }
-  std::string bwrap = find_program(options_.bwrap.empty() ? from_env("VINCI_BWRAP", "bwrap") : options_.bwrap);
-  std::vector<Sandbox> tries = sandbox_tries(*base, options_.sandbox ? bwrap : "");
-  std::string failure;
-  for (Sandbox& t : tries) {
-    Result<ProcessRun> r = run_sandboxed(t, {"-c", "import sys; open(sys.argv[1]).close()", t.script}, "", 60);
-    if (r.ok() && r->signal == 0 && r->exit_code == 0) {
-      std::string no_bwrap = !options_.sandbox ? "TritonOptions::sandbox is off"
-                             : bwrap.empty()   ? "bwrap not found: install bubblewrap or set VINCI_BWRAP"
-                                               : "bwrap does not work here: " + failure;
-      describe(&t, no_bwrap, failure);
-      if (!t.missing.empty()) {
-        static std::once_flag said;
-        std::call_once(said, [&t] {
-          std::fprintf(stderr,
-                       "vinci: WARNING: Triton compiles run model-written Python without part of their sandbox here: "
-                       "%s. (docs/live_evaluator.md, \"Compile sandbox\")\n",
-                       t.missing.c_str());
-        });
-      }
-      sandbox_ = std::make_shared<const Sandbox>(std::move(t));
-      return sandbox_;
-    }
-    if (failure.empty())
-      failure = !r.ok() ? r.status().message() : first_line(r->err.empty() ? ending_text(*r, t.limits) : r->err);
-  }
-  probe_error_ = failed_precondition(cannot + failure + fix);
-  return probe_error_;
-}
-
-std::string TritonCompiler::sandbox_description() {
-  Result<std::shared_ptr<const Sandbox>> s = sandbox();
-  return s.ok() ? (*s)->description : "unavailable: " + s.status().message();
-}
-
 Result<std::string> TritonCompiler::version() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!version_.empty()) return version_;
   }
-  Result<std::shared_ptr<const Sandbox>> s = sandbox();
-  if (!s.ok()) return failed_precondition("Triton is not available: " + s.status().message());
-  Result<ProcessRun> r = run_sandboxed(**s, {(*s)->script, "--version"}, "", 60);
+  Result<std::string> script = sandbox_.script();
+  if (!script.ok()) return failed_precondition("Triton is not available: " + script.status().message());
+  Result<ProcessRun> r = sandbox_.run({*script, "--version"}, "", 60);
   if (!r.ok()) return failed_precondition("Triton is not available: " + r.status().message());
   if (r->timed_out || r->signal != 0 || r->exit_code != 0)
-    return failed_precondition("Triton is not available: the Triton compile step failed (" +
-                               ending_text(*r, (*s)->limits) + "): " + r->err.substr(0, 2000));
+    return failed_precondition("Triton is not available: the Triton compile step failed (" + sandbox_.ending_text(*r) +
+                               "): " + r->err.substr(0, 2000));
   std::string v = r->out;
   while (!v.empty() && (v.back() == '\n' || v.back() == ' ' || v.back() == '\r')) v.pop_back();
   if (v.empty()) return failed_precondition("Triton is not available: the compile step printed no version");
@@ -971,7 +264,7 @@ Result<std::shared_ptr<const CompiledTriton>> TritonCompiler::compile(const Trit
       }
     }
   }
-  VINCI_ASSIGN_OR_RETURN(std::shared_ptr<const Sandbox> sandbox, this->sandbox());
+  VINCI_ASSIGN_OR_RETURN(std::string script, sandbox_.script());
   json request = {{"source", req.source},
                   {"kernel", req.kernel},
                   {"signature", req.signature},
@@ -980,8 +273,7 @@ Result<std::shared_ptr<const CompiledTriton>> TritonCompiler::compile(const Trit
                   {"num_stages", req.num_stages},
                   {"arch", req.arch}};
   auto t0 = std::chrono::steady_clock::now();
-  VINCI_ASSIGN_OR_RETURN(ProcessRun run,
-                         run_sandboxed(*sandbox, {sandbox->script}, request.dump(), options_.timeout_s));
+  VINCI_ASSIGN_OR_RETURN(ProcessRun run, sandbox_.run({script}, request.dump(), options_.timeout_s));
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   // From here on everything the process did may be the module's doing: a process that ends
   // without its answer is the candidate's failure, not the evaluator's.
@@ -990,22 +282,22 @@ Result<std::shared_ptr<const CompiledTriton>> TritonCompiler::compile(const Trit
     return invalid_argument("the Triton compile exceeded its time limit of " +
                             format_number("%.6g", options_.timeout_s) + " s and was stopped");
   if (run.out_truncated)
-    return invalid_argument(failed + "the compile process wrote more than " + bytes_text(kMaxStdout) +
+    return invalid_argument(failed + "the compile process wrote more than " + bytes_text(kMaxSandboxStdout) +
                             " to its standard output");
   json answer = json::parse(run.out, nullptr, false);
   if (answer.is_discarded() || !answer.is_object() || !answer.contains("ok") || !answer["ok"].is_boolean()) {
     std::string why = run.signal != 0 || run.exit_code != 0
-                          ? ending_text(run, sandbox->limits)
+                          ? sandbox_.ending_text(run)
                           : "the compile process answered something that is not its JSON: " + run.out.substr(0, 300);
     std::string err = run.err.substr(0, 2000);
-    return invalid_argument(failed + why + (err.empty() ? "" : ": " + err) + limit_hint(err, sandbox->limits));
+    return invalid_argument(failed + why + (err.empty() ? "" : ": " + err) + sandbox_.limit_hint(err));
   }
   if (!answer["ok"].get<bool>()) {
     std::string kind = answer.value("kind", "compile_error");
     std::string error = answer.value("error", "");
     if (kind == "no_triton") return failed_precondition(error);
     if (kind == "bad_request") return internal_error("triton compile: " + error);
-    return invalid_argument(failed + error + limit_hint(error, sandbox->limits));
+    return invalid_argument(failed + error + sandbox_.limit_hint(error));
   }
   if (!answer.contains("meta") || !answer.contains("cubin") || !answer["cubin"].is_string())
     return invalid_argument(failed + "the compile process's answer lacks meta or cubin");

@@ -27,6 +27,7 @@
 
 #include "core/hash.h"
 #include "core/status.h"
+#include "gpu/compile/sandbox.h"
 #include "gpu/expr.h"
 #include "gpu/plan.h"
 
@@ -93,12 +94,7 @@ struct CompiledTriton {
 // hundred KiB, in one process plus ptxas. Address space grows with LLVM's threads and glibc's
 // per-thread malloc arenas (64 MiB reserved each) on many-core machines, hence 8 GiB; a real
 // kernel rejected with "MemoryError" or "out of memory" naming the limit means it needs raising.
-struct TritonLimits {
-  int64_t cpu_s = 60;                    // CPU seconds per process: SIGXCPU, then SIGKILL a second later
-  int64_t memory_bytes = 8LL << 30;      // address space per process (RLIMIT_AS): MemoryError, ENOMEM
-  int64_t file_size_bytes = 64LL << 20;  // the largest file it may write (RLIMIT_FSIZE): EFBIG, SIGXFSZ
-  int64_t processes = 64;                // processes and threads (RLIMIT_NPROC): fork fails with EAGAIN
-};
+using TritonLimits = SandboxLimits;
 
 struct TritonOptions {
   std::string python;      // empty: $VINCI_TRITON_PYTHON, else python3
@@ -131,22 +127,16 @@ class TritonCompiler {
   // limits cpu=60s as=8GiB fsize=64MiB nproc=64 core=0 oom_score_adj=1000", or "none (why): ..."
   // where bwrap cannot be used, or "unavailable: why" where the python cannot run. Probes once
   // (runs the python, then bwrap); a missing feature is also said once on stderr.
-  std::string sandbox_description();
-  bool network_isolated();  // whether compiles run without a network (bwrap, else `unshare -rn`)
+  std::string sandbox_description() { return sandbox_.description(); }
+  // Whether compiles run without a network (bwrap, else `unshare -rn`).
+  bool network_isolated() { return sandbox_.network_isolated(); }
   int64_t hits() const;
   int64_t misses() const;
 
-  struct Sandbox;  // how a compile process is started here (triton.cc)
-
  private:
-  Result<std::shared_ptr<const Sandbox>> sandbox();
-
   TritonOptions options_;
+  PythonSandbox sandbox_;
   mutable std::mutex mu_;
-  std::mutex probe_mu_;  // held while the sandbox is probed, so it is probed once
-  std::shared_ptr<const Sandbox> sandbox_;
-  Status probe_error_;
-  bool probed_ = false;
   std::string version_;
   std::map<Digest, std::shared_ptr<const CompiledTriton>> memory_;
   int64_t hits_ = 0;

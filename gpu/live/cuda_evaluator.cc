@@ -309,6 +309,11 @@ EvalResult CudaEvaluator::lost_result(const Task& task, const Plan& plan, const 
 }
 
 Result<EvalResult> CudaEvaluator::evaluate(const Task& task, const Plan& plan, const EvalRequest& request) {
+  if (plan.is_module())
+    return failed_precondition(
+        "the CUDA evaluator does not run KernelBench modules yet (docs/kernelbench_format.md): "
+        "task " +
+        task.id + "'s module was not evaluated");
   std::lock_guard<std::mutex> lock(mu_);
   VINCI_RETURN_IF_ERROR(start_locked());
   Clock::time_point t0 = Clock::now();

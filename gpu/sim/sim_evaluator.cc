@@ -10,6 +10,7 @@
 #include "gpu/codegen/codegen.h"
 #include "gpu/compile/triton.h"
 #include "gpu/executor.h"
+#include "gpu/kernelbench_module.h"
 #include "gpu/ops.h"
 
 namespace vinci {
@@ -130,7 +131,8 @@ Result<EvalResult> SimEvaluator::evaluate_model_plan(const Task& task, const Pla
     r.finalize();
     return r;
   }
-  std::optional<Plan> generated = match_generated_plan(task, plan);
+  std::optional<Plan> generated;
+  if (!plan.is_module()) generated = match_generated_plan(task, plan);
   if (generated) {
     VINCI_ASSIGN_OR_RETURN(EvalResult r, evaluate(task, *generated, request));
     r.plan = plan_address(plan);
@@ -144,7 +146,11 @@ Result<EvalResult> SimEvaluator::evaluate_model_plan(const Task& task, const Pla
   r.plan = plan_address(plan);
   r.size = size_name(request.size);
   r.flags.push_back("not_priceable");
-  r.error = has_triton_kernels(plan)
+  if (plan.is_module()) add_module_static_flags(plan.module, &r.flags);
+  r.error = plan.is_module()
+                ? "not priceable in the sim world: a KernelBench module runs arbitrary PyTorch, which the simulator "
+                  "cannot price (evaluate it on a GPU: device.kind = \"cuda\")"
+            : has_triton_kernels(plan)
                 ? "not priceable in the sim world: the simulator prices only kernels the code generator emits, "
                   "and it emits no Triton (evaluate it on a GPU: device.kind = \"cuda\")"
                 : "not priceable in the sim world: the simulator prices only kernels the code generator "
@@ -161,7 +167,8 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
   if (plan.task_id != task.id)
     return invalid_argument("plan is for task '" + plan.task_id + "', evaluated on '" + task.id + "'");
   // A model's plan, or any plan with Triton kernels: priced only as the generator plan it equals.
-  if (plan.origin == "llm" || has_triton_kernels(plan)) return evaluate_model_plan(task, plan, request);
+  if (plan.origin == "llm" || plan.is_module() || has_triton_kernels(plan))
+    return evaluate_model_plan(task, plan, request);
   VINCI_ASSIGN_OR_RETURN(const TaskContext* ctx, context(task, request.size));
   const DeviceProfile& p = model_.profile();
   Tolerance tol = tolerance_for(task, request);

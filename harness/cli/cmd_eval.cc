@@ -7,8 +7,9 @@
 //                        [--max-kernel-source-bytes N] [--max-plan-source-bytes N] [--max-kernels N]
 //                        [--max-steps N]
 //
-// prints the EvalResult as one line of JSON (the Measurement's field names). FILE holds plan JSON or a reply in the
-// model-facing format (docs/plan_format.md: a ```cuda or ```triton block and a ```launch block). Without --plan the
+// prints the EvalResult as one line of JSON (the Measurement's field names). FILE holds plan JSON, a KernelBench
+// module defining ModelNew (a .py file, or a reply with a ```python block; docs/kernelbench_format.md), or a reply in
+// the model-facing format (docs/plan_format.md: a ```cuda or ```triton block and a ```launch block). Without --plan the
 // plan is the code generator's: its default setting, or the --knob values over it. --explain adds
 // the simulator's per-step breakdown on stderr. --device cuda evaluates on this machine's GPU in a
 // worker process (gpu/live/cuda_evaluator.h); the compile and evaluation times go to stderr. Exit status: 0 the
@@ -27,12 +28,15 @@
 #include "core/cli.h"
 #include "core/text.h"
 #include "gpu/codegen/codegen.h"
+#include "gpu/compile/module_check.h"
 #include "gpu/eval_result.h"
+#include "gpu/kernelbench_module.h"
 #include "gpu/live/cuda_evaluator.h"
 #include "gpu/live/live_eval.h"
 #include "gpu/model_plan.h"
 #include "gpu/sim/device_profile.h"
 #include "gpu/sim/sim_evaluator.h"
+#include "gpu/task_prompt.h"
 #include "harness/cli/commands.h"
 
 namespace vinci {
@@ -45,8 +49,15 @@ int fail(const std::string& what) {
   return 2;
 }
 
-// The plan to evaluate: --plan FILE (plan JSON, or a reply in the model-facing format: ```cuda or
-// ```triton, and ```launch), else the generator's plan with the --knob settings. Errors are the
+// A KernelBench module (or a reply holding one): a .py file, or text with a line `class ModelNew`.
+bool is_module_path_or_text(const std::string& path, const std::string& text) {
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".py") == 0) return true;
+  return text.rfind("class ModelNew", 0) == 0 || text.find("\nclass ModelNew") != std::string::npos;
+}
+
+// The plan to evaluate: --plan FILE (plan JSON; a KernelBench module defining ModelNew, alone or
+// in a reply's ```python block; or a reply in the model-facing format: ```cuda or ```triton, and
+// ```launch), else the generator's plan with the --knob settings. Errors are the
 // messages harness eval prints.
 Result<Plan> plan_to_evaluate(const std::string& plan_path, const std::vector<std::string>& knobs, const Task& task) {
   if (!plan_path.empty()) {
@@ -54,7 +65,20 @@ Result<Plan> plan_to_evaluate(const std::string& plan_path, const std::vector<st
     if (!text.ok()) return invalid_argument("--plan: " + text.status().message());
     const std::string& t = *text;
     size_t first = t.find_first_not_of(" \t\r\n");
-    Result<Plan> p = first != std::string::npos && t[first] == '{' ? parse_plan(t) : parse_model_plan(t, task);
+    if (first != std::string::npos && t[first] == '{') {
+      Result<Plan> p = parse_plan(t);
+      if (!p.ok()) return invalid_argument(plan_path + ": " + p.status().message());
+      return p;
+    }
+    if (is_module_path_or_text(plan_path, t)) {
+      Result<std::string> module = extract_module_answer(t);
+      if (!module.ok()) return invalid_argument(plan_path + ": " + module.status().message());
+      Plan p = module_plan(task.id, std::move(module).value());
+      Status valid = validate_plan(p, task);
+      if (!valid.ok()) return invalid_argument(plan_path + ": " + valid.message());
+      return p;
+    }
+    Result<Plan> p = parse_model_plan(t, task);
     if (!p.ok()) return invalid_argument(plan_path + ": " + p.status().message());
     return p;
   }
@@ -117,6 +141,36 @@ Status explain_sim(SimEvaluator& evaluator, const Task& task, const Plan& plan, 
   return Status();
 }
 
+// --check-import: the module's import check (gpu/compile/module_check.h) as one line of JSON.
+int check_import(const Task& task, const Plan& plan, SizeName size) {
+  Result<std::string> reference = task_as_pytorch(task, size);
+  if (!reference.ok()) return fail("task " + task.id + " has no PyTorch module: " + reference.status().message());
+  ModuleBackend backend = module_backend(plan.module);
+  ModuleChecker checker;
+  Result<ModuleCheck> c = checker.check(plan.module, *reference, backend);
+  std::vector<std::string> flags;
+  add_module_static_flags(plan.module, &flags);
+  if (!c.ok()) return fail(c.status().message());
+  nlohmann::json j = {{"task", task.id},
+                      {"plan", plan_address(plan).hex()},
+                      {"backend", module_backend_name(backend)},
+                      {"import", c->ok ? "ok" : "failed"},
+                      {"static_flags", flags},
+                      {"sandbox", checker.sandbox_description()},
+                      {"torch", checker.torch_version()}};
+  if (c->ok) {
+    j["parameters"] = c->parameters;
+    j["buffers"] = c->buffers;
+    j["init_inputs"] = c->init_inputs;
+  } else {
+    j["kind"] = c->kind;
+    j["error"] = c->error;
+  }
+  std::cout << j.dump() << "\n";
+  std::fprintf(stderr, "module check: %.0f ms\n", c->ms);
+  return c->ok ? 0 : 1;
+}
+
 }  // namespace
 
 int cmd_eval(const std::vector<std::string>& args) {
@@ -133,9 +187,10 @@ int cmd_eval(const std::vector<std::string>& args) {
       "correct; 1: not compiled or wrong; 2: usage or error.\n\noptions");
   named.add_options()("help,h", "print this help")(
       "plan", po::value<std::string>(&plan_path),
-      "plan JSON, or a reply in the model-facing format (```cuda or ```triton and ```launch blocks; "
-      "docs/plan_format.md); default: the generator's plan")("knob", po::value<std::vector<std::string>>(&knobs),
-                                                             "NAME=VALUE: a knob of the generated plan (repeatable)")(
+      "plan JSON, a KernelBench module defining ModelNew (a .py file or a reply's ```python block; "
+      "docs/kernelbench_format.md), or a reply in the model-facing format (```cuda or ```triton and ```launch "
+      "blocks; docs/plan_format.md); default: the generator's plan")(
+      "knob", po::value<std::vector<std::string>>(&knobs), "NAME=VALUE: a knob of the generated plan (repeatable)")(
       "device", po::value<std::string>(&device)->default_value("sim"),
       "evaluator: sim (the analytic H200) or cuda (this machine's GPU)")(
       "size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")(
@@ -163,6 +218,9 @@ int cmd_eval(const std::vector<std::string>& args) {
       "largest source of all kernels together")(
       "max-kernels", po::value<std::string>(&max_kernels_text)->default_value("1024"), "most kernels in a plan")(
       "max-steps", po::value<std::string>(&max_steps_text)->default_value("4096"), "most steps in a plan")(
+      "check-import",
+      "a KernelBench module only: import it and build ModelNew(*get_init_inputs()) in the module sandbox, "
+      "print what was found as JSON (exit 0 built, 1 not), and evaluate nothing; no GPU needed")(
       "reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
       "(TF32 off)");
@@ -224,6 +282,12 @@ int cmd_eval(const std::vector<std::string>& args) {
 
   Result<Plan> plan = plan_to_evaluate(plan_path, knobs, *task);
   if (!plan.ok()) return fail(plan.status().message());
+  if (vm.count("check-import")) {
+    if (!plan->is_module())
+      return fail("--check-import: checks a KernelBench module (a .py file defining ModelNew); --plan " +
+                  (plan_path.empty() ? std::string("is not given") : plan_path + " is not one"));
+    return check_import(*task, *plan, request.size);
+  }
 
   if (device == "cuda") {
     CudaEvaluatorOptions co;

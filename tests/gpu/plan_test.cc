@@ -374,5 +374,51 @@ TEST(Knobs, RandomSettingsAreKeyedDraws) {
   EXPECT_NE(sa, sc);
 }
 
+// A KernelBench module is a plan of its source alone: recorded, addressed and parsed like any
+// plan, and every other plan keeps the bytes it had before modules existed.
+TEST(Plan, AModulePlanHoldsItsSourceAloneAndOtherPlansKeepTheirBytes) {
+  const Task& t = task("L1_019");
+  const std::string source =
+      "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+      "        return torch.relu(x)\n";
+  Plan m = module_plan(t.id, source);
+  EXPECT_TRUE(m.is_module());
+  EXPECT_EQ(m.origin, "llm");
+  nlohmann::json j = plan_to_json(m);
+  EXPECT_EQ(j.at("module"), source);
+  Result<Plan> back = parse_plan(canonical_bytes(m));
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->module, source);
+  EXPECT_EQ(plan_address(*back), plan_address(m));
+  EXPECT_TRUE(validate_plan(m, t).ok()) << validate_plan(m, t).to_string();
+  Plan other = module_plan(t.id, source + "# v2\n");
+  EXPECT_NE(plan_address(other), plan_address(m));
+
+  Result<Plan> generated = default_plan(t);
+  ASSERT_TRUE(generated.ok());
+  EXPECT_FALSE(generated->is_module());
+  EXPECT_EQ(plan_to_json(*generated).count("module"), 0u) << "written only when set";
+
+  // A module plan holds nothing else, and its source must be a candidate.
+  Plan mixed = m;
+  mixed.output = t.output;
+  Status s = validate_plan(mixed, t);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("holds its module only"), std::string::npos) << s.to_string();
+  Plan indented = module_plan(t.id, "import torch\nif True:\n    class ModelNew(torch.nn.Module):\n        pass\n");
+  s = validate_plan(indented, t);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.message().rfind("plan: module: ", 0), 0u) << s.to_string();
+  Plan wrong_task = module_plan("L1_001", source);
+  EXPECT_FALSE(validate_plan(wrong_task, t).ok());
+
+  // Its bytes count against max_plan_source_bytes.
+  PlanLimits limits;
+  EXPECT_EQ(plan_limit_error(m, limits), "");
+  limits.max_plan_source_bytes = 16;
+  EXPECT_EQ(plan_limit_error(m, limits),
+            "module: source bytes: " + std::to_string(source.size()) + " is over the limit max_plan_source_bytes = 16");
+}
+
 }  // namespace
 }  // namespace vinci

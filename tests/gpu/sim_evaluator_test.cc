@@ -5,6 +5,7 @@
 #include <capnp/message.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -651,6 +652,34 @@ TEST(SimEvaluator, GeneratedPlansAreCostedAndNeverFlagged) {
     }
   }
   EXPECT_GT(evaluated, 500);
+}
+
+// The sim world cannot price a KernelBench module (arbitrary PyTorch): it says so, never correct,
+// and records the module's static flags beside the verdict.
+TEST(SimEvaluator, AKernelBenchModuleIsNotPriceableAndItsStaticFlagsAreRecorded) {
+  const Task& t = task("L1_019");
+  const std::string torch_only =
+      "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n"
+      "        return torch.relu(x)\n";
+  SimEvaluator ev(h200());
+  Result<EvalResult> r = ev.evaluate(t, module_plan(t.id, torch_only), request(SizeName::kSmall));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_FALSE(r->compiled);
+  EXPECT_FALSE(r->correct);
+  EXPECT_EQ(r->speedup, 0);
+  ASSERT_FALSE(r->flags.empty());
+  EXPECT_EQ(r->flags.front(), "not_priceable");
+  auto has = [&](const std::string& prefix) {
+    return std::any_of(r->flags.begin(), r->flags.end(), [&](const std::string& f) { return f.rfind(prefix, 0) == 0; });
+  };
+  EXPECT_TRUE(has("static: torch_computation: torch.relu")) << nlohmann::json(r->flags).dump();
+  EXPECT_TRUE(has("static: missing_backend: cuda")) << nlohmann::json(r->flags).dump();
+  EXPECT_NE(r->error.find("KernelBench module"), std::string::npos) << r->error;
+  EXPECT_EQ(r->trials.size(), 5u);
+  // The same module twice: the same record.
+  Result<EvalResult> again = ev.evaluate(t, module_plan(t.id, torch_only), request(SizeName::kSmall));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(eval_result_to_json(*again).dump(), eval_result_to_json(*r).dump());
 }
 
 }  // namespace

@@ -1018,5 +1018,123 @@ TEST(CallJournal, AnswersAreReadBackAndATornTailIsIgnored) {
   EXPECT_TRUE(CallJournal::read(tmp.path() + "/none.jsonl")->empty());
 }
 
+// policy.format = "kernelbench": the policy is asked as KernelBench asks (the backend's
+// instruction and example, then the task as its PyTorch module), and its reply is read as a
+// ModelNew module: the last ```python block defining it. A reply without one is a turn without a
+// candidate whose feedback says why.
+TEST(LlmAgents, KernelbenchFormatAsksAsKernelbenchAndReadsTheModule) {
+  auto suite = load_task_suite(default_task_dir());
+  ASSERT_TRUE(suite.ok()) << suite.status().to_string();
+  const Task* task = suite->find("L1_019");
+  ASSERT_NE(task, nullptr);
+  const std::string answer =
+      "import torch\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def __init__(self):\n"
+      "        super().__init__()\n\n    def forward(self, x):\n        return torch.relu(x)\n";
+  // The problem quoted first, the answer after it.
+  const std::string reply =
+      "The original:\n\n```python\nclass Model(nn.Module):\n    pass\n```\n\nFaster:\n\n"
+      "```python\n" +
+      answer + "```\n";
+  std::mutex mu;
+  std::vector<json> asked;
+  int calls = 0;
+  ChatServer server(
+      [&](const json& request) -> Result<ChatAnswer> {
+        std::lock_guard<std::mutex> lock(mu);
+        asked.push_back(request);
+        return ChatAnswer{++calls == 1 ? reply : std::string("No code this time."), "", {}, "stop"};
+      },
+      ChatServerOptions{});
+  ASSERT_TRUE(server.start().ok());
+  ChatSettings cs;
+  cs.base_url = server.base_url();
+  cs.model = "vinci-test";
+  cs.retries = 0;
+  cs.timeout_s = 30;
+  HttpChatTransport transport(cs, 1);
+  LlmSettings ls;
+  ls.endpoint = cs.base_url;
+  ls.model = cs.model;
+  ls.policy_format = "kernelbench";
+  ls.languages = {"triton"};
+  auto templates = PromptTemplates::load(std::string(VINCI_SOURCE_DIR) + "/prompts", ls.languages, "kernelbench");
+  ASSERT_TRUE(templates.ok()) << templates.status().to_string();
+  EXPECT_EQ(templates->text.count("policy_kernelbench_triton.md"), 1u);
+  EXPECT_EQ(templates->text.count("policy_kernelbench_cuda.md"), 0u) << "only the experiment's backend is read";
+  LlmAgentModel model(ls, *templates, transport);
+  PolicyQuestion q;
+  q.task = task;
+  q.size = SizeName::kSmall;
+  q.key = RngKey::root(kSmokeSeed).with("test", "kernelbench");
+  auto turn = model.write_plan(q);
+  ASSERT_TRUE(turn.ok()) << turn.status().to_string();
+  ASSERT_TRUE(turn->plan.has_value()) << turn->reply_error;
+  EXPECT_TRUE(turn->plan->is_module());
+  EXPECT_EQ(turn->plan->module, answer);
+  EXPECT_EQ(turn->plan->task_id, "L1_019");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(asked.size(), 1u);
+    std::string user = asked[0]["messages"][1]["content"].get<std::string>();
+    // KernelBench's parts: the Triton example, then the task's module, then the answer's form.
+    size_t example = user.find("@triton.jit"), model_at = user.find("class Model(nn.Module):\n    \"\"\"Apply ReLU");
+    EXPECT_NE(example, std::string::npos) << user;
+    EXPECT_NE(model_at, std::string::npos) << user;
+    EXPECT_LT(example, model_at) << user;
+    EXPECT_TRUE(contains(user, "def get_init_inputs():")) << user;
+    EXPECT_TRUE(contains(user, "class ModelNew(nn.Module)")) << user;
+    EXPECT_FALSE(contains(user, "```launch")) << "the plan format is not asked for: " << user;
+    EXPECT_FALSE(contains(user, "{architecture}")) << user;
+  }
+  // The next turn: no module in the reply, and the feedback says what was expected.
+  std::vector<PolicyTurn> history = {*turn};
+  history[0].eval.compiled = false;
+  history[0].eval.error = "not priceable";
+  q.history = &history;
+  auto second = model.write_plan(q);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  EXPECT_FALSE(second->plan.has_value());
+  EXPECT_TRUE(contains(second->reply_error, "class ModelNew")) << second->reply_error;
+  EXPECT_TRUE(contains(turn_feedback_text(*second), "class ModelNew")) << turn_feedback_text(*second);
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_EQ(asked[1]["messages"].size(), 4u) << "system, task, the first reply, its feedback";
+  EXPECT_EQ(asked[1]["messages"][2]["content"], reply);
+}
+
+// The loop end to end with modules: `harness serve` answers KernelBench prompts with the model as
+// ModelNew; every module is a recorded plan the sim world calls not priceable; the run verifies
+// with the server gone.
+TEST(LlmRun, KernelbenchModulesAreRecordedNotPricedAndVerify) {
+  TempDir tmp;
+  std::string root = tmp.path(), out;
+  Serve serve(root, 0);
+  ASSERT_TRUE(serve.up()) << serve.log();
+  ASSERT_EQ(sh(run_cmd(serve.url(), root, "kb", " --set policy.format=kernelbench"), &out), 0) << out;
+  serve.stop();
+  const std::string run = root + "/kb";
+  ASSERT_TRUE(completed(run)) << out;
+  ASSERT_EQ(sh(kReplay + " verify " + run, &out), 0) << out;
+  std::vector<json> recs = records_of(run);
+  size_t measurements = 0, not_priceable = 0;
+  for (const json& m : of_kind(recs, "measurement")) {
+    ++measurements;
+    const json& flags = m["measurement"].value("flags", json::array());
+    bool np = false, decoy_flagged = false;
+    for (const json& f : flags) {
+      np = np || f == "not_priceable";
+      decoy_flagged = decoy_flagged || f.get<std::string>().rfind("static: missing_backend: cuda", 0) == 0;
+    }
+    not_priceable += np;
+    EXPECT_TRUE(decoy_flagged) << m.dump();
+  }
+  EXPECT_GT(measurements, 0u);
+  EXPECT_EQ(not_priceable, measurements) << "the sim world prices no module";
+  // The plans the run stored are the modules.
+  std::string cat;
+  ASSERT_EQ(sh(kReplay + " cat " + run + " --objects | grep -c 'class ModelNew'", &cat), 0) << cat;
+  EXPECT_GE(std::stoul(cat), 1u) << cat;
+}
+
 }  // namespace
 }  // namespace vinci

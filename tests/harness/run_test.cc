@@ -556,6 +556,48 @@ TEST(HarnessEval, AModelFacingReplyIsAPlanFile) {
       << out;
 }
 
+// A KernelBench module is a plan file: the sim world says it cannot price it and records its
+// static flags; --check-import builds ModelNew in the sandbox (Debian's python3 with python3-torch,
+// CPU-only); what the machine lacks (CUDA for a load_inline module) is exit 2 naming the fix; the
+// CUDA evaluator refuses modules until it runs them.
+TEST(HarnessEval, AKernelBenchModuleIsAPlanFile) {
+  std::string out;
+  const std::string dir = std::string(VINCI_SOURCE_DIR) + "/tests/gpu/kernelbench_modules/";
+  const std::string eval = kHarness + " eval L1_019 --size small --samples 3 --trials 1 --plan ";
+  EXPECT_EQ(sh(eval + dir + "relu_torch.py", &out), 1) << out;
+  EXPECT_NE(out.find("\"not_priceable\""), std::string::npos) << out;
+  EXPECT_NE(out.find("static: torch_computation: torch.relu"), std::string::npos) << out;
+  EXPECT_NE(out.find("static: missing_backend: cuda"), std::string::npos) << out;
+  EXPECT_NE(out.find("KernelBench module"), std::string::npos) << out;
+  EXPECT_EQ(sh(eval + dir + "relu_cuda.py", &out), 1) << out;
+  EXPECT_EQ(out.find("missing_backend"), std::string::npos) << out;
+
+  const std::string python = "VINCI_MODULE_PYTHON=/usr/bin/python3 ";
+  if (sh("/usr/bin/python3 -c 'import torch; assert torch.version.cuda is None'", &out) == 0) {
+    EXPECT_EQ(sh(python + eval + dir + "relu_torch.py --check-import", &out), 0) << out;
+    EXPECT_NE(out.find("\"import\":\"ok\""), std::string::npos) << out;
+    EXPECT_NE(out.find("\"sandbox\":\"bwrap"), std::string::npos) << out;
+    EXPECT_EQ(sh(python + eval + dir + "relu_cuda.py --check-import", &out), 2) << out;
+    EXPECT_NE(out.find("built without CUDA"), std::string::npos) << out;
+  } else {
+    std::printf("skipped --check-import: /usr/bin/python3 has no CPU-only torch (scripts/setup.sh installs it)\n");
+  }
+  EXPECT_EQ(sh(eval + dir + "relu_torch.py --device cuda", &out), 2) << out;
+  EXPECT_NE(out.find("does not run KernelBench modules yet"), std::string::npos) << out;
+  EXPECT_EQ(sh(kHarness + " eval L1_019 --check-import", &out), 2) << out;
+  EXPECT_NE(out.find("--check-import: checks a KernelBench module"), std::string::npos) << out;
+
+  // A reply holding no module is named as such.
+  std::string tmp = temp_dir();
+  FILE* f = fopen((tmp + "/bad.py").c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fputs("import torch\n\nclass Model(torch.nn.Module):\n    pass\n", f);
+  fclose(f);
+  EXPECT_EQ(sh(eval + tmp + "/bad.py", &out), 2) << out;
+  EXPECT_NE(out.find(tmp + "/bad.py: "), std::string::npos) << out;
+  EXPECT_NE(out.find("ModelNew"), std::string::npos) << out;
+}
+
 // Plan limits are evaluator settings: a plan over one is rejected uncompiled, naming the limit
 // and the value; a limit not at its default is recorded in the settings, a default one is not.
 TEST(HarnessEval, PlanOverALimitIsRejectedNamingTheLimit) {

@@ -241,5 +241,33 @@ TEST(TrainerConfig, KeysAreCheckedAgainstTheBackbone) {
   EXPECT_NE(bad.status().message().find("trainer.kind"), std::string::npos) << bad.status().to_string();
 }
 
+// policy.format = "kernelbench" is refused where it cannot work yet, naming the key: a module is
+// written for one backend, the cold start has no module examples, the GPU does not run modules.
+TEST(TrainerConfig, KernelbenchFormatNeedsOneBackendTheSimAndNoColdStart) {
+  const std::string llm =
+      "[run]\nname = \"x\"\n[backbone]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n"
+      "model = \"m\"\n[policy]\nformat = \"kernelbench\"\n";
+  auto ok = experiment_from_text(llm, "x.toml");
+  ASSERT_TRUE(ok.ok()) << ok.status().to_string();
+  EXPECT_EQ(ok->policy_format, "kernelbench");
+  auto triton = experiment_from_text(llm + "languages = [\"triton\"]\n", "x.toml");
+  ASSERT_TRUE(triton.ok()) << triton.status().to_string();
+  struct Case {
+    std::string extra, key;
+  } cases[] = {
+      {"languages = [\"cuda\", \"triton\"]\n", "key 'policy.languages'"},
+      {"[coldstart]\nenabled = true\n[trainer]\nkind = \"http\"\n", "key 'coldstart.enabled'"},
+      {"[device]\nkind = \"cuda\"\n", "key 'device.kind'"},
+  };
+  for (const Case& c : cases) {
+    auto e = experiment_from_text(llm + c.extra, "x.toml");
+    ASSERT_FALSE(e.ok()) << c.extra;
+    EXPECT_NE(e.status().message().find(c.key), std::string::npos) << e.status().to_string();
+    EXPECT_NE(e.status().message().find("kernelbench"), std::string::npos) << e.status().to_string();
+  }
+  auto sim = experiment_from_text("[run]\nname = \"x\"\n[policy]\nformat = \"kernelbench\"\n", "x.toml");
+  ASSERT_FALSE(sim.ok()) << "a language-model format needs a language model";
+}
+
 }  // namespace
 }  // namespace vinci

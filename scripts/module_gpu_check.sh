@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# KernelBench modules on the GPU machine, after a build (docs/kernelbench_format.md):
+#   1. the import check of each module of tests/gpu/kernelbench_modules in the module sandbox
+#      (`harness eval L1_019 --plan FILE --check-import`; a CUDA module's load_inline compile runs
+#      there, cold: the sandbox's folder is fresh each time), with its wall-clock time;
+#   2. load_inline's own compile of the CUDA module outside any sandbox, as KernelBench's evaluator
+#      runs it: cold (a fresh TORCH_EXTENSIONS_DIR) and cached (the same folder, a new process).
+# Prints a table and writes it to $VINCI_FIGS/module_check.md (default: module-figures).
+#
+#   bash scripts/module_gpu_check.sh [BIN_DIR]     (BIN_DIR: default build-gpu/bin)
+#
+# The modules run in whichever python has torch with CUDA: $VINCI_MODULE_PYTHON, python3, or the
+# GPU machine's /opt/torch/.venv/bin/python3; the script exports it.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=${1:-build-gpu/bin}
+figs=${VINCI_FIGS:-module-figures}
+mkdir -p "$figs"
+out=$figs/module_check.md
+
+py=""
+for c in "${VINCI_MODULE_PYTHON:-}" python3 /opt/torch/.venv/bin/python3; do
+  [ -n "$c" ] || continue
+  if "$c" -c 'import torch, sys; sys.exit(0 if torch.version.cuda else 1)' >/dev/null 2>&1; then py=$c; break; fi
+done
+if [ -z "$py" ]; then
+  echo "module_gpu_check: no python here has torch with CUDA (set VINCI_MODULE_PYTHON)"; exit 1
+fi
+export VINCI_MODULE_PYTHON=$py
+# load_inline finds nvcc and ninja on PATH.
+export PATH=/usr/local/cuda/bin:$(dirname "$py"):$PATH
+versions=$("$py" -c 'import sys, torch; print("torch", torch.__version__, "CUDA", torch.version.cuda, "from", sys.executable)')
+echo "module_gpu_check: $versions"
+
+{
+  echo "# KernelBench modules: import check and load_inline compile times"
+  echo
+  echo "$versions; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)"
+  echo
+  echo "| module | backend | import check | kind | wall s |"
+  echo "|---|---|---|---|---|"
+} >"$out"
+status=0
+for f in tests/gpu/kernelbench_modules/*.py; do
+  name=$(basename "$f" .py)
+  t0=$(date +%s.%N)
+  json=$("$bin/harness" eval L1_019 --plan "$f" --check-import 2>"$figs/$name.err")
+  rc=$?
+  t1=$(date +%s.%N)
+  echo "$json" >"$figs/$name.json"
+  fields=$("$py" -c 'import json, sys
+try:
+    j = json.loads(sys.argv[1])
+    print(j.get("backend", "?"), j.get("import", "?"), j.get("kind", "-"))
+except Exception:
+    print("? error -")' "$json")
+  read -r backend verdict kind <<<"$fields"
+  [ "$rc" -eq 0 ] || { status=1; verdict="$verdict (exit $rc: $(head -c 300 "$figs/$name.err" | tr '\n' ' '))"; }
+  printf '| %s | %s | %s | %s | %.1f |\n' "$name" "$backend" "$verdict" "$kind" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{print b - a}')" >>"$out"
+done
+
+# load_inline outside the sandbox, as KernelBench's evaluator runs it.
+ext=$(mktemp -d /tmp/vinci_load_inline_XXXXXX)
+{
+  echo
+  echo "| load_inline of relu_cuda.py (no sandbox) | wall s |"
+  echo "|---|---|"
+} >>"$out"
+for run in cold cached; do
+  s=$(TORCH_EXTENSIONS_DIR=$ext "$py" -c 'import importlib.util, sys, time
+t = time.time()
+spec = importlib.util.spec_from_file_location("candidate", sys.argv[1])
+m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+print("%.1f" % (time.time() - t))' tests/gpu/kernelbench_modules/relu_cuda.py 2>"$figs/load_inline_$run.err")
+  echo "| $run | ${s:-failed: $(head -c 300 "$figs/load_inline_$run.err" | tr '\n' ' ')} |" >>"$out"
+done
+rm -rf "$ext"
+cat "$out"
+exit $status
