@@ -15,7 +15,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view text(reinterpret_cast<const char*>(data), size);
-  for (vinci::ModuleBackend b : {vinci::ModuleBackend::kCuda, vinci::ModuleBackend::kTriton, vinci::ModuleBackend::kTorch}) {
+  for (vinci::ModuleBackend b :
+       {vinci::ModuleBackend::kCuda, vinci::ModuleBackend::kTriton, vinci::ModuleBackend::kTorch}) {
     std::vector<std::string> flags = vinci::module_static_flags(text, b);
     for (const std::string& f : flags) VINCI_FUZZ_CHECK(f.rfind("static: ", 0) == 0, "a flag without its prefix: " + f);
     VINCI_FUZZ_CHECK(flags == vinci::module_static_flags(text, b), "the flags differ on a second reading");

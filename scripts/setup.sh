@@ -17,6 +17,7 @@ packages=(
   libcurl4-openssl-dev libcpp-httplib-dev
   libhiredis-dev redis-server  # the evaluation queue (docs/distributed.md) and its tests
   python3-torch python3-numpy
+  python3-dev pybind11-dev  # Python.h, pybind11: torch's load_inline builds of KernelBench modules (docs/kernelbench_format.md)
   clang-format  # scripts/format.sh: the C++ layout of .clang-format
   strace  # the kill tests: a SIGKILL injected at a chosen system call of a run (docs/testing.md)
   bubblewrap  # the Triton compile sandbox (docs/live_evaluator.md, "Compile sandbox")

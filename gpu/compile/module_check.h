@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/hash.h"
 #include "core/status.h"
 #include "gpu/compile/sandbox.h"
 #include "gpu/kernelbench_module.h"
@@ -25,8 +26,15 @@ struct ModuleCheckOptions {
   // An import that compiles CUDA runs nvcc and the host compiler: more CPU time than a Triton
   // compile, the same memory.
   SandboxLimits limits = {600, 8LL << 30, 256LL << 20, 128};
-  bool sandbox = true;  // false: no bwrap (said loudly)
-  std::string bwrap;    // empty: $VINCI_BWRAP, else bwrap on PATH
+  // Where the extension folders of modules that built are kept, by content address (empty: no
+  // cache): the next check of the same module text, backend, python and torch starts from a copy
+  // of what the first one built, so load_inline finds its library and compiles nothing. Only an
+  // import check fills it (no inputs ever reach that process), and only when the module built;
+  // links and special files are never copied out of the sandbox.
+  std::string cache_dir;
+  int64_t cache_max_bytes = 1LL << 30;  // one module's extension folder; larger ones are not kept
+  bool sandbox = true;                  // false: no bwrap (said loudly)
+  std::string bwrap;                    // empty: $VINCI_BWRAP, else bwrap on PATH
 };
 
 // What the check found. ok: the module imported and ModelNew(*get_init_inputs()) was built.
@@ -38,7 +46,8 @@ struct ModuleCheck {
   int64_t parameters = 0;  // elements of ModelNew's parameters
   int64_t buffers = 0;     // and of its buffers
   int64_t init_inputs = 0;
-  double ms = 0;  // wall-clock of the check, an annotation only
+  double ms = 0;              // wall-clock of the check, an annotation only
+  std::string cache = "off";  // off | hit (started from a kept build) | miss (built here; kept when it built)
 };
 
 class ModuleChecker {
@@ -61,11 +70,16 @@ class ModuleChecker {
     std::lock_guard<std::mutex> lock(mu_);
     return torch_version_;
   }
+  // The cache key of a module's build (ModuleCheckOptions::cache_dir); REQUIRES: probe(backend) ok.
+  Digest build_key(const std::string& module, ModuleBackend backend);
   // What the check runs in here (PythonSandbox::description).
   std::string sandbox_description() { return sandbox_.description(); }
   const ModuleCheckOptions& options() const { return options_; }
 
  private:
+  // The check's answer (the process's stdout, which the module may have written) read into c.
+  ModuleCheck parse_answer(const ProcessRun& run, ModuleCheck c);
+
   ModuleCheckOptions options_;
   PythonSandbox sandbox_;
   std::mutex mu_;

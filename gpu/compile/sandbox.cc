@@ -1,5 +1,6 @@
 #include "gpu/compile/sandbox.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
@@ -31,11 +32,6 @@ namespace vinci {
 namespace {
 
 using nlohmann::json;
-
-std::string from_env(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
-}
 
 int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
 
@@ -89,7 +85,8 @@ bool looks_secret(const std::string& name) {
 // A sandboxed process's environment: the allowlisted variables of this process; home, temporary
 // folder and Triton's and PyTorch's caches in the process's own folder; and extra
 // (PYTHONUSERBASE where the python's user site holds packages).
-std::vector<std::string> child_env(const std::string& temp, const std::vector<std::string>& extra) {
+std::vector<std::string> child_env(const std::string& temp, const std::string& extensions,
+                                   const std::vector<std::string>& extra) {
   std::vector<std::string> env;
   for (char** e = environ; e && *e; ++e) {
     std::string kv = *e;
@@ -103,7 +100,7 @@ std::vector<std::string> child_env(const std::string& temp, const std::vector<st
   env.push_back("TRITON_HOME=" + temp);
   env.push_back("TRITON_CACHE_DIR=" + temp + "/cache");
   env.push_back("TRITON_DEFAULT_FP_FUSION=1");
-  env.push_back("TORCH_EXTENSIONS_DIR=" + temp + "/torch_extensions");
+  env.push_back("TORCH_EXTENSIONS_DIR=" + extensions);
   env.push_back("PYTHONDONTWRITEBYTECODE=1");  // the interpreter's folders are read-only there
   for (const auto& kv : extra) env.push_back(kv);
   return env;
@@ -135,7 +132,7 @@ bool is_within(const std::string& path, const std::string& dir) {
 // name with its folder if it has one, else the first executable of that name on PATH; "" if none.
 std::string find_program(const std::string& name) {
   if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : "";
-  std::string path = from_env("PATH", "/usr/local/bin:/usr/bin:/bin");
+  std::string path = env_or("PATH", "/usr/local/bin:/usr/bin:/bin");
   for (size_t at = 0; at <= path.size();) {
     size_t end = path.find(':', at);
     if (end == std::string::npos) end = path.size();
@@ -367,7 +364,6 @@ std::string signal_name(int sig) {
   }
 }
 
-
 }  // namespace
 
 std::string bytes_text(int64_t b) {
@@ -375,7 +371,6 @@ std::string bytes_text(int64_t b) {
   if (b % (1LL << 20) == 0) return std::to_string(b >> 20) + " MiB";
   return std::to_string(b) + " bytes";
 }
-
 
 // ---------------------------------------------------------------------------------------------
 // The sandbox.
@@ -399,10 +394,10 @@ struct PythonSandbox::Setup {
   std::string description;
   std::string temp_prefix;
   std::string what;
+  std::string extension_dir;  // "" unless bwrap runs
 };
 
 namespace {
-
 
 constexpr uid_t kNobody = 65534;
 
@@ -442,7 +437,12 @@ std::vector<std::string> sandbox_command(const PythonSandbox::Setup& s, const st
       add({"--ro-bind", b, b});
     }
     parents(temp);
-    add({"--bind", temp, temp, "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", temp});
+    add({"--bind", temp, temp});
+    if (!s.extension_dir.empty()) {
+      parents(s.extension_dir);
+      add({"--bind", temp + "/torch_extensions", s.extension_dir});
+    }
+    add({"--remount-ro", "/dev", "--remount-ro", "/", "--chdir", temp});
     if (s.drop_uid) add({"--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"});
     add({"--"});
     if (s.drop_uid)
@@ -472,18 +472,39 @@ std::vector<std::string> sandbox_command(const PythonSandbox::Setup& s, const st
 
 // Runs the interpreter with python_args in the sandbox, in a fresh temporary folder (owned by the
 // process's uid, removed afterwards).
+int chown_entry(const char* path, const struct stat*, int, struct FTW*) {
+  return ::lchown(path, kNobody, kNobody) == 0 ? 0 : -1;
+}
+
 Result<ProcessRun> run_sandboxed(const PythonSandbox::Setup& s, const std::vector<std::string>& python_args,
-                                 const std::string& input, double timeout_s) {
+                                 const std::string& input, double timeout_s, const SandboxHooks& hooks) {
   std::string temp_template = "/tmp/" + s.temp_prefix + "_XXXXXX";
   if (!::mkdtemp(temp_template.data())) return io_error("sandbox: mkdtemp: " + std::string(std::strerror(errno)));
   std::string temp = temp_template;
-  if (s.drop_uid && ::chown(temp.c_str(), kNobody, kNobody) != 0) {
+  if (hooks.before) {
+    Status filled = hooks.before(temp);
+    if (!filled.ok()) {
+      remove_tree(temp);
+      return filled;
+    }
+  }
+  const std::string extensions = temp + "/torch_extensions";
+  if (!s.extension_dir.empty() && ::mkdir(extensions.c_str(), 0755) != 0 && errno != EEXIST) {
+    std::string why = std::strerror(errno);
+    remove_tree(temp);
+    return io_error("sandbox: mkdir " + extensions + ": " + why);
+  }
+  if (s.drop_uid && ::nftw(temp.c_str(), chown_entry, 16, FTW_PHYS) != 0) {
     std::string why = std::strerror(errno);
     remove_tree(temp);
     return io_error("sandbox: chown " + temp + " to uid 65534: " + why);
   }
-  Result<ProcessRun> run = run_process(sandbox_command(s, temp, python_args), child_env(temp, s.env), input, temp,
+  Result<ProcessRun> run = run_process(sandbox_command(s, temp, python_args), child_env(temp, s.extension_dir.empty() ? extensions : s.extension_dir, s.env), input, temp,
                                        timeout_s, !s.bwrap.empty());
+  if (run.ok() && hooks.after) {
+    Status read = hooks.after(temp);
+    if (!read.ok()) run = read;
+  }
   remove_tree(temp);
   // bwrap exits with 128 + the signal that ended the sandbox's command.
   if (run.ok() && !s.bwrap.empty() && run->signal == 0 && run->exit_code > 128 && run->exit_code < 128 + 65) {
@@ -512,7 +533,6 @@ std::string first_line(const std::string& text) {
   return t.size() > 300 ? t.substr(0, 300) : t;
 }
 
-
 }  // namespace
 
 namespace {
@@ -537,10 +557,10 @@ std::vector<std::string> bind_paths(const json& probe, const std::string& script
   for (const char* var :
        {"CUDA_HOME", "CUDA_PATH", "TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH", "TRITON_CUOBJDUMP_PATH",
         "TRITON_NVDISASM_PATH", "TRITON_CUDACRT_PATH", "TRITON_CUDART_PATH", "TRITON_LIBDEVICE_PATH"})
-    want.push_back(from_env(var, ""));
+    want.push_back(env_or(var, ""));
   std::vector<std::string> never;
   char cwd[PATH_MAX];
-  for (const std::string& d : {from_env("HOME", ""), std::string(::getcwd(cwd, sizeof cwd) ? cwd : "")})
+  for (const std::string& d : {env_or("HOME", ""), std::string(::getcwd(cwd, sizeof cwd) ? cwd : "")})
     if (!d.empty() && !real_path(d).empty()) never.push_back(real_path(d));
   std::vector<std::string> paths;
   for (const std::string& w : want) {
@@ -581,6 +601,7 @@ Result<PythonSandbox::Setup> probe_python(const SandboxOptions& o) {
   if (!paths.value("user_base", "").empty()) s.env.push_back("PYTHONUSERBASE=" + paths.value("user_base", ""));
   s.limits = o.limits;
   s.temp_prefix = o.temp_prefix;
+  s.extension_dir = o.extension_dir;
   s.what = o.what;
   s.prlimit = find_program("prlimit");
   s.setpriv = find_program("setpriv");
@@ -614,6 +635,7 @@ std::vector<PythonSandbox::Setup> sandbox_tries(const PythonSandbox::Setup& base
     }
   }
   PythonSandbox::Setup plain = base;
+  plain.extension_dir.clear();  // no mount namespace: the folder is where it is
   if (!plain.unshare.empty()) {
     plain.unshare_net = true;
     tries.push_back(plain);
@@ -632,7 +654,8 @@ void describe(PythonSandbox::Setup* s, const std::string& no_bwrap, const std::s
   if (s->bwrap.empty()) {
     missing.push_back("no bwrap (" + no_bwrap +
                       "): the module sees the whole filesystem as vinci's user does, other processes, and the "
-                      "processes it leaves behind outlive the " + s->what);
+                      "processes it leaves behind outlive the " +
+                      s->what);
     if (!s->unshare_net) missing.push_back("no network namespace (`unshare -rn` does not work here)");
     d = "none (" + no_bwrap + "): env allowlist, " + (s->unshare_net ? "net namespace" : "network not isolated") +
         ", process group kill";
@@ -678,9 +701,87 @@ PythonSandbox::PythonSandbox(SandboxOptions options) : options_(std::move(option
 PythonSandbox::~PythonSandbox() = default;
 
 Result<ProcessRun> PythonSandbox::run(const std::vector<std::string>& python_args, const std::string& input,
-                                      double timeout_s) {
+                                      double timeout_s, const SandboxHooks& hooks) {
   VINCI_ASSIGN_OR_RETURN(std::shared_ptr<const Setup> s, setup());
-  return run_sandboxed(*s, python_args, input, timeout_s);
+  return run_sandboxed(*s, python_args, input, timeout_s, hooks);
+}
+
+namespace {
+
+Status copy_tree_into(const std::string& from, const std::string& to, int64_t max_bytes, int64_t max_entries,
+                      int64_t* bytes, int64_t* entries) {
+  DIR* dir = ::opendir(from.c_str());
+  if (dir == nullptr) return io_error("copy " + from + ": " + std::strerror(errno));
+  std::unique_ptr<DIR, int (*)(DIR*)> closer(dir, ::closedir);
+  while (dirent* e = ::readdir(dir)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    if (++*entries > max_entries)
+      return invalid_argument("copy " + from + ": more than " + std::to_string(max_entries) + " entries");
+    std::string src = from + "/" + name, dst = to + "/" + name;
+    struct stat st;
+    if (::lstat(src.c_str(), &st) != 0) return io_error("copy " + src + ": " + std::strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+      if (::mkdir(dst.c_str(), 0755) != 0 && errno != EEXIST)
+        return io_error("mkdir " + dst + ": " + std::strerror(errno));
+      VINCI_RETURN_IF_ERROR(copy_tree_into(src, dst, max_bytes, max_entries, bytes, entries));
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) continue;  // links, fifos, sockets, devices stay behind
+    *bytes += st.st_size;
+    if (*bytes > max_bytes) return invalid_argument("copy " + from + ": more than " + bytes_text(max_bytes));
+    int in = ::open(src.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (in < 0) return io_error("open " + src + ": " + std::strerror(errno));
+    int out = ::open(dst.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, st.st_mode & 0777);
+    if (out < 0) {
+      ::close(in);
+      return io_error("create " + dst + ": " + std::strerror(errno));
+    }
+    char buf[1 << 16];
+    ssize_t n = 0;
+    bool ok = true;
+    while (ok && (n = ::read(in, buf, sizeof buf)) != 0) {
+      if (n < 0) {
+        ok = errno == EINTR;
+        continue;
+      }
+      for (ssize_t done = 0; ok && done < n;) {
+        ssize_t w = ::write(out, buf + done, static_cast<size_t>(n - done));
+        if (w < 0 && errno == EINTR) continue;
+        ok = w > 0;
+        done += w > 0 ? w : 0;
+      }
+    }
+    struct timespec times[2] = {st.st_atim, st.st_mtim};
+    ok = ok && ::fchmod(out, st.st_mode & 0777) == 0 && ::futimens(out, times) == 0;
+    std::string why = ok ? "" : std::strerror(errno);
+    ::close(in);
+    if (::close(out) != 0 && ok) {
+      ok = false;
+      why = std::strerror(errno);
+    }
+    if (!ok) return io_error("copy " + src + " to " + dst + ": " + why);
+  }
+  return Status();
+}
+
+}  // namespace
+
+Status copy_plain_tree(const std::string& from, const std::string& to, int64_t max_bytes, int64_t max_entries) {
+  for (size_t i = to.find('/', 1); i != std::string::npos; i = to.find('/', i + 1))
+    ::mkdir(to.substr(0, i).c_str(), 0755);
+  if (::mkdir(to.c_str(), 0755) != 0 && errno != EEXIST) return io_error("mkdir " + to + ": " + std::strerror(errno));
+  int64_t bytes = 0, entries = 0;
+  return copy_tree_into(from, to, max_bytes, max_entries, &bytes, &entries);
+}
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+void remove_folder(const std::string& dir) {
+  if (!dir.empty() && dir != "/") ::nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 Result<std::string> PythonSandbox::script() {
@@ -740,11 +841,12 @@ Result<std::shared_ptr<const PythonSandbox::Setup>> PythonSandbox::setup() {
     probe_error_ = failed_precondition(cannot + base.status().message() + fix);
     return probe_error_;
   }
-  std::string bwrap = find_program(options_.bwrap.empty() ? from_env("VINCI_BWRAP", "bwrap") : options_.bwrap);
+  std::string bwrap = find_program(options_.bwrap.empty() ? env_or("VINCI_BWRAP", "bwrap") : options_.bwrap);
   std::vector<Setup> tries = sandbox_tries(*base, options_.sandbox ? bwrap : "");
   std::string failure;
   for (Setup& t : tries) {
-    Result<ProcessRun> r = run_sandboxed(t, {"-c", "import sys; open(sys.argv[1]).close()", t.script}, "", 60);
+    Result<ProcessRun> r =
+        run_sandboxed(t, {"-c", "import sys; open(sys.argv[1]).close()", t.script}, "", 60, SandboxHooks());
     if (r.ok() && r->signal == 0 && r->exit_code == 0) {
       std::string no_bwrap = !options_.sandbox ? options_.off_reason
                              : bwrap.empty()   ? "bwrap not found: install bubblewrap or set VINCI_BWRAP"

@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,11 +54,23 @@ struct SandboxOptions {
   std::string fix;      // and its end: " (set VINCI_TRITON_PYTHON to a python with triton installed)"
   std::string off_reason = "the sandbox is off";  // the description's reason when sandbox is false
   std::string temp_prefix = "vinci_sandbox";      // the run's folder: /tmp/<temp_prefix>_XXXXXX
+  // Where the process sees the run's torch extension folder (FOLDER/torch_extensions,
+  // $TORCH_EXTENSIONS_DIR), when bwrap runs: one path for every run, since load_inline writes it
+  // into its build files and a build copied into another run is reused only at the same path.
+  // Empty, or without bwrap: FOLDER/torch_extensions itself.
+  std::string extension_dir;
   SandboxLimits limits;
   // false: no bwrap (the environment allowlist and the limits still apply); for a machine where
   // bwrap cannot work, and said loudly as a missing sandbox is.
   bool sandbox = true;
   std::string bwrap;  // empty: $VINCI_BWRAP, else bwrap on PATH
+};
+
+// What a caller does with a run's folder around the process: `before` fills it before the
+// process starts (what it writes is then handed to the process's uid), `after` reads it once every
+// process of the run has ended, before the folder is removed. An error of either ends the run.
+struct SandboxHooks {
+  std::function<Status(const std::string&folder)> before, after;
 };
 
 class PythonSandbox {
@@ -68,7 +81,8 @@ class PythonSandbox {
   // Runs the interpreter with python_args (the script's path is script()) in a fresh temporary
   // folder, input on its stdin. Probes the setup on first use: FailedPrecondition (cannot + why +
   // fix) when the interpreter does not run in any setup.
-  Result<ProcessRun> run(const std::vector<std::string>& python_args, const std::string& input, double timeout_s);
+  Result<ProcessRun> run(const std::vector<std::string>& python_args, const std::string& input, double timeout_s,
+                         const SandboxHooks& hooks = {});
   // The script's path as the sandboxed process sees it (a real path).
   Result<std::string> script();
   // What a run executes in here, as a measurement records it: "bwrap: env allowlist, read-only fs,
@@ -97,6 +111,19 @@ class PythonSandbox {
 
 // "64 MiB", "8 GiB", "1000 bytes".
 std::string bytes_text(int64_t bytes);
+
+// Copies the folders and regular files under `from` into `to` (made, with its parents), keeping
+// each file's modification time and permission bits (never set-id bits); anything else (links,
+// fifos, sockets, devices) is left out, so a tree a sandboxed process wrote can be copied out
+// without following what it points at. More than max_bytes of file content or max_entries
+// entries is an error (what was copied stays for the caller to remove).
+Status copy_plain_tree(const std::string& from, const std::string& to, int64_t max_bytes, int64_t max_entries);
+
+// The value of environment variable `name`, or fallback when it is unset or empty.
+std::string env_or(const char* name, const std::string& fallback);
+
+// Removes a folder and everything in it, never following a link (nftw FTW_PHYS).
+void remove_folder(const std::string& dir);
 
 }  // namespace vinci
 

@@ -22,11 +22,6 @@ using nlohmann::json;
 
 constexpr const char* kArtifactMagic = "vinci.triton/1\n";
 
-std::string from_env(const char* name, const std::string& fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
 // The base64 alphabet of RFC 4648; the script writes the cubin so.
 Result<std::string> base64_decode(std::string_view in) {
   static int8_t table[256];
@@ -169,8 +164,8 @@ std::string triton_meta_unsupported(const TritonKernelMeta& m) {
 namespace {
 
 TritonOptions resolved(TritonOptions o) {
-  if (o.python.empty()) o.python = from_env("VINCI_TRITON_PYTHON", "python3");
-  if (o.script.empty()) o.script = from_env("VINCI_TRITON_COMPILE", VINCI_TRITON_SCRIPT);
+  if (o.python.empty()) o.python = env_or("VINCI_TRITON_PYTHON", "python3");
+  if (o.script.empty()) o.script = env_or("VINCI_TRITON_COMPILE", VINCI_TRITON_SCRIPT);
   return o;
 }
 
@@ -293,10 +288,17 @@ Result<std::shared_ptr<const CompiledTriton>> TritonCompiler::compile(const Trit
     return invalid_argument(failed + why + (err.empty() ? "" : ": " + err) + sandbox_.limit_hint(err));
   }
   if (!answer["ok"].get<bool>()) {
-    std::string kind = answer.value("kind", "compile_error");
-    std::string error = answer.value("error", "");
-    if (kind == "no_triton") return failed_precondition(error);
-    if (kind == "bad_request") return internal_error("triton compile: " + error);
+    // The module ran in that process and may have written this answer itself: fields of the
+    // wrong type read as absent, and what would be the machine's error (no Triton, a request the
+    // script refuses) cannot be, since version() found Triton and the request is vinci's: it is
+    // the candidate's failure, with the text it gave.
+    auto field = [&answer](const char* key) {
+      auto it = answer.find(key);
+      return it != answer.end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    std::string kind = field("kind");
+    std::string error = field("error");
+    if (kind != "compile_error") error = "the compile process answered " + kind + ": " + error;
     return invalid_argument(failed + error + sandbox_.limit_hint(error));
   }
   if (!answer.contains("meta") || !answer.contains("cubin") || !answer["cubin"].is_string())

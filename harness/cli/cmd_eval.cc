@@ -142,11 +142,13 @@ Status explain_sim(SimEvaluator& evaluator, const Task& task, const Plan& plan, 
 }
 
 // --check-import: the module's import check (gpu/compile/module_check.h) as one line of JSON.
-int check_import(const Task& task, const Plan& plan, SizeName size) {
+int check_import(const Task& task, const Plan& plan, SizeName size, const std::string& cache_dir) {
   Result<std::string> reference = task_as_pytorch(task, size);
   if (!reference.ok()) return fail("task " + task.id + " has no PyTorch module: " + reference.status().message());
   ModuleBackend backend = module_backend(plan.module);
-  ModuleChecker checker;
+  ModuleCheckOptions options;
+  options.cache_dir = cache_dir;
+  ModuleChecker checker(options);
   Result<ModuleCheck> c = checker.check(plan.module, *reference, backend);
   std::vector<std::string> flags;
   add_module_static_flags(plan.module, &flags);
@@ -157,7 +159,9 @@ int check_import(const Task& task, const Plan& plan, SizeName size) {
                       {"import", c->ok ? "ok" : "failed"},
                       {"static_flags", flags},
                       {"sandbox", checker.sandbox_description()},
-                      {"torch", checker.torch_version()}};
+                      {"torch", checker.torch_version()},
+                      {"cache", c->cache}};
+  if (!cache_dir.empty()) j["cache_entry"] = cache_dir + "/" + checker.build_key(plan.module, backend).hex();
   if (c->ok) {
     j["parameters"] = c->parameters;
     j["buffers"] = c->buffers;
@@ -177,7 +181,7 @@ int cmd_eval(const std::vector<std::string>& args) {
   std::string task_id, plan_path, device = "sim", size = "full", profile_file, task_dir;
   std::string seed_text, trials_text, samples_text, noise_text, timeout_text, launch_timeout_text;
   std::string reference_precision;
-  std::string nvrtc_cache;
+  std::string nvrtc_cache, module_cache;
   std::string max_kernel_source_text, max_plan_source_text, max_kernels_text, max_steps_text;
   std::vector<std::string> knobs;
   po::options_description named(
@@ -221,6 +225,9 @@ int cmd_eval(const std::vector<std::string>& args) {
       "check-import",
       "a KernelBench module only: import it and build ModelNew(*get_init_inputs()) in the module sandbox, "
       "print what was found as JSON (exit 0 built, 1 not), and evaluate nothing; no GPU needed")(
+      "module-cache", po::value<std::string>(&module_cache),
+      "with --check-import: keep what a module's load_inline built in this folder, by content address, and "
+      "start the next check of the same module from it")(
       "reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
       "(TF32 off)");
@@ -282,11 +289,13 @@ int cmd_eval(const std::vector<std::string>& args) {
 
   Result<Plan> plan = plan_to_evaluate(plan_path, knobs, *task);
   if (!plan.ok()) return fail(plan.status().message());
+  if (!module_cache.empty() && !vm.count("check-import"))
+    return fail("--module-cache: keeps the builds of --check-import, which is not given");
   if (vm.count("check-import")) {
     if (!plan->is_module())
       return fail("--check-import: checks a KernelBench module (a .py file defining ModelNew); --plan " +
                   (plan_path.empty() ? std::string("is not given") : plan_path + " is not one"));
-    return check_import(*task, *plan, request.size);
+    return check_import(*task, *plan, request.size, module_cache);
   }
 
   if (device == "cuda") {

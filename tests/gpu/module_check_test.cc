@@ -57,7 +57,7 @@ ModuleCheckOptions options(const std::string& python = kPython) {
   return o;
 }
 
-#define REQUIRE_TORCH()                                                                                  \
+#define REQUIRE_TORCH() \
   if (!has_torch()) GTEST_SKIP() << kPython << " has no torch (scripts/setup.sh installs python3-torch)"
 
 TEST(ModuleCheck, APyTorchModuleImportsAndBuildsAsKernelBenchBuildsIt) {
@@ -108,17 +108,18 @@ TEST(ModuleCheck, TheModulesMistakesAreItsOwnFailuresNamingItsLine) {
     ASSERT_TRUE(c.ok()) << k.module << "\n" << c.status().to_string();
     EXPECT_FALSE(c->ok) << k.module;
     EXPECT_EQ(c->kind, k.kind) << k.module << "\n" << c->error;
-    EXPECT_NE(c->error.find(k.says), std::string::npos) << k.module << "\n" << c->error << "\n(expected " << k.says
-                                                         << ")";
+    EXPECT_NE(c->error.find(k.says), std::string::npos) << k.module << "\n"
+                                                        << c->error << "\n(expected " << k.says << ")";
   }
 }
 
 TEST(ModuleCheck, WhatTheMachineLacksIsAnErrorOfTheCheckNamingTheFix) {
   REQUIRE_TORCH();
   // A CUDA module with a CPU-only torch (Debian's): the check cannot compile it here.
-  const std::string cuda = "import torch\nfrom torch.utils.cpp_extension import load_inline\n"
-                           "src = r'''__global__ void k(float* x) {}'''\nm = load_inline(name='k', cpp_sources='', "
-                           "cuda_sources=src)\nclass ModelNew(torch.nn.Module):\n    pass\n";
+  const std::string cuda =
+      "import torch\nfrom torch.utils.cpp_extension import load_inline\n"
+      "src = r'''__global__ void k(float* x) {}'''\nm = load_inline(name='k', cpp_sources='', "
+      "cuda_sources=src)\nclass ModelNew(torch.nn.Module):\n    pass\n";
   ASSERT_EQ(module_backend(cuda), ModuleBackend::kCuda);
   ModuleChecker checker(options());
   Result<ModuleCheck> c = checker.check(cuda, kReference, ModuleBackend::kCuda);
@@ -128,8 +129,8 @@ TEST(ModuleCheck, WhatTheMachineLacksIsAnErrorOfTheCheckNamingTheFix) {
   EXPECT_NE(c.status().message().find("VINCI_MODULE_PYTHON"), std::string::npos) << c.status().to_string();
   // A Triton module where the python has no Triton.
   if (sh(std::string(kPython) + " -c 'import triton'") != 0) {
-    Result<ModuleCheck> t = checker.check("import triton\nclass ModelNew:\n    pass\n", kReference,
-                                          ModuleBackend::kTriton);
+    Result<ModuleCheck> t =
+        checker.check("import triton\nclass ModelNew:\n    pass\n", kReference, ModuleBackend::kTriton);
     ASSERT_FALSE(t.ok());
     EXPECT_NE(t.status().message().find("Triton is not installed"), std::string::npos) << t.status().to_string();
   }
@@ -138,8 +139,8 @@ TEST(ModuleCheck, WhatTheMachineLacksIsAnErrorOfTheCheckNamingTheFix) {
   ASSERT_NE(mkdtemp(dir), nullptr);
   ASSERT_EQ(sh(std::string(kPython) + " -m venv --without-pip " + dir + "/venv"), 0);
   ModuleChecker bare(options(std::string(dir) + "/venv/bin/python"));
-  Result<ModuleCheck> b = bare.check("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", kReference,
-                                     ModuleBackend::kTorch);
+  Result<ModuleCheck> b =
+      bare.check("import torch\nclass ModelNew(torch.nn.Module):\n    pass\n", kReference, ModuleBackend::kTorch);
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(b.status().message().find("PyTorch is not installed"), std::string::npos) << b.status().to_string();
@@ -174,15 +175,18 @@ TEST(ModuleCheck, TheModuleSeesNoSecretAndWritesNothingOutsideItsFolder) {
   ASSERT_EQ(chmod(dir, 0777), 0);
   const std::string outside = std::string(dir) + "/escaped.txt";
   ::setenv("VINCI_TEST_API_KEY", "s3cret-value", 1);
-  const std::string module = "import os\n"
-                             "key = os.environ.get('VINCI_TEST_API_KEY')\n"
-                             "try:\n"
-                             "    open('" + outside + "', 'w').write('out')\n"
-                             "    wrote = 'yes'\n"
-                             "except OSError as e:\n"
-                             "    wrote = type(e).__name__\n"
-                             "home = os.path.expanduser('~')\n"
-                             "raise RuntimeError('key=%s wrote=%s home=%s' % (key, wrote, home))\n";
+  const std::string module =
+      "import os\n"
+      "key = os.environ.get('VINCI_TEST_API_KEY')\n"
+      "try:\n"
+      "    open('" +
+      outside +
+      "', 'w').write('out')\n"
+      "    wrote = 'yes'\n"
+      "except OSError as e:\n"
+      "    wrote = type(e).__name__\n"
+      "home = os.path.expanduser('~')\n"
+      "raise RuntimeError('key=%s wrote=%s home=%s' % (key, wrote, home))\n";
   Result<ModuleCheck> c = checker.check(module, kReference, ModuleBackend::kTorch);
   ::unsetenv("VINCI_TEST_API_KEY");
   ASSERT_TRUE(c.ok()) << c.status().to_string();
@@ -192,6 +196,73 @@ TEST(ModuleCheck, TheModuleSeesNoSecretAndWritesNothingOutsideItsFolder) {
   EXPECT_NE(c->error.find("home=/tmp/vinci_module_"), std::string::npos) << c->error;
   struct stat st;
   EXPECT_NE(::stat(outside.c_str(), &st), 0) << outside << " was written from the sandbox";
+  sh(std::string("rm -rf ") + dir);
+}
+
+// The build cache: a module whose import compiles (load_inline; C++ only here, no CUDA) is kept
+// by content address once it built, and the next check of the same text starts from that build,
+// up to date at the path it was built at. Only plain files and folders come out of the sandbox: a link the module
+// left in its extension folder is not kept.
+TEST(ModuleCheck, ABuiltModuleIsKeptAndTheNextCheckStartsFromItsBuild) {
+  REQUIRE_TORCH();
+  char dir[] = "/tmp/vinci_module_cache_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ModuleCheckOptions o = options();
+  o.cache_dir = std::string(dir) + "/cache";
+  // buffers: 2 elements when the extension's build folder was there and up to date for ninja
+  // before load_inline ran (the cache gave it, at the path the build names), else 1.
+  const std::string module = R"(import os
+import subprocess
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+build = os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "vinci_twice")
+up_to_date = os.path.isdir(build) and "no work to do" in subprocess.run(
+    ["ninja", "-n"], cwd=build, capture_output=True, text=True).stdout
+ext = load_inline(name="vinci_twice", cpp_sources="torch::Tensor twice(torch::Tensor x) { return x * 2; }",
+                  functions=["twice"])
+os.symlink("/etc/hostname", os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "leak"))
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_features, out_features):
+        super().__init__()
+        self.register_buffer("mark", torch.zeros(2 if up_to_date else 1))
+
+    def forward(self, x):
+        return ext.twice(x)
+)";
+  ModuleChecker checker(o);
+  Result<ModuleCheck> first = checker.check(module, kReference, ModuleBackend::kTorch);
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  ASSERT_TRUE(first->ok) << first->kind << ": " << first->error;
+  EXPECT_EQ(first->cache, "miss");
+  EXPECT_EQ(first->buffers, 1) << "nothing was built before the first check";
+  std::string entry = o.cache_dir + "/" + checker.build_key(module, ModuleBackend::kTorch).hex();
+  struct stat st;
+  ASSERT_EQ(::stat((entry + "/vinci_twice/vinci_twice.so").c_str(), &st), 0) << entry << " was not kept";
+  EXPECT_NE(::lstat((entry + "/leak").c_str(), &st), 0) << "a link came out of the sandbox";
+
+  Result<ModuleCheck> second = checker.check(module, kReference, ModuleBackend::kTorch);
+  ASSERT_TRUE(second.ok()) << second.status().to_string();
+  ASSERT_TRUE(second->ok) << second->kind << ": " << second->error;
+  EXPECT_EQ(second->cache, "hit");
+  EXPECT_EQ(second->buffers, 2) << "the second check did not find the first one's build up to date";
+  // PyTorch before 2.0 rewrites load_inline's source file on every call, so ninja then rebuilds
+  // what the cache gave it; later versions write it only when it changed, and compile nothing.
+  std::printf("load_inline (C++ only) import check: built %.0f ms, from the cache %.0f ms\n", first->ms, second->ms);
+
+  // A module that fails is not kept, whatever it wrote in its extension folder.
+  const std::string broken = "import os\nd = os.environ['TORCH_EXTENSIONS_DIR']\nos.makedirs(d, exist_ok=True)\n"
+                             "open(os.path.join(d, 'x.so'), 'w').write('x')\n"
+                             "raise RuntimeError('after writing its extension folder')\n";
+  Result<ModuleCheck> failed = checker.check(broken, kReference, ModuleBackend::kTorch);
+  ASSERT_TRUE(failed.ok()) << failed.status().to_string();
+  EXPECT_FALSE(failed->ok);
+  EXPECT_EQ(failed->cache, "miss");
+  std::string other = o.cache_dir + "/" + checker.build_key(broken, ModuleBackend::kTorch).hex();
+  EXPECT_NE(::stat(other.c_str(), &st), 0) << "a module that failed was kept";
   sh(std::string("rm -rf ") + dir);
 }
 

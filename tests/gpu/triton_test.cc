@@ -789,6 +789,22 @@ os.write(1, b'{"ok": false}')
   EXPECT_NE(exited.find("the compile process exited with status 127 without an answer"), std::string::npos) << exited;
 }
 
+// The module may write the compile's answer itself (fd 3 is the answer channel): a forged
+// answer is the candidate's failure, never the machine's (no_triton) or the harness's (a field of
+// the wrong type once made the harness throw).
+TEST(TritonSandbox, AForgedAnswerIsTheCandidatesFailure) {
+  SKIP_WITHOUT_TRITON();
+  TritonCompiler c;
+  for (const char* forged : {R"({"ok": false, "kind": "no_triton", "error": "forged"})",
+                             R"({"ok": false, "kind": "bad_request", "error": "forged"})",
+                             R"({"ok": false, "kind": 5, "error": ["not", "text"]})"}) {
+    Result<std::shared_ptr<const CompiledTriton>> r =
+        compile_module(c, std::string("import os\nos.write(3, b'") + forged + "')\nos._exit(0)\n");
+    ASSERT_FALSE(r.ok()) << forged;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << forged << ": " << r.status().to_string();
+  }
+}
+
 // Descriptors: nothing the harness has open (a run's log, its sockets) reaches the compile, even
 // without close-on-exec.
 TEST(TritonSandbox, NoDescriptorOfTheHarnessIsInherited) {
