@@ -9,6 +9,9 @@
 #
 #   bash scripts/module_gpu_check.sh [BIN_DIR]     (BIN_DIR: default build-gpu/bin)
 #
+# VINCI_MODULE_DIRS (default tests/gpu/kernelbench_modules) names the folders of modules to check,
+# e.g. KernelBench's own examples (its src/kernelbench/prompts/model_new_ex_*.py) copied beside.
+#
 # The modules run in whichever python has torch with CUDA: $VINCI_MODULE_PYTHON, python3, or the
 # GPU machine's /opt/torch/.venv/bin/python3; the script exports it.
 set -uo pipefail
@@ -37,17 +40,18 @@ echo "module_gpu_check: $versions"
   echo
   echo "$versions; $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)"
   echo
-  echo "| module | backend | import check | kind | cold s (cache) | again s (cache) |"
-  echo "|---|---|---|---|---|---|"
+  echo "| module | backend | import check | kind | cold s (cache) | again s (cache) | static flags |"
+  echo "|---|---|---|---|---|---|---|"
 } >"$out"
 status=0
 cache=$(mktemp -d /tmp/vinci_module_cache_XXXXXX)
 field() { "$py" -c 'import json, sys
 try:
-    print(json.loads(sys.argv[1]).get(sys.argv[2], "?"))
+    v = json.loads(sys.argv[1]).get(sys.argv[2], "-")
+    print("; ".join(v) or "none" if isinstance(v, list) else v)
 except Exception:
     print("?")' "$1" "$2"; }
-for f in tests/gpu/kernelbench_modules/*.py; do
+for f in $(for d in ${VINCI_MODULE_DIRS:-tests/gpu/kernelbench_modules}; do ls "$d"/*.py; done); do
   name=$(basename "$f" .py)
   times=()
   for pass in cold again; do
@@ -60,8 +64,8 @@ for f in tests/gpu/kernelbench_modules/*.py; do
   done
   verdict=$(field "$json" import)
   [ "$rc" -eq 0 ] || { status=1; verdict="$verdict (exit $rc: $(head -c 300 "$figs/$name.again.err" | tr '\n' ' '))"; }
-  printf '| %s | %s | %s | %s | %s | %s |\n' "$name" "$(field "$json" backend)" "$verdict" "$(field "$json" kind)" \
-    "${times[0]}" "${times[1]}" >>"$out"
+  printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$name" "$(field "$json" backend)" "$verdict" "$(field "$json" kind)" \
+    "${times[0]}" "${times[1]}" "$(field "$json" static_flags)" >>"$out"
 done
 rm -rf "$cache"
 

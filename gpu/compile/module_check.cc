@@ -44,6 +44,9 @@ SandboxOptions sandbox_options(const ModuleCheckOptions& o) {
   s.off_reason = "ModuleCheckOptions::sandbox is off";
   s.temp_prefix = "vinci_module";
   s.extension_dir = "/vinci/torch_extensions";
+  // The sandbox shows no GPU, so load_inline cannot ask the device which architecture to build
+  // for: it builds for the one vinci targets (sm_90), or the user's TORCH_CUDA_ARCH_LIST.
+  s.env.push_back("TORCH_CUDA_ARCH_LIST=" + env_or("TORCH_CUDA_ARCH_LIST", "9.0"));
   s.limits = o.limits;
   s.sandbox = o.sandbox;
   s.bwrap = o.bwrap;

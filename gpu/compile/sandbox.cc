@@ -499,8 +499,9 @@ Result<ProcessRun> run_sandboxed(const PythonSandbox::Setup& s, const std::vecto
     remove_tree(temp);
     return io_error("sandbox: chown " + temp + " to uid 65534: " + why);
   }
-  Result<ProcessRun> run = run_process(sandbox_command(s, temp, python_args), child_env(temp, s.extension_dir.empty() ? extensions : s.extension_dir, s.env), input, temp,
-                                       timeout_s, !s.bwrap.empty());
+  Result<ProcessRun> run = run_process(sandbox_command(s, temp, python_args),
+                                       child_env(temp, s.extension_dir.empty() ? extensions : s.extension_dir, s.env),
+                                       input, temp, timeout_s, !s.bwrap.empty());
   if (run.ok() && hooks.after) {
     Status read = hooks.after(temp);
     if (!read.ok()) run = read;
@@ -602,6 +603,7 @@ Result<PythonSandbox::Setup> probe_python(const SandboxOptions& o) {
   s.limits = o.limits;
   s.temp_prefix = o.temp_prefix;
   s.extension_dir = o.extension_dir;
+  s.env.insert(s.env.end(), o.env.begin(), o.env.end());
   s.what = o.what;
   s.prlimit = find_program("prlimit");
   s.setpriv = find_program("setpriv");

@@ -59,6 +59,7 @@ struct SandboxOptions {
   // into its build files and a build copied into another run is reused only at the same path.
   // Empty, or without bwrap: FOLDER/torch_extensions itself.
   std::string extension_dir;
+  std::vector<std::string> env;  // "NAME=VALUE" set for the process besides the allowlisted ones
   SandboxLimits limits;
   // false: no bwrap (the environment allowlist and the limits still apply); for a machine where
   // bwrap cannot work, and said loudly as a missing sandbox is.

@@ -254,9 +254,10 @@ class ModelNew(nn.Module):
   std::printf("load_inline (C++ only) import check: built %.0f ms, from the cache %.0f ms\n", first->ms, second->ms);
 
   // A module that fails is not kept, whatever it wrote in its extension folder.
-  const std::string broken = "import os\nd = os.environ['TORCH_EXTENSIONS_DIR']\nos.makedirs(d, exist_ok=True)\n"
-                             "open(os.path.join(d, 'x.so'), 'w').write('x')\n"
-                             "raise RuntimeError('after writing its extension folder')\n";
+  const std::string broken =
+      "import os\nd = os.environ['TORCH_EXTENSIONS_DIR']\nos.makedirs(d, exist_ok=True)\n"
+      "open(os.path.join(d, 'x.so'), 'w').write('x')\n"
+      "raise RuntimeError('after writing its extension folder')\n";
   Result<ModuleCheck> failed = checker.check(broken, kReference, ModuleBackend::kTorch);
   ASSERT_TRUE(failed.ok()) << failed.status().to_string();
   EXPECT_FALSE(failed->ok);
