@@ -70,10 +70,11 @@ if [ -z "${VINCI_FUZZ_SKIP_TESTS:-}" ]; then
   # Left out: ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint, a randomized search of
   # half a minute in build/ and six under the sanitizers, over code the other model-plan tests and
   # the model_plan fuzz target cover; two TritonCompile tests whose time is Triton's own compiler in
-  # Python (uninstrumented: 10 s each anywhere); TritonCompile.AMissingTritonIsAClearError runs.
+  # Python (uninstrumented: 10 s each anywhere), and the module build cache's test, whose time is
+  # torch's extension build (30 s anywhere); TritonCompile.AMissingTritonIsAClearError runs.
   sanitized gpu_task_test -ModelPlan.RandomSettingsRoundTripAndMatchWithAndWithoutTheHint
   sanitized gpu_triton_test \
-    -TritonCompile.CommittedPlansCompileToSm90CubinsAndAreCached:TritonCompile.FailuresAreCleanRejectionsWithTritonsMessage
+    -TritonCompile.CommittedPlansCompileToSm90CubinsAndAreCached:TritonCompile.FailuresAreCleanRejectionsWithTritonsMessage:ModuleCheck.ABuiltModuleIsKeptAndTheNextCheckStartsFromItsBuild
   sanitized config_tests
   if [ -n "${VINCI_FUZZ_MORE_TESTS:-}" ]; then
     sanitized sim_tests
