@@ -149,7 +149,7 @@ Result<EvalResult> SimEvaluator::evaluate_model_plan(const Task& task, const Pla
   if (plan.is_module()) add_module_static_flags(plan.module, &r.flags);
   r.error = plan.is_module()
                 ? "not priceable in the sim world: a KernelBench module runs arbitrary PyTorch, which the simulator "
-                  "cannot price (evaluate it on a GPU: device.kind = \"cuda\")"
+                  "cannot price (docs/kernelbench_format.md)"
             : has_triton_kernels(plan)
                 ? "not priceable in the sim world: the simulator prices only kernels the code generator emits, "
                   "and it emits no Triton (evaluate it on a GPU: device.kind = \"cuda\")"
