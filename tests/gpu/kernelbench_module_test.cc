@@ -600,10 +600,12 @@ TEST(KernelbenchModule, MutatedModulesAndRepliesAreHandledDeterministically) {
   }
 }
 
-TEST(KernelbenchModule, HostileTextTakesLinearTime) {
+TEST(KernelbenchModule, HostileTextIsReadWithoutBlowingUp) {
   // Each of these is quadratic for a scanner that rescans from every opening: a base list, a
   // string, a fence or a declaration that never ends, thousands of times over. At ~1 MiB each, a
-  // quadratic scan takes hours; the linear one takes well under a second.
+  // quadratic scan takes hours (the test's timeout stops it); the linear one takes well under a
+  // second, a few under the sanitizers. The time is printed, never asserted: a loaded machine may
+  // be ten times slower.
   auto repeat = [](const std::string& s, size_t n) {
     std::string out;
     for (size_t i = 0; i < n; ++i) out += s;
@@ -633,7 +635,6 @@ TEST(KernelbenchModule, HostileTextTakesLinearTime) {
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf("hostile inputs: %.2f s\n", seconds);
-  EXPECT_LT(seconds, 20.0);
 }
 
 }  // namespace
