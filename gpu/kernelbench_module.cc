@@ -761,7 +761,9 @@ Result<ModuleBackend> parse_module_backend(const std::string& name) {
   return invalid_argument("unknown module backend '" + printable(name) + "': expected cuda, triton or torch");
 }
 
-Result<std::string> extract_module_answer(std::string_view reply) {
+namespace {
+
+Result<std::string> find_module_answer(std::string_view reply) {
   if (size_t bad = first_invalid_utf8(reply); bad != std::string_view::npos)
     return invalid_argument("reply: byte " + std::to_string(bad) + " is not valid UTF-8");
   LineIndex lines(reply);
@@ -794,6 +796,16 @@ Result<std::string> extract_module_answer(std::string_view reply) {
     return invalid_argument(m + ": the ```" + printable(mislabelled->info) + " block at line " +
                             std::to_string(mislabelled->open_line) + " defines it: label it ```python");
   return invalid_argument(m + ": write the whole module, with class ModelNew(nn.Module), in one ```python block");
+}
+
+}  // namespace
+
+Result<std::string> extract_module_answer(std::string_view reply) {
+  // What is returned is a candidate as far as text tells (a NUL byte in the block, say, is not).
+  VINCI_ASSIGN_OR_RETURN(std::string module, find_module_answer(reply));
+  Status source = check_module_source(module);
+  if (!source.ok()) return invalid_argument("the module: " + source.message());
+  return module;
 }
 
 Status check_module_source(std::string_view source) {

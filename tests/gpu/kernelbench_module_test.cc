@@ -637,5 +637,17 @@ TEST(KernelbenchModule, HostileTextIsReadWithoutBlowingUp) {
   std::printf("hostile inputs: %.2f s\n", seconds);
 }
 
+// What extraction returns is a candidate as far as text tells: a block holding a NUL byte (the
+// module fuzz target's first find) is an error, not a module that check_module_source refuses.
+TEST(KernelbenchModule, AnExtractedModulePassesTheSourceCheck) {
+  std::string reply = "```python\nimport torch\n\nclass ModelNew(torch.nn.Module):\n    x = 1";
+  reply += '\0';
+  reply += "\n```\n";
+  Result<std::string> m = extract_module_answer(reply);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("the module: line 4: "), std::string::npos) << m.status().to_string();
+  EXPECT_NE(m.status().message().find("NUL"), std::string::npos) << m.status().to_string();
+}
+
 }  // namespace
 }  // namespace vinci
