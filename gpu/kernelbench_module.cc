@@ -886,4 +886,79 @@ void add_module_static_flags(std::string_view source, std::vector<std::string>* 
   for (std::string& f : module_static_flags(source, expected_module_backend(source))) flags->push_back(std::move(f));
 }
 
+std::vector<std::string> module_kernel_names(std::string_view source) {
+  std::set<std::string> names;
+  auto skip_space = [&](size_t i) {
+    while (i < source.size() && std::isspace(static_cast<unsigned char>(source[i]))) ++i;
+    return i;
+  };
+  auto ident_at = [&](size_t i) {
+    size_t j = i;
+    while (j < source.size() && is_ident_char(source[j])) ++j;
+    return source.substr(i, j - i);
+  };
+  // CUDA: after __global__, the words up to the '(' that opens the parameters; groups opened
+  // by __launch_bounds__ or an attribute are skipped.
+  for (size_t at = source.find("__global__"); at != std::string_view::npos; at = source.find("__global__", at + 10)) {
+    size_t i = at + 10;
+    std::string_view last;
+    for (int words = 0; words < 16; ++words) {
+      i = skip_space(i);
+      if (i >= source.size()) break;
+      if (is_ident_start(source[i])) {
+        last = ident_at(i);
+        i += last.size();
+        continue;
+      }
+      if (source[i] == '(' && !last.empty() && last != "__launch_bounds__" && last != "__attribute__") {
+        names.insert(std::string(last));
+        break;
+      }
+      if (source[i] == '(') {  // a group to skip
+        int depth = 0;
+        for (; i < source.size(); ++i) {
+          depth += source[i] == '(' ? 1 : source[i] == ')' ? -1 : 0;
+          if (depth == 0) break;
+        }
+        ++i;
+        last = {};
+        continue;
+      }
+      if (source[i] == '*' || source[i] == '&' || source[i] == ':' || source[i] == '<' || source[i] == '>' ||
+          source[i] == ',') {
+        ++i;
+        continue;
+      }
+      break;
+    }
+  }
+  // Triton: the next `def NAME(` after a jit decorator.
+  for (std::string_view mark : {std::string_view("@triton.jit"), std::string_view("@jit")}) {
+    for (size_t at = source.find(mark); at != std::string_view::npos; at = source.find(mark, at + mark.size())) {
+      size_t def = source.find("def ", at);
+      if (def == std::string_view::npos) break;
+      size_t i = skip_space(def + 4);
+      std::string_view name = i < source.size() && is_ident_start(source[i]) ? ident_at(i) : std::string_view();
+      if (!name.empty()) names.insert(std::string(name));
+    }
+  }
+  return {names.begin(), names.end()};
+}
+
+bool is_own_kernel(std::string_view profiled_name, const std::vector<std::string>& own) {
+  std::string_view n = profiled_name;
+  size_t paren = n.find('(');
+  if (paren != std::string_view::npos) n = n.substr(0, paren);
+  // Template arguments: from the first '<' of the name itself (after the return type's space).
+  size_t space = n.rfind(' ', n.find('<'));
+  if (space != std::string_view::npos) n = n.substr(space + 1);
+  size_t angle = n.find('<');
+  if (angle != std::string_view::npos) n = n.substr(0, angle);
+  for (std::string_view lib : {"at::", "c10::", "cutlass::", "cub::", "thrust::", "cudnn", "cublas", "cuda::"})
+    if (starts_with(n, lib)) return false;
+  size_t colon = n.rfind("::");
+  std::string_view base = colon == std::string_view::npos ? n : n.substr(colon + 2);
+  return !base.empty() && std::binary_search(own.begin(), own.end(), std::string(base));
+}
+
 }  // namespace vinci

@@ -119,6 +119,18 @@ ModuleBackend expected_module_backend(std::string_view source);
 // evaluator records beside its verdict on a module.
 void add_module_static_flags(std::string_view source, std::vector<std::string>* flags);
 
+// The names of the kernels a module defines itself: every `__global__` function in its source
+// text (load_inline's CUDA, wherever it sits in the module's strings) and every function
+// decorated `@triton.jit` (or `@jit`). Sorted, without repeats.
+std::vector<std::string> module_kernel_names(std::string_view source);
+
+// Whether a kernel the profiler names (demangled: "void ns::k<4>(float const*, int)", or a Triton
+// kernel's bare name) is one of own: its name, without return type, template arguments,
+// parameters and namespaces, is in own, and it is not in a library's namespace (at::, c10::,
+// cutlass::, cub::, thrust::, cudnn, cublas) whatever its name. The time coverage of a module is
+// the share of its device time in such kernels (docs/kernelbench_format.md).
+bool is_own_kernel(std::string_view profiled_name, const std::vector<std::string>& own);
+
 }  // namespace vinci
 
 #endif  // VINCI_GPU_KERNELBENCH_MODULE_H_

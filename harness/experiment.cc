@@ -475,11 +475,6 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
                                 "have no KernelBench module form yet: expected false with policy.format = "
                                 "\"kernelbench\"");
       }
-      if (e.device != "sim") {
-        return invalid_argument(path + ": key 'device.kind' = \"" + e.device +
-                                "\": the CUDA evaluator does not run KernelBench modules yet: expected \"sim\" with "
-                                "policy.format = \"kernelbench\" (the sim records each module as not priceable)");
-      }
     }
     if (cs.enabled && e.trainer.kind == "none") {
       return invalid_argument(path +

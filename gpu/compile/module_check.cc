@@ -10,21 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gpu/compile/json_fields.h"
+
 namespace vinci {
 namespace {
 
 using nlohmann::json;
-
-// A field of the check's answer: the module may have written that answer itself, so a field of
-// the wrong type reads as absent (nlohmann's value() would throw).
-std::string text_field(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-int64_t int_field(const json& j, const char* key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
 
 ModuleCheckOptions resolved(ModuleCheckOptions o) {
   if (o.python.empty()) o.python = env_or("VINCI_MODULE_PYTHON", "python3");

@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -22,6 +23,7 @@
 #include <cstring>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -229,7 +231,8 @@ constexpr size_t kMaxStderr = 1 << 20;
 // its process group is killed. With bwrap_info, fd 3 is bwrap's --info-fd, and at the time limit
 // the sandbox's PID 1 is killed, which ends every process of the sandbox before bwrap exits.
 Result<ProcessRun> run_process(const std::vector<std::string>& argv, const std::vector<std::string>& env,
-                               const std::string& input, const std::string& cwd, double timeout_s, bool bwrap_info) {
+                               const std::string& input, const std::string& cwd, double timeout_s, bool bwrap_info,
+                               int stop_fd = -1) {
   int in = ::memfd_create("vinci_sandbox_input", MFD_CLOEXEC);
   if (in < 0) return io_error(std::string("sandbox: memfd_create: ") + std::strerror(errno));
   for (size_t done = 0; done < input.size();) {
@@ -306,9 +309,14 @@ Result<ProcessRun> run_process(const std::vector<std::string>& argv, const std::
       run.timed_out = true;
       break;
     }
-    pollfd p[4] = {{fds_open[0], POLLIN, 0}, {fds_open[1], POLLIN, 0}, {fds_open[2], POLLIN, 0}, {child_fd, POLLIN, 0}};
-    int n = ::poll(p, 4, static_cast<int>(std::min(left, 1000.0)) + 1);
+    pollfd p[5] = {{fds_open[0], POLLIN, 0},
+                   {fds_open[1], POLLIN, 0},
+                   {fds_open[2], POLLIN, 0},
+                   {child_fd, POLLIN, 0},
+                   {stop_fd, POLLIN, 0}};
+    int n = ::poll(p, 5, static_cast<int>(std::min(left, 1000.0)) + 1);
     if (n < 0 && errno != EINTR) break;
+    if (stop_fd >= 0 && (p[4].revents & POLLIN)) break;  // the caller is done with it: stopped below
     for (int i = 0; i < 3; ++i)
       if (p[i].fd >= 0 && (p[i].revents & (POLLIN | POLLHUP | POLLERR))) read_some(i);
     if (child_fd >= 0 && (p[3].revents & POLLIN)) exited = true;
@@ -395,11 +403,32 @@ struct PythonSandbox::Setup {
   std::string temp_prefix;
   std::string what;
   std::string extension_dir;  // "" unless bwrap runs
+  bool gpu = false;           // the GPUs' device nodes are bound (SandboxOptions::gpu)
 };
 
 namespace {
 
 constexpr uid_t kNobody = 65534;
+
+// The NVIDIA driver's device nodes: /dev/nvidia0.., nvidiactl, nvidia-uvm(-tools), nvidia-modeset
+// and those under /dev/nvidia-caps.
+std::vector<std::string> gpu_device_nodes() {
+  std::vector<std::string> nodes;
+  for (const std::string dir : {"/dev", "/dev/nvidia-caps"}) {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) continue;
+    while (dirent* e = ::readdir(d)) {
+      std::string path = dir + "/" + e->d_name;
+      struct stat st;
+      if ((dir != "/dev" || std::strncmp(e->d_name, "nvidia", 6) == 0) && ::stat(path.c_str(), &st) == 0 &&
+          S_ISCHR(st.st_mode))
+        nodes.push_back(path);
+    }
+    ::closedir(d);
+  }
+  std::sort(nodes.begin(), nodes.end());
+  return nodes;
+}
 
 // The command line of one sandboxed process: bwrap (where it works) around setpriv, unshare and
 // prlimit around the interpreter. temp is the process's own folder, its only writable place.
@@ -426,6 +455,12 @@ std::vector<std::string> sandbox_command(const PythonSandbox::Setup& s, const st
       }
     }
     add({"--proc", "/proc", "--dev", "/dev"});
+    if (s.gpu) {
+      // The driver's device nodes, as they are (character devices, opened read-write), and sysfs
+      // read-only, where the driver libraries look the devices up.
+      for (const std::string& node : gpu_device_nodes()) add({"--dev-bind", node, node});
+      add({"--ro-bind", "/sys", "/sys"});
+    }
     // bwrap makes a destination's missing parents mode 0700, which uid 65534 cannot enter.
     std::set<std::string> made;
     auto parents = [&](const std::string& path) {
@@ -499,9 +534,39 @@ Result<ProcessRun> run_sandboxed(const PythonSandbox::Setup& s, const std::vecto
     remove_tree(temp);
     return io_error("sandbox: chown " + temp + " to uid 65534: " + why);
   }
-  Result<ProcessRun> run = run_process(sandbox_command(s, temp, python_args),
-                                       child_env(temp, s.extension_dir.empty() ? extensions : s.extension_dir, s.env),
-                                       input, temp, timeout_s, !s.bwrap.empty());
+  std::vector<std::string> command = sandbox_command(s, temp, python_args);
+  std::vector<std::string> env = child_env(temp, s.extension_dir.empty() ? extensions : s.extension_dir, s.env);
+  Result<ProcessRun> run = invalid_argument("not run");
+  if (!hooks.during) {
+    run = run_process(command, env, input, temp, timeout_s, !s.bwrap.empty());
+  } else {
+    // The conversation runs beside the process: when it ends, stop_fd stops the process; when the
+    // process ends, ended_fd tells the conversation.
+    int stop_fd = ::eventfd(0, EFD_CLOEXEC), ended_fd = ::eventfd(0, EFD_CLOEXEC);
+    if (stop_fd < 0 || ended_fd < 0) {
+      std::string why = std::strerror(errno);
+      for (int fd : {stop_fd, ended_fd})
+        if (fd >= 0) ::close(fd);
+      remove_tree(temp);
+      return io_error("sandbox: eventfd: " + why);
+    }
+    auto signal_fd = [](int fd) {
+      uint64_t one = 1;
+      while (::write(fd, &one, sizeof one) < 0 && errno == EINTR) {
+      }
+    };
+    Status talked;
+    std::thread conversation([&] {
+      talked = hooks.during(temp, ended_fd);
+      signal_fd(stop_fd);
+    });
+    run = run_process(command, env, input, temp, timeout_s, !s.bwrap.empty(), stop_fd);
+    signal_fd(ended_fd);
+    conversation.join();
+    ::close(stop_fd);
+    ::close(ended_fd);
+    if (run.ok() && !talked.ok()) run = talked;
+  }
   if (run.ok() && hooks.after) {
     Status read = hooks.after(temp);
     if (!read.ok()) run = read;
@@ -605,6 +670,7 @@ Result<PythonSandbox::Setup> probe_python(const SandboxOptions& o) {
   s.extension_dir = o.extension_dir;
   s.env.insert(s.env.end(), o.env.begin(), o.env.end());
   s.what = o.what;
+  s.gpu = o.gpu;
   s.prlimit = find_program("prlimit");
   s.setpriv = find_program("setpriv");
   s.unshare = find_program("unshare");
@@ -670,6 +736,7 @@ void describe(PythonSandbox::Setup* s, const std::string& no_bwrap, const std::s
                         (s->unshare.empty() ? std::string("unshare not found") : failure) +
                         "): the process limit counts every process of uid 65534");
     d = "bwrap: env allowlist, read-only fs, pid+net+ipc namespace";
+    if (s->gpu) d += ", gpu device nodes";
   }
   uid_t uid = s->drop_uid ? kNobody : ::geteuid();
   d += ", uid " + std::to_string(uid);

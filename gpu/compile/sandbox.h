@@ -65,13 +65,22 @@ struct SandboxOptions {
   // bwrap cannot work, and said loudly as a missing sandbox is.
   bool sandbox = true;
   std::string bwrap;  // empty: $VINCI_BWRAP, else bwrap on PATH
+  // true: the process sees the GPUs (the /dev/nvidia* device nodes, bound through bwrap, and /sys
+  // read-only): a KernelBench module's run. RLIMIT_AS must then be 0 (none): CUDA reserves
+  // address space for the whole device's memory and fails to start under an address-space limit.
+  bool gpu = false;
 };
 
 // What a caller does with a run's folder around the process: `before` fills it before the
 // process starts (what it writes is then handed to the process's uid), `after` reads it once every
 // process of the run has ended, before the folder is removed. An error of either ends the run.
+// `during` makes the run a conversation: it runs on a thread of its own while the process runs
+// (talking to it through a socket in the folder, say) and the process is stopped when it returns;
+// ended_fd becomes readable (poll) once the process has ended, so that `during` never waits on a
+// process that is gone. Its error ends the run (the process is stopped first).
 struct SandboxHooks {
   std::function<Status(const std::string&folder)> before, after;
+  std::function<Status(const std::string& folder, int ended_fd)> during;
 };
 
 class PythonSandbox {

@@ -216,6 +216,7 @@ Status CudaEvaluator::start_locked() {
                std::to_string(options_.limits.max_kernels), "--max-steps", std::to_string(options_.limits.max_steps)});
   if (!options_.task_dir.empty()) args.insert(args.end(), {"--tasks", options_.task_dir});
   if (!options_.nvrtc_cache_dir.empty()) args.insert(args.end(), {"--nvrtc-cache", options_.nvrtc_cache_dir});
+  if (!options_.module_cache_dir.empty()) args.insert(args.end(), {"--module-cache", options_.module_cache_dir});
   if (!options_.profile_path.empty()) args.insert(args.end(), {"--profile", options_.profile_path});
   if (options_.profile_phases) args.insert(args.end(), {"--profile-phases", "1"});
   std::vector<char*> argv;
@@ -309,11 +310,6 @@ EvalResult CudaEvaluator::lost_result(const Task& task, const Plan& plan, const 
 }
 
 Result<EvalResult> CudaEvaluator::evaluate(const Task& task, const Plan& plan, const EvalRequest& request) {
-  if (plan.is_module())
-    return failed_precondition(
-        "the CUDA evaluator does not run KernelBench modules yet (docs/kernelbench_format.md): "
-        "task " +
-        task.id + "'s module was not evaluated");
   std::lock_guard<std::mutex> lock(mu_);
   VINCI_RETURN_IF_ERROR(start_locked());
   Clock::time_point t0 = Clock::now();

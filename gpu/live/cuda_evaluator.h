@@ -35,6 +35,7 @@ struct CudaEvaluatorOptions {
   std::string worker_path;        // empty: $VINCI_CUDA_WORKER, else vinci-cuda-worker beside this program
   std::string task_dir;           // the worker's task suite folder (must be the harness's suite)
   std::string nvrtc_cache_dir;    // shared with other processes; empty: memory only
+  std::string module_cache_dir;   // KernelBench modules' builds (gpu/live/live_eval.h); empty: the worker's own
   std::string profile_path;       // device profile for the roofline floor; empty: built-in h200
   double timeout_s = 600;         // an evaluation not answered by then is a hang: the worker is killed
   double launch_timeout_s = 10;   // the worker's limit for one launch

@@ -2,7 +2,7 @@
 // evaluator (gpu/live/cuda_evaluator.h), which speaks to it over one socket (--fd) and replaces it
 // whenever a candidate loses its CUDA context, hangs it or kills it. Not meant to be run by hand.
 //
-//   vinci-cuda-worker --fd N [--tasks DIR] [--nvrtc-cache DIR] [--profile FILE]
+//   vinci-cuda-worker --fd N [--tasks DIR] [--nvrtc-cache DIR] [--module-cache DIR] [--profile FILE]
 //                     [--launch-timeout S] [--norm-tolerance X] [--warmups N] [--timing-budget-ms X]
 //                     [--max-kernel-source-bytes N] [--max-plan-source-bytes N] [--max-kernels N]
 //                     [--max-steps N] [--triton-timeout S] [--reference-precision P]
@@ -30,10 +30,11 @@
 namespace {
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: vinci-cuda-worker --fd N [--tasks DIR] [--nvrtc-cache DIR] [--profile FILE]\n"
-               "                         [--launch-timeout S] [--norm-tolerance X] [--warmups N]\n"
-               "The harness starts this process; it evaluates candidate kernels on the GPU.\n");
+  std::fprintf(
+      stderr,
+      "usage: vinci-cuda-worker --fd N [--tasks DIR] [--nvrtc-cache DIR] [--module-cache DIR] [--profile FILE]\n"
+      "                         [--launch-timeout S] [--norm-tolerance X] [--warmups N]\n"
+      "The harness starts this process; it evaluates candidate kernels on the GPU.\n");
   return 2;
 }
 
@@ -120,6 +121,8 @@ int main(int argc, char** argv) {
       task_dir = v;
     else if (a == "--nvrtc-cache")
       options.nvrtc_cache_dir = v;
+    else if (a == "--module-cache")
+      options.module_cache_dir = v;
     else if (a == "--profile")
       options.profile_path = v;
     else if (a == "--launch-timeout")

@@ -1,12 +1,15 @@
 #include "gpu/live/live_eval.h"
 
 #include <cuda.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <thread>
@@ -21,16 +24,20 @@
 
 #include "core/text.h"
 #include "gpu/compile/cubin.h"
+#include "gpu/compile/module_check.h"
+#include "gpu/compile/module_runner.h"
 #include "gpu/compile/nvrtc.h"
 #include "gpu/compile/triton.h"
 #include "gpu/executor.h"
 #include "gpu/expr.h"
+#include "gpu/kernelbench_module.h"
 #include "gpu/live/fused_compare.h"
 #include "gpu/live/live_compare.h"
 #include "gpu/live/memory_budget.h"
 #include "gpu/shapes.h"
 #include "gpu/sim/device_profile.h"
 #include "gpu/sim/sim_evaluator.h"
+#include "gpu/task_prompt.h"
 
 namespace vinci {
 
@@ -331,6 +338,13 @@ struct LiveDevice::Impl {
   std::unique_ptr<FusedCompare> fused;     // the output comparison in one pass (gpu/live/fused_compare.h)
   std::unique_ptr<TritonCompiler> triton;  // made on the first Triton plan
   std::unique_ptr<SimEvaluator> sim;       // for the roofline floor
+  // KernelBench modules (docs/kernelbench_format.md, "Live evaluation"): built without the GPU by
+  // the import check (its cache keeps each module's load_inline build), then run in a runner
+  // process of their own on this device.
+  std::unique_ptr<ModuleChecker> module_checker;
+  std::unique_ptr<ModuleRunner> module_runner;
+  std::string module_cache;         // the builds' folder
+  bool module_cache_owned = false;  // made for this worker: removed when it ends
   // The worker's caches on the device: task instances (their weights) and CPU-drawn inputs,
   // bounded together by the ledger's budget (LiveOptions::cache_budget_fraction of the device's
   // memory), the least recently used evicted first. The instance an evaluation is using is never
@@ -722,7 +736,55 @@ struct LiveDevice::Impl {
     return {ms * 1000.0, host_ms * 1000.0};
   }
 
+  // Negative controls: outputs that know nothing of the inputs must fail the check. One that
+  // passes every trial's check (of every distribution tried) is flagged: the tolerance cannot tell
+  // it from a right answer on this task. What each control does is cached by (task, trial seed,
+  // tolerance, sizes): it depends on the inputs and the reference alone, not on the candidate.
+  void negative_controls(const TaskInstance& inst, const TrialResult& tr, int t, const std::vector<torch::Tensor>& x,
+                         const at::Tensor& ref, double ref_sum, const Tolerance& tol,
+                         std::map<std::string, bool>* control_passes) {
+    const Task& task = inst.task();
+    std::string control_key = instance_key(inst) + "/" + std::to_string(tr.seed) + "/" + tr.distribution + "/" +
+                              format_number("%.17g", tol.atol) + "," + format_number("%.17g", tol.rtol);
+    auto cached_controls = control_cache.find(control_key);
+    if (cached_controls != control_cache.end()) {
+      for (const auto& [what, passes] : cached_controls->second)
+        (*control_passes)[what] = (t == 0 ? true : (*control_passes)[what]) && passes;
+      return;
+    }
+    std::vector<std::pair<std::string, torch::Tensor>> controls = {
+        // Broadcast scalars: no memory of the output's size.
+        {"zeros", torch::zeros({}, ref.options()).expand(ref.sizes())},
+        {"a constant",
+         torch::full({}, is_float(ref) ? ref_sum / static_cast<double>(std::max<int64_t>(1, ref.numel())) : 0.0,
+                     ref.options())
+             .expand(ref.sizes())}};
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i].numel() == ref.numel() && x[i].scalar_type() == ref.scalar_type())
+        controls.emplace_back("the input '" + task.inputs[i].name + "'", x[i].reshape(ref.sizes()));
+    std::map<std::string, bool>& entry = control_cache[control_key];
+    for (const auto& [what, control] : controls) {
+      Comparison cc = fused->compare(control, ref, tol, 0);
+      entry[what] = cc.allclose;
+      (*control_passes)[what] = (t == 0 ? true : (*control_passes)[what]) && cc.allclose;
+    }
+  }
+
+  // The flags of the controls that passed every trial.
+  void flag_weak_tolerance(const std::map<std::string, bool>& control_passes, EvalResult* r) const {
+    for (const auto& [what, passes] : control_passes)
+      if (passes)
+        r->flags.push_back("weak tolerance: " + what + " passes allclose in every trial" +
+                           (options.norm_tolerance > 0 ? " (the relative L2 bound rejects it)" : ""));
+  }
+
   Result<EvalResult> evaluate(const Task& task, const Plan& plan, const EvalRequest& request, LiveStats* stats);
+  Result<EvalResult> evaluate_module(const Task& task, const Plan& plan, const EvalRequest& request,
+                                     const Tolerance& tol, EvalResult r, LiveStats* stats);
+  torch::Tensor module_forward(ModuleSession& session, int slot, bool reuse, const std::vector<torch::Tensor>& x,
+                               const at::Tensor& ref, const std::string& what, EvalResult* r);
+  void time_module(const Task& task, ModuleSession& session, const TaskInstance& inst, const Plan& plan,
+                   const Tolerance& tol, const EvalRequest& request, EvalResult* r);
 
   // The inputs one timed round reads: drawn like trial 0's (U[0,1), KernelBench's), each from its
   // own keyed stream, so no trial's inputs (nor any output a trial left in freed memory) is
@@ -1050,6 +1112,9 @@ LiveDevice::~LiveDevice() {
   if (impl_->start) cuEventDestroy(impl_->start);
   if (impl_->end) cuEventDestroy(impl_->end);
   if (impl_->sync) cuEventDestroy(impl_->sync);
+  impl_->module_runner.reset();
+  impl_->module_checker.reset();
+  if (impl_->module_cache_owned) remove_folder(impl_->module_cache);
 }
 
 const std::string& LiveDevice::device_name() const { return impl_->name; }
@@ -1218,6 +1283,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
 
   add_limit_settings(options.limits, &r.settings);
   if (!record_limit_verdict(&r, plan, options.limits)) return r;
+  if (plan.is_module()) return evaluate_module(task, plan, request, tol, std::move(r), stats);
 
   PhaseTimer phase(options.profile_phases, &stats->phase_ms);
   // 1. Compile and load.
@@ -1354,33 +1420,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
       tr.max_abs_err = c.max_abs;
       tr.mean_abs_err = c.mean_abs;
       r.trials.push_back(tr);
-      std::string control_key = instance_key(*inst) + "/" + std::to_string(tr.seed) + "/" + tr.distribution + "/" +
-                                format_number("%.17g", tol.atol) + "," + format_number("%.17g", tol.rtol);
-      auto cached_controls = control_cache.find(control_key);
-      if (cached_controls != control_cache.end()) {
-        for (const auto& [what, passes] : cached_controls->second)
-          control_passes[what] = (t == 0 ? true : control_passes[what]) && passes;
-      } else {
-        // Negative controls: outputs that know nothing of the inputs must fail the check. One
-        // that passes every trial's check (of every distribution tried) is flagged: the tolerance
-        // cannot tell it from a right answer on this task.
-        std::vector<std::pair<std::string, torch::Tensor>> controls = {
-            // Broadcast scalars: no memory of the output's size.
-            {"zeros", torch::zeros({}, ref->options()).expand(ref->sizes())},
-            {"a constant",
-             torch::full({}, is_float(*ref) ? ref_sum / static_cast<double>(std::max<int64_t>(1, ref->numel())) : 0.0,
-                         ref->options())
-                 .expand(ref->sizes())}};
-        for (size_t i = 0; i < x.size(); ++i)
-          if (x[i].numel() == ref->numel() && x[i].scalar_type() == ref->scalar_type())
-            controls.emplace_back("the input '" + task.inputs[i].name + "'", x[i].reshape(ref->sizes()));
-        std::map<std::string, bool>& entry = control_cache[control_key];
-        for (const auto& [what, control] : controls) {
-          Comparison cc = fused->compare(control, *ref, tol, 0);
-          entry[what] = cc.allclose;
-          control_passes[what] = (t == 0 ? true : control_passes[what]) && cc.allclose;
-        }
-      }
+      negative_controls(*inst, tr, t, x, *ref, ref_sum, tol, &control_passes);
       if (!c.ok) {
         std::string where = "trial " + std::to_string(t) + " (" + tr.distribution + " inputs" +
                             (same_addresses ? ", new data at the same input addresses" : "") + ")";
@@ -1463,10 +1503,7 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
     trial0_output = torch::Tensor();  // not needed past the trials: its memory is the timing's
     trial0_reference = torch::Tensor();
     trial0_candidate_inputs.clear();
-    for (const auto& [what, passes] : control_passes)
-      if (passes)
-        r.flags.push_back("weak tolerance: " + what + " passes allclose in every trial" +
-                          (options.norm_tolerance > 0 ? " (the relative L2 bound rejects it)" : ""));
+    flag_weak_tolerance(control_passes, &r);
     r.correct = true;
 
     // 3. Timing, from a fresh state every sample (time_plan).
@@ -1497,6 +1534,384 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
     loaded.abandon = stats->context_lost;
   }
   add_unreached_trials(&r, task.id, request);  // trials not reached count as failed
+  r.finalize();
+  return r;
+}
+
+namespace {
+
+const char* module_dtype_name(torch::ScalarType t) {
+  switch (t) {
+    case torch::kFloat: return "float32";
+    case torch::kDouble: return "float64";
+    case torch::kHalf: return "float16";
+    case torch::kBFloat16: return "bfloat16";
+    case torch::kLong: return "int64";
+    case torch::kInt: return "int32";
+    case torch::kShort: return "int16";
+    case torch::kChar: return "int8";
+    case torch::kByte: return "uint8";
+    case torch::kBool: return "bool";
+    default: return "unsupported";
+  }
+}
+
+bool module_dtype(const std::string& name, torch::ScalarType* t) {
+  static const std::map<std::string, torch::ScalarType> kTypes = {
+      {"float32", torch::kFloat},     {"float64", torch::kDouble}, {"float16", torch::kHalf},
+      {"bfloat16", torch::kBFloat16}, {"int64", torch::kLong},     {"int32", torch::kInt},
+      {"int16", torch::kShort},       {"int8", torch::kChar},      {"uint8", torch::kByte},
+      {"bool", torch::kBool}};
+  auto it = kTypes.find(name);
+  if (it == kTypes.end()) return false;
+  *t = it->second;
+  return true;
+}
+
+// The longest kernels of a profile, for a message: "name 12.3 us, ...".
+std::string top_kernels(std::vector<ModuleKernel> kernels, size_t n) {
+  std::sort(kernels.begin(), kernels.end(), [](const ModuleKernel& a, const ModuleKernel& b) { return a.us > b.us; });
+  std::string out;
+  for (size_t i = 0; i < kernels.size() && i < n; ++i)
+    out += (i ? "; " : "") + kernels[i].name.substr(0, 120) + " " + format_number("%.1f", kernels[i].us) + " us";
+  return out;
+}
+
+}  // namespace
+
+// One forward of the module in its runner on CPU copies of x, kept in slot (reuse: written into
+// the slot's tensors, the same addresses); its output, back on this device. The module's failure
+// is a CandidateFailed with the runner's kind.
+torch::Tensor LiveDevice::Impl::module_forward(ModuleSession& session, int slot, bool reuse,
+                                               const std::vector<torch::Tensor>& x, const at::Tensor& ref,
+                                               const std::string& what, EvalResult* r) {
+  std::vector<torch::Tensor> host;
+  std::vector<ModuleTensor> sent;
+  for (const torch::Tensor& t : x) {
+    host.push_back(t.to(torch::kCPU).contiguous());
+    const torch::Tensor& h = host.back();
+    ModuleTensor m;
+    m.dtype = module_dtype_name(h.scalar_type());
+    m.shape = h.sizes().vec();
+    m.bytes = static_cast<int64_t>(h.numel() * h.element_size());
+    m.data = static_cast<const char*>(h.data_ptr());
+    sent.push_back(m);
+  }
+  torch::Tensor out;
+  static char empty_output;
+  auto into = [&](const ModuleTensor& o, std::string* why) -> char* {
+    torch::ScalarType dtype;
+    if (!module_dtype(o.dtype, &dtype)) {
+      *why = "the output's dtype is " + o.dtype + ", which vinci does not compare";
+      return nullptr;
+    }
+    int64_t n = 1;
+    for (int64_t d : o.shape) {
+      if (d < 0 || (d > 0 && n > (int64_t{1} << 40) / d)) {
+        *why = "the output's shape " + shape_text(o.shape) + " is not a shape";
+        return nullptr;
+      }
+      n *= d;
+    }
+    if (n * static_cast<int64_t>(c10::elementSize(dtype)) != o.bytes) {
+      *why = "the output's " + std::to_string(o.bytes) + " bytes do not fill its shape " + shape_text(o.shape);
+      return nullptr;
+    }
+    out = torch::empty(o.shape, torch::TensorOptions().dtype(dtype));
+    return o.bytes == 0 ? &empty_output : static_cast<char*>(out.data_ptr());
+  };
+  // Room for a float64 output of a float32 reference: a wrong dtype is then compared and named.
+  const int64_t cap = 2 * static_cast<int64_t>(ref.numel() * ref.element_size()) + 4096;
+  Result<ModuleRunAnswer> a = session.run(slot, reuse, sent, into, cap);
+  if (!a.ok()) fail("module_runner", what + ": " + a.status().message());
+  if (!a->ok) fail(a->kind, what + ": " + a->error);
+  if (!a->threads.empty()) {
+    std::string flag = "threads: the module's process has threads its forward left running (";
+    for (size_t i = 0; i < a->threads.size() && i < 8; ++i) flag += (i ? ", " : "") + a->threads[i];
+    flag += ")";
+    if (std::find(r->flags.begin(), r->flags.end(), flag) == r->flags.end()) r->flags.push_back(flag);
+  }
+  return out.to(ref.device());
+}
+
+// Times a correct module against the reference (docs/kernelbench_format.md, "Timing a module"):
+// a checked run and a profiled run on timing inputs drawn as plans' first timing set is, the time
+// coverage from the profile, then the module's samples in its runner and the reference's here,
+// each sample after an L2 flush and a device-wide synchronization; a second pass when the first
+// is not believable (the host clock, the floor), as for plans.
+void LiveDevice::Impl::time_module(const Task& task, ModuleSession& session, const TaskInstance& inst, const Plan& plan,
+                                   const Tolerance& tol, const EvalRequest& request, EvalResult* r) {
+  std::string source;
+  uint64_t seed = input_seed(request.seed, task.id + "/timing", 0, InputDistribution::kUniform01);
+  Result<std::vector<torch::Tensor>> x = draw_inputs(inst, InputDistribution::kUniform01, seed, &source);
+  if (!x.ok()) fail("reference", "the timing inputs: " + x.status().message());
+  Result<at::Tensor> ref = reference(inst, *x);
+  if (!ref.ok()) fail("reference", ref.status().message());
+  torch::Tensor out = module_forward(session, 3, false, *x, *ref, "the timing inputs", r);
+  Comparison c = fused->compare(out, *ref, tol, options.norm_tolerance);
+  if (!c.ok) fail("timed_wrong_result", "the timing inputs: the output is wrong, though every trial passed: " + c.why);
+  out = torch::Tensor();
+
+  Result<ModuleProfile> prof = session.profile(3);
+  if (!prof.ok()) fail("module_runner", "the profiled run: " + prof.status().message());
+  if (!prof->ok) fail(prof->kind, "the profiled run: " + prof->error);
+  const std::vector<std::string> own = module_kernel_names(plan.module);
+  double own_us = 0, all_us = 0;
+  for (const ModuleKernel& k : prof->kernels) {
+    all_us += k.us;
+    if (is_own_kernel(k.name, own)) own_us += k.us;
+  }
+  r->time_coverage = all_us > 0 ? own_us / all_us : 0;
+  r->decoy = own_us <= 0;
+  if (r->decoy)
+    r->flags.push_back("decoy: no kernel of its own ran (" +
+                       (prof->kernels.empty() ? std::string("the profiler saw no kernel")
+                                              : "the device's time went to " + top_kernels(prof->kernels, 3)) +
+                       ")");
+
+  Result<const TaskContext*> ctx = sim->context(task, request.size);
+  const double floor_us = ctx.ok() ? (*ctx)->bound().floor_us : 0;
+  const int64_t flush_bytes = flush.numel() * 4;
+  std::string first_doubt;
+  for (int pass = 0;; ++pass) {
+    Result<ModuleTiming> tm = session.time(3, request.samples, options.warmups, flush_bytes);
+    if (!tm.ok()) fail("module_runner", "timing: " + tm.status().message());
+    if (!tm->ok) fail(tm->kind, "timing: " + tm->error);
+    const double overhead = median(tm->overhead_us);
+    std::vector<double> kernel, beyond;
+    double device_total = 0;
+    for (size_t i = 0; i < tm->device_us.size(); ++i) {
+      kernel.push_back(std::max(tm->stream_us[i], tm->device_us[i] - overhead));
+      beyond.push_back(tm->device_us[i] - overhead - tm->stream_us[i]);
+      device_total += tm->device_us[i];
+    }
+    // The runner's numbers are the module's process's: they cannot add up to more time than
+    // passed on this side.
+    if (device_total > tm->wall_us)
+      fail("timer_mismatch", "the runner reported " + format_number("%.0f", device_total) + " us of samples in " +
+                                 format_number("%.0f", tm->wall_us) + " us: its timing was tampered with");
+    std::vector<double> reference_us;
+    for (int i = 0; i < options.warmups; ++i) (void)reference(inst, *x);
+    for (int i = 0; i < request.samples; ++i) {
+      auto [ev, host] = timed(
+          [&] {
+            Result<at::Tensor> again = reference(inst, *x);
+            if (!again.ok()) fail("reference", again.status().message());
+          },
+          "timed reference run");
+      (void)host;
+      reference_us.push_back(ev);
+    }
+    r->kernel_times_us = kernel;
+    r->reference_times_us = reference_us;
+    r->finalize();
+    // The worker's clock brackets each sample from outside the module's process: the events may
+    // fall short of it by the bracket's own cost (a ping: a socket round trip and a device-wide
+    // synchronization), no more.
+    double hk = median(tm->host_us), wk = median(tm->worker_us), ping = median(tm->ping_us);
+    std::string doubt;
+    if (r->kernel_us > hk * 1.02 + 2 || wk - r->kernel_us > 2 * ping + 0.05 * wk + 30) {
+      doubt = "timer_mismatch";
+      first_doubt += (first_doubt.empty() ? "" : "; ") + std::string("events ") + format_number("%.1f", r->kernel_us) +
+                     " us, the runner's clock " + format_number("%.1f", hk) + " us, the worker's " +
+                     format_number("%.1f", wk) + " us with " + format_number("%.1f", ping) + " us for an empty bracket";
+    } else if (floor_us > 0 && r->kernel_us * options.roofline_margin < floor_us) {
+      doubt = "below_floor";
+      first_doubt += (first_doubt.empty() ? "" : "; ") + std::string("median ") + format_number("%.4g", r->kernel_us) +
+                     " us, the floor " + format_number("%.4g", floor_us) + " us";
+    }
+    if (doubt.empty()) {
+      if (pass > 0) r->flags.push_back("re-measured: the first pass was not believable (" + first_doubt + ")");
+      double side = median(beyond);
+      if (side > 0.1 * median(tm->stream_us) + 10)
+        r->flags.push_back("side streams: " + format_number("%.1f", side) +
+                           " us of each sample ran after the forward returned, outside the default stream "
+                           "(counted in its time)");
+      break;
+    }
+    if (pass > 0)
+      fail(doubt, doubt == "below_floor" ? "faster than the device profile's floor for this task in two passes (" +
+                                               first_doubt + "): not a speedup the task allows"
+                                         : "the events and the runner's clock disagree in two passes (" + first_doubt +
+                                               "): the events did not time the work");
+  }
+  r->settings["inputs"] = source;
+  r->settings["timing"] =
+      "module: its samples in its runner, each on inputs drawn for it, after an L2 flush, from a device-wide "
+      "synchronization to an event after the next one; the reference's here";
+}
+
+Result<EvalResult> LiveDevice::Impl::evaluate_module(const Task& task, const Plan& plan, const EvalRequest& request,
+                                                     const Tolerance& tol, EvalResult r, LiveStats* stats) {
+  PhaseTimer phase(options.profile_phases, &stats->phase_ms);
+  phase.to("compile");
+  add_module_static_flags(plan.module, &r.flags);
+  Status valid = validate_plan(plan, task);
+  if (!valid.ok()) {
+    r.flags.push_back("rejected: invalid_plan");
+    record_compile_verdict(&r, plan, false, valid.message());
+    return r;
+  }
+  VINCI_ASSIGN_OR_RETURN(std::string reference_text, task_as_pytorch(task, request.size));
+  const ModuleBackend backend = module_backend(plan.module);
+  if (!module_runner) {
+    module_cache = options.module_cache_dir;
+    if (module_cache.empty()) {
+      std::string dir = "/tmp/vinci_module_builds_XXXXXX";
+      if (!::mkdtemp(dir.data())) return io_error("module builds: mkdtemp: " + std::string(std::strerror(errno)));
+      module_cache = dir;
+      module_cache_owned = true;
+    }
+    ModuleCheckOptions co;
+    co.cache_dir = module_cache;
+    module_checker = std::make_unique<ModuleChecker>(co);
+    ModuleRunOptions ro;
+    ro.call_timeout_s = options.module_call_timeout_s;
+    if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"))
+      ro.env.push_back(std::string("CUDA_VISIBLE_DEVICES=") + visible);
+    module_runner = std::make_unique<ModuleRunner>(ro);
+  }
+  // 1. The build: the import check, without the GPU, keeps what load_inline built.
+  Result<ModuleCheck> built = module_checker->check(plan.module, reference_text, backend);
+  if (!built.ok()) return built.status();
+  if (built->cache == "miss") stats->compile_ms += built->ms;
+  r.settings["module_sandbox"] = module_runner->sandbox_description();
+  if (!built->ok) {
+    r.flags.push_back("rejected: " + built->kind);
+    record_compile_verdict(&r, plan, false, built->kind + ": " + built->error);
+    return r;
+  }
+  std::string entry = module_cache + "/" + module_checker->build_key(plan.module, backend).hex();
+  struct stat st;
+  if (::stat(entry.c_str(), &st) != 0) entry.clear();  // nothing was built (a module without load_inline)
+
+  // 2. The runner: ModelNew built as KernelBench builds it, on this device.
+  phase.to("setup");
+  VINCI_ASSIGN_OR_RETURN(TaskInstance * inst, instance(task, request.size));
+  uint64_t timing_seed = input_seed(request.seed, task.id + "/module-timing", 0, InputDistribution::kUniform01);
+  VINCI_ASSIGN_OR_RETURN(std::unique_ptr<ModuleSession> session,
+                         module_runner->start(plan.module, reference_text, backend, 42, entry, timing_seed));
+  const ModuleLoad& load = session->load();
+  r.settings["module_python_torch"] = load.torch_version;
+  if (!load.ok) {
+    r.flags.push_back("rejected: " + load.kind);
+    record_compile_verdict(&r, plan, false, load.kind + ": " + load.error);
+    return r;
+  }
+  r.compiled = true;
+
+  // 3. Correctness: the trials of a plan, the runner's output compared here.
+  std::map<std::string, bool> control_passes;
+  std::string input_source;
+  torch::Tensor trial0_output;
+  at::Tensor trial0_reference;
+  bool not_repeatable = false;
+  try {
+    for (int t = 0; t < request.trials; ++t) {
+      InputDistribution dist = trial_distribution(t);
+      TrialResult tr;
+      tr.distribution = distribution_name(dist);
+      tr.seed = input_seed(request.seed, task.id, t, dist);
+      phase.to("inputs");
+      VINCI_ASSIGN_OR_RETURN(std::vector<torch::Tensor> x, inputs(*inst, t, request.seed, &input_source));
+      phase.to("reference");
+      Result<at::Tensor> ref = reference(*inst, x);
+      if (!ref.ok()) return internal_error("task " + task.id + ": the reference failed: " + ref.status().message());
+      // Odd trials write new data into trial 0's tensors in the runner (the same addresses).
+      bool same_addresses = t % 2 == 1;
+      std::string where = "trial " + std::to_string(t) + " (" + tr.distribution + " inputs" +
+                          (same_addresses ? ", new data at the same input addresses" : "") + ")";
+      phase.to("candidate");
+      torch::Tensor out =
+          module_forward(*session, t == 0 || same_addresses ? 0 : 1, same_addresses, x, *ref, where, &r);
+      phase.to("checks");
+      double ref_sum = 0;
+      Comparison c = fused->compare(out, *ref, tol, options.norm_tolerance, &ref_sum);
+      tr.correct = c.ok;
+      tr.max_abs_err = c.max_abs;
+      tr.mean_abs_err = c.mean_abs;
+      r.trials.push_back(tr);
+      negative_controls(*inst, tr, t, x, *ref, ref_sum, tol, &control_passes);
+      if (!c.ok) {
+        if (same_addresses && trial0_output.defined() && bitwise_equal(out, trial0_output))
+          fail("caching", where +
+                              ": the output is trial 0's, bit for bit, though the inputs changed: an output "
+                              "cached by input address");
+        std::string why = c.why;
+        if (c.tag == "wrong_result" && !c.allclose && is_float(*ref))
+          why += "; " + float64_diagnosis(*inst, x, out, *ref, tol);
+        fail(c.tag, where + ": " + why);
+      }
+      if (t == 0) {
+        // The same inputs again, at the same addresses: the same output, bit for bit, unless the
+        // reference itself is not repeatable (cuDNN's atomics), then within the tolerance.
+        phase.to("candidate");
+        torch::Tensor again = module_forward(*session, 0, true, x, *ref, "the repeat of trial 0", &r);
+        phase.to("checks");
+        if (!bitwise_equal(out, again)) {
+          Result<at::Tensor> ref2 = reference(*inst, x);
+          if (!ref2.ok())
+            return internal_error("task " + task.id + ": the reference failed: " + ref2.status().message());
+          if (!bitwise_equal(*ref, *ref2) && fused->compare(again, *ref, tol, options.norm_tolerance).ok) {
+            not_repeatable = true;
+            r.flags.push_back(
+                "reference not repeatable: neither is the module; its repeat was compared within the tolerance");
+          } else {
+            fail("nondeterministic",
+                 "a second run on the same inputs gave a different output: a race, or a read of memory the module "
+                 "never wrote");
+          }
+        }
+        trial0_output = out;
+        if (not_repeatable) trial0_reference = *ref;
+      }
+    }
+    {
+      // Trial 0's data at new addresses: the same output.
+      std::vector<torch::Tensor> x0;
+      phase.to("inputs");
+      VINCI_ASSIGN_OR_RETURN(x0, inputs(*inst, 0, request.seed, &input_source));
+      phase.to("candidate");
+      torch::Tensor out =
+          module_forward(*session, 2, false, x0, trial0_output, "trial 0's inputs at new addresses", &r);
+      phase.to("checks");
+      bool same = bitwise_equal(out, trial0_output) ||
+                  (not_repeatable && fused->compare(out, trial0_reference, tol, options.norm_tolerance).ok);
+      if (!same)
+        fail("caching",
+             "trial 0's inputs at new addresses gave a different output: the output depends on where the inputs "
+             "are, not only what they are");
+    }
+    trial0_output = torch::Tensor();
+    trial0_reference = at::Tensor();
+    flag_weak_tolerance(control_passes, &r);
+    r.correct = true;
+    // 4. Timing.
+    phase.to("timing");
+    time_module(task, *session, *inst, plan, tol, request, &r);
+    r.settings["module_threads_before"] = std::to_string(load.threads);
+    r.finalize();
+    return r;
+  } catch (const CandidateFailed& e) {
+    phase.abandon();
+    r.correct = false;
+    r.kernel_times_us.clear();
+    r.reference_times_us.clear();
+    r.error = e.failure().reason;
+    r.flags.push_back("rejected: " + e.failure().tag);
+  } catch (const c10::Error& e) {
+    // The module runs in its own process: an error here is this worker's, an output it cannot hold
+    // or a reference that failed.
+    phase.abandon();
+    std::string what = e.what_without_backtrace();
+    if (!is_out_of_memory(what)) return internal_error("task " + task.id + ": evaluating a module: " + what);
+    r.correct = false;
+    r.kernel_times_us.clear();
+    r.reference_times_us.clear();
+    r.error = "out of memory: " + what;
+    r.flags.push_back("rejected: out_of_memory");
+  }
+  add_unreached_trials(&r, task.id, request);
   r.finalize();
   return r;
 }

@@ -63,8 +63,13 @@ struct LiveOptions {
                                                // most this share of the device's memory, LRU-evicted
   int timing_input_sets = 3;                   // the rotation of inputs the timed samples read (docs/live_evaluator.md,
                                                // "Timing"); fewer, down to one, where they would not fit
-  bool profile_phases = false;                 // time each phase of an evaluation (LiveStats::phase_ms),
-                                               // synchronizing the device at each phase's end
+  // KernelBench modules (docs/kernelbench_format.md, "Live evaluation"): where their builds are
+  // kept by content address (empty: a folder of this worker's own, removed at its end), and how
+  // long one command to a module's runner (a forward, the timed samples, the profiled run) may take.
+  std::string module_cache_dir;
+  double module_call_timeout_s = 120;
+  bool profile_phases = false;  // time each phase of an evaluation (LiveStats::phase_ms),
+                                // synchronizing the device at each phase's end
 };
 
 // The phases of one evaluation, in the order they are reported: compile (NVRTC or Triton, module

@@ -226,8 +226,8 @@ int cmd_eval(const std::vector<std::string>& args) {
       "a KernelBench module only: import it and build ModelNew(*get_init_inputs()) in the module sandbox, "
       "print what was found as JSON (exit 0 built, 1 not), and evaluate nothing; no GPU needed")(
       "module-cache", po::value<std::string>(&module_cache),
-      "with --check-import: keep what a module's load_inline built in this folder, by content address, and "
-      "start the next check of the same module from it")(
+      "a KernelBench module with --check-import or --device cuda: keep what its load_inline built in this folder, "
+      "by content address, and start the next check or evaluation of the same module from it")(
       "reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
       "(TF32 off)");
@@ -289,8 +289,8 @@ int cmd_eval(const std::vector<std::string>& args) {
 
   Result<Plan> plan = plan_to_evaluate(plan_path, knobs, *task);
   if (!plan.ok()) return fail(plan.status().message());
-  if (!module_cache.empty() && !vm.count("check-import"))
-    return fail("--module-cache: keeps the builds of --check-import, which is not given");
+  if (!module_cache.empty() && !vm.count("check-import") && device != "cuda")
+    return fail("--module-cache: keeps the builds of --check-import or --device cuda, neither of which is given");
   if (vm.count("check-import")) {
     if (!plan->is_module())
       return fail("--check-import: checks a KernelBench module (a .py file defining ModelNew); --plan " +
@@ -306,6 +306,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     co.launch_timeout_s = *launch_timeout;
     co.reference_precision = reference_precision;
     co.nvrtc_cache_dir = nvrtc_cache;
+    co.module_cache_dir = module_cache;
     co.limits = limits;
     co.profile_phases = vm.count("profile-phases") > 0;
     return evaluate_on_gpu(co, *task, *plan, request);

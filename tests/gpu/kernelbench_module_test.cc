@@ -651,3 +651,55 @@ TEST(KernelbenchModule, AnExtractedModulePassesTheSourceCheck) {
 
 }  // namespace
 }  // namespace vinci
+
+namespace vinci {
+namespace {
+
+// The kernels a module defines (for its time coverage): load_inline's __global__ functions in its
+// strings, whatever their qualifiers, and its @triton.jit functions; and a profiled kernel is the
+// module's own by its bare name, never when it sits in a library's namespace.
+TEST(KernelbenchModule, OwnKernelsAreNamedFromTheSourceAndMatchedInTheProfile) {
+  const std::string module = R"(import torch
+import triton
+import triton.language as tl
+from torch.utils.cpp_extension import load_inline
+
+source = """
+__global__ void relu_kernel(const float* x, float* y, int n) { }
+__global__ __launch_bounds__(256) void bounded(float* y) { }
+template <typename T>
+__global__ void templated(T* y) { }
+extern "C" __global__ void
+plain_c (float* y) { }
+"""
+
+@triton.jit
+def add_kernel(x_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+@triton.autotune(configs=[], key=["n"])
+@triton.jit
+def tuned_kernel(x_ptr, n):
+    pass
+)";
+  std::vector<std::string> own = module_kernel_names(module);
+  EXPECT_EQ(own,
+            (std::vector<std::string>{"add_kernel", "bounded", "plain_c", "relu_kernel", "templated", "tuned_kernel"}));
+  EXPECT_TRUE(is_own_kernel("relu_kernel(float const*, float*, int)", own));
+  EXPECT_TRUE(is_own_kernel("void templated<float>(float*)", own));
+  EXPECT_TRUE(is_own_kernel("add_kernel", own));
+  EXPECT_TRUE(is_own_kernel("void vinci_ext::bounded(float*)", own));
+  EXPECT_FALSE(is_own_kernel("ampere_sgemm_128x64_nn", own));
+  EXPECT_FALSE(
+      is_own_kernel("void at::native::vectorized_elementwise_kernel<4, at::native::(anonymous "
+                    "namespace)::relu_kernel>(int, float*)",
+                    own));
+  // A kernel named like ATen's is the module's only where it is the module's own.
+  std::vector<std::string> sly = module_kernel_names("__global__ void vectorized_elementwise_kernel(float* y) {}");
+  EXPECT_FALSE(is_own_kernel("void at::native::vectorized_elementwise_kernel<4, float>(int, float*)", sly));
+  EXPECT_TRUE(is_own_kernel("vectorized_elementwise_kernel(float*)", sly));
+  EXPECT_TRUE(module_kernel_names("import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n").empty());
+}
+
+}  // namespace
+}  // namespace vinci

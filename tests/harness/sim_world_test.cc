@@ -242,8 +242,8 @@ TEST(TrainerConfig, KeysAreCheckedAgainstTheBackbone) {
 }
 
 // policy.format = "kernelbench" is refused where it cannot work yet, naming the key: a module is
-// written for one backend, the cold start has no module examples, the GPU does not run modules.
-TEST(TrainerConfig, KernelbenchFormatNeedsOneBackendTheSimAndNoColdStart) {
+// written for one backend, the cold start has no module examples. The GPU runs modules.
+TEST(TrainerConfig, KernelbenchFormatNeedsOneBackendAndNoColdStart) {
   const std::string llm =
       "[run]\nname = \"x\"\n[backbone]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\n"
       "model = \"m\"\n[policy]\nformat = \"kernelbench\"\n";
@@ -257,7 +257,6 @@ TEST(TrainerConfig, KernelbenchFormatNeedsOneBackendTheSimAndNoColdStart) {
   } cases[] = {
       {"languages = [\"cuda\", \"triton\"]\n", "key 'policy.languages'"},
       {"[coldstart]\nenabled = true\n[trainer]\nkind = \"http\"\n", "key 'coldstart.enabled'"},
-      {"[device]\nkind = \"cuda\"\n", "key 'device.kind'"},
   };
   for (const Case& c : cases) {
     auto e = experiment_from_text(llm + c.extra, "x.toml");
@@ -265,6 +264,8 @@ TEST(TrainerConfig, KernelbenchFormatNeedsOneBackendTheSimAndNoColdStart) {
     EXPECT_NE(e.status().message().find(c.key), std::string::npos) << e.status().to_string();
     EXPECT_NE(e.status().message().find("kernelbench"), std::string::npos) << e.status().to_string();
   }
+  auto cuda = experiment_from_text(llm + "languages = [\"cuda\"]\n[device]\nkind = \"cuda\"\n", "x.toml");
+  EXPECT_TRUE(cuda.ok()) << cuda.status().to_string();
   auto sim = experiment_from_text("[run]\nname = \"x\"\n[policy]\nformat = \"kernelbench\"\n", "x.toml");
   ASSERT_FALSE(sim.ok()) << "a language-model format needs a language model";
 }
