@@ -7,7 +7,7 @@
 #
 #   bash scripts/module_gpu_eval.sh [BIN_DIR]     (BIN_DIR: default build-gpu/bin)
 #
-# VINCI_MODULE_DIRS (default: tests/gpu/kernelbench_modules and its hostile/ folder) names the
+# VINCI_MODULE_DIRS (default: tests/gpu/kernelbench_modules and its hostile/ and suite/ folders) names the
 # folders of modules. A module's task is named by a line `# vinci-task: ID` in it (default
 # L1_019). VINCI_MODULE_SIZE: full (default) or small. Writes the table to
 # $VINCI_FIGS/module_eval.md (default module-figures) and each record to $VINCI_FIGS/NAME.json.
@@ -44,7 +44,7 @@ echo "module_gpu_eval: $versions on $gpu, size $size"
   echo "|---|---|---|---|---|---|---|---|---|"
 } >"$out"
 cache=$(mktemp -d /tmp/vinci_module_eval_cache_XXXXXX)
-dirs=${VINCI_MODULE_DIRS:-tests/gpu/kernelbench_modules tests/gpu/kernelbench_modules/hostile}
+dirs=${VINCI_MODULE_DIRS:-tests/gpu/kernelbench_modules tests/gpu/kernelbench_modules/hostile tests/gpu/kernelbench_modules/suite}
 for f in $(for d in $dirs; do ls "$d"/*.py; done); do
   name=$(basename "$(dirname "$f")")_$(basename "$f" .py)
   task=$(sed -n 's/^# vinci-task: *\([A-Za-z0-9_]*\).*/\1/p' "$f" | head -n1)

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -345,6 +346,7 @@ struct LiveDevice::Impl {
   std::unique_ptr<ModuleRunner> module_runner;
   std::string module_cache;         // the builds' folder
   bool module_cache_owned = false;  // made for this worker: removed when it ends
+  std::set<Digest> modules_built;    // build keys whose import check passed in this worker
   // The worker's caches on the device: task instances (their weights) and CPU-drawn inputs,
   // bounded together by the ledger's budget (LiveOptions::cache_budget_fraction of the device's
   // memory), the least recently used evicted first. The instance an evaluation is using is never
@@ -1771,17 +1773,23 @@ Result<EvalResult> LiveDevice::Impl::evaluate_module(const Task& task, const Pla
       ro.env.push_back(std::string("CUDA_VISIBLE_DEVICES=") + visible);
     module_runner = std::make_unique<ModuleRunner>(ro);
   }
-  // 1. The build: the import check, without the GPU, keeps what load_inline built.
-  Result<ModuleCheck> built = module_checker->check(plan.module, reference_text, backend);
-  if (!built.ok()) return built.status();
-  if (built->cache == "miss") stats->compile_ms += built->ms;
+  // 1. The build: the import check, without the GPU, keeps what load_inline built. A module this
+  // worker checked before (the same text, so the same build) is not checked again.
   r.settings["module_sandbox"] = module_runner->sandbox_description();
-  if (!built->ok) {
-    r.flags.push_back("rejected: " + built->kind);
-    record_compile_verdict(&r, plan, false, built->kind + ": " + built->error);
-    return r;
+  VINCI_RETURN_IF_ERROR(module_checker->probe(backend));
+  const Digest build_key = module_checker->build_key(plan.module, backend);
+  if (modules_built.count(build_key) == 0) {
+    Result<ModuleCheck> built = module_checker->check(plan.module, reference_text, backend);
+    if (!built.ok()) return built.status();
+    if (built->cache == "miss") stats->compile_ms += built->ms;
+    if (!built->ok) {
+      r.flags.push_back("rejected: " + built->kind);
+      record_compile_verdict(&r, plan, false, built->kind + ": " + built->error);
+      return r;
+    }
+    modules_built.insert(build_key);
   }
-  std::string entry = module_cache + "/" + module_checker->build_key(plan.module, backend).hex();
+  std::string entry = module_cache + "/" + build_key.hex();
   struct stat st;
   if (::stat(entry.c_str(), &st) != 0) entry.clear();  // nothing was built (a module without load_inline)
 

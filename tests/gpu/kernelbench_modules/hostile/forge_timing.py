@@ -1,3 +1,4 @@
+# vinci-task: L1_019
 # Finds the runner's own driver bindings through the garbage collector and makes its event timer
 # report almost nothing: the deepest patch a module in the runner's process can make.
 import ctypes

@@ -1,3 +1,4 @@
+# vinci-task: L1_019
 # Patches what KernelBench times with: CUDA events report almost nothing, synchronize does nothing.
 import torch
 import torch.nn as nn

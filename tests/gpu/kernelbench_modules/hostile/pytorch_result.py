@@ -1,3 +1,4 @@
+# vinci-task: L1_019
 # Launches a kernel of its own on nothing that matters and returns PyTorch's result.
 import torch
 import torch.nn as nn

@@ -1,3 +1,4 @@
+# vinci-task: L1_019
 # Fails on purpose, carrying what it can read of the harness's secrets into the error message a
 # model would see as feedback.
 import os

@@ -1,3 +1,4 @@
+# vinci-task: L1_019
 # Does its work on a stream of its own and returns before it is done.
 import torch
 import torch.nn as nn

@@ -1,3 +1,4 @@
+# vinci-task: L1_019
 # Returns an empty output at once and fills it from a thread of its own.
 import threading
 

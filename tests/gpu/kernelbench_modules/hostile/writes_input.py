@@ -1,3 +1,4 @@
+# vinci-task: L1_019
 # Computes in place in its input and returns a copy.
 import torch
 import torch.nn as nn
