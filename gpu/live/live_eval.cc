@@ -1766,6 +1766,10 @@ Result<EvalResult> LiveDevice::Impl::evaluate_module(const Task& task, const Pla
     }
     ModuleCheckOptions co;
     co.cache_dir = module_cache;
+    // No address-space limit, as for the runner: the check builds ModelNew on the CPU as
+    // KernelBench does, and the largest tasks' weights (L3_002's 8.6 GB) pass any fixed bound. The
+    // out-of-memory killer still takes the sandbox first.
+    co.limits.memory_bytes = 0;
     module_checker = std::make_unique<ModuleChecker>(co);
     ModuleRunOptions ro;
     ro.call_timeout_s = options.module_call_timeout_s;
