@@ -120,7 +120,8 @@ class Driver:
         self.event_create = lib.cuEventCreate
         self.event_record = lib.cuEventRecord
         self.event_sync = lib.cuEventSynchronize
-        self.elapsed = lib.cuEventElapsedTime
+        # CUDA 13 names it cuEventElapsedTime_v2; the older name stays exported.
+        self.elapsed = getattr(lib, "cuEventElapsedTime_v2", None) or lib.cuEventElapsedTime
         self.memset = lib.cuMemsetD32Async
         self.event_record.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         self.event_sync.argtypes = [ctypes.c_void_p]
