@@ -199,8 +199,8 @@ struct ModuleSession::Impl {
     }
     std::string body = h.dump();
     uint32_t n = static_cast<uint32_t>(body.size());
-    char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff),
-                   static_cast<char>((n >> 16) & 0xff), static_cast<char>((n >> 24) & 0xff)};
+    char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff), static_cast<char>((n >> 16) & 0xff),
+                   static_cast<char>((n >> 24) & 0xff)};
     std::string e = write_all(len, 4, deadline);
     if (e.empty()) e = write_all(body.data(), body.size(), deadline);
     for (size_t i = 0; e.empty() && i < tensors.size(); ++i)
@@ -262,10 +262,11 @@ struct ModuleSession::Impl {
   // The outcome of an answer header: ok, or the runner's own failure (it exits after one).
   ModuleOutcome outcome(const json& h) {
     auto ok = h.find("ok");
-    if (ok == h.end() || !ok->is_boolean()) return failed("bad_answer", "the runner answered " + h.dump().substr(0, 300), 0);
+    if (ok == h.end() || !ok->is_boolean())
+      return failed("bad_answer", "the runner answered " + h.dump().substr(0, 300), 0);
     if (ok->get<bool>()) return ModuleOutcome{true, "", ""};
     std::string kind = text_field(h, "kind");
-    static const char* kKinds[] = {"import_error", "no_model_new", "construct_error", "runtime_error",
+    static const char* kKinds[] = {"import_error", "no_model_new", "construct_error",     "runtime_error",
                                    "wrong_type",   "writes_input", "output_aliases_input"};
     bool known = false;
     for (const char* k : kKinds) known = known || kind == k;
@@ -367,8 +368,8 @@ Result<std::unique_ptr<ModuleSession>> ModuleRunner::start(const std::string& mo
   // The module runs from here: its failures are its own.
   e = s->receive(&h, deadline);
   if (!e.empty()) {
-    static_cast<ModuleOutcome&>(load) = s->failed(e, e == "bad_answer" ? h.get<std::string>() : "",
-                                                  options_.load_timeout_s);
+    static_cast<ModuleOutcome&>(load) =
+        s->failed(e, e == "bad_answer" ? h.get<std::string>() : "", options_.load_timeout_s);
     if (e == "hang")
       load.error = "importing the module and building ModelNew took more than " +
                    format_number("%.6g", options_.load_timeout_s) + " s: stopped";
@@ -411,8 +412,7 @@ Result<ModuleRunAnswer> ModuleSession::run(int slot, bool reuse, const std::vect
   a.output.dtype = text_field(t, "dtype");
   a.output.bytes = int_field(t, "bytes");
   if (t.contains("shape") && t["shape"].is_array())
-    for (const auto& d : t["shape"])
-      a.output.shape.push_back(d.is_number_integer() ? d.get<int64_t>() : -1);
+    for (const auto& d : t["shape"]) a.output.shape.push_back(d.is_number_integer() ? d.get<int64_t>() : -1);
   std::string why;
   char* into = nullptr;
   if (a.output.bytes < 0 || a.output.bytes > max_output_bytes)

@@ -24,16 +24,16 @@
 namespace vinci {
 
 struct ModuleRunOptions {
-  std::string python;         // empty: $VINCI_MODULE_PYTHON, else python3
-  std::string script;         // empty: $VINCI_MODULE_RUN, else gpu/compile/module_run.py of the tree
+  std::string python;           // empty: $VINCI_MODULE_PYTHON, else python3
+  std::string script;           // empty: $VINCI_MODULE_RUN, else gpu/compile/module_run.py of the tree
   std::string device = "cuda";  // cuda, or cpu (the conversation without a GPU)
   double load_timeout_s = 600;  // starting, importing and building ModelNew (a load_inline build when not cached)
   double call_timeout_s = 120;  // one run, timing or profile: past it the candidate hangs
   // No address-space limit (CUDA reserves the device's memory in it); CPU time bounds the whole
   // session, which spins while it waits for the device.
   SandboxLimits limits = {3600, 0, 1LL << 30, 256};
-  bool sandbox = true;  // false: no bwrap (said loudly)
-  std::string bwrap;    // empty: $VINCI_BWRAP, else bwrap on PATH
+  bool sandbox = true;           // false: no bwrap (said loudly)
+  std::string bwrap;             // empty: $VINCI_BWRAP, else bwrap on PATH
   std::vector<std::string> env;  // "NAME=VALUE" for the runner besides the allowlist (CUDA_VISIBLE_DEVICES)
 };
 

@@ -346,7 +346,7 @@ struct LiveDevice::Impl {
   std::unique_ptr<ModuleRunner> module_runner;
   std::string module_cache;         // the builds' folder
   bool module_cache_owned = false;  // made for this worker: removed when it ends
-  std::set<Digest> modules_built;    // build keys whose import check passed in this worker
+  std::set<Digest> modules_built;   // build keys whose import check passed in this worker
   // The worker's caches on the device: task instances (their weights) and CPU-drawn inputs,
   // bounded together by the ledger's budget (LiveOptions::cache_budget_fraction of the device's
   // memory), the least recently used evicted first. The instance an evaluation is using is never

@@ -209,8 +209,8 @@ TEST(ModuleRunner, AMachineWithoutTorchIsAnErrorNotTheModulesFailure) {
   ModuleRunOptions o = cpu_options();
   o.python = "/usr/bin/python3 -S";  // not a program: the probe fails
   ModuleRunner missing(o);
-  Result<std::unique_ptr<ModuleSession>> s = missing.start(module_with("        return x"), kReference,
-                                                            ModuleBackend::kTorch);
+  Result<std::unique_ptr<ModuleSession>> s =
+      missing.start(module_with("        return x"), kReference, ModuleBackend::kTorch);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::kFailedPrecondition) << s.status().to_string();
   EXPECT_NE(s.status().message().find("VINCI_MODULE_PYTHON"), std::string::npos) << s.status().to_string();
