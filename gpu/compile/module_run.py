@@ -23,7 +23,7 @@ bytes of each tensor the header lists in "tensors" ({"dtype", "shape", "bytes"})
 
 A failure is {"ok": false, "kind": KIND, "error": TEXT}: the machine's (no_torch, no_cuda,
 no_triton, bad_request: only before "ready") or the candidate's (import_error, no_model_new,
-construct_error, runtime_error, wrong_type, writes_input, output_aliases_input, threads).
+construct_error, runtime_error, out_of_memory, wrong_type, writes_input, output_aliases_input).
 "run" keeps its inputs in slot K; "reuse" writes new data into slot K's tensors (the same
 addresses) instead of new ones. The runner exits when the worker closes the socket.
 """
@@ -287,6 +287,11 @@ def main():
                         x.copy_(t)
                         p.copy_(t)
                 else:
+                    # A fresh slot: every other one but slot 0 (trial 0's, whose addresses later
+                    # trials reuse) is dropped first, so the runner holds two sets of inputs and
+                    # their copies at most (the largest tasks' inputs are 6 GiB each).
+                    for key in [k for k in slots if k not in (0,)]:
+                        del slots[key]
                     inputs = [t.to(device) for t in tensors]
                     pristine = [x.clone() for x in inputs]
                     slots[slot] = (inputs, pristine)
@@ -305,7 +310,9 @@ def main():
                     if out.numel() and x.numel() and a0 < b1 and b0 < a1:
                         fail("output_aliases_input", "the output shares memory with input %d" % i)
                 host = out.detach().contiguous().cpu()
-                send({"ok": True, "ms": ms, "threads": extra_threads(), "device": str(out.device)}, [host])
+                del out
+                send({"ok": True, "ms": ms, "threads": extra_threads(), "device": str(host.device),
+                      "slots": len(slots)}, [host])
             elif cmd == "time":
                 inputs = slots[slot][0]
                 samples, warmups = int(header["samples"]), int(header.get("warmups", 3))
@@ -393,6 +400,9 @@ def main():
         except SystemExit:
             raise
         except BaseException as e:  # noqa: BLE001
+            if isinstance(e, getattr(torch.cuda, "OutOfMemoryError", ())) or "CUDA out of memory" in str(e):
+                fail("out_of_memory", "%s: the device's memory ran out: %s" % (
+                    "forward" if cmd != "profile" else "the profiled forward", str(e).split("\n")[0][:400]))
             fail("runtime_error", "%s failed: %s" % ("forward" if cmd != "profile" else "the profiled forward",
                                                       candidate_error(e, path)))
 

@@ -266,8 +266,8 @@ struct ModuleSession::Impl {
       return failed("bad_answer", "the runner answered " + h.dump().substr(0, 300), 0);
     if (ok->get<bool>()) return ModuleOutcome{true, "", ""};
     std::string kind = text_field(h, "kind");
-    static const char* kKinds[] = {"import_error", "no_model_new", "construct_error",     "runtime_error",
-                                   "wrong_type",   "writes_input", "output_aliases_input"};
+    static const char* kKinds[] = {"import_error",  "no_model_new", "construct_error", "runtime_error",
+                                   "out_of_memory", "wrong_type",   "writes_input",    "output_aliases_input"};
     bool known = false;
     for (const char* k : kKinds) known = known || kind == k;
     return failed(known ? kind : "bad_answer", text_field(h, "error"), 0);
@@ -403,6 +403,7 @@ Result<ModuleRunAnswer> ModuleSession::run(int slot, bool reuse, const std::vect
   if (!a.ok) return a;
   a.ms = number_field(h, "ms");
   a.threads = texts_field(h, "threads");
+  a.slots = int_field(h, "slots");
   auto tensors = h.find("tensors");
   if (tensors == h.end() || !tensors->is_array() || tensors->size() != 1 || !(*tensors)[0].is_object()) {
     static_cast<ModuleOutcome&>(a) = s->failed("bad_answer", "the runner's answer carries no output tensor", 0);

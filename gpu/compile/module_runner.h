@@ -47,8 +47,8 @@ struct ModuleTensor {
 };
 
 // How a command ended: ok, or the candidate's failure (kind: import_error, no_model_new,
-// construct_error, runtime_error, wrong_type, wrong_output, writes_input, output_aliases_input,
-// crashed, hang, bad_answer) with what its author can read.
+// construct_error, runtime_error, out_of_memory, wrong_type, wrong_output, writes_input,
+// output_aliases_input, crashed, hang, bad_answer) with what its author can read.
 struct ModuleOutcome {
   bool ok = false;
   std::string kind;
@@ -67,6 +67,7 @@ struct ModuleRunAnswer : ModuleOutcome {
   ModuleTensor output;               // shape, dtype and size; the bytes went to the caller's buffer
   double ms = 0;                     // the forward and a device synchronization, an annotation
   std::vector<std::string> threads;  // threads alive past those of the runner before the module ran
+  int64_t slots = 0;                 // the input slots the runner holds after the run
 };
 
 struct ModuleTiming : ModuleOutcome {

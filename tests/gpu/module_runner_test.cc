@@ -126,6 +126,15 @@ TEST(ModuleRunner, BuildsTheModuleRunsItOnWhatItIsSentAndReturnsItsOutput) {
   a = forward(**s, 1, false, input(-5), &out);
   ASSERT_TRUE(a.ok() && a->ok) << a->error;
   EXPECT_EQ(out[11], 13.0f);
+  EXPECT_EQ(a->slots, 2);
+  // A fresh slot drops the others but slot 0: two sets of inputs at most.
+  a = forward(**s, 2, false, input(3), &out);
+  ASSERT_TRUE(a.ok() && a->ok) << a->error;
+  EXPECT_EQ(a->slots, 2);
+  EXPECT_EQ(out[0], 7.0f);
+  a = forward(**s, 0, true, input(1), &out);
+  ASSERT_TRUE(a.ok() && a->ok) << a->error;
+  EXPECT_EQ(out[0], 3.0f);
   // Timing on the CPU: one sample per request, each bracketed by this side's clock.
   Result<ModuleTiming> t = (*s)->time(0, 5, 1, 0, 3);
   ASSERT_TRUE(t.ok()) << t.status().to_string();
