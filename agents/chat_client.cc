@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "core/json_fields.h"
 #include "core/text.h"
 
 namespace vinci {
@@ -65,7 +66,7 @@ std::string server_message(std::string_view body) {
     }
     if (error != j.end() && error->is_string()) return error->get<std::string>();
     auto m = j.find("message");
-    if (m != j.end() && m->is_string() && j.value("object", "") == "error") {
+    if (m != j.end() && m->is_string() && text_field(j, "object") == "error") {
       return m->get<std::string>();
     }
     auto detail = j.find("detail");
@@ -180,16 +181,6 @@ Result<std::vector<ChatToolCall>> parse_tool_calls(const json& calls) {
   return out;
 }
 
-std::string string_or_empty(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
-int64_t int_or_zero(const json& obj, const char* key) {
-  auto it = obj.find(key);
-  return it != obj.end() && it->is_number_integer() ? it->get<int64_t>() : 0;
-}
-
 Result<json> parse_body_json(std::string_view body) {
   if (trim(body).empty()) return corruption("reply body is empty");
   // Parsed with exceptions only to learn where the text broke off.
@@ -212,7 +203,7 @@ Result<json> parse_body_json(std::string_view body) {
 Result<ChatReply> parse_chat_reply(std::string_view body) {
   VINCI_ASSIGN_OR_RETURN(json j, parse_body_json(body));
   if (!j.is_object()) return corruption("reply body is JSON but not an object");
-  if (j.contains("error") || j.value("object", "") == "error") {
+  if (j.contains("error") || text_field(j, "object") == "error") {
     return failed_precondition("server returned an error: " + server_message(body));
   }
   auto choices = j.find("choices");
@@ -225,18 +216,18 @@ Result<ChatReply> parse_chat_reply(std::string_view body) {
   }
   const json& msg = choice["message"];
   ChatReply reply;
-  reply.id = string_or_empty(j, "id");
-  reply.model = string_or_empty(j, "model");
-  reply.content = string_or_empty(msg, "content");
-  reply.reasoning = string_or_empty(msg, "reasoning_content");
-  if (reply.reasoning.empty()) reply.reasoning = string_or_empty(msg, "reasoning");
+  reply.id = text_field(j, "id");
+  reply.model = text_field(j, "model");
+  reply.content = text_field(msg, "content");
+  reply.reasoning = text_field(msg, "reasoning_content");
+  if (reply.reasoning.empty()) reply.reasoning = text_field(msg, "reasoning");
   split_think(&reply.content, &reply.reasoning);
   VINCI_ASSIGN_OR_RETURN(reply.tool_calls, parse_tool_calls(msg.contains("tool_calls") ? msg["tool_calls"] : json()));
-  reply.finish_reason = string_or_empty(choice, "finish_reason");
+  reply.finish_reason = text_field(choice, "finish_reason");
   auto usage = j.find("usage");
   if (usage != j.end() && usage->is_object()) {
-    reply.prompt_tokens = int_or_zero(*usage, "prompt_tokens");
-    reply.completion_tokens = int_or_zero(*usage, "completion_tokens");
+    reply.prompt_tokens = int_field(*usage, "prompt_tokens");
+    reply.completion_tokens = int_field(*usage, "completion_tokens");
   }
   return reply;
 }

@@ -6,6 +6,7 @@
 
 #include "agents/agents.h"
 #include "agents/skill.h"
+#include "core/json_fields.h"
 #include "gpu/codegen/codegen.h"
 #include "gpu/model_plan.h"
 #include "harness/loop_parts.h"
@@ -25,10 +26,7 @@ std::vector<std::string> lines_of(const std::string& text) {
   return out;
 }
 
-std::string message_text(const json& m) {
-  if (m.contains("content") && m["content"].is_string()) return m["content"].get<std::string>();
-  return "";
-}
+std::string message_text(const json& m) { return text_field(m, "content"); }
 
 // The task a prompt is about: the header line "Task <id>: ..." and "Sizes (full|small)".
 Result<std::pair<const Task*, SizeName>> find_task(const TaskSuite& suite, const std::string& text) {
@@ -154,7 +152,7 @@ Result<ChatAnswer> SimChatResponder::answer(const json& request) {
   const json& messages = request["messages"];
   std::string user;
   for (const json& m : messages) {
-    if (m.value("role", "") == "user") {
+    if (text_field(m, "role") == "user") {
       user = message_text(m);
       break;
     }
@@ -213,8 +211,8 @@ Result<ChatAnswer> SimChatResponder::select(const std::string& user, const RngKe
 Result<ChatAnswer> SimChatResponder::policy(const json& messages, const RngKey& key, bool greedy) {
   std::string system, first_user;
   for (const json& m : messages) {
-    if (m.value("role", "") == "system" && system.empty()) system = message_text(m);
-    if (m.value("role", "") == "user" && first_user.empty()) first_user = message_text(m);
+    if (text_field(m, "role") == "system" && system.empty()) system = message_text(m);
+    if (text_field(m, "role") == "user" && first_user.empty()) first_user = message_text(m);
   }
   VINCI_ASSIGN_OR_RETURN(auto task, find_task(suite_, first_user));
   KnobSpace space = knob_space(*task.first);
@@ -230,7 +228,7 @@ Result<ChatAnswer> SimChatResponder::policy(const json& messages, const RngKey& 
   in.feedback.assign(kFeedbackDim, 0.0f);
   // The turn this one continues: the last assistant reply and the feedback after it.
   for (size_t i = 0; i + 1 < messages.size(); ++i) {
-    if (messages[i].value("role", "") != "assistant") continue;
+    if (text_field(messages[i], "role") != "assistant") continue;
     auto choices = knobs_in(message_text(messages[i]), space);
     if (!choices) continue;
     in.previous = encode_choices(shape, in.active_heads, *choices);

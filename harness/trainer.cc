@@ -11,6 +11,7 @@
 
 #include "agents/agents.h"
 #include "agents/bm25.h"
+#include "core/json_fields.h"
 #include "core/text.h"
 #include "gpu/codegen/codegen.h"
 #include "gpu/knob_answer.h"
@@ -733,7 +734,7 @@ class TeacherTransport : public ChatTransport {
     nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
     nlohmann::json message = {{"role", "assistant"}, {"content", answer_}};
     nlohmann::json choice = {{"index", 0}, {"finish_reason", "stop"}, {"message", message}};
-    nlohmann::json reply = {{"model", request.is_object() ? request.value("model", "") : ""},
+    nlohmann::json reply = {{"model", text_field(request, "model")},
                             {"choices", nlohmann::json::array({choice})}};
     ChatOutcome out;
     VINCI_ASSIGN_OR_RETURN(out.record, canonical_chat_reply(reply.dump()));

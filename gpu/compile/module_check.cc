@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpu/compile/json_fields.h"
+#include "core/json_fields.h"
 
 namespace vinci {
 namespace {

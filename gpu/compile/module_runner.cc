@@ -17,7 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/text.h"
-#include "gpu/compile/json_fields.h"
+#include "core/json_fields.h"
 
 namespace vinci {
 namespace {

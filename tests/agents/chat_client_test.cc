@@ -154,6 +154,10 @@ TEST(ChatReplyParse, BadBodiesAreClearErrors) {
             "model overloaded"},
            {R"({"object":"error","message":"context too long","code":400})", StatusCode::kFailedPrecondition,
             "context too long"},
+           // Fields of the wrong type read as absent: nothing throws (a fuzzer found "object" as an object).
+           {R"({"object":{"mtype":"srsrag_error"}})", StatusCode::kCorruption, "no choices"},
+           {R"({"object":7,"message":"x","choices":"y"})", StatusCode::kCorruption, "no choices"},
+           {R"({"object":"error","message":{"a":1}})", StatusCode::kFailedPrecondition, "server returned an error"},
        }) {
     auto r = parse_chat_reply(c.body);
     ASSERT_FALSE(r.ok()) << c.body;

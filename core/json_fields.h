@@ -1,8 +1,8 @@
-// Fields of an answer a sandboxed process wrote. The process runs model-written code, which may
-// have written the answer itself: a field of the wrong type reads as absent (nlohmann's value()
-// and get() would throw).
-#ifndef VINCI_GPU_COMPILE_JSON_FIELDS_H_
-#define VINCI_GPU_COMPILE_JSON_FIELDS_H_
+// Fields of JSON that came from outside vinci: a server's reply, a client's request, the answer a
+// sandboxed process wrote (model-written code may have written it itself). A field of the wrong type,
+// or any field of a value that is not an object, reads as absent (nlohmann's value() and get() throw).
+#ifndef VINCI_CORE_JSON_FIELDS_H_
+#define VINCI_CORE_JSON_FIELDS_H_
 
 #include <cstdint>
 #include <string>
@@ -49,4 +49,4 @@ inline std::vector<std::string> texts_field(const nlohmann::json& j, const char*
 
 }  // namespace vinci
 
-#endif  // VINCI_GPU_COMPILE_JSON_FIELDS_H_
+#endif  // VINCI_CORE_JSON_FIELDS_H_
