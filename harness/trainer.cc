@@ -734,8 +734,7 @@ class TeacherTransport : public ChatTransport {
     nlohmann::json request = nlohmann::json::parse(body, nullptr, false);
     nlohmann::json message = {{"role", "assistant"}, {"content", answer_}};
     nlohmann::json choice = {{"index", 0}, {"finish_reason", "stop"}, {"message", message}};
-    nlohmann::json reply = {{"model", text_field(request, "model")},
-                            {"choices", nlohmann::json::array({choice})}};
+    nlohmann::json reply = {{"model", text_field(request, "model")}, {"choices", nlohmann::json::array({choice})}};
     ChatOutcome out;
     VINCI_ASSIGN_OR_RETURN(out.record, canonical_chat_reply(reply.dump()));
     VINCI_ASSIGN_OR_RETURN(ChatReply parsed, parse_chat_reply(out.record));

@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/text.h"
 #include "core/json_fields.h"
+#include "core/text.h"
 
 namespace vinci {
 namespace {
