@@ -8,13 +8,18 @@ reference, the inputs' originals and every verdict; this process only builds Mod
 the inputs it is sent, returns its outputs and times it. Nothing here decides whether a module is
 right: a module that tampers with this process can only spoil its own answers.
 
-Messages, both ways: a 4-byte little-endian length, a JSON header of that many bytes, then the raw
-bytes of each tensor the header lists in "tensors" ({"dtype", "shape", "bytes"}), in order.
+Messages, both ways: a 4-byte little-endian length and a JSON header of that many bytes. A tensor's
+bytes do not cross the socket: "run" comes with two file descriptors beside its length (SCM_RIGHTS),
+the worker's sealed memfds of the inputs ("input_region" bytes; each tensor of "tensors",
+{"dtype", "shape", "bytes", "offset"}, at its offset) and of the output ("output_region" bytes),
+and the answer's output is written at the start of the latter ("in_region": true; an output larger
+than the region is only described, and the worker refuses it).
 
   worker -> runner                                      runner -> worker
   {"cmd": "load", module, reference, backend,           {"ready": true, torch, device, threads} before the
    seed, device}                                         module runs, then {"ok": true, ...} or a failure
-  {"cmd": "run", "slot": K, "reuse": B, tensors}        {"ok": true, "ms", "threads", tensors: [output]}
+  {"cmd": "run", "slot": K, "reuse": B, tensors,        {"ok": true, "ms", "threads", "slots",
+   input_region, output_region} + 2 fds                  tensors: [output], "in_region"}
   {"cmd": "time", "slot": K, "samples": N,              {"ok": true, "device_us", "stream_us", "host_us",
    "warmups": W, "flush_bytes": F}                       "overhead_us", "threads"}
   (each timed sample reads new U[0, 1) draws in slot K's float inputs, from the runner's own
@@ -30,12 +35,14 @@ addresses) instead of new ones. The runner exits when the worker closes the sock
 import ctypes
 import importlib.util
 import json
+import mmap
 import os
 import socket
 import struct
 import sys
 import time
 import traceback
+import warnings
 
 _perf_ns = time.perf_counter_ns  # the runner's own references, taken before any module runs
 _uniform = None
@@ -44,20 +51,9 @@ _sock = None
 DTYPES = {}  # name -> torch dtype, filled once torch is imported
 
 
-def send(header, tensors=()):
-    """Sends header and the bytes of each (contiguous, CPU) tensor."""
-    views = []
-    metas = []
-    for t in tensors:
-        n = t.numel() * t.element_size()
-        metas.append({"dtype": dtype_name(t.dtype), "shape": list(t.shape), "bytes": n})
-        views.append(memoryview((ctypes.c_char * n).from_address(t.data_ptr())) if n else b"")
-    if metas:
-        header = dict(header, tensors=metas)
+def send(header):
     body = json.dumps(header, sort_keys=True).encode()
     _sock.sendall(struct.pack("<I", len(body)) + body)
-    for v in views:
-        _sock.sendall(v)
 
 
 def recv_exact(n):
@@ -73,19 +69,54 @@ def recv_exact(n):
 
 
 def receive():
-    """The next message: (header, [CPU tensors]); None at the end of the conversation."""
+    """The next message: (header, the file descriptors sent beside it); None at the end."""
     try:
-        (n,) = struct.unpack("<I", recv_exact(4))
+        head, fds = b"", []
+        while len(head) < 4:
+            data, got, _, _ = socket.recv_fds(_sock, 4 - len(head), 4)
+            fds += got
+            if not data:
+                raise EOFError
+            head += data
+        (n,) = struct.unpack("<I", head)
         header = json.loads(recv_exact(n).decode())
     except EOFError:
         return None, []
+    return header, fds
+
+
+_maps = {}  # role -> (the memfd's (st_dev, st_ino), its mapping): a region sent again is not mapped again
+
+
+def mapped(role, fd, size, writable):
+    """The memfd fd mapped (size bytes, read-only unless writable), fd closed."""
+    try:
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino, size)
+        if role in _maps and _maps[role][0] == key:
+            return _maps[role][1]
+        _maps.pop(role, None)
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
+        _maps[role] = (key, mmap.mmap(fd, size, flags=flags, prot=prot))
+        return _maps[role][1]
+    finally:
+        os.close(fd)
+
+
+def region_tensors(header, region):
+    """The inputs: CPU tensors over the inputs' region (views: copy them before the next command)."""
     tensors = []
     for meta in header.get("tensors", []):
         dtype = DTYPES[meta["dtype"]]
         shape = [int(d) for d in meta["shape"]]
-        raw = recv_exact(int(meta["bytes"]))
-        tensors.append(torch.frombuffer(raw, dtype=dtype).reshape(shape) if raw else torch.empty(shape, dtype=dtype))
-    return header, tensors
+        count = int(meta["bytes"]) // (torch.tensor([], dtype=dtype).element_size())
+        if count == 0:
+            tensors.append(torch.empty(shape, dtype=dtype))
+        else:
+            tensors.append(torch.frombuffer(region, dtype=dtype, count=count,
+                                            offset=int(meta["offset"])).reshape(shape))
+    return tensors
 
 
 def dtype_name(d):
@@ -186,6 +217,9 @@ def main():
     except Exception as e:  # noqa: BLE001
         fail("no_torch", "PyTorch is not installed for %s (%s): a KernelBench module needs it "
              "(set VINCI_MODULE_PYTHON to a python with torch)" % (sys.executable, type(e).__name__))
+    # The inputs' region is mapped read-only: torch.frombuffer warns about that, and the views are
+    # only ever copied from.
+    warnings.filterwarnings("ignore", message="The given buffer is not writable")
     for name in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool"):
         DTYPES[name] = getattr(torch, name)
     if backend == "triton" and importlib.util.find_spec("triton") is None:
@@ -274,13 +308,21 @@ def main():
         return extra
 
     while True:
-        header, tensors = receive()
+        header, fds = receive()
         if header is None:
             return
         cmd = header.get("cmd")
         slot = int(header.get("slot", 0))
+        if cmd != "run" or len(fds) != 2:
+            for fd in fds:
+                os.close(fd)
+            if cmd == "run":
+                fail("bad_request", "a run came with %d file descriptors, not 2" % len(fds))
         try:
             if cmd == "run":
+                in_map = mapped("inputs", fds[0], int(header["input_region"]), writable=False)
+                out_map = mapped("output", fds[1], int(header["output_region"]), writable=True)
+                tensors = region_tensors(header, in_map)
                 if header.get("reuse") and slot in slots:
                     inputs, pristine = slots[slot]
                     for x, p, t in zip(inputs, pristine, tensors):
@@ -292,9 +334,10 @@ def main():
                     # their copies at most (the largest tasks' inputs are 6 GiB each).
                     for key in [k for k in slots if k not in (0,)]:
                         del slots[key]
-                    inputs = [t.to(device) for t in tensors]
+                    inputs = [t.to(device, copy=True) for t in tensors]
                     pristine = [x.clone() for x in inputs]
                     slots[slot] = (inputs, pristine)
+                del tensors
                 sync()
                 t0 = _perf_ns()
                 out = forward(inputs)
@@ -309,10 +352,18 @@ def main():
                     (a0, a1), (b0, b1) = span(out), span(x)
                     if out.numel() and x.numel() and a0 < b1 and b0 < a1:
                         fail("output_aliases_input", "the output shares memory with input %d" % i)
-                host = out.detach().contiguous().cpu()
-                del out
-                send({"ok": True, "ms": ms, "threads": extra_threads(), "device": str(host.device),
-                      "slots": len(slots)}, [host])
+                # The output's bytes go straight from the device into the worker's memory.
+                out = out.detach()
+                meta = {"dtype": dtype_name(out.dtype), "shape": list(out.shape),
+                        "bytes": out.numel() * out.element_size()}
+                in_region = meta["bytes"] <= len(out_map)
+                if in_region and out.numel():
+                    dst = torch.frombuffer(out_map, dtype=out.dtype, count=out.numel())
+                    dst.copy_(out.reshape(-1))
+                    del dst
+                del out, in_map, out_map
+                send({"ok": True, "ms": ms, "threads": extra_threads(), "slots": len(slots),
+                      "tensors": [meta], "in_region": in_region})
             elif cmd == "time":
                 inputs = slots[slot][0]
                 samples, warmups = int(header["samples"]), int(header.get("warmups", 3))

@@ -1,7 +1,9 @@
 #include "gpu/compile/module_runner.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -64,6 +66,53 @@ void signal_fd(int fd) {
   }
 }
 
+// Shared memory the tensors cross in: a memfd mapped here and, by the fd sent beside a command, in
+// the runner. Its size is sealed (F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_SEAL): a runner that truncated
+// it would make this process's next access to the mapping fault (SIGBUS), so it cannot.
+struct Region {
+  int fd = -1;
+  char* data = nullptr;
+  size_t size = 0;
+
+  Region() = default;
+  Region(const Region&) = delete;
+  Region& operator=(const Region&) = delete;
+  ~Region() { release(); }
+
+  void release() {
+    if (data != nullptr) ::munmap(data, size);
+    if (fd >= 0) ::close(fd);
+    fd = -1, data = nullptr, size = 0;
+  }
+
+  // Room for at least bytes (a new memfd when this one is smaller); "" or why not.
+  std::string reserve(size_t bytes, const char* name) {
+    if (fd >= 0 && size >= bytes) return "";
+    release();
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    size_t want = (std::max<size_t>(bytes, 1) + page - 1) / page * page;
+    fd = ::memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return std::string("memfd_create: ") + std::strerror(errno);
+    if (::ftruncate(fd, static_cast<off_t>(want)) != 0 ||
+        ::fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+      std::string why = std::string("memfd of ") + std::to_string(want) + " bytes: " + std::strerror(errno);
+      release();
+      return why;
+    }
+    void* p = ::mmap(nullptr, want, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED) {
+      std::string why = std::string("mmap of ") + std::to_string(want) + " bytes: " + std::strerror(errno);
+      release();
+      return why;
+    }
+    data = static_cast<char*>(p);
+    size = want;
+    return "";
+  }
+};
+
+constexpr size_t kTensorAlign = 64;
+
 }  // namespace
 
 struct ModuleSession::Impl {
@@ -81,6 +130,8 @@ struct ModuleSession::Impl {
   Result<ProcessRun> run = invalid_argument("not run");
   ModuleOutcome dead;  // the failure that ended the runner, once it has
   std::string tail;    // the runner's stderr once it ended
+  Region inputs;       // a run's inputs, written here and read by the runner
+  Region output;       // a run's output, written by the runner and read here
 
   ~Impl() {
     stop();
@@ -190,21 +241,40 @@ struct ModuleSession::Impl {
     return "";
   }
 
-  std::string send(const json& header, const std::vector<ModuleTensor>& tensors, Clock::time_point deadline) {
-    json h = header;
-    if (!tensors.empty()) {
-      h["tensors"] = json::array();
-      for (const ModuleTensor& t : tensors)
-        h["tensors"].push_back({{"dtype", t.dtype}, {"shape", t.shape}, {"bytes", t.bytes}});
-    }
-    std::string body = h.dump();
+  // Sends header; fds (the regions a run's tensors are in) go beside its first byte.
+  std::string send(const json& header, Clock::time_point deadline, const std::vector<int>& fds = {}) {
+    std::string body = header.dump();
     uint32_t n = static_cast<uint32_t>(body.size());
     char len[4] = {static_cast<char>(n & 0xff), static_cast<char>((n >> 8) & 0xff), static_cast<char>((n >> 16) & 0xff),
                    static_cast<char>((n >> 24) & 0xff)};
-    std::string e = write_all(len, 4, deadline);
+    size_t sent = 0;
+    if (!fds.empty()) {
+      if (!wait(POLLOUT, deadline)) return "hang";
+      iovec iov = {len, sizeof len};
+      std::vector<char> control(CMSG_SPACE(sizeof(int) * fds.size()), 0);
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control.data();
+      msg.msg_controllen = control.size();
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+      std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
+      for (;;) {
+        ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && (errno == EINTR || errno == EAGAIN)) {
+          if (!wait(POLLOUT, deadline)) return "hang";
+          continue;
+        }
+        if (w <= 0) return "crashed";
+        sent = static_cast<size_t>(w);
+        break;
+      }
+    }
+    std::string e = write_all(len + sent, sizeof len - sent, deadline);
     if (e.empty()) e = write_all(body.data(), body.size(), deadline);
-    for (size_t i = 0; e.empty() && i < tensors.size(); ++i)
-      e = write_all(tensors[i].data, static_cast<size_t>(tensors[i].bytes), deadline);
     return e;
   }
 
@@ -351,7 +421,7 @@ Result<std::unique_ptr<ModuleSession>> ModuleRunner::start(const std::string& mo
                   {"timing_seed", timing_seed},
                   {"device", options_.device}};
   json h;
-  std::string e = s->send(request, {}, deadline);
+  std::string e = s->send(request, deadline);
   if (e.empty()) e = s->receive(&h, deadline);
   if (!e.empty()) return machine_failure(e == "hang" ? "no answer within the load timeout" : "it ended early");
   // Before "ready" no module has run: a failure here is the machine's.
@@ -382,18 +452,44 @@ Result<std::unique_ptr<ModuleSession>> ModuleRunner::start(const std::string& mo
 }
 
 Result<ModuleRunAnswer> ModuleSession::run(int slot, bool reuse, const std::vector<ModuleTensor>& inputs,
-                                           const std::function<char*(const ModuleTensor&, std::string*)>& output,
-                                           int64_t max_output_bytes) {
+                                           const ModuleOutput& output, int64_t max_output_bytes,
+                                           const ModuleFill& fill) {
   Impl* s = impl_.get();
   ModuleRunAnswer a;
   if (!load_.ok || !s->dead.kind.empty()) {
     static_cast<ModuleOutcome&>(a) = load_.ok ? s->dead : static_cast<const ModuleOutcome&>(load_);
     return a;
   }
+  // The inputs, each at an aligned offset of the inputs' region; the output's region as large as
+  // the largest output taken.
+  json metas = json::array();
+  size_t total = 0;
+  for (const ModuleTensor& t : inputs) {
+    if (t.bytes < 0) return invalid_argument("module runner: an input of " + std::to_string(t.bytes) + " bytes");
+    metas.push_back({{"dtype", t.dtype}, {"shape", t.shape}, {"bytes", t.bytes}, {"offset", total}});
+    total += (static_cast<size_t>(t.bytes) + kTensorAlign - 1) / kTensorAlign * kTensorAlign;
+  }
+  std::string why = s->inputs.reserve(total, "vinci-module-inputs");
+  if (why.empty())
+    why = s->output.reserve(static_cast<size_t>(std::max<int64_t>(max_output_bytes, 0)), "vinci-module-output");
+  if (!why.empty()) return io_error("module runner: the shared memory of a run: " + why);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    char* dst = s->inputs.data + metas[i]["offset"].get<size_t>();
+    if (fill)
+      fill(i, dst);
+    else if (inputs[i].bytes > 0)
+      std::memcpy(dst, inputs[i].data, static_cast<size_t>(inputs[i].bytes));
+  }
   const double timeout_s = s->options.call_timeout_s;
   Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   json h;
-  std::string e = s->send({{"cmd", "run"}, {"slot", slot}, {"reuse", reuse}}, inputs, deadline);
+  std::string e = s->send({{"cmd", "run"},
+                           {"slot", slot},
+                           {"reuse", reuse},
+                           {"tensors", metas},
+                           {"input_region", s->inputs.size},
+                           {"output_region", s->output.size}},
+                          deadline, {s->inputs.fd, s->output.fd});
   if (e.empty()) e = s->receive(&h, deadline);
   if (!e.empty()) {
     static_cast<ModuleOutcome&>(a) = s->failed(e, e == "bad_answer" ? h.get<std::string>() : "", timeout_s);
@@ -414,19 +510,16 @@ Result<ModuleRunAnswer> ModuleSession::run(int slot, bool reuse, const std::vect
   a.output.bytes = int_field(t, "bytes");
   if (t.contains("shape") && t["shape"].is_array())
     for (const auto& d : t["shape"]) a.output.shape.push_back(d.is_number_integer() ? d.get<int64_t>() : -1);
-  std::string why;
-  char* into = nullptr;
+  // The bytes are in the output's region when they fit; a larger output is refused unread.
+  bool taken = false;
   if (a.output.bytes < 0 || a.output.bytes > max_output_bytes)
     why = "the output is " + std::to_string(a.output.bytes) + " bytes, more than the " +
           std::to_string(max_output_bytes) + " the reference's output takes";
+  else if (!(h.contains("in_region") && h["in_region"].is_boolean() && h["in_region"].get<bool>()))
+    why = "the runner did not put the output's bytes where they are read";
   else
-    into = output(a.output, &why);
-  if (into == nullptr) {
-    static_cast<ModuleOutcome&>(a) = s->failed("wrong_output", why, 0);
-    return a;
-  }
-  e = s->read_exact(into, static_cast<size_t>(a.output.bytes), deadline);
-  if (!e.empty()) static_cast<ModuleOutcome&>(a) = s->failed(e, "", timeout_s);
+    taken = output(a.output, s->output.data, &why);
+  if (!taken) static_cast<ModuleOutcome&>(a) = s->failed("wrong_output", why, 0);
   return a;
 }
 
@@ -447,7 +540,7 @@ Result<ModuleTiming> ModuleSession::time(int slot, int samples, int warmups, int
                            {"warmups", warmups},
                            {"flush_bytes", flush_bytes},
                            {"pings", pings}},
-                          {}, deadline);
+                          deadline);
   // Each ping and sample: the runner's 'r' when it is ready, this side's 'g', the runner's 'd'
   // when the work is done; the time from 'g' to 'd' is this side's.
   // Any other byte starts the runner's answer: its failure, past which it sends nothing more.
@@ -496,7 +589,7 @@ Result<ModuleProfile> ModuleSession::profile(int slot) {
   const double timeout_s = s->options.call_timeout_s;
   Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
   json h;
-  std::string e = s->send({{"cmd", "profile"}, {"slot", slot}}, {}, deadline);
+  std::string e = s->send({{"cmd", "profile"}, {"slot", slot}}, deadline);
   if (e.empty()) e = s->receive(&h, deadline);
   if (!e.empty()) {
     static_cast<ModuleOutcome&>(a) = s->failed(e, e == "bad_answer" ? h.get<std::string>() : "", timeout_s);

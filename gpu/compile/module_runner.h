@@ -37,14 +37,22 @@ struct ModuleRunOptions {
   std::vector<std::string> env;  // "NAME=VALUE" for the runner besides the allowlist (CUDA_VISIBLE_DEVICES)
 };
 
-// A tensor crossing the socket: a dtype name (float32, int64, ...; module_run.py's DTYPES), a shape
-// and, where it is sent, its bytes.
+// A tensor crossing to or from the runner: a dtype name (float32, int64, ...; module_run.py's
+// DTYPES), a shape and its size. Its bytes cross in shared memory (a sealed memfd each way, its fd
+// sent over the socket beside the command), not through the socket.
 struct ModuleTensor {
   std::string dtype;
   std::vector<int64_t> shape;
   int64_t bytes = 0;
-  const char* data = nullptr;  // the bytes to send (an input); unused in answers
+  const char* data = nullptr;  // an input's bytes, copied in when run() has no fill; unused in answers
 };
+
+// Writes input i's bytes (inputs[i].bytes of them) at dst, in the shared memory the runner reads
+// (a device-to-host copy can land there directly).
+using ModuleFill = std::function<void(size_t i, char* dst)>;
+// Takes a run's output: its shape, dtype and size, and its bytes in the shared memory the runner
+// wrote (valid until the session's next command); false and why to refuse it.
+using ModuleOutput = std::function<bool(const ModuleTensor& output, const char* bytes, std::string* why)>;
 
 // How a command ended: ok, or the candidate's failure (kind: import_error, no_model_new,
 // construct_error, runtime_error, out_of_memory, wrong_type, wrong_output, writes_input,
@@ -64,7 +72,7 @@ struct ModuleLoad : ModuleOutcome {
 };
 
 struct ModuleRunAnswer : ModuleOutcome {
-  ModuleTensor output;               // shape, dtype and size; the bytes went to the caller's buffer
+  ModuleTensor output;               // shape, dtype and size; the bytes went to run()'s output
   double ms = 0;                     // the forward and a device synchronization, an annotation
   std::vector<std::string> threads;  // threads alive past those of the runner before the module ran
   int64_t slots = 0;                 // the input slots the runner holds after the run
@@ -132,12 +140,11 @@ class ModuleSession {
   const ModuleLoad& load() const { return load_; }
 
   // Runs the forward on inputs, kept in slot; reuse writes them into the slot's earlier tensors
-  // (the same addresses). output(answer.output) gives the buffer for the output's bytes, nullptr
-  // to refuse it (then the answer is wrong_output with why); an output larger than
-  // max_output_bytes is refused before it is read.
-  Result<ModuleRunAnswer> run(int slot, bool reuse, const std::vector<ModuleTensor>& inputs,
-                              const std::function<char*(const ModuleTensor&, std::string* why)>& output,
-                              int64_t max_output_bytes);
+  // (the same addresses). fill writes the inputs' bytes (default: from each input's data).
+  // output(answer.output, bytes, why) takes the output, or refuses it (then the answer is
+  // wrong_output with why); an output larger than max_output_bytes is refused unread.
+  Result<ModuleRunAnswer> run(int slot, bool reuse, const std::vector<ModuleTensor>& inputs, const ModuleOutput& output,
+                              int64_t max_output_bytes, const ModuleFill& fill = nullptr);
   // Times the forward on slot's inputs: warmups, pings, then samples, each on fresh inputs after
   // a write of flush_bytes (the L2 flush) and a device-wide synchronization, bracketed by the
   // worker's clock too.

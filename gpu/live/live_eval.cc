@@ -1587,44 +1587,49 @@ std::string top_kernels(std::vector<ModuleKernel> kernels, size_t n) {
 torch::Tensor LiveDevice::Impl::module_forward(ModuleSession& session, int slot, bool reuse,
                                                const std::vector<torch::Tensor>& x, const at::Tensor& ref,
                                                const std::string& what, EvalResult* r) {
-  std::vector<torch::Tensor> host;
   std::vector<ModuleTensor> sent;
   for (const torch::Tensor& t : x) {
-    host.push_back(t.to(torch::kCPU).contiguous());
-    const torch::Tensor& h = host.back();
     ModuleTensor m;
-    m.dtype = module_dtype_name(h.scalar_type());
-    m.shape = h.sizes().vec();
-    m.bytes = static_cast<int64_t>(h.numel() * h.element_size());
-    m.data = static_cast<const char*>(h.data_ptr());
+    m.dtype = module_dtype_name(t.scalar_type());
+    m.shape = t.sizes().vec();
+    m.bytes = static_cast<int64_t>(t.numel() * t.element_size());
     sent.push_back(m);
   }
+  // Each input is copied from the device straight into the memory the runner reads.
+  auto fill = [&](size_t i, char* dst) {
+    if (x[i].numel() == 0) return;
+    torch::from_blob(dst, x[i].sizes(), torch::TensorOptions().dtype(x[i].scalar_type())).copy_(x[i]);
+  };
   torch::Tensor out;
-  static char empty_output;
-  auto into = [&](const ModuleTensor& o, std::string* why) -> char* {
+  auto take = [&](const ModuleTensor& o, const char* bytes, std::string* why) -> bool {
     torch::ScalarType dtype;
     if (!module_dtype(o.dtype, &dtype)) {
       *why = "the output's dtype is " + o.dtype + ", which vinci does not compare";
-      return nullptr;
+      return false;
     }
     int64_t n = 1;
     for (int64_t d : o.shape) {
       if (d < 0 || (d > 0 && n > (int64_t{1} << 40) / d)) {
         *why = "the output's shape " + shape_text(o.shape) + " is not a shape";
-        return nullptr;
+        return false;
       }
       n *= d;
     }
     if (n * static_cast<int64_t>(c10::elementSize(dtype)) != o.bytes) {
       *why = "the output's " + std::to_string(o.bytes) + " bytes do not fill its shape " + shape_text(o.shape);
-      return nullptr;
+      return false;
     }
-    out = torch::empty(o.shape, torch::TensorOptions().dtype(dtype));
-    return o.bytes == 0 ? &empty_output : static_cast<char*>(out.data_ptr());
+    // Copied out of the shared memory at once (to the reference's device): the runner can write
+    // there until its process ends, and what is compared is this copy.
+    torch::TensorOptions opts = torch::TensorOptions().dtype(dtype);
+    out = n == 0 ? torch::empty(o.shape, opts.device(ref.device()))
+                 : torch::from_blob(const_cast<char*>(bytes), o.shape, opts)
+                       .to(ref.device(), dtype, /*non_blocking=*/false, /*copy=*/true);
+    return true;
   };
   // Room for a float64 output of a float32 reference: a wrong dtype is then compared and named.
   const int64_t cap = 2 * static_cast<int64_t>(ref.numel() * ref.element_size()) + 4096;
-  Result<ModuleRunAnswer> a = session.run(slot, reuse, sent, into, cap);
+  Result<ModuleRunAnswer> a = session.run(slot, reuse, sent, take, cap, fill);
   if (!a.ok()) fail("module_runner", what + ": " + a.status().message());
   if (!a->ok) fail(a->kind, what + ": " + a->error);
   if (!a->threads.empty()) {
@@ -1633,7 +1638,7 @@ torch::Tensor LiveDevice::Impl::module_forward(ModuleSession& session, int slot,
     flag += ")";
     if (std::find(r->flags.begin(), r->flags.end(), flag) == r->flags.end()) r->flags.push_back(flag);
   }
-  return out.to(ref.device());
+  return out;
 }
 
 // Times a correct module against the reference (docs/kernelbench_format.md, "Timing a module"):

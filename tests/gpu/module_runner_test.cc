@@ -91,13 +91,14 @@ Result<ModuleRunAnswer> forward(ModuleSession& s, int slot, bool reuse, const In
                                 int64_t cap = 1 << 20) {
   return s.run(
       slot, reuse, {in.tensor()},
-      [out](const ModuleTensor& t, std::string* why) -> char* {
+      [out](const ModuleTensor& t, const char* bytes, std::string* why) {
         if (t.dtype != "float32") {
           *why = "dtype " + t.dtype;
-          return nullptr;
+          return false;
         }
         out->assign(static_cast<size_t>(t.bytes) / sizeof(float), 0.0f);
-        return reinterpret_cast<char*>(out->data());
+        std::memcpy(out->data(), bytes, static_cast<size_t>(t.bytes));
+        return true;
       },
       cap);
 }
@@ -178,6 +179,43 @@ TEST(ModuleRunner, TheModulesMistakesAreItsOwnFailures) {
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(again->kind, c.kind) << c.name;
   }
+}
+
+// The tensors cross in the worker's memfds, whose fds the module can reach (here by wrapping
+// mmap.mmap, which the runner maps them with). Truncated under the worker's mapping, a region would
+// fault the worker when it next touched it (SIGBUS): the sizes are sealed, so the module's attempts
+// fail and the run goes on as if none was made.
+TEST(ModuleRunner, TheSharedMemoryCannotBeResizedByTheModule) {
+  REQUIRE_TORCH();
+  ModuleRunner runner(cpu_options());
+  const std::string module = module_with("        return x * self.scale + 1",
+                                         "import mmap\n"
+                                         "import os\n"
+                                         "_real = mmap.mmap\n"
+                                         "resized = []\n"
+                                         "def _mmap(fd, size, *a, **k):\n"
+                                         "    for n in (0, 1, size * 2):\n"
+                                         "        try:\n"
+                                         "            os.ftruncate(fd, n)\n"
+                                         "            resized.append(n)\n"
+                                         "        except OSError:\n"
+                                         "            pass\n"
+                                         "    if resized:\n"
+                                         "        os.ftruncate(fd, size)\n"
+                                         "    return _real(fd, size, *a, **k)\n"
+                                         "mmap.mmap = _mmap");
+  Result<std::unique_ptr<ModuleSession>> s = runner.start(module, kReference, ModuleBackend::kTorch);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  ASSERT_TRUE((*s)->load().ok) << (*s)->load().error;
+  std::vector<float> out;
+  for (int reuse = 0; reuse < 2; ++reuse) {
+    Result<ModuleRunAnswer> a = forward(**s, 0, reuse == 1, input(10), &out);
+    ASSERT_TRUE(a.ok()) << a.status().to_string();
+    ASSERT_TRUE(a->ok) << a->kind << ": " << a->error;
+    ASSERT_EQ(out.size(), 12u);
+    EXPECT_EQ(out[11], 2.0f * 21 + 1);
+  }
+  EXPECT_EQ((*s)->finish().find("Traceback"), std::string::npos);
 }
 
 TEST(ModuleRunner, AForwardThatNeverReturnsIsStoppedAtTheCallTimeout) {
