@@ -50,7 +50,7 @@ ConfigSchema build_schema() {
   s.add({"tasks.set", T::kString, S("all"),
          "Which tasks: all, kernelbench (KernelBench problems, flagged ones included) or unflagged\n"
          "(KernelBench problems neither flagged by KernelBench nor degenerate).",
-         {"all", "kernelbench", "unflagged"}});
+         kTaskSets.choices()});
   s.add({"tasks.ids", T::kStringList, ConfigValue(std::vector<std::string>{}),
          "Exactly these task ids (of the levels listed); empty: every task the keys above select.", {}});
   // [loop]
@@ -93,7 +93,7 @@ ConfigSchema build_schema() {
                   "(docs/training.md), for small models that cannot write kernels byte for byte;\n"
                   "kernelbench: a KernelBench module defining ModelNew, prompted as KernelBench prompts\n"
                   "(docs/kernelbench_format.md; policy.languages names its one backend, cuda or triton).",
-                  {"plan", "knobs", "kernelbench"}});
+                  kPolicyFormats.choices()});
   }
   // [summary]
   s.add({"summary.enabled", T::kBool, B(true), "Summarize triggering rollouts into new skills.", {}});
@@ -112,7 +112,7 @@ ConfigSchema build_schema() {
          "The shared backbone: sim (a small libtorch network choosing the code generator's knobs)\n"
          "or openai (a language model behind an OpenAI-compatible chat completions endpoint:\n"
          "vLLM, SGLang, a hosted API, or `harness serve`).",
-         {"sim", "openai"}});
+         kBackboneKinds.choices()});
   s.add({"backbone.hidden", T::kInt, I(64), "Width of the shared trunk.", {}, 4, 4096});
   s.add({"backbone.lr", T::kFloat, F(1e-3), "Adam learning rate.", {}, 0, 1});
   s.add({"backbone.train_selection", T::kBool, B(true), "Train the selection head (joint training).", {}});
@@ -187,7 +187,7 @@ ConfigSchema build_schema() {
                   "openai: who trains the model. none: nobody (a run evaluates the model; `replay export` writes\n"
                   "the advantages); http: after every step the step's calls and advantages are sent to\n"
                   "trainer.url, and the next step asks for the model it names (docs/training.md).",
-                  {"none", "http"}});
+                  kTrainerKinds.choices()});
     add_when_set({"trainer.url", T::kString, S("http://127.0.0.1:8000/v1"),
                   "trainer.kind = \"http\": the trainer's base URL (POST {url}/vinci/update).", {}});
     add_when_set({"trainer.api_key_env", T::kString, S(""),
@@ -226,7 +226,7 @@ ConfigSchema build_schema() {
   s.add({"device.kind", T::kString, S("sim"),
          "The evaluator: sim (the analytic H200 model) or cuda (this machine's GPU; candidates run in a worker "
          "process, docs/live_evaluator.md).",
-         {"sim", "cuda"}});
+         kDeviceKinds.choices()});
   s.add({"device.profile", T::kString, S(""), "Device profile file; empty: data/device_profiles/h200.toml.", {}});
   s.add({"device.noise", T::kFloat, F(0.0), "Relative spread of simulated timing noise (0: exact).", {}, 0, 1});
   s.add({"device.timing_samples", T::kInt, I(10), "Timing samples per candidate.", {}, 1, 10000});
@@ -323,7 +323,8 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.split_seed = static_cast<uint64_t>(c.get_int("tasks.split_seed"));
   e.max_tasks_per_level = c.get_int("tasks.max_per_level");
   e.sample_per_level = c.get_int("tasks.sample_per_level");
-  e.task_set = c.get_string("tasks.set");
+  // The schema allows only the tables' names; anything else was refused when the config was read.
+  VINCI_ASSIGN_OR_RETURN(e.task_set, kTaskSets.parse(c.get_string("tasks.set")));
   e.task_ids = c.get_string_list("tasks.ids");
   e.steps = static_cast<int32_t>(c.get_int("loop.steps"));
   e.batch_tasks = static_cast<int32_t>(c.get_int("loop.batch_tasks"));
@@ -342,8 +343,8 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.selection.recall_top = static_cast<size_t>(c.get_int("selection.recall_top"));
   e.selection.max_skills = static_cast<int32_t>(c.get_int("selection.max_skills"));
   e.languages = c.get_string_list("policy.languages");
-  e.policy_format = c.get_string("policy.format");
-  e.trainer.kind = c.get_string("trainer.kind");
+  VINCI_ASSIGN_OR_RETURN(e.policy_format, kPolicyFormats.parse(c.get_string("policy.format")));
+  VINCI_ASSIGN_OR_RETURN(e.trainer.kind, kTrainerKinds.parse(c.get_string("trainer.kind")));
   e.trainer.url = c.get_string("trainer.url");
   e.trainer.api_key_env = c.get_string("trainer.api_key_env");
   e.trainer.timeout_s = c.get_float("trainer.timeout_s");
@@ -371,7 +372,7 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.verification.runs = static_cast<int32_t>(c.get_int("verification.runs"));
   e.verification.min_speedup = c.get_float("verification.min_speedup");
   e.verification.min_ratio = c.get_float("verification.min_ratio");
-  e.backbone = c.get_string("backbone.kind");
+  VINCI_ASSIGN_OR_RETURN(e.backbone, kBackboneKinds.parse(c.get_string("backbone.kind")));
   e.hidden = static_cast<int32_t>(c.get_int("backbone.hidden"));
   e.lr = c.get_float("backbone.lr");
   e.train_selection = c.get_bool("backbone.train_selection");
@@ -379,7 +380,7 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   e.train_summary = c.get_bool("backbone.train_summary");
   VINCI_ASSIGN_OR_RETURN(e.sim.knowledge, parse_sim_knowledge(c.get_string("sim.knowledge")));
   e.sim.discovery = c.get_float("sim.discovery");
-  e.device = c.get_string("device.kind");
+  VINCI_ASSIGN_OR_RETURN(e.device, kDeviceKinds.parse(c.get_string("device.kind")));
   e.device_profile = c.get_string("device.profile");
   e.reference_precision = c.get_string("device.reference_precision");
   e.noise = c.get_float("device.noise");
@@ -443,18 +444,20 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
     return invalid_argument(path + ": key 'tts.window': expected at most tts.turns x tts.iterations = " +
                             std::to_string(e.tts.turns * e.tts.iterations) + ", found " + std::to_string(e.tts.window));
   }
-  if (e.sim.knowledge != SimKnowledge::kOpen && e.backbone != "sim") {
+  if (e.sim.knowledge != SimKnowledge::kOpen && e.backbone != BackboneKind::kSim) {
     return invalid_argument(path + ": key 'sim.knowledge' = \"" + sim_knowledge_name(e.sim.knowledge) +
-                            "\": expected \"open\" with backbone.kind = \"" + e.backbone +
+                            "\": expected \"open\" with backbone.kind = \"" + kBackboneKinds.name(e.backbone) +
                             "\" (locked techniques model what the sim backbone does not know; a language model knows "
                             "what it knows)");
   }
-  if (e.backbone != "openai" && (e.trainer.kind != "none" || e.policy_format != "plan")) {
-    return invalid_argument(path + ": key '" + (e.trainer.kind != "none" ? "trainer.kind" : "policy.format") +
-                            "': expected the default with backbone.kind = \"" + e.backbone +
+  if (e.backbone != BackboneKind::kOpenai &&
+      (e.trainer.kind != TrainerKind::kNone || e.policy_format != PolicyFormat::kPlan)) {
+    return invalid_argument(path + ": key '" +
+                            (e.trainer.kind != TrainerKind::kNone ? "trainer.kind" : "policy.format") +
+                            "': expected the default with backbone.kind = \"" + kBackboneKinds.name(e.backbone) +
                             "\" (it is about a language model; the sim network trains in this process)");
   }
-  if (e.backbone == "openai") {
+  if (e.backbone == BackboneKind::kOpenai) {
     if (llm.model.empty()) {
       return invalid_argument(path +
                               ": key 'backbone.model': expected the model name the server serves "
@@ -462,7 +465,7 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
     }
     // A language model's parameters live in its trainer, not in this process: the cold start's
     // supervised examples need one to go to.
-    if (e.policy_format == "kernelbench") {
+    if (e.policy_format == PolicyFormat::kKernelbench) {
       if (e.languages.size() != 1) {
         return invalid_argument(path +
                                 ": key 'policy.languages': with policy.format = \"kernelbench\" a module is written "
@@ -476,7 +479,7 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
                                 "\"kernelbench\"");
       }
     }
-    if (cs.enabled && e.trainer.kind == "none") {
+    if (cs.enabled && e.trainer.kind == TrainerKind::kNone) {
       return invalid_argument(path +
                               ": key 'coldstart.enabled': with backbone.kind = \"openai\" the cold start's "
                               "examples train the model through its trainer; expected false, or trainer.kind = "

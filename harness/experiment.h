@@ -15,6 +15,7 @@
 #include "gpu/task.h"
 #include "harness/config.h"
 #include "harness/rl.h"
+#include "harness/settings.h"
 #include "harness/sim_knowledge.h"
 
 namespace vinci {
@@ -36,9 +37,9 @@ struct Experiment {
   std::vector<int64_t> levels;
   double eval_share = 0.25;  // share of each level held out for evaluation
   uint64_t split_seed = 0;
-  int64_t max_tasks_per_level = 0;    // 0: all
-  int64_t sample_per_level = 0;       // 0: all
-  std::string task_set = "all";       // all | kernelbench | unflagged
+  int64_t max_tasks_per_level = 0;  // 0: all
+  int64_t sample_per_level = 0;     // 0: all
+  TaskSet task_set = TaskSet::kAll;
   std::vector<std::string> task_ids;  // empty: all
 
   // [loop]
@@ -56,7 +57,7 @@ struct Experiment {
 
   SelectionParams selection;
   std::vector<std::string> languages = {"cuda"};  // policy.languages: kernel languages a reply may use
-  std::string policy_format = "plan";             // policy.format: "plan" | "knobs"
+  PolicyFormat policy_format = PolicyFormat::kPlan;
   double selection_scale = 0.3;
   double bm25_k1 = 1.5, bm25_b = 0.75, bm25_epsilon = 0.25;
 
@@ -67,8 +68,8 @@ struct Experiment {
   VerificationParams verification;
 
   // [backbone]
-  std::string backbone;  // "sim" | "openai"
-  struct Llm {           // backbone.kind = "openai" (harness/llm_agents.h)
+  BackboneKind backbone = BackboneKind::kSim;
+  struct Llm {  // backbone.kind = "openai" (harness/llm_agents.h)
     std::string base_url, model, api_key_env, prompts;
     double temperature = 1.0, top_p = 1.0, timeout_s = 600, deadline_s = 1800;
     int64_t max_tokens = 0;
@@ -79,7 +80,7 @@ struct Experiment {
   } llm;
   // [trainer] (harness/model_trainer.h): who trains a language model.
   struct Trainer {
-    std::string kind = "none";  // "none" | "http"
+    TrainerKind kind = TrainerKind::kNone;
     std::string url, api_key_env;
     double timeout_s = 3600;
     double lr = 1e-3, clip = 1.0, kl = 0.0, sft_lr = 3e-3;
@@ -96,7 +97,7 @@ struct Experiment {
   KnowledgeParams sim;
 
   // [device]
-  std::string device;                               // "sim"
+  DeviceKind device = DeviceKind::kSim;
   std::string device_profile;                       // empty: the built-in H200 profile
   std::string reference_precision = "kernelbench";  // cuda: gpu/eval_result.h
   double noise = 0.0;

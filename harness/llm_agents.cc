@@ -30,10 +30,10 @@ const char* const PromptTemplates::kFiles[5] = {"selection_system.md", "policy_s
                                                 "policy_feedback.md", "summary_system.md"};
 
 Result<PromptTemplates> PromptTemplates::load(const std::string& dir, const std::vector<std::string>& languages,
-                                              const std::string& format) {
+                                              PolicyFormat format) {
   PromptTemplates t;
   std::vector<std::string> files(std::begin(kFiles), std::end(kFiles));
-  if (format == "kernelbench") {
+  if (format == PolicyFormat::kKernelbench) {
     for (const std::string& l : languages) files.push_back(kernelbench_file(l));
   } else if (std::find(languages.begin(), languages.end(), "triton") != languages.end()) {
     files.push_back(kTritonFormat);
@@ -504,7 +504,7 @@ std::string turn_feedback_text(const PolicyTurn& turn) {
 }
 
 std::string LlmAgentModel::policy_user_message(const PolicyQuestion& q) const {
-  if (settings_.policy_format == "kernelbench") {
+  if (settings_.policy_format == PolicyFormat::kKernelbench) {
     // KernelBench's form: the instruction and an example for the one backend, then the task as the
     // PyTorch module KernelBench shows (the experiment's check keeps languages to one).
     auto py = task_as_pytorch(*q.task, q.size);
@@ -517,7 +517,7 @@ std::string LlmAgentModel::policy_user_message(const PolicyQuestion& q) const {
   auto allows = [&](const char* l) {
     return std::find(settings_.languages.begin(), settings_.languages.end(), l) != settings_.languages.end();
   };
-  const bool knobs = settings_.policy_format == "knobs";
+  const bool knobs = settings_.policy_format == PolicyFormat::kKnobs;
   std::string format = knobs            ? templates_.render("policy_format.md", {{"knobs", knob_menu(*q.task)}})
                        : allows("cuda") ? templates_.render("policy_format.md")
                                         : "";
@@ -560,8 +560,8 @@ std::vector<ChatMessage> LlmAgentModel::policy_messages(const PolicyQuestion& q)
 }
 
 Result<Plan> LlmAgentModel::plan_of_reply(const std::string& text, const Task& task) const {
-  if (settings_.policy_format == "knobs") return plan_from_knob_answer(text, task);
-  if (settings_.policy_format == "kernelbench") {
+  if (settings_.policy_format == PolicyFormat::kKnobs) return plan_from_knob_answer(text, task);
+  if (settings_.policy_format == PolicyFormat::kKernelbench) {
     VINCI_ASSIGN_OR_RETURN(std::string module, extract_module_answer(text));
     Plan plan = module_plan(task.id, std::move(module));
     VINCI_RETURN_IF_ERROR(validate_plan(plan, task));

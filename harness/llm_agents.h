@@ -34,6 +34,7 @@
 #include "agents/chat_client.h"
 #include "core/atomic_file.h"
 #include "harness/agent_model.h"
+#include "harness/settings.h"
 
 namespace vinci {
 
@@ -52,7 +53,7 @@ struct PromptTemplates {
   // with format "kernelbench" the kernelbench_file of each language); a missing one is an error
   // naming it.
   static Result<PromptTemplates> load(const std::string& dir, const std::vector<std::string>& languages = {"cuda"},
-                                      const std::string& format = "plan");
+                                      PolicyFormat format = PolicyFormat::kPlan);
   // The templates a run recorded (its blob records of kind "prompt_template").
   static Result<PromptTemplates> recorded(const std::string& run_dir);
   // `file`'s text with each {name} of vars replaced by its value. REQUIRES: file is loaded.
@@ -217,7 +218,7 @@ struct LlmSettings {
   // {knobs}, the task's knob menu) or "kernelbench" (a ModelNew module, gpu/kernelbench_module.h:
   // the user message is PromptTemplates::kernelbench_file of the one language, as KernelBench
   // prompts).
-  std::string policy_format = "plan";
+  PolicyFormat policy_format = PolicyFormat::kPlan;
 };
 
 class LlmAgentModel : public AgentModel {

@@ -244,7 +244,7 @@ Result<TrainerReply> RecordedModelTrainer::update(const std::string& kind, int32
 
 Result<TrainerParts> build_trainer(const Experiment& exp, TrainerCalls calls, const std::string& run_dir) {
   TrainerParts parts;
-  if (exp.trainer.kind == "none") return parts;
+  if (exp.trainer.kind == TrainerKind::kNone) return parts;
   if (calls == TrainerCalls::kLive || calls == TrainerCalls::kRecordedThenLive) {
     std::string key;
     if (!exp.trainer.api_key_env.empty()) {

@@ -752,7 +752,7 @@ class TeacherTransport : public ChatTransport {
 // format.
 Result<std::string> policy_answer_text(const Experiment& exp, const Task& task,
                                        const std::map<std::string, std::string>& values) {
-  if (exp.policy_format == "knobs") return render_knob_answer(task, values);
+  if (exp.policy_format == PolicyFormat::kKnobs) return render_knob_answer(task, values);
   VINCI_ASSIGN_OR_RETURN(Plan plan, generate_plan(task, values));
   return render_model_plan(plan);
 }
@@ -875,8 +875,8 @@ TaskSplit split_tasks(const TaskSuite& suite, const Experiment& exp) {
     std::vector<const Task*> tasks;
     for (const Task* t : suite.at_level(static_cast<int>(level))) {
       std::string set = t->set_name();
-      if (exp.task_set == "kernelbench" && set.rfind("kernelbench", 0) != 0) continue;
-      if (exp.task_set == "unflagged" && set != "kernelbench") continue;
+      if (exp.task_set == TaskSet::kKernelbench && set.rfind("kernelbench", 0) != 0) continue;
+      if (exp.task_set == TaskSet::kUnflagged && set != "kernelbench") continue;
       if (!exp.task_ids.empty() && std::find(exp.task_ids.begin(), exp.task_ids.end(), t->id) == exp.task_ids.end())
         continue;
       tasks.push_back(t);

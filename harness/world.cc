@@ -262,8 +262,8 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
     QueueOptions qo;
     qo.url = exp.queue;
     qo.attempts = exp.queue_attempts;
-    EvaluatorSpec spec = exp.device == "cuda" ? cuda_spec(*profile_text, exp.reference_precision, exp.limits)
-                                              : sim_spec(*profile_text, exp.noise, exp.limits);
+    EvaluatorSpec spec = exp.device == DeviceKind::kCuda ? cuda_spec(*profile_text, exp.reference_precision, exp.limits)
+                                                         : sim_spec(*profile_text, exp.noise, exp.limits);
     auto queue = std::make_unique<QueueEvaluator>(qo, std::move(spec));
     Status started = queue->start();
     if (!started.ok()) return Status(started.code(), exp.config_path + ": key 'device.queue': " + started.message());
@@ -274,7 +274,7 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
   std::unique_ptr<Evaluator> inner;
   if (!exp.queue.empty()) {
     // built above
-  } else if (exp.device == "cuda") {
+  } else if (exp.device == DeviceKind::kCuda) {
     CudaEvaluatorOptions co;
     co.task_dir = task_dir;
     co.profile_path = profile_path;
@@ -300,7 +300,7 @@ Result<World> build_world(const Experiment& exp, ModelCalls calls, const std::st
     if (!library.ok()) return keyed("library.seed", exp.seed_library, library.status());
     w.seed_library = std::move(library).value();
   }
-  if (exp.backbone == "openai") {
+  if (exp.backbone == BackboneKind::kOpenai) {
     VINCI_RETURN_IF_ERROR(build_llm(exp, calls, run_dir, call_log_path, &w));
     return w;
   }

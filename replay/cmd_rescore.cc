@@ -17,13 +17,13 @@ namespace vinci {
 int cmd_rescore(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   RescoreOptions o;
-  o.device.clear();  // the user must say where: --live or --device
+  std::string device;  // the user must say where: --live or --device
   po::options_description opts(
       "usage: replay rescore RUN (--live | --device sim [--profile FILE]) --out NEW [--queue URL] [--trials N] "
       "[--samples N] [--reuse FILE [--offline]]");
   opts.add_options()("help,h", "show this help")("live",
                                                  "re-measure on this machine's GPU (the same as --device cuda)")(
-      "device", po::value<std::string>(&o.device), "cuda (this GPU) or sim (the sim device under --profile)")(
+      "device", po::value<std::string>(&device), "cuda (this GPU) or sim (the sim device under --profile)")(
       "profile", po::value<std::string>(&o.profile), "sim: the device profile TOML (default: the run's own)")(
       "out", po::value<std::string>(&o.out_dir),
       "the new run's folder (must not exist); everything the rescore writes goes inside it: its log, "
@@ -75,14 +75,20 @@ int cmd_rescore(const std::vector<std::string>& args) {
     o.cuda.timing_budget_s = *budget;
   }
   if (vm.count("live")) {
-    if (!o.device.empty() && o.device != "cuda") {
-      std::cerr << "replay rescore: --live and --device " << o.device << " exclude each other\n";
+    if (!device.empty() && device != "cuda") {
+      std::cerr << "replay rescore: --live and --device " << device << " exclude each other\n";
       return 2;
     }
-    o.device = "cuda";
+    device = "cuda";
   }
-  if (o.device.empty()) {
+  if (device.empty()) {
     std::cerr << "replay rescore: say where to measure: --live (this GPU) or --device sim --profile FILE\n";
+    return 2;
+  }
+  if (Result<DeviceKind> d = kDeviceKinds.parse(device); d.ok()) {
+    o.device = *d;
+  } else {
+    std::cerr << "replay rescore: --" << d.status().message() << "\n";
     return 2;
   }
   if (!o.queue.empty()) {

@@ -299,8 +299,6 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
                                   const RescoreProgress& progress) {
   Clock::time_point start = Clock::now();
   pin_numeric_settings();
-  if (options.device != "cuda" && options.device != "sim")
-    return invalid_argument("rescore: the device must be cuda or sim, found '" + options.device + "'");
   if (options.out_dir.empty()) return invalid_argument("--out: expected a new run folder, found an empty string");
   struct stat st;
   if (::stat(options.out_dir.c_str(), &st) == 0)
@@ -314,12 +312,14 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     VINCI_RETURN_IF_ERROR(check_numeric_settings(manifest.environment, capture_environment(), run_dir,
                                                  " (use --force to rescore anyway)"));
   }
-  std::vector<std::string> overrides = {"device.kind=" + options.device};
-  if (options.device == "sim" && !options.profile.empty()) overrides.push_back("device.profile=" + options.profile);
+  // The new run's config is the recorded one with these keys set (it is recorded as such).
+  std::vector<std::string> overrides = {std::string("device.kind=") + kDeviceKinds.name(options.device)};
+  if (options.device == DeviceKind::kSim && !options.profile.empty())
+    overrides.push_back("device.profile=" + options.profile);
   VINCI_ASSIGN_OR_RETURN(Experiment exp,
                          experiment_from_text(manifest.config_text, loc.manifest_path + " (config)", overrides));
   Experiment sim_exp = exp;  // the suite, seed library and backbone; no device is started here
-  sim_exp.device = "sim";
+  sim_exp.device = DeviceKind::kSim;
   sim_exp.queue.clear();
   // A language model's decisions are kept as recorded: its replies come from the log by call key.
   VINCI_ASSIGN_OR_RETURN(World world, build_world(sim_exp, ModelCalls::kRecordedDecisions, run_dir));
@@ -371,24 +371,24 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     VINCI_ASSIGN_OR_RETURN(device_name, measured_device(options.reuse, reuse_rows));
     device = std::make_unique<OfflineDevice>(options.reuse, device_name);
   } else if (!options.queue.empty()) {
-    std::string path = options.device == "sim" && !options.profile.empty() ? options.profile
-                       : !exp.device_profile.empty()                       ? exp.device_profile
-                                                                           : profile_path("h200");
+    std::string path = options.device == DeviceKind::kSim && !options.profile.empty() ? options.profile
+                       : !exp.device_profile.empty()                                  ? exp.device_profile
+                                                                                      : profile_path("h200");
     VINCI_ASSIGN_OR_RETURN(std::string profile_text, read_file(path, kDeviceProfileFile));
     QueueOptions qo;
     qo.url = options.queue;
     qo.attempts = exp.queue_attempts;
-    EvaluatorSpec spec = options.device == "cuda" ? cuda_spec(profile_text, options.cuda.reference_precision,
-                                                              PlanLimits(), options.cuda.timing_budget_s)
-                                                  : sim_spec(profile_text, exp.noise, PlanLimits());
+    EvaluatorSpec spec = options.device == DeviceKind::kCuda ? cuda_spec(profile_text, options.cuda.reference_precision,
+                                                                         PlanLimits(), options.cuda.timing_budget_s)
+                                                             : sim_spec(profile_text, exp.noise, PlanLimits());
     auto q = std::make_unique<QueueEvaluator>(qo, std::move(spec));
     Status started = q->start();
     if (!started.ok()) return Status(started.code(), "--queue: " + started.message());
     // The same name as in process for the sim (the profile is what prices); the GPUs that measured
     // are in each measurement's settings.
-    device_name = options.device == "sim" ? "sim profile " + path : "cuda workers of queue " + options.queue;
+    device_name = options.device == DeviceKind::kSim ? "sim profile " + path : "cuda workers of queue " + options.queue;
     device = std::move(q);
-  } else if (options.device == "cuda") {
+  } else if (options.device == DeviceKind::kCuda) {
     CudaEvaluatorOptions co = options.cuda;
     if (co.task_dir.empty()) co.task_dir = exp.task_dir.empty() ? default_task_dir() : exp.task_dir;
     auto c = std::make_unique<CudaEvaluator>(co);

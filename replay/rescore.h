@@ -26,16 +26,17 @@
 #include "core/hash.h"
 #include "core/status.h"
 #include "gpu/live/cuda_evaluator.h"
+#include "harness/settings.h"
 
 namespace vinci {
 
 struct RescoreOptions {
-  std::string out_dir;          // the new run's folder (must not exist)
-  std::string device = "cuda";  // cuda | sim
-  std::string profile;          // sim: the device profile TOML (default: the run's own)
-  int trials = 0;               // 0: the run's device.trials
-  int samples = 0;              // 0: the run's device.timing_samples
-  uint64_t seed = 0;            // seed of the re-measurement's trial inputs
+  std::string out_dir;  // the new run's folder (must not exist)
+  DeviceKind device = DeviceKind::kCuda;
+  std::string profile;  // sim: the device profile TOML (default: the run's own)
+  int trials = 0;       // 0: the run's device.trials
+  int samples = 0;      // 0: the run's device.timing_samples
+  uint64_t seed = 0;    // seed of the re-measurement's trial inputs
   // cuda: the evaluator's settings (timeout_s, timing_budget_s, nvrtc_cache_dir, reference_precision;
   // task_dir empty: the run's task suite).
   CudaEvaluatorOptions cuda;

@@ -65,7 +65,7 @@ Status rederive(const std::string& run_dir, const ManifestInfo& manifest, bool r
   // GPU is needed to verify). A rescored run's backbone decisions are events too.
   bool measured = manifest.world == RunWorld::kLive || manifest.world == RunWorld::kRescore;
   if (manifest.world == RunWorld::kRescore) recorded_backbone = true;
-  if (measured) exp.device = "sim";
+  if (measured) exp.device = DeviceKind::kSim;
   // A queued sim run is re-derived here: the queue is where its evaluations ran, not what they were.
   exp.queue.clear();
   // An unfinished run's log may end in a frame a kill cut short (resume drops it): its good prefix

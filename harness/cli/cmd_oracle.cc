@@ -180,7 +180,9 @@ int cmd_oracle(const std::vector<std::string>& args) {
   if (vm.count("set")) overrides = vm["set"].as<std::vector<std::string>>();
   Result<Experiment> exp = load_experiment(vm["config"].as<std::string>(), overrides);
   if (!exp.ok()) return fail(exp.status().message());
-  if (exp->device != "sim") return fail("device.kind: the oracle searches the sim world, found '" + exp->device + "'");
+  if (exp->device != DeviceKind::kSim)
+    return fail(std::string("device.kind: the oracle searches the sim world, found '") +
+                kDeviceKinds.name(exp->device) + "'");
   pin_numeric_settings();
   Result<World> world = build_world(*exp);
   if (!world.ok()) return fail(world.status().message());

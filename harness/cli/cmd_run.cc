@@ -143,7 +143,7 @@ Result<OpenRun> resume_run(const std::string& run_dir, const Environment& env) {
   if (!e.ok()) return invalid_argument(e.status().to_string());
   run.exp = std::move(e).value();
   run.config_shown = manifest->config_path;
-  if (run.exp.backbone == "openai") {
+  if (run.exp.backbone == BackboneKind::kOpenai) {
     // The setup may have changed since the run stopped (a key, a server): checked before anything
     // is touched or asked.
     Result<ModelServerInfo> server = preflight_model_server(run.exp);
@@ -202,7 +202,7 @@ Result<OpenRun> start_run(const std::string& config, const std::vector<std::stri
     if (!renamed.ok()) return renamed.status();
     run.exp = std::move(renamed).value();
   }
-  if (run.exp.backbone == "openai") {
+  if (run.exp.backbone == BackboneKind::kOpenai) {
     // Before the folder exists: a setup the server refuses costs nothing and leaves nothing.
     Result<ModelServerInfo> server = preflight_model_server(run.exp);
     if (!server.ok()) return invalid_argument(server.status().message());
@@ -246,7 +246,7 @@ Result<OpenRun> start_run(const std::string& config, const std::vector<std::stri
   // Otherwise the config's run.world names it (its one choice today: sim).
   Result<RunWorld> world = parse_run_world(exp.world);
   if (!world.ok()) return invalid_argument(exp.config_path + ": key 'run.world': " + world.status().message());
-  m.world = exp.device == "cuda" ? RunWorld::kLive : *world;
+  m.world = exp.device == DeviceKind::kCuda ? RunWorld::kLive : *world;
   m.environment = env;
   m.parent_run = exp.init_run;
   auto w = RunWriter::create(run.run_dir, m);

@@ -54,7 +54,7 @@ int cmd_serve(const std::vector<std::string>& args) {
   auto port = parse_int_option("--port", vm["port"].as<std::string>(), 0, 65535);
   if (!port.ok()) return fail(port.status().message());
   exp.seed = static_cast<uint64_t>(*seed);
-  exp.backbone = "sim";
+  exp.backbone = BackboneKind::kSim;
   exp.queue.clear();  // the server answers model calls; it evaluates nothing
   // Named by --library here, not by a config key: its errors say so. A relative path resolves as
   // build_world resolves it: the current folder, then the source tree.

@@ -1062,9 +1062,10 @@ TEST(LlmAgents, KernelbenchFormatAsksAsKernelbenchAndReadsTheModule) {
   LlmSettings ls;
   ls.endpoint = cs.base_url;
   ls.model = cs.model;
-  ls.policy_format = "kernelbench";
+  ls.policy_format = PolicyFormat::kKernelbench;
   ls.languages = {"triton"};
-  auto templates = PromptTemplates::load(std::string(VINCI_SOURCE_DIR) + "/prompts", ls.languages, "kernelbench");
+  auto templates =
+      PromptTemplates::load(std::string(VINCI_SOURCE_DIR) + "/prompts", ls.languages, PolicyFormat::kKernelbench);
   ASSERT_TRUE(templates.ok()) << templates.status().to_string();
   EXPECT_EQ(templates->text.count("policy_kernelbench_triton.md"), 1u);
   EXPECT_EQ(templates->text.count("policy_kernelbench_cuda.md"), 0u) << "only the experiment's backend is read";

@@ -218,7 +218,7 @@ TEST(TrainerConfig, KeysAreCheckedAgainstTheBackbone) {
       "[run]\nname = \"x\"\n[backbone]\nkind = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nmodel = \"m\"\n";
   auto plain = experiment_from_text(llm, "x.toml");
   ASSERT_TRUE(plain.ok()) << plain.status().to_string();
-  EXPECT_EQ(plain->trainer.kind, "none");
+  EXPECT_EQ(plain->trainer.kind, TrainerKind::kNone);
   EXPECT_EQ(plain->effective_toml.find("[trainer]"), std::string::npos) << plain->effective_toml;
   auto trained = experiment_from_text(llm +
                                           "[trainer]\nkind = \"http\"\nurl = \"http://127.0.0.1:2/v1\"\n"
@@ -226,7 +226,7 @@ TEST(TrainerConfig, KeysAreCheckedAgainstTheBackbone) {
                                       "x.toml");
   ASSERT_TRUE(trained.ok()) << trained.status().to_string();
   EXPECT_EQ(trained->trainer.url, "http://127.0.0.1:2/v1");
-  EXPECT_EQ(trained->policy_format, "knobs");
+  EXPECT_EQ(trained->policy_format, PolicyFormat::kKnobs);
   auto sim = experiment_from_text("[run]\nname = \"x\"\n[trainer]\nkind = \"http\"\n", "x.toml");
   ASSERT_FALSE(sim.ok());
   EXPECT_NE(sim.status().message().find("key 'trainer.kind'"), std::string::npos) << sim.status().to_string();
@@ -249,7 +249,7 @@ TEST(TrainerConfig, KernelbenchFormatNeedsOneBackendAndNoColdStart) {
       "model = \"m\"\n[policy]\nformat = \"kernelbench\"\n";
   auto ok = experiment_from_text(llm, "x.toml");
   ASSERT_TRUE(ok.ok()) << ok.status().to_string();
-  EXPECT_EQ(ok->policy_format, "kernelbench");
+  EXPECT_EQ(ok->policy_format, PolicyFormat::kKernelbench);
   auto triton = experiment_from_text(llm + "languages = [\"triton\"]\n", "x.toml");
   ASSERT_TRUE(triton.ok()) << triton.status().to_string();
   struct Case {
