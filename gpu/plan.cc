@@ -276,6 +276,7 @@ Result<PlanStep> step_from_json(const json& j, const std::string& path) {
     }
   } else if (s.kind == "library") {
     VINCI_ASSIGN_OR_RETURN(s.op.op, r.str("op"));
+    s.op.resolved = op_code(s.op.op);
     VINCI_ASSIGN_OR_RETURN(s.op.inputs, r.strings("in"));
     VINCI_ASSIGN_OR_RETURN(s.op.outputs, r.strings("out"));
     VINCI_ASSIGN_OR_RETURN(s.op.module, r.str("module", false));

@@ -204,7 +204,7 @@ Result<ShapeMap> infer_shapes(const Task& task) {
     const ModuleSpec* mod = op.module.empty() ? nullptr : find_module(task, op.module);
     if (info->module[0] && !mod) return invalid_argument(where + ": module '" + op.module + "' not defined");
     std::vector<SymShape> outs;
-    const std::string& name = op.op;
+    const OpCode name = op.code();
     auto need_dim = [&](const SymShape& s, int64_t dflt) -> Result<int64_t> {
       VINCI_ASSIGN_OR_RETURN(size_t d, checked_dim(attr_int_or(op.attrs, "dim", dflt), s.size(), where, "dim"));
       return static_cast<int64_t>(d);
@@ -212,10 +212,10 @@ Result<ShapeMap> infer_shapes(const Task& task) {
     if (info->kind == OpKind::kBinary) {
       outs.push_back(broadcast_shape(x, ins[1]));  // bias [1, C, 1, 1] + x [B, 1] is [1, C, B, 1]
     } else if (info->kind == OpKind::kUnary || info->kind == OpKind::kBinary || info->kind == OpKind::kRowNorm ||
-               name == "batch_norm" || name == "group_norm" || name == "cumsum" || name == "cumprod" ||
-               name == "causal_mask" || name == "self_attention") {
+               name == OpCode::kBatchNorm || name == OpCode::kGroupNorm || name == OpCode::kCumsum ||
+               name == OpCode::kCumprod || name == OpCode::kCausalMask || name == OpCode::kSelfAttention) {
       outs.push_back(x);
-    } else if (name == "matmul") {
+    } else if (name == OpCode::kMatmul) {
       SymShape a = x, b = ins[1];
       if (a.size() < 2 || b.size() < 2) return invalid_argument(where + ": matmul needs rank >= 2 operands");
       if (attr_bool_or(op.attrs, "transpose_a", false)) std::swap(a[a.size() - 1], a[a.size() - 2]);
@@ -223,7 +223,7 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       SymShape o(a.begin(), a.end() - 1);
       o.push_back(b.back());
       outs.push_back(o);
-    } else if (name == "linear") {
+    } else if (name == OpCode::kLinear) {
       VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(mod->attrs, "out", where));
       SymShape s = x;
       s.back() = o;
@@ -236,9 +236,9 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       else
         s.erase(s.begin() + d);
       outs.push_back(s);
-    } else if (name.rfind("conv", 0) == 0) {
-      bool transposed = name.find("transpose") != std::string::npos;
-      size_t rank = static_cast<size_t>(name[name.size() - 2] - '0');
+    } else if (op_is_conv(name)) {
+      bool transposed = op_is_transposed_conv(name);
+      size_t rank = static_cast<size_t>(op_spatial_rank(name));
       if (x.size() != rank + 2)
         return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
       const auto& a = mod->attrs;
@@ -253,8 +253,9 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         r.push_back(transposed ? transposed_out(x[i + 2], k[i], s[i], p[i], dl[i], opad[i])
                                : window_out(x[i + 2], k[i], s[i], p[i], dl[i]));
       outs.push_back(r);
-    } else if (name == "max_pool1d" || name == "max_pool2d" || name == "max_pool3d" || name == "avg_pool2d") {
-      size_t rank = static_cast<size_t>(name[name.size() - 2] - '0');
+    } else if (name == OpCode::kMaxPool1d || name == OpCode::kMaxPool2d || name == OpCode::kMaxPool3d ||
+               name == OpCode::kAvgPool2d) {
+      size_t rank = static_cast<size_t>(op_spatial_rank(name));
       if (x.size() != rank + 2)
         return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(op.attrs, "kernel", rank, where));
@@ -278,10 +279,10 @@ Result<ShapeMap> infer_shapes(const Task& task) {
             expr_ceil_div(expr_add(x[i + 2], std::to_string(-dl[i] * (k[i] - 1) - 1)), std::to_string(s[i])), "1"));
       }
       outs.push_back(r);
-    } else if (name == "adaptive_avg_pool2d") {
+    } else if (name == OpCode::kAdaptiveAvgPool2d) {
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(op.attrs, "output", 2, where));
       outs.push_back({x[0], x[1], std::to_string(o[0]), std::to_string(o[1])});
-    } else if (name == "reshape" || name == "expand") {
+    } else if (name == OpCode::kReshape || name == OpCode::kExpand) {
       auto it = op.attrs.find("shape");
       if (it == op.attrs.end() || !it->is_array()) return invalid_argument(where + ": key 'shape': expected an array");
       SymShape s;
@@ -291,13 +292,13 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         s.push_back(d);
       }
       outs.push_back(s);
-    } else if (name == "flatten") {
+    } else if (name == OpCode::kFlatten) {
       VINCI_ASSIGN_OR_RETURN(size_t sd,
                              checked_dim(attr_int_or(op.attrs, "start_dim", 1), x.size(), where, "start_dim"));
       SymShape s(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(sd));
       s.push_back(expr_product(SymShape(x.begin() + static_cast<std::ptrdiff_t>(sd), x.end())));
       outs.push_back(s);
-    } else if (name == "permute") {
+    } else if (name == OpCode::kPermute) {
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, attr_ints(op.attrs, "dims", x.size(), where));
       SymShape s;
       std::vector<bool> used(x.size(), false);
@@ -308,20 +309,20 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         s.push_back(x[i]);
       }
       outs.push_back(s);
-    } else if (name == "transpose") {
+    } else if (name == OpCode::kTranspose) {
       VINCI_ASSIGN_OR_RETURN(size_t a, checked_dim(attr_int_or(op.attrs, "dim0", 0), x.size(), where, "dim0"));
       VINCI_ASSIGN_OR_RETURN(size_t b, checked_dim(attr_int_or(op.attrs, "dim1", 1), x.size(), where, "dim1"));
       SymShape s = x;
       std::swap(s[a], s[b]);
       outs.push_back(s);
-    } else if (name == "split") {
+    } else if (name == OpCode::kSplit) {
       VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, 0));
       for (size_t i = 0; i < op.outputs.size(); ++i) {
         SymShape s = x;
         s[static_cast<size_t>(d)] = expr_div(x[static_cast<size_t>(d)], std::to_string(op.outputs.size()));
         outs.push_back(s);
       }
-    } else if (name == "concat") {
+    } else if (name == OpCode::kConcat) {
       // torch.cat: every input has the first one's shape but on dim, where the sizes add.
       VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, 0));
       SymShape s = x;
@@ -332,18 +333,20 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         s[static_cast<size_t>(d)] = expr_add(s[static_cast<size_t>(d)], ins[i][static_cast<size_t>(d)]);
       }
       outs.push_back(s);
-    } else if (name == "mse_loss" || name == "cross_entropy" || name == "smooth_l1_loss" || name == "kl_div" ||
-               name == "hinge_loss" || name == "cosine_similarity_loss") {
+    } else if (name == OpCode::kMseLoss || name == OpCode::kCrossEntropy || name == OpCode::kSmoothL1Loss ||
+               name == OpCode::kKlDiv || name == OpCode::kHingeLoss || name == OpCode::kCosineSimilarityLoss) {
       outs.push_back({});
-    } else if (name == "triu" || name == "tril" || name == "cumsum_reverse" || name == "cumsum_exclusive") {
-      if ((name == "triu" || name == "tril") && x.size() < 2)
+    } else if (name == OpCode::kTriu || name == OpCode::kTril || name == OpCode::kCumsumReverse ||
+               name == OpCode::kCumsumExclusive) {
+      if ((name == OpCode::kTriu || name == OpCode::kTril) && x.size() < 2)
         return invalid_argument(where + ": expected an input of rank >= 2");
-      if (name == "cumsum_reverse" || name == "cumsum_exclusive") VINCI_RETURN_IF_ERROR(need_dim(x, -1).status());
+      if (name == OpCode::kCumsumReverse || name == OpCode::kCumsumExclusive)
+        VINCI_RETURN_IF_ERROR(need_dim(x, -1).status());
       outs.push_back(x);
-    } else if (name == "frobenius_norm" || name == "triplet_margin_loss") {
+    } else if (name == OpCode::kFrobeniusNorm || name == OpCode::kTripletMarginLoss) {
       outs.push_back({});
-    } else if (name == "avg_pool1d" || name == "avg_pool3d") {
-      size_t rank = static_cast<size_t>(name[name.size() - 2] - '0');
+    } else if (name == OpCode::kAvgPool1d || name == OpCode::kAvgPool3d) {
+      size_t rank = static_cast<size_t>(op_spatial_rank(name));
       if (x.size() != rank + 2)
         return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(op.attrs, "kernel", rank, where));
@@ -352,14 +355,14 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       SymShape r = {x[0], x[1]};
       for (size_t i = 0; i < rank; ++i) r.push_back(window_out(x[i + 2], k[i], s[i] == 0 ? k[i] : s[i], p[i], 1));
       outs.push_back(r);
-    } else if (name == "adaptive_avg_pool3d") {
+    } else if (name == OpCode::kAdaptiveAvgPool3d) {
       if (x.size() != 5) return invalid_argument(where + ": expected an input of rank 5");
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(op.attrs, "output", 3, where));
       outs.push_back({x[0], x[1], std::to_string(o[0]), std::to_string(o[1]), std::to_string(o[2])});
-    } else if (name == "instance_norm") {
+    } else if (name == OpCode::kInstanceNorm) {
       if (x.size() < 3) return invalid_argument(where + ": expected an input of rank 3 to 5 ([N, C, ...])");
       outs.push_back(x);
-    } else if (name == "slice" || name == "select") {
+    } else if (name == OpCode::kSlice || name == OpCode::kSelect) {
       // Python's x[..., start:end] and x[..., index]; a negative integer counts from the end.
       VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, 0));
       const std::string& len = x[static_cast<size_t>(d)];
@@ -370,7 +373,7 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         return e;
       };
       SymShape s = x;
-      if (name == "select") {
+      if (name == OpCode::kSelect) {
         VINCI_RETURN_IF_ERROR(bound("index", "0").status());
         s.erase(s.begin() + d);
       } else {
@@ -386,7 +389,7 @@ Result<ShapeMap> infer_shapes(const Task& task) {
           s[static_cast<size_t>(d)] = expr_sub(end, start);
       }
       outs.push_back(s);
-    } else if (name == "einsum") {
+    } else if (name == OpCode::kEinsum) {
       // "bij,bjk->bik": every output letter takes its size from the first operand that has it.
       std::string eq = op.attrs.value("equation", std::string());
       size_t arrow = eq.find("->");
@@ -418,7 +421,7 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         s.push_back(it->second);
       }
       outs.push_back(s);
-    } else if (name == "lstm" || name == "gru") {
+    } else if (name == OpCode::kLstm || name == OpCode::kGru) {
       if (x.size() != 3) return invalid_argument(where + ": expected an input of rank 3");
       VINCI_ASSIGN_OR_RETURN(std::string h, attr_expr(mod->attrs, "hidden", where));
       int64_t dirs = attr_bool_or(mod->attrs, "bidirectional", false) ? 2 : 1;
@@ -428,12 +431,12 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       o[2] = expr_mul(std::to_string(dirs), h);
       outs.push_back(o);
       outs.push_back({ld, batch, h});
-      if (name == "lstm") outs.push_back({ld, batch, h});
-    } else if (name == "elman_rnn") {
+      if (name == OpCode::kLstm) outs.push_back({ld, batch, h});
+    } else if (name == OpCode::kElmanRnn) {
       if (x.size() != 3) return invalid_argument(where + ": expected an input of rank 3 [T, B, In]");
       VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(mod->attrs, "out", where));
       outs.push_back({x[0], x[1], o});
-    } else if (name == "pad") {
+    } else if (name == OpCode::kPad) {
       // F.pad(x, pad) in constant mode: (before, after) pairs, the last dim first.
       if (!op.attrs.contains("pad") || !op.attrs["pad"].is_array() || op.attrs["pad"].size() % 2 != 0 ||
           op.attrs["pad"].size() / 2 > x.size())
@@ -445,7 +448,7 @@ Result<ShapeMap> infer_shapes(const Task& task) {
         d = expr_add(d, std::to_string(grow));
       }
       outs.push_back(s);
-    } else if (name == "roll") {
+    } else if (name == OpCode::kRoll) {
       // torch.roll(x, shifts, dims): one shift per dim, the shape unchanged.
       auto ints = [&](const char* key) -> Result<std::vector<int64_t>> {
         if (!op.attrs.contains(key) || !op.attrs[key].is_array() || op.attrs[key].empty())
@@ -468,17 +471,17 @@ Result<ShapeMap> infer_shapes(const Task& task) {
           return invalid_argument(where + ": key 'dims': " + std::to_string(d) + " is not a dim of a rank-" +
                                   std::to_string(x.size()) + " input");
       outs.push_back(x);
-    } else if (name == "normalize") {
+    } else if (name == OpCode::kNormalize) {
       VINCI_RETURN_IF_ERROR(need_dim(x, -1).status());
       outs.push_back(x);
-    } else if (name == "relative_position_bias") {
+    } else if (name == OpCode::kRelativePositionBias) {
       // Swin's table of one bias per relative offset and head, [(2W-1)^2, H], gathered for every
       // (query, key) pair of a W x W window: [H, W*W, W*W].
       VINCI_ASSIGN_OR_RETURN(std::string w, attr_expr(op.attrs, "window", where));
       if (x.size() != 2) return invalid_argument(where + ": expected a table of rank 2 [(2W-1)^2, heads]");
       std::string area = expr_mul(w, w);
       outs.push_back({x[1], area, area});
-    } else if (name == "argmax" || name == "argmin") {
+    } else if (name == OpCode::kArgmax || name == OpCode::kArgmin) {
       VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, -1));
       SymShape s = x;
       if (attr_bool_or(op.attrs, "keepdim", false))
@@ -486,7 +489,7 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       else
         s.erase(s.begin() + d);
       outs.push_back(s);
-    } else if (name == "scaled_dot_product_attention") {
+    } else if (name == OpCode::kScaledDotProductAttention) {
       // Q [..., L, E], K [..., S, E], V [..., S, Ev] -> [..., L, Ev]
       const SymShape& v = ins[2];
       if (x.size() < 2 || ins[1].size() != x.size() || v.size() != x.size())

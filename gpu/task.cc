@@ -203,6 +203,7 @@ Result<std::vector<OpSpec>> parse_ops(const toml::array& ops, const std::string&
     auto name = (*ot)["op"].value<std::string>();
     if (!name) return invalid_argument(ow + ": key 'op' missing");
     op.op = *name;
+    op.resolved = op_code(op.op);
     VINCI_ASSIGN_OR_RETURN(op.inputs, string_list(ot->get("in"), ow + " key 'in'"));
     VINCI_ASSIGN_OR_RETURN(op.outputs, string_list(ot->get("out"), ow + " key 'out'"));
     if (auto m = (*ot)["module"].value<std::string>()) op.module = *m;
@@ -449,7 +450,8 @@ Status expand_ops(const std::vector<OpSpec>& ops, const Params& params, const st
     for (const auto& v : op.outputs) outs.push_back(rename(v));
     if (op.op != "block") {
       out->push_back(
-          {op.op, std::move(ins), std::move(outs), op.module.empty() ? "" : prefix + op.module, std::move(attrs)});
+          {op.op, std::move(ins), std::move(outs), op.module.empty() ? "" : prefix + op.module, std::move(attrs),
+           op.resolved});
       continue;
     }
     if (!attrs.empty())

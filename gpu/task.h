@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "gpu/ops.h"
 
 namespace vinci {
 
@@ -59,11 +60,16 @@ struct ModuleSpec {
 };
 
 struct OpSpec {
-  std::string op;                    // an op name from gpu/ops.h
+  std::string op;                    // an op name from gpu/ops.h (as the task file writes it)
   std::vector<std::string> inputs;   // names of inputs or earlier ops' outputs
   std::vector<std::string> outputs;  // usually one
   std::string module;                // for ops that use weights (linear, conv2d, layer_norm, ...)
   nlohmann::json attrs;              // every other key of the op's table (dim, value, ...)
+
+  // The op as a value: the code the task reader resolved (kept in `resolved`), or looked up again
+  // where op was set without it or changed since.
+  OpCode code() const { return resolved != OpCode::kUnknown && op == op_name(resolved) ? resolved : op_code(op); }
+  OpCode resolved = OpCode::kUnknown;
 };
 
 // The op families of the suite (docs/tasks.md): for listing, per-family analysis, skill scopes and

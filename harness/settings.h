@@ -8,11 +8,11 @@
 
 namespace vinci {
 
-enum class TaskSet { kAll, kKernelbench, kUnflagged };                  // tasks.set
-enum class PolicyFormat { kPlan, kKnobs, kKernelbench };                // policy.format
-enum class BackboneKind { kSim, kOpenai };                              // backbone.kind
-enum class TrainerKind { kNone, kHttp };                                // trainer.kind
-enum class DeviceKind { kSim, kCuda };                                  // device.kind, --device
+enum class TaskSet { kAll, kKernelbench, kUnflagged };    // tasks.set
+enum class PolicyFormat { kPlan, kKnobs, kKernelbench };  // policy.format
+enum class BackboneKind { kSim, kOpenai };                // backbone.kind
+enum class TrainerKind { kNone, kHttp };                  // trainer.kind
+enum class DeviceKind { kSim, kCuda };                    // device.kind, --device
 inline constexpr EnumNames<TaskSet, 3> kTaskSets = {"tasks.set", {"all", "kernelbench", "unflagged"}};
 inline constexpr EnumNames<PolicyFormat, 3> kPolicyFormats = {"policy.format", {"plan", "knobs", "kernelbench"}};
 inline constexpr EnumNames<BackboneKind, 2> kBackboneKinds = {"backbone.kind", {"sim", "openai"}};

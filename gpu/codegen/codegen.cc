@@ -74,7 +74,7 @@ bool is_elementwise(const OpSpec& op) {
 }
 
 bool gemm_shape(const Ctx& c, const OpSpec& op, GemmShape* g) {
-  if (op.op == "linear") {
+  if (op.code() == OpCode::kLinear) {
     const ModuleSpec* m = c.modules.at(op.module);
     const SymShape& x = c.shapes.at(op.inputs[0]);
     if (x.size() < 2) return false;
@@ -89,7 +89,7 @@ bool gemm_shape(const Ctx& c, const OpSpec& op, GemmShape* g) {
     g->a_bs = g->b_bs = "0";
     return true;
   }
-  if (op.op != "matmul") return false;
+  if (op.code() != OpCode::kMatmul) return false;
   const SymShape& a = c.shapes.at(op.inputs[0]);
   const SymShape& b = c.shapes.at(op.inputs[1]);
   size_t ra = a.size(), rb = b.size();
@@ -115,7 +115,7 @@ bool row_layout(const Ctx& c, const OpSpec& op, RowLayout* r) {
   const SymShape& x = c.shapes.at(op.inputs[0]);
   if (x.empty() || c.dtype.at(op.inputs[0]) != "f32") return false;
   size_t d0, d1;  // reduce dims [d0, d1)
-  if (op.op == "layer_norm") {
+  if (op.code() == OpCode::kLayerNorm) {
     size_t n = c.modules.at(op.module)->attrs.at("shape").size();
     if (n > x.size()) return false;
     d0 = x.size() - n;
@@ -163,7 +163,7 @@ std::vector<Group> build_groups(const Ctx& c, bool fused) {
       while (i < ops.size() && is_elementwise(ops[i]) && c.shapes.at(ops[i].outputs[0]) == main) {
         const OpSpec& op = ops[i];
         bool first_in_reg = regs.count(op.inputs[0]) > 0;
-        bool commutes = op.op == "add" || op.op == "mul";
+        bool commutes = op.code() == OpCode::kAdd || op.code() == OpCode::kMul;
         if (op.inputs.size() == 1) {
           if (!first_in_reg) break;
         } else {
@@ -208,61 +208,71 @@ std::string flit(double v) {
   return s + "f";
 }
 
-bool transcendental(const std::string& op) {
-  static const std::set<std::string> t = {"sigmoid", "tanh",     "gelu", "silu", "elu",
-                                          "selu",    "softplus", "mish", "exp",  "log"};
-  return t.count(op) > 0;
+bool transcendental(OpCode op) {
+  switch (op) {
+    case OpCode::kSigmoid:
+    case OpCode::kTanh:
+    case OpCode::kGelu:
+    case OpCode::kSilu:
+    case OpCode::kElu:
+    case OpCode::kSelu:
+    case OpCode::kSoftplus:
+    case OpCode::kMish:
+    case OpCode::kExp:
+    case OpCode::kLog: return true;
+    default: return false;
+  }
 }
 
 // Floating-point operations per element, for the cost model: 1 per arithmetic op, more for the
 // transcendental ones (roughly their instruction counts in libdevice).
-int64_t op_flops(const std::string& op) {
-  if (op == "mish") return 24;
-  if (op == "gelu" || op == "softplus") return 12;
+int64_t op_flops(OpCode op) {
+  if (op == OpCode::kMish) return 24;
+  if (op == OpCode::kGelu || op == OpCode::kSoftplus) return 12;
   if (transcendental(op)) return 8;
-  if (op == "hardswish" || op == "hardsigmoid" || op == "softsign") return 4;
+  if (op == OpCode::kHardswish || op == OpCode::kHardsigmoid || op == OpCode::kSoftsign) return 4;
   return 1;
 }
 
 std::string unary_expr(const OpSpec& op, const std::string& v, bool fast) {
   const auto& a = op.attrs;
   std::string ex = fast ? "__expf" : "expf";
-  const std::string& n = op.op;
-  if (n == "relu") return "fmaxf(" + v + ", 0.0f)";
-  if (n == "leaky_relu")
+  const OpCode n = op.code();
+  if (n == OpCode::kRelu) return "fmaxf(" + v + ", 0.0f)";
+  if (n == OpCode::kLeakyRelu)
     return "(" + v + " > 0.0f ? " + v + " : " + v + " * " + flit(attr_double_or(a, "negative_slope", 0.01)) + ")";
-  if (n == "sigmoid")
+  if (n == OpCode::kSigmoid)
     return fast ? "__fdividef(1.0f, 1.0f + __expf(-" + v + "))" : "(1.0f / (1.0f + expf(-" + v + ")))";
-  if (n == "tanh") return "tanhf(" + v + ")";
-  if (n == "gelu") return "(0.5f * " + v + " * (1.0f + erff(" + v + " * 0.707106781f)))";
-  if (n == "silu")
+  if (n == OpCode::kTanh) return "tanhf(" + v + ")";
+  if (n == OpCode::kGelu) return "(0.5f * " + v + " * (1.0f + erff(" + v + " * 0.707106781f)))";
+  if (n == OpCode::kSilu)
     return fast ? "__fdividef(" + v + ", 1.0f + __expf(-" + v + "))" : "(" + v + " / (1.0f + expf(-" + v + ")))";
-  if (n == "elu")
+  if (n == OpCode::kElu)
     return "(" + v + " > 0.0f ? " + v + " : " + flit(attr_double_or(a, "alpha", 1.0)) + " * expm1f(" + v + "))";
-  if (n == "selu") return "(1.05070098f * (" + v + " > 0.0f ? " + v + " : 1.67326324f * expm1f(" + v + ")))";
-  if (n == "softplus") return "(" + v + " > 20.0f ? " + v + " : log1pf(" + ex + "(" + v + ")))";
-  if (n == "softsign") return "(" + v + " / (1.0f + fabsf(" + v + ")))";
-  if (n == "hardsigmoid") return "fminf(fmaxf(" + v + " / 6.0f + 0.5f, 0.0f), 1.0f)";
-  if (n == "hardswish") return "(" + v + " * fminf(fmaxf(" + v + " + 3.0f, 0.0f), 6.0f) / 6.0f)";
-  if (n == "hardtanh")
+  if (n == OpCode::kSelu) return "(1.05070098f * (" + v + " > 0.0f ? " + v + " : 1.67326324f * expm1f(" + v + ")))";
+  if (n == OpCode::kSoftplus) return "(" + v + " > 20.0f ? " + v + " : log1pf(" + ex + "(" + v + ")))";
+  if (n == OpCode::kSoftsign) return "(" + v + " / (1.0f + fabsf(" + v + ")))";
+  if (n == OpCode::kHardsigmoid) return "fminf(fmaxf(" + v + " / 6.0f + 0.5f, 0.0f), 1.0f)";
+  if (n == OpCode::kHardswish) return "(" + v + " * fminf(fmaxf(" + v + " + 3.0f, 0.0f), 6.0f) / 6.0f)";
+  if (n == OpCode::kHardtanh)
     return "fminf(fmaxf(" + v + ", " + flit(attr_double_or(a, "min", -1)) + "), " + flit(attr_double_or(a, "max", 1)) +
            ")";
-  if (n == "mish") return "(" + v + " * tanhf(" + v + " > 20.0f ? " + v + " : log1pf(" + ex + "(" + v + "))))";
-  if (n == "exp") return ex + "(" + v + ")";
-  if (n == "log") return (fast ? "__logf(" : "logf(") + v + ")";
-  if (n == "abs") return "fabsf(" + v + ")";
-  if (n == "square") return "(" + v + " * " + v + ")";
-  if (n == "sqrt") return "sqrtf(" + v + ")";
-  if (n == "clamp") {
+  if (n == OpCode::kMish) return "(" + v + " * tanhf(" + v + " > 20.0f ? " + v + " : log1pf(" + ex + "(" + v + "))))";
+  if (n == OpCode::kExp) return ex + "(" + v + ")";
+  if (n == OpCode::kLog) return (fast ? "__logf(" : "logf(") + v + ")";
+  if (n == OpCode::kAbs) return "fabsf(" + v + ")";
+  if (n == OpCode::kSquare) return "(" + v + " * " + v + ")";
+  if (n == OpCode::kSqrt) return "sqrtf(" + v + ")";
+  if (n == OpCode::kClamp) {
     std::string r = v;
     if (a.contains("min")) r = "fmaxf(" + r + ", " + flit(attr_double_or(a, "min", 0)) + ")";
     if (a.contains("max")) r = "fminf(" + r + ", " + flit(attr_double_or(a, "max", 0)) + ")";
     return r;
   }
-  if (n == "mul_scalar") return "(" + v + " * " + flit(attr_double_or(a, "value", 1)) + ")";
-  if (n == "add_scalar") return "(" + v + " + " + flit(attr_double_or(a, "value", 0)) + ")";
-  if (n == "div_scalar") return "(" + v + " / " + flit(attr_double_or(a, "value", 1)) + ")";
-  VINCI_ASSERT_MSG(false, "no CUDA expression for op " << n);
+  if (n == OpCode::kMulScalar) return "(" + v + " * " + flit(attr_double_or(a, "value", 1)) + ")";
+  if (n == OpCode::kAddScalar) return "(" + v + " + " + flit(attr_double_or(a, "value", 0)) + ")";
+  if (n == OpCode::kDivScalar) return "(" + v + " / " + flit(attr_double_or(a, "value", 1)) + ")";
+  VINCI_ASSERT_MSG(false, "no CUDA expression for op " << op.op);
   return "";
 }
 
@@ -351,13 +361,16 @@ Elem make_elem(const Ctx& c, const Group& g, size_t first, const std::string& he
       expr = unary_expr(op, operand(op.inputs[0]), fast);
     } else {
       std::string a = operand(op.inputs[0]), b = operand(op.inputs[1]);
-      const char* sym = op.op == "add" ? " + " : op.op == "sub" ? " - " : op.op == "mul" ? " * " : " / ";
+      const char* sym = op.code() == OpCode::kAdd   ? " + "
+                        : op.code() == OpCode::kSub ? " - "
+                        : op.code() == OpCode::kMul ? " * "
+                                                    : " / ";
       expr = "(" + a + sym + b + ")";
     }
     body << "  float " << v << " = " << expr << ";\n";
     reg[op.outputs[0]] = v;
-    el.flops += op_flops(op.op);
-    el.uses_transcendental |= transcendental(op.op);
+    el.flops += op_flops(op.code());
+    el.uses_transcendental |= transcendental(op.code());
     el.op_names.push_back(op.op);
     el.values.push_back(op.outputs[0]);
   }
@@ -636,7 +649,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   Elem el = make_elem(c, g, 1, head.outputs[0], mat, main, kname, false);
   Params p;
   p.in(x, "x", "f32");
-  bool ln = head.op == "layer_norm";
+  bool ln = head.code() == OpCode::kLayerNorm;
   if (ln) {
     p.in(head.module + ".weight", "lw", "f32");
     p.in(head.module + ".bias", "lb", "f32");
@@ -707,15 +720,15 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   std::ostringstream b;  // the kernel body after the row set-up
   int passes = 1;
   std::string algorithm;
-  const std::string& n = head.op;
+  const OpCode n = head.code();
   if (reduce) {
     std::string result;
-    if (n == "sum" || n == "mean" || n == "norm_l2") {
-      b << "  float acc = 0.0f;\n" << loop(n == "norm_l2" ? "acc += v * v;" : "acc += v;");
+    if (n == OpCode::kSum || n == OpCode::kMean || n == OpCode::kNormL2) {
+      b << "  float acc = 0.0f;\n" << loop(n == OpCode::kNormL2 ? "acc += v * v;" : "acc += v;");
       b << "  acc = " << reduce_call("acc", "OpSum", "0.0f", false) << ";\n";
-      result = n == "sum" ? "acc" : n == "mean" ? "acc / (float)R" : "sqrtf(acc)";
-    } else if (n == "amax" || n == "amin") {
-      bool mx = n == "amax";
+      result = n == OpCode::kSum ? "acc" : n == OpCode::kMean ? "acc / (float)R" : "sqrtf(acc)";
+    } else if (n == OpCode::kAmax || n == OpCode::kAmin) {
+      bool mx = n == OpCode::kAmax;
       b << "  float acc = " << (mx ? "-INFINITY" : "INFINITY") << ";\n"
         << loop(std::string("acc = ") + (mx ? "fmaxf" : "fminf") + "(acc, v);");
       b << "  acc = " << reduce_call("acc", mx ? "OpMax" : "OpMin", mx ? "-INFINITY" : "INFINITY", false) << ";\n";
@@ -731,7 +744,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
       << "; float rr[" << nout << "]; elem_" << kname << "(row, h, e, rr);";
     for (size_t o = 0; o < nout; ++o) b << " o" << o << "[row] = rr[" << o << "];";
     b << " }\n";
-  } else if (n == "softmax" || n == "log_softmax") {
+  } else if (n == OpCode::kSoftmax || n == OpCode::kLogSoftmax) {
     if (online) {
       b << "  MS acc; acc.m = -INFINITY; acc.s = 0.0f;\n"
         << loop(kOnlineStep) << "  MS idm; idm.m = -INFINITY; idm.s = 0.0f;\n"
@@ -748,9 +761,9 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
       algorithm = "two_pass";
     }
     b << "  const float inv = 1.0f / sum, lse = mx + logf(sum);\n  (void)inv; (void)lse;\n";
-    b << loop(std::string("const float h = ") + (n == "softmax" ? "expf(v - mx) * inv;" : "v - lse;") + " " +
+    b << loop(std::string("const float h = ") + (n == OpCode::kSoftmax ? "expf(v - mx) * inv;" : "v - lse;") + " " +
               write_out);
-  } else if (n == "rms_norm") {
+  } else if (n == OpCode::kRmsNorm) {
     b << "  float acc = 0.0f;\n"
       << loop("acc += v * v;") << "  acc = " << reduce_call("acc", "OpSum", "0.0f", false) << ";\n"
       << "  const float den = sqrtf(acc / (float)R + " << flit(attr_double_or(head.attrs, "eps", 1e-5)) << ");\n"

@@ -52,15 +52,18 @@ double ceil_div(double a, double b) { return std::ceil(a / b); }
 
 // Floating-point operations per element of a unary op, counting a transcendental as the
 // instruction sequence CUDA's precise libm issues for it (expf/logf ~4, erff/tanhf ~8).
-double unary_flops(const std::string& op) {
-  if (op == "relu" || op == "abs" || op == "square" || op == "mul_scalar" || op == "add_scalar") return 1;
-  if (op == "leaky_relu" || op == "hardtanh" || op == "clamp" || op == "div_scalar") return 2;
-  if (op == "softsign" || op == "hardsigmoid") return 3;
-  if (op == "hardswish" || op == "elu" || op == "exp" || op == "log" || op == "sqrt") return 4;
-  if (op == "sigmoid" || op == "selu" || op == "silu") return 6;
-  if (op == "softplus" || op == "tanh") return 8;
-  if (op == "gelu") return 14;
-  if (op == "mish") return 16;
+double unary_flops(OpCode op) {
+  if (op == OpCode::kRelu || op == OpCode::kAbs || op == OpCode::kSquare || op == OpCode::kMulScalar ||
+      op == OpCode::kAddScalar)
+    return 1;
+  if (op == OpCode::kLeakyRelu || op == OpCode::kHardtanh || op == OpCode::kClamp || op == OpCode::kDivScalar) return 2;
+  if (op == OpCode::kSoftsign || op == OpCode::kHardsigmoid) return 3;
+  if (op == OpCode::kHardswish || op == OpCode::kElu || op == OpCode::kExp || op == OpCode::kLog || op == OpCode::kSqrt)
+    return 4;
+  if (op == OpCode::kSigmoid || op == OpCode::kSelu || op == OpCode::kSilu) return 6;
+  if (op == OpCode::kSoftplus || op == OpCode::kTanh) return 8;
+  if (op == OpCode::kGelu) return 14;
+  if (op == OpCode::kMish) return 16;
   return 2;
 }
 
@@ -469,7 +472,7 @@ class PlanCoster {
       if (!s) return Status(invalid_argument("sim: value '" + n + "' has no shape"));
       return *s;
     };
-    if (op.op == "linear") {
+    if (op.code() == OpCode::kLinear) {
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> x, shape_of(op.inputs.at(0)));
       VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> w, shape_of(op.module + ".weight"));
       d.k = static_cast<double>(x.back());
@@ -490,7 +493,7 @@ class PlanCoster {
                          product(std::vector<int64_t>(b.begin(), b.end() - 2)));
     }
     d.a_bytes = d.batch * d.m * d.k * 4;
-    d.b_bytes = (op.op == "linear" ? 1 : d.batch) * d.k * d.n * 4;
+    d.b_bytes = (op.code() == OpCode::kLinear ? 1 : d.batch) * d.k * d.n * 4;
     d.c_bytes = d.batch * d.m * d.n * 4;
     return d;
   }
@@ -498,7 +501,8 @@ class PlanCoster {
   Result<Body> gemm_kernel(const PlanKernel& k, const Grid& g, const ExprEnv& env, double resident,
                            Estimator::Occupancy* occ) {
     const OpSpec* op = primary_op(k);
-    if (!op || (op->op != "matmul" && op->op != "linear")) return stream_kernel(k, g, env, resident, occ);
+    if (!op || (op->code() != OpCode::kMatmul && op->code() != OpCode::kLinear))
+      return stream_kernel(k, g, env, resident, occ);
     VINCI_ASSIGN_OR_RETURN(GemmDims d, gemm_dims(*op));
     VINCI_ASSIGN_OR_RETURN(double br, evald(k.cost.bytes_read, env));
     VINCI_ASSIGN_OR_RETURN(double bw, evald(k.cost.bytes_written, env));
@@ -551,7 +555,7 @@ class PlanCoster {
     double blocks_mn = d.batch * tiles_m * tiles_n;
     double tile_traffic = blocks_mn * (tm + tn) * d.k * 4;
     double wave_blocks = static_cast<double>(p_.sms * occ->bps);
-    double b_per_batch = d.b_bytes / (op->op == "linear" ? 1 : d.batch);
+    double b_per_batch = d.b_bytes / (op->code() == OpCode::kLinear ? 1 : d.batch);
     double b_streams = 1;
     if (b_per_batch > cap) b_streams = wave_blocks >= tiles_n ? std::ceil(tiles_m * tiles_n / wave_blocks) : tiles_m;
     double dram_read = unique_read + d.b_bytes * (b_streams - 1);
@@ -609,7 +613,7 @@ class PlanCoster {
     if (op && !op->inputs.empty() && ctx_.shape(op->inputs[0])) {
       const std::vector<int64_t>& x = *ctx_.shape(op->inputs[0]);
       int64_t rank = static_cast<int64_t>(x.size());
-      if (op->op == "layer_norm") {
+      if (op->code() == OpCode::kLayerNorm) {
         int64_t trailing = 1;  // layer_norm normalises over its module's trailing shape
         for (const auto& m : ctx_.task().modules)
           if (m.name == op->module && m.attrs.contains("shape") && m.attrs["shape"].is_array())
@@ -633,16 +637,16 @@ class PlanCoster {
     // to scalar loads at run time.
     if (std::fmod(len, vw) != 0) vw = 1;
     double unroll = static_cast<double>(parse_int_or(k.knobs, "row.unroll", 1));
-    std::string name = op ? op->op : "";
+    const OpCode name = op ? op->code() : OpCode::kUnknown;
     bool online = k.algorithm != "two_pass";
     // Passes over the input as the generator writes them (its cost.bytes_read counts every pass)
     // and the block-wide reductions each row needs.
     double passes = 1, reductions = 1;
-    if (name == "softmax" || name == "log_softmax")
+    if (name == OpCode::kSoftmax || name == OpCode::kLogSoftmax)
       passes = online ? 2 : 3, reductions = online ? 1 : 2;
-    else if (name == "rms_norm")
+    else if (name == OpCode::kRmsNorm)
       passes = 2;
-    else if (name == "layer_norm")
+    else if (name == OpCode::kLayerNorm)
       passes = 3, reductions = 2;
     bool warp_per_row = k.reduction == "warp_shuffle";
     bool thread_per_row = k.reduction == "sequential";  // the generator's row.strategy thread_per_row
@@ -748,7 +752,7 @@ class PlanCoster {
     double out_elems = out_bytes / 4;
     const OpInfo* info = find_op(op.op);
     if (!info) return invalid_argument("sim: no cost model for library op '" + op.op + "'");
-    const std::string& n = op.op;
+    const OpCode n = op.code();
     double cap = p_.l2_bytes * p_.l2_usable_fraction;
     // What the op moves beyond reading its inputs once and writing its outputs once.
     double extra_bytes = 0, extra_ws = 0, flops = 0, rate = p_.fp32_peak_flops * 0.5;
@@ -761,22 +765,22 @@ class PlanCoster {
       return product(std::vector<int64_t>(x.begin(), x.end() - std::min(trailing_dims, rank)));
     };
     GemmDims gd;
-    if (n == "reshape" || n == "flatten") {
+    if (n == OpCode::kReshape || n == OpCode::kFlatten) {
       launches = 0;  // a view: no kernel
       in_bytes = out_bytes = 0;
       s.family = StepFamily::kView;
     } else if (info->kind == OpKind::kUnary || info->kind == OpKind::kBinary) {
       flops = out_elems * unary_flops(n);
-      if (n == "square") flops = out_elems;
+      if (n == OpCode::kSquare) flops = out_elems;
     } else if (info->kind == OpKind::kGemm) {
       VINCI_ASSIGN_OR_RETURN(gd, gemm_dims(op));
       flops = 2 * gd.batch * gd.m * gd.n * gd.k;
       gemm = true;
       s.family = StepFamily::kLibraryGemm;
     } else if (info->kind == OpKind::kReduce) {
-      flops = x_elems * (n == "logsumexp" ? 6 : 2);
-      if (n == "logsumexp") extra_bytes = x_elems * 4, extra_ws = x_elems * 4;  // max, then sum
-    } else if (n == "softmax" || n == "log_softmax") {
+      flops = x_elems * (n == OpCode::kLogsumexp ? 6 : 2);
+      if (n == OpCode::kLogsumexp) extra_bytes = x_elems * 4, extra_ws = x_elems * 4;  // max, then sum
+    } else if (n == OpCode::kSoftmax || n == OpCode::kLogSoftmax) {
       int64_t dim = attr_int_or(op.attrs, "dim", -1);
       const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
       if (dim < 0) dim += static_cast<int64_t>(x.size());
@@ -789,7 +793,7 @@ class PlanCoster {
       }
       flops = x_elems * 8;
       if (dim == static_cast<int64_t>(x.size()) - 1) row_blocks = rows_of(1);
-    } else if (n == "layer_norm") {
+    } else if (n == OpCode::kLayerNorm) {
       int64_t trailing = mod && mod->attrs.contains("shape") && mod->attrs["shape"].is_array()
                              ? static_cast<int64_t>(mod->attrs["shape"].size())
                              : 1;
@@ -797,26 +801,26 @@ class PlanCoster {
       extra_bytes = x_elems * 4;  // Welford statistics pass, then the normalising pass
       extra_ws = x_elems * 4;
       flops = x_elems * 8;
-    } else if (n == "rms_norm") {
+    } else if (n == OpCode::kRmsNorm) {
       // x / sqrt(mean(x * x) + eps): x*x (read, write), mean (read), add, sqrt (tiny), div (read x
       // and the row scale, write).
       launches = 5;
       extra_bytes = 3 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 4;
-    } else if (n == "batch_norm" || n == "group_norm") {
+    } else if (n == OpCode::kBatchNorm || n == OpCode::kGroupNorm) {
       launches = 2;  // statistics, then normalise
       extra_bytes = x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 8;
-    } else if (n.rfind("conv", 0) == 0) {
+    } else if (op_is_conv(n)) {
       // 2 x output elements x (input channels / groups) x kernel volume; the weight's shape is
       // [out, in/groups, k...] (transposed: [in, out/groups, k...]). A transposed convolution
       // scatters each input element into (out/groups) x kernel volume outputs: 2 x input elements
       // x that (a strided one reaches each output from only 1/prod(stride) of the taps).
       const std::vector<int64_t>* w = ctx_.shape(op.module + ".weight");
       if (!w) return invalid_argument("sim: conv op '" + op.outputs.at(0) + "' has no weight shape");
-      bool transposed = n.find("transpose") != std::string::npos;
+      bool transposed = op_is_transposed_conv(n);
       double kvol = product(std::vector<int64_t>(w->begin() + 2, w->end()));
       double per_out =
           transposed ? static_cast<double>((*w)[0]) * kvol /
@@ -825,20 +829,20 @@ class PlanCoster {
       flops = 2 * out_elems * per_out;
       if (transposed) flops = 2 * x_elems * static_cast<double>((*w)[1]) * kvol;
       rate = p_.fp32_library_flops * kConvOfGemm;
-    } else if (n.find("pool") != std::string::npos) {
+    } else if (op_is_pool(n)) {
       flops = x_elems;
-    } else if (n == "cumsum" || n == "cumprod") {
+    } else if (n == OpCode::kCumsum || n == OpCode::kCumprod) {
       flops = x_elems * 2;
-    } else if (n == "permute" || n == "transpose" || n == "split") {
+    } else if (n == OpCode::kPermute || n == OpCode::kTranspose || n == OpCode::kSplit) {
       launches = static_cast<int>(std::max<size_t>(1, op.outputs.size()));  // contiguous copies
-    } else if (n == "concat") {
+    } else if (n == OpCode::kConcat) {
       launches = 1;  // one copy kernel: reads every input once, writes the output once
-    } else if (n == "causal_mask") {
+    } else if (n == OpCode::kCausalMask) {
       launches = 3;  // ones, triu, masked_fill
       const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
       double mask = x.size() >= 2 ? static_cast<double>(x[x.size() - 1] * x[x.size() - 2]) : 1;
       extra_bytes = 3 * mask;  // bool mask written twice, read once
-    } else if (n == "self_attention") {
+    } else if (n == OpCode::kSelfAttention) {
       // nn.MultiheadAttention as the executor runs it: in_proj, q/k/v copies, scale, Q K^T,
       // softmax, A V, a contiguous transpose, out_proj.
       const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
@@ -850,11 +854,11 @@ class PlanCoster {
       extra_bytes = tokens * E * 4 * (3 + 6 + 2 + 2 + 2) + scores * 4 * 4;
       extra_ws = scores * 4;
       rate = p_.fp32_library_flops;
-    } else if (n == "slice" || n == "select" || n == "expand") {
+    } else if (n == OpCode::kSlice || n == OpCode::kSelect || n == OpCode::kExpand) {
       launches = 0;  // Python indexing: a view, no kernel
       in_bytes = out_bytes = 0;
       s.family = StepFamily::kView;
-    } else if (n == "einsum") {
+    } else if (n == OpCode::kEinsum) {
       // Contracted left to right as torch.einsum does without opt_einsum: each step a permuted
       // copy of the operands and one bmm over the union of the two operands' letters.
       std::string eq = op.attrs.value("equation", std::string());
@@ -889,7 +893,7 @@ class PlanCoster {
       launches = static_cast<int>(std::max<size_t>(1, 2 * (subs.size() - 1)));
       extra_ws = extra_bytes / 2;
       rate = p_.fp32_library_flops;
-    } else if (n == "lstm" || n == "gru" || n == "elman_rnn") {
+    } else if (n == OpCode::kLstm || n == OpCode::kGru || n == OpCode::kElmanRnn) {
       // A recurrence: one step after another. Per step and layer-direction the recurrent GEMM
       // (weight_hh, L2-resident after the first step) and the gate arithmetic; cuDNN runs the
       // input projections of a whole layer as one GEMM.
@@ -900,14 +904,14 @@ class PlanCoster {
       double B = static_cast<double>(batch_first ? x.at(0) : x.at(1));
       double chains = 1, gates = 1, recurrent_bytes = 0;
       flops = 0;
-      if (n == "elman_rnn") {
+      if (n == OpCode::kElmanRnn) {
         const std::vector<int64_t>* w = ctx_.shape(op.module + ".weight");
         double h = w ? static_cast<double>((*w)[0]) : 1, k = w ? static_cast<double>((*w)[1]) : 1;
         flops = T * (2 * B * k * h + 2 * B * h);
         recurrent_bytes = h * k * 4;
         launches = static_cast<int>(3 * T);  // cat, linear, tanh per step
       } else {
-        gates = n == "lstm" ? 4 : 3;
+        gates = n == OpCode::kLstm ? 4 : 3;
         chains = static_cast<double>(attr_int_or(ma, "layers", 1) * (attr_bool_or(ma, "bidirectional", false) ? 2 : 1));
         for (const auto& [name, shape] : ctx_.shapes_) {
           if (name.rfind(op.module + ".weight_", 0) != 0 || shape.size() != 2) continue;
@@ -923,56 +927,56 @@ class PlanCoster {
       extra_bytes = T * recurrent_bytes;  // weight_hh re-read every step
       extra_ws = recurrent_bytes / std::max(1.0, chains);
       rate = p_.fp32_library_flops * 0.25;  // small-M GEMMs one step at a time
-    } else if (n == "mse_loss") {
+    } else if (n == OpCode::kMseLoss) {
       launches = 3;  // sub, pow, mean
       extra_bytes = 3 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 3;
-    } else if (n == "smooth_l1_loss") {
+    } else if (n == OpCode::kSmoothL1Loss) {
       launches = 2;
       extra_bytes = 2 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 4;
-    } else if (n == "cross_entropy") {
+    } else if (n == OpCode::kCrossEntropy) {
       launches = 2;  // log_softmax, nll_loss
       extra_bytes = 2 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 8;
-    } else if (n == "kl_div") {
+    } else if (n == OpCode::kKlDiv) {
       launches = 6;  // log t, log p, sub, mul, sum, div
       extra_bytes = 8 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 10;
-    } else if (n == "hinge_loss") {
+    } else if (n == OpCode::kHingeLoss) {
       launches = 4;  // mul, rsub, clamp, mean
       extra_bytes = 5 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 4;
-    } else if (n == "cosine_similarity_loss") {
+    } else if (n == OpCode::kCosineSimilarityLoss) {
       launches = 4;  // products and norms, divide, rsub, mean
       extra_bytes = 2 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 6;
-    } else if (n == "instance_norm") {
+    } else if (n == OpCode::kInstanceNorm) {
       launches = 2;  // statistics per (sample, channel), then normalise, as batch_norm
       extra_bytes = x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 8;
-    } else if (n == "triu" || n == "tril") {
+    } else if (n == OpCode::kTriu || n == OpCode::kTril) {
       flops = x_elems;  // an index compare a element: read once, write once
-    } else if (n == "frobenius_norm" || n == "argmax" || n == "argmin") {
+    } else if (n == OpCode::kFrobeniusNorm || n == OpCode::kArgmax || n == OpCode::kArgmin) {
       flops = x_elems * 2;
-    } else if (n == "cumsum_reverse") {
+    } else if (n == OpCode::kCumsumReverse) {
       launches = 3;  // flip, cumsum, flip
       extra_bytes = 4 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 2;
-    } else if (n == "cumsum_exclusive") {
+    } else if (n == OpCode::kCumsumExclusive) {
       launches = 3;  // cumsum of the narrowed view, zeros, cat
       extra_bytes = 2 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 2;
-    } else if (n == "scaled_dot_product_attention") {
+    } else if (n == OpCode::kScaledDotProductAttention) {
       // Q [..., L, E], K [..., S, E], V [..., S, Ev]: scale Q, Q K^T, softmax, A V.
       const std::vector<int64_t>& q = *ctx_.shape(op.inputs[0]);
       const std::vector<int64_t>* k = ctx_.shape(op.inputs[1]);
@@ -987,27 +991,27 @@ class PlanCoster {
       extra_bytes = 2 * x_elems * 4 + scores * 4 * 4;
       extra_ws = scores * 4;
       rate = p_.fp32_library_flops;
-    } else if (n == "pad") {
+    } else if (n == OpCode::kPad) {
       launches = 1;  // one copy kernel into the zero-filled, larger output
-    } else if (n == "roll") {
+    } else if (n == OpCode::kRoll) {
       launches = 1;  // one gather-copy kernel
-    } else if (n == "normalize") {
+    } else if (n == OpCode::kNormalize) {
       // x.norm(2, dim) (reads x), clamp_min on the norms, x / norm (reads x and the norms).
       launches = 3;
       extra_bytes = x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 3;
-    } else if (n == "relative_position_bias") {
+    } else if (n == OpCode::kRelativePositionBias) {
       launches = 3;  // the index to the device, index_select, the permuted contiguous copy
       extra_bytes = 2 * out_bytes;
       extra_ws = out_bytes;
-    } else if (n == "triplet_margin_loss") {
+    } else if (n == OpCode::kTripletMarginLoss) {
       launches = 6;  // two pairwise distances (sub, norm), sub + margin, clamp, mean
       extra_bytes = 4 * x_elems * 4;
       extra_ws = x_elems * 4;
       flops = x_elems * 8;
     } else {
-      return invalid_argument("sim: no cost model for library op '" + n + "'");
+      return invalid_argument("sim: no cost model for library op '" + op.op + "'");
     }
     // A 16-bit library product casts each FP32 operand (the inputs, and the module's weights at
     // every call) to 16 bits before it and its output back to FP32 after it, one elementwise kernel
@@ -1234,8 +1238,9 @@ bool is_parameter(const TaskContext& ctx, const std::map<std::string, const OpSp
   return true;
 }
 
-bool is_normalization(const std::string& op) {
-  return op == "batch_norm" || op == "group_norm" || op == "instance_norm" || op == "layer_norm";
+bool is_normalization(OpCode op) {
+  return op == OpCode::kBatchNorm || op == OpCode::kGroupNorm || op == OpCode::kInstanceNorm ||
+         op == OpCode::kLayerNorm;
 }
 
 // The extent of the dim an op's "dim" attribute names (negative counts from the end) in the
@@ -1265,7 +1270,7 @@ double operand_rms(const TaskContext& ctx, const std::map<std::string, const OpS
     auto it = producer.find(v);
     if (it == producer.end() || it->second->inputs.empty()) break;
     const OpSpec& op = *it->second;
-    if (op.op == "softmax") {
+    if (op.code() == OpCode::kSoftmax) {
       int64_t n = dim_extent(ctx, op.inputs[0], op.attrs);
       if (n == 0) break;
       return 1 / std::sqrt(static_cast<double>(std::max<int64_t>(1, n)));
@@ -1285,14 +1290,14 @@ double SimModel::product_abs_error(const TaskContext& ctx, const OpSpec& op, con
   if (!a || a->empty()) return 0;
   double k = 0, m = 0, n = 0;
   std::string b_name;
-  if (op.op == "linear") {
+  if (op.code() == OpCode::kLinear) {
     const std::vector<int64_t>* w = ctx.shape(op.module + ".weight");
     if (!w || w->empty()) return 0;
     k = static_cast<double>(a->back());
     m = product(*a) / std::max(1.0, k);
     n = static_cast<double>(w->front());
     b_name = op.module + ".weight";
-  } else if (op.op == "matmul" && op.inputs.size() == 2) {
+  } else if (op.code() == OpCode::kMatmul && op.inputs.size() == 2) {
     const std::vector<int64_t>* b = ctx.shape(op.inputs[1]);
     if (!b || b->size() < 2 || a->size() < 2) return 0;
     bool ta = attr_bool_or(op.attrs, "transpose_a", false), tb = attr_bool_or(op.attrs, "transpose_b", false);
@@ -1345,21 +1350,22 @@ double SimModel::error_downstream(const TaskContext& ctx, const std::string& val
       for (const std::string& in : op.inputs)
         if (in == v) next = &op, ++consumers;
     if (consumers != 1 || next->outputs.size() != 1) return factor;
-    if (next->op == "softmax") return 0;
-    if (normalized && (next->op == "amax" || next->op == "amin")) return 0;
-    if (next->inputs.size() == 1 && next->op == "sum") {
+    if (next->code() == OpCode::kSoftmax) return 0;
+    if (normalized && (next->code() == OpCode::kAmax || next->code() == OpCode::kAmin)) return 0;
+    if (next->inputs.size() == 1 && next->code() == OpCode::kSum) {
       int64_t n = dim_extent(ctx, v, next->attrs);
       return n == 0 ? factor : factor * std::sqrt(static_cast<double>(n));
     }
-    if (is_normalization(next->op) && next->inputs.size() == 1) {
+    if (is_normalization(next->code()) && next->inputs.size() == 1) {
       if (normalized || spread <= 0) return factor;
       factor /= spread;
       normalized = true;
       v = next->outputs[0];
       continue;
     }
-    bool scaling = next->op == "mul_scalar" || next->op == "div_scalar" || next->op == "add_scalar";
-    bool by_parameter = next->op == "mul" && next->inputs.size() == 2 &&
+    bool scaling =
+        next->code() == OpCode::kMulScalar || next->code() == OpCode::kDivScalar || next->code() == OpCode::kAddScalar;
+    bool by_parameter = next->code() == OpCode::kMul && next->inputs.size() == 2 &&
                         is_parameter(ctx, ctx.producer_, next->inputs[next->inputs[0] == v ? 1 : 0]);
     bool moves = next->inputs.size() == 1 && moves_values(*next);
     if (!(scaling && next->inputs.size() == 1) && !by_parameter && !moves) return factor;

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "gpu/expr.h"
+#include "gpu/ops.h"
 #include "gpu/shapes.h"
 
 namespace vinci {
@@ -17,6 +18,31 @@ TaskSuite load_suite() {
   Result<TaskSuite> suite = load_task_suite(default_task_dir());
   EXPECT_TRUE(suite.ok()) << suite.status().to_string();
   return suite.ok() ? *suite : TaskSuite();
+}
+
+// The op vocabulary as values: every op of the table has its code, and the code its name; the
+// predicates the dispatch uses agree with what the names say (the way the code read them before).
+TEST(OpCode, EveryOpRoundTripsAndThePredicatesMatchTheNames) {
+  std::set<std::string> names;
+  for (size_t i = 0; i < kOpCount; ++i) {
+    const OpCode code = static_cast<OpCode>(i);
+    const std::string name = op_name(code);
+    EXPECT_TRUE(names.insert(name).second) << name;
+    ASSERT_NE(find_op(name), nullptr) << name;
+    EXPECT_EQ(find_op(name)->code, code) << name;
+    EXPECT_EQ(op_code(name), code) << name;
+    EXPECT_EQ(op_is_conv(code), name.rfind("conv", 0) == 0) << name;
+    EXPECT_EQ(op_is_transposed_conv(code), name.rfind("conv_transpose", 0) == 0) << name;
+    EXPECT_EQ(op_is_pool(code), name.find("pool") != std::string::npos) << name;
+    const bool windowed = op_is_conv(code) || (op_is_pool(code) && name.rfind("adaptive", 0) != 0);
+    EXPECT_EQ(op_spatial_rank(code), windowed ? name[name.size() - 2] - '0' : 0) << name;
+  }
+  EXPECT_EQ(names.size(), kOpCount);
+  EXPECT_EQ(op_code("no_such_op"), OpCode::kUnknown);
+  EXPECT_EQ(op_code("Relu"), OpCode::kUnknown);
+  OpSpec spec;
+  spec.op = "layer_norm";
+  EXPECT_EQ(spec.code(), OpCode::kLayerNorm);
 }
 
 TEST(TaskSuite, HasThreeLevelsAndEveryOpFamily) {
