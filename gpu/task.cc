@@ -449,9 +449,8 @@ Status expand_ops(const std::vector<OpSpec>& ops, const Params& params, const st
     for (const auto& v : op.inputs) ins.push_back(rename(v));
     for (const auto& v : op.outputs) outs.push_back(rename(v));
     if (op.op != "block") {
-      out->push_back(
-          {op.op, std::move(ins), std::move(outs), op.module.empty() ? "" : prefix + op.module, std::move(attrs),
-           op.resolved});
+      out->push_back({op.op, std::move(ins), std::move(outs), op.module.empty() ? "" : prefix + op.module,
+                      std::move(attrs), op.resolved});
       continue;
     }
     if (!attrs.empty())

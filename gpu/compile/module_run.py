@@ -96,7 +96,9 @@ def mapped(role, fd, size, writable):
         if role in _maps and _maps[role][0] == key:
             return _maps[role][1]
         _maps.pop(role, None)
-        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        # The inputs' pages exist (the worker wrote them) and are mapped at once; the output's
+        # region is twice the reference's output, mapped page by page as the output is written.
+        flags = mmap.MAP_SHARED | (0 if writable else getattr(mmap, "MAP_POPULATE", 0))
         prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
         _maps[role] = (key, mmap.mmap(fd, size, flags=flags, prot=prot))
         return _maps[role][1]
