@@ -8,9 +8,13 @@
 #   bash scripts/module_gpu_eval.sh [BIN_DIR]     (BIN_DIR: default build-gpu/bin)
 #
 # VINCI_MODULE_DIRS (default: tests/gpu/kernelbench_modules and its hostile/ and suite/ folders) names the
-# folders of modules. A module's task is named by a line `# vinci-task: ID` in it (default
-# L1_019). VINCI_MODULE_SIZE: full (default) or small. Writes the table to
+# folders of modules; VINCI_MODULE_FILES, when set, names the module files instead. A module's task
+# is named by a line `# vinci-task: ID` in it; KernelBench's own examples (model_new_ex_add*.py,
+# few_shot/model_new_ex_*.py of a KernelBench checkout) are evaluated on the tasks of
+# tests/gpu/kernelbench_modules/examples; any other module on L1_019. VINCI_MODULE_SIZE: full
+# (default) or small. Writes the table to
 # $VINCI_FIGS/module_eval.md (default module-figures) and each record to $VINCI_FIGS/NAME.json.
+# VINCI_MODULE_EVAL_ARGS: more arguments of each `harness eval` (e.g. --profile-phases).
 # Secrets are set in the harness's environment (VINCI_TEST_API_KEY) to show they do not reach a
 # module.
 set -uo pipefail
@@ -45,15 +49,27 @@ echo "module_gpu_eval: $versions on $gpu, size $size"
 } >"$out"
 cache=$(mktemp -d /tmp/vinci_module_eval_cache_XXXXXX)
 dirs=${VINCI_MODULE_DIRS:-tests/gpu/kernelbench_modules tests/gpu/kernelbench_modules/hostile tests/gpu/kernelbench_modules/suite}
-for f in $(for d in $dirs; do ls "$d"/*.py; done); do
+files=${VINCI_MODULE_FILES:-$(for d in $dirs; do ls "$d"/*.py; done)}
+for f in $files; do
   name=$(basename "$(dirname "$f")")_$(basename "$f" .py)
   task=$(sed -n 's/^# vinci-task: *\([A-Za-z0-9_]*\).*/\1/p' "$f" | head -n1)
+  tasks=()
+  if [ -z "$task" ]; then
+    case $(basename "$f") in
+      model_new_ex_add*.py) task=KB_ADD ;;
+      model_new_ex_fuse_gelu.py) task=KB_FUSE_GELU ;;
+      model_new_ex_tiled_matmul.py) task=KB_TILED_MATMUL ;;
+      model_new_ex_flash_attn.py) task=KB_FLASH_ATTN ;;
+      model_new_ex_mnist2.py) task=KB_MNIST2 ;;
+    esac
+    [ -n "$task" ] && tasks=(--tasks tests/gpu/kernelbench_modules/examples)
+  fi
   task=${task:-L1_019}
   passes=first
   [ "${VINCI_MODULE_AGAIN:-0}" = 1 ] && passes="first again"
   for pass in $passes; do
     t0=$(date +%s.%N)
-    "$bin/harness" eval "$task" --plan "$f" --device cuda --size "$size" --module-cache "$cache" \
+    "$bin/harness" eval "$task" "${tasks[@]}" --plan "$f" --device cuda --size "$size" --module-cache "$cache" ${VINCI_MODULE_EVAL_ARGS:-} \
       >"$figs/$name.$pass.json" 2>"$figs/$name.$pass.err"
     rc=$?
     t1=$(date +%s.%N)

@@ -35,6 +35,10 @@ struct ModuleRunOptions {
   bool sandbox = true;           // false: no bwrap (said loudly)
   std::string bwrap;             // empty: $VINCI_BWRAP, else bwrap on PATH
   std::vector<std::string> env;  // "NAME=VALUE" for the runner besides the allowlist (CUDA_VISIBLE_DEVICES)
+  // Inputs of a run up to this many bytes in all keep a pristine copy on the runner's device (to
+  // see whether the module wrote them); larger ones are compared with the region they came in, a
+  // chunk at a time, so that the runner does not hold the largest tasks' inputs twice.
+  int64_t pristine_on_device_bytes = int64_t{1} << 30;
 };
 
 // A tensor crossing to or from the runner: a dtype name (float32, int64, ...; module_run.py's

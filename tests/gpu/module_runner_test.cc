@@ -181,6 +181,35 @@ TEST(ModuleRunner, TheModulesMistakesAreItsOwnFailures) {
   }
 }
 
+// Inputs larger than pristine_on_device_bytes keep no copy on the runner's device: a write is
+// found by comparing them with the region they came in (the largest tasks' inputs are 7 GiB).
+TEST(ModuleRunner, InputsWithoutADeviceCopyAreComparedWithTheirRegion) {
+  REQUIRE_TORCH();
+  ModuleRunOptions o = cpu_options();
+  o.pristine_on_device_bytes = 0;
+  ModuleRunner runner(o);
+  struct Case {
+    std::string name, module, kind;
+  } cases[] = {
+      {"writes its input", module_with("        x.mul_(2)\n        return x.clone()"), "writes_input"},
+      {"writes the last element", module_with("        x.view(-1)[-1] += 1\n        return x * 1"), "writes_input"},
+      {"leaves it alone", module_with("        return x * 2"), ""},
+  };
+  for (const Case& c : cases) {
+    Result<std::unique_ptr<ModuleSession>> s = runner.start(c.module, kReference, ModuleBackend::kTorch);
+    ASSERT_TRUE(s.ok()) << c.name << ": " << s.status().to_string();
+    std::vector<float> out;
+    // Twice: a fresh slot, then new data written into the same slot's tensors.
+    for (bool reuse : {false, true}) {
+      Result<ModuleRunAnswer> a = forward(**s, 0, reuse, input(reuse ? 2 : 1), &out, 1 << 20);
+      ASSERT_TRUE(a.ok()) << c.name << ": " << a.status().to_string();
+      EXPECT_EQ(a->ok, c.kind.empty()) << c.name << ": " << a->error;
+      EXPECT_EQ(a->kind, c.kind) << c.name << ": " << a->error;
+      if (!c.kind.empty()) break;
+    }
+  }
+}
+
 // The tensors cross in the worker's memfds, whose fds the module can reach (here by wrapping
 // mmap.mmap, which the runner maps them with). Truncated under the worker's mapping, a region would
 // fault the worker when it next touched it (SIGBUS): the sizes are sealed, so the module's attempts
