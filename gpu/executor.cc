@@ -128,7 +128,7 @@ Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
   // Draw in construction order, module by module, as the Python constructors do.
   for (const auto& m : task.modules) {
     auto w = [&](const std::string& p) -> torch::Tensor& { return made[m.name + "." + p]; };
-    if (m.type == "linear" || m.type.rfind("conv", 0) == 0) {
+    if (m.kind() == ModuleType::kLinear || is_conv_module(m.kind())) {
       torch::Tensor& weight = w("weight");
       int64_t fan_in = fan_in_of(weight);
       double b = kaiming_bound(fan_in);
@@ -137,15 +137,15 @@ Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
         double bb = 1.0 / std::sqrt(static_cast<double>(fan_in));
         w("bias").uniform_(-bb, bb, gen);
       }
-    } else if (m.type == "batch_norm") {
+    } else if (m.kind() == ModuleType::kBatchNorm) {
       w("weight").fill_(1);
       w("bias").fill_(0);
       w("running_mean").fill_(0);
       w("running_var").fill_(1);
-    } else if (m.type == "layer_norm" || m.type == "group_norm") {
+    } else if (m.kind() == ModuleType::kLayerNorm || m.kind() == ModuleType::kGroupNorm) {
       w("weight").fill_(1);
       w("bias").fill_(0);
-    } else if (m.type == "parameter") {
+    } else if (m.kind() == ModuleType::kParameter) {
       torch::Tensor& p = made[m.name];
       std::string init = m.attrs.value("init", std::string("randn"));
       double scale = attr_double_or(m.attrs, "scale", 1.0);
@@ -169,10 +169,10 @@ Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
         VINCI_ASSIGN_OR_RETURN(int64_t v, eval_size(e, impl->sizes));
         p.mul_(1.0 / std::sqrt(static_cast<double>(v)));
       }
-    } else if (m.type == "buffer") {
+    } else if (m.kind() == ModuleType::kBuffer) {
       VINCI_ASSIGN_OR_RETURN(torch::Tensor b, make_buffer(task, m, impl->sizes));
       made[m.name] = b;
-    } else if (m.type == "lstm" || m.type == "gru") {
+    } else if (m.kind() == ModuleType::kLstm || m.kind() == ModuleType::kGru) {
       // reset_parameters: stdv = 1 / sqrt(hidden) in double; every parameter U(-stdv, stdv) in
       // registration order (weight_ih, weight_hh, bias_ih, bias_hh per layer and direction).
       VINCI_ASSIGN_OR_RETURN(std::string hidden, attr_expr(m.attrs, "hidden", task.id));
@@ -180,7 +180,7 @@ Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
       double stdv = 1.0 / std::sqrt(static_cast<double>(h));
       for (const auto& spec : specs)
         if (spec.module == m.name) made[spec.name].uniform_(-stdv, stdv, gen);
-    } else if (m.type == "mha") {
+    } else if (m.kind() == ModuleType::kMha) {
       // nn.MultiheadAttention: out_proj = Linear(E, E) draws in its constructor, then
       // _reset_parameters: xavier_uniform_(in_proj_weight), in_proj_bias = 0, out_proj.bias = 0.
       torch::Tensor& ow = w("out_proj.weight");
@@ -203,14 +203,14 @@ Status build_weights(TaskInstance::Impl* impl, at::Generator& gen) {
     std::string where = task.source_file + ": task '" + task.id + "': module '" + m.name + "' key 'reinit'";
     auto w = [&](const std::string& p) -> torch::Tensor& { return made[m.name + "." + p]; };
     std::string how = m.attrs["reinit"].is_string() ? m.attrs["reinit"].get<std::string>() : "";
-    bool conv = m.type.rfind("conv", 0) == 0 && m.type.find("transpose") == std::string::npos;
+    bool conv = is_conv_module(m.kind()) && !is_transposed_conv_module(m.kind());
     if (how == "kaiming_normal_fan_out" && conv) {
       // nn.init.kaiming_normal_(w, mode='fan_out'): gain sqrt(2), std = gain / sqrt(fan_out).
       torch::Tensor& weight = w("weight");
       int64_t fan_out = weight.size(0);
       for (int64_t d = 2; d < weight.dim(); ++d) fan_out *= weight.size(d);
       weight.normal_(0, std::sqrt(2.0) / std::sqrt(static_cast<double>(fan_out)), gen);
-    } else if (how == "normal" && m.type == "linear") {
+    } else if (how == "normal" && m.kind() == ModuleType::kLinear) {
       w("weight").normal_(0, attr_double_or(m.attrs, "reinit_std", 1.0), gen);
     } else {
       return invalid_argument(where +

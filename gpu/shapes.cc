@@ -83,12 +83,12 @@ Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
       out.push_back({m.name + "." + param, m.name, param, std::move(shape)});
     };
     bool bias = attr_bool_or(m.attrs, "bias", true);
-    if (m.type == "linear") {
+    if (m.kind() == ModuleType::kLinear) {
       VINCI_ASSIGN_OR_RETURN(std::string in, attr_expr(m.attrs, "in", where));
       VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(m.attrs, "out", where));
       add("weight", {o, in});
       if (bias) add("bias", {o});
-    } else if (m.type.rfind("conv", 0) == 0) {
+    } else if ((m.kind() >= ModuleType::kConv1d && m.kind() <= ModuleType::kConvTranspose3d)) {
       bool transposed = m.type.find("transpose") != std::string::npos;
       size_t rank = static_cast<size_t>(m.type[m.type.size() - 2] - '0');
       VINCI_ASSIGN_OR_RETURN(std::string in, attr_expr(m.attrs, "in", where));
@@ -105,13 +105,13 @@ Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
       for (int64_t ki : k) w.push_back(std::to_string(ki));
       add("weight", w);
       if (bias) add("bias", {o});
-    } else if (m.type == "batch_norm") {
+    } else if (m.kind() == ModuleType::kBatchNorm) {
       VINCI_ASSIGN_OR_RETURN(std::string f, attr_expr(m.attrs, "features", where));
       add("weight", {f});
       add("bias", {f});
       add("running_mean", {f});
       add("running_var", {f});
-    } else if (m.type == "layer_norm") {
+    } else if (m.kind() == ModuleType::kLayerNorm) {
       auto it = m.attrs.find("shape");
       if (it == m.attrs.end() || !it->is_array())
         return invalid_argument(where + ": key 'shape': expected an array of sizes");
@@ -119,19 +119,19 @@ Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
       for (const auto& e : *it) s.push_back(e.is_string() ? e.get<std::string>() : e.dump());
       add("weight", s);
       add("bias", s);
-    } else if (m.type == "group_norm") {
+    } else if (m.kind() == ModuleType::kGroupNorm) {
       VINCI_ASSIGN_OR_RETURN(std::string c, attr_expr(m.attrs, "channels", where));
       VINCI_RETURN_IF_ERROR(attr_int(m.attrs, "groups", where).status());
       add("weight", {c});
       add("bias", {c});
-    } else if (m.type == "parameter") {
+    } else if (m.kind() == ModuleType::kParameter) {
       auto it = m.attrs.find("shape");
       if (it == m.attrs.end() || !it->is_array())
         return invalid_argument(where + ": key 'shape': expected an array of sizes");
       SymShape s;
       for (const auto& e : *it) s.push_back(e.is_string() ? e.get<std::string>() : e.dump());
       out.push_back({m.name, m.name, "value", s});
-    } else if (m.type == "buffer") {
+    } else if (m.kind() == ModuleType::kBuffer) {
       // A constant tensor the constructor computes (register_buffer): no draws.
       std::string init = m.attrs.value("init", std::string());
       VINCI_ASSIGN_OR_RETURN(std::string w, attr_expr(m.attrs, "window", where));
@@ -147,7 +147,7 @@ Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
         return invalid_argument(where + ": key 'init': expected relative_coords_log or shifted_window_mask, found '" +
                                 init + "'");
       }
-    } else if (m.type == "mha") {
+    } else if (m.kind() == ModuleType::kMha) {
       VINCI_ASSIGN_OR_RETURN(std::string e, attr_expr(m.attrs, "embed", where));
       VINCI_RETURN_IF_ERROR(attr_int(m.attrs, "heads", where).status());
       // Construction order of nn.MultiheadAttention: out_proj (a Linear) draws first, then
@@ -156,7 +156,7 @@ Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
       add("out_proj.bias", {e});
       add("in_proj_weight", {expr_mul("3", e), e});
       add("in_proj_bias", {expr_mul("3", e)});
-    } else if (m.type == "lstm" || m.type == "gru") {
+    } else if (m.kind() == ModuleType::kLstm || m.kind() == ModuleType::kGru) {
       // nn.LSTM / nn.GRU: per layer, per direction (the reverse one suffixed _reverse), weight_ih,
       // weight_hh, bias_ih, bias_hh, in PyTorch's registration order (the order of the draws).
       VINCI_ASSIGN_OR_RETURN(std::string in, attr_expr(m.attrs, "input", where));
@@ -164,7 +164,7 @@ Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
       int64_t layers = attr_int_or(m.attrs, "layers", 1);
       int64_t dirs = attr_bool_or(m.attrs, "bidirectional", false) ? 2 : 1;
       if (layers < 1) return invalid_argument(where + ": key 'layers': expected at least 1");
-      std::string gh = expr_mul(m.type == "lstm" ? "4" : "3", h);
+      std::string gh = expr_mul(m.kind() == ModuleType::kLstm ? "4" : "3", h);
       for (int64_t l = 0; l < layers; ++l) {
         for (int64_t d = 0; d < dirs; ++d) {
           std::string sfx = std::to_string(l) + (d ? "_reverse" : "");

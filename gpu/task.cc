@@ -15,28 +15,6 @@
 namespace vinci {
 namespace {
 
-const char* const kModuleTypes[] = {"linear",
-                                    "conv1d",
-                                    "conv2d",
-                                    "conv3d",
-                                    "conv_transpose1d",
-                                    "conv_transpose2d",
-                                    "conv_transpose3d",
-                                    "batch_norm",
-                                    "layer_norm",
-                                    "group_norm",
-                                    "parameter",
-                                    "mha",
-                                    "lstm",
-                                    "gru",
-                                    "buffer"};
-
-bool known_module_type(const std::string& t) {
-  for (const char* m : kModuleTypes)
-    if (t == m) return true;
-  return false;
-}
-
 std::string line_of(const toml::node& n) { return std::to_string(n.source().begin.line); }
 
 // Converts a TOML value (scalar or array of scalars) to JSON.
@@ -177,11 +155,10 @@ Result<std::vector<ModuleSpec>> parse_modules(const toml::array* mods, const std
       return invalid_argument(where + ": modules entry (line " + line_of(n) + "): expected keys 'name' and 'type'");
     m.name = *name;
     m.type = *type;
-    if (!known_module_type(m.type) && m.type != "block")
-      return invalid_argument(
-          where + ": module '" + m.name + "' key 'type': unknown type '" + m.type +
-          "' (expected linear, conv1d, conv2d, conv3d, conv_transpose2d, "
-          "conv_transpose3d, batch_norm, layer_norm, group_norm, parameter, mha, lstm, gru, block)");
+    m.resolved = m.kind();
+    if (m.resolved == ModuleType::kUnknown)
+      return invalid_argument(where + ": module '" + m.name + "' key 'type': unknown type '" + m.type + "' (expected " +
+                              kModuleTypeNames.expected() + ")");
     m.attrs = nlohmann::json::object();
     for (const auto& [k, v] : *mt) {
       std::string key(k.str());
@@ -375,7 +352,7 @@ Status expand_modules(const std::vector<ModuleSpec>& mods, const Params& params,
     std::string mw = where + ": module '" + m.name + "'";
     VINCI_ASSIGN_OR_RETURN(nlohmann::json attrs, subst(m.attrs, params, mw));
     std::string full = prefix + m.name;
-    if (m.type != "block") {
+    if (m.kind() != ModuleType::kBlock) {
       out->push_back({full, m.type, std::move(attrs)});
       continue;
     }
@@ -600,8 +577,8 @@ Result<Task> parse_task(const toml::table& t, const std::string& path, size_t in
   const toml::array* ops = t["ops"].as_array();
   if (!ops || ops->empty()) return invalid_argument(where + ": key 'ops': expected a non-empty array of tables");
   VINCI_ASSIGN_OR_RETURN(task.ops, parse_ops(*ops, where));
-  if (!blocks.empty() ||
-      std::any_of(task.modules.begin(), task.modules.end(), [](const ModuleSpec& m) { return m.type == "block"; })) {
+  if (!blocks.empty() || std::any_of(task.modules.begin(), task.modules.end(),
+                                     [](const ModuleSpec& m) { return m.kind() == ModuleType::kBlock; })) {
     VINCI_ASSIGN_OR_RETURN(Expanded e, expand_blocks(task.modules, task.ops, blocks, where));
     task.modules = std::move(e.modules);
     task.ops = std::move(e.ops);
@@ -621,7 +598,7 @@ Status check_task(const Task& task) {
     if (!module_types.emplace(m.name, m.type).second)
       return invalid_argument(where + ": module '" + m.name + "' defined twice");
     // A parameter module (a bare nn.Parameter) or a buffer is a value ops can read by its name.
-    if ((m.type == "parameter" || m.type == "buffer") && !defined.insert(m.name).second)
+    if ((m.kind() == ModuleType::kParameter || m.kind() == ModuleType::kBuffer) && !defined.insert(m.name).second)
       return invalid_argument(where + ": module '" + m.name + "' shadows an input");
   }
   for (const auto& op : task.ops) {

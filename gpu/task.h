@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/enum_names.h"
 #include "core/status.h"
 #include "gpu/ops.h"
 
@@ -53,10 +54,49 @@ struct InputSpec {
   bool scaled = false;
 };
 
+// A module's type as a value (docs/tasks.md); "block" only before a task's blocks are expanded.
+enum class ModuleType : uint8_t {
+  kLinear,
+  kConv1d,
+  kConv2d,
+  kConv3d,
+  kConvTranspose1d,
+  kConvTranspose2d,
+  kConvTranspose3d,
+  kBatchNorm,
+  kLayerNorm,
+  kGroupNorm,
+  kParameter,
+  kMha,
+  kLstm,
+  kGru,
+  kBuffer,
+  kBlock,
+  kUnknown,
+};
+inline constexpr EnumNames<ModuleType, 16> kModuleTypeNames = {
+    "module type",
+    {"linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "batch_norm",
+     "layer_norm", "group_norm", "parameter", "mha", "lstm", "gru", "buffer", "block"}};
+
+inline bool is_conv_module(ModuleType t) { return t >= ModuleType::kConv1d && t <= ModuleType::kConvTranspose3d; }
+inline bool is_transposed_conv_module(ModuleType t) {
+  return t >= ModuleType::kConvTranspose1d && t <= ModuleType::kConvTranspose3d;
+}
+
 struct ModuleSpec {
   std::string name;
   std::string type;      // linear, conv2d, batch_norm, parameter, mha, ... (docs/tasks.md)
   nlohmann::json attrs;  // the module's constructor arguments as written in the file
+
+  // The type as a value: the one the task reader resolved (kept in `resolved`), or looked up again
+  // where type was set without it or changed since.
+  ModuleType kind() const {
+    if (resolved != ModuleType::kUnknown && type == kModuleTypeNames.name(resolved)) return resolved;
+    Result<ModuleType> t = kModuleTypeNames.parse(type);
+    return t.ok() ? *t : ModuleType::kUnknown;
+  }
+  ModuleType resolved = ModuleType::kUnknown;
 };
 
 struct OpSpec {

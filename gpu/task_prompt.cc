@@ -302,7 +302,7 @@ Status PyRenderer::name_everything() {
     while (attrs.count(py)) py += "_";
     attrs.insert(py);
     module_py_[m.name] = py;
-    if (m.type == "parameter" || m.type == "buffer") value_py_[m.name] = "self." + py;
+    if (m.kind() == ModuleType::kParameter || m.kind() == ModuleType::kBuffer) value_py_[m.name] = "self." + py;
   }
   for (const auto& op : task_.ops)
     for (const auto& out : op.outputs) {
@@ -409,7 +409,7 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
   std::string eps = "eps=" + py_float(attr_double_or(a, "eps", 1e-5));
   std::string momentum = a.contains("momentum") ? ", momentum=" + py_float(attr_double_or(a, "momentum", 0.1)) : "";
   std::string no_bias = attr_bool_or(a, "bias", true) ? "" : ", bias=False";
-  if (m.type == "linear") {
+  if (m.kind() == ModuleType::kLinear) {
     VINCI_ASSIGN_OR_RETURN(std::string in, size("in"));
     VINCI_ASSIGN_OR_RETURN(std::string out, size("out"));
     return "nn.Linear(" + in + ", " + out + no_bias + ")";
@@ -433,23 +433,23 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
     }
     return s + no_bias + ")";
   }
-  if (m.type == "batch_norm") {
+  if (m.kind() == ModuleType::kBatchNorm) {
     VINCI_ASSIGN_OR_RETURN(std::string cls, batch_norm_class(m));
     VINCI_ASSIGN_OR_RETURN(std::string f, size("features"));
     return cls + "(" + f + ", " + eps + momentum + ")";
   }
-  if (m.type == "layer_norm") {
+  if (m.kind() == ModuleType::kLayerNorm) {
     auto it = a.find("shape");
     if (it == a.end()) return invalid_argument(where + ": key 'shape' missing");
     VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, where + ": key 'shape'", used));
     return "nn.LayerNorm(" + (it->size() == 1 ? shape : "(" + shape + ")") + ", " + eps + ")";
   }
-  if (m.type == "group_norm") {
+  if (m.kind() == ModuleType::kGroupNorm) {
     VINCI_ASSIGN_OR_RETURN(int64_t groups, attr_int(a, "groups", where));
     VINCI_ASSIGN_OR_RETURN(std::string c, size("channels"));
     return "nn.GroupNorm(num_groups=" + std::to_string(groups) + ", num_channels=" + c + ", " + eps + ")";
   }
-  if (m.type == "parameter") {
+  if (m.kind() == ModuleType::kParameter) {
     auto it = a.find("shape");
     if (it == a.end()) return invalid_argument(where + ": key 'shape' missing");
     VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, where + ": key 'shape'", used));
@@ -468,7 +468,7 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
     }
     return "nn.Parameter(" + draw + (scale != 1.0 ? " * " + py_float(scale) : "") + ")";
   }
-  if (m.type == "buffer") {
+  if (m.kind() == ModuleType::kBuffer) {
     std::string init = a.value("init", std::string());
     VINCI_ASSIGN_OR_RETURN(std::string window, size("window"));
     if (init == "relative_coords_log") {
@@ -484,15 +484,15 @@ Result<std::string> PyRenderer::module_ctor(const ModuleSpec& m, std::vector<std
     return invalid_argument(where + ": key 'init': expected relative_coords_log or shifted_window_mask, found '" +
                             init + "'");
   }
-  if (m.type == "mha") {
+  if (m.kind() == ModuleType::kMha) {
     VINCI_ASSIGN_OR_RETURN(std::string e, size("embed"));
     VINCI_ASSIGN_OR_RETURN(int64_t heads, attr_int(a, "heads", where));
     return "nn.MultiheadAttention(embed_dim=" + e + ", num_heads=" + std::to_string(heads) + ")";
   }
-  if (m.type == "lstm" || m.type == "gru") {
+  if (m.kind() == ModuleType::kLstm || m.kind() == ModuleType::kGru) {
     VINCI_ASSIGN_OR_RETURN(std::string in, size("input"));
     VINCI_ASSIGN_OR_RETURN(std::string h, size("hidden"));
-    std::string s = std::string(m.type == "lstm" ? "nn.LSTM(" : "nn.GRU(") + in + ", " + h;
+    std::string s = std::string(m.kind() == ModuleType::kLstm ? "nn.LSTM(" : "nn.GRU(") + in + ", " + h;
     if (a.contains("layers")) s += ", num_layers=" + std::to_string(attr_int_or(a, "layers", 1));
     s += no_bias;
     if (attr_bool_or(a, "batch_first", false)) s += ", batch_first=True";
@@ -794,7 +794,7 @@ Result<std::string> PyRenderer::render() {
   std::vector<std::string> used, init_args, ctor_lines;
   for (const auto& m : task_.modules) {
     VINCI_ASSIGN_OR_RETURN(std::string ctor, module_ctor(m, &used));
-    if (m.type == "buffer")
+    if (m.kind() == ModuleType::kBuffer)
       ctor_lines.push_back("        self.register_buffer(\"" + module_py_.at(m.name) + "\", " + ctor + ")\n");
     else
       ctor_lines.push_back("        self." + module_py_.at(m.name) + " = " + ctor + "\n");
