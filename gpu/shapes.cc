@@ -183,6 +183,457 @@ Result<std::vector<WeightSpec>> weight_specs(const Task& task) {
   return out;
 }
 
+namespace {
+
+// What one op's shape rule reads: the op, its inputs' shapes, its module (null when it has none),
+// and the place to name in an error.
+struct OpShapeArgs {
+  const OpSpec& op;
+  const std::vector<SymShape>& ins;
+  const ModuleSpec* mod;
+  const std::string& where;
+  const SymShape& x() const { return ins[0]; }
+  Result<int64_t> dim(const SymShape& s, int64_t dflt) const {
+    VINCI_ASSIGN_OR_RETURN(size_t d, checked_dim(attr_int_or(op.attrs, "dim", dflt), s.size(), where, "dim"));
+    return static_cast<int64_t>(d);
+  }
+};
+
+using OutShapes = Result<std::vector<SymShape>>;
+
+OutShapes one(SymShape s) { return std::vector<SymShape>{std::move(s)}; }
+
+OutShapes matmul_shape(const OpShapeArgs& a) {
+  SymShape l = a.x(), r = a.ins[1];
+  if (l.size() < 2 || r.size() < 2) return invalid_argument(a.where + ": matmul needs rank >= 2 operands");
+  if (attr_bool_or(a.op.attrs, "transpose_a", false)) std::swap(l[l.size() - 1], l[l.size() - 2]);
+  if (attr_bool_or(a.op.attrs, "transpose_b", false)) std::swap(r[r.size() - 1], r[r.size() - 2]);
+  SymShape o(l.begin(), l.end() - 1);
+  o.push_back(r.back());
+  return one(o);
+}
+
+OutShapes linear_shape(const OpShapeArgs& a) {
+  VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(a.mod->attrs, "out", a.where));
+  SymShape s = a.x();
+  s.back() = o;
+  return one(s);
+}
+
+// sum, mean, ..., argmax: dim (default the last) dropped, or kept as 1 with keepdim.
+OutShapes reduce_shape(const OpShapeArgs& a) {
+  VINCI_ASSIGN_OR_RETURN(int64_t d, a.dim(a.x(), -1));
+  SymShape s = a.x();
+  if (attr_bool_or(a.op.attrs, "keepdim", false))
+    s[static_cast<size_t>(d)] = "1";
+  else
+    s.erase(s.begin() + d);
+  return one(s);
+}
+
+Status check_spatial_rank(const OpShapeArgs& a, size_t rank) {
+  if (a.x().size() != rank + 2)
+    return invalid_argument(a.where + ": expected an input of rank " + std::to_string(rank + 2));
+  return Status();
+}
+
+OutShapes conv_shape(const OpShapeArgs& a) {
+  const OpCode code = a.op.code();
+  const SymShape& x = a.x();
+  bool transposed = op_is_transposed_conv(code);
+  size_t rank = static_cast<size_t>(op_spatial_rank(code));
+  VINCI_RETURN_IF_ERROR(check_spatial_rank(a, rank));
+  const auto& m = a.mod->attrs;
+  VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(m, "kernel", rank, a.where));
+  auto s = attr_ints_or(m, "stride", rank, 1);
+  auto p = attr_ints_or(m, "padding", rank, 0);
+  auto dl = attr_ints_or(m, "dilation", rank, 1);
+  auto opad = attr_ints_or(m, "output_padding", rank, 0);
+  VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(m, "out", a.where));
+  SymShape r = {x[0], o};
+  for (size_t i = 0; i < rank; ++i)
+    r.push_back(transposed ? transposed_out(x[i + 2], k[i], s[i], p[i], dl[i], opad[i])
+                           : window_out(x[i + 2], k[i], s[i], p[i], dl[i]));
+  return one(r);
+}
+
+// max_pool1d/2d/3d and avg_pool2d (dilation and ceil_mode read).
+OutShapes pool_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  const auto& attrs = a.op.attrs;
+  size_t rank = static_cast<size_t>(op_spatial_rank(a.op.code()));
+  VINCI_RETURN_IF_ERROR(check_spatial_rank(a, rank));
+  VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(attrs, "kernel", rank, a.where));
+  auto s = attr_ints_or(attrs, "stride", rank, 0);
+  for (size_t i = 0; i < rank; ++i)
+    if (s[i] == 0) s[i] = k[i];  // PyTorch: stride defaults to the kernel size
+  auto p = attr_ints_or(attrs, "padding", rank, 0);
+  auto dl = attr_ints_or(attrs, "dilation", rank, 1);
+  SymShape r = {x[0], x[1]};
+  bool ceil_mode = attr_bool_or(attrs, "ceil_mode", false);
+  for (size_t i = 0; i < rank; ++i) {
+    if (!ceil_mode) {
+      r.push_back(window_out(x[i + 2], k[i], s[i], p[i], dl[i]));
+      continue;
+    }
+    // ceil_mode: out = ceil((in + 2p - d(k-1) - 1) / s) + 1, less one when the last window
+    // would start in the right padding; without padding and with s <= d(k-1) + 1 it never does.
+    if (p[i] != 0 || s[i] > dl[i] * (k[i] - 1) + 1)
+      return invalid_argument(a.where + ": key 'ceil_mode': supported with padding 0 and stride <= the window only");
+    r.push_back(expr_add(
+        expr_ceil_div(expr_add(x[i + 2], std::to_string(-dl[i] * (k[i] - 1) - 1)), std::to_string(s[i])), "1"));
+  }
+  return one(r);
+}
+
+// avg_pool1d and avg_pool3d (no dilation).
+OutShapes avg_pool_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  size_t rank = static_cast<size_t>(op_spatial_rank(a.op.code()));
+  VINCI_RETURN_IF_ERROR(check_spatial_rank(a, rank));
+  VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a.op.attrs, "kernel", rank, a.where));
+  auto s = attr_ints_or(a.op.attrs, "stride", rank, 0);
+  auto p = attr_ints_or(a.op.attrs, "padding", rank, 0);
+  SymShape r = {x[0], x[1]};
+  for (size_t i = 0; i < rank; ++i) r.push_back(window_out(x[i + 2], k[i], s[i] == 0 ? k[i] : s[i], p[i], 1));
+  return one(r);
+}
+
+OutShapes adaptive_pool_shape(const OpShapeArgs& a, size_t rank) {
+  const SymShape& x = a.x();
+  if (rank == 3 && x.size() != 5) return invalid_argument(a.where + ": expected an input of rank 5");
+  VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a.op.attrs, "output", rank, a.where));
+  SymShape r = {x[0], x[1]};
+  for (int64_t v : o) r.push_back(std::to_string(v));
+  return one(r);
+}
+
+OutShapes reshape_shape(const OpShapeArgs& a) {
+  auto it = a.op.attrs.find("shape");
+  if (it == a.op.attrs.end() || !it->is_array()) return invalid_argument(a.where + ": key 'shape': expected an array");
+  SymShape s;
+  for (const auto& e : *it) {
+    std::string d = e.is_string() ? e.get<std::string>() : e.dump();
+    VINCI_RETURN_IF_ERROR(check_expr_syntax(d));
+    s.push_back(d);
+  }
+  return one(s);
+}
+
+OutShapes flatten_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  VINCI_ASSIGN_OR_RETURN(size_t sd,
+                         checked_dim(attr_int_or(a.op.attrs, "start_dim", 1), x.size(), a.where, "start_dim"));
+  SymShape s(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(sd));
+  s.push_back(expr_product(SymShape(x.begin() + static_cast<std::ptrdiff_t>(sd), x.end())));
+  return one(s);
+}
+
+OutShapes permute_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, attr_ints(a.op.attrs, "dims", x.size(), a.where));
+  SymShape s;
+  std::vector<bool> used(x.size(), false);
+  for (int64_t d : dims) {
+    VINCI_ASSIGN_OR_RETURN(size_t i, checked_dim(d, x.size(), a.where, "dims"));
+    if (used[i]) return invalid_argument(a.where + ": key 'dims': dimension " + std::to_string(d) + " appears twice");
+    used[i] = true;
+    s.push_back(x[i]);
+  }
+  return one(s);
+}
+
+OutShapes transpose_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  VINCI_ASSIGN_OR_RETURN(size_t d0, checked_dim(attr_int_or(a.op.attrs, "dim0", 0), x.size(), a.where, "dim0"));
+  VINCI_ASSIGN_OR_RETURN(size_t d1, checked_dim(attr_int_or(a.op.attrs, "dim1", 1), x.size(), a.where, "dim1"));
+  SymShape s = x;
+  std::swap(s[d0], s[d1]);
+  return one(s);
+}
+
+OutShapes split_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  VINCI_ASSIGN_OR_RETURN(int64_t d, a.dim(x, 0));
+  std::vector<SymShape> outs;
+  for (size_t i = 0; i < a.op.outputs.size(); ++i) {
+    SymShape s = x;
+    s[static_cast<size_t>(d)] = expr_div(x[static_cast<size_t>(d)], std::to_string(a.op.outputs.size()));
+    outs.push_back(s);
+  }
+  return outs;
+}
+
+// torch.cat: every input has the first one's shape but on dim, where the sizes add.
+OutShapes concat_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  VINCI_ASSIGN_OR_RETURN(int64_t d, a.dim(x, 0));
+  SymShape s = x;
+  for (size_t i = 1; i < a.ins.size(); ++i) {
+    if (a.ins[i].size() != x.size())
+      return invalid_argument(a.where + ": key 'in': '" + a.op.inputs[i] + "' has rank " +
+                              std::to_string(a.ins[i].size()) + ", expected " + std::to_string(x.size()));
+    s[static_cast<size_t>(d)] = expr_add(s[static_cast<size_t>(d)], a.ins[i][static_cast<size_t>(d)]);
+  }
+  return one(s);
+}
+
+// Python's x[..., start:end] and x[..., index]; a negative integer counts from the end.
+OutShapes slice_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  const auto& attrs = a.op.attrs;
+  VINCI_ASSIGN_OR_RETURN(int64_t d, a.dim(x, 0));
+  const std::string& len = x[static_cast<size_t>(d)];
+  auto bound = [&](const char* key, const std::string& dflt) -> Result<std::string> {
+    if (!attrs.contains(key)) return dflt;
+    VINCI_ASSIGN_OR_RETURN(std::string e, attr_expr(attrs, key, a.where));
+    if (attrs[key].is_number_integer() && attrs[key].get<int64_t>() < 0) return expr_add(len, e);
+    return e;
+  };
+  SymShape s = x;
+  if (a.op.code() == OpCode::kSelect) {
+    VINCI_RETURN_IF_ERROR(bound("index", "0").status());
+    s.erase(s.begin() + d);
+    return one(s);
+  }
+  VINCI_ASSIGN_OR_RETURN(std::string start, bound("start", "0"));
+  VINCI_ASSIGN_OR_RETURN(std::string end, bound("end", len));
+  bool neg_start = attrs.contains("start") && attrs["start"].is_number_integer() && attrs["start"].get<int64_t>() < 0;
+  if (neg_start && !attrs.contains("end"))  // x[..., -n:]: n long
+    s[static_cast<size_t>(d)] = std::to_string(-attrs["start"].get<int64_t>());
+  else if (start == "0")
+    s[static_cast<size_t>(d)] = end;
+  else
+    s[static_cast<size_t>(d)] = expr_sub(end, start);
+  return one(s);
+}
+
+// "bij,bjk->bik": every output letter takes its size from the first operand that has it.
+OutShapes einsum_shape(const OpShapeArgs& a) {
+  const std::string& where = a.where;
+  std::string eq = a.op.attrs.value("equation", std::string());
+  size_t arrow = eq.find("->");
+  if (arrow == std::string::npos || eq.find("...") != std::string::npos)
+    return invalid_argument(where + ": key 'equation': expected 'ab,bc->ac' (explicit output, no '...'), found '" + eq +
+                            "'");
+  std::map<char, std::string> size_of;
+  std::string lhs = eq.substr(0, arrow);
+  size_t operand = 0, pos = 0;
+  for (size_t i = 0; i <= lhs.size(); ++i) {
+    if (i < lhs.size() && lhs[i] != ',') continue;
+    std::string sub = lhs.substr(pos, i - pos);
+    pos = i + 1;
+    if (operand >= a.ins.size() || sub.size() != a.ins[operand].size())
+      return invalid_argument(where + ": key 'equation': operand " + std::to_string(operand) + " subscripts '" + sub +
+                              "' do not match the inputs");
+    for (size_t k = 0; k < sub.size(); ++k) size_of.emplace(sub[k], a.ins[operand][k]);
+    ++operand;
+  }
+  if (operand != a.ins.size())
+    return invalid_argument(where + ": key 'equation': " + std::to_string(operand) + " operands for " +
+                            std::to_string(a.ins.size()) + " inputs");
+  SymShape s;
+  for (char c : eq.substr(arrow + 2)) {
+    auto it = size_of.find(c);
+    if (it == size_of.end())
+      return invalid_argument(where + ": key 'equation': output letter '" + std::string(1, c) + "' not in any operand");
+    s.push_back(it->second);
+  }
+  return one(s);
+}
+
+// nn.LSTM / nn.GRU: the output, h_n (and c_n for an LSTM).
+OutShapes rnn_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  const auto& m = a.mod->attrs;
+  if (x.size() != 3) return invalid_argument(a.where + ": expected an input of rank 3");
+  VINCI_ASSIGN_OR_RETURN(std::string h, attr_expr(m, "hidden", a.where));
+  int64_t dirs = attr_bool_or(m, "bidirectional", false) ? 2 : 1;
+  std::string ld = expr_mul(std::to_string(attr_int_or(m, "layers", 1)), std::to_string(dirs));
+  std::string batch = attr_bool_or(m, "batch_first", false) ? x[0] : x[1];
+  SymShape o = x;
+  o[2] = expr_mul(std::to_string(dirs), h);
+  std::vector<SymShape> outs = {o, {ld, batch, h}};
+  if (a.op.code() == OpCode::kLstm) outs.push_back({ld, batch, h});
+  return outs;
+}
+
+OutShapes elman_rnn_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  if (x.size() != 3) return invalid_argument(a.where + ": expected an input of rank 3 [T, B, In]");
+  VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(a.mod->attrs, "out", a.where));
+  return one({x[0], x[1], o});
+}
+
+// F.pad(x, pad) in constant mode: (before, after) pairs, the last dim first.
+OutShapes pad_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  const auto& attrs = a.op.attrs;
+  if (!attrs.contains("pad") || !attrs["pad"].is_array() || attrs["pad"].size() % 2 != 0 ||
+      attrs["pad"].size() / 2 > x.size())
+    return invalid_argument(a.where + ": key 'pad' must be an even list of at most 2 * rank integers");
+  SymShape s = x;
+  for (size_t i = 0; i < attrs["pad"].size() / 2; ++i) {
+    int64_t grow = attrs["pad"][2 * i].get<int64_t>() + attrs["pad"][2 * i + 1].get<int64_t>();
+    std::string& d = s[x.size() - 1 - i];
+    d = expr_add(d, std::to_string(grow));
+  }
+  return one(s);
+}
+
+// torch.roll(x, shifts, dims): one shift per dim, the shape unchanged.
+OutShapes roll_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  auto ints = [&](const char* key) -> Result<std::vector<int64_t>> {
+    if (!a.op.attrs.contains(key) || !a.op.attrs[key].is_array() || a.op.attrs[key].empty())
+      return invalid_argument(a.where + ": key '" + key + "': expected a non-empty list of integers");
+    std::vector<int64_t> v;
+    for (const auto& e : a.op.attrs[key]) {
+      if (!e.is_number_integer())
+        return invalid_argument(a.where + ": key '" + key + "': expected integers, found " + e.dump());
+      v.push_back(e.get<int64_t>());
+    }
+    return v;
+  };
+  VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> shifts, ints("shifts"));
+  VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ints("dims"));
+  if (shifts.size() != dims.size())
+    return invalid_argument(a.where + ": keys 'shifts' and 'dims': expected lists of the same length, found " +
+                            std::to_string(shifts.size()) + " and " + std::to_string(dims.size()));
+  for (int64_t d : dims)
+    if (d < -static_cast<int64_t>(x.size()) || d >= static_cast<int64_t>(x.size()))
+      return invalid_argument(a.where + ": key 'dims': " + std::to_string(d) + " is not a dim of a rank-" +
+                              std::to_string(x.size()) + " input");
+  return one(x);
+}
+
+// Swin's table of one bias per relative offset and head, [(2W-1)^2, H], gathered for every
+// (query, key) pair of a W x W window: [H, W*W, W*W].
+OutShapes relative_position_bias_shape(const OpShapeArgs& a) {
+  VINCI_ASSIGN_OR_RETURN(std::string w, attr_expr(a.op.attrs, "window", a.where));
+  if (a.x().size() != 2) return invalid_argument(a.where + ": expected a table of rank 2 [(2W-1)^2, heads]");
+  std::string area = expr_mul(w, w);
+  return one({a.x()[1], area, area});
+}
+
+// Q [..., L, E], K [..., S, E], V [..., S, Ev] -> [..., L, Ev]
+OutShapes sdpa_shape(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  const SymShape& v = a.ins[2];
+  if (x.size() < 2 || a.ins[1].size() != x.size() || v.size() != x.size())
+    return invalid_argument(a.where + ": expected Q, K and V of the same rank >= 2");
+  SymShape s = x;
+  s.back() = v.back();
+  return one(s);
+}
+
+// The shapes of one op's outputs: one case per op (the compiler names an op without a rule).
+OutShapes op_out_shapes(const OpShapeArgs& a) {
+  const SymShape& x = a.x();
+  switch (a.op.code()) {
+    case OpCode::kAdd:
+    case OpCode::kSub:
+    case OpCode::kMul:
+    case OpCode::kDiv: return one(broadcast_shape(x, a.ins[1]));  // bias [1, C, 1, 1] + x [B, 1] is [1, C, B, 1]
+    case OpCode::kRelu:
+    case OpCode::kLeakyRelu:
+    case OpCode::kSigmoid:
+    case OpCode::kTanh:
+    case OpCode::kGelu:
+    case OpCode::kSilu:
+    case OpCode::kElu:
+    case OpCode::kSelu:
+    case OpCode::kSoftplus:
+    case OpCode::kSoftsign:
+    case OpCode::kHardsigmoid:
+    case OpCode::kHardswish:
+    case OpCode::kHardtanh:
+    case OpCode::kMish:
+    case OpCode::kExp:
+    case OpCode::kLog:
+    case OpCode::kAbs:
+    case OpCode::kSquare:
+    case OpCode::kSqrt:
+    case OpCode::kClamp:
+    case OpCode::kMulScalar:
+    case OpCode::kAddScalar:
+    case OpCode::kDivScalar:
+    case OpCode::kSoftmax:
+    case OpCode::kLogSoftmax:
+    case OpCode::kRmsNorm:
+    case OpCode::kLayerNorm:
+    case OpCode::kBatchNorm:
+    case OpCode::kGroupNorm:
+    case OpCode::kCumsum:
+    case OpCode::kCumprod:
+    case OpCode::kCausalMask:
+    case OpCode::kSelfAttention: return one(x);
+    case OpCode::kMatmul: return matmul_shape(a);
+    case OpCode::kLinear: return linear_shape(a);
+    case OpCode::kSum:
+    case OpCode::kMean:
+    case OpCode::kAmax:
+    case OpCode::kAmin:
+    case OpCode::kLogsumexp:
+    case OpCode::kNormL2:
+    case OpCode::kArgmax:
+    case OpCode::kArgmin: return reduce_shape(a);
+    case OpCode::kConv1d:
+    case OpCode::kConv2d:
+    case OpCode::kConv3d:
+    case OpCode::kConvTranspose1d:
+    case OpCode::kConvTranspose2d:
+    case OpCode::kConvTranspose3d: return conv_shape(a);
+    case OpCode::kMaxPool1d:
+    case OpCode::kMaxPool2d:
+    case OpCode::kMaxPool3d:
+    case OpCode::kAvgPool2d: return pool_shape(a);
+    case OpCode::kAvgPool1d:
+    case OpCode::kAvgPool3d: return avg_pool_shape(a);
+    case OpCode::kAdaptiveAvgPool2d: return adaptive_pool_shape(a, 2);
+    case OpCode::kAdaptiveAvgPool3d: return adaptive_pool_shape(a, 3);
+    case OpCode::kReshape:
+    case OpCode::kExpand: return reshape_shape(a);
+    case OpCode::kFlatten: return flatten_shape(a);
+    case OpCode::kPermute: return permute_shape(a);
+    case OpCode::kTranspose: return transpose_shape(a);
+    case OpCode::kSplit: return split_shape(a);
+    case OpCode::kConcat: return concat_shape(a);
+    case OpCode::kMseLoss:
+    case OpCode::kCrossEntropy:
+    case OpCode::kSmoothL1Loss:
+    case OpCode::kKlDiv:
+    case OpCode::kHingeLoss:
+    case OpCode::kCosineSimilarityLoss:
+    case OpCode::kFrobeniusNorm:
+    case OpCode::kTripletMarginLoss: return one({});
+    case OpCode::kTriu:
+    case OpCode::kTril:
+      if (x.size() < 2) return invalid_argument(a.where + ": expected an input of rank >= 2");
+      return one(x);
+    case OpCode::kCumsumReverse:
+    case OpCode::kCumsumExclusive:
+    case OpCode::kNormalize: VINCI_RETURN_IF_ERROR(a.dim(x, -1).status()); return one(x);
+    case OpCode::kInstanceNorm:
+      if (x.size() < 3) return invalid_argument(a.where + ": expected an input of rank 3 to 5 ([N, C, ...])");
+      return one(x);
+    case OpCode::kSlice:
+    case OpCode::kSelect: return slice_shape(a);
+    case OpCode::kEinsum: return einsum_shape(a);
+    case OpCode::kLstm:
+    case OpCode::kGru: return rnn_shape(a);
+    case OpCode::kElmanRnn: return elman_rnn_shape(a);
+    case OpCode::kPad: return pad_shape(a);
+    case OpCode::kRoll: return roll_shape(a);
+    case OpCode::kRelativePositionBias: return relative_position_bias_shape(a);
+    case OpCode::kScaledDotProductAttention: return sdpa_shape(a);
+    case OpCode::kUnknown: break;
+  }
+  return invalid_argument(a.where + ": no shape rule");
+}
+
+}  // namespace
+
 Result<ShapeMap> infer_shapes(const Task& task) {
   ShapeMap shapes;
   for (const auto& in : task.inputs) shapes[in.name] = in.shape;
@@ -200,306 +651,9 @@ Result<ShapeMap> infer_shapes(const Task& task) {
       if (it == shapes.end()) return invalid_argument(where + ": input '" + n + "' not defined");
       ins.push_back(it->second);
     }
-    const SymShape& x = ins[0];
     const ModuleSpec* mod = op.module.empty() ? nullptr : find_module(task, op.module);
     if (info->module[0] && !mod) return invalid_argument(where + ": module '" + op.module + "' not defined");
-    std::vector<SymShape> outs;
-    const OpCode name = op.code();
-    auto need_dim = [&](const SymShape& s, int64_t dflt) -> Result<int64_t> {
-      VINCI_ASSIGN_OR_RETURN(size_t d, checked_dim(attr_int_or(op.attrs, "dim", dflt), s.size(), where, "dim"));
-      return static_cast<int64_t>(d);
-    };
-    if (info->kind == OpKind::kBinary) {
-      outs.push_back(broadcast_shape(x, ins[1]));  // bias [1, C, 1, 1] + x [B, 1] is [1, C, B, 1]
-    } else if (info->kind == OpKind::kUnary || info->kind == OpKind::kBinary || info->kind == OpKind::kRowNorm ||
-               name == OpCode::kBatchNorm || name == OpCode::kGroupNorm || name == OpCode::kCumsum ||
-               name == OpCode::kCumprod || name == OpCode::kCausalMask || name == OpCode::kSelfAttention) {
-      outs.push_back(x);
-    } else if (name == OpCode::kMatmul) {
-      SymShape a = x, b = ins[1];
-      if (a.size() < 2 || b.size() < 2) return invalid_argument(where + ": matmul needs rank >= 2 operands");
-      if (attr_bool_or(op.attrs, "transpose_a", false)) std::swap(a[a.size() - 1], a[a.size() - 2]);
-      if (attr_bool_or(op.attrs, "transpose_b", false)) std::swap(b[b.size() - 1], b[b.size() - 2]);
-      SymShape o(a.begin(), a.end() - 1);
-      o.push_back(b.back());
-      outs.push_back(o);
-    } else if (name == OpCode::kLinear) {
-      VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(mod->attrs, "out", where));
-      SymShape s = x;
-      s.back() = o;
-      outs.push_back(s);
-    } else if (info->kind == OpKind::kReduce) {
-      VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, -1));
-      SymShape s = x;
-      if (attr_bool_or(op.attrs, "keepdim", false))
-        s[static_cast<size_t>(d)] = "1";
-      else
-        s.erase(s.begin() + d);
-      outs.push_back(s);
-    } else if (op_is_conv(name)) {
-      bool transposed = op_is_transposed_conv(name);
-      size_t rank = static_cast<size_t>(op_spatial_rank(name));
-      if (x.size() != rank + 2)
-        return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
-      const auto& a = mod->attrs;
-      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(a, "kernel", rank, where));
-      auto s = attr_ints_or(a, "stride", rank, 1);
-      auto p = attr_ints_or(a, "padding", rank, 0);
-      auto dl = attr_ints_or(a, "dilation", rank, 1);
-      auto opad = attr_ints_or(a, "output_padding", rank, 0);
-      VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(a, "out", where));
-      SymShape r = {x[0], o};
-      for (size_t i = 0; i < rank; ++i)
-        r.push_back(transposed ? transposed_out(x[i + 2], k[i], s[i], p[i], dl[i], opad[i])
-                               : window_out(x[i + 2], k[i], s[i], p[i], dl[i]));
-      outs.push_back(r);
-    } else if (name == OpCode::kMaxPool1d || name == OpCode::kMaxPool2d || name == OpCode::kMaxPool3d ||
-               name == OpCode::kAvgPool2d) {
-      size_t rank = static_cast<size_t>(op_spatial_rank(name));
-      if (x.size() != rank + 2)
-        return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
-      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(op.attrs, "kernel", rank, where));
-      auto s = attr_ints_or(op.attrs, "stride", rank, 0);
-      for (size_t i = 0; i < rank; ++i)
-        if (s[i] == 0) s[i] = k[i];  // PyTorch: stride defaults to the kernel size
-      auto p = attr_ints_or(op.attrs, "padding", rank, 0);
-      auto dl = attr_ints_or(op.attrs, "dilation", rank, 1);
-      SymShape r = {x[0], x[1]};
-      bool ceil_mode = attr_bool_or(op.attrs, "ceil_mode", false);
-      for (size_t i = 0; i < rank; ++i) {
-        if (!ceil_mode) {
-          r.push_back(window_out(x[i + 2], k[i], s[i], p[i], dl[i]));
-          continue;
-        }
-        // ceil_mode: out = ceil((in + 2p - d(k-1) - 1) / s) + 1, less one when the last window
-        // would start in the right padding; without padding and with s <= d(k-1) + 1 it never does.
-        if (p[i] != 0 || s[i] > dl[i] * (k[i] - 1) + 1)
-          return invalid_argument(where + ": key 'ceil_mode': supported with padding 0 and stride <= the window only");
-        r.push_back(expr_add(
-            expr_ceil_div(expr_add(x[i + 2], std::to_string(-dl[i] * (k[i] - 1) - 1)), std::to_string(s[i])), "1"));
-      }
-      outs.push_back(r);
-    } else if (name == OpCode::kAdaptiveAvgPool2d) {
-      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(op.attrs, "output", 2, where));
-      outs.push_back({x[0], x[1], std::to_string(o[0]), std::to_string(o[1])});
-    } else if (name == OpCode::kReshape || name == OpCode::kExpand) {
-      auto it = op.attrs.find("shape");
-      if (it == op.attrs.end() || !it->is_array()) return invalid_argument(where + ": key 'shape': expected an array");
-      SymShape s;
-      for (const auto& e : *it) {
-        std::string d = e.is_string() ? e.get<std::string>() : e.dump();
-        VINCI_RETURN_IF_ERROR(check_expr_syntax(d));
-        s.push_back(d);
-      }
-      outs.push_back(s);
-    } else if (name == OpCode::kFlatten) {
-      VINCI_ASSIGN_OR_RETURN(size_t sd,
-                             checked_dim(attr_int_or(op.attrs, "start_dim", 1), x.size(), where, "start_dim"));
-      SymShape s(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(sd));
-      s.push_back(expr_product(SymShape(x.begin() + static_cast<std::ptrdiff_t>(sd), x.end())));
-      outs.push_back(s);
-    } else if (name == OpCode::kPermute) {
-      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, attr_ints(op.attrs, "dims", x.size(), where));
-      SymShape s;
-      std::vector<bool> used(x.size(), false);
-      for (int64_t d : dims) {
-        VINCI_ASSIGN_OR_RETURN(size_t i, checked_dim(d, x.size(), where, "dims"));
-        if (used[i]) return invalid_argument(where + ": key 'dims': dimension " + std::to_string(d) + " appears twice");
-        used[i] = true;
-        s.push_back(x[i]);
-      }
-      outs.push_back(s);
-    } else if (name == OpCode::kTranspose) {
-      VINCI_ASSIGN_OR_RETURN(size_t a, checked_dim(attr_int_or(op.attrs, "dim0", 0), x.size(), where, "dim0"));
-      VINCI_ASSIGN_OR_RETURN(size_t b, checked_dim(attr_int_or(op.attrs, "dim1", 1), x.size(), where, "dim1"));
-      SymShape s = x;
-      std::swap(s[a], s[b]);
-      outs.push_back(s);
-    } else if (name == OpCode::kSplit) {
-      VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, 0));
-      for (size_t i = 0; i < op.outputs.size(); ++i) {
-        SymShape s = x;
-        s[static_cast<size_t>(d)] = expr_div(x[static_cast<size_t>(d)], std::to_string(op.outputs.size()));
-        outs.push_back(s);
-      }
-    } else if (name == OpCode::kConcat) {
-      // torch.cat: every input has the first one's shape but on dim, where the sizes add.
-      VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, 0));
-      SymShape s = x;
-      for (size_t i = 1; i < ins.size(); ++i) {
-        if (ins[i].size() != x.size())
-          return invalid_argument(where + ": key 'in': '" + op.inputs[i] + "' has rank " +
-                                  std::to_string(ins[i].size()) + ", expected " + std::to_string(x.size()));
-        s[static_cast<size_t>(d)] = expr_add(s[static_cast<size_t>(d)], ins[i][static_cast<size_t>(d)]);
-      }
-      outs.push_back(s);
-    } else if (name == OpCode::kMseLoss || name == OpCode::kCrossEntropy || name == OpCode::kSmoothL1Loss ||
-               name == OpCode::kKlDiv || name == OpCode::kHingeLoss || name == OpCode::kCosineSimilarityLoss) {
-      outs.push_back({});
-    } else if (name == OpCode::kTriu || name == OpCode::kTril || name == OpCode::kCumsumReverse ||
-               name == OpCode::kCumsumExclusive) {
-      if ((name == OpCode::kTriu || name == OpCode::kTril) && x.size() < 2)
-        return invalid_argument(where + ": expected an input of rank >= 2");
-      if (name == OpCode::kCumsumReverse || name == OpCode::kCumsumExclusive)
-        VINCI_RETURN_IF_ERROR(need_dim(x, -1).status());
-      outs.push_back(x);
-    } else if (name == OpCode::kFrobeniusNorm || name == OpCode::kTripletMarginLoss) {
-      outs.push_back({});
-    } else if (name == OpCode::kAvgPool1d || name == OpCode::kAvgPool3d) {
-      size_t rank = static_cast<size_t>(op_spatial_rank(name));
-      if (x.size() != rank + 2)
-        return invalid_argument(where + ": expected an input of rank " + std::to_string(rank + 2));
-      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> k, attr_ints(op.attrs, "kernel", rank, where));
-      auto s = attr_ints_or(op.attrs, "stride", rank, 0);
-      auto p = attr_ints_or(op.attrs, "padding", rank, 0);
-      SymShape r = {x[0], x[1]};
-      for (size_t i = 0; i < rank; ++i) r.push_back(window_out(x[i + 2], k[i], s[i] == 0 ? k[i] : s[i], p[i], 1));
-      outs.push_back(r);
-    } else if (name == OpCode::kAdaptiveAvgPool3d) {
-      if (x.size() != 5) return invalid_argument(where + ": expected an input of rank 5");
-      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(op.attrs, "output", 3, where));
-      outs.push_back({x[0], x[1], std::to_string(o[0]), std::to_string(o[1]), std::to_string(o[2])});
-    } else if (name == OpCode::kInstanceNorm) {
-      if (x.size() < 3) return invalid_argument(where + ": expected an input of rank 3 to 5 ([N, C, ...])");
-      outs.push_back(x);
-    } else if (name == OpCode::kSlice || name == OpCode::kSelect) {
-      // Python's x[..., start:end] and x[..., index]; a negative integer counts from the end.
-      VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, 0));
-      const std::string& len = x[static_cast<size_t>(d)];
-      auto bound = [&](const char* key, const std::string& dflt) -> Result<std::string> {
-        if (!op.attrs.contains(key)) return dflt;
-        VINCI_ASSIGN_OR_RETURN(std::string e, attr_expr(op.attrs, key, where));
-        if (op.attrs[key].is_number_integer() && op.attrs[key].get<int64_t>() < 0) return expr_add(len, e);
-        return e;
-      };
-      SymShape s = x;
-      if (name == OpCode::kSelect) {
-        VINCI_RETURN_IF_ERROR(bound("index", "0").status());
-        s.erase(s.begin() + d);
-      } else {
-        VINCI_ASSIGN_OR_RETURN(std::string start, bound("start", "0"));
-        VINCI_ASSIGN_OR_RETURN(std::string end, bound("end", len));
-        bool neg_start =
-            op.attrs.contains("start") && op.attrs["start"].is_number_integer() && op.attrs["start"].get<int64_t>() < 0;
-        if (neg_start && !op.attrs.contains("end"))  // x[..., -n:]: n long
-          s[static_cast<size_t>(d)] = std::to_string(-op.attrs["start"].get<int64_t>());
-        else if (start == "0")
-          s[static_cast<size_t>(d)] = end;
-        else
-          s[static_cast<size_t>(d)] = expr_sub(end, start);
-      }
-      outs.push_back(s);
-    } else if (name == OpCode::kEinsum) {
-      // "bij,bjk->bik": every output letter takes its size from the first operand that has it.
-      std::string eq = op.attrs.value("equation", std::string());
-      size_t arrow = eq.find("->");
-      if (arrow == std::string::npos || eq.find("...") != std::string::npos)
-        return invalid_argument(where + ": key 'equation': expected 'ab,bc->ac' (explicit output, no '...'), found '" +
-                                eq + "'");
-      std::map<char, std::string> size_of;
-      std::string lhs = eq.substr(0, arrow);
-      size_t operand = 0, pos = 0;
-      for (size_t i = 0; i <= lhs.size(); ++i) {
-        if (i < lhs.size() && lhs[i] != ',') continue;
-        std::string sub = lhs.substr(pos, i - pos);
-        pos = i + 1;
-        if (operand >= ins.size() || sub.size() != ins[operand].size())
-          return invalid_argument(where + ": key 'equation': operand " + std::to_string(operand) + " subscripts '" +
-                                  sub + "' do not match the inputs");
-        for (size_t k = 0; k < sub.size(); ++k) size_of.emplace(sub[k], ins[operand][k]);
-        ++operand;
-      }
-      if (operand != ins.size())
-        return invalid_argument(where + ": key 'equation': " + std::to_string(operand) + " operands for " +
-                                std::to_string(ins.size()) + " inputs");
-      SymShape s;
-      for (char c : eq.substr(arrow + 2)) {
-        auto it = size_of.find(c);
-        if (it == size_of.end())
-          return invalid_argument(where + ": key 'equation': output letter '" + std::string(1, c) +
-                                  "' not in any operand");
-        s.push_back(it->second);
-      }
-      outs.push_back(s);
-    } else if (name == OpCode::kLstm || name == OpCode::kGru) {
-      if (x.size() != 3) return invalid_argument(where + ": expected an input of rank 3");
-      VINCI_ASSIGN_OR_RETURN(std::string h, attr_expr(mod->attrs, "hidden", where));
-      int64_t dirs = attr_bool_or(mod->attrs, "bidirectional", false) ? 2 : 1;
-      std::string ld = expr_mul(std::to_string(attr_int_or(mod->attrs, "layers", 1)), std::to_string(dirs));
-      std::string batch = attr_bool_or(mod->attrs, "batch_first", false) ? x[0] : x[1];
-      SymShape o = x;
-      o[2] = expr_mul(std::to_string(dirs), h);
-      outs.push_back(o);
-      outs.push_back({ld, batch, h});
-      if (name == OpCode::kLstm) outs.push_back({ld, batch, h});
-    } else if (name == OpCode::kElmanRnn) {
-      if (x.size() != 3) return invalid_argument(where + ": expected an input of rank 3 [T, B, In]");
-      VINCI_ASSIGN_OR_RETURN(std::string o, attr_expr(mod->attrs, "out", where));
-      outs.push_back({x[0], x[1], o});
-    } else if (name == OpCode::kPad) {
-      // F.pad(x, pad) in constant mode: (before, after) pairs, the last dim first.
-      if (!op.attrs.contains("pad") || !op.attrs["pad"].is_array() || op.attrs["pad"].size() % 2 != 0 ||
-          op.attrs["pad"].size() / 2 > x.size())
-        return invalid_argument(where + ": key 'pad' must be an even list of at most 2 * rank integers");
-      SymShape s = x;
-      for (size_t i = 0; i < op.attrs["pad"].size() / 2; ++i) {
-        int64_t grow = op.attrs["pad"][2 * i].get<int64_t>() + op.attrs["pad"][2 * i + 1].get<int64_t>();
-        std::string& d = s[x.size() - 1 - i];
-        d = expr_add(d, std::to_string(grow));
-      }
-      outs.push_back(s);
-    } else if (name == OpCode::kRoll) {
-      // torch.roll(x, shifts, dims): one shift per dim, the shape unchanged.
-      auto ints = [&](const char* key) -> Result<std::vector<int64_t>> {
-        if (!op.attrs.contains(key) || !op.attrs[key].is_array() || op.attrs[key].empty())
-          return invalid_argument(where + ": key '" + key + "': expected a non-empty list of integers");
-        std::vector<int64_t> v;
-        for (const auto& e : op.attrs[key]) {
-          if (!e.is_number_integer())
-            return invalid_argument(where + ": key '" + key + "': expected integers, found " + e.dump());
-          v.push_back(e.get<int64_t>());
-        }
-        return v;
-      };
-      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> shifts, ints("shifts"));
-      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ints("dims"));
-      if (shifts.size() != dims.size())
-        return invalid_argument(where + ": keys 'shifts' and 'dims': expected lists of the same length, found " +
-                                std::to_string(shifts.size()) + " and " + std::to_string(dims.size()));
-      for (int64_t d : dims)
-        if (d < -static_cast<int64_t>(x.size()) || d >= static_cast<int64_t>(x.size()))
-          return invalid_argument(where + ": key 'dims': " + std::to_string(d) + " is not a dim of a rank-" +
-                                  std::to_string(x.size()) + " input");
-      outs.push_back(x);
-    } else if (name == OpCode::kNormalize) {
-      VINCI_RETURN_IF_ERROR(need_dim(x, -1).status());
-      outs.push_back(x);
-    } else if (name == OpCode::kRelativePositionBias) {
-      // Swin's table of one bias per relative offset and head, [(2W-1)^2, H], gathered for every
-      // (query, key) pair of a W x W window: [H, W*W, W*W].
-      VINCI_ASSIGN_OR_RETURN(std::string w, attr_expr(op.attrs, "window", where));
-      if (x.size() != 2) return invalid_argument(where + ": expected a table of rank 2 [(2W-1)^2, heads]");
-      std::string area = expr_mul(w, w);
-      outs.push_back({x[1], area, area});
-    } else if (name == OpCode::kArgmax || name == OpCode::kArgmin) {
-      VINCI_ASSIGN_OR_RETURN(int64_t d, need_dim(x, -1));
-      SymShape s = x;
-      if (attr_bool_or(op.attrs, "keepdim", false))
-        s[static_cast<size_t>(d)] = "1";
-      else
-        s.erase(s.begin() + d);
-      outs.push_back(s);
-    } else if (name == OpCode::kScaledDotProductAttention) {
-      // Q [..., L, E], K [..., S, E], V [..., S, Ev] -> [..., L, Ev]
-      const SymShape& v = ins[2];
-      if (x.size() < 2 || ins[1].size() != x.size() || v.size() != x.size())
-        return invalid_argument(where + ": expected Q, K and V of the same rank >= 2");
-      SymShape s = x;
-      s.back() = v.back();
-      outs.push_back(s);
-    } else {
-      return invalid_argument(where + ": no shape rule");
-    }
+    VINCI_ASSIGN_OR_RETURN(std::vector<SymShape> outs, op_out_shapes(OpShapeArgs{op, ins, mod, where}));
     if (outs.size() != op.outputs.size())
       return invalid_argument(where + ": key 'out': expected " + std::to_string(outs.size()) + " names, found " +
                               std::to_string(op.outputs.size()));
