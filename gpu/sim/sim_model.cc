@@ -725,6 +725,320 @@ class PlanCoster {
   }
 
   // --- library steps -------------------------------------------------------------------------
+  // What a library op does beyond reading its inputs and writing its outputs once: its kernel
+  // launches, flops and extra traffic (library_work fills it, library_step prices it).
+  struct LibraryWork {
+    int launches = 1;
+    double flops = 0, extra_bytes = 0, extra_ws = 0, rate = 0;
+    double row_blocks = 0;  // > 0: one block per row (PyTorch's softmax and layer_norm kernels)
+    bool gemm = false;
+    bool view = false;  // no kernel: a view of its input
+    GemmDims gd;
+  };
+
+  // Ops PyTorch computes as a few whole-tensor kernels: launches, the extra bytes read and written
+  // and the flops per input element; the extra working set is the input's size.
+  struct ComposedCost {
+    int launches;
+    double extra_per_element;  // x 4 bytes
+    double flops_per_element;
+  };
+  static void composed(const ComposedCost& c, double x_elems, LibraryWork* w) {
+    w->launches = c.launches;
+    w->extra_bytes = c.extra_per_element * x_elems * 4;
+    w->extra_ws = x_elems * 4;
+    w->flops = x_elems * c.flops_per_element;
+  }
+
+  Status library_work(const OpSpec& op, const ModuleSpec* mod, double x_elems, double out_elems, double out_bytes,
+                      LibraryWork* w) {
+    const OpCode n = op.code();
+    auto rows_of = [&](int64_t trailing_dims) {
+      const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
+      int64_t rank = static_cast<int64_t>(x.size());
+      return product(std::vector<int64_t>(x.begin(), x.end() - std::min(trailing_dims, rank)));
+    };
+    switch (n) {
+      case OpCode::kReshape:
+      case OpCode::kFlatten:
+      case OpCode::kSlice:
+      case OpCode::kSelect:
+      case OpCode::kExpand:
+        w->launches = 0;  // a view (Python indexing included): no kernel
+        w->view = true;
+        return Status();
+      case OpCode::kRelu:
+      case OpCode::kLeakyRelu:
+      case OpCode::kSigmoid:
+      case OpCode::kTanh:
+      case OpCode::kGelu:
+      case OpCode::kSilu:
+      case OpCode::kElu:
+      case OpCode::kSelu:
+      case OpCode::kSoftplus:
+      case OpCode::kSoftsign:
+      case OpCode::kHardsigmoid:
+      case OpCode::kHardswish:
+      case OpCode::kHardtanh:
+      case OpCode::kMish:
+      case OpCode::kExp:
+      case OpCode::kLog:
+      case OpCode::kAbs:
+      case OpCode::kSqrt:
+      case OpCode::kClamp:
+      case OpCode::kMulScalar:
+      case OpCode::kAddScalar:
+      case OpCode::kDivScalar:
+      case OpCode::kAdd:
+      case OpCode::kSub:
+      case OpCode::kMul:
+      case OpCode::kDiv: w->flops = out_elems * unary_flops(n); return Status();
+      case OpCode::kSquare: w->flops = out_elems; return Status();
+      case OpCode::kMatmul:
+      case OpCode::kLinear: {
+        VINCI_ASSIGN_OR_RETURN(w->gd, gemm_dims(op));
+        w->flops = 2 * w->gd.batch * w->gd.m * w->gd.n * w->gd.k;
+        w->gemm = true;
+        return Status();
+      }
+      case OpCode::kSum:
+      case OpCode::kMean:
+      case OpCode::kAmax:
+      case OpCode::kAmin:
+      case OpCode::kNormL2: w->flops = x_elems * 2; return Status();
+      case OpCode::kLogsumexp:
+        w->flops = x_elems * 6;
+        w->extra_bytes = x_elems * 4, w->extra_ws = x_elems * 4;  // max, then sum
+        return Status();
+      case OpCode::kSoftmax:
+      case OpCode::kLogSoftmax: {
+        int64_t dim = attr_int_or(op.attrs, "dim", -1);
+        const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
+        if (dim < 0) dim += static_cast<int64_t>(x.size());
+        double len = static_cast<double>(
+            x.at(static_cast<size_t>(std::clamp<int64_t>(dim, 0, static_cast<int64_t>(x.size()) - 1))));
+        if (len > kPersistentSoftmaxMax) {
+          w->extra_bytes = 2 * x_elems * 4;
+          // Rows in flight: one block per row, about two resident per SM.
+          w->extra_ws = std::min(x_elems * 4, 2.0 * static_cast<double>(p_.sms) * len * 4);
+        }
+        w->flops = x_elems * 8;
+        if (dim == static_cast<int64_t>(x.size()) - 1) w->row_blocks = rows_of(1);
+        return Status();
+      }
+      case OpCode::kLayerNorm: {
+        int64_t trailing = mod && mod->attrs.contains("shape") && mod->attrs["shape"].is_array()
+                               ? static_cast<int64_t>(mod->attrs["shape"].size())
+                               : 1;
+        w->row_blocks = rows_of(trailing);
+        w->extra_bytes = x_elems * 4;  // Welford statistics pass, then the normalising pass
+        w->extra_ws = x_elems * 4;
+        w->flops = x_elems * 8;
+        return Status();
+      }
+      // x / sqrt(mean(x * x) + eps): x*x (read, write), mean (read), add, sqrt (tiny), div (read x
+      // and the row scale, write).
+      case OpCode::kRmsNorm: return composed({5, 3, 4}, x_elems, w), Status();
+      case OpCode::kBatchNorm:  // statistics, then normalise
+      case OpCode::kGroupNorm:
+      case OpCode::kInstanceNorm:  // per (sample, channel), as batch_norm
+        return composed({2, 1, 8}, x_elems, w), Status();
+      case OpCode::kMseLoss: return composed({3, 3, 3}, x_elems, w), Status();  // sub, pow, mean
+      case OpCode::kSmoothL1Loss: return composed({2, 2, 4}, x_elems, w), Status();
+      case OpCode::kCrossEntropy:
+        return composed({2, 2, 8}, x_elems, w), Status();  // log_softmax, nll_loss
+      // log t, log p, sub, mul, sum, div
+      case OpCode::kKlDiv: return composed({6, 8, 10}, x_elems, w), Status();
+      case OpCode::kHingeLoss:
+        return composed({4, 5, 4}, x_elems, w), Status();  // mul, rsub, clamp, mean
+      // products and norms, divide, rsub, mean
+      case OpCode::kCosineSimilarityLoss: return composed({4, 2, 6}, x_elems, w), Status();
+      case OpCode::kCumsumReverse:
+        return composed({3, 4, 2}, x_elems, w), Status();  // flip, cumsum, flip
+      // cumsum of the narrowed view, zeros, cat
+      case OpCode::kCumsumExclusive: return composed({3, 2, 2}, x_elems, w), Status();
+      // x.norm(2, dim) (reads x), clamp_min on the norms, x / norm (reads x and the norms).
+      case OpCode::kNormalize: return composed({3, 1, 3}, x_elems, w), Status();
+      // two pairwise distances (sub, norm), sub + margin, clamp, mean
+      case OpCode::kTripletMarginLoss: return composed({6, 4, 8}, x_elems, w), Status();
+      case OpCode::kConv1d:
+      case OpCode::kConv2d:
+      case OpCode::kConv3d:
+      case OpCode::kConvTranspose1d:
+      case OpCode::kConvTranspose2d:
+      case OpCode::kConvTranspose3d: return conv_work(op, mod, x_elems, out_elems, w);
+      case OpCode::kMaxPool1d:
+      case OpCode::kMaxPool2d:
+      case OpCode::kMaxPool3d:
+      case OpCode::kAvgPool1d:
+      case OpCode::kAvgPool2d:
+      case OpCode::kAvgPool3d:
+      case OpCode::kAdaptiveAvgPool2d:
+      case OpCode::kAdaptiveAvgPool3d:
+      case OpCode::kTriu:  // an index compare a element: read once, write once
+      case OpCode::kTril: w->flops = x_elems; return Status();
+      case OpCode::kCumsum:
+      case OpCode::kCumprod:
+      case OpCode::kFrobeniusNorm:
+      case OpCode::kArgmax:
+      case OpCode::kArgmin: w->flops = x_elems * 2; return Status();
+      case OpCode::kPermute:
+      case OpCode::kTranspose:
+      case OpCode::kSplit:
+        w->launches = static_cast<int>(std::max<size_t>(1, op.outputs.size()));  // contiguous copies
+        return Status();
+      case OpCode::kConcat:  // one copy kernel: reads every input once, writes the output once
+      case OpCode::kPad:     // one copy kernel into the zero-filled, larger output
+      case OpCode::kRoll:    // one gather-copy kernel
+        w->launches = 1;
+        return Status();
+      case OpCode::kCausalMask: {
+        w->launches = 3;  // ones, triu, masked_fill
+        const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
+        double mask = x.size() >= 2 ? static_cast<double>(x[x.size() - 1] * x[x.size() - 2]) : 1;
+        w->extra_bytes = 3 * mask;  // bool mask written twice, read once
+        return Status();
+      }
+      case OpCode::kSelfAttention: return self_attention_work(op, mod, w), Status();
+      case OpCode::kScaledDotProductAttention: return sdpa_work(op, x_elems, w), Status();
+      case OpCode::kEinsum: return einsum_work(op, w), Status();
+      case OpCode::kLstm:
+      case OpCode::kGru:
+      case OpCode::kElmanRnn: return recurrent_work(op, mod, w), Status();
+      case OpCode::kRelativePositionBias:
+        w->launches = 3;  // the index to the device, index_select, the permuted contiguous copy
+        w->extra_bytes = 2 * out_bytes;
+        w->extra_ws = out_bytes;
+        return Status();
+      case OpCode::kUnknown: break;
+    }
+    return invalid_argument("sim: no cost model for library op '" + op.op + "'");
+  }
+
+  // 2 x output elements x (input channels / groups) x kernel volume; the weight's shape is
+  // [out, in/groups, k...] (transposed: [in, out/groups, k...]). A transposed convolution
+  // scatters each input element into (out/groups) x kernel volume outputs: 2 x input elements
+  // x that (a strided one reaches each output from only 1/prod(stride) of the taps).
+  Status conv_work(const OpSpec& op, const ModuleSpec* mod, double x_elems, double out_elems, LibraryWork* w) {
+    const std::vector<int64_t>* wt = ctx_.shape(op.module + ".weight");
+    if (!wt) return invalid_argument("sim: conv op '" + op.outputs.at(0) + "' has no weight shape");
+    bool transposed = op_is_transposed_conv(op.code());
+    double kvol = product(std::vector<int64_t>(wt->begin() + 2, wt->end()));
+    double per_out =
+        transposed ? static_cast<double>((*wt)[0]) * kvol /
+                         std::max<int64_t>(1, attr_int_or(mod ? mod->attrs : nlohmann::json::object(), "groups", 1))
+                   : static_cast<double>((*wt)[1]) * kvol;
+    w->flops = 2 * out_elems * per_out;
+    if (transposed) w->flops = 2 * x_elems * static_cast<double>((*wt)[1]) * kvol;
+    w->rate = p_.fp32_library_flops * kConvOfGemm;
+    return Status();
+  }
+
+  // nn.MultiheadAttention as the executor runs it: in_proj, q/k/v copies, scale, Q K^T, softmax,
+  // A V, a contiguous transpose, out_proj.
+  void self_attention_work(const OpSpec& op, const ModuleSpec* mod, LibraryWork* w) {
+    const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
+    double S = static_cast<double>(x.at(0)), B = static_cast<double>(x.at(1)), E = static_cast<double>(x.at(2));
+    double heads = static_cast<double>(mod ? attr_int_or(mod->attrs, "heads", 1) : 1);
+    double tokens = S * B, scores = B * heads * S * S;
+    w->launches = 10;
+    w->flops = 2 * tokens * E * 3 * E + 4 * tokens * S * E + 2 * tokens * E * E + scores * 8;
+    w->extra_bytes = tokens * E * 4 * (3 + 6 + 2 + 2 + 2) + scores * 4 * 4;
+    w->extra_ws = scores * 4;
+    w->rate = p_.fp32_library_flops;
+  }
+
+  // Q [..., L, E], K [..., S, E], V [..., S, Ev]: scale Q, Q K^T, softmax, A V.
+  void sdpa_work(const OpSpec& op, double x_elems, LibraryWork* w) {
+    const std::vector<int64_t>& q = *ctx_.shape(op.inputs[0]);
+    const std::vector<int64_t>* k = ctx_.shape(op.inputs[1]);
+    const std::vector<int64_t>* v = ctx_.shape(op.inputs[2]);
+    double L = static_cast<double>(q.at(q.size() - 2)), E = static_cast<double>(q.back());
+    double S = k ? static_cast<double>(k->at(k->size() - 2)) : L;
+    double Ev = v ? static_cast<double>(v->back()) : E;
+    double heads = x_elems / std::max(1.0, L * E);
+    double scores = heads * L * S;
+    w->launches = 4;
+    w->flops = x_elems + 2 * scores * E + scores * 8 + 2 * scores * Ev;
+    w->extra_bytes = 2 * x_elems * 4 + scores * 4 * 4;
+    w->extra_ws = scores * 4;
+    w->rate = p_.fp32_library_flops;
+  }
+
+  // Contracted left to right as torch.einsum does without opt_einsum: each step a permuted copy of
+  // the operands and one bmm over the union of the two operands' letters.
+  void einsum_work(const OpSpec& op, LibraryWork* w) {
+    std::string eq = op.attrs.value("equation", std::string());
+    size_t arrow = eq.find("->");
+    std::vector<std::string> subs;
+    std::string lhs = eq.substr(0, arrow == std::string::npos ? eq.size() : arrow);
+    for (size_t pos = 0, i = 0; i <= lhs.size(); ++i)
+      if (i == lhs.size() || lhs[i] == ',') subs.push_back(lhs.substr(pos, i - pos)), pos = i + 1;
+    std::string out_sub = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
+    std::map<char, double> size_of;
+    for (size_t i = 0; i < subs.size() && i < op.inputs.size(); ++i) {
+      const std::vector<int64_t>* sh = ctx_.shape(op.inputs[i]);
+      for (size_t k = 0; sh && k < subs[i].size() && k < sh->size(); ++k)
+        size_of[subs[i][k]] = static_cast<double>((*sh)[k]);
+    }
+    std::string cur = subs.empty() ? "" : subs[0];
+    for (size_t i = 1; i < subs.size(); ++i) {
+      std::string both = cur;
+      for (char c : subs[i])
+        if (both.find(c) == std::string::npos) both += c;
+      double vol = 1;
+      for (char c : both) vol *= size_of.count(c) ? size_of[c] : 1.0;
+      w->flops += 2 * vol;
+      std::string later = out_sub;
+      for (size_t j = i + 1; j < subs.size(); ++j) later += subs[j];
+      cur.clear();
+      double kept = 1;
+      for (char c : both)
+        if (later.find(c) != std::string::npos) cur += c, kept *= size_of.count(c) ? size_of[c] : 1.0;
+      w->extra_bytes += 2 * kept * 4;  // the intermediate written and read back
+    }
+    w->launches = static_cast<int>(std::max<size_t>(1, 2 * (subs.size() - 1)));
+    w->extra_ws = w->extra_bytes / 2;
+    w->rate = p_.fp32_library_flops;
+  }
+
+  // A recurrence: one step after another. Per step and layer-direction the recurrent GEMM
+  // (weight_hh, L2-resident after the first step) and the gate arithmetic; cuDNN runs the input
+  // projections of a whole layer as one GEMM.
+  void recurrent_work(const OpSpec& op, const ModuleSpec* mod, LibraryWork* w) {
+    const OpCode n = op.code();
+    const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
+    const auto& ma = mod ? mod->attrs : nlohmann::json::object();
+    bool batch_first = attr_bool_or(ma, "batch_first", false);
+    double T = static_cast<double>(batch_first ? x.at(1) : x.at(0));
+    double B = static_cast<double>(batch_first ? x.at(0) : x.at(1));
+    double chains = 1, gates = 1, recurrent_bytes = 0;
+    w->flops = 0;
+    if (n == OpCode::kElmanRnn) {
+      const std::vector<int64_t>* wt = ctx_.shape(op.module + ".weight");
+      double h = wt ? static_cast<double>((*wt)[0]) : 1, k = wt ? static_cast<double>((*wt)[1]) : 1;
+      w->flops = T * (2 * B * k * h + 2 * B * h);
+      recurrent_bytes = h * k * 4;
+      w->launches = static_cast<int>(3 * T);  // cat, linear, tanh per step
+    } else {
+      gates = n == OpCode::kLstm ? 4 : 3;
+      chains = static_cast<double>(attr_int_or(ma, "layers", 1) * (attr_bool_or(ma, "bidirectional", false) ? 2 : 1));
+      for (const auto& [name, shape] : ctx_.shapes_) {
+        if (name.rfind(op.module + ".weight_", 0) != 0 || shape.size() != 2) continue;
+        w->flops += 2 * T * B * static_cast<double>(shape[0] * shape[1]);  // ih and hh GEMMs
+        if (name.find("weight_hh") != std::string::npos)
+          recurrent_bytes += static_cast<double>(shape[0] * shape[1]) * 4;
+      }
+      const std::vector<int64_t>* hh = ctx_.shape(op.module + ".weight_hh_l0");
+      double h = hh ? static_cast<double>((*hh)[1]) : 1;
+      w->flops += chains * T * B * h * gates * 6;  // gate nonlinearities and state updates
+      w->launches = static_cast<int>(chains * (T + 1));
+    }
+    w->extra_bytes = T * recurrent_bytes;  // weight_hh re-read every step
+    w->extra_ws = recurrent_bytes / std::max(1.0, chains);
+    w->rate = p_.fp32_library_flops * 0.25;  // small-M GEMMs one step at a time
+  }
+
   // precision "tf32": a matrix product that cuBLAS may run on TF32 tensor cores; "bf16", "fp16":
   // on 16-bit tensor cores.
   Result<StepPrediction> library_step(const OpSpec& op, const std::string& precision = "fp32") {
@@ -750,269 +1064,22 @@ class PlanCoster {
     double in_bytes = bytes_of(reads), out_bytes = bytes_of(writes);
     double x_elems = op.inputs.empty() || !ctx_.shape(op.inputs[0]) ? 0 : product(*ctx_.shape(op.inputs[0]));
     double out_elems = out_bytes / 4;
-    const OpInfo* info = find_op(op.op);
-    if (!info) return invalid_argument("sim: no cost model for library op '" + op.op + "'");
-    const OpCode n = op.code();
+    if (!find_op(op.op)) return invalid_argument("sim: no cost model for library op '" + op.op + "'");
     double cap = p_.l2_bytes * p_.l2_usable_fraction;
     // What the op moves beyond reading its inputs once and writing its outputs once.
-    double extra_bytes = 0, extra_ws = 0, flops = 0, rate = p_.fp32_peak_flops * 0.5;
-    int launches = 1;
-    bool gemm = false;
-    double row_blocks = 0;
-    auto rows_of = [&](int64_t trailing_dims) {
-      const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
-      int64_t rank = static_cast<int64_t>(x.size());
-      return product(std::vector<int64_t>(x.begin(), x.end() - std::min(trailing_dims, rank)));
-    };
-    GemmDims gd;
-    if (n == OpCode::kReshape || n == OpCode::kFlatten) {
-      launches = 0;  // a view: no kernel
+    LibraryWork w;
+    w.rate = p_.fp32_peak_flops * 0.5;
+    VINCI_RETURN_IF_ERROR(library_work(op, mod, x_elems, out_elems, out_bytes, &w));
+    if (w.view) {
       in_bytes = out_bytes = 0;
       s.family = StepFamily::kView;
-    } else if (info->kind == OpKind::kUnary || info->kind == OpKind::kBinary) {
-      flops = out_elems * unary_flops(n);
-      if (n == OpCode::kSquare) flops = out_elems;
-    } else if (info->kind == OpKind::kGemm) {
-      VINCI_ASSIGN_OR_RETURN(gd, gemm_dims(op));
-      flops = 2 * gd.batch * gd.m * gd.n * gd.k;
-      gemm = true;
-      s.family = StepFamily::kLibraryGemm;
-    } else if (info->kind == OpKind::kReduce) {
-      flops = x_elems * (n == OpCode::kLogsumexp ? 6 : 2);
-      if (n == OpCode::kLogsumexp) extra_bytes = x_elems * 4, extra_ws = x_elems * 4;  // max, then sum
-    } else if (n == OpCode::kSoftmax || n == OpCode::kLogSoftmax) {
-      int64_t dim = attr_int_or(op.attrs, "dim", -1);
-      const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
-      if (dim < 0) dim += static_cast<int64_t>(x.size());
-      double len = static_cast<double>(
-          x.at(static_cast<size_t>(std::clamp<int64_t>(dim, 0, static_cast<int64_t>(x.size()) - 1))));
-      if (len > kPersistentSoftmaxMax) {
-        extra_bytes = 2 * x_elems * 4;
-        // Rows in flight: one block per row, about two resident per SM.
-        extra_ws = std::min(x_elems * 4, 2.0 * static_cast<double>(p_.sms) * len * 4);
-      }
-      flops = x_elems * 8;
-      if (dim == static_cast<int64_t>(x.size()) - 1) row_blocks = rows_of(1);
-    } else if (n == OpCode::kLayerNorm) {
-      int64_t trailing = mod && mod->attrs.contains("shape") && mod->attrs["shape"].is_array()
-                             ? static_cast<int64_t>(mod->attrs["shape"].size())
-                             : 1;
-      row_blocks = rows_of(trailing);
-      extra_bytes = x_elems * 4;  // Welford statistics pass, then the normalising pass
-      extra_ws = x_elems * 4;
-      flops = x_elems * 8;
-    } else if (n == OpCode::kRmsNorm) {
-      // x / sqrt(mean(x * x) + eps): x*x (read, write), mean (read), add, sqrt (tiny), div (read x
-      // and the row scale, write).
-      launches = 5;
-      extra_bytes = 3 * x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 4;
-    } else if (n == OpCode::kBatchNorm || n == OpCode::kGroupNorm) {
-      launches = 2;  // statistics, then normalise
-      extra_bytes = x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 8;
-    } else if (op_is_conv(n)) {
-      // 2 x output elements x (input channels / groups) x kernel volume; the weight's shape is
-      // [out, in/groups, k...] (transposed: [in, out/groups, k...]). A transposed convolution
-      // scatters each input element into (out/groups) x kernel volume outputs: 2 x input elements
-      // x that (a strided one reaches each output from only 1/prod(stride) of the taps).
-      const std::vector<int64_t>* w = ctx_.shape(op.module + ".weight");
-      if (!w) return invalid_argument("sim: conv op '" + op.outputs.at(0) + "' has no weight shape");
-      bool transposed = op_is_transposed_conv(n);
-      double kvol = product(std::vector<int64_t>(w->begin() + 2, w->end()));
-      double per_out =
-          transposed ? static_cast<double>((*w)[0]) * kvol /
-                           std::max<int64_t>(1, attr_int_or(mod ? mod->attrs : nlohmann::json::object(), "groups", 1))
-                     : static_cast<double>((*w)[1]) * kvol;
-      flops = 2 * out_elems * per_out;
-      if (transposed) flops = 2 * x_elems * static_cast<double>((*w)[1]) * kvol;
-      rate = p_.fp32_library_flops * kConvOfGemm;
-    } else if (op_is_pool(n)) {
-      flops = x_elems;
-    } else if (n == OpCode::kCumsum || n == OpCode::kCumprod) {
-      flops = x_elems * 2;
-    } else if (n == OpCode::kPermute || n == OpCode::kTranspose || n == OpCode::kSplit) {
-      launches = static_cast<int>(std::max<size_t>(1, op.outputs.size()));  // contiguous copies
-    } else if (n == OpCode::kConcat) {
-      launches = 1;  // one copy kernel: reads every input once, writes the output once
-    } else if (n == OpCode::kCausalMask) {
-      launches = 3;  // ones, triu, masked_fill
-      const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
-      double mask = x.size() >= 2 ? static_cast<double>(x[x.size() - 1] * x[x.size() - 2]) : 1;
-      extra_bytes = 3 * mask;  // bool mask written twice, read once
-    } else if (n == OpCode::kSelfAttention) {
-      // nn.MultiheadAttention as the executor runs it: in_proj, q/k/v copies, scale, Q K^T,
-      // softmax, A V, a contiguous transpose, out_proj.
-      const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
-      double S = static_cast<double>(x.at(0)), B = static_cast<double>(x.at(1)), E = static_cast<double>(x.at(2));
-      double heads = static_cast<double>(mod ? attr_int_or(mod->attrs, "heads", 1) : 1);
-      double tokens = S * B, scores = B * heads * S * S;
-      launches = 10;
-      flops = 2 * tokens * E * 3 * E + 4 * tokens * S * E + 2 * tokens * E * E + scores * 8;
-      extra_bytes = tokens * E * 4 * (3 + 6 + 2 + 2 + 2) + scores * 4 * 4;
-      extra_ws = scores * 4;
-      rate = p_.fp32_library_flops;
-    } else if (n == OpCode::kSlice || n == OpCode::kSelect || n == OpCode::kExpand) {
-      launches = 0;  // Python indexing: a view, no kernel
-      in_bytes = out_bytes = 0;
-      s.family = StepFamily::kView;
-    } else if (n == OpCode::kEinsum) {
-      // Contracted left to right as torch.einsum does without opt_einsum: each step a permuted
-      // copy of the operands and one bmm over the union of the two operands' letters.
-      std::string eq = op.attrs.value("equation", std::string());
-      size_t arrow = eq.find("->");
-      std::vector<std::string> subs;
-      std::string lhs = eq.substr(0, arrow == std::string::npos ? eq.size() : arrow);
-      for (size_t pos = 0, i = 0; i <= lhs.size(); ++i)
-        if (i == lhs.size() || lhs[i] == ',') subs.push_back(lhs.substr(pos, i - pos)), pos = i + 1;
-      std::string out_sub = arrow == std::string::npos ? "" : eq.substr(arrow + 2);
-      std::map<char, double> size_of;
-      for (size_t i = 0; i < subs.size() && i < op.inputs.size(); ++i) {
-        const std::vector<int64_t>* sh = ctx_.shape(op.inputs[i]);
-        for (size_t k = 0; sh && k < subs[i].size() && k < sh->size(); ++k)
-          size_of[subs[i][k]] = static_cast<double>((*sh)[k]);
-      }
-      std::string cur = subs.empty() ? "" : subs[0];
-      for (size_t i = 1; i < subs.size(); ++i) {
-        std::string both = cur;
-        for (char c : subs[i])
-          if (both.find(c) == std::string::npos) both += c;
-        double vol = 1;
-        for (char c : both) vol *= size_of.count(c) ? size_of[c] : 1.0;
-        flops += 2 * vol;
-        std::string later = out_sub;
-        for (size_t j = i + 1; j < subs.size(); ++j) later += subs[j];
-        cur.clear();
-        double kept = 1;
-        for (char c : both)
-          if (later.find(c) != std::string::npos) cur += c, kept *= size_of.count(c) ? size_of[c] : 1.0;
-        extra_bytes += 2 * kept * 4;  // the intermediate written and read back
-      }
-      launches = static_cast<int>(std::max<size_t>(1, 2 * (subs.size() - 1)));
-      extra_ws = extra_bytes / 2;
-      rate = p_.fp32_library_flops;
-    } else if (n == OpCode::kLstm || n == OpCode::kGru || n == OpCode::kElmanRnn) {
-      // A recurrence: one step after another. Per step and layer-direction the recurrent GEMM
-      // (weight_hh, L2-resident after the first step) and the gate arithmetic; cuDNN runs the
-      // input projections of a whole layer as one GEMM.
-      const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
-      const auto& ma = mod ? mod->attrs : nlohmann::json::object();
-      bool batch_first = attr_bool_or(ma, "batch_first", false);
-      double T = static_cast<double>(batch_first ? x.at(1) : x.at(0));
-      double B = static_cast<double>(batch_first ? x.at(0) : x.at(1));
-      double chains = 1, gates = 1, recurrent_bytes = 0;
-      flops = 0;
-      if (n == OpCode::kElmanRnn) {
-        const std::vector<int64_t>* w = ctx_.shape(op.module + ".weight");
-        double h = w ? static_cast<double>((*w)[0]) : 1, k = w ? static_cast<double>((*w)[1]) : 1;
-        flops = T * (2 * B * k * h + 2 * B * h);
-        recurrent_bytes = h * k * 4;
-        launches = static_cast<int>(3 * T);  // cat, linear, tanh per step
-      } else {
-        gates = n == OpCode::kLstm ? 4 : 3;
-        chains = static_cast<double>(attr_int_or(ma, "layers", 1) * (attr_bool_or(ma, "bidirectional", false) ? 2 : 1));
-        for (const auto& [name, shape] : ctx_.shapes_) {
-          if (name.rfind(op.module + ".weight_", 0) != 0 || shape.size() != 2) continue;
-          flops += 2 * T * B * static_cast<double>(shape[0] * shape[1]);  // ih and hh GEMMs
-          if (name.find("weight_hh") != std::string::npos)
-            recurrent_bytes += static_cast<double>(shape[0] * shape[1]) * 4;
-        }
-        const std::vector<int64_t>* hh = ctx_.shape(op.module + ".weight_hh_l0");
-        double h = hh ? static_cast<double>((*hh)[1]) : 1;
-        flops += chains * T * B * h * gates * 6;  // gate nonlinearities and state updates
-        launches = static_cast<int>(chains * (T + 1));
-      }
-      extra_bytes = T * recurrent_bytes;  // weight_hh re-read every step
-      extra_ws = recurrent_bytes / std::max(1.0, chains);
-      rate = p_.fp32_library_flops * 0.25;  // small-M GEMMs one step at a time
-    } else if (n == OpCode::kMseLoss) {
-      launches = 3;  // sub, pow, mean
-      extra_bytes = 3 * x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 3;
-    } else if (n == OpCode::kSmoothL1Loss) {
-      launches = 2;
-      extra_bytes = 2 * x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 4;
-    } else if (n == OpCode::kCrossEntropy) {
-      launches = 2;  // log_softmax, nll_loss
-      extra_bytes = 2 * x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 8;
-    } else if (n == OpCode::kKlDiv) {
-      launches = 6;  // log t, log p, sub, mul, sum, div
-      extra_bytes = 8 * x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 10;
-    } else if (n == OpCode::kHingeLoss) {
-      launches = 4;  // mul, rsub, clamp, mean
-      extra_bytes = 5 * x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 4;
-    } else if (n == OpCode::kCosineSimilarityLoss) {
-      launches = 4;  // products and norms, divide, rsub, mean
-      extra_bytes = 2 * x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 6;
-    } else if (n == OpCode::kInstanceNorm) {
-      launches = 2;  // statistics per (sample, channel), then normalise, as batch_norm
-      extra_bytes = x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 8;
-    } else if (n == OpCode::kTriu || n == OpCode::kTril) {
-      flops = x_elems;  // an index compare a element: read once, write once
-    } else if (n == OpCode::kFrobeniusNorm || n == OpCode::kArgmax || n == OpCode::kArgmin) {
-      flops = x_elems * 2;
-    } else if (n == OpCode::kCumsumReverse) {
-      launches = 3;  // flip, cumsum, flip
-      extra_bytes = 4 * x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 2;
-    } else if (n == OpCode::kCumsumExclusive) {
-      launches = 3;  // cumsum of the narrowed view, zeros, cat
-      extra_bytes = 2 * x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 2;
-    } else if (n == OpCode::kScaledDotProductAttention) {
-      // Q [..., L, E], K [..., S, E], V [..., S, Ev]: scale Q, Q K^T, softmax, A V.
-      const std::vector<int64_t>& q = *ctx_.shape(op.inputs[0]);
-      const std::vector<int64_t>* k = ctx_.shape(op.inputs[1]);
-      const std::vector<int64_t>* v = ctx_.shape(op.inputs[2]);
-      double L = static_cast<double>(q.at(q.size() - 2)), E = static_cast<double>(q.back());
-      double S = k ? static_cast<double>(k->at(k->size() - 2)) : L;
-      double Ev = v ? static_cast<double>(v->back()) : E;
-      double heads = x_elems / std::max(1.0, L * E);
-      double scores = heads * L * S;
-      launches = 4;
-      flops = x_elems + 2 * scores * E + scores * 8 + 2 * scores * Ev;
-      extra_bytes = 2 * x_elems * 4 + scores * 4 * 4;
-      extra_ws = scores * 4;
-      rate = p_.fp32_library_flops;
-    } else if (n == OpCode::kPad) {
-      launches = 1;  // one copy kernel into the zero-filled, larger output
-    } else if (n == OpCode::kRoll) {
-      launches = 1;  // one gather-copy kernel
-    } else if (n == OpCode::kNormalize) {
-      // x.norm(2, dim) (reads x), clamp_min on the norms, x / norm (reads x and the norms).
-      launches = 3;
-      extra_bytes = x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 3;
-    } else if (n == OpCode::kRelativePositionBias) {
-      launches = 3;  // the index to the device, index_select, the permuted contiguous copy
-      extra_bytes = 2 * out_bytes;
-      extra_ws = out_bytes;
-    } else if (n == OpCode::kTripletMarginLoss) {
-      launches = 6;  // two pairwise distances (sub, norm), sub + margin, clamp, mean
-      extra_bytes = 4 * x_elems * 4;
-      extra_ws = x_elems * 4;
-      flops = x_elems * 8;
-    } else {
-      return invalid_argument("sim: no cost model for library op '" + op.op + "'");
     }
+    if (w.gemm) s.family = StepFamily::kLibraryGemm;
+    int launches = w.launches;
+    const bool gemm = w.gemm;
+    const GemmDims& gd = w.gd;
+    const double extra_bytes = w.extra_bytes, extra_ws = w.extra_ws, flops = w.flops, rate = w.rate,
+                 row_blocks = w.row_blocks;
     // A 16-bit library product casts each FP32 operand (the inputs, and the module's weights at
     // every call) to 16 bits before it and its output back to FP32 after it, one elementwise kernel
     // each: 4 bytes read and 2 written an element (2 and 4 for the output). The product moves half
