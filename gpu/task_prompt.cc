@@ -247,6 +247,12 @@ class PyRenderer {
   Result<std::string> module_ctor(const ModuleSpec& m, std::vector<std::string>* used) const;
   Result<std::string> batch_norm_class(const ModuleSpec& m) const;
   Result<std::string> op_rhs(const OpSpec& op, const std::vector<std::string>& in);
+  struct OpText;
+  std::string elementwise_rhs(const OpText& t);
+  std::string reduction_rhs(const OpText& t);
+  Result<std::string> layout_rhs(const OpText& t);
+  Result<std::string> module_rhs(const OpText& t);
+  std::string loss_rhs(const OpText& t);
   Result<std::string> pool_call(const OpSpec& op, const std::string& x, const std::string& w);
   Result<std::string> input_draw(const InputSpec& in) const;
   Result<std::string> forward_body();
@@ -522,193 +528,380 @@ Result<std::string> PyRenderer::pool_call(const OpSpec& op, const std::string& x
   return s + ")";
 }
 
-// The right-hand side of op's assignment over its inputs' Python expressions.
-Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::string>& in) {
-  const std::string& n = op.op;
-  const OpCode c = op.code();
+// What each family's rendering of one op reads: the op, its inputs' Python expressions, the place
+// to name in an error, and the attributes most ops share.
+struct PyRenderer::OpText {
+  const OpSpec& op;
+  const std::vector<std::string>& in;
+  std::string w;
+  std::string dim, keepdim;
+  const std::string& x() const { return in.at(0); }
+  const std::string& arg(size_t i) const { return in.at(i); }
+  const std::string& name() const { return op.op; }
+  std::string num(const char* key, double dflt) const { return py_float(attr_double_or(op.attrs, key, dflt)); }
+};
+
+// Unary, scalar and binary elementwise ops.
+std::string PyRenderer::elementwise_rhs(const OpText& t) {
+  const std::string& n = t.name();
+  const std::string& x = t.x();
+  const auto& a = t.op.attrs;
+  switch (t.op.code()) {
+    case OpCode::kRelu:
+    case OpCode::kSigmoid:
+    case OpCode::kTanh:
+    case OpCode::kSelu:
+    case OpCode::kExp:
+    case OpCode::kLog:
+    case OpCode::kAbs:
+    case OpCode::kSqrt: return "torch." + n + "(" + x + ")";
+    case OpCode::kGelu:
+    case OpCode::kSilu:
+    case OpCode::kSoftplus:
+    case OpCode::kSoftsign:
+    case OpCode::kHardsigmoid:
+    case OpCode::kHardswish:
+    case OpCode::kMish: return functional(n) + "(" + x + ")";
+    case OpCode::kLeakyRelu: return functional(n) + "(" + x + ", negative_slope=" + t.num("negative_slope", 0.01) + ")";
+    case OpCode::kElu: return functional(n) + "(" + x + ", alpha=" + t.num("alpha", 1.0) + ")";
+    case OpCode::kHardtanh:
+      return functional(n) + "(" + x + ", min_val=" + t.num("min", -1.0) + ", max_val=" + t.num("max", 1.0) + ")";
+    case OpCode::kSquare: return x + " * " + x;
+    case OpCode::kClamp: {
+      std::string lo = t.num("min", -INFINITY), hi = t.num("max", INFINITY);
+      bool has_lo = a.contains("min"), has_hi = a.contains("max");
+      if (!has_lo && !has_hi) return "torch.clamp(" + x + ", min=" + lo + ", max=" + hi + ")";
+      return "torch.clamp(" + x + (has_lo ? ", min=" + lo : "") + (has_hi ? ", max=" + hi : "") + ")";
+    }
+    case OpCode::kMulScalar: return x + " * " + t.num("value", 1.0);
+    case OpCode::kDivScalar: return x + " / " + t.num("value", 1.0);
+    case OpCode::kAddScalar: {
+      // x + (-c) and x - c are the same IEEE operation; the subtraction reads as the source does.
+      double v = attr_double_or(a, "value", 0.0);
+      return std::signbit(v) ? x + " - " + py_float(-v) : x + " + " + py_float(v);
+    }
+    case OpCode::kAdd: return x + " + " + t.arg(1);
+    case OpCode::kSub: return x + " - " + t.arg(1);
+    case OpCode::kMul: return x + " * " + t.arg(1);
+    case OpCode::kDiv: return x + " / " + t.arg(1);
+    default: return "";
+  }
+}
+
+// Reductions, scans and row ops along `dim`.
+std::string PyRenderer::reduction_rhs(const OpText& t) {
+  const std::string& n = t.name();
+  const std::string& x = t.x();
+  const std::string& dim = t.dim;
+  switch (t.op.code()) {
+    case OpCode::kSum:
+    case OpCode::kMean:
+    case OpCode::kAmax:
+    case OpCode::kAmin: return x + "." + n + "(dim=" + dim + t.keepdim + ")";
+    case OpCode::kLogsumexp: return "torch.logsumexp(" + x + ", dim=" + dim + t.keepdim + ")";
+    case OpCode::kNormL2: return x + ".norm(p=2, dim=" + dim + t.keepdim + ")";
+    case OpCode::kSoftmax:
+    case OpCode::kLogSoftmax:
+    case OpCode::kCumsum:
+    case OpCode::kCumprod: return "torch." + n + "(" + x + ", dim=" + dim + ")";
+    case OpCode::kRmsNorm:
+      return x + " / torch.sqrt((" + x + " * " + x + ").mean(dim=" + dim + ", keepdim=True) + " + t.num("eps", 1e-5) +
+             ")";
+    case OpCode::kInstanceNorm: return functional(n) + "(" + x + ", eps=" + t.num("eps", 1e-5) + ")";
+    case OpCode::kFrobeniusNorm: return "torch.norm(" + x + ", p=\"fro\")";
+    case OpCode::kArgmax:
+    case OpCode::kArgmin: return "torch." + n + "(" + x + ", dim=" + dim + t.keepdim + ")";
+    case OpCode::kCumsumReverse: return "torch.cumsum(" + x + ".flip(" + dim + "), dim=" + dim + ").flip(" + dim + ")";
+    case OpCode::kCumsumExclusive:
+      return "torch.cat((torch.zeros_like(" + x + ".select(" + dim + ", 0).unsqueeze(" + dim + ")), torch.cumsum(" + x +
+             ".narrow(" + dim + ", 0, " + x + ".size(" + dim + ") - 1), dim=" + dim + ")), dim=" + dim + ")";
+    case OpCode::kNormalize: {
+      std::string eps = t.op.attrs.contains("eps") ? ", eps=" + t.num("eps", 1e-12) : "";
+      return functional(n) + "(" + x + ", dim=" + dim + eps + ")";
+    }
+    default: return "";
+  }
+}
+
+// Ops that move, select or pad elements.
+Result<std::string> PyRenderer::layout_rhs(const OpText& t) {
+  const OpSpec& op = t.op;
+  const std::string& x = t.x();
   const auto& a = op.attrs;
-  std::string w = where_ + ": op '" + n + "'";
-  const std::string& x = in.at(0);
-  auto arg = [&](size_t i) -> const std::string& { return in.at(i); };
-  std::string dim = std::to_string(attr_int_or(a, "dim", -1));
-  std::string keepdim = attr_bool_or(a, "keepdim", false) ? ", keepdim=True" : "";
-  auto num = [&](const char* key, double dflt) { return py_float(attr_double_or(a, key, dflt)); };
+  const std::string& w = t.w;
+  switch (op.code()) {
+    case OpCode::kReshape:
+    case OpCode::kExpand: {
+      auto it = a.find("shape");
+      if (it == a.end()) return invalid_argument(w + ": key 'shape' missing");
+      VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, w + ": key 'shape'", nullptr));
+      return x + (op.code() == OpCode::kReshape ? ".reshape(" : ".expand(") + shape + ")";
+    }
+    case OpCode::kFlatten:
+      return "torch.flatten(" + x + ", start_dim=" + std::to_string(attr_int_or(a, "start_dim", 1)) + ")";
+    case OpCode::kPermute: {
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, attr_ints(a, "dims", shapes_.at(op.inputs[0]).size(), w));
+      std::vector<std::string> d;
+      for (int64_t v : dims) d.push_back(std::to_string(v));
+      return x + ".permute(" + join(d, ", ") + ")";
+    }
+    case OpCode::kTranspose:
+      return x + ".transpose(" + std::to_string(attr_int_or(a, "dim0", 0)) + ", " +
+             std::to_string(attr_int_or(a, "dim1", 1)) + ")";
+    case OpCode::kSplit:
+      return x + ".chunk(" + std::to_string(op.outputs.size()) + ", dim=" + std::to_string(attr_int_or(a, "dim", 0)) +
+             ")";
+    case OpCode::kCausalMask:  // triu over the last two dims, broadcast over the leading ones
+      return x + ".masked_fill(torch.ones_like(" + x + ", dtype=torch.bool).triu(diagonal=1), float(\"-inf\"))";
+    case OpCode::kSlice:
+    case OpCode::kSelect: {
+      // x[:, :, start:end] or x[:, index], the dims before `dim` taken whole.
+      size_t rank = shapes_.at(op.inputs[0]).size();
+      int64_t d = attr_int_or(a, "dim", 0);
+      if (d < 0) d += static_cast<int64_t>(rank);
+      auto bound = [&](const char* key) -> Result<std::string> {
+        if (!a.contains(key)) return std::string();
+        return py_size(a[key], w + ": key '" + key + "'", nullptr);
+      };
+      std::string idx;
+      for (int64_t i = 0; i < d; ++i) idx += ":, ";
+      if (op.code() == OpCode::kSelect) {
+        VINCI_ASSIGN_OR_RETURN(std::string i, bound("index"));
+        idx += i.empty() ? "0" : i;
+      } else {
+        VINCI_ASSIGN_OR_RETURN(std::string lo, bound("start"));
+        VINCI_ASSIGN_OR_RETURN(std::string hi, bound("end"));
+        idx += lo + ":" + hi;
+      }
+      return x + "[" + idx + "]";
+    }
+    case OpCode::kConcat:
+      return "torch.cat([" + join(t.in, ", ") + "], dim=" + std::to_string(attr_int_or(a, "dim", 0)) + ")";
+    case OpCode::kTriu:
+    case OpCode::kTril: {
+      std::string diagonal =
+          a.contains("diagonal") ? ", diagonal=" + std::to_string(attr_int_or(a, "diagonal", 0)) : "";
+      return "torch." + t.name() + "(" + x + diagonal + ")";
+    }
+    case OpCode::kRoll: {
+      std::vector<int64_t> shifts, dims;
+      for (const auto& v : a.at("shifts")) shifts.push_back(v.get<int64_t>());
+      for (const auto& v : a.at("dims")) dims.push_back(v.get<int64_t>());
+      auto tuple = [](const std::vector<int64_t>& v) {  // always a tuple: roll pairs shifts with dims
+        std::string s = "(";
+        for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+        return s + (v.size() == 1 ? ",)" : ")");
+      };
+      return "torch.roll(" + x + ", shifts=" + tuple(shifts) + ", dims=" + tuple(dims) + ")";
+    }
+    case OpCode::kPad: {
+      std::vector<std::string> pad;
+      for (const auto& p : a.at("pad")) pad.push_back(std::to_string(p.get<int64_t>()));
+      return functional(t.name()) + "(" + x + ", [" + join(pad, ", ") + "])";
+    }
+    default: return std::string();
+  }
+}
+
+// Ops that call the task's module (self.NAME) and the pooling and attention calls.
+Result<std::string> PyRenderer::module_rhs(const OpText& t) {
+  const OpSpec& op = t.op;
+  const std::string& x = t.x();
+  const auto& a = op.attrs;
   auto module = [&]() -> Result<std::string> {
     auto it = module_py_.find(op.module);
-    if (it == module_py_.end()) return invalid_argument(w + ": key 'module': '" + op.module + "' is not a module");
+    if (it == module_py_.end()) return invalid_argument(t.w + ": key 'module': '" + op.module + "' is not a module");
     return "self." + it->second;
   };
-  for (const char* f : {"relu", "sigmoid", "tanh", "selu", "exp", "log", "abs", "sqrt"})
-    if (n == f) return "torch." + n + "(" + x + ")";
-  for (const char* f : {"gelu", "silu", "softplus", "softsign", "hardsigmoid", "hardswish", "mish"})
-    if (n == f) return functional(n) + "(" + x + ")";
-  if (c == OpCode::kLeakyRelu) return functional(n) + "(" + x + ", negative_slope=" + num("negative_slope", 0.01) + ")";
-  if (c == OpCode::kElu) return functional(n) + "(" + x + ", alpha=" + num("alpha", 1.0) + ")";
-  if (c == OpCode::kHardtanh)
-    return functional(n) + "(" + x + ", min_val=" + num("min", -1.0) + ", max_val=" + num("max", 1.0) + ")";
-  if (c == OpCode::kSquare) return x + " * " + x;
-  if (c == OpCode::kClamp) {
-    std::string lo = num("min", -INFINITY), hi = num("max", INFINITY);
-    bool has_lo = a.contains("min"), has_hi = a.contains("max");
-    if (!has_lo && !has_hi) return "torch.clamp(" + x + ", min=" + lo + ", max=" + hi + ")";
-    return "torch.clamp(" + x + (has_lo ? ", min=" + lo : "") + (has_hi ? ", max=" + hi : "") + ")";
-  }
-  if (c == OpCode::kMulScalar) return x + " * " + num("value", 1.0);
-  if (c == OpCode::kDivScalar) return x + " / " + num("value", 1.0);
-  if (c == OpCode::kAddScalar) {
-    // x + (-c) and x - c are the same IEEE operation; the subtraction reads as the source does.
-    double v = attr_double_or(a, "value", 0.0);
-    return std::signbit(v) ? x + " - " + py_float(-v) : x + " + " + py_float(v);
-  }
-  if (c == OpCode::kAdd) return x + " + " + arg(1);
-  if (c == OpCode::kSub) return x + " - " + arg(1);
-  if (c == OpCode::kMul) return x + " * " + arg(1);
-  if (c == OpCode::kDiv) return x + " / " + arg(1);
-  if (c == OpCode::kMatmul) {
-    auto t = [&](size_t i, const char* key) {
-      if (!attr_bool_or(a, key, false)) return arg(i);
-      return arg(i) + (shapes_.at(op.inputs[i]).size() == 2 ? ".T" : ".transpose(-2, -1)");
-    };
-    return "torch.matmul(" + t(0, "transpose_a") + ", " + t(1, "transpose_b") + ")";
-  }
-  if (c == OpCode::kSum || c == OpCode::kMean || c == OpCode::kAmax || c == OpCode::kAmin)
-    return x + "." + n + "(dim=" + dim + keepdim + ")";
-  if (c == OpCode::kLogsumexp) return "torch.logsumexp(" + x + ", dim=" + dim + keepdim + ")";
-  if (c == OpCode::kNormL2) return x + ".norm(p=2, dim=" + dim + keepdim + ")";
-  if (c == OpCode::kSoftmax || c == OpCode::kLogSoftmax) return "torch." + n + "(" + x + ", dim=" + dim + ")";
-  if (c == OpCode::kRmsNorm)
-    return x + " / torch.sqrt((" + x + " * " + x + ").mean(dim=" + dim + ", keepdim=True) + " + num("eps", 1e-5) + ")";
-  if (c == OpCode::kLinear || c == OpCode::kLayerNorm || c == OpCode::kBatchNorm || c == OpCode::kGroupNorm ||
-      c == OpCode::kConv1d || c == OpCode::kConv2d || c == OpCode::kConv3d || c == OpCode::kConvTranspose2d ||
-      c == OpCode::kConvTranspose3d || c == OpCode::kConvTranspose1d) {
-    VINCI_ASSIGN_OR_RETURN(std::string m, module());
-    return m + "(" + x + ")";
-  }
-  if (c == OpCode::kSelfAttention) {
-    // nn.MultiheadAttention(query, key, value) returns (output, weights); the executor computes
-    // the output of unmasked self-attention.
-    VINCI_ASSIGN_OR_RETURN(std::string m, module());
-    return m + "(" + x + ", " + x + ", " + x + ", need_weights=False)[0]";
-  }
-  if (c == OpCode::kMaxPool1d || c == OpCode::kMaxPool2d || c == OpCode::kMaxPool3d || c == OpCode::kAvgPool2d)
-    return pool_call(op, x, w);
-  if (c == OpCode::kAvgPool1d || c == OpCode::kAvgPool3d) return pool_call(op, x, w);
-  if (c == OpCode::kAdaptiveAvgPool2d) {
-    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 2, w));
-    return functional(n) + "(" + x + ", " + py_ints(o) + ")";
-  }
-  if (c == OpCode::kAdaptiveAvgPool3d) {
-    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", 3, w));
-    return functional(n) + "(" + x + ", " + py_ints(o) + ")";
-  }
-  if (c == OpCode::kInstanceNorm) return functional(n) + "(" + x + ", eps=" + num("eps", 1e-5) + ")";
-  if (c == OpCode::kCumsum || c == OpCode::kCumprod) return "torch." + n + "(" + x + ", dim=" + dim + ")";
-  if (c == OpCode::kReshape) {
-    auto it = a.find("shape");
-    if (it == a.end()) return invalid_argument(w + ": key 'shape' missing");
-    VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, w + ": key 'shape'", nullptr));
-    return x + ".reshape(" + shape + ")";
-  }
-  if (c == OpCode::kFlatten)
-    return "torch.flatten(" + x + ", start_dim=" + std::to_string(attr_int_or(a, "start_dim", 1)) + ")";
-  if (c == OpCode::kPermute) {
-    VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> dims, attr_ints(a, "dims", shapes_.at(op.inputs[0]).size(), w));
-    std::vector<std::string> d;
-    for (int64_t v : dims) d.push_back(std::to_string(v));
-    return x + ".permute(" + join(d, ", ") + ")";
-  }
-  if (c == OpCode::kTranspose)
-    return x + ".transpose(" + std::to_string(attr_int_or(a, "dim0", 0)) + ", " +
-           std::to_string(attr_int_or(a, "dim1", 1)) + ")";
-  if (c == OpCode::kSplit)
-    return x + ".chunk(" + std::to_string(op.outputs.size()) + ", dim=" + std::to_string(attr_int_or(a, "dim", 0)) +
-           ")";
-  if (c == OpCode::kCausalMask)  // triu over the last two dims, broadcast over the leading ones
-    return x + ".masked_fill(torch.ones_like(" + x + ", dtype=torch.bool).triu(diagonal=1), float(\"-inf\"))";
-  if (c == OpCode::kExpand) {
-    auto it = a.find("shape");
-    if (it == a.end()) return invalid_argument(w + ": key 'shape' missing");
-    VINCI_ASSIGN_OR_RETURN(std::string shape, py_shape(*it, w + ": key 'shape'", nullptr));
-    return x + ".expand(" + shape + ")";
-  }
-  if (c == OpCode::kSlice || c == OpCode::kSelect) {
-    // x[:, :, start:end] or x[:, index], the dims before `dim` taken whole.
-    size_t rank = shapes_.at(op.inputs[0]).size();
-    int64_t d = attr_int_or(a, "dim", 0);
-    if (d < 0) d += static_cast<int64_t>(rank);
-    auto bound = [&](const char* key) -> Result<std::string> {
-      if (!a.contains(key)) return std::string();
-      return py_size(a[key], w + ": key '" + key + "'", nullptr);
-    };
-    std::string idx;
-    for (int64_t i = 0; i < d; ++i) idx += ":, ";
-    if (c == OpCode::kSelect) {
-      VINCI_ASSIGN_OR_RETURN(std::string i, bound("index"));
-      idx += i.empty() ? "0" : i;
-    } else {
-      VINCI_ASSIGN_OR_RETURN(std::string lo, bound("start"));
-      VINCI_ASSIGN_OR_RETURN(std::string hi, bound("end"));
-      idx += lo + ":" + hi;
+  switch (op.code()) {
+    case OpCode::kLinear:
+    case OpCode::kLayerNorm:
+    case OpCode::kBatchNorm:
+    case OpCode::kGroupNorm:
+    case OpCode::kConv1d:
+    case OpCode::kConv2d:
+    case OpCode::kConv3d:
+    case OpCode::kConvTranspose1d:
+    case OpCode::kConvTranspose2d:
+    case OpCode::kConvTranspose3d: {
+      VINCI_ASSIGN_OR_RETURN(std::string m, module());
+      return m + "(" + x + ")";
     }
-    return x + "[" + idx + "]";
+    case OpCode::kSelfAttention: {
+      // nn.MultiheadAttention(query, key, value) returns (output, weights); the executor computes
+      // the output of unmasked self-attention.
+      VINCI_ASSIGN_OR_RETURN(std::string m, module());
+      return m + "(" + x + ", " + x + ", " + x + ", need_weights=False)[0]";
+    }
+    case OpCode::kLstm: {
+      VINCI_ASSIGN_OR_RETURN(std::string m, module());
+      return m + "(" + x + ", (" + t.arg(1) + ", " + t.arg(2) + "))";
+    }
+    case OpCode::kGru: {
+      VINCI_ASSIGN_OR_RETURN(std::string m, module());
+      return m + "(" + x + ", " + t.arg(1) + ")";
+    }
+    case OpCode::kMaxPool1d:
+    case OpCode::kMaxPool2d:
+    case OpCode::kMaxPool3d:
+    case OpCode::kAvgPool1d:
+    case OpCode::kAvgPool2d:
+    case OpCode::kAvgPool3d: return pool_call(op, x, t.w);
+    case OpCode::kAdaptiveAvgPool2d:
+    case OpCode::kAdaptiveAvgPool3d: {
+      size_t rank = op.code() == OpCode::kAdaptiveAvgPool2d ? 2 : 3;
+      VINCI_ASSIGN_OR_RETURN(std::vector<int64_t> o, attr_ints(a, "output", rank, t.w));
+      return functional(t.name()) + "(" + x + ", " + py_ints(o) + ")";
+    }
+    case OpCode::kMatmul: {
+      auto tr = [&](size_t i, const char* key) {
+        if (!attr_bool_or(a, key, false)) return t.arg(i);
+        return t.arg(i) + (shapes_.at(op.inputs[i]).size() == 2 ? ".T" : ".transpose(-2, -1)");
+      };
+      return "torch.matmul(" + tr(0, "transpose_a") + ", " + tr(1, "transpose_b") + ")";
+    }
+    case OpCode::kEinsum:
+      return "torch.einsum(\"" + a.value("equation", std::string()) + "\", " + join(t.in, ", ") + ")";
+    case OpCode::kScaledDotProductAttention:
+      return functional(t.name()) + "(" + x + ", " + t.arg(1) + ", " + t.arg(2) + ")";
+    case OpCode::kRelativePositionBias: {
+      VINCI_ASSIGN_OR_RETURN(std::string window, py_size(a.at("window"), t.w + ": key 'window'", nullptr));
+      helpers_.insert(t.name());
+      return t.name() + "(" + x + ", " + window + ")";
+    }
+    default: return std::string();
   }
-  if (c == OpCode::kEinsum)
-    return "torch.einsum(\"" + a.value("equation", std::string()) + "\", " + join(in, ", ") + ")";
-  if (c == OpCode::kLstm) {
-    VINCI_ASSIGN_OR_RETURN(std::string m, module());
-    return m + "(" + x + ", (" + arg(1) + ", " + arg(2) + "))";
+}
+
+// The losses, as KernelBench's problems write them.
+std::string PyRenderer::loss_rhs(const OpText& t) {
+  const std::string& n = t.name();
+  const std::string& x = t.x();
+  switch (t.op.code()) {
+    case OpCode::kMseLoss:
+    case OpCode::kCrossEntropy:
+    case OpCode::kSmoothL1Loss: return functional(n) + "(" + x + ", " + t.arg(1) + ")";
+    case OpCode::kKlDiv: return functional(n) + "(torch.log(" + x + "), " + t.arg(1) + ", reduction=\"batchmean\")";
+    case OpCode::kHingeLoss: return "torch.clamp(1 - " + x + " * " + t.arg(1) + ", min=0).mean()";
+    case OpCode::kCosineSimilarityLoss:
+      return "(1 - " + functional("cosine_similarity") + "(" + x + ", " + t.arg(1) + ", dim=1)).mean()";
+    case OpCode::kTripletMarginLoss:
+      return functional(n) + "(" + x + ", " + t.arg(1) + ", " + t.arg(2) + ", margin=" + t.num("margin", 1.0) + ")";
+    default: return "";
   }
-  if (c == OpCode::kGru) {
-    VINCI_ASSIGN_OR_RETURN(std::string m, module());
-    return m + "(" + x + ", " + arg(1) + ")";
+}
+
+// The right-hand side of op's assignment over its inputs' Python expressions: one case per op, to
+// its family's rendering (the compiler names an op without one).
+Result<std::string> PyRenderer::op_rhs(const OpSpec& op, const std::vector<std::string>& in) {
+  const auto& a = op.attrs;
+  (void)in.at(0);
+  const OpText t{op, in, where_ + ": op '" + op.op + "'", std::to_string(attr_int_or(a, "dim", -1)),
+                 attr_bool_or(a, "keepdim", false) ? ", keepdim=True" : ""};
+  std::string rhs;
+  switch (op.code()) {
+    case OpCode::kRelu:
+    case OpCode::kLeakyRelu:
+    case OpCode::kSigmoid:
+    case OpCode::kTanh:
+    case OpCode::kGelu:
+    case OpCode::kSilu:
+    case OpCode::kElu:
+    case OpCode::kSelu:
+    case OpCode::kSoftplus:
+    case OpCode::kSoftsign:
+    case OpCode::kHardsigmoid:
+    case OpCode::kHardswish:
+    case OpCode::kHardtanh:
+    case OpCode::kMish:
+    case OpCode::kExp:
+    case OpCode::kLog:
+    case OpCode::kAbs:
+    case OpCode::kSquare:
+    case OpCode::kSqrt:
+    case OpCode::kClamp:
+    case OpCode::kMulScalar:
+    case OpCode::kAddScalar:
+    case OpCode::kDivScalar:
+    case OpCode::kAdd:
+    case OpCode::kSub:
+    case OpCode::kMul:
+    case OpCode::kDiv: rhs = elementwise_rhs(t); break;
+    case OpCode::kSum:
+    case OpCode::kMean:
+    case OpCode::kAmax:
+    case OpCode::kAmin:
+    case OpCode::kLogsumexp:
+    case OpCode::kNormL2:
+    case OpCode::kSoftmax:
+    case OpCode::kLogSoftmax:
+    case OpCode::kRmsNorm:
+    case OpCode::kInstanceNorm:
+    case OpCode::kCumsum:
+    case OpCode::kCumprod:
+    case OpCode::kFrobeniusNorm:
+    case OpCode::kArgmax:
+    case OpCode::kArgmin:
+    case OpCode::kCumsumReverse:
+    case OpCode::kCumsumExclusive:
+    case OpCode::kNormalize: rhs = reduction_rhs(t); break;
+    case OpCode::kReshape:
+    case OpCode::kExpand:
+    case OpCode::kFlatten:
+    case OpCode::kPermute:
+    case OpCode::kTranspose:
+    case OpCode::kSplit:
+    case OpCode::kCausalMask:
+    case OpCode::kSlice:
+    case OpCode::kSelect:
+    case OpCode::kConcat:
+    case OpCode::kTriu:
+    case OpCode::kTril:
+    case OpCode::kRoll:
+    case OpCode::kPad: {
+      VINCI_ASSIGN_OR_RETURN(rhs, layout_rhs(t));
+      break;
+    }
+    case OpCode::kLinear:
+    case OpCode::kLayerNorm:
+    case OpCode::kBatchNorm:
+    case OpCode::kGroupNorm:
+    case OpCode::kConv1d:
+    case OpCode::kConv2d:
+    case OpCode::kConv3d:
+    case OpCode::kConvTranspose1d:
+    case OpCode::kConvTranspose2d:
+    case OpCode::kConvTranspose3d:
+    case OpCode::kSelfAttention:
+    case OpCode::kLstm:
+    case OpCode::kGru:
+    case OpCode::kMaxPool1d:
+    case OpCode::kMaxPool2d:
+    case OpCode::kMaxPool3d:
+    case OpCode::kAvgPool1d:
+    case OpCode::kAvgPool2d:
+    case OpCode::kAvgPool3d:
+    case OpCode::kAdaptiveAvgPool2d:
+    case OpCode::kAdaptiveAvgPool3d:
+    case OpCode::kMatmul:
+    case OpCode::kEinsum:
+    case OpCode::kScaledDotProductAttention:
+    case OpCode::kRelativePositionBias: {
+      VINCI_ASSIGN_OR_RETURN(rhs, module_rhs(t));
+      break;
+    }
+    case OpCode::kMseLoss:
+    case OpCode::kCrossEntropy:
+    case OpCode::kSmoothL1Loss:
+    case OpCode::kKlDiv:
+    case OpCode::kHingeLoss:
+    case OpCode::kCosineSimilarityLoss:
+    case OpCode::kTripletMarginLoss: rhs = loss_rhs(t); break;
+    case OpCode::kElmanRnn:
+    case OpCode::kUnknown: break;
   }
-  if (c == OpCode::kMseLoss || c == OpCode::kCrossEntropy || c == OpCode::kSmoothL1Loss)
-    return functional(n) + "(" + x + ", " + arg(1) + ")";
-  if (c == OpCode::kKlDiv) return functional(n) + "(torch.log(" + x + "), " + arg(1) + ", reduction=\"batchmean\")";
-  if (c == OpCode::kHingeLoss) return "torch.clamp(1 - " + x + " * " + arg(1) + ", min=0).mean()";
-  if (c == OpCode::kCosineSimilarityLoss)
-    return "(1 - " + functional("cosine_similarity") + "(" + x + ", " + arg(1) + ", dim=1)).mean()";
-  if (c == OpCode::kConcat)
-    return "torch.cat([" + join(in, ", ") + "], dim=" + std::to_string(attr_int_or(a, "dim", 0)) + ")";
-  // Ops that KernelBench level 1's problems need (docs/tasks.md)
-  std::string diagonal = a.contains("diagonal") ? ", diagonal=" + std::to_string(attr_int_or(a, "diagonal", 0)) : "";
-  if (c == OpCode::kTriu || c == OpCode::kTril) return "torch." + n + "(" + x + diagonal + ")";
-  if (c == OpCode::kFrobeniusNorm) return "torch.norm(" + x + ", p=\"fro\")";
-  if (c == OpCode::kArgmax || c == OpCode::kArgmin) return "torch." + n + "(" + x + ", dim=" + dim + keepdim + ")";
-  if (c == OpCode::kCumsumReverse)
-    return "torch.cumsum(" + x + ".flip(" + dim + "), dim=" + dim + ").flip(" + dim + ")";
-  if (c == OpCode::kCumsumExclusive)
-    return "torch.cat((torch.zeros_like(" + x + ".select(" + dim + ", 0).unsqueeze(" + dim + ")), torch.cumsum(" + x +
-           ".narrow(" + dim + ", 0, " + x + ".size(" + dim + ") - 1), dim=" + dim + ")), dim=" + dim + ")";
-  if (c == OpCode::kScaledDotProductAttention) return functional(n) + "(" + x + ", " + arg(1) + ", " + arg(2) + ")";
-  if (c == OpCode::kTripletMarginLoss)
-    return functional(n) + "(" + x + ", " + arg(1) + ", " + arg(2) + ", margin=" + num("margin", 1.0) + ")";
-  if (c == OpCode::kRoll) {
-    std::vector<int64_t> shifts, dims;
-    for (const auto& v : a.at("shifts")) shifts.push_back(v.get<int64_t>());
-    for (const auto& v : a.at("dims")) dims.push_back(v.get<int64_t>());
-    auto tuple = [](const std::vector<int64_t>& v) {  // always a tuple: roll pairs shifts with dims
-      std::string t = "(";
-      for (size_t i = 0; i < v.size(); ++i) t += (i ? ", " : "") + std::to_string(v[i]);
-      return t + (v.size() == 1 ? ",)" : ")");
-    };
-    return "torch.roll(" + x + ", shifts=" + tuple(shifts) + ", dims=" + tuple(dims) + ")";
-  }
-  if (c == OpCode::kNormalize) {
-    std::string eps = a.contains("eps") ? ", eps=" + num("eps", 1e-12) : "";
-    return functional(n) + "(" + x + ", dim=" + dim + eps + ")";
-  }
-  if (c == OpCode::kRelativePositionBias) {
-    VINCI_ASSIGN_OR_RETURN(std::string window, py_size(a.at("window"), w + ": key 'window'", nullptr));
-    helpers_.insert(n);
-    return n + "(" + x + ", " + window + ")";
-  }
-  if (c == OpCode::kPad) {
-    std::vector<std::string> pad;
-    for (const auto& p : a.at("pad")) pad.push_back(std::to_string(p.get<int64_t>()));
-    return functional(n) + "(" + x + ", [" + join(pad, ", ") + "])";
-  }
-  return invalid_argument(w + ": no PyTorch rendering for this op (output '" +
+  if (!rhs.empty()) return rhs;
+  return invalid_argument(t.w + ": no PyTorch rendering for this op (output '" +
                           (op.outputs.empty() ? std::string("?") : op.outputs[0]) + "')");
 }
 
