@@ -753,11 +753,6 @@ class PlanCoster {
   Status library_work(const OpSpec& op, const ModuleSpec* mod, double x_elems, double out_elems, double out_bytes,
                       LibraryWork* w) {
     const OpCode n = op.code();
-    auto rows_of = [&](int64_t trailing_dims) {
-      const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
-      int64_t rank = static_cast<int64_t>(x.size());
-      return product(std::vector<int64_t>(x.begin(), x.end() - std::min(trailing_dims, rank)));
-    };
     switch (n) {
       case OpCode::kReshape:
       case OpCode::kFlatten:
@@ -811,31 +806,8 @@ class PlanCoster {
         w->extra_bytes = x_elems * 4, w->extra_ws = x_elems * 4;  // max, then sum
         return Status();
       case OpCode::kSoftmax:
-      case OpCode::kLogSoftmax: {
-        int64_t dim = attr_int_or(op.attrs, "dim", -1);
-        const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
-        if (dim < 0) dim += static_cast<int64_t>(x.size());
-        double len = static_cast<double>(
-            x.at(static_cast<size_t>(std::clamp<int64_t>(dim, 0, static_cast<int64_t>(x.size()) - 1))));
-        if (len > kPersistentSoftmaxMax) {
-          w->extra_bytes = 2 * x_elems * 4;
-          // Rows in flight: one block per row, about two resident per SM.
-          w->extra_ws = std::min(x_elems * 4, 2.0 * static_cast<double>(p_.sms) * len * 4);
-        }
-        w->flops = x_elems * 8;
-        if (dim == static_cast<int64_t>(x.size()) - 1) w->row_blocks = rows_of(1);
-        return Status();
-      }
-      case OpCode::kLayerNorm: {
-        int64_t trailing = mod && mod->attrs.contains("shape") && mod->attrs["shape"].is_array()
-                               ? static_cast<int64_t>(mod->attrs["shape"].size())
-                               : 1;
-        w->row_blocks = rows_of(trailing);
-        w->extra_bytes = x_elems * 4;  // Welford statistics pass, then the normalising pass
-        w->extra_ws = x_elems * 4;
-        w->flops = x_elems * 8;
-        return Status();
-      }
+      case OpCode::kLogSoftmax:
+      case OpCode::kLayerNorm: return row_op_work(op, mod, x_elems, w), Status();
       // x / sqrt(mean(x * x) + eps): x*x (read, write), mean (read), add, sqrt (tiny), div (read x
       // and the row scale, write).
       case OpCode::kRmsNorm: return composed({5, 3, 4}, x_elems, w), Status();
@@ -913,6 +885,37 @@ class PlanCoster {
       case OpCode::kUnknown: break;
     }
     return invalid_argument("sim: no cost model for library op '" + op.op + "'");
+  }
+
+  // softmax, log_softmax and layer_norm: PyTorch gives each row one block (row_blocks), and a
+  // row too long for one pass reads it again.
+  void row_op_work(const OpSpec& op, const ModuleSpec* mod, double x_elems, LibraryWork* w) {
+    const std::vector<int64_t>& x = *ctx_.shape(op.inputs[0]);
+    auto rows_of = [&](int64_t trailing_dims) {
+      int64_t rank = static_cast<int64_t>(x.size());
+      return product(std::vector<int64_t>(x.begin(), x.end() - std::min(trailing_dims, rank)));
+    };
+    if (op.code() == OpCode::kLayerNorm) {
+      int64_t trailing = mod && mod->attrs.contains("shape") && mod->attrs["shape"].is_array()
+                             ? static_cast<int64_t>(mod->attrs["shape"].size())
+                             : 1;
+      w->row_blocks = rows_of(trailing);
+      w->extra_bytes = x_elems * 4;  // Welford statistics pass, then the normalising pass
+      w->extra_ws = x_elems * 4;
+      w->flops = x_elems * 8;
+      return;
+    }
+    int64_t dim = attr_int_or(op.attrs, "dim", -1);
+    if (dim < 0) dim += static_cast<int64_t>(x.size());
+    double len =
+        static_cast<double>(x.at(static_cast<size_t>(std::clamp<int64_t>(dim, 0, static_cast<int64_t>(x.size()) - 1))));
+    if (len > kPersistentSoftmaxMax) {
+      w->extra_bytes = 2 * x_elems * 4;
+      // Rows in flight: one block per row, about two resident per SM.
+      w->extra_ws = std::min(x_elems * 4, 2.0 * static_cast<double>(p_.sms) * len * 4);
+    }
+    w->flops = x_elems * 8;
+    if (dim == static_cast<int64_t>(x.size()) - 1) w->row_blocks = rows_of(1);
   }
 
   // 2 x output elements x (input channels / groups) x kernel volume; the weight's shape is
