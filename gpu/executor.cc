@@ -1,7 +1,6 @@
 #include "gpu/executor.h"
 
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include <ATen/CPUGeneratorImpl.h>
@@ -385,7 +384,13 @@ struct OpCall {
   const ModuleSpec* mod;  // null when the op has none
   const std::string& where;
   const SizeMap& sizes;
-  std::function<torch::Tensor(const std::string&)> W;  // the module's weight by name, in the compute type
+  const std::map<std::string, torch::Tensor>& weights;  // by "module.name"
+  torch::ScalarType compute;
+  // The op's module's weight by name, in the compute type (undefined when it has none).
+  torch::Tensor W(const std::string& p) const {
+    auto it = weights.find(op.module + "." + p);
+    return it == weights.end() ? torch::Tensor() : as_compute(it->second, compute);
+  }
   const at::Tensor& x() const { return in.at(0); }
   const auto& attrs() const { return op.attrs; }
   int64_t dim() const { return attr_int_or(op.attrs, "dim", -1); }
@@ -761,11 +766,7 @@ Result<std::vector<at::Tensor>> TaskInstance::run_op_in(const OpSpec& op, const 
     if (it == impl_->modules.end()) return invalid_argument(where + ": unknown module '" + op.module + "'");
     mod = it->second;
   }
-  auto W = [&](const std::string& p) -> torch::Tensor {
-    auto it = impl_->weight_by_name.find(op.module + "." + p);
-    return it == impl_->weight_by_name.end() ? torch::Tensor() : as_compute(it->second, compute);
-  };
-  const OpCall c{op, in, mod, where, impl_->sizes, W};
+  const OpCall c{op, in, mod, where, impl_->sizes, impl_->weight_by_name, compute};
   torch::NoGradGuard no_grad;
   try {
     (void)in.at(0);
