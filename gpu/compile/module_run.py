@@ -88,6 +88,30 @@ def receive():
 _maps = {}  # role -> (the memfd's (st_dev, st_ino), its mapping): a region sent again is not mapped again
 
 
+PIN_REGIONS = False  # the load request's "pin_regions": page-lock the mappings (a GPU worker)
+
+
+def pin(region, size, writable):
+    """Page-locks a mapping for the device's copies (cudaHostRegister); its address, or None."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch.frombuffer warns about a read-only buffer
+            ptr = torch.frombuffer(region, dtype=torch.uint8, count=1).data_ptr()
+        # cudaHostRegisterReadOnly (8) for the inputs' mapping, which is not writable here.
+        rc = torch.cuda.cudart().cudaHostRegister(ptr, size, 0 if writable else 8)
+        return ptr if int(getattr(rc, "value", rc)) == 0 else None
+    except Exception:  # noqa: BLE001 - unpinned is slower, not wrong
+        return None
+
+
+def unpin(ptr):
+    if ptr is not None:
+        try:
+            torch.cuda.cudart().cudaHostUnregister(ptr)
+        except Exception:  # noqa: BLE001
+            pass
+
+
 def mapped(role, fd, size, writable):
     """The memfd fd mapped (size bytes, read-only unless writable), fd closed."""
     try:
@@ -95,13 +119,17 @@ def mapped(role, fd, size, writable):
         key = (st.st_dev, st.st_ino, size)
         if role in _maps and _maps[role][0] == key:
             return _maps[role][1]
-        _maps.pop(role, None)
+        old = _maps.pop(role, None)
+        if old is not None:
+            unpin(old[2])
         # The inputs' pages exist (the worker wrote them) and are mapped at once; the output's
-        # region is twice the reference's output, mapped page by page as the output is written.
+        # region is twice the reference's output, mapped page by page as the output is written
+        # (unless it is pinned, which touches every page once).
         flags = mmap.MAP_SHARED | (0 if writable else getattr(mmap, "MAP_POPULATE", 0))
         prot = mmap.PROT_READ | (mmap.PROT_WRITE if writable else 0)
-        _maps[role] = (key, mmap.mmap(fd, size, flags=flags, prot=prot))
-        return _maps[role][1]
+        region = mmap.mmap(fd, size, flags=flags, prot=prot)
+        _maps[role] = (key, region, pin(region, size, writable) if PIN_REGIONS else None)
+        return region
     finally:
         os.close(fd)
 
@@ -220,7 +248,7 @@ def threads_now():
 
 
 def main():
-    global _sock, torch, PRISTINE_ON_DEVICE_BYTES
+    global _sock, torch, PRISTINE_ON_DEVICE_BYTES, PIN_REGIONS
     _sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     _sock.connect(sys.argv[1])
     # The module's prints go to stderr; stdout is not the answer's channel here, but is kept quiet.
@@ -234,6 +262,7 @@ def main():
         if not isinstance(module, str) or not isinstance(reference, str) or device not in ("cuda", "cpu"):
             raise TypeError("module and reference must be strings, device cuda or cpu")
         PRISTINE_ON_DEVICE_BYTES = int(req.get("pristine_on_device_bytes", PRISTINE_ON_DEVICE_BYTES))
+        PIN_REGIONS = bool(req.get("pin_regions", False)) and device == "cuda"
     except Exception as e:  # noqa: BLE001
         fail("bad_request", "the request is not what the harness sends: %s" % e)
     try:

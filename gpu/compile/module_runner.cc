@@ -75,6 +75,9 @@ struct Region {
   int fd = -1;
   char* data = nullptr;
   size_t size = 0;
+  bool pinned = false;
+  std::function<bool(void*, size_t)> pin;  // ModuleRunOptions::pin
+  std::function<void(void*)> unpin;
 
   Region() = default;
   Region(const Region&) = delete;
@@ -82,6 +85,8 @@ struct Region {
   ~Region() { release(); }
 
   void release() {
+    if (pinned && unpin) unpin(data);
+    pinned = false;
     if (data != nullptr) ::munmap(data, size);
     if (fd >= 0) ::close(fd);
     fd = -1, data = nullptr, size = 0;
@@ -109,6 +114,7 @@ struct Region {
     }
     data = static_cast<char*>(p);
     size = want;
+    pinned = pin && pin(data, size);
     return "";
   }
 };
@@ -377,6 +383,8 @@ Result<std::unique_ptr<ModuleSession>> ModuleRunner::start(const std::string& mo
   auto impl = std::make_unique<ModuleSession::Impl>();
   ModuleSession::Impl* s = impl.get();
   s->options = options_;
+  s->inputs.pin = s->output.pin = options_.pin;
+  s->inputs.unpin = s->output.unpin = options_.unpin;
   s->sandbox = &sandbox_;
   s->build = build;
   s->done_fd = ::eventfd(0, EFD_CLOEXEC);
@@ -438,6 +446,7 @@ Result<std::unique_ptr<ModuleSession>> ModuleRunner::start(const std::string& mo
                   {"seed", seed},
                   {"timing_seed", timing_seed},
                   {"pristine_on_device_bytes", options_.pristine_on_device_bytes},
+                  {"pin_regions", static_cast<bool>(options_.pin)},
                   {"device", options_.device}};
   json h;
   std::string e = s->send(request, deadline);

@@ -39,6 +39,12 @@ struct ModuleRunOptions {
   // see whether the module wrote them); larger ones are compared with the region they came in, a
   // chunk at a time, so that the runner does not hold the largest tasks' inputs twice.
   int64_t pristine_on_device_bytes = int64_t{1} << 30;
+  // Where the worker's device is a GPU: page-locks a region of the shared memory, so that the
+  // device copies into and out of it run at the bus's speed instead of through a staging buffer
+  // (a 400 MB copy to pageable memory took 290 ms on an H100, to pinned 7.4 ms), and undoes it
+  // before the region is unmapped. Empty, or pin returning false: the region stays pageable.
+  std::function<bool(void* data, size_t size)> pin;
+  std::function<void(void* data)> unpin;
 };
 
 // A tensor crossing to or from the runner: a dtype name (float32, int64, ...; module_run.py's

@@ -1778,6 +1778,12 @@ Result<EvalResult> LiveDevice::Impl::evaluate_module(const Task& task, const Pla
     module_checker = std::make_unique<ModuleChecker>(co);
     ModuleRunOptions ro;
     ro.call_timeout_s = options.module_call_timeout_s;
+    // The shared memory the tensors cross in, page-locked in this worker's context (the runner
+    // pins its mappings of it too): the device copies then run at the bus's speed.
+    ro.pin = [](void* data, size_t size) {
+      return cuMemHostRegister(data, size, CU_MEMHOSTREGISTER_PORTABLE) == CUDA_SUCCESS;
+    };
+    ro.unpin = [](void* data) { (void)cuMemHostUnregister(data); };
     if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES"))
       ro.env.push_back(std::string("CUDA_VISIBLE_DEVICES=") + visible);
     module_runner = std::make_unique<ModuleRunner>(ro);

@@ -210,6 +210,42 @@ TEST(ModuleRunner, InputsWithoutADeviceCopyAreComparedWithTheirRegion) {
   }
 }
 
+// The worker's hooks that page-lock its regions (cuMemHostRegister on a GPU) are called once per
+// region mapped, and undone before a region is replaced or the session ends.
+TEST(ModuleRunner, RegionsArePinnedOnceAndUnpinnedBeforeTheyGo) {
+  REQUIRE_TORCH();
+  ModuleRunOptions o = cpu_options();
+  std::vector<std::pair<void*, size_t>> pinned;
+  std::vector<void*> unpinned;
+  o.pin = [&](void* data, size_t size) {
+    pinned.push_back({data, size});
+    return true;
+  };
+  o.unpin = [&](void* data) { unpinned.push_back(data); };
+  {
+    ModuleRunner runner(o);
+    Result<std::unique_ptr<ModuleSession>> s =
+        runner.start(module_with("        return x * 2"), kReference, ModuleBackend::kTorch);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    std::vector<float> out;
+    ASSERT_TRUE(forward(**s, 0, false, input(1), &out).ok());
+    EXPECT_EQ(pinned.size(), 2u);  // the inputs' region and the output's
+    EXPECT_TRUE(unpinned.empty());
+    ASSERT_TRUE(forward(**s, 0, true, input(2), &out).ok());
+    EXPECT_EQ(pinned.size(), 2u);  // the same regions again
+    // An output region larger than the first: the old one is unpinned before it goes.
+    Result<ModuleRunAnswer> big = forward(**s, 0, true, input(3), &out, 64 << 20);
+    ASSERT_TRUE(big.ok()) << big.status().to_string();
+    EXPECT_TRUE(big->ok) << big->error;
+    ASSERT_EQ(pinned.size(), 3u);
+    ASSERT_EQ(unpinned.size(), 1u);
+    EXPECT_EQ(unpinned[0], pinned[1].first);
+    EXPECT_GE(pinned[2].second, size_t{64} << 20);
+  }
+  // The session's end unpins what is left.
+  EXPECT_EQ(unpinned.size(), 3u);
+}
+
 // The tensors cross in the worker's memfds, whose fds the module can reach (here by wrapping
 // mmap.mmap, which the runner maps them with). Truncated under the worker's mapping, a region would
 // fault the worker when it next touched it (SIGBUS): the sizes are sealed, so the module's attempts
