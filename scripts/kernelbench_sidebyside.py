@@ -8,15 +8,20 @@ For each KernelBench module (a .py defining ModelNew; its vinci task named by a 
     process of its own per module, on the task's KernelBench problem file at the sizes vinci
     evaluates (`harness tasks --reference ID --size SIZE` names the file and its size constants),
     with measure_performance and its excessive-speedup check;
-  - `harness eval ID --plan FILE --device cuda --size SIZE`,
+  - `harness eval ID --plan FILE --device cuda --size SIZE`.
 
-and prints one row per module: each side's verdict, speedup and medians (KernelBench reports means),
+KernelBench's own example answers (model_new_ex_*.py of its prompts folder) are evaluated against
+the problem file beside them (model_ex_*.py) and, in vinci, the tasks of
+tests/gpu/kernelbench_modules/examples. With --again both sides evaluate each module a second time
+from their builds (load_inline's extension folder; vinci's --module-cache).
+
+It prints one row per module: each side's verdict, speedup and medians (KernelBench reports means),
 vinci's time coverage and flags, and each side's wall-clock seconds. Where the verdicts differ
 the row says why as far as the records tell (vinci's rejection, KernelBench's error).
 docs/kernelbench_format.md, "Beside KernelBench's evaluator", explains the differences.
 
   python3 scripts/kernelbench_sidebyside.py --kernelbench ~/KernelBench --harness build-gpu/bin/harness \\
-      [--size full] [--perf-trials 100] [--correct-trials 5] [--out FILE.md] MODULE.py ...
+      [--size full] [--perf-trials 100] [--correct-trials 5] [--again] [--out FILE.md] MODULE.py ...
 
 KernelBench's evaluator imports packages it never calls while evaluating (dotenv, tqdm, openai,
 litellm; pydantic and requests); --stand-ins gives it empty stand-ins for those that are missing
@@ -91,11 +96,28 @@ print(json.dumps(out))
 '''
 
 
+EXAMPLE_TASKS = {"model_new_ex_add.py": "KB_ADD", "model_new_ex_add_triton.py": "KB_ADD",
+                 "model_new_ex_fuse_gelu.py": "KB_FUSE_GELU", "model_new_ex_tiled_matmul.py": "KB_TILED_MATMUL",
+                 "model_new_ex_flash_attn.py": "KB_FLASH_ATTN", "model_new_ex_mnist2.py": "KB_MNIST2"}
+EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "gpu", "kernelbench_modules",
+                        "examples")
+
+
 def task_of(path):
+    """The module's vinci task, and the --tasks folder it is in (None: vinci's own tasks)."""
     for line in open(path):
         if line.startswith("# vinci-task:"):
-            return line.split(":", 1)[1].strip()
-    return "L1_019"
+            return line.split(":", 1)[1].strip(), None
+    base = os.path.basename(path)
+    if base in EXAMPLE_TASKS:  # KernelBench's own example answers: their problems are model_ex_*.py
+        return EXAMPLE_TASKS[base], EXAMPLES
+    return "L1_019", None
+
+
+def example_problem(path):
+    """KernelBench's problem file beside one of its example answers."""
+    base = os.path.basename(path).replace("model_new_ex_", "model_ex_").replace("_triton.py", ".py")
+    return os.path.join(os.path.dirname(path), base)
 
 
 def backend_of(text):
@@ -106,7 +128,9 @@ def backend_of(text):
     return "cuda"
 
 
-def reference_source(harness, task, size, kb_root, work):
+def reference_source(harness, task, tasks, size, kb_root, work, module_path):
+    if tasks:  # KernelBench's example problem, whose sizes are the only ones its answer handles
+        return open(example_problem(module_path)).read()
     out = os.path.join(work, task)
     r = subprocess.run([harness, "tasks", "--reference", task, "--size", size, "--out", out],
                        capture_output=True, text=True)
@@ -120,13 +144,16 @@ def reference_source(harness, task, size, kb_root, work):
     return src + "\n\n# the sizes vinci evaluates at\n" + sizes
 
 
-def kernelbench_eval(args, module, reference, backend):
+def kernelbench_eval(args, module, reference, backend, extensions):
     req = {"src": os.path.join(args.kernelbench, "src"), "module": module, "reference": reference,
            "backend": backend, "correct_trials": args.correct_trials, "perf_trials": args.perf_trials,
            "stand_ins": args.stand_ins}
     t0 = time.time()
+    # load_inline builds into TORCH_EXTENSIONS_DIR: a fresh folder per module (a cold build), the
+    # same one again with --again (load_inline finds its build there).
+    env = dict(os.environ, TORCH_EXTENSIONS_DIR=extensions)
     r = subprocess.run([sys.executable, "-c", "STAND_INS = %r\n" % STAND_INS + KB_ONE, json.dumps(req)],
-                       capture_output=True, text=True, timeout=args.timeout)
+                       capture_output=True, text=True, timeout=args.timeout, env=env)
     wall = time.time() - t0
     try:
         out = json.loads(r.stdout.strip().splitlines()[-1])
@@ -138,8 +165,10 @@ def kernelbench_eval(args, module, reference, backend):
     return out
 
 
-def vinci_eval(args, path, task):
+def vinci_eval(args, path, task, tasks):
     cmd = [args.harness, "eval", task, "--plan", path, "--device", "cuda", "--size", args.size]
+    if tasks:
+        cmd += ["--tasks", tasks]
     if args.module_cache:
         cmd += ["--module-cache", args.module_cache]
     t0 = time.time()
@@ -153,7 +182,7 @@ def vinci_eval(args, path, task):
     return rec
 
 
-def row(name, task, kb, v):
+def row(name, task, kb, v, again):
     if kb.get("correct"):
         kb_speed = kb["ref_runtime_ms"] / kb["runtime_ms"] if kb.get("runtime_ms", -1) > 0 else float("nan")
         kb_text = "correct | %.3g | %.1f / %.1f" % (kb_speed, kb["runtime_ms"] * 1000, kb["ref_runtime_ms"] * 1000)
@@ -162,9 +191,10 @@ def row(name, task, kb, v):
     else:
         why = kb.get("error") or "; ".join("%s: %s" % (k, v2) for k, v2 in kb.get("metadata", {}).items()
                                            if k not in ("hardware", "device"))
-        kb_text = "%s | | %s" % ("wrong" if kb.get("compiled") else "failed", why[:120].replace("|", "/"))
+        why = " ".join(why.split())  # one line: a traceback's last words say the most
+        kb_text = "%s | | %s" % ("wrong" if kb.get("compiled") else "failed", why[-160:].replace("|", "/"))
     if "flags" not in v:
-        v_text = "no record | | | | %s" % v.get("error", "")[:120].replace("|", "/")
+        v_text = "no record | | | | %s" % " ".join(v.get("error", "").split())[-160:].replace("|", "/")
     else:
         flags = [f for f in v["flags"] if not f.startswith("static:")]
         rejected = [f[len("rejected: "):] for f in flags if f.startswith("rejected: ")]
@@ -175,8 +205,11 @@ def row(name, task, kb, v):
         v_text = "%s | %.3g | %.1f / %.1f | %.2f | %s" % (
             verdict, v.get("speedup") or 0, v.get("kernelUs") or 0, v.get("referenceUs") or 0,
             v.get("timeCoverage") or 0, other.replace("\n", " "))
-    return "| %s | %s | %s | %s | %.0f / %.0f |" % (name, task, kb_text, v_text, kb.get("process_s", 0),
-                                                   v.get("wall_s", 0))
+    text = "| %s | %s | %s | %s | %.1f / %.1f |" % (name, task, kb_text, v_text, kb.get("process_s", 0),
+                                                    v.get("wall_s", 0))
+    if again:
+        text += " %.1f / %.1f |" % (again[0].get("process_s", 0), again[1].get("wall_s", 0))
+    return text
 
 
 def main():
@@ -190,6 +223,9 @@ def main():
     ap.add_argument("--stand-ins", action="store_true", help="stand-ins for KernelBench's unused imports")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default="", help="also write the table here")
+    ap.add_argument("--again", action="store_true",
+                    help="evaluate each module a second time on both sides, from each side's build (KernelBench: the "
+                         "same extension folder; vinci: the same --module-cache)")
     ap.add_argument("modules", nargs="+")
     args = ap.parse_args()
     args.kernelbench = os.path.abspath(os.path.expanduser(args.kernelbench))
@@ -200,17 +236,28 @@ def main():
     lines = ["| module | task | KernelBench | speedup | us (module / ref, means) | vinci | speedup | "
              "us (module / ref, medians) | coverage | vinci flags | wall s (KB / vinci) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
+    if args.again:
+        lines[0] += " again: wall s (KB / vinci) |"
+        lines[1] += "---|"
     ok = True
     with tempfile.TemporaryDirectory() as work:
+        if args.again and not args.module_cache:
+            args.module_cache = os.path.join(work, "vinci_module_cache")
+            os.makedirs(args.module_cache)
         for path in args.modules:
             name = os.path.basename(os.path.dirname(path)) + "/" + os.path.basename(path)[:-3]
-            task = task_of(path)
+            task, tasks = task_of(path)
             module = open(path).read()
-            reference = reference_source(args.harness, task, args.size, kb_root, work)
-            kb = kernelbench_eval(args, module, reference, backend_of(module))
-            v = vinci_eval(args, path, task)
+            reference = reference_source(args.harness, task, tasks, args.size, kb_root, work, path)
+            extensions = tempfile.mkdtemp(dir=work)
+            kb = kernelbench_eval(args, module, reference, backend_of(module), extensions)
+            v = vinci_eval(args, path, task, tasks)
             ok = ok and "flags" in v and "error" not in kb
-            lines.append(row(name, task, kb, v))
+            again = None
+            if args.again:
+                again = (kernelbench_eval(args, module, reference, backend_of(module), extensions),
+                         vinci_eval(args, path, task, tasks))
+            lines.append(row(name, task, kb, v, again))
             print(lines[-1], flush=True)
     table = "\n".join(lines)
     print()
