@@ -144,7 +144,7 @@ def reference_source(harness, task, tasks, size, kb_root, work, module_path):
     return src + "\n\n# the sizes vinci evaluates at\n" + sizes
 
 
-def kernelbench_eval(args, module, reference, backend, extensions):
+def kernelbench_eval(args, module, reference, backend, extensions, name):
     req = {"src": os.path.join(args.kernelbench, "src"), "module": module, "reference": reference,
            "backend": backend, "correct_trials": args.correct_trials, "perf_trials": args.perf_trials,
            "stand_ins": args.stand_ins}
@@ -155,6 +155,8 @@ def kernelbench_eval(args, module, reference, backend, extensions):
     r = subprocess.run([sys.executable, "-c", "STAND_INS = %r\n" % STAND_INS + KB_ONE, json.dumps(req)],
                        capture_output=True, text=True, timeout=args.timeout, env=env)
     wall = time.time() - t0
+    keep(args, name, "kb.out", r.stdout)
+    keep(args, name, "kb.err", r.stderr)
     try:
         out = json.loads(r.stdout.strip().splitlines()[-1])
     except Exception:
@@ -165,8 +167,15 @@ def kernelbench_eval(args, module, reference, backend, extensions):
     return out
 
 
-def vinci_eval(args, path, task, tasks):
-    cmd = [args.harness, "eval", task, "--plan", path, "--device", "cuda", "--size", args.size]
+def keep(args, name, what, text):
+    """With --keep DIR: the side's whole output, for reading later."""
+    if args.keep:
+        with open(os.path.join(args.keep, name.replace("/", "_") + "." + what), "w") as f:
+            f.write(text)
+
+
+def vinci_eval(args, path, task, tasks, name):
+    cmd = [args.harness, "eval", task, "--plan", path, "--device", "cuda", "--size", args.size] + args.vinci_arg
     if tasks:
         cmd += ["--tasks", tasks]
     if args.module_cache:
@@ -174,6 +183,8 @@ def vinci_eval(args, path, task, tasks):
     t0 = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
     wall = time.time() - t0
+    keep(args, name, "vinci.out", r.stdout)
+    keep(args, name, "vinci.err", r.stderr)
     try:
         rec = json.loads(r.stdout.strip().splitlines()[-1])
     except Exception:
@@ -223,12 +234,17 @@ def main():
     ap.add_argument("--stand-ins", action="store_true", help="stand-ins for KernelBench's unused imports")
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--out", default="", help="also write the table here")
+    ap.add_argument("--keep", default="", help="a folder to keep each side's output in (NAME.kb.out, NAME.vinci.err, ...)")
+    ap.add_argument("--vinci-arg", action="append", default=[],
+                    help="one more argument of each `harness eval` (e.g. --vinci-arg=--profile-phases)")
     ap.add_argument("--again", action="store_true",
                     help="evaluate each module a second time on both sides, from each side's build (KernelBench: the "
                          "same extension folder; vinci: the same --module-cache)")
     ap.add_argument("modules", nargs="+")
     args = ap.parse_args()
     args.kernelbench = os.path.abspath(os.path.expanduser(args.kernelbench))
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
     kb_root = os.path.join(args.kernelbench, "KernelBench")
     if not os.path.isdir(os.path.join(args.kernelbench, "src", "kernelbench")) or not os.path.isdir(kb_root):
         sys.exit("kernelbench_sidebyside: --kernelbench %s: expected a checkout holding src/kernelbench and "
@@ -250,13 +266,13 @@ def main():
             module = open(path).read()
             reference = reference_source(args.harness, task, tasks, args.size, kb_root, work, path)
             extensions = tempfile.mkdtemp(dir=work)
-            kb = kernelbench_eval(args, module, reference, backend_of(module), extensions)
-            v = vinci_eval(args, path, task, tasks)
+            kb = kernelbench_eval(args, module, reference, backend_of(module), extensions, name)
+            v = vinci_eval(args, path, task, tasks, name)
             ok = ok and "flags" in v and "error" not in kb
             again = None
             if args.again:
-                again = (kernelbench_eval(args, module, reference, backend_of(module), extensions),
-                         vinci_eval(args, path, task, tasks))
+                again = (kernelbench_eval(args, module, reference, backend_of(module), extensions, name + ".again"),
+                         vinci_eval(args, path, task, tasks, name + ".again"))
             lines.append(row(name, task, kb, v, again))
             print(lines[-1], flush=True)
     table = "\n".join(lines)
