@@ -309,27 +309,24 @@ Result<ColdStartResult> finish_unfitted(const Experiment& exp, ColdStartResult& 
   return std::move(res);
 }
 
-}  // namespace
-
-Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<const Task*>& train,
-                                       Evaluator& evaluator, Backbone& backbone, const SkillLibrary& seed_library,
-                                       RecordSink& sink, bool fit) {
-  const auto& cs = exp.coldstart;
-  ObjectStore& store = sink.store();
-  ColdStartResult res;
-  std::vector<TaskCold> work(train.size());
-  VINCI_RETURN_IF_ERROR(parallel_for(
-      exp.threads, train.size(), [&](size_t i) { return collect_task(exp, *train[i], evaluator, store, &work[i]); }));
+// The collected tasks' records, in task order, and the counts of their trajectories.
+Status flush_collected(const Experiment& exp, std::vector<TaskCold>& work, RecordSink& sink, ColdStartResult* res) {
   for (auto& w : work) {
     VINCI_RETURN_IF_ERROR(flush(w.records, sink));
-    res.turn_evals += w.evals;
+    res->turn_evals += w.evals;
     for (const auto& tr : w.trajectories) {
-      res.point.trajectories++;
-      if (tr.best_turn >= 0 && tr.best_speedup >= cs.min_speedup) res.point.kept++;
+      res->point.trajectories++;
+      if (tr.best_turn >= 0 && tr.best_speedup >= exp.coldstart.min_speedup) res->point.kept++;
     }
   }
+  return Status();
+}
 
-  // The diversity filter over every verified skill.
+// The diversity filter over every verified skill, and the library it leaves: the seed library
+// and the kept skills.
+Status stage_skills(const Experiment& exp, const std::vector<const Task*>& train, const std::vector<TaskCold>& work,
+                    const SkillLibrary& seed_library, RecordSink& sink, ColdStartResult* res) {
+  const auto& cs = exp.coldstart;
   struct Ref {
     size_t task;
     size_t distilled;
@@ -339,9 +336,9 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
   for (size_t i = 0; i < work.size(); ++i) {
     for (size_t k = 0; k < work[i].distilled.size(); ++k) {
       const Distilled& d = work[i].distilled[k];
-      if (d.skill) res.point.proposed++;
+      if (d.skill) res->point.proposed++;
       if (!d.verified) continue;
-      res.point.verified++;
+      res->point.verified++;
       SkillCandidate c;
       c.skill = *d.skill;
       c.family = train[i]->family_name();
@@ -354,43 +351,46 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
   }
   DiversityParams dp{cs.diversity, cs.similarity, cs.max_per_family, cs.max_per_pattern};
   std::vector<DiversityVerdict> verdicts = diversity_filter(candidates, dp);
-  res.library = seed_library;
-  {
-    // Diversity decisions in candidate order; the kept skills join the library in the filter's
-    // order (highest verified speedup first).
-    RecordBuf buf;
-    std::vector<size_t> order;
-    for (size_t c = 0; c < candidates.size(); ++c) {
-      const Distilled& d = work[refs[c].task].distilled[refs[c].distilled];
-      VerificationRecord v;
-      v.skill_name = candidates[c].skill.name;
-      v.speedups = {candidates[c].speedup};
-      v.accepted = true;
-      v.staged = verdicts[c].kept;
-      v.reason = "diversity: " + verdicts[c].reason;
-      v.sample_index = d.trajectory;
-      write_verification(buf, at(candidates[c].task).at_rollout(d.trajectory), v);
-      if (verdicts[c].kept) order.push_back(c);
-    }
-    VINCI_RETURN_IF_ERROR(flush(buf, sink));
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      if (candidates[a].speedup != candidates[b].speedup) return candidates[a].speedup > candidates[b].speedup;
-      return candidates[a].task < candidates[b].task;
-    });
-    for (size_t c : order) res.point.added.push_back(res.library.add(candidates[c].skill));
+  res->library = seed_library;
+  // Diversity decisions in candidate order; the kept skills join the library in the filter's
+  // order (highest verified speedup first).
+  RecordBuf buf;
+  std::vector<size_t> order;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const Distilled& d = work[refs[c].task].distilled[refs[c].distilled];
+    VerificationRecord v;
+    v.skill_name = candidates[c].skill.name;
+    v.speedups = {candidates[c].speedup};
+    v.accepted = true;
+    v.staged = verdicts[c].kept;
+    v.reason = "diversity: " + verdicts[c].reason;
+    v.sample_index = d.trajectory;
+    write_verification(buf, at(candidates[c].task).at_rollout(d.trajectory), v);
+    if (verdicts[c].kept) order.push_back(c);
   }
+  VINCI_RETURN_IF_ERROR(flush(buf, sink));
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (candidates[a].speedup != candidates[b].speedup) return candidates[a].speedup > candidates[b].speedup;
+    return candidates[a].task < candidates[b].task;
+  });
+  for (size_t c : order) res->point.added.push_back(res->library.add(candidates[c].skill));
+  return Status();
+}
 
-  // SFT examples from the kept trajectories, capped per (family, best setting) when filtering.
-  struct KeptRef {
-    size_t task;
-    int32_t trajectory;
-    double speedup;
-  };
+struct KeptRef {
+  size_t task;
+  int32_t trajectory;
+  double speedup;
+};
+
+// The kept trajectories, highest best speedup first.
+std::vector<KeptRef> kept_trajectories(const Experiment& exp, const std::vector<const Task*>& train,
+                                       const std::vector<TaskCold>& work) {
   std::vector<KeptRef> kept;
   for (size_t i = 0; i < work.size(); ++i) {
     for (size_t j = 0; j < work[i].trajectories.size(); ++j) {
       const Trajectory& tr = work[i].trajectories[j];
-      if (tr.best_turn >= 0 && tr.best_speedup >= cs.min_speedup) {
+      if (tr.best_turn >= 0 && tr.best_speedup >= exp.coldstart.min_speedup) {
         kept.push_back({i, static_cast<int32_t>(j), tr.best_speedup});
       }
     }
@@ -400,12 +400,114 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
     if (train[a.task]->id != train[b.task]->id) return train[a.task]->id < train[b.task]->id;
     return a.trajectory < b.trajectory;
   });
-  Bm25Index index = build_index(res.library, exp);
+  return kept;
+}
+
+// What a kept trajectory's examples are encoded with: the backbone's shape, the task's features and
+// the heads its knob space uses.
+struct ExampleInputs {
+  const BackboneShape& shape;
+  const std::vector<float>& features;
+  const std::vector<int32_t>& heads;
+};
+
+// Selection: the recalled candidates whose knobs all agree with the best setting. chosen gets the
+// skills picked.
+void add_selection_example(const Experiment& exp, const Task& task, int32_t trajectory, const KnobSpace& space,
+                           const KnobSetting& best, const ExampleInputs& in, Bm25Index& index,
+                           const SkillLibrary& library, std::vector<Experience>* ex,
+                           std::vector<const Skill*>* chosen) {
+  RngKey fkey = RngKey::root(exp.seed)
+                    .with("phase", "coldstart")
+                    .with("task", task.id)
+                    .with("trajectory", trajectory)
+                    .with("purpose", "bm25-fallback");
+  Bm25Recall recall = bm25_recall(index, task.description, exp.selection.recall_top, fkey);
+  SimSkillFeaturizer featurizer(task);
+  Experience e;
+  e.role = AgentRole::kSelection;
+  e.advantage = 1.0;
+  e.selection_input.task = in.features;
+  e.selection_input.max_pick = exp.selection.max_skills;
+  std::vector<std::pair<int32_t, int32_t>> agree;  // (-agreeing knobs, rank)
+  std::map<std::string, std::string> values = knob_values(space, best);
+  for (size_t h = 0; h < recall.hits.size(); ++h) {
+    const Skill& s = library.at(recall.hits[h].doc);
+    e.selection_input.candidates.push_back(featurizer.candidate_features(s, recall.hits[h].score));
+    auto knobs = skill_knobs(s);
+    int32_t n = 0;
+    bool all = !knobs.empty();
+    for (const auto& [name, value] : knobs) {
+      auto it = values.find(name);
+      if (it == values.end() || it->second != value)
+        all = false;
+      else
+        ++n;
+    }
+    if (all) agree.emplace_back(-n, static_cast<int32_t>(h));
+  }
+  std::sort(agree.begin(), agree.end());
+  for (const auto& [neg, h] : agree) {
+    if (static_cast<int32_t>(e.selection.picked.size()) >= exp.selection.max_skills) break;
+    e.selection.picked.push_back(h);
+    chosen->push_back(&library.at(recall.hits[h].doc));
+  }
+  if (!e.selection.picked.empty()) ex->push_back(std::move(e));
+}
+
+// Policy: every turn of the trajectory, with its real history, -> the best setting.
+void add_policy_examples(const Trajectory& tr, const ExampleInputs& in, const std::vector<const Skill*>& chosen,
+                         std::vector<Experience>* ex) {
+  const KnobSetting& best = tr.settings[tr.best_turn];
+  for (size_t t = 0; t < tr.settings.size(); ++t) {
+    Experience e;
+    e.role = AgentRole::kPolicy;
+    e.advantage = 1.0;
+    e.policy_input.task = in.features;
+    e.policy_input.skill_hint = skill_hint(chosen);
+    e.policy_input.active_heads = in.heads;
+    if (t == 0) {
+      e.policy_input.previous.assign(static_cast<size_t>(in.shape.choice_dim()), 0.0f);
+      e.policy_input.feedback.assign(kFeedbackDim, 0.0f);
+    } else {
+      e.policy_input.previous = encode_choices(in.shape, in.heads, tr.settings[t - 1]);
+      e.policy_input.feedback = encode_feedback(tr.results[t - 1]);
+    }
+    e.policy.choices = best;
+    ex->push_back(std::move(e));
+  }
+}
+
+// Summary: the best setting and its result -> the teacher's flags.
+Experience summary_example(const Trajectory& tr, const ExampleInputs& in, const Distilled& distilled) {
+  Experience e;
+  e.role = AgentRole::kSummary;
+  e.advantage = 1.0;
+  e.summary_input.task = in.features;
+  e.summary_input.winning = encode_choices(in.shape, in.heads, tr.settings[tr.best_turn]);
+  e.summary_input.feedback = encode_feedback(tr.results[tr.best_turn]);
+  e.summary_input.active_heads = in.heads;
+  e.summary = distilled.teacher;
+  return e;
+}
+
+// The SFT examples and, per role, how many the cap dropped.
+struct SftExamples {
+  std::vector<Experience> examples;
+  uint32_t dropped[3] = {0, 0, 0};
+};
+
+// SFT examples from the kept trajectories, capped per (family, best setting) when filtering. An
+// unfitted stage (fit false) keeps their text form too.
+SftExamples sft_examples(const Experiment& exp, const std::vector<const Task*>& train,
+                         const std::vector<TaskCold>& work, bool fit, ColdStartResult* res) {
+  const auto& cs = exp.coldstart;
+  std::vector<KeptRef> kept = kept_trajectories(exp, train, work);
+  Bm25Index index = build_index(res->library, exp);
   const BackboneShape shape = sim_backbone_shape();
   const SizeName size = exp.size;
   std::map<std::string, int32_t> per_pattern;
-  uint32_t dropped[3] = {0, 0, 0};
-  std::vector<Experience> examples;
+  SftExamples out;
   for (const KeptRef& k : kept) {
     const Task& task = *train[k.task];
     const Trajectory& tr = work[k.task].trajectories[k.trajectory];
@@ -417,96 +519,34 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
     for (const auto& d : work[k.task].distilled) {
       if (d.trajectory == k.trajectory) distilled = &d;
     }
-
-    // Selection: the recalled candidates whose knobs all agree with the best setting.
+    const ExampleInputs in{shape, features, heads};
     std::vector<Experience> ex;
     std::vector<const Skill*> chosen;
-    if (!res.library.empty() && exp.selection.mode != SelectionMode::kNone) {
-      RngKey fkey = RngKey::root(exp.seed)
-                        .with("phase", "coldstart")
-                        .with("task", task.id)
-                        .with("trajectory", k.trajectory)
-                        .with("purpose", "bm25-fallback");
-      Bm25Recall recall = bm25_recall(index, task.description, exp.selection.recall_top, fkey);
-      SimSkillFeaturizer featurizer(task);
-      Experience e;
-      e.role = AgentRole::kSelection;
-      e.advantage = 1.0;
-      e.selection_input.task = features;
-      e.selection_input.max_pick = exp.selection.max_skills;
-      std::vector<std::pair<int32_t, int32_t>> agree;  // (-agreeing knobs, rank)
-      std::map<std::string, std::string> values = knob_values(space, best);
-      for (size_t h = 0; h < recall.hits.size(); ++h) {
-        const Skill& s = res.library.at(recall.hits[h].doc);
-        e.selection_input.candidates.push_back(featurizer.candidate_features(s, recall.hits[h].score));
-        auto knobs = skill_knobs(s);
-        int32_t n = 0;
-        bool all = !knobs.empty();
-        for (const auto& [name, value] : knobs) {
-          auto it = values.find(name);
-          if (it == values.end() || it->second != value)
-            all = false;
-          else
-            ++n;
-        }
-        if (all) agree.emplace_back(-n, static_cast<int32_t>(h));
-      }
-      std::sort(agree.begin(), agree.end());
-      for (const auto& [neg, h] : agree) {
-        if (static_cast<int32_t>(e.selection.picked.size()) >= exp.selection.max_skills) break;
-        e.selection.picked.push_back(h);
-        chosen.push_back(&res.library.at(recall.hits[h].doc));
-      }
-      if (!e.selection.picked.empty()) ex.push_back(std::move(e));
-    }
-    // Policy: every turn of the trajectory, with its real history, -> the best setting.
-    for (size_t t = 0; t < tr.settings.size(); ++t) {
-      Experience e;
-      e.role = AgentRole::kPolicy;
-      e.advantage = 1.0;
-      e.policy_input.task = features;
-      e.policy_input.skill_hint = skill_hint(chosen);
-      e.policy_input.active_heads = heads;
-      if (t == 0) {
-        e.policy_input.previous.assign(static_cast<size_t>(shape.choice_dim()), 0.0f);
-        e.policy_input.feedback.assign(kFeedbackDim, 0.0f);
-      } else {
-        e.policy_input.previous = encode_choices(shape, heads, tr.settings[t - 1]);
-        e.policy_input.feedback = encode_feedback(tr.results[t - 1]);
-      }
-      e.policy.choices = best;
-      ex.push_back(std::move(e));
-    }
-    // Summary: the best setting and its result -> the teacher's flags.
-    if (distilled) {
-      Experience e;
-      e.role = AgentRole::kSummary;
-      e.advantage = 1.0;
-      e.summary_input.task = features;
-      e.summary_input.winning = encode_choices(shape, heads, best);
-      e.summary_input.feedback = encode_feedback(tr.results[tr.best_turn]);
-      e.summary_input.active_heads = heads;
-      e.summary = distilled->teacher;
-      ex.push_back(std::move(e));
-    }
+    if (!res->library.empty() && exp.selection.mode != SelectionMode::kNone)
+      add_selection_example(exp, task, k.trajectory, space, best, in, index, res->library, &ex, &chosen);
+    add_policy_examples(tr, in, chosen, &ex);
+    if (distilled) ex.push_back(summary_example(tr, in, *distilled));
     std::string group = std::string(task.family_name()) + "|" + knob_pattern(knob_values(space, best));
     if (cs.diversity && per_pattern[group] >= cs.max_examples_per_pattern) {
-      for (const auto& e : ex) dropped[static_cast<int>(e.role)]++;
+      for (const auto& e : ex) out.dropped[static_cast<int>(e.role)]++;
       continue;
     }
     per_pattern[group]++;
-    for (auto& e : ex) examples.push_back(std::move(e));
+    for (auto& e : ex) out.examples.push_back(std::move(e));
     if (!fit)
-      res.text_examples.push_back(
-          text_example(task, tr, space, chosen, distilled, index, res.library, exp, k.trajectory));
+      res->text_examples.push_back(
+          text_example(task, tr, space, chosen, distilled, index, res->library, exp, k.trajectory));
   }
-  if (!fit) {
-    RoleCounts counts{0, 0, 0};
-    for (const Experience& e : examples) counts[static_cast<size_t>(e.role)]++;
-    return finish_unfitted(exp, res, counts, dropped, sink);
-  }
+  return out;
+}
 
-  // Fit.
+// The fit: coldstart.epochs supervised steps on the examples, then the checkpoint and the
+// coldStart record.
+Result<ColdStartResult> finish_fitted(const Experiment& exp, ColdStartResult& res, SftExamples& sft, Backbone& backbone,
+                                      RecordSink& sink) {
+  const auto& cs = exp.coldstart;
+  ObjectStore& store = sink.store();
+  std::vector<Experience>& examples = sft.examples;
   for (int32_t epoch = 0; epoch < cs.epochs; ++epoch) {
     VINCI_ASSIGN_OR_RETURN(RoleCrossEntropy ce, backbone.cross_entropy(examples));
     if (epoch == 0) res.point.before = ce;
@@ -524,6 +564,7 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
   res.digest = backbone.parameter_digest();
   VINCI_ASSIGN_OR_RETURN(Digest lib_addr, store.put("library", res.library.canonical_bytes()));
   {
+    const uint32_t* dropped = sft.dropped;
     const ColdStartPoint& p = res.point;
     const ColdStartRecord c{p.trajectories,
                             p.kept,
@@ -543,7 +584,28 @@ Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<
     VINCI_RETURN_IF_ERROR(flush(buf, sink));
   }
   res.examples = std::move(examples);
-  return res;
+  return std::move(res);
+}
+
+}  // namespace
+
+Result<ColdStartResult> run_cold_start(const Experiment& exp, const std::vector<const Task*>& train,
+                                       Evaluator& evaluator, Backbone& backbone, const SkillLibrary& seed_library,
+                                       RecordSink& sink, bool fit) {
+  ObjectStore& store = sink.store();
+  ColdStartResult res;
+  std::vector<TaskCold> work(train.size());
+  VINCI_RETURN_IF_ERROR(parallel_for(
+      exp.threads, train.size(), [&](size_t i) { return collect_task(exp, *train[i], evaluator, store, &work[i]); }));
+  VINCI_RETURN_IF_ERROR(flush_collected(exp, work, sink, &res));
+  VINCI_RETURN_IF_ERROR(stage_skills(exp, train, work, seed_library, sink, &res));
+  SftExamples sft = sft_examples(exp, train, work, fit, &res);
+  if (!fit) {
+    RoleCounts counts{0, 0, 0};
+    for (const Experience& e : sft.examples) counts[static_cast<size_t>(e.role)]++;
+    return finish_unfitted(exp, res, counts, sft.dropped, sink);
+  }
+  return finish_fitted(exp, res, sft, backbone, sink);
 }
 
 }  // namespace vinci

@@ -306,101 +306,119 @@ ConfigSchema build_schema() {
   return s;
 }
 
-Result<Experiment> from_config(const Config& c, const std::string& path) {
-  Experiment e;
-  e.config_path = path;
-  e.effective_toml = c.effective_toml();
-  e.name = c.get_string("run.name");
-  e.seed = static_cast<uint64_t>(c.get_int("run.seed"));
-  e.threads = static_cast<int32_t>(c.get_int("run.threads"));
-  e.world = c.get_string("run.world");
-  e.out_root = c.get_string("run.out");
-  e.task_dir = c.get_string("tasks.dir");
+// [run] and [tasks].
+Status read_run_and_tasks(const Config& c, Experiment* e) {
+  e->name = c.get_string("run.name");
+  e->seed = static_cast<uint64_t>(c.get_int("run.seed"));
+  e->threads = static_cast<int32_t>(c.get_int("run.threads"));
+  e->world = c.get_string("run.world");
+  e->out_root = c.get_string("run.out");
+  e->task_dir = c.get_string("tasks.dir");
   // The schema allows "small" and "full" only; anything else was refused when the config was read.
-  VINCI_ASSIGN_OR_RETURN(e.size, parse_size_name(c.get_string("tasks.size")));
-  e.levels = c.get_int_list("tasks.levels");
-  e.eval_share = c.get_float("tasks.eval_share");
-  e.split_seed = static_cast<uint64_t>(c.get_int("tasks.split_seed"));
-  e.max_tasks_per_level = c.get_int("tasks.max_per_level");
-  e.sample_per_level = c.get_int("tasks.sample_per_level");
+  VINCI_ASSIGN_OR_RETURN(e->size, parse_size_name(c.get_string("tasks.size")));
+  e->levels = c.get_int_list("tasks.levels");
+  e->eval_share = c.get_float("tasks.eval_share");
+  e->split_seed = static_cast<uint64_t>(c.get_int("tasks.split_seed"));
+  e->max_tasks_per_level = c.get_int("tasks.max_per_level");
+  e->sample_per_level = c.get_int("tasks.sample_per_level");
   // The schema allows only the tables' names; anything else was refused when the config was read.
-  VINCI_ASSIGN_OR_RETURN(e.task_set, kTaskSets.parse(c.get_string("tasks.set")));
-  e.task_ids = c.get_string_list("tasks.ids");
-  e.steps = static_cast<int32_t>(c.get_int("loop.steps"));
-  e.batch_tasks = static_cast<int32_t>(c.get_int("loop.batch_tasks"));
-  e.schemes = static_cast<int32_t>(c.get_int("loop.schemes"));
-  e.null_scheme = c.get_bool("loop.null_scheme");
-  e.rollouts = static_cast<int32_t>(c.get_int("loop.rollouts"));
-  e.turns = static_cast<int32_t>(c.get_int("loop.turns"));
-  e.gamma = c.get_float("loop.gamma");
-  e.normalize_advantages = c.get_bool("loop.normalize_advantages");
-  e.reward.base = c.get_float("reward.base");
-  e.reward.speedup_weight = c.get_float("reward.speedup_weight");
-  e.reward.speedup_cap = c.get_float("reward.speedup_cap");
-  e.reward.coverage_weight = c.get_float("reward.coverage_weight");
-  e.rejection_sampling = c.get_bool("reward.rejection_sampling");
-  VINCI_ASSIGN_OR_RETURN(e.selection.mode, parse_selection_mode(c.get_string("selection.mode")));
-  e.selection.recall_top = static_cast<size_t>(c.get_int("selection.recall_top"));
-  e.selection.max_skills = static_cast<int32_t>(c.get_int("selection.max_skills"));
-  e.languages = c.get_string_list("policy.languages");
-  VINCI_ASSIGN_OR_RETURN(e.policy_format, kPolicyFormats.parse(c.get_string("policy.format")));
-  VINCI_ASSIGN_OR_RETURN(e.trainer.kind, kTrainerKinds.parse(c.get_string("trainer.kind")));
-  e.trainer.url = c.get_string("trainer.url");
-  e.trainer.api_key_env = c.get_string("trainer.api_key_env");
-  e.trainer.timeout_s = c.get_float("trainer.timeout_s");
-  e.trainer.lr = c.get_float("trainer.lr");
-  e.trainer.clip = c.get_float("trainer.clip");
-  e.trainer.kl = c.get_float("trainer.kl");
-  e.trainer.epochs = static_cast<int32_t>(c.get_int("trainer.epochs"));
-  e.trainer.sft_epochs = static_cast<int32_t>(c.get_int("trainer.sft_epochs"));
-  e.trainer.sft_lr = c.get_float("trainer.sft_lr");
-  e.trainer.batch = static_cast<int32_t>(c.get_int("trainer.batch"));
-  if (e.languages.empty())
+  VINCI_ASSIGN_OR_RETURN(e->task_set, kTaskSets.parse(c.get_string("tasks.set")));
+  e->task_ids = c.get_string_list("tasks.ids");
+  return Status();
+}
+
+// [loop], [reward], the selection's mode and sizes, [policy] and [trainer].
+Status read_loop_and_policy(const Config& c, const std::string& path, Experiment* e) {
+  e->steps = static_cast<int32_t>(c.get_int("loop.steps"));
+  e->batch_tasks = static_cast<int32_t>(c.get_int("loop.batch_tasks"));
+  e->schemes = static_cast<int32_t>(c.get_int("loop.schemes"));
+  e->null_scheme = c.get_bool("loop.null_scheme");
+  e->rollouts = static_cast<int32_t>(c.get_int("loop.rollouts"));
+  e->turns = static_cast<int32_t>(c.get_int("loop.turns"));
+  e->gamma = c.get_float("loop.gamma");
+  e->normalize_advantages = c.get_bool("loop.normalize_advantages");
+  e->reward.base = c.get_float("reward.base");
+  e->reward.speedup_weight = c.get_float("reward.speedup_weight");
+  e->reward.speedup_cap = c.get_float("reward.speedup_cap");
+  e->reward.coverage_weight = c.get_float("reward.coverage_weight");
+  e->rejection_sampling = c.get_bool("reward.rejection_sampling");
+  VINCI_ASSIGN_OR_RETURN(e->selection.mode, parse_selection_mode(c.get_string("selection.mode")));
+  e->selection.recall_top = static_cast<size_t>(c.get_int("selection.recall_top"));
+  e->selection.max_skills = static_cast<int32_t>(c.get_int("selection.max_skills"));
+  e->languages = c.get_string_list("policy.languages");
+  VINCI_ASSIGN_OR_RETURN(e->policy_format, kPolicyFormats.parse(c.get_string("policy.format")));
+  VINCI_ASSIGN_OR_RETURN(e->trainer.kind, kTrainerKinds.parse(c.get_string("trainer.kind")));
+  e->trainer.url = c.get_string("trainer.url");
+  e->trainer.api_key_env = c.get_string("trainer.api_key_env");
+  e->trainer.timeout_s = c.get_float("trainer.timeout_s");
+  e->trainer.lr = c.get_float("trainer.lr");
+  e->trainer.clip = c.get_float("trainer.clip");
+  e->trainer.kl = c.get_float("trainer.kl");
+  e->trainer.epochs = static_cast<int32_t>(c.get_int("trainer.epochs"));
+  e->trainer.sft_epochs = static_cast<int32_t>(c.get_int("trainer.sft_epochs"));
+  e->trainer.sft_lr = c.get_float("trainer.sft_lr");
+  e->trainer.batch = static_cast<int32_t>(c.get_int("trainer.batch"));
+  if (e->languages.empty())
     return invalid_argument(path + ": key 'policy.languages': expected at least one of cuda, triton");
-  for (const auto& l : e.languages)
+  for (const auto& l : e->languages)
     if (l != "cuda" && l != "triton")
       return invalid_argument(path + ": key 'policy.languages': expected cuda or triton, found '" + l + "'");
-  e.selection_scale = c.get_float("selection.advantage_scale");
-  e.bm25_k1 = c.get_float("selection.bm25_k1");
-  e.bm25_b = c.get_float("selection.bm25_b");
-  e.bm25_epsilon = c.get_float("selection.bm25_epsilon");
-  e.summary_enabled = c.get_bool("summary.enabled");
-  e.summary_samples = static_cast<int32_t>(c.get_int("summary.samples"));
-  e.trigger.ratio = c.get_float("summary.trigger_ratio");
-  e.trigger.min_best = c.get_float("summary.trigger_min");
-  e.summary_scale = c.get_float("summary.advantage_scale");
-  e.verification.runs = static_cast<int32_t>(c.get_int("verification.runs"));
-  e.verification.min_speedup = c.get_float("verification.min_speedup");
-  e.verification.min_ratio = c.get_float("verification.min_ratio");
-  VINCI_ASSIGN_OR_RETURN(e.backbone, kBackboneKinds.parse(c.get_string("backbone.kind")));
-  e.hidden = static_cast<int32_t>(c.get_int("backbone.hidden"));
-  e.lr = c.get_float("backbone.lr");
-  e.train_selection = c.get_bool("backbone.train_selection");
-  e.train_policy = c.get_bool("backbone.train_policy");
-  e.train_summary = c.get_bool("backbone.train_summary");
-  VINCI_ASSIGN_OR_RETURN(e.sim.knowledge, parse_sim_knowledge(c.get_string("sim.knowledge")));
-  e.sim.discovery = c.get_float("sim.discovery");
-  VINCI_ASSIGN_OR_RETURN(e.device, kDeviceKinds.parse(c.get_string("device.kind")));
-  e.device_profile = c.get_string("device.profile");
-  e.reference_precision = c.get_string("device.reference_precision");
-  e.noise = c.get_float("device.noise");
-  e.queue = c.get_string("device.queue");
-  e.queue_attempts = static_cast<int32_t>(c.get_int("device.queue_attempts"));
-  e.limits.max_kernel_source_bytes = c.get_int("device.max_kernel_source_bytes");
-  e.limits.max_plan_source_bytes = c.get_int("device.max_plan_source_bytes");
-  e.limits.max_kernels = c.get_int("device.max_kernels");
-  e.limits.max_steps = c.get_int("device.max_steps");
-  e.timing_samples = static_cast<int32_t>(c.get_int("device.timing_samples"));
-  e.trials = static_cast<int32_t>(c.get_int("device.trials"));
-  e.eval_every = static_cast<int32_t>(c.get_int("eval.every"));
-  e.eval_greedy = c.get_bool("eval.greedy");
-  e.eval_inject_skills = c.get_bool("eval.inject_skills");
-  e.eval_turns = static_cast<int32_t>(c.get_int("eval.turns"));
-  e.thresholds = c.get_float_list("eval.thresholds");
-  e.fast_p_compare = c.get_bool("eval.fast_p_inclusive") ? FastPCompare::kInclusive : FastPCompare::kStrict;
-  e.seed_library = c.get_string("library.seed");
-  e.checkpoints = c.get_bool("backbone.checkpoints");
-  auto& llm = e.llm;
+  return Status();
+}
+
+// The selection's scoring, [summary], [verification], the backbone's kind and network, and [sim].
+Status read_agents_and_network(const Config& c, Experiment* e) {
+  e->selection_scale = c.get_float("selection.advantage_scale");
+  e->bm25_k1 = c.get_float("selection.bm25_k1");
+  e->bm25_b = c.get_float("selection.bm25_b");
+  e->bm25_epsilon = c.get_float("selection.bm25_epsilon");
+  e->summary_enabled = c.get_bool("summary.enabled");
+  e->summary_samples = static_cast<int32_t>(c.get_int("summary.samples"));
+  e->trigger.ratio = c.get_float("summary.trigger_ratio");
+  e->trigger.min_best = c.get_float("summary.trigger_min");
+  e->summary_scale = c.get_float("summary.advantage_scale");
+  e->verification.runs = static_cast<int32_t>(c.get_int("verification.runs"));
+  e->verification.min_speedup = c.get_float("verification.min_speedup");
+  e->verification.min_ratio = c.get_float("verification.min_ratio");
+  VINCI_ASSIGN_OR_RETURN(e->backbone, kBackboneKinds.parse(c.get_string("backbone.kind")));
+  e->hidden = static_cast<int32_t>(c.get_int("backbone.hidden"));
+  e->lr = c.get_float("backbone.lr");
+  e->train_selection = c.get_bool("backbone.train_selection");
+  e->train_policy = c.get_bool("backbone.train_policy");
+  e->train_summary = c.get_bool("backbone.train_summary");
+  VINCI_ASSIGN_OR_RETURN(e->sim.knowledge, parse_sim_knowledge(c.get_string("sim.knowledge")));
+  e->sim.discovery = c.get_float("sim.discovery");
+  return Status();
+}
+
+// [device], [eval], the seed library and whether the backbone is checkpointed.
+Status read_device_and_eval(const Config& c, Experiment* e) {
+  VINCI_ASSIGN_OR_RETURN(e->device, kDeviceKinds.parse(c.get_string("device.kind")));
+  e->device_profile = c.get_string("device.profile");
+  e->reference_precision = c.get_string("device.reference_precision");
+  e->noise = c.get_float("device.noise");
+  e->queue = c.get_string("device.queue");
+  e->queue_attempts = static_cast<int32_t>(c.get_int("device.queue_attempts"));
+  e->limits.max_kernel_source_bytes = c.get_int("device.max_kernel_source_bytes");
+  e->limits.max_plan_source_bytes = c.get_int("device.max_plan_source_bytes");
+  e->limits.max_kernels = c.get_int("device.max_kernels");
+  e->limits.max_steps = c.get_int("device.max_steps");
+  e->timing_samples = static_cast<int32_t>(c.get_int("device.timing_samples"));
+  e->trials = static_cast<int32_t>(c.get_int("device.trials"));
+  e->eval_every = static_cast<int32_t>(c.get_int("eval.every"));
+  e->eval_greedy = c.get_bool("eval.greedy");
+  e->eval_inject_skills = c.get_bool("eval.inject_skills");
+  e->eval_turns = static_cast<int32_t>(c.get_int("eval.turns"));
+  e->thresholds = c.get_float_list("eval.thresholds");
+  e->fast_p_compare = c.get_bool("eval.fast_p_inclusive") ? FastPCompare::kInclusive : FastPCompare::kStrict;
+  e->seed_library = c.get_string("library.seed");
+  e->checkpoints = c.get_bool("backbone.checkpoints");
+  return Status();
+}
+
+// The model server of backbone.kind = "openai", and the run a backbone starts from.
+void read_model_server(const Config& c, Experiment* e) {
+  auto& llm = e->llm;
   llm.base_url = c.get_string("backbone.base_url");
   llm.model = c.get_string("backbone.model");
   llm.api_key_env = c.get_string("backbone.api_key_env");
@@ -417,9 +435,13 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   llm.retries = static_cast<int32_t>(c.get_int("backbone.retries"));
   llm.concurrency = static_cast<int32_t>(c.get_int("backbone.concurrency"));
   llm.prompts = c.get_string("backbone.prompts");
-  e.init_run = c.get_string("backbone.init_run");
-  e.init_step = static_cast<int32_t>(c.get_int("backbone.init_step"));
-  auto& cs = e.coldstart;
+  e->init_run = c.get_string("backbone.init_run");
+  e->init_step = static_cast<int32_t>(c.get_int("backbone.init_step"));
+}
+
+// [coldstart] and [tts].
+void read_coldstart_and_tts(const Config& c, Experiment* e) {
+  auto& cs = e->coldstart;
   cs.enabled = c.get_bool("coldstart.enabled");
   cs.trajectories = static_cast<int32_t>(c.get_int("coldstart.trajectories"));
   cs.turns = static_cast<int32_t>(c.get_int("coldstart.turns"));
@@ -432,11 +454,16 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
   cs.max_examples_per_pattern = static_cast<int32_t>(c.get_int("coldstart.max_examples_per_pattern"));
   cs.epochs = static_cast<int32_t>(c.get_int("coldstart.epochs"));
   cs.lr = c.get_float("coldstart.lr");
-  e.tts.enabled = c.get_bool("tts.enabled");
-  e.tts.turns = static_cast<int32_t>(c.get_int("tts.turns"));
-  e.tts.iterations = static_cast<int32_t>(c.get_int("tts.iterations"));
-  e.tts.window = static_cast<int32_t>(c.get_int("tts.window"));
-  e.tts.greedy = c.get_bool("tts.greedy");
+  e->tts.enabled = c.get_bool("tts.enabled");
+  e->tts.turns = static_cast<int32_t>(c.get_int("tts.turns"));
+  e->tts.iterations = static_cast<int32_t>(c.get_int("tts.iterations"));
+  e->tts.window = static_cast<int32_t>(c.get_int("tts.window"));
+  e->tts.greedy = c.get_bool("tts.greedy");
+}
+
+// Settings that contradict each other.
+Status check_combinations(const Experiment& e, const std::string& path) {
+  const auto& cs = e.coldstart;
   if (cs.enabled && cs.lr <= 0) {
     return invalid_argument(path + ": key 'coldstart.lr': expected a value > 0, found " + std::to_string(cs.lr));
   }
@@ -457,43 +484,63 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
                             "': expected the default with backbone.kind = \"" + kBackboneKinds.name(e.backbone) +
                             "\" (it is about a language model; the sim network trains in this process)");
   }
-  if (e.backbone == BackboneKind::kOpenai) {
-    if (llm.model.empty()) {
-      return invalid_argument(path +
-                              ": key 'backbone.model': expected the model name the server serves "
-                              "(backbone.kind = \"openai\"), found none");
-    }
-    // A language model's parameters live in its trainer, not in this process: the cold start's
-    // supervised examples need one to go to.
-    if (e.policy_format == PolicyFormat::kKernelbench) {
-      if (e.languages.size() != 1) {
-        return invalid_argument(path +
-                                ": key 'policy.languages': with policy.format = \"kernelbench\" a module is written "
-                                "for one backend: expected [\"cuda\"] or [\"triton\"], found " +
-                                std::to_string(e.languages.size()) + " languages");
-      }
-      if (cs.enabled) {
-        return invalid_argument(path +
-                                ": key 'coldstart.enabled': the cold start's examples are generator plans, which "
-                                "have no KernelBench module form yet: expected false with policy.format = "
-                                "\"kernelbench\"");
-      }
-    }
-    if (cs.enabled && e.trainer.kind == TrainerKind::kNone) {
-      return invalid_argument(path +
-                              ": key 'coldstart.enabled': with backbone.kind = \"openai\" the cold start's "
-                              "examples train the model through its trainer; expected false, or trainer.kind = "
-                              "\"http\"");
-    }
-    if (!e.init_run.empty()) {
-      return invalid_argument(path +
-                              ": key 'backbone.init_run': expected empty with backbone.kind = "
-                              "\"openai\" (the model's weights are the server's)");
-    }
-    e.checkpoints = false;
-    // Requests in flight come from tasks worked on at once (a task's turns are sequential).
-    e.threads = std::max(e.threads, llm.concurrency);
+  return Status();
+}
+
+// backbone.kind = "openai": what a language model behind a server needs, and what it changes.
+Status check_openai_backbone(const std::string& path, Experiment* e) {
+  const auto& llm = e->llm;
+  const auto& cs = e->coldstart;
+  if (llm.model.empty()) {
+    return invalid_argument(path +
+                            ": key 'backbone.model': expected the model name the server serves "
+                            "(backbone.kind = \"openai\"), found none");
   }
+  // A language model's parameters live in its trainer, not in this process: the cold start's
+  // supervised examples need one to go to.
+  if (e->policy_format == PolicyFormat::kKernelbench) {
+    if (e->languages.size() != 1) {
+      return invalid_argument(path +
+                              ": key 'policy.languages': with policy.format = \"kernelbench\" a module is written "
+                              "for one backend: expected [\"cuda\"] or [\"triton\"], found " +
+                              std::to_string(e->languages.size()) + " languages");
+    }
+    if (cs.enabled) {
+      return invalid_argument(path +
+                              ": key 'coldstart.enabled': the cold start's examples are generator plans, which "
+                              "have no KernelBench module form yet: expected false with policy.format = "
+                              "\"kernelbench\"");
+    }
+  }
+  if (cs.enabled && e->trainer.kind == TrainerKind::kNone) {
+    return invalid_argument(path +
+                            ": key 'coldstart.enabled': with backbone.kind = \"openai\" the cold start's "
+                            "examples train the model through its trainer; expected false, or trainer.kind = "
+                            "\"http\"");
+  }
+  if (!e->init_run.empty()) {
+    return invalid_argument(path +
+                            ": key 'backbone.init_run': expected empty with backbone.kind = "
+                            "\"openai\" (the model's weights are the server's)");
+  }
+  e->checkpoints = false;
+  // Requests in flight come from tasks worked on at once (a task's turns are sequential).
+  e->threads = std::max(e->threads, llm.concurrency);
+  return Status();
+}
+
+Result<Experiment> from_config(const Config& c, const std::string& path) {
+  Experiment e;
+  e.config_path = path;
+  e.effective_toml = c.effective_toml();
+  VINCI_RETURN_IF_ERROR(read_run_and_tasks(c, &e));
+  VINCI_RETURN_IF_ERROR(read_loop_and_policy(c, path, &e));
+  VINCI_RETURN_IF_ERROR(read_agents_and_network(c, &e));
+  VINCI_RETURN_IF_ERROR(read_device_and_eval(c, &e));
+  read_model_server(c, &e);
+  read_coldstart_and_tts(c, &e);
+  VINCI_RETURN_IF_ERROR(check_combinations(e, path));
+  if (e.backbone == BackboneKind::kOpenai) VINCI_RETURN_IF_ERROR(check_openai_backbone(path, &e));
   if (!e.queue.empty()) {
     // Checked here, before a run folder exists; the message shows the URL without its password.
     Result<QueueUrl> url = parse_queue_url(e.queue);

@@ -293,83 +293,105 @@ std::string drift_report(const std::string& run_dir, const std::string& out_dir,
   return md.str();
 }
 
-}  // namespace
-
-Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptions& options,
-                                  const RescoreProgress& progress) {
-  Clock::time_point start = Clock::now();
-  pin_numeric_settings();
-  if (options.out_dir.empty()) return invalid_argument("--out: expected a new run folder, found an empty string");
+// --out names the new run's folder, which must not exist yet.
+Status check_out_dir(const std::string& out_dir) {
+  if (out_dir.empty()) return invalid_argument("--out: expected a new run folder, found an empty string");
   struct stat st;
-  if (::stat(options.out_dir.c_str(), &st) == 0)
-    return invalid_argument("rescore: " + options.out_dir + " already exists (choose a new --out; --reuse " +
-                            options.out_dir + "/measurements.jsonl takes up what it measured)");
-  RunLocation loc = RunLocation::of(run_dir);
-  VINCI_ASSIGN_OR_RETURN(ManifestInfo manifest, read_manifest(loc.manifest_path));
-  if (!manifest.completed)
+  if (::stat(out_dir.c_str(), &st) == 0)
+    return invalid_argument("rescore: " + out_dir + " already exists (choose a new --out; --reuse " + out_dir +
+                            "/measurements.jsonl takes up what it measured)");
+  return Status();
+}
+
+// The completed run a rescore re-derives, and the experiment it becomes: the recorded config with
+// the rescore's device, in a world of the run's suite, seed library and backbone.
+struct RecordedRun {
+  RunLocation loc;
+  ManifestInfo manifest;
+  Experiment exp;
+  World world;
+};
+
+Result<RecordedRun> open_recorded_run(const std::string& run_dir, const RescoreOptions& options) {
+  RecordedRun run;
+  run.loc = RunLocation::of(run_dir);
+  VINCI_ASSIGN_OR_RETURN(run.manifest, read_manifest(run.loc.manifest_path));
+  if (!run.manifest.completed)
     return failed_precondition("run " + run_dir + " did not finish: rescore needs a completed run");
   if (!options.force) {
-    VINCI_RETURN_IF_ERROR(check_numeric_settings(manifest.environment, capture_environment(), run_dir,
+    VINCI_RETURN_IF_ERROR(check_numeric_settings(run.manifest.environment, capture_environment(), run_dir,
                                                  " (use --force to rescore anyway)"));
   }
   // The new run's config is the recorded one with these keys set (it is recorded as such).
   std::vector<std::string> overrides = {std::string("device.kind=") + kDeviceKinds.name(options.device)};
   if (options.device == DeviceKind::kSim && !options.profile.empty())
     overrides.push_back("device.profile=" + options.profile);
-  VINCI_ASSIGN_OR_RETURN(Experiment exp,
-                         experiment_from_text(manifest.config_text, loc.manifest_path + " (config)", overrides));
-  Experiment sim_exp = exp;  // the suite, seed library and backbone; no device is started here
+  VINCI_ASSIGN_OR_RETURN(
+      run.exp, experiment_from_text(run.manifest.config_text, run.loc.manifest_path + " (config)", overrides));
+  Experiment sim_exp = run.exp;  // the suite, seed library and backbone; no device is started here
   sim_exp.device = DeviceKind::kSim;
   sim_exp.queue.clear();
   // A language model's decisions are kept as recorded: its replies come from the log by call key.
-  VINCI_ASSIGN_OR_RETURN(World world, build_world(sim_exp, ModelCalls::kRecordedDecisions, run_dir));
+  VINCI_ASSIGN_OR_RETURN(run.world, build_world(sim_exp, ModelCalls::kRecordedDecisions, run_dir));
+  return run;
+}
 
-  // 1. The run's distinct plans and their first recorded measurement.
-  ObjectStore parent_store(loc.store_dir);
+// The run's distinct plans and their first recorded measurement.
+Result<std::map<Digest, PlanSeen>> recorded_plans(const std::string& run_dir) {
   std::map<Digest, PlanSeen> seen;
-  {
-    VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
-    while (RecordView* view = reader->next()) {
-      auto r = view->message().getRoot<schema::Record>();
-      if (!r.isMeasurement()) continue;
-      VINCI_ASSIGN_OR_RETURN(EvalResult e, read_measurement(r.getMeasurement()));
-      if (e.plan == Digest() || seen.count(e.plan)) continue;  // a turn without a candidate
-      PlanSeen s;
-      s.task = r.getTask().cStr();
-      s.recorded = std::move(e);
-      seen.emplace(s.recorded.plan, std::move(s));
-    }
-    VINCI_RETURN_IF_ERROR(reader->status());
-    if (reader->damage()) return corruption("run " + run_dir + ": " + reader->damage()->to_string());
+  VINCI_ASSIGN_OR_RETURN(auto reader, RunReader::open(run_dir));
+  while (RecordView* view = reader->next()) {
+    auto r = view->message().getRoot<schema::Record>();
+    if (!r.isMeasurement()) continue;
+    VINCI_ASSIGN_OR_RETURN(EvalResult e, read_measurement(r.getMeasurement()));
+    if (e.plan == Digest() || seen.count(e.plan)) continue;  // a turn without a candidate
+    PlanSeen s;
+    s.task = r.getTask().cStr();
+    s.recorded = std::move(e);
+    seen.emplace(s.recorded.plan, std::move(s));
   }
-  struct PlanToMeasure {
-    const Task* task;
-    Plan plan;
-    Digest address;
-  };
+  VINCI_RETURN_IF_ERROR(reader->status());
+  if (reader->damage()) return corruption("run " + run_dir + ": " + reader->damage()->to_string());
+  return seen;
+}
+
+struct PlanToMeasure {
+  const Task* task;
+  Plan plan;
+  Digest address;
+};
+
+// Each plan the run measured, read from the run's store, with the task of the suite it is for.
+Result<std::vector<PlanToMeasure>> plans_to_measure(const std::string& run_dir, const std::string& store_dir,
+                                                    const std::map<Digest, PlanSeen>& seen, const TaskSuite& suite) {
+  ObjectStore parent_store(store_dir);
   std::vector<PlanToMeasure> plans;
   for (const auto& [a, s] : seen) {
-    const Task* task = world.suite.find(s.task);
+    const Task* task = suite.find(s.task);
     if (!task) return not_found("run " + run_dir + " measured task '" + s.task + "', which this suite lacks");
     VINCI_ASSIGN_OR_RETURN(StoredObject obj, parent_store.get(a));
     VINCI_ASSIGN_OR_RETURN(Plan plan, parse_plan(obj.bytes));
     Digest address = plan_address(plan);
     plans.push_back({task, std::move(plan), address});
   }
+  return plans;
+}
 
-  // 2. Measure each once.
-  std::unique_ptr<Evaluator> device;
-  std::string device_name;
-  CudaEvaluator* cuda = nullptr;
-  std::vector<std::pair<std::string, nlohmann::json>> reuse_rows;
-  if (!options.reuse.empty()) {
-    VINCI_ASSIGN_OR_RETURN(reuse_rows, read_reuse_lines(options.reuse));
-  }
+// What takes the new measurements, started, and the device name they are filed under.
+struct MeasuringDevice {
+  std::unique_ptr<Evaluator> evaluator;
+  std::string name;
+  CudaEvaluator* cuda = nullptr;  // the evaluator when it is the live GPU in this process
+};
+
+Result<MeasuringDevice> start_device(const RescoreOptions& options, const Experiment& exp,
+                                     const std::vector<std::pair<std::string, nlohmann::json>>& reuse_rows) {
+  MeasuringDevice device;
   if (options.offline) {
     if (options.reuse.empty()) return invalid_argument("rescore: --offline takes every measurement from --reuse FILE");
     if (!options.queue.empty()) return invalid_argument("rescore: --offline measures nothing: no --queue");
-    VINCI_ASSIGN_OR_RETURN(device_name, measured_device(options.reuse, reuse_rows));
-    device = std::make_unique<OfflineDevice>(options.reuse, device_name);
+    VINCI_ASSIGN_OR_RETURN(device.name, measured_device(options.reuse, reuse_rows));
+    device.evaluator = std::make_unique<OfflineDevice>(options.reuse, device.name);
   } else if (!options.queue.empty()) {
     std::string path = options.device == DeviceKind::kSim && !options.profile.empty() ? options.profile
                        : !exp.device_profile.empty()                                  ? exp.device_profile
@@ -386,35 +408,43 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     if (!started.ok()) return Status(started.code(), "--queue: " + started.message());
     // The same name as in process for the sim (the profile is what prices); the GPUs that measured
     // are in each measurement's settings.
-    device_name = options.device == DeviceKind::kSim ? "sim profile " + path : "cuda workers of queue " + options.queue;
-    device = std::move(q);
+    device.name = options.device == DeviceKind::kSim ? "sim profile " + path : "cuda workers of queue " + options.queue;
+    device.evaluator = std::move(q);
   } else if (options.device == DeviceKind::kCuda) {
     CudaEvaluatorOptions co = options.cuda;
     if (co.task_dir.empty()) co.task_dir = exp.task_dir.empty() ? default_task_dir() : exp.task_dir;
     auto c = std::make_unique<CudaEvaluator>(co);
     VINCI_RETURN_IF_ERROR(c->start());
-    device_name = c->device_name();
-    cuda = c.get();
-    device = std::move(c);
+    device.name = c->device_name();
+    device.cuda = c.get();
+    device.evaluator = std::move(c);
   } else {
     std::string path = !options.profile.empty()      ? options.profile
                        : !exp.device_profile.empty() ? exp.device_profile
                                                      : profile_path("h200");
     VINCI_ASSIGN_OR_RETURN(DeviceProfile profile, load_device_profile(path));
-    device_name = "sim profile " + path;
+    device.name = "sim profile " + path;
     SimEvaluatorOptions so;
     so.noise = exp.noise;
-    device = std::make_unique<SimEvaluator>(std::move(profile), so);
+    device.evaluator = std::make_unique<SimEvaluator>(std::move(profile), so);
   }
+  return device;
+}
+
+EvalRequest rescore_request(const RescoreOptions& options, const Experiment& exp) {
   EvalRequest req;
   req.size = exp.size;
   req.seed = options.seed;
   req.trials = options.trials > 0 ? options.trials : exp.trials;
   req.samples = options.samples > 0 ? options.samples : exp.timing_samples;
-  std::map<Digest, EvalResult> results;
-  std::map<Digest, std::string> task_of;  // the task of each plan taken from --reuse
-  // Measurements of an earlier rescore (one that stopped, say) on the same device and request.
-  std::string request_text = encode_eval_request("", Plan(), req);
+  return req;
+}
+
+// Measurements of an earlier rescore (one that stopped, say) on the same device and request, and
+// the task each is of.
+Status take_reused(const std::vector<std::pair<std::string, nlohmann::json>>& reuse_rows,
+                   const std::string& device_name, const std::string& request_text,
+                   std::map<Digest, EvalResult>* results, std::map<Digest, std::string>* task_of) {
   for (const auto& [where, j] : reuse_rows) {
     if (text_field(j, "device") != device_name || text_field(j, "request") != request_text) continue;
     std::string bytes;
@@ -424,40 +454,55 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     VINCI_ASSIGN_OR_RETURN(EvalResult r, decode_eval_result(bytes, text_field(j, "compile_log")));
     // Plans the run never measured stay too: an earlier re-drive measured them on a branch it
     // opened, and this one opens the same branch from the same measurements.
-    task_of.emplace(r.plan, text_field(j, "task"));
-    results.emplace(r.plan, std::move(r));
+    task_of->emplace(r.plan, text_field(j, "task"));
+    results->emplace(r.plan, std::move(r));
   }
-  uint64_t reused = results.size();
-  // Compile what is left to measure in parallel first; the evaluator then finds it in the cache.
-  if (cuda && !options.cuda.nvrtc_cache_dir.empty()) {
-    std::vector<std::pair<std::string, std::string>> sources;
-    for (const auto& p : plans)
-      if (!results.count(p.address))
-        for (const auto& k : p.plan.kernels) sources.emplace_back(k.name + ".cu", k.source);
-    NvrtcOptions no;
-    no.arch = cuda->arch();
-    no.cache_dir = options.cuda.nvrtc_cache_dir;
-    NvrtcCompiler compiler(no);
-    precompile(compiler, sources, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  return Status();
+}
+
+// Compiles what is left to measure in parallel first; the evaluator then finds it in the cache.
+void precompile_unmeasured(const CudaEvaluator& cuda, const std::string& cache_dir,
+                           const std::vector<PlanToMeasure>& plans, const std::map<Digest, EvalResult>& results) {
+  std::vector<std::pair<std::string, std::string>> sources;
+  for (const auto& p : plans)
+    if (!results.count(p.address))
+      for (const auto& k : p.plan.kernels) sources.emplace_back(k.name + ".cu", k.source);
+  NvrtcOptions no;
+  no.arch = cuda.arch();
+  no.cache_dir = cache_dir;
+  NvrtcCompiler compiler(no);
+  precompile(compiler, sources, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+// <out>/measurements.jsonl. Every measurement is appended as it is taken: GPU time is not lost if
+// the re-drive fails, and --reuse takes it up again.
+class MeasurementLog {
+ public:
+  MeasurementLog(const std::string& path, std::string device, std::string request)
+      : out_(path, std::ios::app), device_(std::move(device)), request_(std::move(request)) {}
+
+  void save(const std::string& task, const EvalResult& r) {
+    out_ << nlohmann::json{{"task", task},
+                           {"plan", r.plan.hex()},
+                           {"device", device_},
+                           {"request", request_},
+                           {"measurement", hex_encode(encode_eval_result(r))},
+                           {"compile_log", r.compile_log}}
+                .dump()
+         << "\n";
+    out_.flush();
   }
-  // Every measurement is appended to <out>/measurements.jsonl as it is taken: GPU time is not lost
-  // if the re-drive fails, and --reuse takes it up again.
-  // NEW/objects: the new run's objects stay inside the folder --out names (RunLocation finds them
-  // there), never in a store beside it.
-  VINCI_RETURN_IF_ERROR(make_dirs(options.out_dir + "/objects"));
-  std::ofstream saved(options.out_dir + "/measurements.jsonl", std::ios::app);
-  auto save = [&](const std::string& task, const EvalResult& r) {
-    saved << nlohmann::json{{"task", task},
-                            {"plan", r.plan.hex()},
-                            {"device", device_name},
-                            {"request", request_text},
-                            {"measurement", hex_encode(encode_eval_result(r))},
-                            {"compile_log", r.compile_log}}
-                 .dump()
-          << "\n";
-    saved.flush();
-  };
-  for (const auto& [a, r] : results) save(task_of.at(a), r);
+
+ private:
+  std::ofstream out_;
+  std::string device_, request_;
+};
+
+// Measures each plan that `results` lacks, once, saving each measurement as it comes; returns how
+// many it measured.
+Result<uint64_t> measure_plans(const std::vector<PlanToMeasure>& plans, Evaluator& device, const EvalRequest& req,
+                               const RescoreOptions& options, const RescoreProgress& progress, MeasurementLog& log,
+                               std::map<Digest, EvalResult>& results) {
   uint64_t done = 0, measured_first = 0;
   std::mutex done_mu;
   auto measure = [&](size_t i) -> Status {
@@ -467,9 +512,9 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
       ++done;
       if (results.count(address)) return Status();
     }
-    VINCI_ASSIGN_OR_RETURN(EvalResult r, device->evaluate(*task, plan, req));
+    VINCI_ASSIGN_OR_RETURN(EvalResult r, device.evaluate(*task, plan, req));
     std::lock_guard<std::mutex> lock(done_mu);
-    save(task->id, r);
+    log.save(task->id, r);
     ++measured_first;
     if (progress) {
       char line[200];
@@ -484,8 +529,8 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     for (size_t i = 0; i < plans.size(); ++i) VINCI_RETURN_IF_ERROR(measure(i));
   } else {
     // Through the queue, many at once: the workers measure in parallel. measurements.jsonl is in
-    // the order answers come; the re-drive below reads the results by plan, so the new run does
-    // not depend on that order.
+    // the order answers come; the re-drive reads the results by plan, so the new run does not
+    // depend on that order.
     std::atomic<size_t> next{0};
     std::vector<Status> status(plans.size());
     std::vector<std::thread> pool;
@@ -497,31 +542,40 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     for (auto& t : pool) t.join();
     for (const Status& st : status) VINCI_RETURN_IF_ERROR(st);
   }
-  RescoreReport rep;
-  rep.distinct_plans = plans.size();
-  rep.device = device_name;
-  rep.measure_seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  return measured_first;
+}
 
-  // 3. Re-drive into the new run.
-  VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedBackbone::open(run_dir));
-  RescoreBackbone sim_backbone(std::move(recorded), world.backbone.get());
-  // A language model's parameters are its identity; its answers come from the recorded transport.
-  Backbone& backbone = world.model ? *world.backbone : static_cast<Backbone&>(sim_backbone);
-  RemeasuredEvaluator evaluator(&results, device.get(), req, save);
+ManifestInfo rescore_manifest(const std::string& run_dir, const RescoreOptions& options, const RecordedRun& run,
+                              const std::string& device_name) {
   ManifestInfo m;
-  m.name = manifest.name;
-  m.config_path = manifest.config_path;
-  m.config_text = exp.effective_toml;
-  m.seed = manifest.seed;
+  m.name = run.manifest.name;
+  m.config_path = run.manifest.config_path;
+  m.config_text = run.exp.effective_toml;
+  m.seed = run.manifest.seed;
   m.world = RunWorld::kRescore;
   m.environment = capture_environment();
-  m.parent_run = run_dir + " " + manifest.run_digest.hex();
+  m.parent_run = run_dir + " " + run.manifest.run_digest.hex();
   m.annotations["rescore.device"] = device_name;
   if (options.offline) m.annotations["rescore.measurements"] = options.reuse;
-  VINCI_ASSIGN_OR_RETURN(auto writer, RunWriter::create(options.out_dir, m));
+  return m;
+}
+
+// The run re-driven into options.out_dir from the new measurements, with its report: rep gains the
+// re-drive's counts, the new log's digest and the drift report.
+Status redrive(const std::string& run_dir, const RescoreOptions& options, RecordedRun& run, Evaluator& device,
+               const EvalRequest& req, MeasurementLog& log, const std::map<Digest, PlanSeen>& seen,
+               std::map<Digest, EvalResult>& results, RescoreReport* rep) {
+  VINCI_ASSIGN_OR_RETURN(auto recorded, RecordedBackbone::open(run_dir));
+  RescoreBackbone sim_backbone(std::move(recorded), run.world.backbone.get());
+  // A language model's parameters are its identity; its answers come from the recorded transport.
+  Backbone& backbone = run.world.model ? *run.world.backbone : static_cast<Backbone&>(sim_backbone);
+  RemeasuredEvaluator evaluator(&results, &device, req,
+                                [&log](const std::string& task, const EvalResult& r) { log.save(task, r); });
+  VINCI_ASSIGN_OR_RETURN(auto writer,
+                         RunWriter::create(options.out_dir, rescore_manifest(run_dir, options, run, rep->device)));
   WriteSink sink(writer.get());
-  Result<TrainerOutput> out = run_experiment(exp, world.suite, evaluator, backbone, world.seed_library, sink, nullptr,
-                                             world.model.get(), world.trainer.trainer.get());
+  Result<TrainerOutput> out = run_experiment(run.exp, run.world.suite, evaluator, backbone, run.world.seed_library,
+                                             sink, nullptr, run.world.model.get(), run.world.trainer.trainer.get());
   if (!out.ok()) {
     (void)writer->flush();
     return Status(out.status().code(), "rescore: re-driving the run failed: " + out.status().message() +
@@ -536,16 +590,59 @@ Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptio
     VINCI_RETURN_IF_ERROR(writer->append(end).status());
     VINCI_RETURN_IF_ERROR(writer->checkpoint());
   }
+  rep->measured_redrive = evaluator.new_plans();
+  rep->fallback_calls = sim_backbone.fallbacks();
+  rep->records = writer->record_count();
+  rep->digest = writer->digest();
+  rep->drift_markdown = drift_report(run_dir, options.out_dir, run.exp, seen, results, rep->device, rep->fallback_calls,
+                                     options.fast_p_inclusive ? FastPCompare::kInclusive : FastPCompare::kStrict);
+  VINCI_RETURN_IF_ERROR(write_file_atomic(options.out_dir + "/drift.md", rep->drift_markdown));
+  return writer->mark_complete();
+}
+
+}  // namespace
+
+Result<RescoreReport> rescore_run(const std::string& run_dir, const RescoreOptions& options,
+                                  const RescoreProgress& progress) {
+  Clock::time_point start = Clock::now();
+  pin_numeric_settings();
+  VINCI_RETURN_IF_ERROR(check_out_dir(options.out_dir));
+  VINCI_ASSIGN_OR_RETURN(RecordedRun run, open_recorded_run(run_dir, options));
+
+  // 1. The run's distinct plans and their first recorded measurement.
+  VINCI_ASSIGN_OR_RETURN(auto seen, recorded_plans(run_dir));
+  VINCI_ASSIGN_OR_RETURN(auto plans, plans_to_measure(run_dir, run.loc.store_dir, seen, run.world.suite));
+
+  // 2. Measure each once.
+  std::vector<std::pair<std::string, nlohmann::json>> reuse_rows;
+  if (!options.reuse.empty()) {
+    VINCI_ASSIGN_OR_RETURN(reuse_rows, read_reuse_lines(options.reuse));
+  }
+  VINCI_ASSIGN_OR_RETURN(MeasuringDevice device, start_device(options, run.exp, reuse_rows));
+  EvalRequest req = rescore_request(options, run.exp);
+  std::map<Digest, EvalResult> results;
+  std::map<Digest, std::string> task_of;  // the task of each plan taken from --reuse
+  std::string request_text = encode_eval_request("", Plan(), req);
+  VINCI_RETURN_IF_ERROR(take_reused(reuse_rows, device.name, request_text, &results, &task_of));
+  uint64_t reused = results.size();
+  if (device.cuda && !options.cuda.nvrtc_cache_dir.empty())
+    precompile_unmeasured(*device.cuda, options.cuda.nvrtc_cache_dir, plans, results);
+  // NEW/objects: the new run's objects stay inside the folder --out names (RunLocation finds them
+  // there), never in a store beside it.
+  VINCI_RETURN_IF_ERROR(make_dirs(options.out_dir + "/objects"));
+  MeasurementLog log(options.out_dir + "/measurements.jsonl", device.name, request_text);
+  for (const auto& [a, r] : results) log.save(task_of.at(a), r);
+  VINCI_ASSIGN_OR_RETURN(uint64_t measured_first,
+                         measure_plans(plans, *device.evaluator, req, options, progress, log, results));
+  RescoreReport rep;
+  rep.distinct_plans = plans.size();
+  rep.device = device.name;
+  rep.measure_seconds = std::chrono::duration<double>(Clock::now() - start).count();
   rep.measured = measured_first;
-  rep.measured_redrive = evaluator.new_plans();
   rep.reused = reused;
-  rep.fallback_calls = sim_backbone.fallbacks();
-  rep.records = writer->record_count();
-  rep.digest = writer->digest();
-  rep.drift_markdown = drift_report(run_dir, options.out_dir, exp, seen, results, device_name, rep.fallback_calls,
-                                    options.fast_p_inclusive ? FastPCompare::kInclusive : FastPCompare::kStrict);
-  VINCI_RETURN_IF_ERROR(write_file_atomic(options.out_dir + "/drift.md", rep.drift_markdown));
-  VINCI_RETURN_IF_ERROR(writer->mark_complete());
+
+  // 3. Re-drive into the new run.
+  VINCI_RETURN_IF_ERROR(redrive(run_dir, options, run, *device.evaluator, req, log, seen, results, &rep));
   rep.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return rep;
 }

@@ -175,157 +175,176 @@ int check_import(const Task& task, const Plan& plan, SizeName size, const std::s
   return c->ok ? 0 : 1;
 }
 
-}  // namespace
-
-int cmd_eval(const std::vector<std::string>& args) {
-  std::string task_id, plan_path, device = "sim", size = "full", profile_file, task_dir;
+// The command line's values, as given.
+struct EvalArgs {
+  std::string plan_path, device = "sim", size = "full", profile_file, task_dir;
   std::string seed_text, trials_text, samples_text, noise_text, timeout_text, launch_timeout_text;
   std::string reference_precision;
   std::string nvrtc_cache, module_cache;
   std::string max_kernel_source_text, max_plan_source_text, max_kernels_text, max_steps_text;
   std::vector<std::string> knobs;
+};
+
+void add_eval_options(po::options_description* named, EvalArgs* a) {
+  named->add_options()("help,h", "print this help")(
+      "plan", po::value<std::string>(&a->plan_path),
+      "plan JSON, a KernelBench module defining ModelNew (a .py file or a reply's ```python block; "
+      "docs/kernelbench_format.md), or a reply in the model-facing format (```cuda or ```triton and ```launch "
+      "blocks; docs/plan_format.md); default: the generator's plan")(
+      "knob", po::value<std::vector<std::string>>(&a->knobs), "NAME=VALUE: a knob of the generated plan (repeatable)")(
+      "device", po::value<std::string>(&a->device)->default_value("sim"),
+      "evaluator: sim (the analytic H200) or cuda (this machine's GPU)")(
+      "size", po::value<std::string>(&a->size)->default_value("full"), "task size: full or small")(
+      "seed", po::value<std::string>(&a->seed_text)->default_value("0"), "seed of trial inputs and timing noise")(
+      "trials", po::value<std::string>(&a->trials_text)->default_value("5"), "correctness trials (1 to 100)")(
+      "samples", po::value<std::string>(&a->samples_text)->default_value("100"), "timing samples (1 to 10000)")(
+      "strict", "strict tolerance (1e-4 for fp32)")(
+      "profile-phases",
+      "cuda: time each phase of the evaluation in the worker (compile, setup, inputs, candidate, "
+      "reference, checks, float64 reference (after a miss), timing), synchronizing the GPU at each phase's end; "
+      "printed on stderr")("noise", po::value<std::string>(&a->noise_text)->default_value("0"),
+                           "sim: relative spread of timing samples (0 to 1)")(
+      "profile", po::value<std::string>(&a->profile_file),
+      "sim: device profile TOML (default data/device_profiles/h200.toml)")(
+      "tasks", po::value<std::string>(&a->task_dir), "task folder (default data/tasks of this build)")(
+      "explain", "sim: print the per-step time breakdown on stderr")(
+      "timeout", po::value<std::string>(&a->timeout_text)->default_value("600"),
+      "cuda: seconds before an unanswered evaluation counts as a hang")(
+      "launch-timeout", po::value<std::string>(&a->launch_timeout_text)->default_value("10"),
+      "cuda: seconds one kernel launch may run")("nvrtc-cache", po::value<std::string>(&a->nvrtc_cache),
+                                                 "cuda: NVRTC cache folder shared across processes")(
+      "max-kernel-source-bytes", po::value<std::string>(&a->max_kernel_source_text)->default_value("262144"),
+      "largest source of one kernel (a plan over a limit is rejected uncompiled)")(
+      "max-plan-source-bytes", po::value<std::string>(&a->max_plan_source_text)->default_value("2097152"),
+      "largest source of all kernels together")(
+      "max-kernels", po::value<std::string>(&a->max_kernels_text)->default_value("1024"), "most kernels in a plan")(
+      "max-steps", po::value<std::string>(&a->max_steps_text)->default_value("4096"), "most steps in a plan")(
+      "check-import",
+      "a KernelBench module only: import it and build ModelNew(*get_init_inputs()) in the module sandbox, "
+      "print what was found as JSON (exit 0 built, 1 not), and evaluate nothing; no GPU needed")(
+      "module-cache", po::value<std::string>(&a->module_cache),
+      "a KernelBench module with --check-import or --device cuda: keep what its load_inline built in this folder, "
+      "by content address, and start the next check or evaluation of the same module from it")(
+      "reference-precision", po::value<std::string>(&a->reference_precision)->default_value("kernelbench"),
+      "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
+      "(TF32 off)");
+}
+
+// What the numbers and choices of the command line come to.
+struct EvalSettings {
+  EvalRequest request;
+  PlanLimits limits;
+  double noise = 0, timeout = 0, launch_timeout = 0;
+};
+
+// Numbers are checked before anything runs, with the ranges an experiment's keys allow
+// (device.trials, device.timing_samples, device.noise): each sample is held in memory. Errors are
+// the messages harness eval prints.
+Result<EvalSettings> check_eval_args(const EvalArgs& a, const po::variables_map& vm) {
+  EvalSettings s;
+  VINCI_ASSIGN_OR_RETURN(int64_t seed, parse_int_option("--seed", a.seed_text, 0, INT64_MAX));
+  VINCI_ASSIGN_OR_RETURN(int64_t trials, parse_int_option("--trials", a.trials_text, 1, 100));
+  VINCI_ASSIGN_OR_RETURN(int64_t samples, parse_int_option("--samples", a.samples_text, 1, 10000));
+  VINCI_ASSIGN_OR_RETURN(s.noise, parse_number_option("--noise", a.noise_text, 0, 1));
+  VINCI_ASSIGN_OR_RETURN(s.timeout, parse_number_option("--timeout", a.timeout_text, 0.001, 86400));
+  VINCI_ASSIGN_OR_RETURN(s.launch_timeout,
+                         parse_number_option("--launch-timeout", a.launch_timeout_text, 0.001, 86400));
+  // The ranges of the experiment's device.max_* keys.
+  VINCI_ASSIGN_OR_RETURN(s.limits.max_kernel_source_bytes,
+                         parse_int_option("--max-kernel-source-bytes", a.max_kernel_source_text, 1, 1000000000000));
+  VINCI_ASSIGN_OR_RETURN(s.limits.max_plan_source_bytes,
+                         parse_int_option("--max-plan-source-bytes", a.max_plan_source_text, 1, 1000000000000));
+  VINCI_ASSIGN_OR_RETURN(s.limits.max_kernels, parse_int_option("--max-kernels", a.max_kernels_text, 1, 1000000));
+  VINCI_ASSIGN_OR_RETURN(s.limits.max_steps, parse_int_option("--max-steps", a.max_steps_text, 1, 1000000));
+  Result<SizeName> size_value = parse_size_name(a.size);
+  if (!size_value.ok()) return invalid_argument("--size: " + size_value.status().message());
+  s.request.size = *size_value;
+  const std::string& device = a.device;
+  if (device != "sim" && device != "cuda")
+    return invalid_argument("--device: expected sim or cuda, found '" + device + "'");
+  if (vm.count("profile-phases") && device != "cuda")
+    return invalid_argument(
+        "--profile-phases: times the GPU worker's phases, so it needs --device cuda (found --device " + device + ")");
+  if (Status st = check_reference_precision(a.reference_precision); !st.ok())
+    return invalid_argument("--reference-precision: " + st.message());
+  if (!a.plan_path.empty() && !a.knobs.empty()) return invalid_argument("--plan and --knob exclude each other");
+  s.request.seed = static_cast<uint64_t>(seed);
+  s.request.trials = static_cast<int>(trials);
+  s.request.samples = static_cast<int>(samples);
+  s.request.strict = vm.count("strict") > 0;
+  return s;
+}
+
+// The sim's record on stdout (and with --explain its breakdown on stderr). The exit code as
+// cmd_eval's.
+int evaluate_on_sim(const EvalArgs& a, const EvalSettings& s, const Task& task, const Plan& plan, bool explain) {
+  Result<DeviceProfile> profile = load_device_profile(a.profile_file.empty() ? profile_path("h200") : a.profile_file);
+  if (!profile.ok()) return fail(profile.status().to_string());
+  SimEvaluatorOptions opts;
+  opts.noise = s.noise;
+  opts.limits = s.limits;
+  SimEvaluator evaluator(*profile, opts);
+  Result<EvalResult> r = evaluator.evaluate(task, plan, s.request);
+  if (!r.ok()) return fail(r.status().to_string());
+  std::cout << eval_result_to_json(*r).dump() << "\n";
+  if (explain) {
+    Status explained = explain_sim(evaluator, task, plan, s.request.size);
+    if (!explained.ok()) return fail(explained.to_string());
+  }
+  return r->compiled && r->correct ? 0 : 1;
+}
+
+}  // namespace
+
+int cmd_eval(const std::vector<std::string>& args) {
+  EvalArgs a;
   po::options_description named(
       "usage: harness eval TASK_ID [--plan FILE | --knob NAME=VALUE ...] [--device sim|cuda]\n"
       "                            [--size full|small] [--seed N]\n\n"
       "Evaluates one plan and prints its result record as JSON. Exit 0: compiled and\n"
       "correct; 1: not compiled or wrong; 2: usage or error.\n\noptions");
-  named.add_options()("help,h", "print this help")(
-      "plan", po::value<std::string>(&plan_path),
-      "plan JSON, a KernelBench module defining ModelNew (a .py file or a reply's ```python block; "
-      "docs/kernelbench_format.md), or a reply in the model-facing format (```cuda or ```triton and ```launch "
-      "blocks; docs/plan_format.md); default: the generator's plan")(
-      "knob", po::value<std::vector<std::string>>(&knobs), "NAME=VALUE: a knob of the generated plan (repeatable)")(
-      "device", po::value<std::string>(&device)->default_value("sim"),
-      "evaluator: sim (the analytic H200) or cuda (this machine's GPU)")(
-      "size", po::value<std::string>(&size)->default_value("full"), "task size: full or small")(
-      "seed", po::value<std::string>(&seed_text)->default_value("0"), "seed of trial inputs and timing noise")(
-      "trials", po::value<std::string>(&trials_text)->default_value("5"), "correctness trials (1 to 100)")(
-      "samples", po::value<std::string>(&samples_text)->default_value("100"), "timing samples (1 to 10000)")(
-      "strict", "strict tolerance (1e-4 for fp32)")(
-      "profile-phases",
-      "cuda: time each phase of the evaluation in the worker (compile, setup, inputs, candidate, "
-      "reference, checks, float64 reference (after a miss), timing), synchronizing the GPU at each phase's end; "
-      "printed on stderr")("noise", po::value<std::string>(&noise_text)->default_value("0"),
-                           "sim: relative spread of timing samples (0 to 1)")(
-      "profile", po::value<std::string>(&profile_file),
-      "sim: device profile TOML (default data/device_profiles/h200.toml)")(
-      "tasks", po::value<std::string>(&task_dir), "task folder (default data/tasks of this build)")(
-      "explain", "sim: print the per-step time breakdown on stderr")(
-      "timeout", po::value<std::string>(&timeout_text)->default_value("600"),
-      "cuda: seconds before an unanswered evaluation counts as a hang")(
-      "launch-timeout", po::value<std::string>(&launch_timeout_text)->default_value("10"),
-      "cuda: seconds one kernel launch may run")("nvrtc-cache", po::value<std::string>(&nvrtc_cache),
-                                                 "cuda: NVRTC cache folder shared across processes")(
-      "max-kernel-source-bytes", po::value<std::string>(&max_kernel_source_text)->default_value("262144"),
-      "largest source of one kernel (a plan over a limit is rejected uncompiled)")(
-      "max-plan-source-bytes", po::value<std::string>(&max_plan_source_text)->default_value("2097152"),
-      "largest source of all kernels together")(
-      "max-kernels", po::value<std::string>(&max_kernels_text)->default_value("1024"), "most kernels in a plan")(
-      "max-steps", po::value<std::string>(&max_steps_text)->default_value("4096"), "most steps in a plan")(
-      "check-import",
-      "a KernelBench module only: import it and build ModelNew(*get_init_inputs()) in the module sandbox, "
-      "print what was found as JSON (exit 0 built, 1 not), and evaluate nothing; no GPU needed")(
-      "module-cache", po::value<std::string>(&module_cache),
-      "a KernelBench module with --check-import or --device cuda: keep what its load_inline built in this folder, "
-      "by content address, and start the next check or evaluation of the same module from it")(
-      "reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
-      "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
-      "(TF32 off)");
+  add_eval_options(&named, &a);
   po::variables_map vm;
   if (auto stop = parse_options("harness eval", args, named, {{"task", 1}}, &vm)) return *stop;
   if (!vm.count("task")) {
     std::cerr << "harness eval: expected a task id\n" << named;
     return 2;
   }
-  task_id = vm["task"].as<std::string>();
-  // Numbers are checked before anything runs, with the ranges an experiment's keys allow
-  // (device.trials, device.timing_samples, device.noise): each sample is held in memory.
-  auto seed = parse_int_option("--seed", seed_text, 0, INT64_MAX);
-  if (!seed.ok()) return fail(seed.status().message());
-  auto trials = parse_int_option("--trials", trials_text, 1, 100);
-  if (!trials.ok()) return fail(trials.status().message());
-  auto samples = parse_int_option("--samples", samples_text, 1, 10000);
-  if (!samples.ok()) return fail(samples.status().message());
-  auto noise = parse_number_option("--noise", noise_text, 0, 1);
-  if (!noise.ok()) return fail(noise.status().message());
-  auto timeout = parse_number_option("--timeout", timeout_text, 0.001, 86400);
-  if (!timeout.ok()) return fail(timeout.status().message());
-  auto launch_timeout = parse_number_option("--launch-timeout", launch_timeout_text, 0.001, 86400);
-  if (!launch_timeout.ok()) return fail(launch_timeout.status().message());
-  // The ranges of the experiment's device.max_* keys.
-  PlanLimits limits;
-  auto max_kernel_source = parse_int_option("--max-kernel-source-bytes", max_kernel_source_text, 1, 1000000000000);
-  if (!max_kernel_source.ok()) return fail(max_kernel_source.status().message());
-  auto max_plan_source = parse_int_option("--max-plan-source-bytes", max_plan_source_text, 1, 1000000000000);
-  if (!max_plan_source.ok()) return fail(max_plan_source.status().message());
-  auto max_kernels = parse_int_option("--max-kernels", max_kernels_text, 1, 1000000);
-  if (!max_kernels.ok()) return fail(max_kernels.status().message());
-  auto max_steps = parse_int_option("--max-steps", max_steps_text, 1, 1000000);
-  if (!max_steps.ok()) return fail(max_steps.status().message());
-  limits.max_kernel_source_bytes = *max_kernel_source;
-  limits.max_plan_source_bytes = *max_plan_source;
-  limits.max_kernels = *max_kernels;
-  limits.max_steps = *max_steps;
-  EvalRequest request;
-  Result<SizeName> size_value = parse_size_name(size);
-  if (!size_value.ok()) return fail("--size: " + size_value.status().message());
-  request.size = *size_value;
-  if (device != "sim" && device != "cuda") return fail("--device: expected sim or cuda, found '" + device + "'");
-  if (vm.count("profile-phases") && device != "cuda")
-    return fail("--profile-phases: times the GPU worker's phases, so it needs --device cuda (found --device " + device +
-                ")");
-  if (Status st = check_reference_precision(reference_precision); !st.ok())
-    return fail("--reference-precision: " + st.message());
-  if (!plan_path.empty() && !knobs.empty()) return fail("--plan and --knob exclude each other");
-  request.seed = static_cast<uint64_t>(*seed);
-  request.trials = static_cast<int>(*trials);
-  request.samples = static_cast<int>(*samples);
-  request.strict = vm.count("strict") > 0;
+  std::string task_id = vm["task"].as<std::string>();
+  Result<EvalSettings> settings = check_eval_args(a, vm);
+  if (!settings.ok()) return fail(settings.status().message());
+  const EvalRequest& request = settings->request;
 
-  Result<TaskSuite> suite = load_task_suite(task_dir.empty() ? default_task_dir() : task_dir);
+  Result<TaskSuite> suite = load_task_suite(a.task_dir.empty() ? default_task_dir() : a.task_dir);
   if (!suite.ok()) return fail(suite.status().to_string());
   const Task* task = suite->find(task_id);
   if (!task) return fail("no task '" + task_id + "' in the suite");
 
-  Result<Plan> plan = plan_to_evaluate(plan_path, knobs, *task);
+  Result<Plan> plan = plan_to_evaluate(a.plan_path, a.knobs, *task);
   if (!plan.ok()) return fail(plan.status().message());
-  if (!module_cache.empty() && !vm.count("check-import") && device != "cuda")
+  if (!a.module_cache.empty() && !vm.count("check-import") && a.device != "cuda")
     return fail("--module-cache: keeps the builds of --check-import or --device cuda, neither of which is given");
   if (vm.count("check-import")) {
     if (!plan->is_module())
       return fail("--check-import: checks a KernelBench module (a .py file defining ModelNew); --plan " +
-                  (plan_path.empty() ? std::string("is not given") : plan_path + " is not one"));
-    return check_import(*task, *plan, request.size, module_cache);
+                  (a.plan_path.empty() ? std::string("is not given") : a.plan_path + " is not one"));
+    return check_import(*task, *plan, request.size, a.module_cache);
   }
 
-  if (device == "cuda") {
+  if (a.device == "cuda") {
     CudaEvaluatorOptions co;
-    co.task_dir = task_dir.empty() ? default_task_dir() : task_dir;
-    co.profile_path = profile_file;
-    co.timeout_s = *timeout;
-    co.launch_timeout_s = *launch_timeout;
-    co.reference_precision = reference_precision;
-    co.nvrtc_cache_dir = nvrtc_cache;
-    co.module_cache_dir = module_cache;
-    co.limits = limits;
+    co.task_dir = a.task_dir.empty() ? default_task_dir() : a.task_dir;
+    co.profile_path = a.profile_file;
+    co.timeout_s = settings->timeout;
+    co.launch_timeout_s = settings->launch_timeout;
+    co.reference_precision = a.reference_precision;
+    co.nvrtc_cache_dir = a.nvrtc_cache;
+    co.module_cache_dir = a.module_cache;
+    co.limits = settings->limits;
     co.profile_phases = vm.count("profile-phases") > 0;
     return evaluate_on_gpu(co, *task, *plan, request);
   }
-
-  Result<DeviceProfile> profile = load_device_profile(profile_file.empty() ? profile_path("h200") : profile_file);
-  if (!profile.ok()) return fail(profile.status().to_string());
-  SimEvaluatorOptions opts;
-  opts.noise = *noise;
-  opts.limits = limits;
-  SimEvaluator evaluator(*profile, opts);
-  Result<EvalResult> r = evaluator.evaluate(*task, *plan, request);
-  if (!r.ok()) return fail(r.status().to_string());
-  std::cout << eval_result_to_json(*r).dump() << "\n";
-  if (vm.count("explain")) {
-    Status explained = explain_sim(evaluator, *task, *plan, request.size);
-    if (!explained.ok()) return fail(explained.to_string());
-  }
-  return r->compiled && r->correct ? 0 : 1;
+  return evaluate_on_sim(a, *settings, *task, *plan, vm.count("explain") > 0);
 }
 
 }  // namespace vinci
