@@ -631,50 +631,32 @@ const char* kOnlineStep =
     "if (v > acc.m) { acc.s = acc.s * expf(acc.m - v) + 1.0f; acc.m = v; } "
     "else if (v > -INFINITY) { acc.s += expf(v - acc.m); }";
 
-void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel* k, PlanStep* step) {
-  const OpSpec& head = c.op(g.ops[0]);
-  const OpInfo* info = find_op(head.op);
+// What a row kernel's strategy (row.strategy and its knobs) writes: how a thread's partial result
+// meets the others', and how a thread walks its row.
+struct RowText {
+  std::string strategy;
+  bool racy = false;  // block_tree with a warp-synchronous tail (row.sync): a race on sm_70+
+  int64_t B = 0;      // row.block
+  int64_t V = 0;      // row.vector_width
+  int64_t U = 0;      // row.unroll
   RowLayout L;
-  VINCI_ASSERT(row_layout(c, head, &L));
-  const std::string& x = head.inputs[0];
-  std::vector<std::string> mat = materialized(c, g);
-  SymShape main = c.shapes.at(head.outputs[0]);
-  std::string strategy = c.knob("row.strategy");
-  bool racy = c.knob("row.sync") == "warp_synchronous" && strategy == "block_tree";
-  int64_t B = c.knob_int("row.block");
-  int64_t V = c.knob_int("row.vector_width");
-  int64_t U = c.knob_int("row.unroll");
-  bool online = c.knob("row.softmax") == "online";
-  bool reduce = info->kind == OpKind::kReduce;
-  Elem el = make_elem(c, g, 1, head.outputs[0], mat, main, kname, false);
-  Params p;
-  p.in(x, "x", "f32");
-  bool ln = head.code() == OpCode::kLayerNorm;
-  if (ln) {
-    p.in(head.module + ".weight", "lw", "f32");
-    p.in(head.module + ".bias", "lb", "f32");
-  }
-  std::string fill = ext_params(el, kname, &p);
-  for (size_t o = 0; o < el.outs.size(); ++o) p.out(el.outs[o], "o" + std::to_string(o));
-  std::string rows = expr_mul(L.outer, L.inner);
-  p.i64(rows, "rows");
-  p.i64(L.R, "R");
-  p.i64(L.inner, "inner");
-  size_t nout = el.outs.size();
 
-  auto reduce_call = [&](const std::string& v, const std::string& op, const std::string& id, bool pair) {
+  bool tile() const { return strategy == "inner_tile"; }
+  bool block() const { return strategy == "block_tree" || strategy == "block_shuffle"; }
+  bool per_thread() const { return strategy == "thread_per_row"; }
+
+  std::string reduce_call(const std::string& v, const std::string& op, const std::string& id, bool pair) const {
     std::string sm = pair ? "smp" : "smf";
     std::string T = pair ? "MS" : "float";
     if (strategy == "thread_per_row") return v;  // the thread saw the whole row
-    if (strategy == "inner_tile")
-      return "tile_reduce<" + std::to_string(B) + ", " + T + ">(" + v + ", " + op + "(), " + sm + ")";
+    if (tile()) return "tile_reduce<" + std::to_string(B) + ", " + T + ">(" + v + ", " + op + "(), " + sm + ")";
     if (strategy == "warp_shuffle") return "warp_allreduce(" + v + ", " + op + "())";
     if (strategy == "block_tree")
       return std::string(racy ? "block_tree_racy<" : "block_tree<") + std::to_string(B) + ", " + T + ">(" + v + ", " +
              op + "(), " + sm + ")";
     return "block_shuffle<" + std::to_string(B) + ", " + T + ">(" + v + ", " + op + "(), " + id + ", " + sm + ")";
-  };
-  auto loop = [&](const std::string& body) {
+  }
+  std::string loop(const std::string& body) const {
     std::ostringstream s;
     s << "  {\n";
     // A strided row (inner > 1) is read a float at a time, unrolled by row.unroll so that its
@@ -709,111 +691,163 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
       << "      for (long long r = tid; r < R; r += nth) { const float v = xr[r * inner]; (void)r; " << body << " }\n"
       << "    }\n  }\n";
     return s.str();
-  };
-  std::string write_out = "float rr[" + std::to_string(nout) +
-                          "]; const long long flat = (o * R + r) * inner + ii; elem_" + kname + "(flat, h, e, rr);";
-  for (size_t o = 0; o < nout; ++o) write_out += " o" + std::to_string(o) + "[flat] = rr[" + std::to_string(o) + "];";
-  // inner_tile: lanes past the last row read a live row's data (in bounds) and write nothing.
-  const bool tile = strategy == "inner_tile";
-  if (tile) write_out = "if (live) { " + write_out + " }";
+  }
+};
 
-  std::ostringstream b;  // the kernel body after the row set-up
-  int passes = 1;
+// The body of a row kernel after the row's set-up: the op's passes over the row (a reduction's
+// result, or the row normalised and written through write_out) and the row's epilogue.
+struct RowBody {
+  std::string text;
+  int passes = 1;  // reads of the row
   std::string algorithm;
+};
+
+RowBody row_body(const Ctx& c, const OpSpec& head, const RowText& t, const std::string& kname, size_t nout,
+                 const std::string& write_out, bool online) {
+  RowBody out;
+  std::ostringstream b;
   const OpCode n = head.code();
-  if (reduce) {
+  if (find_op(head.op)->kind == OpKind::kReduce) {
     std::string result;
     if (n == OpCode::kSum || n == OpCode::kMean || n == OpCode::kNormL2) {
-      b << "  float acc = 0.0f;\n" << loop(n == OpCode::kNormL2 ? "acc += v * v;" : "acc += v;");
-      b << "  acc = " << reduce_call("acc", "OpSum", "0.0f", false) << ";\n";
+      b << "  float acc = 0.0f;\n" << t.loop(n == OpCode::kNormL2 ? "acc += v * v;" : "acc += v;");
+      b << "  acc = " << t.reduce_call("acc", "OpSum", "0.0f", false) << ";\n";
       result = n == OpCode::kSum ? "acc" : n == OpCode::kMean ? "acc / (float)R" : "sqrtf(acc)";
     } else if (n == OpCode::kAmax || n == OpCode::kAmin) {
       bool mx = n == OpCode::kAmax;
       b << "  float acc = " << (mx ? "-INFINITY" : "INFINITY") << ";\n"
-        << loop(std::string("acc = ") + (mx ? "fmaxf" : "fminf") + "(acc, v);");
-      b << "  acc = " << reduce_call("acc", mx ? "OpMax" : "OpMin", mx ? "-INFINITY" : "INFINITY", false) << ";\n";
+        << t.loop(std::string("acc = ") + (mx ? "fmaxf" : "fminf") + "(acc, v);");
+      b << "  acc = " << t.reduce_call("acc", mx ? "OpMax" : "OpMin", mx ? "-INFINITY" : "INFINITY", false) << ";\n";
       result = "acc";
     } else {  // logsumexp: online (max, sum) pairs
-      b << "  MS acc; acc.m = -INFINITY; acc.s = 0.0f;\n" << loop(kOnlineStep);
+      b << "  MS acc; acc.m = -INFINITY; acc.s = 0.0f;\n" << t.loop(kOnlineStep);
       b << "  MS idm; idm.m = -INFINITY; idm.s = 0.0f;\n";
-      b << "  acc = " << reduce_call("acc", "OpMS", "idm", true) << ";\n";
+      b << "  acc = " << t.reduce_call("acc", "OpMS", "idm", true) << ";\n";
       result = "acc.m + logf(acc.s)";
-      algorithm = "online";
+      out.algorithm = "online";
     }
-    b << (tile ? "  if (tid == 0 && live) { const float h = " : "  if (tid == 0) { const float h = ") << result
+    b << (t.tile() ? "  if (tid == 0 && live) { const float h = " : "  if (tid == 0) { const float h = ") << result
       << "; float rr[" << nout << "]; elem_" << kname << "(row, h, e, rr);";
     for (size_t o = 0; o < nout; ++o) b << " o" << o << "[row] = rr[" << o << "];";
     b << " }\n";
   } else if (n == OpCode::kSoftmax || n == OpCode::kLogSoftmax) {
     if (online) {
       b << "  MS acc; acc.m = -INFINITY; acc.s = 0.0f;\n"
-        << loop(kOnlineStep) << "  MS idm; idm.m = -INFINITY; idm.s = 0.0f;\n"
-        << "  acc = " << reduce_call("acc", "OpMS", "idm", true) << ";\n"
+        << t.loop(kOnlineStep) << "  MS idm; idm.m = -INFINITY; idm.s = 0.0f;\n"
+        << "  acc = " << t.reduce_call("acc", "OpMS", "idm", true) << ";\n"
         << "  const float mx = acc.m, sum = acc.s;\n";
-      passes = 2;
-      algorithm = "online";
+      out.passes = 2;
+      out.algorithm = "online";
     } else {
       b << "  float mx = -INFINITY;\n"
-        << loop("mx = fmaxf(mx, v);") << "  mx = " << reduce_call("mx", "OpMax", "-INFINITY", false) << ";\n"
+        << t.loop("mx = fmaxf(mx, v);") << "  mx = " << t.reduce_call("mx", "OpMax", "-INFINITY", false) << ";\n"
         << "  float sum = 0.0f;\n"
-        << loop("sum += expf(v - mx);") << "  sum = " << reduce_call("sum", "OpSum", "0.0f", false) << ";\n";
-      passes = 3;
-      algorithm = "two_pass";
+        << t.loop("sum += expf(v - mx);") << "  sum = " << t.reduce_call("sum", "OpSum", "0.0f", false) << ";\n";
+      out.passes = 3;
+      out.algorithm = "two_pass";
     }
     b << "  const float inv = 1.0f / sum, lse = mx + logf(sum);\n  (void)inv; (void)lse;\n";
-    b << loop(std::string("const float h = ") + (n == OpCode::kSoftmax ? "expf(v - mx) * inv;" : "v - lse;") + " " +
-              write_out);
+    b << t.loop(std::string("const float h = ") + (n == OpCode::kSoftmax ? "expf(v - mx) * inv;" : "v - lse;") + " " +
+                write_out);
   } else if (n == OpCode::kRmsNorm) {
     b << "  float acc = 0.0f;\n"
-      << loop("acc += v * v;") << "  acc = " << reduce_call("acc", "OpSum", "0.0f", false) << ";\n"
+      << t.loop("acc += v * v;") << "  acc = " << t.reduce_call("acc", "OpSum", "0.0f", false) << ";\n"
       << "  const float den = sqrtf(acc / (float)R + " << flit(attr_double_or(head.attrs, "eps", 1e-5)) << ");\n"
-      << loop("const float h = v / den; " + write_out);
-    passes = 2;
+      << t.loop("const float h = v / den; " + write_out);
+    out.passes = 2;
   } else {  // layer_norm: mean, then the variance around it (two passes: no cancellation)
     double eps = attr_double_or(c.modules.at(head.module)->attrs, "eps", 1e-5);
     b << "  float acc = 0.0f;\n"
-      << loop("acc += v;") << "  const float mean = " << reduce_call("acc", "OpSum", "0.0f", false) << " / (float)R;\n"
+      << t.loop("acc += v;") << "  const float mean = " << t.reduce_call("acc", "OpSum", "0.0f", false)
+      << " / (float)R;\n"
       << "  float acc2 = 0.0f;\n"
-      << loop("const float d = v - mean; acc2 += d * d;") << "  const float rstd = rsqrtf("
-      << reduce_call("acc2", "OpSum", "0.0f", false) << " / (float)R + " << flit(eps) << ");\n"
-      << loop("const float h = (v - mean) * rstd * lw[r] + lb[r]; " + write_out);
-    passes = 3;
-    algorithm = "two_pass";
+      << t.loop("const float d = v - mean; acc2 += d * d;") << "  const float rstd = rsqrtf("
+      << t.reduce_call("acc2", "OpSum", "0.0f", false) << " / (float)R + " << flit(eps) << ");\n"
+      << t.loop("const float h = (v - mean) * rstd * lw[r] + lb[r]; " + write_out);
+    out.passes = 3;
+    out.algorithm = "two_pass";
   }
+  out.text = b.str();
+  return out;
+}
 
+// Which row a thread works on, and its place in the row's threads (tid of nth).
+std::string row_indexing(const RowText& t) {
   std::ostringstream s;
-  s << kHeader << kRowPrelude << (tile ? kTileReduce : "") << el.source;
-  s << "extern \"C\" __global__ void __launch_bounds__(" << B << ") " << kname << "(" << p.list() << ") {\n";
-  bool block = strategy == "block_tree" || strategy == "block_shuffle";
-  bool per_thread = strategy == "thread_per_row";
-  if (block || tile)
-    s << "  __shared__ float smf[" << B << "];\n  __shared__ MS smp[" << B << "];\n  (void)smf; (void)smp;\n";
-  else
-    s << "  float* smf = nullptr; MS* smp = nullptr; (void)smf; (void)smp;\n";
-  s << fill;
-  if (block) {
-    s << "  const int tid = threadIdx.x; const int nth = " << B << ";\n  const long long row = blockIdx.x;\n";
-  } else if (tile) {
-    s << "  const int tid = threadIdx.x >> 5; const int nth = " << B / 32 << ";\n"
+  if (t.block()) {
+    s << "  const int tid = threadIdx.x; const int nth = " << t.B << ";\n  const long long row = blockIdx.x;\n";
+  } else if (t.tile()) {
+    s << "  const int tid = threadIdx.x >> 5; const int nth = " << t.B / 32 << ";\n"
       << "  const long long tiles = (inner + 31) / 32;\n"
       << "  const long long o = blockIdx.x / tiles, ii0 = (blockIdx.x % tiles) * 32 + (threadIdx.x & 31);\n"
       << "  const bool live = ii0 < inner;\n"
       << "  const long long ii = live ? ii0 : inner - 1;\n"
       << "  const long long row = o * inner + ii;  // < rows: the grid is outer x tiles\n"
       << "  (void)rows;\n";
-  } else if (per_thread) {
+  } else if (t.per_thread()) {
     // One thread per row: neighbouring threads take neighbouring rows, which is coalesced when
     // the reduced dim is strided (inner > 1) and uncoalesced when rows are contiguous.
     s << "  const int tid = 0; const int nth = 1;\n"
-      << "  const long long row = (long long)blockIdx.x * " << B << " + threadIdx.x;\n"
+      << "  const long long row = (long long)blockIdx.x * " << t.B << " + threadIdx.x;\n"
       << "  if (row >= rows) return;\n";
   } else {
     s << "  const int tid = threadIdx.x & 31; const int nth = 32;\n"
-      << "  const long long row = (long long)blockIdx.x * " << B / 32 << " + (threadIdx.x >> 5);\n"
+      << "  const long long row = (long long)blockIdx.x * " << t.B / 32 << " + (threadIdx.x >> 5);\n"
       << "  if (row >= rows) return;\n";
   }
-  if (!tile) s << "  const long long o = row / inner, ii = row % inner;\n";
-  s << "  const float* xr = x + o * R * inner + ii;\n" << b.str() << "}\n";
+  if (!t.tile()) s << "  const long long o = row / inner, ii = row % inner;\n";
+  return s.str();
+}
+
+void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel* k, PlanStep* step) {
+  const OpSpec& head = c.op(g.ops[0]);
+  RowText t;
+  VINCI_ASSERT(row_layout(c, head, &t.L));
+  const RowLayout& L = t.L;
+  const std::string& x = head.inputs[0];
+  std::vector<std::string> mat = materialized(c, g);
+  SymShape main = c.shapes.at(head.outputs[0]);
+  t.strategy = c.knob("row.strategy");
+  t.racy = c.knob("row.sync") == "warp_synchronous" && t.strategy == "block_tree";
+  t.B = c.knob_int("row.block");
+  t.V = c.knob_int("row.vector_width");
+  t.U = c.knob_int("row.unroll");
+  const int64_t B = t.B;
+  Elem el = make_elem(c, g, 1, head.outputs[0], mat, main, kname, false);
+  Params p;
+  p.in(x, "x", "f32");
+  bool ln = head.code() == OpCode::kLayerNorm;
+  if (ln) {
+    p.in(head.module + ".weight", "lw", "f32");
+    p.in(head.module + ".bias", "lb", "f32");
+  }
+  std::string fill = ext_params(el, kname, &p);
+  for (size_t o = 0; o < el.outs.size(); ++o) p.out(el.outs[o], "o" + std::to_string(o));
+  std::string rows = expr_mul(L.outer, L.inner);
+  p.i64(rows, "rows");
+  p.i64(L.R, "R");
+  p.i64(L.inner, "inner");
+  size_t nout = el.outs.size();
+
+  std::string write_out = "float rr[" + std::to_string(nout) +
+                          "]; const long long flat = (o * R + r) * inner + ii; elem_" + kname + "(flat, h, e, rr);";
+  for (size_t o = 0; o < nout; ++o) write_out += " o" + std::to_string(o) + "[flat] = rr[" + std::to_string(o) + "];";
+  // inner_tile: lanes past the last row read a live row's data (in bounds) and write nothing.
+  const bool tile = t.tile(), block = t.block(), per_thread = t.per_thread();
+  if (tile) write_out = "if (live) { " + write_out + " }";
+
+  const RowBody body = row_body(c, head, t, kname, nout, write_out, c.knob("row.softmax") == "online");
+
+  std::ostringstream s;
+  s << kHeader << kRowPrelude << (tile ? kTileReduce : "") << el.source;
+  s << "extern \"C\" __global__ void __launch_bounds__(" << B << ") " << kname << "(" << p.list() << ") {\n";
+  if (block || tile)
+    s << "  __shared__ float smf[" << B << "];\n  __shared__ MS smp[" << B << "];\n  (void)smf; (void)smp;\n";
+  else
+    s << "  float* smf = nullptr; MS* smp = nullptr; (void)smf; (void)smp;\n";
+  s << fill;
+  s << row_indexing(t);
+  s << "  const float* xr = x + o * R * inner + ii;\n" << body.text << "}\n";
 
   k->name = kname;
   k->source = s.str();
@@ -824,18 +858,19 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   k->fused_ops.insert(k->fused_ops.end(), el.op_names.begin(), el.op_names.end());
   k->fused_values.insert(k->fused_values.end(), el.values.begin(), el.values.end());
   k->block_threads = B;
-  k->vector_width = (V == 4 && L.inner == "1") ? 4 : 1;
-  k->reduction = per_thread ? "sequential" : strategy;
-  k->algorithm = algorithm;
+  k->vector_width = (t.V == 4 && L.inner == "1") ? 4 : 1;
+  k->reduction = per_thread ? "sequential" : t.strategy;
+  k->algorithm = body.algorithm;
   k->shared_bytes = block || tile ? B * 12 : 0;
   std::string numel = expr_product(c.shapes.at(x));
   std::string out_n = expr_product(main);
   k->cost.elements = out_n;
-  k->cost.bytes_read = expr_add(expr_mul(std::to_string(4 * passes), numel),
+  k->cost.bytes_read = expr_add(expr_mul(std::to_string(4 * body.passes), numel),
                                 expr_add(ext_bytes(c, el, out_n), ln ? expr_mul("8", L.R) : "0"));
   k->cost.bytes_written = expr_mul(std::to_string(4 * nout), out_n);
-  k->cost.flops = expr_add(expr_mul(std::to_string(reduce ? 2 : 6), numel), expr_mul(std::to_string(el.flops), out_n));
-  if (racy) add_reason(&k->verdict, "race: warp-synchronous tree tail without __syncwarp (undefined on sm_70+)", "");
+  k->cost.flops = expr_add(expr_mul(std::to_string(find_op(head.op)->kind == OpKind::kReduce ? 2 : 6), numel),
+                           expr_mul(std::to_string(el.flops), out_n));
+  if (t.racy) add_reason(&k->verdict, "race: warp-synchronous tree tail without __syncwarp (undefined on sm_70+)", "");
   step->kind = "kernel";
   step->kernel = kname;
   step->grid = {block  ? rows
@@ -848,23 +883,172 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
 
 // --- GEMM ------------------------------------------------------------------------------------
 
+// What both GEMM bodies share: the tile's knobs and the text of the loads and of the epilogue.
+struct GemmText {
+  int64_t TM = 0, TN = 0, TK = 0;  // gemm.tile_m, tile_n, tile_k (tile_k raised to 16 for 16-bit operands)
+  int64_t T = 0, U = 0;            // threads per block (raised to fit the accumulators), gemm.unroll
+  bool checked = false;            // gemm.bounds: loads and stores guarded at the matrices' edges
+  bool half = false;               // 16-bit operands (fp16, bf16)
+  std::string ht, to_ht;           // their type and conversion
+  std::string a_at, b_at;          // A(m, k) and B(k, n) in their stored layouts
+  std::string a_idx, b_idx;        // a thread's element of a tile load (coalesced)
+  std::string store, store_guard;  // the epilogue of one output element
+
+  std::string guard(const std::string& cond, const std::string& load) const {
+    return checked ? "(" + cond + ") ? " + load + " : 0.0f" : load;
+  }
+};
+
+// The body of a GEMM kernel on the CUDA cores: each thread accumulates an RM x RN block of the
+// tile in registers from the tiles staged in shared memory.
+std::string gemm_simt_body(const GemmText& t, int64_t* RM_out, int64_t* RN_out, int64_t* shared) {
+  const int64_t TM = t.TM, TN = t.TN, TK = t.TK, T = t.T, U = t.U;
+  auto guard = [&](const std::string& cond, const std::string& load) { return t.guard(cond, load); };
+  std::ostringstream s;
+  int64_t RM = 0, RN = 0;
+  int64_t per = TM * TN / T;  // outputs per thread: a power of two in [4, 64]
+  RN = 1;
+  while (RN * RN < per) RN *= 2;
+  RM = per / RN;
+  if (RM < RN) std::swap(RM, RN);
+  int64_t TXN = TN / RN;
+  *shared = 4 * TK * (TM + TN);
+  s << "  __shared__ float As[" << TK << "][" << TM << "];\n  __shared__ float Bs[" << TK << "][" << TN << "];\n"
+    << "  const int tx = tid % " << TXN << ", ty = tid / " << TXN << ";\n"
+    << "  float acc[" << RM << "][" << RN << "];\n"
+    << "#pragma unroll\n  for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n    for (int j = 0; j < " << RN
+    << "; ++j) acc[i][j] = 0.0f;\n"
+    << "  for (long long k0 = 0; k0 < K; k0 += " << TK << ") {\n"
+    << "    for (int idx = tid; idx < " << TM * TK << "; idx += " << T << ") {\n"
+    << "      " << t.a_idx << "\n      const long long gm = m0 + mm, gk = k0 + kk;\n"
+    << "      As[kk][mm] = " << guard("gm < M && gk < K", t.a_at) << ";\n    }\n"
+    << "    for (int idx = tid; idx < " << TN * TK << "; idx += " << T << ") {\n"
+    << "      " << t.b_idx << "\n      const long long gn = n0 + nn, gk = k0 + kk;\n"
+    << "      Bs[kk][nn] = " << guard("gn < N && gk < K", t.b_at) << ";\n    }\n"
+    << "    __syncthreads();\n"
+    << "#pragma unroll " << U << "\n"
+    << "    for (int kk = 0; kk < " << TK << "; ++kk) {\n"
+    << "      float a[" << RM << "], b[" << RN << "];\n"
+    << "#pragma unroll\n      for (int i = 0; i < " << RM << "; ++i) a[i] = As[kk][ty * " << RM << " + i];\n"
+    << "#pragma unroll\n      for (int j = 0; j < " << RN << "; ++j) b[j] = Bs[kk][tx * " << RN << " + j];\n"
+    << "#pragma unroll\n      for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n        for (int j = 0; j < "
+    << RN << "; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);\n"
+    << "    }\n    __syncthreads();\n  }\n"
+    << "#pragma unroll\n  for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n    for (int j = 0; j < " << RN
+    << "; ++j) {\n"
+    << "      const long long gm = m0 + ty * " << RM << " + i, gn = n0 + tx * " << RN << " + j;\n"
+    << "      const float acc_v = acc[i][j];\n"
+    << "      " << t.store_guard << "{ " << t.store << " }\n    }\n}\n";
+  *RM_out = RM;
+  *RN_out = RN;
+  return s.str();
+}
+
+// The body of a GEMM kernel on the tensor cores (wmma): each warp owns up to 8 16x16 accumulator
+// fragments of the tile; the epilogue goes through a per-warp 16x16 staging tile in shared memory.
+std::string gemm_wmma_body(const GemmText& t, int64_t* shared) {
+  const int64_t TM = t.TM, TN = t.TN, TK = t.TK, T = t.T, U = t.U;
+  const bool half = t.half;
+  auto guard = [&](const std::string& cond, const std::string& load) { return t.guard(cond, load); };
+  std::ostringstream s;
+  int64_t W = T / 32, FM = TM / 16, FN = TN / 16, NF = FM * FN, FPW = (NF + W - 1) / W;
+  // Padding of 32 bytes (4 floats, 8 halves): keeps 32-byte fragment alignment, fewer bank conflicts.
+  int64_t pad = half ? 8 : 4, lda = TK + pad, ldb = TN + pad, fk = half ? 16 : 8;
+  const std::string et = half ? t.ht : "float";
+  *shared = (half ? 2 : 4) * (TM * lda + TK * ldb) + 4 * W * 256;
+  auto to_et = [&](const std::string& v) { return half ? t.to_ht + "(" + v + ")" : v; };
+  const std::string frag_t = half ? t.ht : "wmma::precision::tf32";
+  s << "  __shared__ __align__(32) " << et << " As[" << TM << "][" << lda << "];\n"
+    << "  __shared__ __align__(32) " << et << " Bs[" << TK << "][" << ldb << "];\n"
+    << "  __shared__ __align__(32) float Cs[" << W << "][256];\n"
+    << "  const int warp = tid >> 5, lane = tid & 31;\n"
+    << "  wmma::fragment<wmma::accumulator, 16, 16, " << fk << ", float> acc[" << FPW << "];\n"
+    << "#pragma unroll\n  for (int f = 0; f < " << FPW << "; ++f) wmma::fill_fragment(acc[f], 0.0f);\n"
+    << "  for (long long k0 = 0; k0 < K; k0 += " << TK << ") {\n"
+    << "    for (int idx = tid; idx < " << TM * TK << "; idx += " << T << ") {\n"
+    << "      " << t.a_idx << "\n      const long long gm = m0 + mm, gk = k0 + kk;\n"
+    << "      As[mm][kk] = " << to_et(guard("gm < M && gk < K", t.a_at)) << ";\n    }\n"
+    << "    for (int idx = tid; idx < " << TN * TK << "; idx += " << T << ") {\n"
+    << "      " << t.b_idx << "\n      const long long gn = n0 + nn, gk = k0 + kk;\n"
+    << "      Bs[kk][nn] = " << to_et(guard("gn < N && gk < K", t.b_at)) << ";\n    }\n"
+    << "    __syncthreads();\n"
+    << "#pragma unroll " << U << "\n"
+    << "    for (int ks = 0; ks < " << TK << "; ks += " << fk << ") {\n"
+    << "#pragma unroll\n      for (int f = 0; f < " << FPW << "; ++f) {\n"
+    << "        const int fi = warp + f * " << W << ";\n"
+    << "        if (fi < " << NF << ") {\n"
+    << "          const int fm = fi / " << FN << ", fn = fi % " << FN << ";\n"
+    << "          wmma::fragment<wmma::matrix_a, 16, 16, " << fk << ", " << frag_t << ", wmma::row_major> a;\n"
+    << "          wmma::fragment<wmma::matrix_b, 16, 16, " << fk << ", " << frag_t << ", wmma::row_major> b;\n"
+    << "          wmma::load_matrix_sync(a, &As[fm * 16][ks], " << lda << ");\n"
+    << "          wmma::load_matrix_sync(b, &Bs[ks][fn * 16], " << ldb << ");\n";
+  if (!half)
+    s << "#pragma unroll\n          for (int t = 0; t < a.num_elements; ++t) a.x[t] = "
+         "wmma::__float_to_tf32(a.x[t]);\n"
+      << "#pragma unroll\n          for (int t = 0; t < b.num_elements; ++t) b.x[t] = "
+         "wmma::__float_to_tf32(b.x[t]);\n";
+  s << "          wmma::mma_sync(acc[f], a, b, acc[f]);\n"
+    << "        }\n      }\n    }\n    __syncthreads();\n  }\n"
+    << "#pragma unroll\n  for (int f = 0; f < " << FPW << "; ++f) {\n"
+    << "    const int fi = warp + f * " << W << ";\n"
+    << "    if (fi >= " << NF << ") break;\n"
+    << "    const int fm = fi / " << FN << ", fn = fi % " << FN << ";\n"
+    << "    wmma::store_matrix_sync(&Cs[warp][0], acc[f], 16, wmma::mem_row_major);\n"
+    << "    __syncwarp();\n"
+    << "    for (int el = lane; el < 256; el += 32) {\n"
+    << "      const long long gm = m0 + fm * 16 + el / 16, gn = n0 + fn * 16 + el % 16;\n"
+    << "      const float acc_v = Cs[warp][el];\n"
+    << "      " << t.store_guard << "{ " << t.store << " }\n"
+    << "    }\n    __syncwarp();\n  }\n}\n";
+  return s.str();
+}
+
+// What a GEMM kernel's knobs put at risk, for the verdict: unguarded edges, reduced precision.
+void add_gemm_reasons(const GemmShape& G, const GemmText& t, const std::string& precision, Verdict* verdict) {
+  const int64_t TM = t.TM, TN = t.TN, TK = t.TK;
+  if (!t.checked)
+    add_reason(verdict, "no edge handling: out-of-bounds tiles unless M, N, K divide the tile",
+               G.M + " % " + std::to_string(TM) + " + " + G.N + " % " + std::to_string(TN) + " + " + G.K + " % " +
+                   std::to_string(TK));
+  if (precision == "tf32")
+    add_reason(verdict,
+               "precision: tf32 products (10-bit mantissa); the error grows like sqrt(K) and can pass "
+               "atol/rtol 1e-2 yet fails a strict 1e-4 check",
+               "");
+  if (precision == "bf16")
+    add_reason(verdict,
+               "precision: bf16 operands (7-bit mantissa, 4x tf32's rounding); the error grows like sqrt(K) "
+               "and fails atol/rtol 1e-2 on long products of unit-scale inputs",
+               "");
+  if (precision == "fp16")
+    add_reason(verdict,
+               "precision: fp16 operands (10-bit mantissa, as tf32; values beyond 65504 overflow to inf); the "
+               "error grows like sqrt(K) and fails a strict 1e-4 check",
+               "");
+}
+
 void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKernel* k, PlanStep* step) {
   const OpSpec& head = c.op(g.ops[0]);
   GemmShape G;
   VINCI_ASSERT(gemm_shape(c, head, &G));
   std::vector<std::string> mat = materialized(c, g);
   SymShape main = c.shapes.at(head.outputs[0]);
-  int64_t TM = c.knob_int("gemm.tile_m"), TN = c.knob_int("gemm.tile_n"), TK = c.knob_int("gemm.tile_k");
-  int64_t T = c.knob_int("gemm.threads"), U = c.knob_int("gemm.unroll");
+  GemmText t;
+  int64_t &TM = t.TM, &TN = t.TN, &TK = t.TK, &T = t.T;
+  TM = c.knob_int("gemm.tile_m");
+  TN = c.knob_int("gemm.tile_n");
+  TK = c.knob_int("gemm.tile_k");
+  T = c.knob_int("gemm.threads");
+  t.U = c.knob_int("gemm.unroll");
   const std::string precision = c.knob("gemm.tensor_cores") == "off" ? "fp32" : c.knob("gemm.tensor_cores");
   bool tc = precision != "fp32";
   // 16-bit operands: wmma m16n16k16, tiles kept in shared memory in that type (converted as they are
   // loaded), a k-step of 16. A 16-deep fragment needs tile_k >= 16; it is raised (tile records it).
-  bool half = is_16bit_precision(precision);
-  if (half) TK = std::max<int64_t>(TK, 16);
-  const std::string ht = precision == "bf16" ? "__nv_bfloat16" : "__half";
-  const std::string to_ht = precision == "bf16" ? "__float2bfloat16" : "__float2half";
-  bool checked = c.knob("gemm.bounds") == "checked";
+  t.half = is_16bit_precision(precision);
+  if (t.half) TK = std::max<int64_t>(TK, 16);
+  t.ht = precision == "bf16" ? "__nv_bfloat16" : "__half";
+  t.to_ht = precision == "bf16" ? "__float2bfloat16" : "__float2half";
+  const bool checked = t.checked = c.knob("gemm.bounds") == "checked";
   // At most 64 accumulators per thread (an 8x8 register block): more spills to local memory and
   // takes seconds to compile. The thread count is raised to fit; block_threads records it.
   if (!tc) T = std::max(T, TM * TN / 64);
@@ -885,21 +1069,19 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   p.i64(G.b_bs, "b_bs");
   size_t nout = el.outs.size();
   // Global index of A(m, k) and B(k, n) in their stored layouts.
-  std::string a_at = G.ta ? "Ab[gk * M + gm]" : "Ab[gm * K + gk]";
-  std::string b_at = G.tb ? "Bb[gn * K + gk]" : "Bb[gk * N + gn]";
-  auto guard = [&](const std::string& cond, const std::string& load) {
-    return checked ? "(" + cond + ") ? " + load + " : 0.0f" : load;
-  };
-  std::string store = "const float h = acc_v" + std::string(G.bias.empty() ? "" : " + bias[gn]") + "; float rr[" +
-                      std::to_string(nout) + "]; const long long flat = (bz * M + gm) * N + gn; elem_" + kname +
-                      "(flat, h, e, rr);";
+  t.a_at = G.ta ? "Ab[gk * M + gm]" : "Ab[gm * K + gk]";
+  t.b_at = G.tb ? "Bb[gn * K + gk]" : "Bb[gk * N + gn]";
+  std::string& store = t.store;
+  store = "const float h = acc_v" + std::string(G.bias.empty() ? "" : " + bias[gn]") + "; float rr[" +
+          std::to_string(nout) + "]; const long long flat = (bz * M + gm) * N + gn; elem_" + kname +
+          "(flat, h, e, rr);";
   for (size_t o = 0; o < nout; ++o) store += " o" + std::to_string(o) + "[flat] = rr[" + std::to_string(o) + "];";
-  std::string store_guard = checked ? "if (gm < M && gn < N) " : "";
+  t.store_guard = checked ? "if (gm < M && gn < N) " : "";
   // Coalesced tile loads: consecutive threads walk the dimension that is contiguous in memory.
-  std::string a_idx = G.ta ? "const int mm = idx % " + std::to_string(TM) + ", kk = idx / " + std::to_string(TM) + ";"
-                           : "const int kk = idx % " + std::to_string(TK) + ", mm = idx / " + std::to_string(TK) + ";";
-  std::string b_idx = G.tb ? "const int kk = idx % " + std::to_string(TK) + ", nn = idx / " + std::to_string(TK) + ";"
-                           : "const int nn = idx % " + std::to_string(TN) + ", kk = idx / " + std::to_string(TN) + ";";
+  t.a_idx = G.ta ? "const int mm = idx % " + std::to_string(TM) + ", kk = idx / " + std::to_string(TM) + ";"
+                 : "const int kk = idx % " + std::to_string(TK) + ", mm = idx / " + std::to_string(TK) + ";";
+  t.b_idx = G.tb ? "const int kk = idx % " + std::to_string(TK) + ", nn = idx / " + std::to_string(TK) + ";"
+                 : "const int nn = idx % " + std::to_string(TN) + ", kk = idx / " + std::to_string(TN) + ";";
 
   std::ostringstream s;
   s << kHeader;
@@ -916,91 +1098,10 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
     << "  const long long bz = blockIdx.z, m0 = (long long)blockIdx.y * " << TM << ", n0 = (long long)blockIdx.x * "
     << TN << ";\n"
     << "  const float* Ab = A + bz * a_bs;\n  const float* Bb = B + bz * b_bs;\n";
-  if (!tc) {
-    int64_t per = TM * TN / T;  // outputs per thread: a power of two in [4, 64]
-    RN = 1;
-    while (RN * RN < per) RN *= 2;
-    RM = per / RN;
-    if (RM < RN) std::swap(RM, RN);
-    int64_t TXN = TN / RN;
-    shared = 4 * TK * (TM + TN);
-    s << "  __shared__ float As[" << TK << "][" << TM << "];\n  __shared__ float Bs[" << TK << "][" << TN << "];\n"
-      << "  const int tx = tid % " << TXN << ", ty = tid / " << TXN << ";\n"
-      << "  float acc[" << RM << "][" << RN << "];\n"
-      << "#pragma unroll\n  for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n    for (int j = 0; j < " << RN
-      << "; ++j) acc[i][j] = 0.0f;\n"
-      << "  for (long long k0 = 0; k0 < K; k0 += " << TK << ") {\n"
-      << "    for (int idx = tid; idx < " << TM * TK << "; idx += " << T << ") {\n"
-      << "      " << a_idx << "\n      const long long gm = m0 + mm, gk = k0 + kk;\n"
-      << "      As[kk][mm] = " << guard("gm < M && gk < K", a_at) << ";\n    }\n"
-      << "    for (int idx = tid; idx < " << TN * TK << "; idx += " << T << ") {\n"
-      << "      " << b_idx << "\n      const long long gn = n0 + nn, gk = k0 + kk;\n"
-      << "      Bs[kk][nn] = " << guard("gn < N && gk < K", b_at) << ";\n    }\n"
-      << "    __syncthreads();\n"
-      << "#pragma unroll " << U << "\n"
-      << "    for (int kk = 0; kk < " << TK << "; ++kk) {\n"
-      << "      float a[" << RM << "], b[" << RN << "];\n"
-      << "#pragma unroll\n      for (int i = 0; i < " << RM << "; ++i) a[i] = As[kk][ty * " << RM << " + i];\n"
-      << "#pragma unroll\n      for (int j = 0; j < " << RN << "; ++j) b[j] = Bs[kk][tx * " << RN << " + j];\n"
-      << "#pragma unroll\n      for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n        for (int j = 0; j < "
-      << RN << "; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);\n"
-      << "    }\n    __syncthreads();\n  }\n"
-      << "#pragma unroll\n  for (int i = 0; i < " << RM << "; ++i)\n#pragma unroll\n    for (int j = 0; j < " << RN
-      << "; ++j) {\n"
-      << "      const long long gm = m0 + ty * " << RM << " + i, gn = n0 + tx * " << RN << " + j;\n"
-      << "      const float acc_v = acc[i][j];\n"
-      << "      " << store_guard << "{ " << store << " }\n    }\n}\n";
-  } else {
-    int64_t W = T / 32, FM = TM / 16, FN = TN / 16, NF = FM * FN, FPW = (NF + W - 1) / W;
-    // Padding of 32 bytes (4 floats, 8 halves): keeps 32-byte fragment alignment, fewer bank conflicts.
-    int64_t pad = half ? 8 : 4, lda = TK + pad, ldb = TN + pad, fk = half ? 16 : 8;
-    const std::string et = half ? ht : "float";
-    shared = (half ? 2 : 4) * (TM * lda + TK * ldb) + 4 * W * 256;
-    auto to_et = [&](const std::string& v) { return half ? to_ht + "(" + v + ")" : v; };
-    const std::string frag_t = half ? ht : "wmma::precision::tf32";
-    s << "  __shared__ __align__(32) " << et << " As[" << TM << "][" << lda << "];\n"
-      << "  __shared__ __align__(32) " << et << " Bs[" << TK << "][" << ldb << "];\n"
-      << "  __shared__ __align__(32) float Cs[" << W << "][256];\n"
-      << "  const int warp = tid >> 5, lane = tid & 31;\n"
-      << "  wmma::fragment<wmma::accumulator, 16, 16, " << fk << ", float> acc[" << FPW << "];\n"
-      << "#pragma unroll\n  for (int f = 0; f < " << FPW << "; ++f) wmma::fill_fragment(acc[f], 0.0f);\n"
-      << "  for (long long k0 = 0; k0 < K; k0 += " << TK << ") {\n"
-      << "    for (int idx = tid; idx < " << TM * TK << "; idx += " << T << ") {\n"
-      << "      " << a_idx << "\n      const long long gm = m0 + mm, gk = k0 + kk;\n"
-      << "      As[mm][kk] = " << to_et(guard("gm < M && gk < K", a_at)) << ";\n    }\n"
-      << "    for (int idx = tid; idx < " << TN * TK << "; idx += " << T << ") {\n"
-      << "      " << b_idx << "\n      const long long gn = n0 + nn, gk = k0 + kk;\n"
-      << "      Bs[kk][nn] = " << to_et(guard("gn < N && gk < K", b_at)) << ";\n    }\n"
-      << "    __syncthreads();\n"
-      << "#pragma unroll " << U << "\n"
-      << "    for (int ks = 0; ks < " << TK << "; ks += " << fk << ") {\n"
-      << "#pragma unroll\n      for (int f = 0; f < " << FPW << "; ++f) {\n"
-      << "        const int fi = warp + f * " << W << ";\n"
-      << "        if (fi < " << NF << ") {\n"
-      << "          const int fm = fi / " << FN << ", fn = fi % " << FN << ";\n"
-      << "          wmma::fragment<wmma::matrix_a, 16, 16, " << fk << ", " << frag_t << ", wmma::row_major> a;\n"
-      << "          wmma::fragment<wmma::matrix_b, 16, 16, " << fk << ", " << frag_t << ", wmma::row_major> b;\n"
-      << "          wmma::load_matrix_sync(a, &As[fm * 16][ks], " << lda << ");\n"
-      << "          wmma::load_matrix_sync(b, &Bs[ks][fn * 16], " << ldb << ");\n";
-    if (!half)
-      s << "#pragma unroll\n          for (int t = 0; t < a.num_elements; ++t) a.x[t] = "
-           "wmma::__float_to_tf32(a.x[t]);\n"
-        << "#pragma unroll\n          for (int t = 0; t < b.num_elements; ++t) b.x[t] = "
-           "wmma::__float_to_tf32(b.x[t]);\n";
-    s << "          wmma::mma_sync(acc[f], a, b, acc[f]);\n"
-      << "        }\n      }\n    }\n    __syncthreads();\n  }\n"
-      << "#pragma unroll\n  for (int f = 0; f < " << FPW << "; ++f) {\n"
-      << "    const int fi = warp + f * " << W << ";\n"
-      << "    if (fi >= " << NF << ") break;\n"
-      << "    const int fm = fi / " << FN << ", fn = fi % " << FN << ";\n"
-      << "    wmma::store_matrix_sync(&Cs[warp][0], acc[f], 16, wmma::mem_row_major);\n"
-      << "    __syncwarp();\n"
-      << "    for (int el = lane; el < 256; el += 32) {\n"
-      << "      const long long gm = m0 + fm * 16 + el / 16, gn = n0 + fn * 16 + el % 16;\n"
-      << "      const float acc_v = Cs[warp][el];\n"
-      << "      " << store_guard << "{ " << store << " }\n"
-      << "    }\n    __syncwarp();\n  }\n}\n";
-  }
+  if (!tc)
+    s << gemm_simt_body(t, &RM, &RN, &shared);
+  else
+    s << gemm_wmma_body(t, &shared);
   k->name = kname;
   k->source = s.str();
   k->family = KernelFamily::kGemm;
@@ -1023,25 +1124,7 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
                                 expr_add(ext_bytes(c, el, mn), G.bias.empty() ? "0" : expr_mul("4", G.N)));
   k->cost.bytes_written = expr_mul(std::to_string(4 * nout), mn);
   k->cost.flops = expr_add(expr_mul("2", expr_mul(mn, G.K)), expr_mul(std::to_string(el.flops), mn));
-  if (!checked)
-    add_reason(&k->verdict, "no edge handling: out-of-bounds tiles unless M, N, K divide the tile",
-               G.M + " % " + std::to_string(TM) + " + " + G.N + " % " + std::to_string(TN) + " + " + G.K + " % " +
-                   std::to_string(TK));
-  if (precision == "tf32")
-    add_reason(&k->verdict,
-               "precision: tf32 products (10-bit mantissa); the error grows like sqrt(K) and can pass "
-               "atol/rtol 1e-2 yet fails a strict 1e-4 check",
-               "");
-  if (precision == "bf16")
-    add_reason(&k->verdict,
-               "precision: bf16 operands (7-bit mantissa, 4x tf32's rounding); the error grows like sqrt(K) "
-               "and fails atol/rtol 1e-2 on long products of unit-scale inputs",
-               "");
-  if (precision == "fp16")
-    add_reason(&k->verdict,
-               "precision: fp16 operands (10-bit mantissa, as tf32; values beyond 65504 overflow to inf); the "
-               "error grows like sqrt(K) and fails a strict 1e-4 check",
-               "");
+  add_gemm_reasons(G, t, precision, &k->verdict);
   step->kind = "kernel";
   step->kernel = kname;
   step->grid = {expr_ceil_div(G.N, std::to_string(TN)), expr_ceil_div(G.M, std::to_string(TM)), G.batch};
