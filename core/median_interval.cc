@@ -7,16 +7,21 @@
 namespace vinci {
 namespace {
 
-// P(B <= k) for B ~ Binomial(n, 1/2), summed in log space (n up to millions stays exact enough).
-double binomial_half_cdf(int n, int k) {
-  if (k < 0) return 0;
-  if (k >= n) return 1;
-  const double log_half_n = n * std::log(0.5);
-  double total = 0;
-  for (int i = 0; i <= k; ++i)
-    total += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) + log_half_n);
-  return std::min(total, 1.0);
-}
+// P(B = i) for B ~ Binomial(n, 1/2), i = 0, 1, ...: one term after another by the ratio
+// P(i + 1) / P(i) = (n - i) / (i + 1), in log space (n up to millions stays exact enough).
+class BinomialHalf {
+ public:
+  explicit BinomialHalf(int n) : n_(n), log_p_(n * std::log(0.5)) {}
+  double p() const { return std::exp(log_p_); }  // P(B = i)
+  void next() {
+    log_p_ += std::log(static_cast<double>(n_ - i_)) - std::log(static_cast<double>(i_ + 1));
+    ++i_;
+  }
+
+ private:
+  int n_, i_ = 0;
+  double log_p_;
+};
 
 }  // namespace
 
@@ -28,21 +33,29 @@ MedianInterval median_interval(std::vector<double> samples, double level) {
   if (n == 0) return m;
   std::sort(samples.begin(), samples.end());
   m.median = n % 2 ? samples[n / 2] : (samples[n / 2 - 1] + samples[n / 2]) / 2;
-  // The largest l with 2 P(B <= l - 1) <= 1 - level.
+  // The largest l with 2 P(B <= l - 1) <= 1 - level, the cdf summed once as l grows.
   const double alpha = 1 - level;
+  BinomialHalf b(n);
+  double cdf = 0;  // P(B <= l - 1)
   int l = 0;
-  while (l + 1 <= (n + 1) / 2 && 2 * binomial_half_cdf(n, l) <= alpha) ++l;
+  while (l + 1 <= (n + 1) / 2) {
+    double next = std::min(cdf + b.p(), 1.0);  // P(B <= l)
+    if (2 * next > alpha) break;
+    cdf = next;
+    b.next();
+    ++l;
+  }
   if (l == 0) return m;
   m.rank = l;
   m.lo = samples[l - 1];
   m.hi = samples[n - l];
-  m.coverage = 1 - 2 * binomial_half_cdf(n, l - 1);
+  m.coverage = 1 - 2 * cdf;
   return m;
 }
 
 int samples_for_an_interval(double level) {
   for (int n = 1;; ++n)
-    if (2 * binomial_half_cdf(n, 0) <= 1 - level) return n;
+    if (2 * BinomialHalf(n).p() <= 1 - level) return n;
 }
 
 SpeedupInterval speedup_interval(const AdaptiveTiming& rule, const std::vector<double>& candidate_us,
