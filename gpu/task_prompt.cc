@@ -235,6 +235,7 @@ class PyRenderer {
         where_(task.source_file + (task.source_file.empty() ? "" : ": ") + "task '" + task.id + "'") {}
 
   Result<std::string> render();
+  Result<std::string> init_item_py(const nlohmann::json& item) const;
   bool uses_functional() const { return uses_f_; }
 
  private:
@@ -981,6 +982,30 @@ Result<std::string> PyRenderer::forward_body() {
   return forward;
 }
 
+// An item of KernelBench's get_init_inputs() (gpu/task.h) in Python: a size that is one of the
+// module's globals by its name, any other size expression by its value at this size.
+Result<std::string> PyRenderer::init_item_py(const nlohmann::json& item) const {
+  if (item.is_array()) {
+    std::vector<std::string> parts;
+    for (const auto& e : item) {
+      VINCI_ASSIGN_OR_RETURN(std::string p, init_item_py(e));
+      parts.push_back(std::move(p));
+    }
+    return "[" + join(parts, ", ") + "]";
+  }
+  if (item.is_boolean()) return std::string(item.get<bool>() ? "True" : "False");
+  if (item.is_number_integer()) return std::to_string(item.get<int64_t>());
+  if (item.is_number()) return py_float(item.get<double>());
+  const std::string e = item.get<std::string>();
+  auto sym = symbol_py_.find(e);
+  if (sym != symbol_py_.end() && sizes_.count(e)) return sym->second;
+  ExprEnv env;
+  env.symbols = sizes_;
+  Result<int64_t> v = eval_expr(e, env);
+  if (!v.ok()) return invalid_argument(where_ + ": kernelbench.init: " + v.status().message());
+  return std::to_string(*v);
+}
+
 Result<std::string> PyRenderer::render() {
   VINCI_RETURN_IF_ERROR(name_everything());
   VINCI_ASSIGN_OR_RETURN(shapes_, infer_shapes(task_));
@@ -1016,7 +1041,18 @@ Result<std::string> PyRenderer::render() {
     if (helpers_.count(name)) s += std::string("\n\n") + text;
   s += "\n\nclass Model(nn.Module):\n" + docstring(task_.description) + "\n";
   std::vector<std::string> params = {"self"};
-  params.insert(params.end(), init_args.begin(), init_args.end());
+  if (task_.kernelbench_constructor) {
+    // KernelBench's constructor, so that a module written for the problem file is built here as
+    // KernelBench builds it; the body reads the sizes from the module's globals below.
+    if (!task_.kernelbench_signature.empty()) params.push_back(task_.kernelbench_signature);
+    init_args.clear();
+    for (const auto& item : task_.kernelbench_init) {
+      VINCI_ASSIGN_OR_RETURN(std::string text, init_item_py(item));
+      init_args.push_back(std::move(text));
+    }
+  } else {
+    params.insert(params.end(), init_args.begin(), init_args.end());
+  }
   s += "    def __init__(" + join(params, ", ") + "):\n";
   s += "        super().__init__()\n";
   for (const auto& l : ctor_lines) s += l;
