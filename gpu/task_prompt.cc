@@ -236,6 +236,7 @@ class PyRenderer {
 
   Result<std::string> render();
   Result<std::string> init_item_py(const nlohmann::json& item) const;
+  std::map<std::string, std::string> constructor_names() const;
   bool uses_functional() const { return uses_f_; }
 
  private:
@@ -1006,10 +1007,56 @@ Result<std::string> PyRenderer::init_item_py(const nlohmann::json& item) const {
   return std::to_string(*v);
 }
 
+// The parameters of KernelBench's constructor that receive a size alone (`in_features` for "In"):
+// size symbol -> parameter, so that the constructor's body reads its parameter where KernelBench's
+// does (nn.Linear(in_features, out_features)). Positional parameters only, up to a `*`; a name
+// that another Python name of the module already holds, or a size two parameters receive, stays
+// the module's global.
+std::map<std::string, std::string> PyRenderer::constructor_names() const {
+  std::vector<std::string> names;
+  const std::string& sig = task_.kernelbench_signature;
+  int depth = 0;
+  std::string part;
+  for (size_t i = 0; i <= sig.size(); ++i) {
+    char c = i < sig.size() ? sig[i] : ',';
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if (c == ')' || c == ']' || c == '}') --depth;
+    if (c != ',' || depth > 0) {
+      part += c;
+      continue;
+    }
+    size_t b = part.find_first_not_of(" \t");
+    if (b == std::string::npos || part[b] == '*') break;
+    size_t e = b;
+    while (e < part.size() && is_name_char(part[e])) ++e;
+    names.push_back(part.substr(b, e - b));
+    part.clear();
+  }
+  std::map<std::string, std::string> out;
+  std::set<std::string> given;
+  for (size_t k = 0; k < names.size() && k < task_.kernelbench_init.size(); ++k) {
+    const nlohmann::json& item = task_.kernelbench_init[k];
+    if (!item.is_string() || !symbol_py_.count(item.get<std::string>())) continue;
+    const std::string sym = item.get<std::string>();
+    const std::string& name = names[k];
+    bool own = symbol_py_.at(sym) == name;
+    if (!is_identifier(name) || reserved_.count(name) || (taken_.count(name) && !own) || !given.insert(sym).second) {
+      out.erase(sym);
+      continue;
+    }
+    out[sym] = name;
+  }
+  return out;
+}
+
 Result<std::string> PyRenderer::render() {
   VINCI_RETURN_IF_ERROR(name_everything());
   VINCI_ASSIGN_OR_RETURN(shapes_, infer_shapes(task_));
   std::vector<std::string> used, init_args, ctor_lines;
+  // The constructor's body names a size by the parameter that receives it, where one does.
+  std::map<std::string, std::string> globals = symbol_py_;
+  if (task_.kernelbench_constructor)
+    for (const auto& [sym, name] : constructor_names()) symbol_py_[sym] = name;
   for (const auto& m : task_.modules) {
     VINCI_ASSIGN_OR_RETURN(std::string ctor, module_ctor(m, &used));
     if (m.kind() == ModuleType::kBuffer)
@@ -1017,6 +1064,7 @@ Result<std::string> PyRenderer::render() {
     else
       ctor_lines.push_back("        self." + module_py_.at(m.name) + " = " + ctor + "\n");
   }
+  symbol_py_ = globals;
   std::set<std::string> seen;
   for (const auto& s : used)
     if (seen.insert(s).second) init_args.push_back(symbol_py_.at(s));
@@ -1043,7 +1091,8 @@ Result<std::string> PyRenderer::render() {
   std::vector<std::string> params = {"self"};
   if (task_.kernelbench_constructor) {
     // KernelBench's constructor, so that a module written for the problem file is built here as
-    // KernelBench builds it; the body reads the sizes from the module's globals below.
+    // KernelBench builds it; the body reads a size from its parameter (constructor_names) or else
+    // from the module's globals below.
     if (!task_.kernelbench_signature.empty()) params.push_back(task_.kernelbench_signature);
     init_args.clear();
     for (const auto& item : task_.kernelbench_init) {
