@@ -696,6 +696,22 @@ Status check_task(const Task& task) {
                                   r.status().message());
       }
     }
+    // kernelbench.init's size expressions, at any depth of its arrays.
+    std::vector<std::pair<std::string, const nlohmann::json*>> items;
+    for (size_t k = 0; k < task.kernelbench_init.size(); ++k)
+      items.push_back({"[" + std::to_string(k) + "]", &task.kernelbench_init[k]});
+    while (!items.empty()) {
+      auto [at, item] = items.back();
+      items.pop_back();
+      if (item->is_array()) {
+        for (size_t k = 0; k < item->size(); ++k) items.push_back({at + "[" + std::to_string(k) + "]", &(*item)[k]});
+      } else if (item->is_string()) {
+        Result<int64_t> r = eval_expr(item->get<std::string>(), env);
+        if (!r.ok())
+          return invalid_argument(where + ": key 'kernelbench.init" + at + "' at size " + size_key + ": " +
+                                  r.status().message());
+      }
+    }
   }
   // Every shape must resolve at both sizes: catches a symbol missing from one size table.
   VINCI_ASSIGN_OR_RETURN(ShapeMap shapes, infer_shapes(task));

@@ -221,6 +221,7 @@ TEST(TaskFile, KernelBenchConstructorIsReadAndChecked) {
   bad("init = \"N\", signature = \"n\"", "init: expected an array");
   bad("init = [{ a = 1 }], signature = \"n\"", "init[0]: expected a size expression");
   bad("init = [[\"N\", \"N +\"]], signature = \"n\"", "init[0][1]");
+  bad("init = [\"N\", [\"M\"]], signature = \"n, m\"", "kernelbench.init[1][0]' at size");
 }
 
 TEST(TaskFile, ErrorsNameFileKeyAndWhatWasExpected) {
