@@ -19,10 +19,10 @@
 namespace vinci {
 
 struct MedianInterval {
-  double lo = 0, hi = 0;   // the order statistics; lo = -inf, hi = +inf when n is too small
-  double median = 0;       // the sample median (mean of the two middle values for even n)
-  double coverage = 0;     // the exact probability that [lo, hi] holds the true median
-  int rank = 0;            // l: lo is the l-th smallest (1-based), hi the l-th largest; 0: none
+  double lo = 0, hi = 0;  // the order statistics; lo = -inf, hi = +inf when n is too small
+  double median = 0;      // the sample median (mean of the two middle values for even n)
+  double coverage = 0;    // the exact probability that [lo, hi] holds the true median
+  int rank = 0;           // l: lo is the l-th smallest (1-based), hi the l-th largest; 0: none
 };
 
 // The narrowest order-statistic interval with coverage at least level (0 < level < 1).

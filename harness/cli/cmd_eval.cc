@@ -180,6 +180,7 @@ int check_import(const Task& task, const Plan& plan, SizeName size, const std::s
 int cmd_eval(const std::vector<std::string>& args) {
   std::string task_id, plan_path, device = "sim", size = "full", profile_file, task_dir;
   std::string seed_text, trials_text, samples_text, noise_text, timeout_text, launch_timeout_text;
+  std::string timing = "fixed", timing_width_text = "0.01";
   std::string reference_precision;
   std::string nvrtc_cache, module_cache;
   std::string max_kernel_source_text, max_plan_source_text, max_kernels_text, max_steps_text;
@@ -202,6 +203,11 @@ int cmd_eval(const std::vector<std::string>& args) {
       "trials", po::value<std::string>(&trials_text)->default_value("5"), "correctness trials (1 to 100)")(
       "samples", po::value<std::string>(&samples_text)->default_value("100"), "timing samples (1 to 10000)")(
       "strict", "strict tolerance (1e-4 for fp32)")(
+      "timing", po::value<std::string>(&timing)->default_value("fixed"),
+      "fixed: --samples of each; adaptive: in steps of 10 from 20 until the speedup's 99% interval is "
+      "within --timing-width of it, --samples the cap")(
+      "timing-width", po::value<std::string>(&timing_width_text)->default_value("0.01"),
+      "adaptive: the speedup's interval width relative to it at which sampling stops (0 to 1)")(
       "profile-phases",
       "cuda: time each phase of the evaluation in the worker (compile, setup, inputs, candidate, "
       "reference, checks, float64 reference (after a miss), timing), synchronizing the GPU at each phase's end; "
@@ -281,6 +287,13 @@ int cmd_eval(const std::vector<std::string>& args) {
   request.trials = static_cast<int>(*trials);
   request.samples = static_cast<int>(*samples);
   request.strict = vm.count("strict") > 0;
+  if (timing != "fixed" && timing != "adaptive")
+    return fail("--timing: expected fixed or adaptive, found '" + timing + "'");
+  auto timing_width = parse_number_option("--timing-width", timing_width_text, 0, 1);
+  if (!timing_width.ok()) return fail(timing_width.status().message());
+  request.adaptive = timing == "adaptive";
+  request.adaptive_rule.rel_width = *timing_width;
+  request.adaptive_rule.max_samples = request.samples;
 
   Result<TaskSuite> suite = load_task_suite(task_dir.empty() ? default_task_dir() : task_dir);
   if (!suite.ok()) return fail(suite.status().to_string());

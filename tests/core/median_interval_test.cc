@@ -76,7 +76,8 @@ TEST(AdaptiveTiming, StopsEarlyOnlyWhenTheSpeedupIsKnownWellEnough) {
   EXPECT_LE(tight.lo, tight.speedup);
   EXPECT_GE(tight.hi, tight.speedup);
 
-  std::vector<double> noisy_c = draws("noisy candidate", 60, 50, 0.05), noisy_r = draws("noisy reference", 60, 100, 0.05);
+  std::vector<double> noisy_c = draws("noisy candidate", 60, 50, 0.05),
+                      noisy_r = draws("noisy reference", 60, 100, 0.05);
   SpeedupInterval noisy = speedup_interval(rule, noisy_c, noisy_r);
   EXPECT_FALSE(noisy.stop) << noisy.rel_width;
   std::vector<double> capped_c = draws("noisy candidate", 100, 50, 0.05),
