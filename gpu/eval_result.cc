@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/text.h"
 #include "gpu/executor.h"
 #include "recorder/address.h"
 
@@ -56,6 +57,31 @@ double median(std::vector<double> samples) {
   if (n % 2) return hi;
   double lo = *std::max_element(samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(n / 2));
   return 0.5 * (lo + hi);
+}
+
+void apply_adaptive_timing(const AdaptiveTiming& rule, std::vector<double>* kernel_us,
+                           std::vector<double>* reference_us, std::map<std::string, std::string>* settings) {
+  const size_t cap = std::min(kernel_us->size(), reference_us->size());
+  size_t n = cap;
+  std::string why = "cap";
+  for (size_t k = static_cast<size_t>(std::max(rule.min_samples, 1)); k < cap;
+       k += static_cast<size_t>(std::max(rule.step, 1))) {
+    std::vector<double> c(kernel_us->begin(), kernel_us->begin() + static_cast<std::ptrdiff_t>(k));
+    std::vector<double> r(reference_us->begin(), reference_us->begin() + static_cast<std::ptrdiff_t>(k));
+    SpeedupInterval s = speedup_interval(rule, c, r);
+    if (s.stop) {
+      n = k;
+      why = s.why;
+      break;
+    }
+  }
+  kernel_us->resize(n);
+  reference_us->resize(n);
+  (*settings)["timing_rule"] = "adaptive: level " + exact_number(rule.level) + ", width " +
+                               exact_number(rule.rel_width) + ", from " + std::to_string(rule.min_samples) +
+                               " samples every " + std::to_string(rule.step) + " to " + std::to_string(cap);
+  (*settings)["samples_used"] = std::to_string(n);
+  (*settings)["timing_stopped_by"] = why;
 }
 
 void EvalResult::finalize() {

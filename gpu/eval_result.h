@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/hash.h"
+#include "core/median_interval.h"
 #include "core/status.h"
 #include "gpu/plan.h"
 #include "gpu/task.h"
@@ -105,7 +106,17 @@ struct EvalRequest {
   int trials = 5;       // correctness trials (KernelGYM: 5)
   int samples = 100;    // timing samples each of kernel and reference (KernelBench: 100)
   bool strict = false;  // strict tolerance: 1e-4 for fp32 (current KernelBench) instead of the task's
+  // Adaptive timing (docs/live_evaluator.md, "Adaptive timing"): samples taken in steps until the
+  // speedup's interval is narrow enough, `samples` the cap. Off: exactly `samples` each.
+  bool adaptive = false;
+  AdaptiveTiming adaptive_rule;
 };
+
+// The samples the adaptive rule keeps of two series taken in the fixed protocol's order: the
+// shortest prefix (min_samples, then every step) at which the rule stops, both series cut to it.
+// Records the rule, the samples used and why it stopped in settings.
+void apply_adaptive_timing(const AdaptiveTiming& rule, std::vector<double>* kernel_us,
+                           std::vector<double>* reference_us, std::map<std::string, std::string>* settings);
 
 // The tolerance a request applies to a task: strict mode's 1e-4 (fp32), else the task's.
 struct Tolerance {

@@ -233,6 +233,10 @@ Result<EvalResult> SimEvaluator::evaluate(const Task& task, const Plan& plan, co
   }
   VINCI_ASSIGN_OR_RETURN(PlanPrediction pred, model_.predict(*ctx, plan));
   r.kernel_times_us = samples(pred.time_us, request.samples, options_.noise, timing.with("series", "kernel"));
+  // Adaptive: the same keyed draws, the series cut where the rule stops (a prefix of the fixed
+  // protocol's samples, so the two protocols can be compared sample for sample).
+  if (request.adaptive)
+    apply_adaptive_timing(request.adaptive_rule, &r.kernel_times_us, &r.reference_times_us, &r.settings);
   r.time_coverage = pred.time_us > 0 ? pred.own_us / pred.time_us : 0;
   r.finalize();
   double bound = ctx->reference().time_us / ctx->bound().floor_us;

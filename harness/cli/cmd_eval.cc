@@ -5,7 +5,7 @@
 //                        [--noise X] [--profile FILE] [--tasks DIR] [--explain]
 //                        [--timeout S] [--launch-timeout S] [--nvrtc-cache DIR] [--reference-precision P]
 //                        [--max-kernel-source-bytes N] [--max-plan-source-bytes N] [--max-kernels N]
-//                        [--max-steps N]
+//                        [--max-steps N] [--timing fixed|adaptive] [--timing-width W]
 //
 // prints the EvalResult as one line of JSON (the Measurement's field names). FILE holds plan JSON, a KernelBench
 // module defining ModelNew (a .py file, or a reply with a ```python block; docs/kernelbench_format.md), or a reply in
@@ -179,6 +179,7 @@ int check_import(const Task& task, const Plan& plan, SizeName size, const std::s
 struct EvalArgs {
   std::string plan_path, device = "sim", size = "full", profile_file, task_dir;
   std::string seed_text, trials_text, samples_text, noise_text, timeout_text, launch_timeout_text;
+  std::string timing = "fixed", timing_width_text = "0.01";
   std::string reference_precision;
   std::string nvrtc_cache, module_cache;
   std::string max_kernel_source_text, max_plan_source_text, max_kernels_text, max_steps_text;
@@ -199,6 +200,11 @@ void add_eval_options(po::options_description* named, EvalArgs* a) {
       "trials", po::value<std::string>(&a->trials_text)->default_value("5"), "correctness trials (1 to 100)")(
       "samples", po::value<std::string>(&a->samples_text)->default_value("100"), "timing samples (1 to 10000)")(
       "strict", "strict tolerance (1e-4 for fp32)")(
+      "timing", po::value<std::string>(&a->timing)->default_value("fixed"),
+      "fixed: --samples of each; adaptive (sim): in steps of 10 from 20 until the speedup's 99% interval is "
+      "within --timing-width of it, --samples the cap")(
+      "timing-width", po::value<std::string>(&a->timing_width_text)->default_value("0.01"),
+      "adaptive: the speedup's interval width relative to it at which sampling stops (0 to 1)")(
       "profile-phases",
       "cuda: time each phase of the evaluation in the worker (compile, setup, inputs, candidate, "
       "reference, checks, float64 reference (after a miss), timing), synchronizing the GPU at each phase's end; "
@@ -272,6 +278,15 @@ Result<EvalSettings> check_eval_args(const EvalArgs& a, const po::variables_map&
   s.request.trials = static_cast<int>(trials);
   s.request.samples = static_cast<int>(samples);
   s.request.strict = vm.count("strict") > 0;
+  if (a.timing != "fixed" && a.timing != "adaptive")
+    return invalid_argument("--timing: expected fixed or adaptive, found '" + a.timing + "'");
+  if (a.timing == "adaptive" && device != "sim")
+    return invalid_argument("--timing adaptive: only the sim world stops sampling early so far (found --device " +
+                            device + "); the GPU worker takes --samples of each");
+  VINCI_ASSIGN_OR_RETURN(double timing_width, parse_number_option("--timing-width", a.timing_width_text, 0, 1));
+  s.request.adaptive = a.timing == "adaptive";
+  s.request.adaptive_rule.rel_width = timing_width;
+  s.request.adaptive_rule.max_samples = s.request.samples;
   return s;
 }
 

@@ -87,6 +87,45 @@ TEST(SimEvaluator, NoiseIsKeyedBySeedTaskAndPlan) {
   EXPECT_NEAR(a->kernel_us / model, 1.0, 0.05);
 }
 
+// Adaptive timing keeps a prefix of the fixed protocol's keyed samples: the first check when the
+// times do not vary, more as the noise grows, the cap when the width is never reached; the rule,
+// the samples used and why it stopped are in the settings.
+TEST(SimEvaluator, AdaptiveTimingKeepsAPrefixOfTheFixedSamples) {
+  const Task& t = task("L1_019");
+  Plan plan = must_generate(t, {});
+  EvalRequest fixed = request(SizeName::kFull);
+  fixed.samples = 100;
+  EvalRequest adaptive = fixed;
+  adaptive.adaptive = true;
+  adaptive.adaptive_rule.rel_width = 0.01;
+  adaptive.adaptive_rule.max_samples = 100;
+  size_t used_before = 0;
+  for (double noise : {0.0, 0.002, 0.01, 0.2}) {
+    SimEvaluatorOptions opts;
+    opts.noise = noise;
+    SimEvaluator ev(h200(), opts);
+    Result<EvalResult> f = ev.evaluate(t, plan, fixed);
+    Result<EvalResult> a = ev.evaluate(t, plan, adaptive);
+    ASSERT_TRUE(f.ok() && a.ok());
+    size_t n = a->kernel_times_us.size();
+    ASSERT_EQ(a->reference_times_us.size(), n) << noise;
+    EXPECT_TRUE(std::equal(a->kernel_times_us.begin(), a->kernel_times_us.end(), f->kernel_times_us.begin()));
+    EXPECT_TRUE(std::equal(a->reference_times_us.begin(), a->reference_times_us.end(), f->reference_times_us.begin()));
+    EXPECT_EQ(a->settings.at("samples_used"), std::to_string(n));
+    EXPECT_GE(n, used_before) << noise;
+    used_before = n;
+    if (noise == 0.0) {
+      EXPECT_EQ(n, 20u);
+      EXPECT_EQ(a->settings.at("timing_stopped_by"), "width");
+      EXPECT_EQ(a->speedup, f->speedup);
+    }
+    if (noise == 0.2) {
+      EXPECT_EQ(n, 100u);
+      EXPECT_EQ(a->settings.at("timing_stopped_by"), "cap");
+    }
+  }
+}
+
 TEST(SimEvaluator, MissingTailHandlingFailsExactlyWhenSizesDoNotDivide) {
   SimEvaluator ev(h200());
   const Task& t = task("L1_019");  // small: 8 x 1001 = 8008 elements; full: a multiple of 1024
