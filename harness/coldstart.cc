@@ -256,6 +256,17 @@ RoleDoubles means_of(const RoleCrossEntropy& ce) { return {ce.mean[0], ce.mean[1
 
 namespace {
 
+// The BM25 recall a trajectory's selection example is built from: keyed by the trajectory, so
+// the selection example and the text example of one trajectory see the same candidates.
+Bm25Recall coldstart_recall(const Experiment& exp, const Task& task, int32_t trajectory, Bm25Index& index) {
+  RngKey key = RngKey::root(exp.seed)
+                   .with("phase", "coldstart")
+                   .with("task", task.id)
+                   .with("trajectory", trajectory)
+                   .with("purpose", "bm25-fallback");
+  return bm25_recall(index, task.description, exp.selection.recall_top, key);
+}
+
 // The text form of one kept trajectory's examples (ColdStartExample). The recall is the one the
 // selection example was built from (same key).
 ColdStartExample text_example(const Task& task, const Trajectory& tr, const KnobSpace& space,
@@ -264,12 +275,7 @@ ColdStartExample text_example(const Task& task, const Trajectory& tr, const Knob
   ColdStartExample x;
   x.task = task.id;
   if (!chosen.empty()) {
-    RngKey fkey = RngKey::root(exp.seed)
-                      .with("phase", "coldstart")
-                      .with("task", task.id)
-                      .with("trajectory", trajectory)
-                      .with("purpose", "bm25-fallback");
-    Bm25Recall recall = bm25_recall(index, task.description, exp.selection.recall_top, fkey);
+    Bm25Recall recall = coldstart_recall(exp, task, trajectory, index);
     for (const auto& hit : recall.hits) {
       x.scores.push_back(hit.score);
       x.candidates.push_back(library.at(hit.doc).name);
@@ -417,12 +423,7 @@ void add_selection_example(const Experiment& exp, const Task& task, int32_t traj
                            const KnobSetting& best, const ExampleInputs& in, Bm25Index& index,
                            const SkillLibrary& library, std::vector<Experience>* ex,
                            std::vector<const Skill*>* chosen) {
-  RngKey fkey = RngKey::root(exp.seed)
-                    .with("phase", "coldstart")
-                    .with("task", task.id)
-                    .with("trajectory", trajectory)
-                    .with("purpose", "bm25-fallback");
-  Bm25Recall recall = bm25_recall(index, task.description, exp.selection.recall_top, fkey);
+  Bm25Recall recall = coldstart_recall(exp, task, trajectory, index);
   SimSkillFeaturizer featurizer(task);
   Experience e;
   e.role = AgentRole::kSelection;
