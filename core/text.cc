@@ -12,6 +12,15 @@ std::string format_number(const char* printf_format, double v) {
   return buf;
 }
 
+std::string shortest_exact_number(double v) {
+  char buf[40];
+  for (int digits = 1; digits < 17; ++digits) {
+    std::snprintf(buf, sizeof buf, "%.*g", digits, v);
+    if (std::strtod(buf, nullptr) == v) return buf;
+  }
+  return exact_number(v);
+}
+
 std::string number_beside(double v, double threshold) {
   char buf[40];
   for (int digits = 3; digits <= 17; ++digits) {

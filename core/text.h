@@ -13,6 +13,10 @@ std::string format_number(const char* printf_format, double v);
 // Enough digits to read the same double back ("%.17g"): for values that feed records.
 inline std::string exact_number(double v) { return format_number("%.17g", v); }
 
+// The fewest significant digits that still read back as v ("0.99" for 0.99, where exact_number
+// writes "0.98999999999999999"): for settings a person reads that must still name the value.
+std::string shortest_exact_number(double v);
+
 // v beside a threshold it is judged against (v >= threshold): 3 significant digits, or as many
 // more as it takes for the printed number to fall on the same side of the threshold as v
 // (0.99963 beside 1 is "0.9996", not "1").

@@ -77,8 +77,8 @@ void apply_adaptive_timing(const AdaptiveTiming& rule, std::vector<double>* kern
   }
   kernel_us->resize(n);
   reference_us->resize(n);
-  (*settings)["timing_rule"] = "adaptive: level " + exact_number(rule.level) + ", width " +
-                               exact_number(rule.rel_width) + ", from " + std::to_string(rule.min_samples) +
+  (*settings)["timing_rule"] = "adaptive: level " + shortest_exact_number(rule.level) + ", width " +
+                               shortest_exact_number(rule.rel_width) + ", from " + std::to_string(rule.min_samples) +
                                " samples every " + std::to_string(rule.step) + " to " + std::to_string(cap);
   (*settings)["samples_used"] = std::to_string(n);
   (*settings)["timing_stopped_by"] = why;

@@ -1,5 +1,7 @@
 #include "core/text.h"
 
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +13,13 @@ TEST(Text, FormatNumber) {
   EXPECT_EQ(format_number("%.3g", 0.000123456), "0.000123");
   EXPECT_EQ(format_number("%+.1f", -2.25), "-2.2");
   EXPECT_EQ(exact_number(0.1), "0.10000000000000001");
+  EXPECT_EQ(shortest_exact_number(0.99), "0.99");
+  EXPECT_EQ(shortest_exact_number(0.01), "0.01");
+  EXPECT_EQ(shortest_exact_number(1.0 / 3), "0.3333333333333333");
+  EXPECT_EQ(shortest_exact_number(0.1 + 0.2), "0.30000000000000004");  // needs all 17
+  EXPECT_EQ(shortest_exact_number(-2.5e-7), "-2.5e-07");
+  for (double v : {0.99, 1.0 / 3, 0.1 + 0.2, 123456.789, 5e-324, 1.7976931348623157e308})
+    EXPECT_EQ(std::strtod(shortest_exact_number(v).c_str(), nullptr), v) << v;
 }
 
 // A verdict line never prints a number that reads as the other side of its threshold.
