@@ -2,13 +2,14 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <vector>
 
 namespace vinci {
@@ -30,14 +31,19 @@ void sweep_abandoned(const std::string& root, const std::string& prefix) {
     int fd = ::open((dir + "/lock").c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) continue;
     if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
+      remove_folder(dir);
     }
     ::close(fd);
   }
 }
 
+int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
+
 }  // namespace
+
+void remove_folder(const std::string& dir) {
+  if (!dir.empty() && dir != "/") ::nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
 
 std::string temp_root() {
   const char* t = std::getenv("TMPDIR");
@@ -59,8 +65,7 @@ Result<ScratchDir> ScratchDir::create(const std::string& prefix) {
   if (fd < 0 || ::flock(fd, LOCK_EX) != 0 || ::rename(pending.c_str(), (tmpl + "/lock").c_str()) != 0) {
     Status st = io_error("cannot lock the scratch folder " + tmpl + ": " + std::strerror(errno));
     if (fd >= 0) ::close(fd);
-    std::error_code ec;
-    std::filesystem::remove_all(tmpl, ec);
+    remove_folder(tmpl);
     return st;
   }
   return ScratchDir(tmpl, fd);
@@ -72,10 +77,7 @@ ScratchDir::ScratchDir(ScratchDir&& other) noexcept : path_(std::move(other.path
 }
 
 ScratchDir::~ScratchDir() {
-  if (!path_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
+  if (!path_.empty()) remove_folder(path_);
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 

@@ -36,6 +36,12 @@ class ScratchDir {
   int lock_fd_ = -1;
 };
 
+// Removes a folder and everything in it, never following a link (nftw, FTW_PHYS). Not
+// std::filesystem::remove_all: a libtorch build may export its own copy of that function, and the
+// dynamic linker then binds vinci's call to it (PyTorch 2.11's libtorch.so on the GPU machine
+// jumps to address 0 there). Errors are ignored: what could not be removed stays.
+void remove_folder(const std::string& dir);
+
 }  // namespace vinci
 
 #endif  // VINCI_CORE_SCRATCH_DIR_H_

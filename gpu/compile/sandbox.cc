@@ -35,15 +35,11 @@ namespace {
 
 using nlohmann::json;
 
-int remove_entry(const char* path, const struct stat*, int, struct FTW*) { return ::remove(path); }
-
-// Removes a run's temporary folder and everything in it, without following symbolic links
-// (the folder was the module's to fill). With nftw, not std::filesystem::remove_all: a libtorch
-// build exports its own copy of that function, and the dynamic linker binds the call to it (on the
-// GPU machine's PyTorch it jumps to address 0).
+// Removes a run's temporary folder and everything in it, without following symbolic links (the
+// folder was the module's to fill); only folders vinci made (/tmp/vinci_*).
 void remove_tree(const std::string& dir) {
   if (dir.empty() || dir.rfind("/tmp/vinci_", 0) != 0) return;
-  ::nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+  remove_folder(dir);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -847,10 +843,6 @@ Status copy_plain_tree(const std::string& from, const std::string& to, int64_t m
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v && *v ? std::string(v) : fallback;
-}
-
-void remove_folder(const std::string& dir) {
-  if (!dir.empty() && dir != "/") ::nftw(dir.c_str(), remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 Result<std::string> PythonSandbox::script() {

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/scratch_dir.h"  // remove_folder
 #include "core/status.h"
 
 namespace vinci {
@@ -131,9 +132,6 @@ Status copy_plain_tree(const std::string& from, const std::string& to, int64_t m
 
 // The value of environment variable `name`, or fallback when it is unset or empty.
 std::string env_or(const char* name, const std::string& fallback);
-
-// Removes a folder and everything in it, never following a link (nftw FTW_PHYS).
-void remove_folder(const std::string& dir);
 
 }  // namespace vinci
 
