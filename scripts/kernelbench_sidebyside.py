@@ -28,6 +28,7 @@ litellm; pydantic and requests); --stand-ins gives it empty stand-ins for those 
 (the GPU machine has torch and little else). Exit status: 0 when both ran for every module.
 """
 import argparse
+import ast
 import json
 import os
 import subprocess
@@ -203,6 +204,15 @@ def row(name, task, kb, v, again):
         why = kb.get("error") or "; ".join("%s: %s" % (k, v2) for k, v2 in kb.get("metadata", {}).items()
                                            if k not in ("hardware", "device"))
         why = " ".join(why.split())  # one line: a traceback's last words say the most
+        md = kb.get("metadata", {})
+        if md.get("correctness_issue") and md.get("max_difference"):
+            # An output mismatch: the trials passed and the largest difference over them.
+            try:
+                diffs = [float(x) for x in ast.literal_eval(md["max_difference"])]
+                why = "%s, %s trials, max difference %.3g" % (md["correctness_issue"],
+                                                              md.get("correctness_trials", "?"), max(diffs))
+            except (ValueError, SyntaxError, TypeError):
+                pass
         kb_text = "%s | | %s" % ("wrong" if kb.get("compiled") else "failed", why[-160:].replace("|", "/"))
     if "flags" not in v:
         v_text = "no record | | | | %s" % " ".join(v.get("error", "").split())[-160:].replace("|", "/")
