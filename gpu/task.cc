@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <set>
 
 #include <toml++/toml.h>
@@ -84,6 +85,62 @@ Result<InputDomain> parse_domain(const std::string& s, const std::string& where)
                           s + "'");
 }
 
+// kernelbench.init = ["In", "Out", 2.0, 1.5], kernelbench.signature = "in_features, out_features, ...":
+// the problem's constructor (gpu/task.h). Both or neither.
+Status parse_kernelbench_constructor(const toml::table& kt, const std::string& kw, Task* task) {
+  const toml::node* init = kt.get("init");
+  const toml::node* sig = kt.get("signature");
+  if (!init && !sig) return Status();
+  if (!init || !sig) return invalid_argument(kw + ": init and signature go together (the problem's constructor)");
+  auto signature = sig->value<std::string>();
+  if (!signature) return invalid_argument(kw + ".signature: expected a string (Model.__init__'s parameters)");
+  // It is written into the rendered module's `def __init__(self, ...)`: one line, brackets balanced.
+  int depth = 0;
+  bool bad = false;
+  for (char ch : *signature) {
+    if (ch == '(' || ch == '[' || ch == '{') ++depth;
+    if (ch == ')' || ch == ']' || ch == '}') --depth;
+    bad = bad || depth < 0 || ch == '\n' || ch == '\r' || ch == ';';
+  }
+  if (bad || depth != 0)
+    return invalid_argument(kw +
+                            ".signature: expected Model.__init__'s parameters on one line, brackets balanced, "
+                            "found '" +
+                            *signature + "'");
+  const toml::array* items = init->as_array();
+  if (!items) return invalid_argument(kw + ".init: expected an array (get_init_inputs()'s items)");
+  std::function<Result<nlohmann::json>(const toml::node&, const std::string&)> item =
+      [&](const toml::node& e, const std::string& at) -> Result<nlohmann::json> {
+    if (auto s = e.value<std::string>()) {
+      Status syntax = check_expr_syntax(*s);
+      if (!syntax.ok()) return invalid_argument(kw + ".init" + at + ": " + syntax.message());
+      return nlohmann::json(*s);
+    }
+    if (auto b = e.as_boolean()) return nlohmann::json(b->get());
+    if (auto i = e.as_integer()) return nlohmann::json(i->get());
+    if (auto f = e.as_floating_point()) return nlohmann::json(f->get());
+    if (const toml::array* a = e.as_array()) {
+      nlohmann::json out = nlohmann::json::array();
+      for (size_t k = 0; k < a->size(); ++k) {
+        VINCI_ASSIGN_OR_RETURN(nlohmann::json x, item(*a->get(k), at + "[" + std::to_string(k) + "]"));
+        out.push_back(std::move(x));
+      }
+      return out;
+    }
+    return invalid_argument(kw + ".init" + at +
+                            ": expected a size expression (a string), a number, a boolean or an array of them");
+  };
+  nlohmann::json out = nlohmann::json::array();
+  for (size_t k = 0; k < items->size(); ++k) {
+    VINCI_ASSIGN_OR_RETURN(nlohmann::json x, item(*items->get(k), "[" + std::to_string(k) + "]"));
+    out.push_back(std::move(x));
+  }
+  task->kernelbench_constructor = true;
+  task->kernelbench_signature = *signature;
+  task->kernelbench_init = std::move(out);
+  return Status();
+}
+
 // kernelbench = { problem = "level1/19_ReLU.py", globals = { batch_size = "B", dim = 393216 } },
 // flag = "reason", size_note = "why full differs".
 Status parse_provenance(const toml::table& t, const std::string& where, Task* task) {
@@ -103,8 +160,8 @@ Status parse_provenance(const toml::table& t, const std::string& where, Task* ta
   if (!kt) return invalid_argument(kw + ": expected a table { problem = \"levelN/NN_Name.py\", globals = { ... } }");
   for (const auto& [k, v] : *kt) {
     std::string key(k.str());
-    if (key != "problem" && key != "globals")
-      return invalid_argument(kw + ": unknown key '" + key + "' (expected problem, globals)");
+    if (key != "problem" && key != "globals" && key != "init" && key != "signature")
+      return invalid_argument(kw + ": unknown key '" + key + "' (expected problem, globals, init, signature)");
   }
   auto problem = (*kt)["problem"].value<std::string>();
   if (!problem || problem->empty() || problem->find("..") != std::string::npos || (*problem)[0] == '/')
@@ -137,7 +194,7 @@ Status parse_provenance(const toml::table& t, const std::string& where, Task* ta
       task->kernelbench_globals[name] = std::move(global);
     }
   }
-  return Status();
+  return parse_kernelbench_constructor(*kt, kw, task);
 }
 
 // modules = [...]: one ModuleSpec a table, attributes as JSON. `block` modules (an instance of a
@@ -636,6 +693,22 @@ Status check_task(const Task& task) {
         Result<int64_t> r = eval_expr(e, env);
         if (!r.ok())
           return invalid_argument(where + ": key 'kernelbench.globals." + name + "' at size " + size_key + ": " +
+                                  r.status().message());
+      }
+    }
+    // kernelbench.init's size expressions, at any depth of its arrays.
+    std::vector<std::pair<std::string, const nlohmann::json*>> items;
+    for (size_t k = 0; k < task.kernelbench_init.size(); ++k)
+      items.push_back({"[" + std::to_string(k) + "]", &task.kernelbench_init[k]});
+    while (!items.empty()) {
+      auto [at, item] = items.back();
+      items.pop_back();
+      if (item->is_array()) {
+        for (size_t k = 0; k < item->size(); ++k) items.push_back({at + "[" + std::to_string(k) + "]", &(*item)[k]});
+      } else if (item->is_string()) {
+        Result<int64_t> r = eval_expr(item->get<std::string>(), env);
+        if (!r.ok())
+          return invalid_argument(where + ": key 'kernelbench.init" + at + "' at size " + size_key + ": " +
                                   r.status().message());
       }
     }

@@ -165,6 +165,15 @@ struct Task {
     bool list = false;                // a list constant (layer_sizes = [H, H]), else one value
   };
   std::map<std::string, KernelBenchGlobal> kernelbench_globals;
+  // The problem's constructor, so that a module written for the problem file is built as
+  // KernelBench builds it (`ModelNew(*get_init_inputs())`): the parameters of its Model.__init__
+  // after self, as written ("in_features, out_features, subtract_value, multiply_value"), and the
+  // items of its get_init_inputs(), each a size expression (a JSON string), a number, a boolean, or
+  // an array of them. Without them (kernelbench_constructor false) the rendering's constructor
+  // takes the task's sizes in order of use.
+  bool kernelbench_constructor = false;
+  std::string kernelbench_signature;
+  nlohmann::json kernelbench_init = nlohmann::json::array();
   // Non-empty: KernelBench flags the problem, or it is degenerate; the reason. Scores can leave
   // flagged tasks out (`replay score --exclude-flagged`).
   std::string flag;

@@ -235,6 +235,8 @@ class PyRenderer {
         where_(task.source_file + (task.source_file.empty() ? "" : ": ") + "task '" + task.id + "'") {}
 
   Result<std::string> render();
+  Result<std::string> init_item_py(const nlohmann::json& item) const;
+  std::map<std::string, std::string> constructor_names() const;
   bool uses_functional() const { return uses_f_; }
 
  private:
@@ -981,10 +983,80 @@ Result<std::string> PyRenderer::forward_body() {
   return forward;
 }
 
+// An item of KernelBench's get_init_inputs() (gpu/task.h) in Python: a size that is one of the
+// module's globals by its name, any other size expression by its value at this size.
+Result<std::string> PyRenderer::init_item_py(const nlohmann::json& item) const {
+  if (item.is_array()) {
+    std::vector<std::string> parts;
+    for (const auto& e : item) {
+      VINCI_ASSIGN_OR_RETURN(std::string p, init_item_py(e));
+      parts.push_back(std::move(p));
+    }
+    return "[" + join(parts, ", ") + "]";
+  }
+  if (item.is_boolean()) return std::string(item.get<bool>() ? "True" : "False");
+  if (item.is_number_integer()) return std::to_string(item.get<int64_t>());
+  if (item.is_number()) return py_float(item.get<double>());
+  const std::string e = item.get<std::string>();
+  auto sym = symbol_py_.find(e);
+  if (sym != symbol_py_.end() && sizes_.count(e)) return sym->second;
+  ExprEnv env;
+  env.symbols = sizes_;
+  Result<int64_t> v = eval_expr(e, env);
+  if (!v.ok()) return invalid_argument(where_ + ": kernelbench.init: " + v.status().message());
+  return std::to_string(*v);
+}
+
+// The parameters of KernelBench's constructor that receive a size alone (`in_features` for "In"):
+// size symbol -> parameter, so that the constructor's body reads its parameter where KernelBench's
+// does (nn.Linear(in_features, out_features)). Positional parameters only, up to a `*`; a name
+// that another Python name of the module already holds, or a size two parameters receive, stays
+// the module's global.
+std::map<std::string, std::string> PyRenderer::constructor_names() const {
+  std::vector<std::string> names;
+  const std::string& sig = task_.kernelbench_signature;
+  int depth = 0;
+  std::string part;
+  for (size_t i = 0; i <= sig.size(); ++i) {
+    char c = i < sig.size() ? sig[i] : ',';
+    if (c == '(' || c == '[' || c == '{') ++depth;
+    if (c == ')' || c == ']' || c == '}') --depth;
+    if (c != ',' || depth > 0) {
+      part += c;
+      continue;
+    }
+    size_t b = part.find_first_not_of(" \t");
+    if (b == std::string::npos || part[b] == '*') break;
+    size_t e = b;
+    while (e < part.size() && is_name_char(part[e])) ++e;
+    names.push_back(part.substr(b, e - b));
+    part.clear();
+  }
+  std::map<std::string, std::string> out;
+  std::set<std::string> given;
+  for (size_t k = 0; k < names.size() && k < task_.kernelbench_init.size(); ++k) {
+    const nlohmann::json& item = task_.kernelbench_init[k];
+    if (!item.is_string() || !symbol_py_.count(item.get<std::string>())) continue;
+    const std::string sym = item.get<std::string>();
+    const std::string& name = names[k];
+    bool own = symbol_py_.at(sym) == name;
+    if (!is_identifier(name) || reserved_.count(name) || (taken_.count(name) && !own) || !given.insert(sym).second) {
+      out.erase(sym);
+      continue;
+    }
+    out[sym] = name;
+  }
+  return out;
+}
+
 Result<std::string> PyRenderer::render() {
   VINCI_RETURN_IF_ERROR(name_everything());
   VINCI_ASSIGN_OR_RETURN(shapes_, infer_shapes(task_));
   std::vector<std::string> used, init_args, ctor_lines;
+  // The constructor's body names a size by the parameter that receives it, where one does.
+  std::map<std::string, std::string> globals = symbol_py_;
+  if (task_.kernelbench_constructor)
+    for (const auto& [sym, name] : constructor_names()) symbol_py_[sym] = name;
   for (const auto& m : task_.modules) {
     VINCI_ASSIGN_OR_RETURN(std::string ctor, module_ctor(m, &used));
     if (m.kind() == ModuleType::kBuffer)
@@ -992,6 +1064,7 @@ Result<std::string> PyRenderer::render() {
     else
       ctor_lines.push_back("        self." + module_py_.at(m.name) + " = " + ctor + "\n");
   }
+  symbol_py_ = globals;
   std::set<std::string> seen;
   for (const auto& s : used)
     if (seen.insert(s).second) init_args.push_back(symbol_py_.at(s));
@@ -1016,7 +1089,19 @@ Result<std::string> PyRenderer::render() {
     if (helpers_.count(name)) s += std::string("\n\n") + text;
   s += "\n\nclass Model(nn.Module):\n" + docstring(task_.description) + "\n";
   std::vector<std::string> params = {"self"};
-  params.insert(params.end(), init_args.begin(), init_args.end());
+  if (task_.kernelbench_constructor) {
+    // KernelBench's constructor, so that a module written for the problem file is built here as
+    // KernelBench builds it; the body reads a size from its parameter (constructor_names) or else
+    // from the module's globals below.
+    if (!task_.kernelbench_signature.empty()) params.push_back(task_.kernelbench_signature);
+    init_args.clear();
+    for (const auto& item : task_.kernelbench_init) {
+      VINCI_ASSIGN_OR_RETURN(std::string text, init_item_py(item));
+      init_args.push_back(std::move(text));
+    }
+  } else {
+    params.insert(params.end(), init_args.begin(), init_args.end());
+  }
   s += "    def __init__(" + join(params, ", ") + "):\n";
   s += "        super().__init__()\n";
   for (const auto& l : ctor_lines) s += l;

@@ -10,8 +10,14 @@ default, so it runs on a CPU):
      KernelBench's evaluator builds it: manual_seed(42); get_init_inputs(); manual_seed(42);
      Model(*init_inputs). Then manual_seed(SEED); get_inputs() gives KernelBench's inputs, and the
      model runs (after manual_seed(SEED), in training mode, as KernelBench runs it) on vinci's inputs.
-  3. It prints one row per task: inputs equal or their largest difference, output bit-identical,
-     within 1e-5, or different (largest absolute difference, shapes).
+  3. `harness tasks --pytorch ID` writes vinci's rendering of the task, the module a model is shown
+     and the evaluator builds the reference from. Two more modules are built from its
+     get_init_inputs() after manual_seed(42), as vinci's evaluator builds a candidate
+     (ModelNew(*get_init_inputs())), and run on vinci's inputs: the rendering's own Model, and
+     the KernelBench problem's Model, standing in for a module written for the problem file. Both
+     must give vinci's reference output (within 1e-5).
+  4. It prints one row per task: inputs equal or their largest difference, output bit-identical,
+     within 1e-5, or different (largest absolute difference, shapes), and the verdict of step 3.
 
 Run with the torch build vinci's libtorch is (Debian's python3-torch for the Debian libtorch) to
 expect bit-identical results; another build may differ in the last bits.
@@ -146,7 +152,55 @@ def check(task_id, harness, dirs, root, size, seed, work):
     if row["inputs"] != "equal" and row["verdict"] != "different":
         row["verdict"] = "different"
         row["why"] = "inputs: " + row["inputs"]
+    row["built"] = built_as_vinci(task_id, harness, dirs, problem, meta, size, seed, v_inputs, args, v_output,
+                                  out_dir)
+    if row["built"] != "ok" and row["verdict"] != "different":
+        row["verdict"] = "different"
+        row["why"] = row["built"]
     return row
+
+
+def run_built(mod_path, cls_name, init, inputs, seed, globals_=None):
+    mod = load_problem(mod_path)
+    for name, value in (globals_ or {}).items():
+        setattr(mod, name, tuple(value) if isinstance(value, list) else value)
+    with torch.no_grad():
+        torch.manual_seed(42)
+        model = getattr(mod, cls_name)(*init)
+        args = list(inputs)
+        torch.manual_seed(seed)
+        out = model(*args)
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def built_as_vinci(task_id, harness, dirs, problem, meta, size, seed, v_inputs, kb_args, v_output, out_dir):
+    """Step 3: "ok", or what went wrong. kb_args: vinci's inputs as the problem's forward takes them."""
+    r = subprocess.run([harness, "tasks"] + dirs + ["--pytorch", task_id, "--size", size], capture_output=True,
+                       text=True)
+    if r.returncode != 0:
+        return "rendering: " + (r.stderr.strip() or r.stdout.strip())[-300:]
+    rendered = os.path.join(out_dir, "rendered_" + task_id + ".py")
+    with open(rendered, "w") as f:
+        f.write(r.stdout)
+    try:
+        ref = load_problem(rendered)
+        torch.manual_seed(42)
+        init = ref.get_init_inputs()
+    except Exception as e:
+        return f"rendering: get_init_inputs(): {type(e).__name__}: {e}"[:300]
+    for who, path, globals_, inputs in (("rendering", rendered, None, v_inputs),
+                                        ("problem's Model", problem, meta["kernelbench_globals"], kb_args)):
+        try:
+            out = run_built(path, "Model", init, inputs, seed, globals_)
+        except Exception as e:
+            return f"{who} built from the rendering's get_init_inputs(): {type(e).__name__}: {e}"[:300]
+        out = out.detach().to(v_output.dtype)
+        d = max_diff(v_output, out)
+        if d is None:
+            return f"{who} built from the rendering's get_init_inputs(): shape {list(out.shape)} vs {list(v_output.shape)}"
+        if d > WITHIN or (torch.isnan(out).any() != torch.isnan(v_output).any()):
+            return f"{who} built from the rendering's get_init_inputs(): output differs by {d:.3g}"
+    return "ok"
 
 
 def main():

@@ -214,9 +214,9 @@ import torch.nn.functional as F
 class Model(nn.Module):
     """y = LeakyReLU(0.1)(Linear(In, Out)(x) * 2.0) for x of shape [B, In]."""
 
-    def __init__(self, In, Out):
+    def __init__(self, in_features, out_features, multiplier, negative_slope):
         super().__init__()
-        self.fc = nn.Linear(In, Out)
+        self.fc = nn.Linear(in_features, out_features)
 
     def forward(self, x):
         h = self.fc(x)
@@ -236,7 +236,7 @@ def get_inputs():
 
 
 def get_init_inputs():
-    return [In, Out]
+    return [In, Out, 2.0, 0.1]
 )");
 }
 
@@ -253,10 +253,13 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
   expect_contains(render(suite, "L1_031"), {"F.elu(x, alpha=1.0)"}, "L1_031");
   expect_contains(render(suite, "L1_032"), {"F.hardtanh(x, min_val=-1.0, max_val=1.0)"}, "L1_032");
   expect_contains(render(suite, "L1_017"), {"torch.matmul(A, B.T)"}, "L1_017");
-  expect_contains(render(suite, "L1_033"), {"self.bn = nn.BatchNorm2d(C, eps=1e-05)"}, "L1_033");
-  expect_contains(render(suite, "L1_035"), {"nn.GroupNorm(num_groups=8, num_channels=C, eps=1e-05)"}, "L1_035");
+  expect_contains(render(suite, "L1_033"), {"self.bn = nn.BatchNorm2d(num_features, eps=1e-05)"}, "L1_033");
+  expect_contains(render(suite, "L1_035"), {"nn.GroupNorm(num_groups=8, num_channels=num_features, eps=1e-05)"},
+                  "L1_035");
   expect_contains(render(suite, "L1_036"), {"y = x / torch.sqrt((x * x).mean(dim=1, keepdim=True) + 1e-05)"}, "L1_036");
-  expect_contains(render(suite, "L1_040"), {"nn.LayerNorm((C, H, W), eps=1e-05)", "def __init__(self, C, H, W)"},
+  expect_contains(render(suite, "L1_040"),
+                  {"nn.LayerNorm((C, H, W), eps=1e-05)", "def __init__(self, normalized_shape: tuple)",
+                   "def get_init_inputs():\n    return [[C, H, W]]\n"},
                   "L1_040");
   expect_contains(render(suite, "L1_042"), {"F.max_pool2d(x, kernel_size=4, stride=1, padding=1, dilation=1)"},
                   "L1_042");
@@ -265,14 +268,17 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
   expect_contains(render(suite, "L1_049"), {"y = x.amax(dim=1)"}, "L1_049");
   expect_contains(render(suite, "L1_053"), {"y = x.amin(dim=1)"}, "L1_053");
   expect_contains(render(suite, "L1_082"),
-                  {"nn.Conv2d(C, C, kernel_size=3, groups=C, bias=False)", "x = torch.rand(N, C, H, W)"}, "L1_082");
+                  {"nn.Conv2d(in_channels, in_channels, kernel_size=3, groups=in_channels, bias=False)",
+                   "x = torch.rand(N, C, H, W)"},
+                  "L1_082");
   expect_contains(render(suite, "L1_075"),
-                  {"nn.ConvTranspose2d(Cin, Cout, kernel_size=(3, 5), stride=(2, 3), padding=(1, 2), "
+                  {"nn.ConvTranspose2d(in_channels, out_channels, kernel_size=(3, 5), stride=(2, 3), padding=(1, 2), "
                    "dilation=(2, 1), groups=4, bias=False)"},
                   "L1_075");
-  expect_contains(render(suite, "L1_079"),
-                  {"nn.ConvTranspose1d(Cin, Cout, kernel_size=3, stride=2, padding=1, dilation=2, bias=False)"},
-                  "L1_079");
+  expect_contains(
+      render(suite, "L1_079"),
+      {"nn.ConvTranspose1d(in_channels, out_channels, kernel_size=3, stride=2, padding=1, dilation=2, bias=False)"},
+      "L1_079");
   expect_contains(render(suite, "L1_093"), {"mask = torch.randint(0, 2, (B, D))", "y = torch.cumsum(m, dim=1)"},
                   "L1_093");
   expect_contains(render(suite, "L1_095"), {"target = torch.randint(0, C, (B,))", "F.cross_entropy(logits, target)"},
@@ -294,30 +300,32 @@ TEST(TaskPrompt, ConstantsAndAttributesComeThrough) {
                    "1), dim=1)), dim=1)"},
                   "L1_092");
   expect_contains(render(suite, "L2_009"), {"s = h - 2.0", "m = s * 1.5"}, "L2_009");
-  expect_contains(
-      render(suite, "L2_033"),
-      {"self.scale = nn.Parameter(torch.randn(Out))", "self.bn = nn.BatchNorm1d(Out, eps=1e-05)", "s = h * self.scale"},
-      "L2_033");
+  expect_contains(render(suite, "L2_033"),
+                  {"self.scale = nn.Parameter(torch.randn(out_features))",
+                   "self.bn = nn.BatchNorm1d(out_features, eps=1e-05)", "s = h * self.scale"},
+                  "L2_033");
   expect_contains(render(suite, "L2_037"),
-                  {"nn.GroupNorm(num_groups=64, num_channels=Out, eps=1e-05)", "b = s + self.bias"}, "L2_037");
+                  {"nn.GroupNorm(num_groups=64, num_channels=out_features, eps=1e-05)", "b = s + self.bias"}, "L2_037");
   expect_contains(render(suite, "L2_045"), {"y = torch.logsumexp(o, dim=1)"}, "L2_045");
   expect_contains(render(suite, "L2_053"), {"F.hardtanh(s, min_val=-2.0, max_val=2.0)"}, "L2_053");
-  expect_contains(render(suite, "L2_076"), {"nn.Linear(In, Out, bias=False)"}, "L2_076");
+  expect_contains(render(suite, "L2_076"), {"nn.Linear(in_features, out_features, bias=False)"}, "L2_076");
   expect_contains(render(suite, "L2_081"), {"d = s / 2.0", "y = torch.clamp(t, min=-1.0, max=1.0)"}, "L2_081");
-  expect_contains(render(suite, "L2_001"), {"nn.Parameter(torch.randn(Cout, 1, 1))"}, "L2_001");
-  expect_contains(render(suite, "L2_006"), {"nn.Conv3d(Cin, Cout, kernel_size=3)", "F.max_pool3d(s, kernel_size=2)"},
-                  "L2_006");
+  expect_contains(render(suite, "L2_001"), {"nn.Parameter(torch.randn(out_channels, 1, 1))"}, "L2_001");
+  expect_contains(render(suite, "L2_006"),
+                  {"nn.Conv3d(in_channels, out_channels, kernel_size=3)", "F.max_pool3d(s, kernel_size=2)"}, "L2_006");
   expect_contains(render(suite, "L2_067"), {"F.adaptive_avg_pool2d(g, 1)", "torch.flatten(p, start_dim=1)"}, "L2_067");
-  expect_contains(render(suite, "L2_093"),
-                  {"nn.ConvTranspose2d(Cin, Cout, kernel_size=4, stride=2)", "m = torch.clamp(a, max=0.0)"}, "L2_093");
+  expect_contains(
+      render(suite, "L2_093"),
+      {"nn.ConvTranspose2d(in_channels, out_channels, kernel_size=4, stride=2)", "m = torch.clamp(a, max=0.0)"},
+      "L2_093");
   expect_contains(render(suite, "L3_008"),
-                  {"nn.Conv2d(Cin, Cout, kernel_size=3, padding=1, bias=False)",
-                   "nn.Conv2d(Cin, Cout, kernel_size=1, bias=False)", "s = b2 + d2"},
+                  {"nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1, bias=False)",
+                   "nn.Conv2d(in_channels, out_channels, kernel_size=1, bias=False)", "s = b2 + d2"},
                   "L3_008");
   expect_contains(
       render(suite, "L3_043"),
-      {"self.c_attn = nn.Linear(C, 3 * C)", "q0, k0, v0 = qkv.chunk(3, dim=2)", "q1 = q0.reshape(B, T, H, C // H)",
-       "torch.matmul(q, k.transpose(-2, -1))", "ss = s * 0.10206207261596575",
+      {"self.c_attn = nn.Linear(n_embd, 3 * n_embd)", "q0, k0, v0 = qkv.chunk(3, dim=2)",
+       "q1 = q0.reshape(B, T, H, C // H)", "torch.matmul(q, k.transpose(-2, -1))", "ss = s * 0.10206207261596575",
        "m = ss.masked_fill(torch.ones_like(ss, dtype=torch.bool).triu(diagonal=1), float(\"-inf\"))",
        "torch.softmax(m, dim=-1)"},
       "L3_043");
@@ -343,6 +351,56 @@ TEST(TaskPrompt, NamesThatArePythonsAreRenamed) {
                   "T_003");
   expect_contains(*task_as_pytorch(tasks[1], SizeName::kFull),
                   {"nn.ConvTranspose3d(C, 2 * C, kernel_size=(3, 3, 2), stride=2, output_padding=1)"}, "T_002");
+}
+
+// A task with KernelBench's constructor (kernelbench.init, .signature) renders it: the signature as
+// written, get_init_inputs() from init (a size by its global's name, another expression by its
+// value), and a size that a parameter alone receives read from that parameter in the body.
+std::string render_with_constructor(const std::string& init, const std::string& signature) {
+  std::string text = R"(
+[[task]]
+id = "T_9"
+level = 2
+name = "gemm_scale"
+family = "gemm_epilogue"
+description = "y = Linear(In, Out)(x) * 2.0"
+sizes.full = { B = 4, In = 8, Out = 6 }
+sizes.small = { B = 2, In = 3, Out = 5 }
+inputs = [{ name = "x", shape = ["B", "In"] }]
+modules = [{ name = "fc", type = "linear", in = "In", out = "Out" }]
+ops = [
+  { op = "linear", in = ["x"], out = "h", module = "fc" },
+  { op = "mul_scalar", in = ["h"], out = "y", value = 2.0 },
+]
+output = "y"
+kernelbench = { problem = "level2/9_X.py", globals = { in_features = "In" }, init = )" +
+                     init + ", signature = \"" + signature + "\" }\n";
+  Result<std::vector<Task>> r = parse_task_file("ctor.toml", text);
+  EXPECT_TRUE(r.ok()) << r.status().to_string();
+  if (!r.ok()) return "";
+  Result<std::string> py = task_as_pytorch((*r)[0], SizeName::kFull);
+  EXPECT_TRUE(py.ok()) << py.status().to_string();
+  return py.ok() ? *py : "";
+}
+
+TEST(TaskPrompt, RendersKernelBenchsConstructor) {
+  expect_contains(render_with_constructor(R"(["In", "Out", 2.0, ["Out", 1], true, "In * 2"])",
+                                          "in_features, out_features, scale, bias_shape, flag: bool, k=3"),
+                  {"def __init__(self, in_features, out_features, scale, bias_shape, flag: bool, k=3):",
+                   "self.fc = nn.Linear(in_features, out_features)",
+                   "def get_init_inputs():\n    return [In, Out, 2.0, [Out, 1], True, 16]\n"},
+                  "names");
+  // A parameter named as another size keeps the globals (B would read the batch as In); so does a
+  // size two parameters receive, and every parameter after a '*'.
+  expect_contains(render_with_constructor(R"(["In", "Out"])", "B, out_features"),
+                  {"def __init__(self, B, out_features):", "self.fc = nn.Linear(In, out_features)"}, "taken");
+  expect_contains(render_with_constructor(R"(["In", "In", "Out"])", "a, b, c"),
+                  {"def __init__(self, a, b, c):", "self.fc = nn.Linear(In, c)"}, "twice");
+  expect_contains(render_with_constructor(R"(["In", "Out"])", "in_features, *args"),
+                  {"def __init__(self, in_features, *args):", "self.fc = nn.Linear(in_features, Out)"}, "star");
+  expect_contains(render_with_constructor("[]", ""),
+                  {"def __init__(self):", "self.fc = nn.Linear(In, Out)", "def get_init_inputs():\n    return []\n"},
+                  "empty");
 }
 
 TEST(TaskPrompt, AnOpWithoutARenderingIsAnErrorNamingTaskAndOp) {

@@ -188,6 +188,42 @@ std::string replace(std::string s, const std::string& from, const std::string& t
   return s.replace(p, from.size(), to);
 }
 
+// kernelbench.init and .signature: the problem's constructor (gpu/task.h), read as written.
+TEST(TaskFile, KernelBenchConstructorIsReadAndChecked) {
+  const std::string kb = "kernelbench = { problem = \"level1/1_X.py\", globals = { n = \"N\" }";
+  Result<std::vector<Task>> r =
+      parse_task_file("t.toml", std::string(kGoodTask) + kb +
+                                    ", init = [\"N\", \"N * 2\", 2.5, true, [\"N\", 1]], "
+                                    "signature = \"n, m: int, scale: float, flag=True, shape=(1, 2)\" }\n");
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  const Task& t = (*r)[0];
+  EXPECT_TRUE(t.kernelbench_constructor);
+  EXPECT_EQ(t.kernelbench_signature, "n, m: int, scale: float, flag=True, shape=(1, 2)");
+  EXPECT_EQ(t.kernelbench_init.dump(), R"(["N","N * 2",2.5,true,["N",1]])");
+  // An empty constructor is one too (Model.__init__(self), get_init_inputs() returning []).
+  Result<std::vector<Task>> empty =
+      parse_task_file("t.toml", std::string(kGoodTask) + kb + ", init = [], signature = \"\" }\n");
+  ASSERT_TRUE(empty.ok()) << empty.status().to_string();
+  EXPECT_TRUE((*empty)[0].kernelbench_constructor);
+  Result<std::vector<Task>> none = parse_task_file("t.toml", std::string(kGoodTask) + kb + " }\n");
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_FALSE((*none)[0].kernelbench_constructor);
+
+  auto bad = [&](const std::string& keys, const std::string& needle) {
+    expect_error(std::string(kGoodTask) + kb + ", " + keys + " }\n", "kernelbench", needle);
+  };
+  bad("init = [\"N\"]", "init and signature go together");
+  bad("signature = \"n\"", "init and signature go together");
+  bad("init = [\"N\"], signature = 3", "signature: expected a string");
+  bad("init = [\"N\"], signature = \"n):\\n    import os\"", "on one line, brackets balanced, found");
+  bad("init = [\"N\"], signature = \"n, (m\"", "brackets balanced");
+  bad("init = [\"N\"], signature = \"n; import os\"", "on one line");
+  bad("init = \"N\", signature = \"n\"", "init: expected an array");
+  bad("init = [{ a = 1 }], signature = \"n\"", "init[0]: expected a size expression");
+  bad("init = [[\"N\", \"N +\"]], signature = \"n\"", "init[0][1]");
+  bad("init = [\"N\", [\"M\"]], signature = \"n, m\"", "kernelbench.init[1][0]' at size");
+}
+
 TEST(TaskFile, ErrorsNameFileKeyAndWhatWasExpected) {
   expect_error(replace(kGoodTask, "op = \"relu\"", "op = \"frobnicate\""), "frobnicate", "expected one of");
   expect_error(replace(kGoodTask, "in = [\"x\"]", "in = [\"z\"]"), "key 'in'", "'z'");

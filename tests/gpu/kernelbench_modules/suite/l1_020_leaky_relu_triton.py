@@ -17,9 +17,9 @@ def leaky_relu_kernel(x_ptr, y_ptr, n_elements, negative_slope, BLOCK_SIZE: tl.c
 
 
 class ModelNew(nn.Module):
-    def __init__(self):
+    def __init__(self, negative_slope: float = 0.01):
         super().__init__()
-        self.negative_slope = 0.01
+        self.negative_slope = negative_slope
 
     def forward(self, x):
         x = x.contiguous()

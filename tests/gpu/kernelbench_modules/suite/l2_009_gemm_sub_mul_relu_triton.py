@@ -49,11 +49,11 @@ def linear_sub_mul_relu_kernel(
 
 
 class ModelNew(nn.Module):
-    def __init__(self, In, Out):
+    def __init__(self, in_features, out_features, subtract_value, multiply_value):
         super().__init__()
-        self.linear = nn.Linear(In, Out)
-        self.subtract_value = 2.0
-        self.multiply_value = 1.5
+        self.linear = nn.Linear(in_features, out_features)
+        self.subtract_value = subtract_value
+        self.multiply_value = multiply_value
 
     def forward(self, x):
         x = x.contiguous()

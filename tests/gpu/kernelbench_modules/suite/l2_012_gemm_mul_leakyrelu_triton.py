@@ -37,11 +37,11 @@ def fused_gemm_mul_leaky_kernel(
 
 
 class ModelNew(nn.Module):
-    def __init__(self, In, Out):
+    def __init__(self, in_features, out_features, multiplier, negative_slope):
         super().__init__()
-        self.fc = nn.Linear(In, Out)
-        self.multiplier = 2.0
-        self.negative_slope = 0.1
+        self.fc = nn.Linear(in_features, out_features)
+        self.multiplier = multiplier
+        self.negative_slope = negative_slope
 
     def forward(self, x):
         x = x.contiguous()

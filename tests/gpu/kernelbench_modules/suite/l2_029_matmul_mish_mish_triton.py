@@ -45,9 +45,9 @@ def linear_mish_mish_kernel(
 
 
 class ModelNew(nn.Module):
-    def __init__(self, In, Out):
+    def __init__(self, in_features, out_features):
         super().__init__()
-        self.fc = nn.Linear(In, Out)
+        self.fc = nn.Linear(in_features, out_features)
 
     def forward(self, x):
         x = x.contiguous()

@@ -49,10 +49,10 @@ def matmul_swish_scale_kernel(
 
 
 class ModelNew(nn.Module):
-    def __init__(self, In, Out):
+    def __init__(self, in_features, out_features, scaling_factor):
         super().__init__()
-        self.matmul = nn.Linear(In, Out)
-        self.scaling_factor = 2.0
+        self.matmul = nn.Linear(in_features, out_features)
+        self.scaling_factor = scaling_factor
 
     def forward(self, x):
         x = x.contiguous()

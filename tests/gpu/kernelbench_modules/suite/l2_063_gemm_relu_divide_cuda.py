@@ -73,10 +73,10 @@ linear_relu_div = load_inline(
 
 
 class ModelNew(nn.Module):
-    def __init__(self, In, Out):
+    def __init__(self, in_features, out_features, divisor):
         super().__init__()
-        self.linear = nn.Linear(In, Out)
-        self.divisor = 2.0
+        self.linear = nn.Linear(in_features, out_features)
+        self.divisor = divisor
 
     def forward(self, x):
         return linear_relu_div.linear_relu_div_forward(x, self.linear.weight, self.linear.bias, self.divisor)

@@ -5,10 +5,10 @@ import torch.nn as nn
 
 
 class ModelNew(nn.Module):
-    def __init__(self, In, Out):
+    def __init__(self, input_size, hidden_size, scaling_factor):
         super().__init__()
-        self.gemm = nn.Linear(In, Out)
-        self.scaling_factor = 2.0
+        self.gemm = nn.Linear(input_size, hidden_size)
+        self.scaling_factor = scaling_factor
 
     def forward(self, x):
         h = self.gemm(x)

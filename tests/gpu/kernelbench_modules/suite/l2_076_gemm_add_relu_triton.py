@@ -47,10 +47,10 @@ def gemm_bias_relu_kernel(
 
 
 class ModelNew(nn.Module):
-    def __init__(self, In, Out):
+    def __init__(self, in_features, out_features, bias_shape):
         super().__init__()
-        self.fc = nn.Linear(In, Out, bias=False)
-        self.bias = nn.Parameter(torch.randn(Out))
+        self.fc = nn.Linear(in_features, out_features, bias=False)
+        self.bias = nn.Parameter(torch.randn(bias_shape))
 
     def forward(self, x):
         x = x.contiguous()

@@ -65,11 +65,11 @@ def triton_linear(x, linear, relu):
 
 
 class ModelNew(nn.Module):
-    def __init__(self, In, H, Out):
+    def __init__(self, input_size, layer_sizes, output_size):
         super().__init__()
-        self.fc1 = nn.Linear(In, H)
-        self.fc2 = nn.Linear(H, H)
-        self.fc3 = nn.Linear(H, Out)
+        self.fc1 = nn.Linear(input_size, layer_sizes[0])
+        self.fc2 = nn.Linear(layer_sizes[0], layer_sizes[1])
+        self.fc3 = nn.Linear(layer_sizes[1], output_size)
 
     def forward(self, x):
         h = triton_linear(x, self.fc1, relu=True)

@@ -6,25 +6,12 @@ import torch.nn.functional as F
 
 
 class ModelNew(nn.Module):
-    def __init__(self, In, H, Out):
+    def __init__(self, input_size, hidden_layer_sizes, output_size):
         super().__init__()
-        self.fc0 = nn.Linear(In, H)
-        self.fc1 = nn.Linear(H, H)
-        self.fc2 = nn.Linear(H, H)
-        self.fc3 = nn.Linear(H, H)
-        self.fc4 = nn.Linear(H, H)
-        self.fc5 = nn.Linear(H, H)
-        self.fc6 = nn.Linear(H, H)
-        self.fc7 = nn.Linear(H, H)
-        self.fc8 = nn.Linear(H, H)
-        self.fc9 = nn.Linear(H, H)
-        self.fc10 = nn.Linear(H, H)
-        self.fc11 = nn.Linear(H, H)
-        self.fc12 = nn.Linear(H, H)
-        self.fc13 = nn.Linear(H, H)
-        self.fc14 = nn.Linear(H, H)
-        self.fc15 = nn.Linear(H, H)
-        self.out = nn.Linear(H, Out)
+        sizes = [input_size] + list(hidden_layer_sizes)
+        for k in range(len(hidden_layer_sizes)):
+            setattr(self, "fc%d" % k, nn.Linear(sizes[k], sizes[k + 1]))
+        self.out = nn.Linear(sizes[-1], output_size)
 
     def forward(self, x):
         for i in range(16):

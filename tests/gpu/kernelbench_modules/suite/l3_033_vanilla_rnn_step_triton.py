@@ -70,12 +70,18 @@ def linear_bias_kernel(
     tl.store(out_ptr + rm[:, None] * stride_om + rn[None, :], acc, mask=m_mask[:, None] & n_mask[None, :])
 
 
+# The problem's batch size, which its constructor reads as KernelBench's Model does: the hidden
+# state's draw (h0 overwrites it) comes before the Linear weights', so it must be as large as the
+# reference's for the weights to agree. KernelBench's size, vinci's `full`.
+batch_size = 256
+
+
 class ModelNew(nn.Module):
-    def __init__(self, B, H, In, Out):
+    def __init__(self, input_size: int, hidden_size: int, output_size: int):
         super().__init__()
-        self.hidden = nn.Parameter(torch.randn(B, H))
-        self.i2h = nn.Linear(In + H, H)
-        self.h2o = nn.Linear(H, Out)
+        self.hidden = torch.randn((batch_size, hidden_size))
+        self.i2h = nn.Linear(input_size + hidden_size, hidden_size)
+        self.h2o = nn.Linear(hidden_size, output_size)
 
     def forward(self, x, h0):
         x = x.contiguous()

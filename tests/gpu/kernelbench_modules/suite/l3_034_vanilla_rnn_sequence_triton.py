@@ -67,10 +67,10 @@ def linear_kernel(
 
 
 class ModelNew(nn.Module):
-    def __init__(self, In, H, Out):
+    def __init__(self, input_size: int, hidden_size: int, output_size: int):
         super().__init__()
-        self.i2h = nn.Linear(In + H, H)
-        self.h2o = nn.Linear(H, Out)
+        self.i2h = nn.Linear(input_size + hidden_size, hidden_size)
+        self.h2o = nn.Linear(hidden_size, output_size)
 
     def forward(self, x, h0):
         x = x.contiguous()

@@ -98,13 +98,12 @@ def _linear(x2d, layer):
 
 
 class ModelNew(nn.Module):
-    def __init__(self, C):
+    def __init__(self, n_embd, n_head, attn_pdrop, resid_pdrop, max_seqlen):
         super().__init__()
-        self.c_attn = nn.Linear(C, 3 * C)
-        self.c_proj = nn.Linear(C, C)
-        # the reference scales scores by 1/sqrt(96): heads of size 96
-        self.head_dim = 96
-        self.n_head = C // self.head_dim
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+        self.n_head = n_head
+        self.head_dim = n_embd // n_head
 
     def forward(self, x):
         x = x.contiguous()

@@ -133,17 +133,16 @@ def _linear(x2d, layer, gelu=False, residual=None):
 
 
 class ModelNew(nn.Module):
-    def __init__(self, C):
+    def __init__(self, n_embd, n_head, attn_pdrop, resid_pdrop, max_seqlen):
         super().__init__()
-        self.ln_1 = nn.LayerNorm(C, eps=1e-05)
-        self.c_attn = nn.Linear(C, 3 * C)
-        self.attn_proj = nn.Linear(C, C)
-        self.ln_2 = nn.LayerNorm(C, eps=1e-05)
-        self.c_fc = nn.Linear(C, 4 * C)
-        self.mlp_proj = nn.Linear(4 * C, C)
-        # the reference scales scores by 1/sqrt(96): heads of size 96
-        self.head_dim = 96
-        self.n_head = C // self.head_dim
+        self.ln_1 = nn.LayerNorm(n_embd, eps=1e-05)
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.attn_proj = nn.Linear(n_embd, n_embd)
+        self.ln_2 = nn.LayerNorm(n_embd, eps=1e-05)
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.mlp_proj = nn.Linear(4 * n_embd, n_embd)
+        self.n_head = n_head
+        self.head_dim = n_embd // n_head
 
     def forward(self, x):
         x = x.contiguous()

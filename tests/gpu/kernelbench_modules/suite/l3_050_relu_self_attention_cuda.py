@@ -123,13 +123,12 @@ relu_attn = load_inline(
 
 
 class ModelNew(nn.Module):
-    def __init__(self, C):
+    def __init__(self, n_embd, n_head, max_seqlen):
         super().__init__()
-        self.c_attn = nn.Linear(C, 3 * C)
-        self.c_proj = nn.Linear(C, C)  # built as the reference does; its output does not use it
-        # the reference scales scores by 0.125 = 1/sqrt(64): heads of size 64
-        self.head_dim = 64
-        self.n_head = C // self.head_dim
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)  # built as the reference does; its output does not use it
+        self.n_head = n_head
+        self.head_dim = n_embd // n_head
 
     def forward(self, x):
         qkv = self.c_attn(x)
