@@ -24,7 +24,7 @@ TOOL = os.path.join(HERE, "chat_transcript.py")
 SMOKE = os.path.join(HERE, "data", "vllm_llm_smoke.jsonl.gz")
 # What the two live runs against vLLM printed (tests/llm/README.md): the replayer listens where the
 # recorder did, so the runs record the same base_url.
-LIVE_DIGEST = "07acd5548feedd2b4821a34156718197"
+LIVE_DIGEST = "c3382befa46c48f187c253a219be3238"
 RECORDED_PORT = 18011
 
 
