@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "gpu/eval_result.h"
 #include "queue/queue_url.h"
 
 namespace vinci {
@@ -230,6 +231,15 @@ ConfigSchema build_schema() {
   s.add({"device.profile", T::kString, S(""), "Device profile file; empty: data/device_profiles/h200.toml.", {}});
   s.add({"device.noise", T::kFloat, F(0.0), "Relative spread of simulated timing noise (0: exact).", {}, 0, 1});
   s.add({"device.timing_samples", T::kInt, I(10), "Timing samples per candidate.", {}, 1, 10000});
+  add_when_set({"device.timing", T::kString, S("fixed"),
+                "fixed: device.timing_samples of each of candidate and reference; adaptive: in steps of 10 from 20\n"
+                "until the speedup's 99% interval is within device.timing_width of it, device.timing_samples the\n"
+                "cap (docs/live_evaluator.md, \"Adaptive timing\"). The rule and the samples used are recorded in\n"
+                "every measurement's settings.",
+                {"fixed", "adaptive"}});
+  add_when_set({"device.timing_width", T::kFloat, F(0.01),
+                "device.timing = \"adaptive\": the speedup's interval width relative to it at which sampling stops.",
+                {}, 0, 1});
   s.add({"device.trials", T::kInt, I(5), "Correctness trials per candidate.", {}, 1, 100});
   s.add({"device.reference_precision", T::kString, S("kernelbench"),
          "cuda: the reference's precision policy: kernelbench (PyTorch's defaults, as KernelBench times its\n"
@@ -404,6 +414,8 @@ Status read_device_and_eval(const Config& c, Experiment* e) {
   e->limits.max_kernels = c.get_int("device.max_kernels");
   e->limits.max_steps = c.get_int("device.max_steps");
   e->timing_samples = static_cast<int32_t>(c.get_int("device.timing_samples"));
+  e->timing_adaptive = c.get_string("device.timing") == "adaptive";
+  e->timing_width = c.get_float("device.timing_width");
   e->trials = static_cast<int32_t>(c.get_int("device.trials"));
   e->eval_every = static_cast<int32_t>(c.get_int("eval.every"));
   e->eval_greedy = c.get_bool("eval.greedy");
@@ -554,6 +566,12 @@ Result<Experiment> from_config(const Config& c, const std::string& path) {
 }
 
 }  // namespace
+
+void set_timing(const Experiment& e, EvalRequest* request) {
+  request->adaptive = e.timing_adaptive;
+  request->adaptive_rule.rel_width = e.timing_width;
+  request->adaptive_rule.max_samples = request->samples;
+}
 
 Status check_runs_root(const std::string& out, const std::string& what) {
   if (out.empty()) {

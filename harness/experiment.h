@@ -20,6 +20,8 @@
 
 namespace vinci {
 
+struct EvalRequest;  // gpu/eval_result.h
+
 // Every key an experiment config may set.
 const ConfigSchema& experiment_schema();
 
@@ -105,6 +107,8 @@ struct Experiment {
   int32_t queue_attempts = 3;
   PlanLimits limits;  // device.max_*: gpu/plan.h
   int32_t timing_samples = 10;
+  bool timing_adaptive = false;  // device.timing = "adaptive": timing_samples is the cap
+  double timing_width = 0.01;    // device.timing_width
   int32_t trials = 5;
 
   // [eval]
@@ -164,6 +168,10 @@ std::map<std::string, std::string> effective_settings(const std::string& effecti
 // start with `what` (the key or option).
 Status check_runs_root(const std::string& out, const std::string& what);
 Status check_run_name(const std::string& name, const std::string& what);
+
+// The experiment's timing rule (device.timing, device.timing_width; the cap device.timing_samples)
+// into a request whose samples are set.
+void set_timing(const Experiment& e, EvalRequest* request);
 
 // Reads the config file with --set overrides; errors name file, line and key.
 Result<Experiment> load_experiment(const std::string& path, const std::vector<std::string>& overrides);

@@ -86,6 +86,7 @@ class PlanTurnEvaluator {
     req.seed = eval_seed(key_.with("turn", turn));
     req.trials = exp_.trials;
     req.samples = exp_.timing_samples;
+    set_timing(exp_, &req);
     TurnRecord rec;
     if (plan == nullptr) {
       rec.eval.evaluator = "reply";

@@ -95,6 +95,8 @@ Digest queue_request_address(const Digest& task_file, const std::string& task_id
   h.update_digest(task_address(task_file, task_id)).update_digest(plan);
   h.update_str(size_name(request.size)).update_u64(request.seed);
   h.update_i64(request.trials).update_i64(request.samples).update_u64(request.strict ? 1 : 0);
+  if (request.adaptive)
+    h.update_str("adaptive_timing").update_str(adaptive_timing_to_json(request.adaptive_rule).dump());
   h.update_str(spec.kind);
   h.update_u64(spec.settings.size());
   for (const auto& [k, v] : spec.settings) h.update_str(k).update_str(v);
@@ -129,6 +131,7 @@ EncodedRequest encode_queue_request(const Task& task, const std::string& task_fi
                       {"evaluator", spec.kind},
                       {"settings", settings},
                       {"attempts", attempts}};
+  if (request.adaptive) j["timing"] = adaptive_timing_to_json(request.adaptive_rule);
   e.body = j.dump();
   return e;
 }

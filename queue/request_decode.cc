@@ -50,6 +50,12 @@ Result<QueueRequest> decode_queue_request(const std::string& body) {
     VINCI_ASSIGN_OR_RETURN(q.request.trials, count(j, "trials"));
     VINCI_ASSIGN_OR_RETURN(q.request.samples, count(j, "samples"));
     q.request.strict = j.at("strict").get<bool>();
+    if (j.contains("timing")) {
+      VINCI_ASSIGN_OR_RETURN(q.request.adaptive_rule,
+                             adaptive_timing_from_json(j.at("timing"), "queue request: timing"));
+      q.request.adaptive = true;
+      q.request.adaptive_rule.max_samples = q.request.samples;
+    }
     q.spec.kind = j.at("evaluator").get<std::string>();
     if (q.spec.kind != "sim" && q.spec.kind != "cuda")
       return invalid_argument("queue request: evaluator must be sim or cuda, found '" + q.spec.kind + "'");

@@ -104,6 +104,7 @@ std::string encode_eval_request(const std::string& task_id, const Plan& plan, co
   nlohmann::json j = {{"task", task_id},         {"plan", plan_to_json(plan)}, {"size", size_name(request.size)},
                       {"seed", request.seed},    {"trials", request.trials},   {"samples", request.samples},
                       {"strict", request.strict}};
+  if (request.adaptive) j["timing"] = adaptive_timing_to_json(request.adaptive_rule);
   return j.dump();
 }
 
@@ -120,6 +121,11 @@ Result<DecodedRequest> decode_eval_request(const std::string& bytes) {
     d.request.trials = j.at("trials").get<int>();
     d.request.samples = j.at("samples").get<int>();
     d.request.strict = j.at("strict").get<bool>();
+    if (j.contains("timing")) {
+      VINCI_ASSIGN_OR_RETURN(d.request.adaptive_rule, adaptive_timing_from_json(j.at("timing"), "request: timing"));
+      d.request.adaptive = true;
+      d.request.adaptive_rule.max_samples = d.request.samples;
+    }
   } catch (const nlohmann::json::exception& e) {
     return invalid_argument(std::string("request: ") + e.what());
   }

@@ -799,7 +799,8 @@ struct LiveDevice::Impl {
   // The samples of one timing pass.
   struct TimingPass {
     std::vector<double> kernel_us, reference_us, host_kernel_us;
-    int checked = 0;  // candidate samples whose output was compared with the reference's
+    int checked = 0;         // candidate samples whose output was compared with the reference's
+    std::string stopped_by;  // "width", "cap" or "budget": why the rounds stopped
   };
 
   // One pass of timed rounds (docs/live_evaluator.md, "Timing"). Round i times the candidate on
@@ -809,7 +810,9 @@ struct LiveDevice::Impl {
   // inputs switched to the round's set, so nothing a sample computed reaches the next one. The last
   // round of each set, and a keyed one in kSpotCheckEvery of the others, time the reference on the
   // candidate's set and compare the candidate's timed output with it: a candidate cannot know which
-  // samples are checked. Both medians are over the same rotation of sets.
+  // samples are checked. Both medians are over the same rotation of sets. With adaptive timing
+  // (docs/live_evaluator.md, "Adaptive timing") the rule looks at the samples at its points
+  // (counting the final checks still to come) and, once it stops, only the final checks follow.
   static constexpr int kSpotCheckEvery = 16;
   TimingPass time_rounds(const Task& task, const Plan& plan, const LoadedPlan& loaded, const TaskInstance& inst,
                          const std::vector<TimingSet>& sets, std::map<std::string, torch::Tensor>& values,
@@ -887,9 +890,20 @@ struct LiveDevice::Impl {
       ref_out = torch::Tensor();
     }
     int i = 0;
+    t.stopped_by = "cap";
     for (; i < request.samples - final_checks; ++i) {
       // A budget caps the samples of very slow candidates (at least 5 rounds are always taken).
-      if (options.timing_budget_ms > 0 && i >= 5 && timed_ms > options.timing_budget_ms) break;
+      if (options.timing_budget_ms > 0 && i >= 5 && timed_ms > options.timing_budget_ms) {
+        t.stopped_by = "budget";
+        break;
+      }
+      if (request.adaptive && i > 0 && adaptive_check_due(request.adaptive_rule, i + final_checks)) {
+        SpeedupInterval si = speedup_interval(request.adaptive_rule, t.kernel_us, t.reference_us);
+        if (si.stop) {
+          t.stopped_by = si.why;
+          break;
+        }
+      }
       uint64_t key =
           input_seed(request.seed, task.id + "/timing-check/" + std::to_string(pass), i, InputDistribution::kUniform01);
       round(i, key % kSpotCheckEvery == 0);
@@ -968,11 +982,12 @@ struct LiveDevice::Impl {
     }
     Result<const TaskContext*> ctx = sim->context(task, request.size);
     const double floor_us = ctx.ok() ? (*ctx)->bound().floor_us : 0;
-    std::string first_doubt;
+    std::string first_doubt, stopped_by;
     int checked = 0;
     for (int pass = 0;; ++pass) {
       TimingPass t = time_rounds(task, plan, loaded, inst, sets, values, own, tol, request, pass);
       checked += t.checked;
+      stopped_by = t.stopped_by;
       r->kernel_times_us = t.kernel_us;
       r->reference_times_us = t.reference_us;
       r->finalize();
@@ -1006,6 +1021,9 @@ struct LiveDevice::Impl {
     r->settings["timing"] = "fresh state: own buffers poisoned and device globals reset before every sample";
     r->settings["timing_input_sets"] = std::to_string(sets.size());
     r->settings["timing_checked_samples"] = std::to_string(checked);
+    if (request.adaptive)
+      record_adaptive_timing(request.adaptive_rule, request.samples, static_cast<int>(r->kernel_times_us.size()),
+                             stopped_by, &r->settings);
   }
 
   // Compiles (Triton, in its own process, cached by content) and loads every Triton launch of the
@@ -1746,6 +1764,10 @@ void LiveDevice::Impl::time_module(const Task& task, ModuleSession& session, con
   r->settings["timing"] =
       "module: its samples in its runner, each on inputs drawn for it, after an L2 flush, from a device-wide "
       "synchronization to an event after the next one; the reference's here";
+  if (request.adaptive)  // said, never silently ignored
+    r->settings["timing_rule"] =
+        "fixed: a module's samples are taken in its runner in one call, so it takes --samples of each (adaptive "
+        "timing stops plans early)";
 }
 
 Result<EvalResult> LiveDevice::Impl::evaluate_module(const Task& task, const Plan& plan, const EvalRequest& request,

@@ -201,7 +201,7 @@ void add_eval_options(po::options_description* named, EvalArgs* a) {
       "samples", po::value<std::string>(&a->samples_text)->default_value("100"), "timing samples (1 to 10000)")(
       "strict", "strict tolerance (1e-4 for fp32)")(
       "timing", po::value<std::string>(&a->timing)->default_value("fixed"),
-      "fixed: --samples of each; adaptive (sim): in steps of 10 from 20 until the speedup's 99% interval is "
+      "fixed: --samples of each; adaptive: in steps of 10 from 20 until the speedup's 99% interval is "
       "within --timing-width of it, --samples the cap")(
       "timing-width", po::value<std::string>(&a->timing_width_text)->default_value("0.01"),
       "adaptive: the speedup's interval width relative to it at which sampling stops (0 to 1)")(
@@ -280,9 +280,6 @@ Result<EvalSettings> check_eval_args(const EvalArgs& a, const po::variables_map&
   s.request.strict = vm.count("strict") > 0;
   if (a.timing != "fixed" && a.timing != "adaptive")
     return invalid_argument("--timing: expected fixed or adaptive, found '" + a.timing + "'");
-  if (a.timing == "adaptive" && device != "sim")
-    return invalid_argument("--timing adaptive: only the sim world stops sampling early so far (found --device " +
-                            device + "); the GPU worker takes --samples of each");
   VINCI_ASSIGN_OR_RETURN(double timing_width, parse_number_option("--timing-width", a.timing_width_text, 0, 1));
   s.request.adaptive = a.timing == "adaptive";
   s.request.adaptive_rule.rel_width = timing_width;

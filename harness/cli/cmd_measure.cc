@@ -100,10 +100,12 @@ nlohmann::json row_json(const Row& r) {
                           {"kernel_times_us", e.kernel_times_us},
                           {"reference_times_us", e.reference_times_us}};
   };
+  auto live = brief(r.live);
+  if (r.live.settings.count("timing_stopped_by")) live["timing_stopped_by"] = r.live.settings.at("timing_stopped_by");
   return {{"task", r.task->id},         {"size", r.live.size},
           {"label", r.label},           {"plan_address", r.live.plan.hex()},
           {"knobs", r.plan.knobs},      {"guaranteed", r.guaranteed},
-          {"family", r.family},         {"live", brief(r.live)},
+          {"family", r.family},         {"live", live},
           {"sim", brief(r.sim)},        {"wall_ms", r.wall_ms},
           {"compile_ms", r.compile_ms}, {"eval_ms", r.eval_ms},
           {"device", r.live.device}};
@@ -153,7 +155,8 @@ struct MeasureOptions {
   std::string device = "cuda", size = "full", out_dir = "measure-out", task_dir, nvrtc_cache, profile_file;
   std::string reference_precision = kReferencePrecisionDefault;
   std::vector<std::string> only, from_files, variants, again_files;
-  std::string from;
+  std::string from, timing = "fixed";
+  double timing_width = 0.01;
   int plans_per_task = 8, level = 0, trials = 5, samples = 30, repeat = 0;
   uint64_t seed = 1;
   double timeout = 600, budget = 0, timing_budget = 2;
@@ -181,6 +184,11 @@ std::optional<int> parse_measure_options(const std::vector<std::string>& args, M
       "trials", po::value<int>(&o->trials)->default_value(5), "correctness trials per plan")(
       "samples", po::value<int>(&o->samples)->default_value(30),
       "timing samples per plan (each of kernel and reference)")(
+      "timing", po::value<std::string>(&o->timing)->default_value("fixed"),
+      "fixed: --samples of each; adaptive: in steps of 10 from 20 until the speedup's 99% interval is within "
+      "--timing-width of it, --samples the cap (docs/live_evaluator.md, \"Adaptive timing\")")(
+      "timing-width", po::value<double>(&o->timing_width)->default_value(0.01),
+      "adaptive: the speedup's interval width relative to it at which sampling stops (0 to 1)")(
       "repeat", po::value<int>(&o->repeat)->default_value(0),
       "timing quality: evaluate N default plans of >= 100 us 10 times each")(
       "out", po::value<std::string>(&o->out_dir)->default_value("measure-out"), "output folder")(
@@ -216,11 +224,22 @@ std::optional<int> parse_measure_options(const std::vector<std::string>& args, M
     return fail("--plans >= 0, --trials >= 1, --samples >= 1");
   if (Status st = check_reference_precision(o->reference_precision); !st.ok())
     return fail("--reference-precision: " + st.message());
+  if (o->timing != "fixed" && o->timing != "adaptive")
+    return fail("--timing: expected fixed or adaptive, found '" + o->timing + "'");
+  if (!(o->timing_width >= 0 && o->timing_width <= 1))
+    return fail("--timing-width: expected a number from 0 to 1, found " + format_number("%g", o->timing_width));
   if (!o->again_files.empty() && (!vm["plans"].defaulted() || !o->variants.empty()))
     return fail("--remeasure takes its plans from its files: drop --plans and --variant");
   if (!o->again_files.empty() && !o->from_files.empty()) return fail("--remeasure and --from-measurements do not mix");
   if (o->stale_only && o->again_files.empty()) return fail("--stale-only needs --remeasure");
   return std::nullopt;
+}
+
+// How the sweep timed its candidates, for the report.
+std::string timing_words(const MeasureOptions& o) {
+  if (o.timing == "fixed") return std::to_string(o.samples) + " timing samples each of kernel and reference";
+  return "adaptive timing (until the speedup's 99% interval is within " + shortest_exact_number(o.timing_width) +
+         " of it, at most " + std::to_string(o.samples) + " samples each of kernel and reference)";
 }
 
 // The tasks the options select, sorted by id.
@@ -567,12 +586,10 @@ void report_header(const MeasureOptions& o, const Sweep& sw, std::ostream& md) {
     md << "Size `" << o.size << "`, the plans that the rows of earlier sweeps name, measured again"
        << (o.stale_only ? " where the generator no longer writes their code" : "") << ":";
     for (const auto& f : o.again_files) md << " `" << f << "`";
-    md << "; " << o.trials << " trials, " << o.samples << " timing samples each of kernel and reference, seed "
-       << o.seed << ".\n\n";
+    md << "; " << o.trials << " trials, " << timing_words(o) << ", seed " << o.seed << ".\n\n";
   } else {
     md << "Size `" << o.size << "`, " << o.plans_per_task << " generated plans per task beside the default, "
-       << o.trials << " trials, " << o.samples << " timing samples each of kernel and reference, seed " << o.seed
-       << ".\n\n";
+       << o.trials << " trials, " << timing_words(o) << ", seed " << o.seed << ".\n\n";
   }
 }
 
@@ -714,9 +731,10 @@ struct Cost {
 };
 
 void report_cost(const Sweep& sw, Cost cost, const CudaEvaluator* cuda, std::ostream& md) {
-  std::vector<double> overhead, wall;
+  std::vector<double> overhead, wall, samples;
   for (const Row& r : sw.rows) {
     if (r.compile_ms > 0) cost.compile.push_back(r.compile_ms);
+    if (!r.live.kernel_times_us.empty()) samples.push_back(static_cast<double>(r.live.kernel_times_us.size()));
     wall.push_back(r.wall_ms);
     double timed_ms = 0;
     for (double v : r.live.kernel_times_us) timed_ms += v / 1000;
@@ -729,6 +747,9 @@ void report_cost(const Sweep& sw, Cost cost, const CudaEvaluator* cuda, std::ost
      << " | " << format_number("%.1f", percentile(cost.compile, 0.9)) << " |\n";
   md << "| wall time per candidate, ms | " << format_number("%.1f", percentile(wall, 0.5)) << " | "
      << format_number("%.1f", percentile(wall, 0.9)) << " |\n";
+  md << "| timing samples per timed candidate, each of kernel and reference | "
+     << format_number("%.0f", percentile(samples, 0.5)) << " | " << format_number("%.0f", percentile(samples, 0.9))
+     << " |\n";
   md << "| overhead per candidate (wall minus the timed samples), ms | "
      << format_number("%.1f", percentile(overhead, 0.5)) << " | " << format_number("%.1f", percentile(overhead, 0.9))
      << " |\n";
@@ -801,6 +822,9 @@ int cmd_measure(const std::vector<std::string>& args) {
   req.samples = o.samples;
   EvalRequest sim_req = req;
   sim_req.samples = 1;
+  req.adaptive = o.timing == "adaptive";
+  req.adaptive_rule.rel_width = o.timing_width;
+  req.adaptive_rule.max_samples = o.samples;
 
   // Every task's plans first, so their kernels can be compiled in parallel before the sweep.
   Work work;

@@ -56,6 +56,7 @@ class TaskSearch {
     request_.size = exp.size;
     request_.trials = exp.trials;
     request_.samples = exp.timing_samples;
+    set_timing(exp, &request_);
     key_ = RngKey::root(exp.seed).with("phase", "oracle").with("task", task.id);
     request_.seed = loop::eval_seed(key_);
   }

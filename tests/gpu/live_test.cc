@@ -102,6 +102,24 @@ TEST(CudaProtocol, RequestRoundTrips) {
   EXPECT_EQ(d->request.samples, 17);
   EXPECT_TRUE(d->request.strict);
   EXPECT_EQ(d->request.size, SizeName::kSmall);
+  EXPECT_FALSE(d->request.adaptive);
+  // Adaptive timing reaches the worker with its rule; the cap is the request's samples.
+  r.adaptive = true;
+  r.adaptive_rule.rel_width = 0.005;
+  r.adaptive_rule.min_samples = 30;
+  d = decode_eval_request(encode_eval_request("L1_023", *p, r));
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_TRUE(d->request.adaptive);
+  EXPECT_EQ(d->request.adaptive_rule.rel_width, 0.005);
+  EXPECT_EQ(d->request.adaptive_rule.min_samples, 30);
+  EXPECT_EQ(d->request.adaptive_rule.step, 10);
+  EXPECT_EQ(d->request.adaptive_rule.max_samples, 17);
+  nlohmann::json bad = nlohmann::json::parse(encode_eval_request("L1_023", *p, r));
+  bad["timing"]["level"] = 0;
+  Result<DecodedRequest> refused = decode_eval_request(bad.dump());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("request: timing: 'level' out of range, found 0"), std::string::npos)
+      << refused.status().message();
   EXPECT_FALSE(decode_eval_request("{\"task\": 3}").ok());
   EXPECT_FALSE(decode_eval_request("not json").ok());
 }
@@ -341,6 +359,34 @@ TEST(CudaEvaluator, TritonPlansMeetEveryCheckOfACudaPlan) {
 // A candidate whose kernel prints 100000 lines (device printf): the evaluation succeeds, the
 // record keeps the first 4 KiB and counts the rest, and nothing reaches this process's stdout or
 // stderr (the worker's fd 1 is a pipe it drains; the protocol is another descriptor).
+// Adaptive timing in the worker: the same rounds as the fixed protocol, cut where the rule stops,
+// every timing set's last round still checked; the rule, the samples and the reason recorded. A
+// width of 1 stops at the first look (20 samples); a width of 0 never does (the cap).
+TEST(CudaEvaluator, AdaptiveTimingStopsAtTheRulesPointsAndSaysWhy) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA driver here";
+  Result<Plan> plan = default_plan(task("L1_019"));
+  ASSERT_TRUE(plan.ok());
+  CudaEvaluator ev(options());
+  for (double width : {1.0, 0.0}) {
+    EvalRequest req = small_request();
+    req.samples = 60;
+    req.adaptive = true;
+    req.adaptive_rule.rel_width = width;
+    req.adaptive_rule.max_samples = req.samples;
+    Result<EvalResult> r = ev.evaluate(task("L1_019"), *plan, req);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    ASSERT_TRUE(r->correct) << r->error;
+    const size_t want = width > 0 ? 20 : 60;
+    EXPECT_EQ(r->kernel_times_us.size(), want) << width;
+    EXPECT_EQ(r->reference_times_us.size(), want) << width;
+    EXPECT_EQ(r->settings["samples_used"], std::to_string(want));
+    EXPECT_EQ(r->settings["timing_stopped_by"], width > 0 ? "width" : "cap");
+    EXPECT_EQ(r->settings["timing_rule"].rfind("adaptive: level 0.99, width ", 0), 0u) << r->settings["timing_rule"];
+    EXPECT_GE(std::atoi(r->settings["timing_checked_samples"].c_str()),
+              std::atoi(r->settings["timing_input_sets"].c_str()));
+  }
+}
+
 TEST(CudaEvaluator, KernelPrintfIsCapturedCappedAndKeptOffTheTerminal) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA driver here";
   Plan plan;

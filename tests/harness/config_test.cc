@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/atomic_file.h"
+#include "gpu/eval_result.h"
 #include "harness/experiment.h"
 
 namespace vinci {
@@ -149,6 +150,36 @@ TEST(ExperimentConfigs, PolicyLanguagesAreCheckedAndRecordedOnlyWhenSet) {
   ASSERT_FALSE(none.ok());
   EXPECT_NE(none.status().message().find("expected at least one of cuda, triton"), std::string::npos)
       << none.status().message();
+}
+
+// device.timing chooses the timing rule: recorded only when set (fixed runs keep their configs
+// and digests), checked, and carried into every request the run makes (set_timing).
+TEST(ExperimentConfigs, AdaptiveTimingIsCheckedAndRecordedOnlyWhenSet) {
+  auto d = experiment_from_text("[run]\nname = \"a\"\n", "x.toml");
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_FALSE(d->timing_adaptive);
+  EXPECT_EQ(d->effective_toml.find("timing ="), std::string::npos) << d->effective_toml;
+  EXPECT_EQ(d->effective_toml.find("timing_width"), std::string::npos) << d->effective_toml;
+  EvalRequest fixed;
+  fixed.samples = 40;
+  set_timing(*d, &fixed);
+  EXPECT_FALSE(fixed.adaptive);
+  auto a =
+      experiment_from_text("[device]\ntiming = \"adaptive\"\ntiming_width = 0.02\ntiming_samples = 200\n", "x.toml");
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_NE(a->effective_toml.find("timing = \"adaptive\""), std::string::npos) << a->effective_toml;
+  EvalRequest req;
+  req.samples = a->timing_samples;
+  set_timing(*a, &req);
+  EXPECT_TRUE(req.adaptive);
+  EXPECT_EQ(req.adaptive_rule.rel_width, 0.02);
+  EXPECT_EQ(req.adaptive_rule.max_samples, 200);
+  auto bad = experiment_from_text("[device]\ntiming = \"sometimes\"\n", "x.toml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("device.timing"), std::string::npos) << bad.status().message();
+  auto wide = experiment_from_text("[device]\ntiming_width = 1.5\n", "x.toml");
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.status().message().find("device.timing_width"), std::string::npos) << wide.status().message();
 }
 
 TEST(Config, ReferenceTomlParsesAndHoldsEveryKey) {

@@ -530,7 +530,7 @@ TEST(HarnessEval, NonsenseNumbersAreRefused) {
       {"--profile-phases", "--profile-phases: times the GPU worker's phases, so it needs --device cuda"},
       {"--timing sometimes", "--timing: expected fixed or adaptive, found 'sometimes'"},
       {"--timing adaptive --timing-width 2", "--timing-width: expected a number from 0 to 1"},
-      {"--timing adaptive --device cuda", "--timing adaptive: only the sim world stops sampling early so far"},
+      {"--timing adaptive --timing-width nan", "--timing-width: expected a number from 0 to 1, found 'nan'"},
   };
   for (const Case& c : cases) {
     EXPECT_EQ(sh(eval + " " + c.args, &out), 2) << c.args << "\n" << out;

@@ -106,6 +106,26 @@ TEST(QueueCodec, RequestRoundTripsAndItsAddressIsStable) {
   EvalRequest strict = small_request(7);
   strict.strict = true;
   EXPECT_NE(encode_queue_request(t, file_of(t), plan, strict, spec, 3).address, e.address);
+  // Adaptive timing travels with its rule (the cap is the samples) and is part of the address;
+  // a fixed request's body has no "timing" key, so its address is as before.
+  EXPECT_EQ(nlohmann::json::parse(e.body).count("timing"), 0u);
+  EvalRequest adaptive = small_request(7);
+  adaptive.adaptive = true;
+  adaptive.adaptive_rule.rel_width = 0.02;
+  adaptive.adaptive_rule.step = 5;
+  EncodedRequest ea = encode_queue_request(t, file_of(t), plan, adaptive, spec, 3);
+  EXPECT_NE(ea.address, e.address);
+  Result<QueueRequest> qa = decode_queue_request(ea.body);
+  ASSERT_TRUE(qa.ok()) << qa.status().to_string();
+  EXPECT_TRUE(qa->request.adaptive);
+  EXPECT_EQ(qa->request.adaptive_rule.rel_width, 0.02);
+  EXPECT_EQ(qa->request.adaptive_rule.level, 0.99);
+  EXPECT_EQ(qa->request.adaptive_rule.min_samples, 20);
+  EXPECT_EQ(qa->request.adaptive_rule.step, 5);
+  EXPECT_EQ(qa->request.adaptive_rule.max_samples, 3);
+  EXPECT_EQ(queue_request_address(qa->task_file, qa->task_id, qa->plan, qa->request, spec), ea.address);
+  adaptive.adaptive_rule.rel_width = 0.03;
+  EXPECT_NE(encode_queue_request(t, file_of(t), plan, adaptive, spec, 3).address, ea.address);
   EXPECT_NE(encode_queue_request(t, file_of(t) + "\n", plan, small_request(7), spec, 3).address, e.address);
   EXPECT_NE(encode_queue_request(t, file_of(t), plan, small_request(7), sim_spec(profile_text(), 0.01, PlanLimits()), 3)
                 .address,
@@ -149,6 +169,13 @@ TEST(QueueCodec, ABadRequestIsRefusedNamingTheField) {
   refused("size", "medium");
   refused("evaluator", "tpu");
   refused("plan", "not hex");
+  refused("timing", "adaptive");
+  refused("timing", {{"level", 1.0}, {"width", 0.01}, {"first", 20}, {"step", 10}});
+  refused("timing", {{"level", 0.99}, {"width", -0.1}, {"first", 20}, {"step", 10}});
+  refused("timing", {{"level", 0.99}, {"width", 0.01}, {"first", 0}, {"step", 10}});
+  refused("timing", {{"level", 0.99}, {"width", 0.01}, {"first", 20}, {"step", 2.5}});
+  refused("timing", {{"level", 0.99}, {"width", 0.01}, {"first", 20}, {"step", 10}, {"every", 3}});
+  refused("timing", {{"level", 0.99}, {"width", 0.01}, {"first", 20}});
   EXPECT_FALSE(decode_queue_request(e.body.substr(0, e.body.size() / 2)).ok());
 }
 
