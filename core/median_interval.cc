@@ -84,4 +84,39 @@ SpeedupInterval speedup_interval(const AdaptiveTiming& rule, const std::vector<d
   return s;
 }
 
+nlohmann::json adaptive_timing_to_json(const AdaptiveTiming& rule) {
+  return {{"level", rule.level}, {"width", rule.rel_width}, {"first", rule.min_samples}, {"step", rule.step}};
+}
+
+Result<AdaptiveTiming> adaptive_timing_from_json(const nlohmann::json& j, const std::string& where) {
+  if (!j.is_object()) return invalid_argument(where + ": expected an object, found " + j.dump());
+  for (const auto& [k, v] : j.items())
+    if (k != "level" && k != "width" && k != "first" && k != "step")
+      return invalid_argument(where + ": unknown key '" + k + "' (expected level, width, first, step)");
+  AdaptiveTiming rule;
+  auto number = [&](const char* key, double lo, double hi, bool open_lo, bool open_hi, double* out) -> Status {
+    if (!j.contains(key) || !j.at(key).is_number())
+      return invalid_argument(where + ": '" + key + "' must be a number, found " +
+                              (j.contains(key) ? j.at(key).dump() : std::string("nothing")));
+    double v = j.at(key).get<double>();
+    if (!(open_lo ? v > lo : v >= lo) || !(open_hi ? v < hi : v <= hi))
+      return invalid_argument(where + ": '" + key + "' out of range, found " + j.at(key).dump());
+    *out = v;
+    return Status();
+  };
+  auto count = [&](const char* key, int* out) -> Status {
+    if (!j.contains(key) || !j.at(key).is_number_unsigned() || j.at(key).get<uint64_t>() < 1 ||
+        j.at(key).get<uint64_t>() > 10000)
+      return invalid_argument(where + ": '" + key + "' must be an integer from 1 to 10000, found " +
+                              (j.contains(key) ? j.at(key).dump() : std::string("nothing")));
+    *out = static_cast<int>(j.at(key).get<uint64_t>());
+    return Status();
+  };
+  VINCI_RETURN_IF_ERROR(number("level", 0, 1, true, true, &rule.level));
+  VINCI_RETURN_IF_ERROR(number("width", 0, 1, false, false, &rule.rel_width));
+  VINCI_RETURN_IF_ERROR(count("first", &rule.min_samples));
+  VINCI_RETURN_IF_ERROR(count("step", &rule.step));
+  return rule;
+}
+
 }  // namespace vinci

@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+
 namespace vinci {
 
 struct MedianInterval {
@@ -46,6 +50,14 @@ struct SpeedupInterval {
   bool stop = false;     // narrow enough, or the cap reached
   std::string why;       // "width" or "cap" when stop
 };
+
+// A request's adaptive rule on the wire (the worker's and the queue's requests): {"level",
+// "width", "first", "step"}; the cap is the request's samples. Present only when the request
+// times adaptively, so a fixed request's bytes (and its queue address) are as before.
+nlohmann::json adaptive_timing_to_json(const AdaptiveTiming& rule);
+// The rule back, each number checked (0 < level < 1, 0 <= width <= 1, first and step 1 to 10000);
+// errors name the key, prefixed with `where`.
+Result<AdaptiveTiming> adaptive_timing_from_json(const nlohmann::json& j, const std::string& where);
 
 // The rule's verdict on the samples so far (each side's samples in the order they were taken).
 SpeedupInterval speedup_interval(const AdaptiveTiming& rule, const std::vector<double>& candidate_us,

@@ -122,14 +122,6 @@ void apply_adaptive_timing(const AdaptiveTiming& rule, std::vector<double>* kern
 // every step (the sim's prefixes and the GPU worker's checks are the same points).
 bool adaptive_check_due(const AdaptiveTiming& rule, int taken);
 
-// A request's adaptive rule on the wire (the worker's and the queue's requests): {"level",
-// "width", "first", "step"}; the cap is the request's samples. Present only when the request
-// times adaptively, so a fixed request's bytes (and its queue address) are as before.
-nlohmann::json adaptive_timing_to_json(const AdaptiveTiming& rule);
-// The rule back, each number checked (0 < level < 1, 0 <= width <= 1, first and step 1 to 10000);
-// errors name the key, prefixed with `where`.
-Result<AdaptiveTiming> adaptive_timing_from_json(const nlohmann::json& j, const std::string& where);
-
 // The rule (its level, width, first look, step and the cap), the samples each side kept and why
 // sampling stopped ("width", "cap", or the GPU worker's "budget"), into a measurement's settings.
 void record_adaptive_timing(const AdaptiveTiming& rule, int cap, int used, const std::string& why,
