@@ -871,7 +871,7 @@ class LaunchParser {
     if (!c.at_end()) return c.expected("',' or the end of the statement");
     VINCI_ASSIGN_OR_RETURN(const OpSpec* spec, task_op(op, op_at, outs, outs_at));
     PlanStep step;
-    step.kind = "library";
+    step.kind = StepKind::kLibrary;
     step.op = *spec;
     step.precision = precision;
     if (step.op.attrs.is_null()) step.op.attrs = nlohmann::json::object();
@@ -908,7 +908,7 @@ class LaunchParser {
     c.peek();
     size_t at = c.pos();
     PlanStep step;
-    step.kind = "kernel";
+    step.kind = StepKind::kKernel;
     step.kernel = c.name();
     if (step.kernel.empty())
       return c.expected("a statement (buffer NAME DTYPE [shape], library OP -> OUT, or KERNEL<<<grid, block>>>(args))");
@@ -1141,7 +1141,7 @@ class LaunchParser {
   }
 
   Status mark_ready(const Statement& s, const PlanStep& step) {
-    if (step.kind == "kernel") {
+    if (step.kind == StepKind::kKernel) {
       for (const auto& a : step.args)
         if (!a.buffer.empty()) ready_.insert(a.buffer);
       return Status();
@@ -1172,7 +1172,7 @@ class LaunchParser {
       std::string module(loc_.text().substr(triton_->begin, triton_->end - triton_->begin));
       for (const TritonFn& f : triton_->fns) {
         bool launched = false;
-        for (const PlanStep& st : steps) launched = launched || (st.kind == "kernel" && st.kernel == f.name);
+        for (const PlanStep& st : steps) launched = launched || (st.kind == StepKind::kKernel && st.kernel == f.name);
         if (launched) p.kernels.push_back(unvouched_kernel(f.name, module, kLanguageTriton));
       }
     }
@@ -1263,7 +1263,7 @@ Status check_json_kernels(const Plan& p, const std::string& label, const ModelPl
       if (!fn) return invalid_argument(where + ": defines no @triton.jit function " + quote(k.name));
       for (size_t i = 0; i < p.steps.size(); ++i) {
         const PlanStep& s = p.steps[i];
-        if (s.kind != "kernel" || s.kernel != k.name) continue;
+        if (s.kind != StepKind::kKernel || s.kernel != k.name) continue;
         std::string at = label + ": steps[" + std::to_string(i) + "]: ";
         if (s.args.size() != fn->positional())
           return invalid_argument(at + k.name + " takes " + std::to_string(fn->positional()) +
@@ -1294,7 +1294,7 @@ Status check_json_kernels(const Plan& p, const std::string& label, const ModelPl
   for (size_t i = 0; i < p.steps.size(); ++i) {
     const PlanStep& s = p.steps[i];
     auto it = entries.find(s.kernel);
-    if (s.kind != "kernel" || it == entries.end()) continue;  // validate_plan names unknown kernels
+    if (s.kind != StepKind::kKernel || it == entries.end()) continue;  // validate_plan names unknown kernels
     std::string m = arity_mismatch(it->second, s.args.size());
     for (size_t a = 0; m.empty() && a < s.args.size(); ++a) m = arg_mismatch(it->second, a, s.args[a]);
     if (!m.empty()) return invalid_argument(label + ": steps[" + std::to_string(i) + "]: " + m);
@@ -1469,7 +1469,7 @@ Status render_triton(const Plan& plan, std::string* out) {
   std::vector<std::string> readable, names;
   for (const TritonFn& f : tb.fns) {
     bool launched = false;
-    for (const PlanStep& s : plan.steps) launched = launched || (s.kind == "kernel" && s.kernel == f.name);
+    for (const PlanStep& s : plan.steps) launched = launched || (s.kind == StepKind::kKernel && s.kernel == f.name);
     if (launched) readable.push_back(f.name);
   }
   for (const PlanKernel& k : plan.kernels) names.push_back(k.name);
@@ -1487,7 +1487,7 @@ std::string render_dims(const std::array<std::string, 3>& d) {
 }
 
 Result<std::string> render_step(const Plan& plan, const PlanStep& s) {
-  if (s.kind == "library")
+  if (s.kind == StepKind::kLibrary)
     return "library " + s.op.op + (s.precision == "fp32" ? "" : " " + s.precision) + " -> " + join(s.op.outputs, ", ");
   std::vector<std::string> args;
   for (const PlanArg& a : s.args) {
@@ -1530,7 +1530,7 @@ Status render_launch(const Plan& plan, std::string* out) {
   }
   std::set<std::string> by_library;
   for (const PlanStep& s : plan.steps)
-    if (s.kind == "library") by_library.insert(s.op.outputs.begin(), s.op.outputs.end());
+    if (s.kind == StepKind::kLibrary) by_library.insert(s.op.outputs.begin(), s.op.outputs.end());
   for (const PlanBuffer& b : plan.buffers)
     if (b.role == "intermediate" && !by_library.count(b.name))
       *out += "buffer " + b.name + " " + b.dtype + " [" + join(b.shape, ", ") + "]\n";
@@ -1550,7 +1550,7 @@ std::string skeleton_bytes(const Plan& plan) {
   Plan p = strip_plan_metadata(plan);
   for (auto& k : p.kernels) k.source.clear();
   for (auto& s : p.steps) {
-    if (s.kind != "kernel") continue;
+    if (s.kind != StepKind::kKernel) continue;
     s.grid = s.block = {{"", "", ""}};
     s.args.clear();
   }
@@ -1669,7 +1669,7 @@ class Matcher {
   bool family_matches(const Plan& cand, const std::string& family) const {
     for (size_t i = 0; i < cand.steps.size(); ++i) {
       const PlanStep& s = cand.steps[i];
-      const PlanKernel* k = s.kind == "kernel" ? cand.find_kernel(s.kernel) : nullptr;
+      const PlanKernel* k = s.kind == StepKind::kKernel ? cand.find_kernel(s.kernel) : nullptr;
       if (!k || kernel_family_name(k->family) != family) continue;
       const PlanStep& t = plan_.steps[i];  // the skeletons agree: same steps, same kernel names
       const PlanKernel* tk = plan_.find_kernel(s.kernel);

@@ -64,8 +64,8 @@ json kernel_to_json(const PlanKernel& k) {
 }
 
 json step_to_json(const PlanStep& s) {
-  json j = {{"kind", s.kind}};
-  if (s.kind == "kernel") {
+  json j = {{"kind", step_kind_name(s.kind)}};
+  if (s.kind == StepKind::kKernel) {
     j["kernel"] = s.kernel;
     j["grid"] = s.grid;
     j["block"] = s.block;
@@ -239,8 +239,9 @@ Result<PlanStep> step_from_json(const json& j, const std::string& path) {
   if (!j.is_object()) return invalid_argument("plan: " + path + ": expected an object");
   Reader r(j, path);
   PlanStep s;
-  VINCI_ASSIGN_OR_RETURN(s.kind, r.str("kind"));
-  if (s.kind == "kernel") {
+  VINCI_ASSIGN_OR_RETURN(std::string kind, r.str("kind"));
+  if (kind == "kernel") {
+    s.kind = StepKind::kKernel;
     VINCI_ASSIGN_OR_RETURN(s.kernel, r.str("kernel"));
     VINCI_ASSIGN_OR_RETURN(std::vector<std::string> grid, r.exprs("grid", 3));
     VINCI_ASSIGN_OR_RETURN(std::vector<std::string> block, r.exprs("block", 3));
@@ -274,7 +275,8 @@ Result<PlanStep> step_from_json(const json& j, const std::string& path) {
         if (!st.ok()) return invalid_argument("plan: " + path + ".triton.constexprs." + name + ": " + st.message());
       }
     }
-  } else if (s.kind == "library") {
+  } else if (kind == "library") {
+    s.kind = StepKind::kLibrary;
     VINCI_ASSIGN_OR_RETURN(s.op.op, r.str("op"));
     s.op.resolved = op_code(s.op.op);
     VINCI_ASSIGN_OR_RETURN(s.op.inputs, r.strings("in"));
@@ -287,12 +289,20 @@ Result<PlanStep> step_from_json(const json& j, const std::string& path) {
     if (s.precision.empty()) s.precision = "fp32";
     if (!is_library_precision(s.precision)) return r.error("precision", "fp32, tf32, bf16 or fp16");
   } else {
-    return invalid_argument("plan: " + path + ".kind: expected kernel or library, found '" + s.kind + "'");
+    return invalid_argument("plan: " + path + ".kind: expected kernel or library, found '" + kind + "'");
   }
   return s;
 }
 
 }  // namespace
+
+const char* step_kind_name(StepKind kind) {
+  switch (kind) {
+    case StepKind::kKernel: return "kernel";
+    case StepKind::kLibrary: return "library";
+  }
+  return "kernel";
+}
 
 bool is_float_literal(const std::string& text) {
   size_t i = 0, n = text.size();
@@ -332,7 +342,7 @@ bool is_16bit_precision(const std::string& p) { return p == "bf16" || p == "fp16
 
 bool Plan::library_only() const {
   for (const auto& s : steps)
-    if (s.kind == "kernel") return false;
+    if (s.kind == StepKind::kKernel) return false;
   return true;
 }
 
@@ -340,7 +350,7 @@ bool Plan::guaranteed() const {
   for (const auto& k : kernels)
     if (!k.verdict.guaranteed) return false;
   for (const auto& s : steps)
-    if (s.kind == "library" && s.precision != "fp32") return false;
+    if (s.kind == StepKind::kLibrary && s.precision != "fp32") return false;
   return true;
 }
 
@@ -470,7 +480,7 @@ Status validate_plan(const Plan& plan, const Task& task) {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
     std::string path = "plan: steps[" + std::to_string(i) + "]";
-    if (s.kind == "kernel") {
+    if (s.kind == StepKind::kKernel) {
       if (!kernel_names.count(s.kernel)) return invalid_argument(path + ".kernel: no kernel '" + s.kernel + "'");
       const PlanKernel* k = plan.find_kernel(s.kernel);
       if (k->language == kLanguageTriton) {
@@ -564,7 +574,7 @@ Status check_plan_expressions(const Plan& plan, const Task& task) {
     }
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const PlanStep& s = plan.steps[i];
-      if (s.kind != "kernel") continue;
+      if (s.kind != StepKind::kKernel) continue;
       const std::string at = "steps[" + std::to_string(i) + "].";
       for (size_t d = 0; d < 3; ++d) {
         VINCI_RETURN_IF_ERROR(check(at + "grid[" + std::to_string(d) + "]", s.grid[d]).status());

@@ -111,8 +111,13 @@ Status check_triton_constexpr(const std::string& text);
 // A float literal as Python writes one (1.0, .5, 1e-5, -2.5E3): a constexpr of type float.
 bool is_float_literal(const std::string& text);
 
+// What a plan step runs: a kernel of the plan, or one op of the task vocabulary through the
+// harness's library. "kernel" and "library" in plan JSON (step_kind_name).
+enum class StepKind { kKernel, kLibrary };
+const char* step_kind_name(StepKind kind);
+
 struct PlanStep {
-  std::string kind;  // kernel | library
+  StepKind kind = StepKind::kKernel;
   // kind == kernel:
   std::string kernel;
   std::array<std::string, 3> grid{{"1", "1", "1"}};

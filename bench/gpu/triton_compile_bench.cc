@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
     };
     std::vector<TritonCompileRequest> requests;
     for (const PlanStep& s : p.steps) {
-      if (s.kind != "kernel") continue;
+      if (s.kind != StepKind::kKernel) continue;
       Result<TritonCompileRequest> r = triton_request(p, s, env, to.arch);
       if (r.ok()) requests.push_back(*r);
     }

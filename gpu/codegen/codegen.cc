@@ -529,7 +529,7 @@ void emit_elementwise(const Ctx& c, const Group& g, const std::string& kname, Pl
                n + " % " + std::to_string(B * I * V));
   if (fast && el.uses_transcendental && c.task->atol < 1e-3)
     add_reason(&k->verdict, "precision: fast-math intrinsics against a tolerance below 1e-3", "");
-  step->kind = "kernel";
+  step->kind = StepKind::kKernel;
   step->kernel = kname;
   step->grid = {expr_ceil_div(n, std::to_string(B * I * V)), "1", "1"};
   step->block = {std::to_string(B), "1", "1"};
@@ -871,7 +871,7 @@ void emit_row(const Ctx& c, const Group& g, const std::string& kname, PlanKernel
   k->cost.flops = expr_add(expr_mul(std::to_string(find_op(head.op)->kind == OpKind::kReduce ? 2 : 6), numel),
                            expr_mul(std::to_string(el.flops), out_n));
   if (t.racy) add_reason(&k->verdict, "race: warp-synchronous tree tail without __syncwarp (undefined on sm_70+)", "");
-  step->kind = "kernel";
+  step->kind = StepKind::kKernel;
   step->kernel = kname;
   step->grid = {block  ? rows
                 : tile ? expr_mul(L.outer, expr_ceil_div(L.inner, "32"))
@@ -1125,7 +1125,7 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   k->cost.bytes_written = expr_mul(std::to_string(4 * nout), mn);
   k->cost.flops = expr_add(expr_mul("2", expr_mul(mn, G.K)), expr_mul(std::to_string(el.flops), mn));
   add_gemm_reasons(G, t, precision, &k->verdict);
-  step->kind = "kernel";
+  step->kind = StepKind::kKernel;
   step->kernel = kname;
   step->grid = {expr_ceil_div(G.N, std::to_string(TN)), expr_ceil_div(G.M, std::to_string(TM)), G.batch};
   step->block = {std::to_string(T), "1", "1"};
@@ -1165,7 +1165,7 @@ void declare_value(const Ctx& c, const std::string& v, Plan* plan) {
 
 PlanStep library_step(const OpSpec& op) {
   PlanStep s;
-  s.kind = "library";
+  s.kind = StepKind::kLibrary;
   s.op = op;
   if (s.op.attrs.is_null()) s.op.attrs = nlohmann::json::object();
   return s;

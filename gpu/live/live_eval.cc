@@ -517,7 +517,7 @@ struct LiveDevice::Impl {
     }
     for (size_t si = 0; si < plan.steps.size(); ++si) {
       const PlanStep& step = plan.steps[si];
-      if (step.kind == "library") {
+      if (step.kind == StepKind::kLibrary) {
         std::vector<at::Tensor> in;
         for (const auto& n : step.op.inputs) {
           auto it = values.find(n);
@@ -973,7 +973,7 @@ struct LiveDevice::Impl {
     double own_ms = 0, all = 0;
     for (size_t i = 0; i < steps.size(); ++i) {
       all += steps[i];
-      if (plan.steps[i].kind == "kernel") own_ms += steps[i];
+      if (plan.steps[i].kind == StepKind::kKernel) own_ms += steps[i];
     }
     r->time_coverage = all > 0 ? own_ms / all : 0;
     for (size_t si = 0; si < plan.steps.size(); ++si) {
@@ -1052,7 +1052,7 @@ struct LiveDevice::Impl {
     std::map<Digest, CUmodule> modules;
     for (size_t si = 0; si < plan.steps.size(); ++si) {
       const PlanStep& step = plan.steps[si];
-      if (step.kind != "kernel") continue;
+      if (step.kind != StepKind::kKernel) continue;
       const PlanKernel* k = plan.find_kernel(step.kernel);
       if (!k || k->language != kLanguageTriton) continue;
       std::string what = "kernel " + k->name + " (step " + std::to_string(si) + ")";
@@ -1469,8 +1469,8 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
         phase.to("checks");
         check_guards("the repeat of trial 0");
         bool repeatable = bitwise_equal(out, out2);
-        if (!repeatable &&
-            std::any_of(plan.steps.begin(), plan.steps.end(), [](const PlanStep& s) { return s.kind == "library"; })) {
+        if (!repeatable && std::any_of(plan.steps.begin(), plan.steps.end(),
+                                       [](const PlanStep& s) { return s.kind == StepKind::kLibrary; })) {
           // The plan's library steps are the reference's own ops; where those are not
           // repeatable (cuDNN's transposed convolutions accumulate with atomics), neither is any
           // plan built on them, a plan of library steps only included: the repeat must then

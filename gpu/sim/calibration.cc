@@ -263,7 +263,7 @@ class Fitter {
   static uint32_t figures_read(const Plan& plan) {
     uint32_t bits = kReadsLaunch | kReadsEveryBody;
     for (const PlanStep& step : plan.steps) {
-      if (step.kind != "kernel") {
+      if (step.kind != StepKind::kKernel) {
         bits |= kReadsLibraryEfficiency | (step.precision == "tf32" ? kReadsLibraryTf32 : 0);
         continue;
       }

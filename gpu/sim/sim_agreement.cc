@@ -224,7 +224,7 @@ std::string plan_family(const Plan& plan) {
     if (rank(kernel_family_name(k.family)) > rank(best) || best == "library") best = kernel_family_name(k.family);
   // A library GEMM with a generated epilogue is a GEMM plan: the product dominates its time.
   for (const auto& s : plan.steps) {
-    const OpInfo* info = s.kind == "library" && !plan.library_only() ? find_op(s.op.op) : nullptr;
+    const OpInfo* info = s.kind == StepKind::kLibrary && !plan.library_only() ? find_op(s.op.op) : nullptr;
     if (info && info->kind == OpKind::kGemm) best = "gemm";
   }
   return best;

@@ -1268,7 +1268,7 @@ Result<PlanPrediction> SimModel::predict(const TaskContext& ctx, const Plan& pla
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& step = plan.steps[i];
     Result<StepPrediction> s =
-        step.kind == "kernel" ? coster.kernel_step(step, env) : coster.library_step(step.op, step.precision);
+        step.kind == StepKind::kKernel ? coster.kernel_step(step, env) : coster.library_step(step.op, step.precision);
     if (!s.ok()) return Status(s.status().code(), "sim: plan step " + std::to_string(i) + ": " + s.status().message());
     out.time_us += s->time_us;
     if (s->own_kernel) out.own_us += s->time_us;
@@ -1490,7 +1490,7 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
     fail("buffer " + b.name + ": out of memory: " + why);
   }
   for (const auto& step : plan.steps) {
-    if (step.kind == "library" && step.precision != "fp32") {
+    if (step.kind == StepKind::kLibrary && step.precision != "fp32") {
       double rel = precision_rel_error(step.precision), largest = 0;
       c.rel_error = std::max(c.rel_error, rel);
       double abs_error = product_abs_error(ctx, step.op, step.precision, /*library=*/true, &largest);
@@ -1508,7 +1508,7 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
         fail(what + buf);
       }
     }
-    if (step.kind != "kernel") continue;
+    if (step.kind != StepKind::kKernel) continue;
     const PlanKernel* k = plan.find_kernel(step.kernel);
     if (!k) return invalid_argument("sim: plan step names unknown kernel '" + step.kernel + "'");
     // A launch the device refuses fails the candidate, as cuLaunchKernel would.

@@ -94,7 +94,7 @@ Result<torch::Tensor> run_plan(const Plan& plan, const TaskInstance& gpu, const 
     return it->second.sizes().vec();
   };
   for (const auto& step : plan.steps) {
-    if (step.kind == "library") {
+    if (step.kind == StepKind::kLibrary) {
       std::vector<at::Tensor> in;
       for (const auto& n : step.op.inputs) in.push_back(values.at(n));
       if (step.precision == "tf32") at::globalContext().setAllowTF32CuBLAS(true);

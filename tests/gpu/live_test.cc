@@ -408,7 +408,7 @@ TEST(CudaEvaluator, KernelPrintfIsCapturedCappedAndKeptOffTheTerminal) {
 )";
   plan.kernels = {k};
   PlanStep step;
-  step.kind = "kernel";
+  step.kind = StepKind::kKernel;
   step.kernel = "chatty_relu";
   step.grid = {"ceil_div(B*D, 256)", "1", "1"};
   step.block = {"256", "1", "1"};

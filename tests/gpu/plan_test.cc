@@ -152,7 +152,7 @@ TEST(Plan, LibraryGemmRunsTheProductInTheLibraryAndOneEpilogueKernel) {
   Result<Plan> lib = generate_plan(t, std::map<std::string, std::string>{{"gemm.impl", "library"}});
   ASSERT_TRUE(lib.ok()) << lib.status().to_string();
   ASSERT_EQ(lib->steps.size(), 2u);
-  EXPECT_EQ(lib->steps[0].kind, "library");
+  EXPECT_EQ(lib->steps[0].kind, StepKind::kLibrary);
   EXPECT_EQ(lib->steps[0].op.op, "linear");
   EXPECT_EQ(lib->steps[0].precision, "fp32");
   ASSERT_EQ(lib->kernels.size(), 1u);
@@ -236,7 +236,7 @@ TEST(Plan, EveryLaunchAndCostExpressionResolvesAtBothSizes) {
     for (SizeName size : {SizeName::kSmall, SizeName::kFull}) {
       ExprEnv env = env_for(*p, t, size);
       for (const auto& s : p->steps) {
-        if (s.kind != "kernel") continue;
+        if (s.kind != StepKind::kKernel) continue;
         for (const auto& e : s.grid) {
           Result<int64_t> v = eval_expr(e, env);
           ASSERT_TRUE(v.ok()) << t.id << " " << e << ": " << v.status().to_string();

@@ -103,7 +103,7 @@ inline Plan naive_gemm_plan(const Task& t, const std::string& algorithm) {
   k.cost = {"N*N", "8*N*N", "4*N*N", "2*N*N*N"};
   p.kernels = {k};
   PlanStep s;
-  s.kind = "kernel";
+  s.kind = StepKind::kKernel;
   s.kernel = "naive_gemm";
   s.grid = {"ceil_div(N*N, 256)", "1", "1"};
   s.block = {"256", "1", "1"};
