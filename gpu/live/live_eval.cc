@@ -811,8 +811,8 @@ struct LiveDevice::Impl {
   // round of each set, and a keyed one in kSpotCheckEvery of the others, time the reference on the
   // candidate's set and compare the candidate's timed output with it: a candidate cannot know which
   // samples are checked. Both medians are over the same rotation of sets. With adaptive timing
-  // (docs/live_evaluator.md, "Adaptive timing") the rule looks at the samples at its points
-  // (counting the final checks still to come) and, once it stops, only the final checks follow.
+  // (docs/live_evaluator.md, "Adaptive timing") the rule looks at the samples taken so far at its
+  // points (20, 30, ...) and, once it stops, only the final checked rounds follow (one per set).
   static constexpr int kSpotCheckEvery = 16;
   TimingPass time_rounds(const Task& task, const Plan& plan, const LoadedPlan& loaded, const TaskInstance& inst,
                          const std::vector<TimingSet>& sets, std::map<std::string, torch::Tensor>& values,
@@ -897,7 +897,7 @@ struct LiveDevice::Impl {
         t.stopped_by = "budget";
         break;
       }
-      if (request.adaptive && i > 0 && adaptive_check_due(request.adaptive_rule, i + final_checks)) {
+      if (request.adaptive && adaptive_check_due(request.adaptive_rule, i)) {
         SpeedupInterval si = speedup_interval(request.adaptive_rule, t.kernel_us, t.reference_us);
         if (si.stop) {
           t.stopped_by = si.why;

@@ -360,8 +360,9 @@ TEST(CudaEvaluator, TritonPlansMeetEveryCheckOfACudaPlan) {
 // record keeps the first 4 KiB and counts the rest, and nothing reaches this process's stdout or
 // stderr (the worker's fd 1 is a pipe it drains; the protocol is another descriptor).
 // Adaptive timing in the worker: the same rounds as the fixed protocol, cut where the rule stops,
-// every timing set's last round still checked; the rule, the samples and the reason recorded. A
-// width of 1 stops at the first look (20 samples); a width of 0 never does (the cap).
+// then every timing set's checked last round; the rule, the samples and the reason recorded. A
+// width of 1 stops at the first look (20 samples, then one checked round per set); a width of 0
+// never does (the cap).
 TEST(CudaEvaluator, AdaptiveTimingStopsAtTheRulesPointsAndSaysWhy) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA driver here";
   Result<Plan> plan = default_plan(task("L1_019"));
@@ -376,7 +377,9 @@ TEST(CudaEvaluator, AdaptiveTimingStopsAtTheRulesPointsAndSaysWhy) {
     Result<EvalResult> r = ev.evaluate(task("L1_019"), *plan, req);
     ASSERT_TRUE(r.ok()) << r.status().to_string();
     ASSERT_TRUE(r->correct) << r->error;
-    const size_t want = width > 0 ? 20 : 60;
+    const size_t sets = static_cast<size_t>(std::atoi(r->settings["timing_input_sets"].c_str()));
+    ASSERT_GE(sets, 1u);
+    const size_t want = width > 0 ? 20 + sets : 60;
     EXPECT_EQ(r->kernel_times_us.size(), want) << width;
     EXPECT_EQ(r->reference_times_us.size(), want) << width;
     EXPECT_EQ(r->settings["samples_used"], std::to_string(want));
