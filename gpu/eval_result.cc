@@ -64,8 +64,8 @@ void apply_adaptive_timing(const AdaptiveTiming& rule, std::vector<double>* kern
   const size_t cap = std::min(kernel_us->size(), reference_us->size());
   size_t n = cap;
   std::string why = "cap";
-  for (size_t k = static_cast<size_t>(std::max(rule.min_samples, 1)); k < cap;
-       k += static_cast<size_t>(std::max(rule.step, 1))) {
+  for (size_t k = 1; k < cap; ++k) {
+    if (!adaptive_check_due(rule, static_cast<int>(k))) continue;  // the GPU worker's points too
     std::vector<double> c(kernel_us->begin(), kernel_us->begin() + static_cast<std::ptrdiff_t>(k));
     std::vector<double> r(reference_us->begin(), reference_us->begin() + static_cast<std::ptrdiff_t>(k));
     SpeedupInterval s = speedup_interval(rule, c, r);
