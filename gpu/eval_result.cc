@@ -85,6 +85,21 @@ bool adaptive_check_due(const AdaptiveTiming& rule, int taken) {
   return taken >= first && (taken - first) % std::max(rule.step, 1) == 0;
 }
 
+double spot_check_share(const EvalRequest& request, int final_checks) {
+  const double fixed = 1.0 / kSpotCheckEvery;
+  if (!request.adaptive) return fixed;
+  const int ordinary = request.samples - final_checks;  // the fixed protocol's ordinary rounds
+  const int before_first_look = std::min(std::max(request.adaptive_rule.min_samples, 1), ordinary);
+  if (before_first_look <= 0) return fixed;
+  return std::min(1.0, std::max(fixed, fixed * ordinary / before_first_look));
+}
+
+bool spot_checked(uint64_t key, double share) {
+  if (share >= 1) return true;
+  // The top 53 bits as a uniform draw in [0, 1).
+  return static_cast<double>(key >> 11) * 0x1.0p-53 < share;
+}
+
 void record_adaptive_timing(const AdaptiveTiming& rule, int cap, int used, const std::string& why,
                             std::map<std::string, std::string>* settings) {
   (*settings)["timing_rule"] = "adaptive: level " + shortest_exact_number(rule.level) + ", width " +

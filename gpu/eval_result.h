@@ -122,6 +122,17 @@ void apply_adaptive_timing(const AdaptiveTiming& rule, std::vector<double>* kern
 // every step (the sim's prefixes and the GPU worker's checks are the same points).
 bool adaptive_check_due(const AdaptiveTiming& rule, int taken);
 
+// The share of a timing pass's ordinary rounds (all but the final checked ones) whose output is
+// compared with the reference's, chosen by a keyed draw the candidate cannot predict: one in
+// kSpotCheckEvery in the fixed protocol. An adaptive rule may stop at its first look, so its share
+// is raised until the rounds before that look are checked as often, in expectation, as all of the
+// fixed protocol's ordinary rounds (at most every round): a candidate that skips its work at random
+// to move the median meets as many checks whether the rule stops early or not.
+constexpr int kSpotCheckEvery = 16;
+double spot_check_share(const EvalRequest& request, int final_checks);
+// Whether the round keyed `key` is spot-checked at that share (a keyed uniform draw below it).
+bool spot_checked(uint64_t key, double share);
+
 // The rule (its level, width, first look, step and the cap), the samples each side kept and why
 // sampling stopped ("width", "cap", or the GPU worker's "budget"), into a measurement's settings.
 void record_adaptive_timing(const AdaptiveTiming& rule, int cap, int used, const std::string& why,

@@ -812,8 +812,8 @@ struct LiveDevice::Impl {
   // candidate's set and compare the candidate's timed output with it: a candidate cannot know which
   // samples are checked. Both medians are over the same rotation of sets. With adaptive timing
   // (docs/live_evaluator.md, "Adaptive timing") the rule looks at the samples taken so far at its
-  // points (20, 30, ...) and, once it stops, only the final checked rounds follow (one per set).
-  static constexpr int kSpotCheckEvery = 16;
+  // points (20, 30, ...) and, once it stops, only the final checked rounds follow (one per set);
+  // its spot checks are more frequent (spot_check_share), so stopping early checks no fewer rounds.
   TimingPass time_rounds(const Task& task, const Plan& plan, const LoadedPlan& loaded, const TaskInstance& inst,
                          const std::vector<TimingSet>& sets, std::map<std::string, torch::Tensor>& values,
                          const std::map<std::string, torch::Tensor>& own, const Tolerance& tol,
@@ -821,6 +821,7 @@ struct LiveDevice::Impl {
     TimingPass t;
     const int n_sets = static_cast<int>(sets.size());
     const int final_checks = std::min(n_sets, request.samples);
+    const double spot_share = spot_check_share(request, final_checks);
     torch::Tensor out, ref_out;
     // The last reference output and its set, kept until the next reference sample replaces it:
     // poisoned before a candidate sample that reads the same set, so no correct output of the
@@ -906,7 +907,7 @@ struct LiveDevice::Impl {
       }
       uint64_t key =
           input_seed(request.seed, task.id + "/timing-check/" + std::to_string(pass), i, InputDistribution::kUniform01);
-      round(i, key % kSpotCheckEvery == 0);
+      round(i, spot_checked(key, spot_share));
     }
     for (int j = 0; j < final_checks; ++j, ++i) round(i, true);
     check_guards("the timed samples");

@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/rng.h"
+#include "gpu/executor.h"
 #include "tests/gpu/sim_test_util.h"
 
 namespace vinci {
@@ -124,6 +126,51 @@ TEST(SimEvaluator, AdaptiveTimingKeepsAPrefixOfTheFixedSamples) {
       EXPECT_EQ(a->settings.at("timing_stopped_by"), "cap");
     }
   }
+}
+
+// The GPU worker's spot checks (spot_check_share, spot_checked, drawn with the worker's keys): a
+// candidate that skips its work in half of its runs, at random, to move the median, escapes every
+// checked round of an adaptive pass stopped at the rule's first look no more often than it escapes
+// those of a full fixed pass. At the fixed protocol's share (one in 16) it would escape about 13
+// times as often.
+TEST(SpotChecks, AnAdaptivePassStoppedEarlyChecksAsMuchAsAFixedOne) {
+  const int sets = 3, final_checks = 3;
+  EvalRequest fixed;
+  fixed.samples = 100;
+  EvalRequest adaptive = fixed;
+  adaptive.adaptive = true;
+  const double fixed_share = spot_check_share(fixed, final_checks);
+  const double adaptive_share = spot_check_share(adaptive, final_checks);
+  EXPECT_EQ(fixed_share, 1.0 / 16);
+  EXPECT_NEAR(adaptive_share, 97.0 / 16 / 20, 1e-12);  // 20 ordinary rounds before the first look
+  // The probability of escaping every check of one pass, averaged over the keyed schedules of 400
+  // seeds: each ordinary round checked by its keyed draw, then one final check per set.
+  auto escape = [&](int ordinary, double share) {
+    double sum = 0;
+    for (uint64_t seed = 1; seed <= 400; ++seed) {
+      int checks = final_checks;
+      for (int i = 0; i < ordinary; ++i)
+        checks += spot_checked(input_seed(seed, "L1_019/timing-check/0", i, InputDistribution::kUniform01), share);
+      sum += std::pow(0.5, checks);
+    }
+    return sum / 400;
+  };
+  const double fixed_escape = escape(fixed.samples - sets, fixed_share);
+  const double early_escape = escape(adaptive.adaptive_rule.min_samples, adaptive_share);
+  const double early_escape_at_fixed_share = escape(adaptive.adaptive_rule.min_samples, fixed_share);
+  std::printf(
+      "escape at skip rate 0.5: fixed pass %.5f, adaptive pass stopped at the first look %.5f (%.5f at "
+      "the fixed share)\n",
+      fixed_escape, early_escape, early_escape_at_fixed_share);
+  EXPECT_LE(early_escape, fixed_escape * 1.25) << early_escape << " vs " << fixed_escape;
+  EXPECT_GT(early_escape_at_fixed_share, 5 * fixed_escape) << early_escape_at_fixed_share << " vs " << fixed_escape;
+  // The draw is a fair coin at its share, and every round is checked at a share of 1.
+  int hits = 0;
+  for (int i = 0; i < 20000; ++i)
+    hits += spot_checked(input_seed(7, "L1_019/timing-check/1", i, InputDistribution::kUniform01), adaptive_share);
+  EXPECT_NEAR(hits / 20000.0, adaptive_share, 0.015);
+  EXPECT_TRUE(spot_checked(~uint64_t{0}, 1.0));
+  EXPECT_FALSE(spot_checked(0, 0.0));
 }
 
 TEST(SimEvaluator, MissingTailHandlingFailsExactlyWhenSizesDoNotDivide) {
