@@ -3,7 +3,7 @@
 
     python3 scripts/timing_agreement.py NAME=DIR [NAME=DIR ...]
 
-Each DIR is a `harness measure` output folder (its measurements.jsonl) of the same sweep: the
+Each DIR is a `harness measure` output folder (its measurements.jsonl), or such a file, of the same sweep: the
 same tasks, plans, seed and GPU, timed by one protocol (for example `fixed` twice and `adaptive`
 once). Rows are matched by task, label and plan address; a plan counts where every sweep has it.
 
@@ -18,6 +18,7 @@ Standard library only.
 """
 import itertools
 import json
+import os
 import statistics
 import sys
 from collections import Counter
@@ -27,7 +28,12 @@ THRESHOLDS = (1.0, 1.2, 1.5, 2.0)
 
 def load(path):
     rows = {}
-    with open(path + "/measurements.jsonl") as f:
+    if not path.endswith(".jsonl"):
+        path = os.path.join(path, "measurements.jsonl")
+    if not os.path.isfile(path):
+        sys.exit(f"timing_agreement: {path}: no such file (expected a `harness measure` folder or its "
+                 "measurements.jsonl)")
+    with open(path) as f:
         for n, line in enumerate(f, 1):
             line = line.strip()
             if not line:
@@ -35,7 +41,7 @@ def load(path):
             try:
                 r = json.loads(line)
             except json.JSONDecodeError as e:
-                sys.exit(f"{path}/measurements.jsonl, line {n}: not JSON ({e})")
+                sys.exit(f"{path}, line {n}: not JSON ({e})")
             rows[(r["task"], r["label"], r["plan_address"])] = r
     return rows
 
