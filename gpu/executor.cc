@@ -41,8 +41,14 @@ torch::ScalarType compute_type(StepType type) {
 
 }  // namespace
 
-StepType step_type(const std::string& precision) {
-  return precision == "bf16" ? StepType::kBFloat16 : precision == "fp16" ? StepType::kFloat16 : StepType::kFloat32;
+StepType step_type(Precision precision) {
+  switch (precision) {
+    case Precision::kBf16: return StepType::kBFloat16;
+    case Precision::kFp16: return StepType::kFloat16;
+    case Precision::kFp32:
+    case Precision::kTf32: return StepType::kFloat32;
+  }
+  return StepType::kFloat32;
 }
 
 namespace {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "gpu/precision.h"
 #include "gpu/task.h"
 
 namespace at {
@@ -52,7 +53,7 @@ constexpr uint64_t kWeightSeed = 42;
 
 // The floating type a library step computes in (PlanStep::precision bf16, fp16; FP32 otherwise).
 enum class StepType { kFloat32, kBFloat16, kFloat16 };
-StepType step_type(const std::string& precision);
+StepType step_type(Precision precision);
 
 // A task at concrete sizes on one device, with its weights.
 

@@ -847,17 +847,18 @@ class LaunchParser {
     const OpInfo* info = find_op(op);
     if (!info) return c.error_at(op_at, "unknown op " + quote(op));
     // Optional precision of a matrix product: `library linear tf32 -> h` (or bf16, fp16).
-    std::string precision = "fp32";
+    Precision precision = Precision::kFp32;
     c.peek();
     size_t precision_at = c.pos();
     std::string word = c.name();
-    if (!word.empty() && (word == "fp32" || !is_library_precision(word)))
-      return c.error_at(precision_at,
-                        "expected '->' or a precision (tf32, bf16, fp16) after the op, found " + quote(word));
     if (!word.empty()) {
+      Result<Precision> p = kPrecisions.parse(word);
+      if (!p.ok() || *p == Precision::kFp32)
+        return c.error_at(precision_at,
+                          "expected '->' or a precision (tf32, bf16, fp16) after the op, found " + quote(word));
       if (info->kind != OpKind::kGemm)
         return c.error_at(precision_at, word + " applies to matrix products (linear, matmul) only, not " + quote(op));
-      precision = word;
+      precision = *p;
     }
     if (!c.eat("->")) return c.expected("'->' and the values the op produces");
     c.peek();
@@ -1488,7 +1489,9 @@ std::string render_dims(const std::array<std::string, 3>& d) {
 
 Result<std::string> render_step(const Plan& plan, const PlanStep& s) {
   if (s.kind == StepKind::kLibrary)
-    return "library " + s.op.op + (s.precision == "fp32" ? "" : " " + s.precision) + " -> " + join(s.op.outputs, ", ");
+    return "library " + s.op.op +
+           (s.precision == Precision::kFp32 ? "" : std::string(" ") + kPrecisions.name(s.precision)) + " -> " +
+           join(s.op.outputs, ", ");
   std::vector<std::string> args;
   for (const PlanArg& a : s.args) {
     bool bare = !a.buffer.empty() || is_name(a.i64);

@@ -51,7 +51,7 @@ json kernel_to_json(const PlanKernel& k) {
             {"tile", k.tile},
             {"thread_tile", k.thread_tile},
             {"tensor_cores", k.tensor_cores},
-            {"precision", k.precision},
+            {"precision", kPrecisions.name(k.precision)},
             {"reduction", k.reduction},
             {"algorithm", k.algorithm},
             {"shared_bytes", k.shared_bytes},
@@ -86,7 +86,7 @@ json step_to_json(const PlanStep& s) {
     j["out"] = s.op.outputs;
     j["module"] = s.op.module;
     j["attrs"] = s.op.attrs.is_null() ? json::object() : s.op.attrs;
-    if (s.precision != "fp32") j["precision"] = s.precision;
+    if (s.precision != Precision::kFp32) j["precision"] = kPrecisions.name(s.precision);
   }
   return j;
 }
@@ -202,8 +202,12 @@ Result<PlanKernel> kernel_from_json(const json& j, const std::string& path) {
     }
   }
   VINCI_ASSIGN_OR_RETURN(k.tensor_cores, r.boolean("tensor_cores", false));
-  VINCI_ASSIGN_OR_RETURN(k.precision, r.str("precision", false));
-  if (k.precision.empty()) k.precision = "fp32";
+  VINCI_ASSIGN_OR_RETURN(std::string precision, r.str("precision", false));
+  if (!precision.empty()) {
+    Result<Precision> p = kPrecisions.parse(precision);
+    if (!p.ok()) return r.error("precision", "fp32, tf32, bf16 or fp16");
+    k.precision = *p;
+  }
   VINCI_ASSIGN_OR_RETURN(k.reduction, r.str("reduction", false));
   if (k.reduction.empty()) k.reduction = "none";
   VINCI_ASSIGN_OR_RETURN(k.algorithm, r.str("algorithm", false));
@@ -285,9 +289,12 @@ Result<PlanStep> step_from_json(const json& j, const std::string& path) {
     auto it = j.find("attrs");
     s.op.attrs = it == j.end() ? json::object() : *it;
     if (!s.op.attrs.is_object()) return r.error("attrs", "an object");
-    VINCI_ASSIGN_OR_RETURN(s.precision, r.str("precision", false));
-    if (s.precision.empty()) s.precision = "fp32";
-    if (!is_library_precision(s.precision)) return r.error("precision", "fp32, tf32, bf16 or fp16");
+    VINCI_ASSIGN_OR_RETURN(std::string precision, r.str("precision", false));
+    if (!precision.empty()) {
+      Result<Precision> p = kPrecisions.parse(precision);
+      if (!p.ok()) return r.error("precision", "fp32, tf32, bf16 or fp16");
+      s.precision = *p;
+    }
   } else {
     return invalid_argument("plan: " + path + ".kind: expected kernel or library, found '" + kind + "'");
   }
@@ -336,10 +343,6 @@ Status check_triton_constexpr(const std::string& text) {
   return Status();
 }
 
-bool is_library_precision(const std::string& p) { return p == "fp32" || p == "tf32" || is_16bit_precision(p); }
-
-bool is_16bit_precision(const std::string& p) { return p == "bf16" || p == "fp16"; }
-
 bool Plan::library_only() const {
   for (const auto& s : steps)
     if (s.kind == StepKind::kKernel) return false;
@@ -350,7 +353,7 @@ bool Plan::guaranteed() const {
   for (const auto& k : kernels)
     if (!k.verdict.guaranteed) return false;
   for (const auto& s : steps)
-    if (s.kind == StepKind::kLibrary && s.precision != "fp32") return false;
+    if (s.kind == StepKind::kLibrary && s.precision != Precision::kFp32) return false;
   return true;
 }
 
@@ -519,11 +522,9 @@ Status validate_plan(const Plan& plan, const Task& task) {
     } else {
       const OpInfo* info = find_op(s.op.op);
       if (!info) return invalid_argument(path + ".op: unknown op '" + s.op.op + "'");
-      if (!is_library_precision(s.precision))
-        return invalid_argument(path + ".precision: expected fp32, tf32, bf16 or fp16, found '" + s.precision + "'");
-      if (s.precision != "fp32" && info->kind != OpKind::kGemm)
-        return invalid_argument(path + ".precision: " + s.precision + " applies to matrix products only; op '" +
-                                s.op.op + "' runs in fp32");
+      if (s.precision != Precision::kFp32 && info->kind != OpKind::kGemm)
+        return invalid_argument(path + ".precision: " + kPrecisions.name(s.precision) +
+                                " applies to matrix products only; op '" + s.op.op + "' runs in fp32");
       for (const auto& in : s.op.inputs)
         if (!ready.count(in)) return invalid_argument(path + ".in: '" + in + "' is not ready at this step");
       for (const auto& out : s.op.outputs) {

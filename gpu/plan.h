@@ -24,6 +24,7 @@
 
 #include "core/hash.h"
 #include "core/status.h"
+#include "gpu/precision.h"
 #include "gpu/task.h"
 
 namespace vinci {
@@ -83,10 +84,10 @@ struct PlanKernel {
   std::array<int64_t, 3> tile{{0, 0, 0}};      // gemm block tile M, N, K
   std::array<int64_t, 2> thread_tile{{0, 0}};  // gemm register block per thread
   bool tensor_cores = false;
-  std::string precision = "fp32";  // fp32 | tf32 | bf16 | fp16 (operands rounded so for the products)
-  std::string reduction = "none";  // none | warp_shuffle | block_tree | block_shuffle
-  std::string algorithm;           // e.g. softmax "online" vs "two_pass"
-  int64_t shared_bytes = 0;        // static shared memory per block
+  Precision precision = Precision::kFp32;  // operands rounded so for the products
+  std::string reduction = "none";          // none | warp_shuffle | block_tree | block_shuffle
+  std::string algorithm;                   // e.g. softmax "online" vs "two_pass"
+  int64_t shared_bytes = 0;                // static shared memory per block
   KernelCost cost;
   Verdict verdict;
 };
@@ -126,18 +127,13 @@ struct PlanStep {
   TritonLaunch triton;  // kind == kernel, a Triton kernel only; written to JSON only then
   // kind == library: one op of the task vocabulary, run by the harness's library (libtorch)
   OpSpec op;
-  // kind == library, matrix products only (is_library_precision): "fp32" (cuBLAS in full FP32, as
+  // kind == library, matrix products only: "fp32" (cuBLAS in full FP32, as
   // the reference), "tf32" (cuBLAS may use TF32 tensor cores for this step), "bf16" or "fp16"
   // (the operands, weights included, rounded to that type; the product on 16-bit tensor cores
   // with FP32 accumulation, its output in that type, then widened to FP32). Written to JSON only
   // when not fp32, so plans from before the field keep their addresses.
-  std::string precision = "fp32";
+  Precision precision = Precision::kFp32;
 };
-
-// The precisions a library step may ask for.
-bool is_library_precision(const std::string& p);
-// bf16 or fp16: products on 16-bit operands (wmma m16n16k16; a library step casts to and from them).
-bool is_16bit_precision(const std::string& p);
 
 struct Plan {
   std::string task_id;

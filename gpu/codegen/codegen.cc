@@ -1004,23 +1004,31 @@ std::string gemm_wmma_body(const GemmText& t, int64_t* shared) {
 }
 
 // What a GEMM kernel's knobs put at risk, for the verdict: unguarded edges, reduced precision.
-void add_gemm_reasons(const GemmShape& G, const GemmText& t, const std::string& precision, Verdict* verdict) {
+// The precision gemm.tensor_cores names: off is fp32, the others their own names.
+Precision tensor_cores_precision(const Ctx& c) {
+  const std::string& knob = c.knob("gemm.tensor_cores");
+  if (knob == "off") return Precision::kFp32;
+  Result<Precision> p = kPrecisions.parse(knob);
+  return p.ok() ? *p : Precision::kFp32;  // the knob space allows off, tf32, bf16 and fp16 only
+}
+
+void add_gemm_reasons(const GemmShape& G, const GemmText& t, Precision precision, Verdict* verdict) {
   const int64_t TM = t.TM, TN = t.TN, TK = t.TK;
   if (!t.checked)
     add_reason(verdict, "no edge handling: out-of-bounds tiles unless M, N, K divide the tile",
                G.M + " % " + std::to_string(TM) + " + " + G.N + " % " + std::to_string(TN) + " + " + G.K + " % " +
                    std::to_string(TK));
-  if (precision == "tf32")
+  if (precision == Precision::kTf32)
     add_reason(verdict,
                "precision: tf32 products (10-bit mantissa); the error grows like sqrt(K) and can pass "
                "atol/rtol 1e-2 yet fails a strict 1e-4 check",
                "");
-  if (precision == "bf16")
+  if (precision == Precision::kBf16)
     add_reason(verdict,
                "precision: bf16 operands (7-bit mantissa, 4x tf32's rounding); the error grows like sqrt(K) "
                "and fails atol/rtol 1e-2 on long products of unit-scale inputs",
                "");
-  if (precision == "fp16")
+  if (precision == Precision::kFp16)
     add_reason(verdict,
                "precision: fp16 operands (10-bit mantissa, as tf32; values beyond 65504 overflow to inf); the "
                "error grows like sqrt(K) and fails a strict 1e-4 check",
@@ -1040,14 +1048,14 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   TK = c.knob_int("gemm.tile_k");
   T = c.knob_int("gemm.threads");
   t.U = c.knob_int("gemm.unroll");
-  const std::string precision = c.knob("gemm.tensor_cores") == "off" ? "fp32" : c.knob("gemm.tensor_cores");
-  bool tc = precision != "fp32";
+  const Precision precision = tensor_cores_precision(c);
+  bool tc = precision != Precision::kFp32;
   // 16-bit operands: wmma m16n16k16, tiles kept in shared memory in that type (converted as they are
   // loaded), a k-step of 16. A 16-deep fragment needs tile_k >= 16; it is raised (tile records it).
   t.half = is_16bit_precision(precision);
   if (t.half) TK = std::max<int64_t>(TK, 16);
-  t.ht = precision == "bf16" ? "__nv_bfloat16" : "__half";
-  t.to_ht = precision == "bf16" ? "__float2bfloat16" : "__float2half";
+  t.ht = precision == Precision::kBf16 ? "__nv_bfloat16" : "__half";
+  t.to_ht = precision == Precision::kBf16 ? "__float2bfloat16" : "__float2half";
   const bool checked = t.checked = c.knob("gemm.bounds") == "checked";
   // At most 64 accumulators per thread (an 8x8 register block): more spills to local memory and
   // takes seconds to compile. The thread count is raised to fit; block_threads records it.
@@ -1088,9 +1096,9 @@ void emit_gemm(const Ctx& c, const Group& g, const std::string& kname, PlanKerne
   int64_t RM = 0, RN = 0, shared = 0;
   if (tc)
     s << "#include <mma.h>\n"
-      << (precision == "bf16"   ? "#include <cuda_bf16.h>\n"
-          : precision == "fp16" ? "#include <cuda_fp16.h>\n"
-                                : "")
+      << (precision == Precision::kBf16   ? "#include <cuda_bf16.h>\n"
+          : precision == Precision::kFp16 ? "#include <cuda_fp16.h>\n"
+                                          : "")
       << "using namespace nvcuda;\n";
   s << el.source;
   s << "extern \"C\" __global__ void __launch_bounds__(" << T << ") " << kname << "(" << p.list() << ") {\n"
@@ -1212,7 +1220,7 @@ Result<Plan> generate_plan(const Task& task, const KnobSetting& setting) {
       const OpSpec& op = c.op(g.ops[0]);
       for (const auto& out : op.outputs) declare_value(c, out, &plan);
       PlanStep ls = library_step(op);
-      ls.precision = c.knob("gemm.tensor_cores") == "off" ? "fp32" : c.knob("gemm.tensor_cores");
+      ls.precision = tensor_cores_precision(c);
       plan.steps.push_back(std::move(ls));
       std::vector<std::string> outs = materialized(c, g);
       outs.erase(std::remove(outs.begin(), outs.end(), op.outputs[0]), outs.end());

@@ -535,7 +535,7 @@ struct LiveDevice::Impl {
               if (on) at::globalContext().setAllowTF32CuBLAS(false);
             }
             bool on;
-          } guard(step.precision == "tf32");
+          } guard(step.precision == Precision::kTf32);
           return inst.run_op(step.op, in, step_type(step.precision));
         }();
         if (!out.ok())

@@ -264,7 +264,7 @@ class Fitter {
     uint32_t bits = kReadsLaunch | kReadsEveryBody;
     for (const PlanStep& step : plan.steps) {
       if (step.kind != StepKind::kKernel) {
-        bits |= kReadsLibraryEfficiency | (step.precision == "tf32" ? kReadsLibraryTf32 : 0);
+        bits |= kReadsLibraryEfficiency | (step.precision == Precision::kTf32 ? kReadsLibraryTf32 : 0);
         continue;
       }
       const PlanKernel* k = plan.find_kernel(step.kernel);

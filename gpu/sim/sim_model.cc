@@ -1044,7 +1044,7 @@ class PlanCoster {
 
   // precision "tf32": a matrix product that cuBLAS may run on TF32 tensor cores; "bf16", "fp16":
   // on 16-bit tensor cores.
-  Result<StepPrediction> library_step(const OpSpec& op, const std::string& precision = "fp32") {
+  Result<StepPrediction> library_step(const OpSpec& op, Precision precision = Precision::kFp32) {
     StepPrediction s;
     s.what = "library:" + op.op;
     s.family = StepFamily::kLibraryOther;
@@ -1123,7 +1123,7 @@ class PlanCoster {
       double waves = std::ceil(work / static_cast<double>(p_.sms));
       double wave_eff = work / (waves * static_cast<double>(p_.sms));
       // 16-bit products: the measured rate of cuBLAS' BF16 GEMMs (FP16 runs at the same peak).
-      double library_rate = precision == "tf32"             ? p_.tf32_peak_flops * p_.library_tf32_fraction
+      double library_rate = precision == Precision::kTf32   ? p_.tf32_peak_flops * p_.library_tf32_fraction
                             : is_16bit_precision(precision) ? p_.bf16_measured_flops
                                                             : p_.fp32_library_flops;
       b.compute_us = flops / (library_rate * wave_eff);
@@ -1353,7 +1353,7 @@ double operand_rms(const TaskContext& ctx, const std::map<std::string, const OpS
 
 }  // namespace
 
-double SimModel::product_abs_error(const TaskContext& ctx, const OpSpec& op, const std::string& precision, bool library,
+double SimModel::product_abs_error(const TaskContext& ctx, const OpSpec& op, Precision precision, bool library,
                                    double* largest) const {
   if (largest) *largest = 0;
   const std::vector<int64_t>* a = op.inputs.empty() ? nullptr : ctx.shape(op.inputs[0]);
@@ -1383,9 +1383,9 @@ double SimModel::product_abs_error(const TaskContext& ctx, const OpSpec& op, con
   if (largest) *largest = k * rms_a * rms_b;
   // cuBLAS runs a TF32 matrix-vector product on CUDA cores: exact as FP32. A 16-bit one still
   // rounds its operands.
-  if (library && precision == "tf32" && (m <= 1 || n <= 1)) return 0;
+  if (library && precision == Precision::kTf32 && (m <= 1 || n <= 1)) return 0;
   // Each product a*b takes two roundings; K of them add up like a random walk.
-  double unit = precision == "bf16" ? kBf16Unit : kTf32Unit;
+  double unit = precision == Precision::kBf16 ? kBf16Unit : kTf32Unit;
   double spread = std::sqrt(k) * rms_a * rms_b;  // one output's typical size
   return kTf32TailSigmas * unit * std::sqrt(2 * k) * rms_a * rms_b * error_downstream(ctx, op.outputs[0], spread);
 }
@@ -1444,9 +1444,13 @@ double SimModel::error_downstream(const TaskContext& ctx, const std::string& val
   return factor;
 }
 
-double SimModel::precision_rel_error(const std::string& precision) const {
-  if (precision == "bf16") return profile_.bf16_rel_error;
-  if (precision == "tf32" || precision == "fp16") return profile_.tf32_rel_error;
+double SimModel::precision_rel_error(Precision precision) const {
+  switch (precision) {
+    case Precision::kBf16: return profile_.bf16_rel_error;
+    case Precision::kTf32:
+    case Precision::kFp16: return profile_.tf32_rel_error;
+    case Precision::kFp32: return profile_.fp32_rel_error;
+  }
   return profile_.fp32_rel_error;
 }
 
@@ -1490,16 +1494,16 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
     fail("buffer " + b.name + ": out of memory: " + why);
   }
   for (const auto& step : plan.steps) {
-    if (step.kind == StepKind::kLibrary && step.precision != "fp32") {
+    if (step.kind == StepKind::kLibrary && step.precision != Precision::kFp32) {
       double rel = precision_rel_error(step.precision), largest = 0;
       c.rel_error = std::max(c.rel_error, rel);
       double abs_error = product_abs_error(ctx, step.op, step.precision, /*library=*/true, &largest);
-      const std::string what = "library step " + step.op.op + ": " + step.precision + " precision: ";
+      const std::string what = "library step " + step.op.op + ": " + kPrecisions.name(step.precision) + " precision: ";
       char buf[200];
       if (rel > tolerance) {
         std::snprintf(buf, sizeof buf, "expected relative error %.1e exceeds the tolerance %.1e", rel, tolerance);
         fail(what + buf);
-      } else if (step.precision == "fp16" && largest > kFp16Max) {
+      } else if (step.precision == Precision::kFp16 && largest > kFp16Max) {
         std::snprintf(buf, sizeof buf, "outputs of up to ~%.1e overflow fp16 (largest finite 65504) to inf", largest);
         fail(what + buf);
       } else if (abs_error > tol.atol) {
@@ -1529,15 +1533,19 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
     }
     // Precision is physics, whatever the verdict says: tensor-core products (tf32, bf16, fp16) and
     // fast-math intrinsics. A kernel that says tensor cores without a precision is tf32.
-    const std::string products = k->precision != "fp32" ? k->precision : k->tensor_cores ? "tf32" : "fp32";
+    const Precision products = k->precision != Precision::kFp32 ? k->precision
+                               : k->tensor_cores                ? Precision::kTf32
+                                                                : Precision::kFp32;
     double err = precision_rel_error(products);
     if (knob_is(*k, "ew.math", "fast")) err = std::max(err, profile_.fast_math_rel_error);
     c.rel_error = std::max(c.rel_error, err);
     if (err > tolerance) {
       char buf[160];
       std::snprintf(buf, sizeof buf, "expected relative error %.1e exceeds the tolerance %.1e", err, tolerance);
-      fail("kernel " + k->name + ": " + (products != "fp32" ? products + " precision: " : "fast math: ") + buf);
-    } else if (products != "fp32" && !k->fused_values.empty()) {
+      fail("kernel " + k->name + ": " +
+           (products != Precision::kFp32 ? kPrecisions.name(products) + std::string(" precision: ") : "fast math: ") +
+           buf);
+    } else if (products != Precision::kFp32 && !k->fused_values.empty()) {
       auto producer = ctx.producer_.find(k->fused_values[0]);
       double abs_error = producer == ctx.producer_.end()
                              ? 0
@@ -1546,7 +1554,7 @@ Result<CorrectnessPrediction> SimModel::predict_correctness(const TaskContext& c
         char buf[160];
         std::snprintf(buf, sizeof buf, "expected largest |error| %.1e near zero outputs exceeds atol %.1e", abs_error,
                       tol.atol);
-        fail("kernel " + k->name + ": " + products + " precision: " + buf);
+        fail("kernel " + k->name + ": " + kPrecisions.name(products) + " precision: " + buf);
       }
     }
     if (k->verdict.guaranteed) continue;

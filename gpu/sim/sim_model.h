@@ -176,14 +176,14 @@ class SimModel {
   // on CUDA cores), for a TF32 matrix-vector product. An output near zero fails when this exceeds
   // atol. largest (when given): the largest output, K * rms(A) * rms(B), which a 16-bit library
   // output must hold (fp16 overflows past 65504).
-  double product_abs_error(const TaskContext& ctx, const OpSpec& op, const std::string& precision, bool library,
+  double product_abs_error(const TaskContext& ctx, const OpSpec& op, Precision precision, bool library,
                            double* largest) const;
   // The factor the ops after a product's output `value` apply to its error (sim_model.cc says
   // which): sqrt(N) for a sum over N outputs, 1 / spread after a normalization (spread: one
   // output's typical size), 0 after a softmax, 1 when the walk stops.
   double error_downstream(const TaskContext& ctx, const std::string& value, double spread) const;
   // The profile's relative error of products in this precision (fp16 takes tf32's: the same mantissa).
-  double precision_rel_error(const std::string& precision) const;
+  double precision_rel_error(Precision precision) const;
 
   // Blocks of `threads` threads using `registers` per thread and `shared_bytes` each that fit on
   // one SM (0: the launch is refused).

@@ -116,7 +116,7 @@ TEST(Compile, GemmKernelsCompileInEveryTensorCorePrecision) {
         ASSERT_TRUE(p.ok()) << id << " " << precision << ": " << p.status().to_string();
         for (const auto& k : p->kernels) {
           if (k.family != KernelFamily::kGemm) continue;
-          EXPECT_EQ(k.precision, precision);
+          EXPECT_EQ(kPrecisions.name(k.precision), std::string(precision));
           EXPECT_TRUE(k.tensor_cores);
           if (std::string(precision) != "tf32") {
             EXPECT_GE(k.tile[2], 16) << id;  // a 16-deep fragment

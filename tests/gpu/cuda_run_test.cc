@@ -97,7 +97,7 @@ Result<torch::Tensor> run_plan(const Plan& plan, const TaskInstance& gpu, const 
     if (step.kind == StepKind::kLibrary) {
       std::vector<at::Tensor> in;
       for (const auto& n : step.op.inputs) in.push_back(values.at(n));
-      if (step.precision == "tf32") at::globalContext().setAllowTF32CuBLAS(true);
+      if (step.precision == Precision::kTf32) at::globalContext().setAllowTF32CuBLAS(true);
       Result<std::vector<at::Tensor>> run = gpu.run_op(step.op, in, step_type(step.precision));
       at::globalContext().setAllowTF32CuBLAS(false);
       VINCI_ASSIGN_OR_RETURN(std::vector<at::Tensor> out, std::move(run));

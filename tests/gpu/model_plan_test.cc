@@ -293,7 +293,7 @@ TEST(ModelPlan, HalfPrecisionLibraryStepsParseRenderAndMatch) {
     Result<Plan> gen = generate_plan(
         t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", precision}});
     ASSERT_TRUE(gen.ok());
-    EXPECT_EQ(gen->steps[0].precision, precision);
+    EXPECT_EQ(kPrecisions.name(gen->steps[0].precision), std::string(precision));
     Result<std::string> text = render_model_plan(*gen);
     ASSERT_TRUE(text.ok()) << text.status().to_string();
     EXPECT_NE(text->find(std::string("library linear ") + precision + " -> "), std::string::npos) << *text;

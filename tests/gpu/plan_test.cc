@@ -154,7 +154,7 @@ TEST(Plan, LibraryGemmRunsTheProductInTheLibraryAndOneEpilogueKernel) {
   ASSERT_EQ(lib->steps.size(), 2u);
   EXPECT_EQ(lib->steps[0].kind, StepKind::kLibrary);
   EXPECT_EQ(lib->steps[0].op.op, "linear");
-  EXPECT_EQ(lib->steps[0].precision, "fp32");
+  EXPECT_EQ(lib->steps[0].precision, Precision::kFp32);
   ASSERT_EQ(lib->kernels.size(), 1u);
   EXPECT_EQ(lib->kernels[0].family, KernelFamily::kElementwise);
   EXPECT_EQ(lib->kernels[0].fused_ops,
@@ -175,12 +175,12 @@ TEST(Plan, LibraryGemmRunsTheProductInTheLibraryAndOneEpilogueKernel) {
   Result<Plan> tf32 =
       generate_plan(t, std::map<std::string, std::string>{{"gemm.impl", "library"}, {"gemm.tensor_cores", "tf32"}});
   ASSERT_TRUE(tf32.ok());
-  EXPECT_EQ(tf32->steps[0].precision, "tf32");
+  EXPECT_EQ(tf32->steps[0].precision, Precision::kTf32);
   EXPECT_EQ(plan_to_json(*tf32)["steps"][0]["precision"], "tf32");
   EXPECT_NE(plan_address(*tf32), plan_address(*lib));
   Result<Plan> back = parse_plan(canonical_bytes(*tf32));
   ASSERT_TRUE(back.ok()) << back.status().to_string();
-  EXPECT_EQ(back->steps[0].precision, "tf32");
+  EXPECT_EQ(back->steps[0].precision, Precision::kTf32);
   EXPECT_EQ(plan_address(*back), plan_address(*tf32));
 
   // A GEMM with nothing after it is one library step.
@@ -200,10 +200,21 @@ TEST(Plan, LibraryPrecisionIsCheckedWhereItIsRead) {
   Result<Plan> bad = plan_from_json(j);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("steps[0].precision"), std::string::npos) << bad.status().message();
+  // A kernel's precision is one of the same names.
+  Result<Plan> gemm = generate_plan(t, std::map<std::string, std::string>{});
+  ASSERT_TRUE(gemm.ok());
+  nlohmann::json jk = plan_to_json(*gemm);
+  ASSERT_FALSE(jk["kernels"].empty());
+  jk["kernels"][0]["precision"] = "fp64";
+  Result<Plan> bad_kernel = plan_from_json(jk);
+  ASSERT_FALSE(bad_kernel.ok());
+  EXPECT_NE(bad_kernel.status().message().find("kernels[0].precision: expected fp32, tf32, bf16 or fp16"),
+            std::string::npos)
+      << bad_kernel.status().message();
   // tf32 on an op that is not a matrix product.
   Result<Plan> eager = eager_plan(t);
   ASSERT_TRUE(eager.ok());
-  eager->steps[1].precision = "tf32";  // sigmoid
+  eager->steps[1].precision = Precision::kTf32;  // sigmoid
   Status st = validate_plan(*eager, t);
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.message().find("steps[1].precision: tf32 applies to matrix products only"), std::string::npos)

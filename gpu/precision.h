@@ -1,0 +1,20 @@
+// The precision of a kernel's or a library step's matrix products: a closed setting, typed when a
+// plan is read ("precision" in plan JSON, docs/plan_format.md); the names exist only at the edges.
+#ifndef VINCI_GPU_PRECISION_H_
+#define VINCI_GPU_PRECISION_H_
+
+#include "core/enum_names.h"
+
+namespace vinci {
+
+// Operands rounded so for the products, FP32 accumulation: fp32 (none), tf32 (tensor cores with a
+// 10-bit mantissa), bf16 and fp16 (16-bit operands).
+enum class Precision { kFp32, kTf32, kBf16, kFp16 };
+inline constexpr EnumNames<Precision, 4> kPrecisions = {"precision", {"fp32", "tf32", "bf16", "fp16"}};
+
+// bf16 or fp16: products on 16-bit operands (wmma m16n16k16; a library step casts to and from them).
+constexpr bool is_16bit_precision(Precision p) { return p == Precision::kBf16 || p == Precision::kFp16; }
+
+}  // namespace vinci
+
+#endif  // VINCI_GPU_PRECISION_H_
