@@ -256,8 +256,9 @@ void add_unreached_trials(EvalResult* r, const std::string& task_id, const EvalR
   }
 }
 
-Status check_reference_precision(const std::string& name) {
-  if (name == "kernelbench" || name == "fp32") return Status();
+Result<ReferencePrecision> parse_reference_precision(const std::string& name) {
+  Result<ReferencePrecision> p = kReferencePrecisions.parse(name);
+  if (p.ok()) return p;
   return invalid_argument(
       "reference precision: expected kernelbench (PyTorch's defaults: cuDNN may use TF32, "
       "matmul FP32) or fp32 (TF32 off everywhere), found '" +

@@ -19,6 +19,7 @@
 #include "core/median_interval.h"
 #include "core/status.h"
 #include "gpu/plan.h"
+#include "gpu/precision.h"
 #include "gpu/task.h"
 #include "recorder/vinci.capnp.h"
 
@@ -148,10 +149,11 @@ Tolerance tolerance_for(const Task& task, const EvalRequest& request);
 // The reference's precision policy on a GPU (it also governs a plan's library steps, which run
 // in the same process): "kernelbench" is PyTorch's default and KernelBench's baseline, cuDNN
 // convolutions may use TF32 while matrix products stay FP32; "fp32" turns TF32 off in cuBLAS and
-// cuDNN. Recorded in every live measurement's settings ("reference_precision").
-constexpr const char* kReferencePrecisionDefault = "kernelbench";
-// OK for "kernelbench" and "fp32"; otherwise an error naming what was found.
-Status check_reference_precision(const std::string& name);
+// cuDNN. Recorded in every live measurement's settings ("reference_precision"): the names are
+// the edges' (configs, the command line, the worker's argv, a queue's evaluator spec).
+// ReferencePrecision and its names: gpu/precision.h.
+// The policy a name gives; an error saying what each name means and what was found.
+Result<ReferencePrecision> parse_reference_precision(const std::string& name);
 
 // Every evaluator: sim (gpu/sim/sim_evaluator.h), cuda (live), recorded (answers from a log).
 // A candidate's failure (does not compile, wrong, crashes) is a successful evaluation whose record

@@ -1,5 +1,6 @@
-// The precision of a kernel's or a library step's matrix products: a closed setting, typed when a
-// plan is read ("precision" in plan JSON, docs/plan_format.md); the names exist only at the edges.
+// Precisions, closed settings typed where they are read: a kernel's or a library step's matrix
+// products ("precision" in plan JSON, docs/plan_format.md) and the reference's policy on a GPU
+// (device.reference_precision, --reference-precision). The names exist only at the edges.
 #ifndef VINCI_GPU_PRECISION_H_
 #define VINCI_GPU_PRECISION_H_
 
@@ -14,6 +15,12 @@ inline constexpr EnumNames<Precision, 4> kPrecisions = {"precision", {"fp32", "t
 
 // bf16 or fp16: products on 16-bit operands (wmma m16n16k16; a library step casts to and from them).
 constexpr bool is_16bit_precision(Precision p) { return p == Precision::kBf16 || p == Precision::kFp16; }
+
+// The reference's precision policy on a GPU (gpu/eval_result.h, parse_reference_precision):
+// kernelbench (PyTorch's defaults: cuDNN may use TF32, matrix products FP32) or fp32 (TF32 off).
+enum class ReferencePrecision { kKernelbench, kFp32 };
+inline constexpr EnumNames<ReferencePrecision, 2> kReferencePrecisions = {"reference precision",
+                                                                          {"kernelbench", "fp32"}};
 
 }  // namespace vinci
 

@@ -405,7 +405,8 @@ Status read_agents_and_network(const Config& c, Experiment* e) {
 Status read_device_and_eval(const Config& c, Experiment* e) {
   VINCI_ASSIGN_OR_RETURN(e->device, kDeviceKinds.parse(c.get_string("device.kind")));
   e->device_profile = c.get_string("device.profile");
-  e->reference_precision = c.get_string("device.reference_precision");
+  VINCI_ASSIGN_OR_RETURN(e->reference_precision,
+                         kReferencePrecisions.parse(c.get_string("device.reference_precision")));
   e->noise = c.get_float("device.noise");
   e->queue = c.get_string("device.queue");
   e->queue_attempts = static_cast<int32_t>(c.get_int("device.queue_attempts"));

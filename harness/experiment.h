@@ -12,6 +12,7 @@
 #include "agents/agents.h"
 #include "core/status.h"
 #include "gpu/plan.h"
+#include "gpu/precision.h"
 #include "gpu/task.h"
 #include "harness/config.h"
 #include "harness/rl.h"
@@ -100,8 +101,8 @@ struct Experiment {
 
   // [device]
   DeviceKind device = DeviceKind::kSim;
-  std::string device_profile;                       // empty: the built-in H200 profile
-  std::string reference_precision = "kernelbench";  // cuda: gpu/eval_result.h
+  std::string device_profile;                                                 // empty: the built-in H200 profile
+  ReferencePrecision reference_precision = ReferencePrecision::kKernelbench;  // cuda: gpu/eval_result.h
   double noise = 0.0;
   std::string queue;  // device.queue: "" (in process) or redis://HOST:PORT[/NAME]
   int32_t queue_attempts = 3;

@@ -39,12 +39,12 @@ EvaluatorSpec sim_spec(const std::string& profile_text, double noise, const Plan
   return s;
 }
 
-EvaluatorSpec cuda_spec(const std::string& profile_text, const std::string& reference_precision,
+EvaluatorSpec cuda_spec(const std::string& profile_text, ReferencePrecision reference_precision,
                         const PlanLimits& limits, double timing_budget_s) {
   EvaluatorSpec s;
   s.kind = "cuda";
   s.profile_text = profile_text;
-  s.settings["reference_precision"] = reference_precision;
+  s.settings["reference_precision"] = kReferencePrecisions.name(reference_precision);
   if (timing_budget_s > 0) s.settings["timing_budget_s"] = exact_number(timing_budget_s);
   put_limits(limits, &s.settings);
   return s;

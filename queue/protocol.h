@@ -65,7 +65,7 @@ struct EvaluatorSpec {
 EvaluatorSpec sim_spec(const std::string& profile_text, double noise, const PlanLimits& limits);
 // timing_budget_s > 0: a slow candidate's timed runs stop after that many seconds (>= 5 samples),
 // as `replay rescore --timing-budget` does in process.
-EvaluatorSpec cuda_spec(const std::string& profile_text, const std::string& reference_precision,
+EvaluatorSpec cuda_spec(const std::string& profile_text, ReferencePrecision reference_precision,
                         const PlanLimits& limits, double timing_budget_s = 0);
 // The spec's options back (errors name the setting).
 Result<PlanLimits> spec_limits(const EvaluatorSpec& spec);

@@ -160,8 +160,9 @@ class Evaluators {
       co.task_dir = dir_ + "/tasks";
       co.profile_path = profile_path;
       auto rp = q.spec.settings.find("reference_precision");
-      if (rp != q.spec.settings.end()) co.reference_precision = rp->second;
-      VINCI_RETURN_IF_ERROR(check_reference_precision(co.reference_precision));
+      if (rp != q.spec.settings.end()) {
+        VINCI_ASSIGN_OR_RETURN(co.reference_precision, parse_reference_precision(rp->second));
+      }
       VINCI_ASSIGN_OR_RETURN(co.limits, spec_limits(q.spec));
       VINCI_ASSIGN_OR_RETURN(co.timing_budget_s, spec_timing_budget(q.spec));
       auto c = std::make_unique<CudaEvaluator>(cuda_options(co));

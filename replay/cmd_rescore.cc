@@ -18,6 +18,7 @@ int cmd_rescore(const std::vector<std::string>& args) {
   namespace po = boost::program_options;
   RescoreOptions o;
   std::string device;  // the user must say where: --live or --device
+  std::string reference_precision;
   po::options_description opts(
       "usage: replay rescore RUN (--live | --device sim [--profile FILE]) --out NEW [--queue URL] [--trials N] "
       "[--samples N] [--reuse FILE [--offline]]");
@@ -37,7 +38,7 @@ int cmd_rescore(const std::vector<std::string>& args) {
       "cuda: at most this many seconds of timed runs per plan (>= 5 samples; 0: no cap)")(
       "nvrtc-cache", po::value<std::string>(&o.cuda.nvrtc_cache_dir),
       "cuda: NVRTC cache folder (kernels compiled in parallel first)")(
-      "reference-precision", po::value<std::string>(&o.cuda.reference_precision)->default_value("kernelbench"),
+      "reference-precision", po::value<std::string>(&reference_precision)->default_value("kernelbench"),
       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
       "(TF32 off)")("reuse", po::value<std::string>(&o.reuse),
                     "an earlier rescore's measurements.jsonl: plans it measured are not measured again")(
@@ -105,8 +106,10 @@ int cmd_rescore(const std::vector<std::string>& args) {
                  "(harness worker --nvrtc-cache DIR --timeout-s N)\n";
     return 2;
   }
-  if (Status st = check_reference_precision(o.cuda.reference_precision); !st.ok()) {
-    std::cerr << "replay rescore: --reference-precision: " << st.message() << "\n";
+  if (Result<ReferencePrecision> rp = parse_reference_precision(reference_precision); rp.ok()) {
+    o.cuda.reference_precision = *rp;
+  } else {
+    std::cerr << "replay rescore: --reference-precision: " << rp.status().message() << "\n";
     return 2;
   }
   o.force = vm.count("force") > 0;

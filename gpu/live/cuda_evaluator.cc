@@ -209,7 +209,7 @@ Status CudaEvaluator::start_locked() {
                                    "--norm-tolerance",
                                    format_number("%.6g", options_.norm_tolerance),
                                    "--reference-precision",
-                                   options_.reference_precision,
+                                   kReferencePrecisions.name(options_.reference_precision),
                                    "--warmups",
                                    std::to_string(options_.warmups),
                                    "--timing-budget-ms",

@@ -41,7 +41,7 @@ struct CudaEvaluatorOptions {
   double launch_timeout_s = 10;   // the worker's limit for one launch
   double triton_timeout_s = 120;  // the worker's limit for one Triton compile (gpu/compile/triton.h)
   double norm_tolerance = 1e-2;
-  std::string reference_precision = kReferencePrecisionDefault;  // gpu/eval_result.h
+  ReferencePrecision reference_precision = ReferencePrecision::kKernelbench;  // gpu/eval_result.h
   int warmups = 3;
   double timing_budget_s = 0;   // > 0: a slow candidate's sampling stops after this (>= 5 samples)
   int timing_input_sets = 3;    // the inputs the timed samples rotate through (gpu/live/live_eval.h)

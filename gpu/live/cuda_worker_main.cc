@@ -129,9 +129,14 @@ int main(int argc, char** argv) {
       options.launch_timeout_s = std::atof(v.c_str());
     else if (a == "--norm-tolerance")
       options.norm_tolerance = std::atof(v.c_str());
-    else if (a == "--reference-precision")
-      options.reference_precision = v;
-    else if (a == "--warmups")
+    else if (a == "--reference-precision") {
+      Result<ReferencePrecision> rp = parse_reference_precision(v);
+      if (!rp.ok()) {
+        std::fprintf(stderr, "vinci-cuda-worker: --reference-precision: %s\n", rp.status().message().c_str());
+        return 2;
+      }
+      options.reference_precision = *rp;
+    } else if (a == "--warmups")
       options.warmups = std::atoi(v.c_str());
     else if (a == "--timing-budget-ms")
       options.timing_budget_ms = std::atof(v.c_str());

@@ -1209,9 +1209,8 @@ Result<std::unique_ptr<LiveDevice>> LiveDevice::open(const LiveOptions& options)
   impl->sim = std::make_unique<SimEvaluator>(std::move(profile));
   // The reference's precision policy: matrix products stay FP32 under both; cuDNN may use TF32
   // under KernelBench's (PyTorch's default), not under fp32.
-  VINCI_RETURN_IF_ERROR(check_reference_precision(options.reference_precision));
   at::globalContext().setAllowTF32CuBLAS(false);
-  at::globalContext().setAllowTF32CuDNN(options.reference_precision == "kernelbench");
+  at::globalContext().setAllowTF32CuDNN(options.reference_precision == ReferencePrecision::kKernelbench);
   int64_t flush_elems = static_cast<int64_t>(std::max(1.0, options.l2_flush_multiple) * std::max(l2, 1 << 20) / 4);
   impl->flush = torch::empty({flush_elems}, torch::TensorOptions().device(torch::kCUDA));
   size_t free_bytes = 0, total_bytes = 0;
@@ -1291,9 +1290,10 @@ Result<EvalResult> LiveDevice::Impl::evaluate(const Task& task, const Plan& plan
                 {"launch_timeout_s", format_number("%.6g", options.launch_timeout_s)},
                 {"norm_tolerance", format_number("%.6g", options.norm_tolerance)},
                 {"reference", std::string("libtorch ") + TORCH_VERSION +
-                                  (options.reference_precision == "fp32" ? " eager, tf32 off"
-                                                                         : " eager, cudnn tf32 allowed, matmul fp32")},
-                {"reference_precision", options.reference_precision},
+                                  (options.reference_precision == ReferencePrecision::kFp32
+                                       ? " eager, tf32 off"
+                                       : " eager, cudnn tf32 allowed, matmul fp32")},
+                {"reference_precision", kReferencePrecisions.name(options.reference_precision)},
                 {"samples", std::to_string(request.samples)},
                 {"strict", request.strict ? "true" : "false"},
                 {"tolerance", format_number("%.6g", tol.atol) + "," + format_number("%.6g", tol.rtol)},

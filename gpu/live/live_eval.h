@@ -50,10 +50,10 @@ struct LiveOptions {
   double launch_timeout_s = 10;  // a launch still running after this is a hang
   double l2_flush_multiple = 2;  // the flush buffer is this many times the L2 size
   double norm_tolerance = 1e-2;  // relative L2 error bound beside allclose; 0: off
-  std::string reference_precision = kReferencePrecisionDefault;  // gpu/eval_result.h
-  double roofline_margin = 1.05;                                 // flag times below floor / margin
-  double timing_budget_ms = 0;                                   // > 0: stop sampling a candidate after this much timed
-                                // wall time (at least 5 samples each); recorded in settings
+  ReferencePrecision reference_precision = ReferencePrecision::kKernelbench;  // gpu/eval_result.h
+  double roofline_margin = 1.05;                                              // flag times below floor / margin
+  double timing_budget_ms = 0;                 // > 0: stop sampling a candidate after this much timed
+                                               // wall time (at least 5 samples each); recorded in settings
   double triton_timeout_s = 120;               // a Triton compile (gpu/compile/triton.h) past this fails the candidate
   PlanLimits limits;                           // gpu/plan.h; those not at their default are recorded
   int64_t cpu_input_limit = int64_t{1} << 24;  // inputs up to this many elements come from the

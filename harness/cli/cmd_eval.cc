@@ -271,8 +271,9 @@ Result<EvalSettings> check_eval_args(const EvalArgs& a, const po::variables_map&
   if (vm.count("profile-phases") && device != "cuda")
     return invalid_argument(
         "--profile-phases: times the GPU worker's phases, so it needs --device cuda (found --device " + device + ")");
-  if (Status st = check_reference_precision(a.reference_precision); !st.ok())
-    return invalid_argument("--reference-precision: " + st.message());
+  Result<ReferencePrecision> reference_precision = parse_reference_precision(a.reference_precision);
+  if (!reference_precision.ok())
+    return invalid_argument("--reference-precision: " + reference_precision.status().message());
   if (!a.plan_path.empty() && !a.knobs.empty()) return invalid_argument("--plan and --knob exclude each other");
   s.request.seed = static_cast<uint64_t>(seed);
   s.request.trials = static_cast<int>(trials);
@@ -349,7 +350,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     co.profile_path = a.profile_file;
     co.timeout_s = settings->timeout;
     co.launch_timeout_s = settings->launch_timeout;
-    co.reference_precision = a.reference_precision;
+    co.reference_precision = *parse_reference_precision(a.reference_precision);  // checked above
     co.nvrtc_cache_dir = a.nvrtc_cache;
     co.module_cache_dir = a.module_cache;
     co.limits = settings->limits;

@@ -153,7 +153,7 @@ using LabelledPlans = std::vector<std::pair<std::string, Plan>>;
 
 struct MeasureOptions {
   std::string device = "cuda", size = "full", out_dir = "measure-out", task_dir, nvrtc_cache, profile_file;
-  std::string reference_precision = kReferencePrecisionDefault;
+  std::string reference_precision = "kernelbench";
   std::vector<std::string> only, from_files, variants, again_files;
   std::string from, timing = "fixed";
   double timing_width = 0.01;
@@ -222,8 +222,8 @@ std::optional<int> parse_measure_options(const std::vector<std::string>& args, M
   o->size_name = *size;
   if (o->plans_per_task < 0 || o->trials < 1 || o->samples < 1)
     return fail("--plans >= 0, --trials >= 1, --samples >= 1");
-  if (Status st = check_reference_precision(o->reference_precision); !st.ok())
-    return fail("--reference-precision: " + st.message());
+  if (Result<ReferencePrecision> rp = parse_reference_precision(o->reference_precision); !rp.ok())
+    return fail("--reference-precision: " + rp.status().message());
   if (o->timing != "fixed" && o->timing != "adaptive")
     return fail("--timing: expected fixed or adaptive, found '" + o->timing + "'");
   if (!(o->timing_width >= 0 && o->timing_width <= 1))
@@ -802,7 +802,7 @@ int cmd_measure(const std::vector<std::string>& args) {
     co.nvrtc_cache_dir = o.nvrtc_cache;
     co.profile_path = o.profile_file;
     co.timing_budget_s = o.timing_budget;
-    co.reference_precision = o.reference_precision;
+    co.reference_precision = *parse_reference_precision(o.reference_precision);  // checked when parsed
     cuda = std::make_unique<CudaEvaluator>(co);
     Status st = cuda->start();
     if (!st.ok()) return fail(st.to_string());

@@ -135,7 +135,7 @@ TEST(QueueCodec, RequestRoundTripsAndItsAddressIsStable) {
           .address,
       e.address);
   EXPECT_NE(encode_queue_request(t, file_of(t), plan, small_request(7),
-                                 cuda_spec(profile_text(), "kernelbench", PlanLimits()), 3)
+                                 cuda_spec(profile_text(), ReferencePrecision::kKernelbench, PlanLimits()), 3)
                 .address,
             e.address);
   EXPECT_NE(queue_request_address(q->task_file, q->task_id, hash_tagged("plan", "other"), q->request, spec), e.address);
@@ -341,7 +341,7 @@ TEST(QueueEvaluatorTest, ALiveEvaluationThroughTheQueueIsTheLiveEvaluatorsRecord
   testing_redis::RedisServer server;
   ASSERT_TRUE(server.start());
   Workers workers(server.url(), 1, 30, "cuda");
-  QueueEvaluator q({server.url()}, cuda_spec(profile_text(), "kernelbench", PlanLimits()));
+  QueueEvaluator q({server.url()}, cuda_spec(profile_text(), ReferencePrecision::kKernelbench, PlanLimits()));
   ASSERT_TRUE(q.start().ok());
   const Task& t = task("L1_019");
   Plan plan = must_generate(t, {});
