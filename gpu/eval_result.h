@@ -149,10 +149,9 @@ Tolerance tolerance_for(const Task& task, const EvalRequest& request);
 // The reference's precision policy on a GPU (it also governs a plan's library steps, which run
 // in the same process): "kernelbench" is PyTorch's default and KernelBench's baseline, cuDNN
 // convolutions may use TF32 while matrix products stay FP32; "fp32" turns TF32 off in cuBLAS and
-// cuDNN. Recorded in every live measurement's settings ("reference_precision"): the names are
-// the edges' (configs, the command line, the worker's argv, a queue's evaluator spec).
-// ReferencePrecision and its names: gpu/precision.h.
-// The policy a name gives; an error saying what each name means and what was found.
+// cuDNN. Recorded in every live measurement's settings ("reference_precision"). The enum and its
+// names are in gpu/precision.h; this parses a name at an edge (a config, the command line, the
+// worker's argv, a queue's evaluator spec) with an error that says what each name means.
 Result<ReferencePrecision> parse_reference_precision(const std::string& name);
 
 // Every evaluator: sim (gpu/sim/sim_evaluator.h), cuda (live), recorded (answers from a log).

@@ -1003,15 +1003,15 @@ std::string gemm_wmma_body(const GemmText& t, int64_t* shared) {
   return s.str();
 }
 
-// What a GEMM kernel's knobs put at risk, for the verdict: unguarded edges, reduced precision.
-// The precision gemm.tensor_cores names: off is fp32, the others their own names.
+// The precision gemm.tensor_cores names: off is fp32, the others their own names (the knob space
+// allows off, tf32, bf16 and fp16 only).
 Precision tensor_cores_precision(const Ctx& c) {
   const std::string& knob = c.knob("gemm.tensor_cores");
-  if (knob == "off") return Precision::kFp32;
   Result<Precision> p = kPrecisions.parse(knob);
-  return p.ok() ? *p : Precision::kFp32;  // the knob space allows off, tf32, bf16 and fp16 only
+  return knob == "off" || !p.ok() ? Precision::kFp32 : *p;
 }
 
+// What a GEMM kernel's knobs put at risk, for the verdict: unguarded edges, reduced precision.
 void add_gemm_reasons(const GemmShape& G, const GemmText& t, Precision precision, Verdict* verdict) {
   const int64_t TM = t.TM, TN = t.TN, TK = t.TK;
   if (!t.checked)

@@ -241,6 +241,7 @@ struct EvalSettings {
   EvalRequest request;
   PlanLimits limits;
   double noise = 0, timeout = 0, launch_timeout = 0;
+  ReferencePrecision reference_precision = ReferencePrecision::kKernelbench;
 };
 
 // Numbers are checked before anything runs, with the ranges an experiment's keys allow
@@ -274,6 +275,7 @@ Result<EvalSettings> check_eval_args(const EvalArgs& a, const po::variables_map&
   Result<ReferencePrecision> reference_precision = parse_reference_precision(a.reference_precision);
   if (!reference_precision.ok())
     return invalid_argument("--reference-precision: " + reference_precision.status().message());
+  s.reference_precision = *reference_precision;
   if (!a.plan_path.empty() && !a.knobs.empty()) return invalid_argument("--plan and --knob exclude each other");
   s.request.seed = static_cast<uint64_t>(seed);
   s.request.trials = static_cast<int>(trials);
@@ -350,7 +352,7 @@ int cmd_eval(const std::vector<std::string>& args) {
     co.profile_path = a.profile_file;
     co.timeout_s = settings->timeout;
     co.launch_timeout_s = settings->launch_timeout;
-    co.reference_precision = *parse_reference_precision(a.reference_precision);  // checked above
+    co.reference_precision = settings->reference_precision;
     co.nvrtc_cache_dir = a.nvrtc_cache;
     co.module_cache_dir = a.module_cache;
     co.limits = settings->limits;

@@ -153,7 +153,8 @@ using LabelledPlans = std::vector<std::pair<std::string, Plan>>;
 
 struct MeasureOptions {
   std::string device = "cuda", size = "full", out_dir = "measure-out", task_dir, nvrtc_cache, profile_file;
-  std::string reference_precision = "kernelbench";
+  std::string reference_precision_name = "kernelbench";  // --reference-precision, typed below
+  ReferencePrecision reference_precision = ReferencePrecision::kKernelbench;
   std::vector<std::string> only, from_files, variants, again_files;
   std::string from, timing = "fixed";
   double timing_width = 0.01;
@@ -196,7 +197,7 @@ std::optional<int> parse_measure_options(const std::vector<std::string>& args, M
       "cuda: seconds before an evaluation counts as a hang")(
       "nvrtc-cache", po::value<std::string>(&o->nvrtc_cache),
       "cuda: NVRTC cache folder; kernels are compiled into it in parallel first")(
-      "reference-precision", po::value<std::string>(&o->reference_precision)->default_value("kernelbench"),
+      "reference-precision", po::value<std::string>(&o->reference_precision_name)->default_value("kernelbench"),
       "cuda: the reference's precision policy: kernelbench (default; PyTorch's defaults, cuDNN may use TF32) or fp32 "
       "(TF32 off)")("budget", po::value<double>(&o->budget)->default_value(0),
                     "stop starting new tasks after this many seconds (0: none)")(
@@ -222,8 +223,9 @@ std::optional<int> parse_measure_options(const std::vector<std::string>& args, M
   o->size_name = *size;
   if (o->plans_per_task < 0 || o->trials < 1 || o->samples < 1)
     return fail("--plans >= 0, --trials >= 1, --samples >= 1");
-  if (Result<ReferencePrecision> rp = parse_reference_precision(o->reference_precision); !rp.ok())
-    return fail("--reference-precision: " + rp.status().message());
+  Result<ReferencePrecision> rp = parse_reference_precision(o->reference_precision_name);
+  if (!rp.ok()) return fail("--reference-precision: " + rp.status().message());
+  o->reference_precision = *rp;
   if (o->timing != "fixed" && o->timing != "adaptive")
     return fail("--timing: expected fixed or adaptive, found '" + o->timing + "'");
   if (!(o->timing_width >= 0 && o->timing_width <= 1))
@@ -802,7 +804,7 @@ int cmd_measure(const std::vector<std::string>& args) {
     co.nvrtc_cache_dir = o.nvrtc_cache;
     co.profile_path = o.profile_file;
     co.timing_budget_s = o.timing_budget;
-    co.reference_precision = *parse_reference_precision(o.reference_precision);  // checked when parsed
+    co.reference_precision = o.reference_precision;
     cuda = std::make_unique<CudaEvaluator>(co);
     Status st = cuda->start();
     if (!st.ok()) return fail(st.to_string());
